@@ -1,0 +1,3 @@
+from distrecipe.cli import main
+
+raise SystemExit(main())

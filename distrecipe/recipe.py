@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from distrecipe.errors import Position
+
 AUTO: Literal["auto"] = "auto"
 
 Strategy = Literal["ddp", "zero", "fsdp", "megatron"]
@@ -144,6 +146,15 @@ class Recipe:
     launch: Launch
     source: str = "<recipe>"
     """The file the recipe came from, for messages."""
+    where: dict[str, Position] = field(default_factory=dict, compare=False, repr=False)
+    """Dotted key → where its value was written, so resolution errors point at it."""
+
+    def at(self, *keys: str) -> Position:
+        """Position of the first of `keys` that was written, else the file's start."""
+        for key in keys:
+            if key in self.where:
+                return self.where[key]
+        return Position(self.source, 1, 1)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -1,0 +1,41 @@
+# Two commands matter: `make demo` (the main job on the embedded default recipe) and
+# `make test` (everything CI runs). Both build .venv from nothing but Python.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+# The CPU build of torch: an unpinned torch would pull a multi-GB CUDA build.
+TORCH  := torch==2.13.0
+PIP    := $(BIN)/pip install --quiet --disable-pip-version-check
+
+.PHONY: demo test test-fast lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# One stamp per install set, redone when pyproject.toml changes.
+$(VENV)/.test-installed: pyproject.toml | $(BIN)/python
+	$(PIP) $(TORCH) -e '.[test,dev]'
+	touch $@
+
+demo: $(VENV)/.test-installed
+	@mkdir -p out
+	@for recipe in recipes/*.yaml; do \
+	  name=$$(basename $$recipe .yaml); \
+	  $(BIN)/distrecipe compile $$recipe --target deepspeed -o out/$$name || exit $$?; \
+	done
+
+lint: $(VENV)/.test-installed
+	$(BIN)/ruff check distrecipe tests benchmarks
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/python -m pytest -q
+
+test-fast: $(VENV)/.test-installed
+	$(BIN)/python -m pytest -q -m "not slow"
+
+bench: $(VENV)/.test-installed
+	$(BIN)/python benchmarks/cli_speed.py
+
+clean:
+	rm -rf $(VENV) out runs .pytest_cache .mypy_cache .ruff_cache .hypothesis

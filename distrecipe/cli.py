@@ -1,0 +1,68 @@
+"""The `distrecipe` command line: thin click wrappers around the library.
+
+`main(argv) -> int` is the only entry point. User errors (`DistrecipeError`) become
+one line, `file:line:col: error: message`, and exit code 2. Anything else escaping a
+command is a bug in distrecipe: the user gets one line saying so and where the
+traceback was saved, never a raw traceback. Ctrl-C exits 130.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+
+from distrecipe import __version__
+from distrecipe.commands import compile as compile_cmd
+from distrecipe.commands import resolve as resolve_cmd
+from distrecipe.commands import schema as schema_cmd
+from distrecipe.errors import DistrecipeError
+
+COMMANDS: list[click.Command] = [
+    compile_cmd.command,
+    resolve_cmd.command,
+    schema_cmd.command,
+]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="distrecipe")
+def cli() -> None:
+    """One declarative recipe for distributed training: validate, resolve, emit, launch."""
+
+
+for _command in COMMANDS:
+    cli.add_command(_command)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        result = cli.main(args=list(argv) if argv is not None else None,
+                          prog_name="distrecipe", standalone_mode=False)
+    except DistrecipeError as exc:
+        prefix = f"{exc.where}: " if exc.where else "distrecipe: "
+        click.echo(f"{prefix}error: {exc.message}", err=True)
+        return exc.exit_code
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        click.echo("distrecipe: interrupted", err=True)
+        return 130
+    except Exception:  # the one place that turns a bug into a report
+        log = Path(tempfile.gettempdir()) / "distrecipe-crash.log"
+        log.write_text(traceback.format_exc(), encoding="utf-8")
+        kind = sys.exc_info()[0]
+        click.echo(
+            f"distrecipe: internal error ({kind.__name__ if kind else 'unknown'}); this is a bug "
+            f"in distrecipe, please report it with the traceback saved in {log}",
+            err=True,
+        )
+        return 3
+    return result if isinstance(result, int) else 0

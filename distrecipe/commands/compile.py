@@ -1,0 +1,58 @@
+"""`distrecipe compile`: recipe → native config files for one engine or all."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import click
+
+from distrecipe.api import load_plan
+from distrecipe.commands.options import overrides_option, recipe_argument
+from distrecipe.errors import StrictError
+from distrecipe.output import write_files
+from distrecipe.translator.targets import TARGETS, EmitOptions
+
+
+def compile_recipe(
+    *,
+    recipe: str,
+    target: str,
+    output: str | None,
+    overrides: Sequence[str] = (),
+    hf_auto: bool = False,
+    strict: bool = False,
+) -> int:
+    """Emit `target`'s files; print them when no output directory is given and there is one."""
+    plan = load_plan(recipe, overrides)
+    result = TARGETS[target](plan, EmitOptions(hf_auto=hf_auto, strict=strict))
+    for finding in result.findings:
+        click.echo(f"{recipe}: {finding.severity} {finding.code}: {finding.message}", err=True)
+    inexact = [f for f in result.findings if f.severity != "info"]
+    if strict and inexact:
+        codes = ", ".join(sorted({f.code for f in inexact}))
+        raise StrictError(f"--strict: {target} cannot express this recipe exactly ({codes})")
+    if output is None:
+        if len(result.files) != 1:
+            raise click.UsageError(f"--target {target} writes several files; give -o DIR")
+        click.echo(next(iter(result.files.values())), nl=False)
+        return 0
+    for path in write_files(output, result.files):
+        click.echo(f"wrote {path}", err=True)
+    return 0
+
+
+@click.command("compile")
+@recipe_argument
+@click.option("--target", "-t", type=click.Choice(sorted(TARGETS)), default="deepspeed",
+              show_default=True, help="Which engine's config to emit.")
+@click.option("--output", "-o", type=click.Path(file_okay=False), default=None,
+              help="Directory to write into (created). Without it, a single file goes to stdout.")
+@overrides_option
+@click.option("--hf-auto", is_flag=True,
+              help='DeepSpeed: keep "auto" where the Hugging Face Trainer fills the value.')
+@click.option("--strict", is_flag=True, help="Refuse inexact mappings instead of warning.")
+def command(recipe: str, target: str, output: str | None, overrides: tuple[str, ...],
+            hf_auto: bool, strict: bool) -> int:
+    """Emit the native config(s) equivalent to RECIPE."""
+    return compile_recipe(recipe=recipe, target=target, output=output, overrides=overrides,
+                          hf_auto=hf_auto, strict=strict)

@@ -1,0 +1,36 @@
+"""Writing results: all files or none, each replaced atomically.
+
+A compile that fails half-way must not leave a new ds_config.json beside a stale
+accelerate config, so everything is rendered in memory first and written last, each
+file through a temporary name and `os.replace`.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from distrecipe.errors import DistrecipeError
+
+
+def write_files(directory: str | Path, files: Mapping[str, str]) -> list[Path]:
+    """Write `files` into `directory` (created if needed); returns the paths written."""
+    out = Path(directory)
+    staged: list[tuple[str, Path]] = []
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=out)
+            staged.append((tmp, out / name))
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+                handle.write(text)
+            os.chmod(tmp, 0o644)
+        for tmp, final in staged:
+            os.replace(tmp, final)
+    except OSError as exc:
+        for tmp, _ in staged:
+            Path(tmp).unlink(missing_ok=True)
+        raise DistrecipeError(f"cannot write into {out}: {exc.strerror or exc}") from None
+    return [final for _, final in staged]

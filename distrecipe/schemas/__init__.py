@@ -1,0 +1,113 @@
+"""The JSON Schema is the single source of truth for the recipe format.
+
+Editors read `recipe.schema.json` through yaml-language-server; distrecipe reads the
+same file here and turns the validator's errors into one-line messages with a
+position, the allowed values and a did-you-mean.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from distrecipe.errors import RecipeError
+from distrecipe.source import Document, KeyPath
+
+
+@cache
+def recipe_schema() -> dict[str, Any]:
+    text = resources.files(__package__).joinpath("recipe.schema.json").read_text("utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+def dotted(path: KeyPath) -> str:
+    """`("batch", "micro")` → `batch.micro`; list indices as `[i]`."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "the document"
+
+
+def did_you_mean(word: str, choices: list[str]) -> str:
+    match = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return f"; did you mean {match[0]!r}?" if match else ""
+
+
+def describe(schema: dict[str, Any]) -> str:
+    """What a schema accepts, in words a user reads in an error message."""
+    if "const" in schema:
+        return repr(schema["const"])
+    if "enum" in schema:
+        return "one of " + ", ".join(repr(v) if v is not None else "null" for v in schema["enum"])
+    for combinator in ("oneOf", "anyOf"):
+        if combinator in schema:
+            return " or ".join(describe(s) for s in schema[combinator])
+    kind = schema.get("type")
+    if kind == "string" and "pattern" in schema:
+        return "a string like " + ("80GiB" if "iB" in schema["pattern"] else "8.2B")
+    words = {"integer": "an integer", "number": "a number", "string": "a string",
+             "boolean": "true or false", "null": "null", "array": "a list", "object": "a mapping"}
+    text = words.get(str(kind), str(kind))
+    if "minimum" in schema:
+        text += f" ≥ {schema['minimum']}"
+    if "exclusiveMinimum" in schema:
+        text += f" > {schema['exclusiveMinimum']}"
+    if "maximum" in schema:
+        text += f" ≤ {schema['maximum']}"
+    return text
+
+
+_SHAPE_CHECKS = frozenset({
+    "oneOf", "anyOf", "type", "pattern", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+    "minItems", "maxItems", "minLength", "maxLength",
+})
+
+
+def validate_recipe(doc: Document) -> None:
+    """Raise a `RecipeError` for the first schema violation in document order."""
+    import jsonschema  # deferred: only needed once a file is actually validated
+
+    validator = jsonschema.Draft202012Validator(recipe_schema())
+    errors = list(validator.iter_errors(doc.data))
+    if not errors:
+        return
+
+    def order(err: jsonschema.ValidationError) -> tuple[int, int]:
+        pos = doc.where(tuple(err.absolute_path))
+        return (pos.line, pos.col)
+
+    errors.sort(key=order)
+    first = errors[0]
+    message, path, at_key = _message(first)
+    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
+    raise RecipeError(message + more, doc.where(path, key=at_key))
+
+
+def _message(err: Any) -> tuple[str, KeyPath, bool]:
+    path: KeyPath = tuple(err.absolute_path)
+    where = dotted(path)
+    schema = err.schema
+    if err.validator == "additionalProperties":
+        allowed = sorted(schema.get("properties", {}))
+        extra = sorted(set(err.instance) - set(allowed))
+        key = extra[0]
+        section = f" in {where}" if path else ""
+        return (
+            f"unknown key {key!r}{section}{did_you_mean(key, allowed)} "
+            f"(allowed: {', '.join(allowed)})",
+            (*path, key),
+            True,
+        )
+    if err.validator == "required":
+        missing = err.message.split("'")[1] if "'" in err.message else err.message
+        return f"{where} is missing required key {missing!r}", path, False
+    if err.validator in ("enum", "const"):
+        hint = did_you_mean(str(err.instance), [str(v) for v in schema.get("enum", [])])
+        return f"{where} must be {describe(schema)}, got {err.instance!r}{hint}", path, False
+    if err.validator in _SHAPE_CHECKS:
+        return f"{where} must be {describe(schema)}, got {err.instance!r}", path, False
+    return f"{where}: {err.message}", path, False

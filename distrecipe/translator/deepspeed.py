@@ -1,0 +1,131 @@
+"""Plan → DeepSpeed `ds_config.json`.
+
+Raw DeepSpeed must get concrete numbers: it derives a missing batch value by
+flooring, silently drops a nested `"auto"` (`"stage": "auto"` becomes stage 0) and
+refuses a top-level one. So every batch key is written out, all three agreeing with
+the Plan. `hf_auto=True` instead writes `"auto"` exactly where Hugging Face's
+`HfTrainerDeepSpeedConfig` fills a value from TrainingArguments, for Trainer users.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from distrecipe.findings import Finding
+from distrecipe.recipe import Plan
+
+OPTIMIZER_TYPE = {"adamw": "AdamW", "adam": "Adam", "sgd": "SGD"}
+"""DeepSpeed's optimizer names; `SGD` is not built in and resolves to `torch.optim.SGD`."""
+
+FP16_LOSS_SCALING = {
+    "loss_scale": 0,
+    "initial_scale_power": 16,
+    "loss_scale_window": 1000,
+    "hysteresis": 2,
+    "min_loss_scale": 1,
+}
+"""Dynamic loss scaling as DeepSpeed's docs recommend (`loss_scale: 0` = dynamic)."""
+
+
+def emit(plan: Plan, *, hf_auto: bool = False) -> dict[str, Any]:
+    """The ds_config for `plan`; `hf_auto` leaves HF-Trainer-filled values as "auto"."""
+
+    def auto(value: Any) -> Any:
+        return "auto" if hf_auto else value
+
+    config: dict[str, Any] = {
+        "train_batch_size": auto(plan.global_batch),
+        "train_micro_batch_size_per_gpu": auto(plan.micro),
+        "gradient_accumulation_steps": auto(plan.accumulation),
+    }
+    if plan.grad_clip is not None:
+        config["gradient_clipping"] = auto(plan.grad_clip)
+    if plan.precision == "bf16":
+        config["bf16"] = {"enabled": auto(True)}
+    elif plan.precision == "fp16":
+        config["fp16"] = {"enabled": auto(True), **FP16_LOSS_SCALING}
+    config["optimizer"] = _optimizer(plan, auto)
+    config["zero_optimization"] = _zero(plan, hf_auto)
+    if plan.sequence > 1:
+        config["sequence_parallel_size"] = plan.sequence
+    if plan.activation_checkpointing != "none":
+        config["activation_checkpointing"] = {
+            "partition_activations": plan.tensor > 1,
+            "contiguous_memory_optimization": False,
+            "cpu_checkpointing": False,
+        }
+    config["steps_per_print"] = 10
+    config["wall_clock_breakdown"] = False
+    return config
+
+
+def _optimizer(plan: Plan, auto: Any) -> dict[str, Any]:
+    opt = plan.optimizer
+    params: dict[str, Any] = {"lr": auto(opt.lr), "weight_decay": auto(opt.weight_decay)}
+    if opt.name != "sgd":
+        params["betas"] = auto(list(opt.betas))
+        params["eps"] = auto(opt.eps)
+    return {"type": OPTIMIZER_TYPE[opt.name], "params": params}
+
+
+def _zero(plan: Plan, hf_auto: bool) -> dict[str, Any]:
+    stage = plan.stage
+    zero: dict[str, Any] = {"stage": stage}
+    if stage == 0:
+        return zero
+    b = plan.buckets
+    zero["overlap_comm"] = True
+    zero["contiguous_gradients"] = True
+    if b.reduce_bucket_size is not None:
+        zero["reduce_bucket_size"] = "auto" if hf_auto else b.reduce_bucket_size
+    off = plan.offload
+    if off.optimizer != "none":
+        zero["offload_optimizer"] = _offload(off.optimizer, plan)
+    if off.params != "none":
+        zero["offload_param"] = _offload(off.params, plan)
+    if stage == 3:
+        if b.stage3_prefetch_bucket_size is not None:
+            zero["stage3_prefetch_bucket_size"] = "auto" if hf_auto else b.stage3_prefetch_bucket_size
+        if b.stage3_param_persistence_threshold is not None:
+            zero["stage3_param_persistence_threshold"] = (
+                "auto" if hf_auto else b.stage3_param_persistence_threshold
+            )
+        zero["stage3_gather_16bit_weights_on_model_save"] = True
+        if plan.hybrid:
+            zero["zero_hpz_partition_size"] = plan.shard_group
+    return zero
+
+
+def _offload(device: str, plan: Plan) -> dict[str, Any]:
+    block: dict[str, Any] = {"device": device, "pin_memory": plan.offload.pin_memory}
+    if device == "nvme":
+        block["nvme_path"] = plan.offload.nvme_path
+    return block
+
+
+def findings(plan: Plan) -> list[Finding]:
+    """Where DeepSpeed cannot say exactly what the recipe says."""
+    out = []
+    if plan.hybrid and plan.stage < 3:
+        out.append(Finding(
+            "DR290",
+            f"DeepSpeed ZeRO-{plan.stage} has no hybrid sharding: shard_group {plan.shard_group} "
+            f"is ignored and state is sharded over all {plan.dp} data-parallel ranks",
+            "warning",
+        ))
+    if plan.hybrid and plan.stage == 3:
+        out.append(Finding(
+            "DR291",
+            f"shard_group {plan.shard_group} becomes ZeRO++ zero_hpz_partition_size: a secondary "
+            f"parameter copy within each group of {plan.shard_group}; optimizer state and gradients "
+            f"stay sharded over all {plan.dp} ranks (not HSDP)",
+            "warning",
+        ))
+    if plan.strategy == "megatron":
+        out.append(Finding(
+            "DR292",
+            "strategy megatron emitted as DeepSpeed ZeRO-"
+            f"{plan.stage} data parallelism; tensor/pipeline parallelism needs a Megatron mpu",
+            "warning",
+        ))
+    return out

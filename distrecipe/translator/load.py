@@ -1,0 +1,221 @@
+"""Recipe text → `Recipe`: read, apply `--set` overrides, validate, build dataclasses.
+
+Overrides are applied to the document *before* validation, so a bad override is
+reported at the override itself (`--set batch.global=abc:1:14`), exactly like a bad
+line in the file.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from distrecipe.errors import Position, RecipeError
+from distrecipe.recipe import (
+    RL,
+    Batch,
+    Cluster,
+    Launch,
+    Model,
+    Offload,
+    Optimizer,
+    Parallel,
+    Recipe,
+)
+from distrecipe.schemas import dotted, validate_recipe
+from distrecipe.source import Document, SourceError, parse_text, read_document
+
+_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+_COUNT_SUFFIX = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
+
+
+def parse_size(value: int | str) -> int:
+    """Bytes from `80GiB`, `80GB` (10⁹, as the seed's tables use) or a plain integer."""
+    if isinstance(value, int):
+        return value
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?i?B)\s*", value, re.I)
+    if not m:
+        raise ValueError(f"not a size: {value!r}")
+    return round(float(m.group(1)) * _UNITS[m.group(2).upper()])
+
+
+def parse_count(value: int | float | str) -> int:
+    """A parameter count from `8.2e9`, `8.2B`, `350M` or an integer."""
+    if isinstance(value, (int, float)):
+        return round(value)
+    m = re.fullmatch(r"\s*([0-9.eE+]+)\s*([KMBT]?)\s*", value)
+    if not m:
+        raise ValueError(f"not a count: {value!r}")
+    return round(float(m.group(1)) * _COUNT_SUFFIX[m.group(2)])
+
+
+def load_recipe(path: str | Path, overrides: Sequence[str] = ()) -> Recipe:
+    """Read a recipe file, apply `--set` overrides, validate and build the `Recipe`."""
+    doc = apply_overrides(read_document(path), overrides)
+    return recipe_from_document(doc, base_dir=Path(path).parent)
+
+
+def recipe_from_text(text: str, file: str = "<recipe>", overrides: Sequence[str] = ()) -> Recipe:
+    """The same as `load_recipe` for text already in memory (tests, stdin, import)."""
+    return recipe_from_document(apply_overrides(parse_text(text, file), overrides), Path("."))
+
+
+def apply_overrides(doc: Document, overrides: Sequence[str]) -> Document:
+    """Set `dotted.key=value` pairs (values parsed as YAML) into a copy of the document."""
+    if not overrides:
+        return doc
+    data = copy.deepcopy(doc.data) if isinstance(doc.data, dict) else {}
+    positions = dict(doc.positions)
+    key_positions = dict(doc.key_positions)
+    for item in overrides:
+        label = f"--set {item}"
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise RecipeError("override must look like dotted.key=value", Position(label, 1, 1))
+        path = tuple(part.strip() for part in key.split("."))
+        value_at = Position(label, 1, len(key) + 2)
+        try:
+            value = parse_text(raw, label).data if raw.strip() else None
+        except SourceError as exc:
+            raise RecipeError(exc.message, value_at) from None
+        node = data
+        for depth, part in enumerate(path[:-1]):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise RecipeError(f"{'.'.join(path[: depth + 1])} is not a section", value_at)
+            node = child
+        node[path[-1]] = value
+        for table in (positions, key_positions):
+            for stale in [p for p in table if p[: len(path)] == path]:
+                del table[stale]
+        key_positions[path] = Position(label, 1, 1 + len(key) - len(path[-1]))
+        positions[path] = value_at
+    return Document(data, doc.file, positions, key_positions, doc.lines)
+
+
+def recipe_from_document(doc: Document, base_dir: Path) -> Recipe:
+    """Validate against the schema, then build typed sections with defaults filled."""
+    if not isinstance(doc.data, dict):
+        raise RecipeError("a recipe must be a mapping (key: value pairs)", doc.where(()))
+    validate_recipe(doc)
+    d: dict[str, Any] = doc.data
+    model = _model(d.get("model", {}), base_dir, doc)
+    cluster_d = d.get("cluster", {})
+    batch_d = d.get("batch", {})
+    opt_d = d.get("optimizer", {})
+    launch_d = d.get("launch", {})
+    ac = d.get("activation_checkpointing", False)
+    rl_d = d.get("rl")
+    return Recipe(
+        name=d.get("name") or Path(doc.file).stem,
+        model=model,
+        cluster=Cluster(
+            nodes=cluster_d.get("nodes", 1),
+            gpus_per_node=cluster_d.get("gpus_per_node", "auto"),
+            gpu_memory=_opt(parse_size, cluster_d.get("gpu_memory")),
+            cpu_memory=_opt(parse_size, cluster_d.get("cpu_memory")),
+            device=cluster_d.get("device", "gpu"),
+        ),
+        strategy=d["strategy"],
+        stage=d.get("stage"),
+        offload=Offload(**d.get("offload", {})),
+        parallel=Parallel(**d.get("parallel", {})),
+        batch=Batch(
+            micro=batch_d.get("micro", "auto"),
+            accumulation=batch_d.get("accumulation", "auto"),
+            global_=batch_d.get("global", "auto"),
+            seq_len=batch_d.get("seq_len"),
+        ),
+        precision=d.get("precision", "bf16"),
+        optimizer=_optimizer(opt_d),
+        grad_clip=d.get("grad_clip", 1.0) or None,
+        activation_checkpointing="full" if ac is True else "none" if ac is False else ac,
+        rl=RL(**rl_d) if rl_d else None,
+        launch=Launch(
+            **{k: v for k, v in launch_d.items() if k != "args"},
+            args=tuple(launch_d.get("args", ())),
+        ),
+        source=doc.file,
+        where={dotted(path): pos for path, pos in doc.positions.items() if path},
+    )
+
+
+def _optimizer(d: dict[str, Any]) -> Optimizer:
+    defaults = Optimizer()
+    betas = d.get("betas", defaults.betas)
+    return Optimizer(
+        name=d.get("name", defaults.name),
+        lr=d.get("lr", defaults.lr),
+        betas=(betas[0], betas[1]),
+        eps=d.get("eps", defaults.eps),
+        weight_decay=d.get("weight_decay", defaults.weight_decay),
+    )
+
+
+def _opt(fn: Any, value: Any) -> Any:
+    return None if value is None else fn(value)
+
+
+_HF_KEYS = {
+    "hidden_size": "hidden_size",
+    "layers": "num_hidden_layers",
+    "heads": "num_attention_heads",
+    "kv_heads": "num_key_value_heads",
+    "intermediate_size": "intermediate_size",
+    "vocab": "vocab_size",
+}
+
+
+def _model(m: dict[str, Any], base_dir: Path, doc: Document) -> Model:
+    """Build the model shape; a Hugging Face config fills what the recipe leaves out."""
+    shape: dict[str, Any] = {k: v for k, v in m.items() if k != "params"}
+    if "hf_config" in m:
+        hf = _read_hf_config(base_dir / m["hf_config"], doc.where(("model", "hf_config")))
+        for ours, theirs in _HF_KEYS.items():
+            if ours not in shape and isinstance(hf.get(theirs), int):
+                shape[ours] = hf[theirs]
+        if "tied_embeddings" not in shape and isinstance(hf.get("tie_word_embeddings"), bool):
+            shape["tied_embeddings"] = hf["tie_word_embeddings"]
+        arch = (hf.get("architectures") or [""])[0]
+        if "layer_cls" not in shape and isinstance(arch, str) and arch.endswith("ForCausalLM"):
+            shape["layer_cls"] = arch.removesuffix("ForCausalLM") + "DecoderLayer"
+    params = parse_count(m["params"]) if "params" in m else None
+    model = Model(params=params, **shape)
+    if params is None:
+        params = count_parameters(model)
+        model = Model(params=params, **shape)
+    return model
+
+
+def _read_hf_config(path: Path, where: Position) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise RecipeError(f"cannot read model.hf_config {path}: {exc.strerror}", where) from None
+    except json.JSONDecodeError as exc:
+        raise RecipeError(f"model.hf_config {path} is not JSON: {exc.msg}", where) from None
+    if not isinstance(data, dict):
+        raise RecipeError(f"model.hf_config {path} is not a JSON object", where)
+    # Multimodal configs keep the language model's shape under `text_config`.
+    text = data.get("text_config")
+    return {**data, **text} if isinstance(text, dict) else data
+
+
+def count_parameters(model: Model) -> int | None:
+    """Ψ of a Llama-style decoder from its shape (biases ignored), or None if unknown.
+
+    embeddings V·h (+ the LM head unless tied) + per layer: q and o h·h each, k and v
+    h·h_kv each, a gated MLP 3·h·i, two norms 2h; plus the final norm h.
+    """
+    h, n, a, i, v = model.hidden_size, model.layers, model.heads, model.intermediate_size, model.vocab
+    if h is None or n is None or a is None or i is None or v is None:
+        return None
+    kv_dim = (model.kv_heads or a) * (h // a)
+    per_layer = 2 * h * h + 2 * h * kv_dim + 3 * h * i + 2 * h
+    embeddings = v * h * (1 if model.tied_embeddings else 2)
+    return embeddings + n * per_layer + h

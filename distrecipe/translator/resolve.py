@@ -1,0 +1,302 @@
+"""Recipe → Plan: fill every `auto`, prove every invariant, record provenance.
+
+The one equation everything rests on (the seed's "2 × 4 × 32 = 256"):
+
+    micro × accumulation × DP = global,   DP = nodes × gpus_per_node / (tensor × pipeline × sequence)
+
+DeepSpeed derives the missing batch number by flooring and only then asserts, so a
+wrong recipe fails on the cluster with a puzzling message. Here nothing is ever
+floored: a non-integer is an error that prints every factor and the nearest valid
+choices, before any GPU is booked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from distrecipe.errors import RecipeError
+from distrecipe.recipe import AUTO, Backend, Buckets, Plan, Recipe, plan_values
+
+NATURAL_STAGE = {"ddp": 0, "zero": 2, "fsdp": 3, "megatron": 1}
+"""The stage a strategy means when `stage` is omitted (megatron 1 = distributed optimizer)."""
+ALLOWED_STAGES = {"ddp": (0,), "zero": (1, 2, 3), "fsdp": (2, 3), "megatron": (0, 1)}
+DEFAULT_BACKEND: dict[str, Backend] = {
+    "ddp": "torchrun", "zero": "deepspeed", "fsdp": "torchrun", "megatron": "torchrun",
+}
+
+
+def resolve(recipe: Recipe, *, detected_gpus: int | None = None) -> Plan:
+    """Resolve a declared recipe into a Plan, or raise a `RecipeError` pointing at the cause.
+
+    `detected_gpus` answers `cluster.gpus_per_node: auto`; the caller probes the
+    machine (launch does), so resolution itself stays pure and testable.
+    """
+    prov: dict[str, str] = {}
+    stage = _stage(recipe, prov)
+    _check_offload(recipe, stage)
+    gpus = _gpus_per_node(recipe, detected_gpus, prov)
+    dp = _data_parallel(recipe, gpus, prov)
+    shard_group = _shard_group(recipe, stage, dp, prov)
+    micro, accumulation, global_batch = _batch(recipe, dp, prov)
+    _check_rl(recipe, global_batch)
+    backend = recipe.launch.backend
+    if backend == AUTO:
+        backend = "verl" if recipe.rl else DEFAULT_BACKEND[recipe.strategy]
+        prov["launch.backend"] = f"default for strategy {recipe.strategy}" + (
+            " with rl" if recipe.rl else ""
+        )
+    if recipe.grad_clip is None:
+        prov["grad_clip"] = "disabled (0 or null)"
+    plan = Plan(
+        name=recipe.name,
+        strategy=recipe.strategy,
+        stage=stage,
+        offload=recipe.offload,
+        precision=recipe.precision,
+        model=recipe.model,
+        device=recipe.cluster.device,
+        nodes=recipe.cluster.nodes,
+        gpus_per_node=gpus,
+        gpu_memory=recipe.cluster.gpu_memory,
+        cpu_memory=recipe.cluster.cpu_memory,
+        tensor=recipe.parallel.tensor,
+        pipeline=recipe.parallel.pipeline,
+        sequence=recipe.parallel.sequence,
+        dp=dp,
+        shard_group=shard_group,
+        micro=micro,
+        accumulation=accumulation,
+        global_batch=global_batch,
+        seq_len=recipe.batch.seq_len,
+        optimizer=recipe.optimizer,
+        grad_clip=recipe.grad_clip,
+        activation_checkpointing=recipe.activation_checkpointing,
+        rl=recipe.rl,
+        launch=replace(recipe.launch, backend=backend),
+        buckets=_buckets(recipe, stage, prov),
+        provenance=prov,
+        source=recipe.source,
+    )
+    for key, value in plan_values(plan).items():
+        if key not in prov:
+            prov[key] = "recipe" if key in recipe.where else "not set" if value is None else "default"
+    return plan
+
+
+def _stage(recipe: Recipe, prov: dict[str, str]) -> int:
+    strategy = recipe.strategy
+    if recipe.stage is None:
+        prov["stage"] = f"natural stage of strategy {strategy}"
+        return NATURAL_STAGE[strategy]
+    allowed = ALLOWED_STAGES[strategy]
+    if recipe.stage not in allowed:
+        hint = {
+            ("zero", 0): "stage 0 is plain data parallelism: write strategy: ddp",
+            ("ddp", 1): "sharding needs strategy: zero (or fsdp for stages 2 and 3)",
+            ("fsdp", 1): "FSDP has no stage-1 form; use strategy: zero with stage 1, or stage 2",
+            ("fsdp", 0): "unsharded training is strategy: ddp",
+        }.get((strategy, recipe.stage), f"strategy {strategy} allows stage {_or(allowed)}")
+        raise RecipeError(
+            f"stage {recipe.stage} does not go with strategy {strategy}: {hint}",
+            recipe.at("stage", "strategy"),
+        )
+    return recipe.stage
+
+
+def _check_offload(recipe: Recipe, stage: int) -> None:
+    off = recipe.offload
+    if off.params != "none" and stage < 3:
+        raise RecipeError(
+            f"offload.params: {off.params} needs stage 3 (parameters are only partitioned, "
+            f"and so only offloadable, at stage 3); this recipe has stage {stage}",
+            recipe.at("offload.params"),
+        )
+    if off.optimizer != "none" and stage < 1:
+        raise RecipeError(
+            "offload.optimizer needs stage ≥ 1 (ZeRO-Offload moves the partitioned optimizer "
+            "state); stage 0 keeps it unpartitioned on every GPU",
+            recipe.at("offload.optimizer"),
+        )
+    if "nvme" in (off.optimizer, off.params):
+        if recipe.strategy != "zero":
+            raise RecipeError(
+                f"NVMe offload is DeepSpeed's (ZeRO-Infinity); strategy {recipe.strategy} "
+                "can only offload to cpu",
+                recipe.at("offload.params", "offload.optimizer"),
+            )
+        if not off.nvme_path:
+            raise RecipeError(
+                "offload to nvme needs offload.nvme_path (a local NVMe mount on every node)",
+                recipe.at("offload.optimizer", "offload.params", "offload"),
+            )
+
+
+def _gpus_per_node(recipe: Recipe, detected: int | None, prov: dict[str, str]) -> int:
+    declared = recipe.cluster.gpus_per_node
+    if declared != AUTO:
+        return declared
+    if detected is None or detected < 1:
+        raise RecipeError(
+            "cluster.gpus_per_node is auto but no GPUs were detected here; "
+            "write the number of GPUs per node, or --set cluster.gpus_per_node=8",
+            recipe.at("cluster.gpus_per_node", "cluster"),
+        )
+    prov["cluster.gpus_per_node"] = f"detected on this machine: {detected}"
+    return detected
+
+
+def _data_parallel(recipe: Recipe, gpus: int, prov: dict[str, str]) -> int:
+    nodes = recipe.cluster.nodes
+    par = recipe.parallel
+    world = nodes * gpus
+    model_parallel = par.tensor * par.pipeline * par.sequence
+    factors = (
+        f"nodes({nodes}) × gpus_per_node({gpus}) = {world} ranks; "
+        f"tensor({par.tensor}) × pipeline({par.pipeline}) × sequence({par.sequence}) = {model_parallel}"
+    )
+    if world % model_parallel:
+        raise RecipeError(
+            f"the world does not split into data-parallel replicas: {factors}, "
+            f"and {world} / {model_parallel} is not an integer",
+            recipe.at("parallel.tensor", "parallel.pipeline", "parallel.sequence", "parallel"),
+        )
+    dp = world // model_parallel
+    prov["parallel.dp"] = (
+        f"nodes × gpus_per_node / (tensor × pipeline × sequence) = "
+        f"{nodes} × {gpus} / ({par.tensor} × {par.pipeline} × {par.sequence})"
+    )
+    prov["cluster.world"] = f"nodes × gpus_per_node = {nodes} × {gpus}"
+    return dp
+
+
+def _shard_group(recipe: Recipe, stage: int, dp: int, prov: dict[str, str]) -> int:
+    declared = recipe.parallel.shard_group
+    if declared == "all" or declared == dp:
+        prov["parallel.shard_group"] = f"all data-parallel ranks (DP = {dp})"
+        return dp
+    where = recipe.at("parallel.shard_group")
+    if stage == 0:
+        raise RecipeError("parallel.shard_group needs a sharded stage (≥ 1); stage 0 shards nothing", where)
+    if declared > dp or dp % declared:
+        valid = [d for d in range(1, dp + 1) if dp % d == 0]
+        raise RecipeError(
+            f"parallel.shard_group {declared} must divide the data-parallel world DP = {dp}; "
+            f"valid: {', '.join(map(str, valid))} (or all)",
+            where,
+        )
+    return declared
+
+
+def _batch(recipe: Recipe, dp: int, prov: dict[str, str]) -> tuple[int, int, int]:
+    """Solve micro × accumulation × DP = global for what is `auto`; never floor."""
+    b = recipe.batch
+    micro = None if b.micro == AUTO else b.micro
+    acc = None if b.accumulation == AUTO else b.accumulation
+    glob = None if b.global_ == AUTO else b.global_
+    if glob is None and micro is None:
+        raise RecipeError(
+            "batch needs batch.global or batch.micro (with both auto, nothing fixes the batch)",
+            recipe.at("batch"),
+        )
+    if glob is not None and dp > glob:
+        raise RecipeError(
+            f"the data-parallel world DP = {dp} is larger than batch.global = {glob}: every rank "
+            f"needs at least one sample per step; use ≤ {glob} data-parallel ranks or global ≥ {dp}",
+            recipe.at("batch.global", "batch"),
+        )
+    if glob is None:
+        assert micro is not None  # excluded above; narrows the type
+        acc = _default_accumulation(acc, prov)
+        glob = micro * acc * dp
+        prov["batch.global"] = f"micro × accumulation × DP = {micro} × {acc} × {dp}"
+    elif micro is None:
+        acc = _default_accumulation(acc, prov)
+        micro = _exact(recipe, glob, acc * dp, "micro",
+                       f"global / (accumulation × DP) = {glob} / ({acc} × {dp})", prov)
+    elif acc is None:
+        acc = _exact(recipe, glob, micro * dp, "accumulation",
+                     f"global / (micro × DP) = {glob} / ({micro} × {dp})", prov)
+    elif micro * acc * dp != glob:
+        raise RecipeError(
+            f"micro × accumulation × DP = {micro} × {acc} × {dp} = {micro * acc * dp}, "
+            f"but batch.global is {glob}; {_suggest(glob, micro, acc, dp)}",
+            recipe.at("batch.global", "batch"),
+        )
+    return micro, acc, glob
+
+
+def _default_accumulation(acc: int | None, prov: dict[str, str]) -> int:
+    """With two batch values auto, accumulation is 1 (the rule DeepSpeed also applies)."""
+    if acc is None:
+        prov["batch.accumulation"] = "default 1 (two batch values were auto)"
+        return 1
+    return acc
+
+
+def _exact(recipe: Recipe, glob: int, divisor: int, name: str, formula: str, prov: dict[str, str]) -> int:
+    """`glob / divisor` when it is a positive integer, else an error with the nearest choices."""
+    if glob % divisor == 0 and glob >= divisor:
+        prov[f"batch.{name}"] = formula
+        return glob // divisor
+    lower, upper = (glob // divisor) * divisor, -(-glob // divisor) * divisor
+    options = [str(v) for v in (lower, upper) if v > 0]
+    raise RecipeError(
+        f"batch.{name} = {formula} = {glob / divisor:g} is not a positive integer "
+        f"(distrecipe never rounds); nearest valid batch.global: {_or(options)}",
+        recipe.at("batch.global", "batch"),
+    )
+
+
+def _suggest(glob: int, micro: int, acc: int, dp: int) -> str:
+    """Nearest valid choices for a mismatched triple, changing one number at a time."""
+    tips = [f"global {micro * acc * dp}"]
+    if glob % (micro * dp) == 0 and glob >= micro * dp:
+        tips.append(f"accumulation {glob // (micro * dp)}")
+    if glob % (acc * dp) == 0 and glob >= acc * dp:
+        tips.append(f"micro {glob // (acc * dp)}")
+    return "set " + _or(tips)
+
+
+def _check_rl(recipe: Recipe, global_batch: int) -> None:
+    rl = recipe.rl
+    if rl is None:
+        return
+    if global_batch % rl.rollout_n:
+        raise RecipeError(
+            f"with rl, a step's global batch counts sequences = ppo_mini_batch_size (prompts) × "
+            f"rollout_n; batch.global {global_batch} is not divisible by rl.rollout_n {rl.rollout_n}",
+            recipe.at("rl.rollout_n", "rl"),
+        )
+    mini = global_batch // rl.rollout_n
+    if rl.prompts_per_step < mini:
+        raise RecipeError(
+            f"rl.prompts_per_step {rl.prompts_per_step} is smaller than one optimizer step's "
+            f"prompts (batch.global / rollout_n = {global_batch} / {rl.rollout_n} = {mini}); "
+            "verl requires train_batch_size ≥ ppo_mini_batch_size",
+            recipe.at("rl.prompts_per_step", "rl"),
+        )
+
+
+def _buckets(recipe: Recipe, stage: int, prov: dict[str, str]) -> Buckets:
+    """HF Trainer's hidden-size rules, so raw DeepSpeed gets what the Trainer would pick."""
+    h = recipe.model.hidden_size
+    if h is None:
+        note = "DeepSpeed default (model.hidden_size unknown)"
+        prov["zero.reduce_bucket_size"] = note
+        return Buckets(reduce_bucket_size=None, stage3_prefetch_bucket_size=None,
+                       stage3_param_persistence_threshold=None)
+    prov["zero.reduce_bucket_size"] = f"hidden² = {h}²"
+    if stage == 3:
+        prov["zero.stage3_prefetch_bucket_size"] = f"int(0.9 × hidden²) = int(0.9 × {h}²)"
+        prov["zero.stage3_param_persistence_threshold"] = f"10 × hidden = 10 × {h}"
+    return Buckets(
+        reduce_bucket_size=h * h,
+        stage3_prefetch_bucket_size=int(0.9 * h * h) if stage == 3 else None,
+        stage3_param_persistence_threshold=10 * h if stage == 3 else None,
+    )
+
+
+def _or(items: list[str] | tuple[object, ...]) -> str:
+    words = [str(i) for i in items]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+

@@ -1,0 +1,205 @@
+"""Measure the bytes a rank really holds under DeepSpeed ZeRO-0..3 and torch FSDP2.
+
+Run under ``torchrun --nproc_per_node 2 tests/engine_probe.py JOBS.json OUT.json`` on CPU
+(gloo). Every job in JOBS.json trains a tiny random Hugging Face Llama for two optimizer
+steps in this one process group (one launch amortises the engines' import time), and at
+each point of the second step sums the storages the rank holds:
+
+* ``fwd``  after the last forward, ``bwd`` after the last backward,
+* ``step`` inside the optimizer step (a post-hook on the torch optimizer that does the
+  update: DeepSpeed's fp32 gradient partition and the Adam moments are both alive),
+* ``rest`` after the step, gradients released the way the engine releases them.
+
+What counts: every tensor reachable from the engine and its optimizer — model
+parameters and their ``.grad``, DeepSpeed's ``ds_tensor`` shards, the optimizer's state,
+and every tensor in the attributes of DeepSpeed's optimizer wrapper and its helper
+objects (flat groups, fp32 partitions, reduce buckets). Each storage is counted once, by
+``untyped_storage().data_ptr()``, with its full ``nbytes()`` so that padding and flat
+buffers count as allocated. Activations are not engine state and are left out.
+
+Two steps, not one: Adam creates its moments lazily in the first step, so only the
+second step shows the steady state that a plan describes.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+SEQ = 32
+"""Tokens per sample; small, activations are not what this probe measures."""
+
+
+def tiny_llama(shape: dict[str, int]) -> torch.nn.Module:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        hidden_size=shape["hidden_size"],
+        num_hidden_layers=shape["layers"],
+        num_attention_heads=shape["heads"],
+        num_key_value_heads=shape["kv_heads"],
+        intermediate_size=shape["intermediate_size"],
+        vocab_size=shape["vocab"],
+        max_position_embeddings=SEQ,
+        tie_word_embeddings=False,
+        attn_implementation="sdpa",
+    )
+    torch.manual_seed(0)
+    return LlamaForCausalLM(config)
+
+
+def _tensors(obj: Any, depth: int, seen: set[int]) -> Iterator[torch.Tensor]:
+    """Tensors reachable from `obj` through containers and DeepSpeed/FSDP helper objects."""
+    if id(obj) in seen or depth < 0:
+        return
+    seen.add(id(obj))
+    if isinstance(obj, torch.Tensor):
+        local = obj.to_local() if hasattr(obj, "to_local") else obj
+        yield local
+        if local.is_leaf and local.grad is not None:
+            yield from _tensors(local.grad, depth, seen)
+        shard = getattr(obj, "ds_tensor", None)
+        if shard is not None:
+            yield from _tensors(shard, depth, seen)
+        if obj.is_leaf and obj is not local and obj.grad is not None:
+            yield from _tensors(obj.grad, depth, seen)
+        return
+    if isinstance(obj, dict):
+        for value in obj.values():
+            yield from _tensors(value, depth - 1, seen)
+    elif isinstance(obj, (list, tuple, set)):
+        for value in obj:
+            yield from _tensors(value, depth - 1, seen)
+    elif type(obj).__module__.split(".")[0] in ("deepspeed", "torch") and hasattr(obj, "__dict__"):
+        if isinstance(obj, (torch.nn.Module, dist.ProcessGroup)):
+            return
+        for value in vars(obj).values():
+            yield from _tensors(value, depth - 1, seen)
+
+
+def held_bytes(roots: list[Any]) -> int:
+    """Bytes of distinct storages reachable from `roots`, each storage counted once."""
+    storages: dict[int, int] = {}
+    seen: set[int] = set()
+    for root in roots:
+        for tensor in _tensors(root, 8, seen):
+            storage = tensor.untyped_storage()
+            if storage.nbytes():
+                storages[storage.data_ptr()] = storage.nbytes()
+    return sum(storages.values())
+
+
+def run_deepspeed(job: dict[str, Any], model: torch.nn.Module) -> dict[str, int]:
+    import deepspeed
+
+    engine, _, _, _ = deepspeed.initialize(model=model, config=job["ds_config"])
+    basic = engine.basic_optimizer
+
+    def roots() -> list[Any]:
+        params = list(engine.module.parameters())
+        return [params, basic.state, basic.param_groups, vars(engine.optimizer)]
+
+    # DeepSpeed counts micro-steps itself: engine.step() is called after every backward.
+    return _train(job, roots, basic, forward=engine, backward=engine.backward,
+                  step=lambda last: engine.step())
+
+
+def run_fsdp2(job: dict[str, Any], model: torch.nn.Module) -> dict[str, int]:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for layer in model.model.layers:
+        fully_shard(layer, mesh=mesh, mp_policy=policy, reshard_after_forward=job["reshard"])
+    fully_shard(model, mesh=mesh, mp_policy=policy, reshard_after_forward=job["reshard"])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=False)
+    accumulation = job["accumulation"]
+
+    def roots() -> list[Any]:
+        groups = [state._fsdp_param_group for state in _fsdp_states(model)]
+        return [list(model.parameters()), optimizer.state, groups]
+
+    def backward(loss: torch.Tensor) -> None:
+        (loss / accumulation).backward()
+
+    def step(last: bool) -> None:
+        if last:
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+
+    return _train(job, roots, optimizer, forward=model, backward=backward, step=step)
+
+
+def _fsdp_states(model: torch.nn.Module) -> list[Any]:
+    from torch.distributed.fsdp import FSDPModule
+
+    return [m._get_fsdp_state() for m in model.modules() if isinstance(m, FSDPModule)]
+
+
+def _train(job: dict[str, Any], roots: Any, optimizer: torch.optim.Optimizer, *, forward: Any,
+           backward: Any, step: Any) -> dict[str, int]:
+    """Two optimizer steps of `accumulation` micro-steps; measure during the second."""
+    points: dict[str, int] = {}
+    measuring = False
+
+    def inside_step(*_: object) -> None:
+        if measuring:
+            points["step"] = held_bytes(roots())
+
+    optimizer.register_step_post_hook(inside_step)
+    generator = torch.Generator().manual_seed(dist.get_rank())
+    for step_index in range(2):
+        measuring = step_index == 1
+        last = job["accumulation"] - 1
+        for micro in range(job["accumulation"]):
+            ids = torch.randint(0, job["shape"]["vocab"], (job["micro"], SEQ), generator=generator)
+            loss = forward(input_ids=ids, labels=ids).loss
+            if measuring and micro == last:
+                points["fwd"] = held_bytes(roots())
+            backward(loss)
+            del loss
+            if measuring:
+                key = "bwd" if micro == last else f"bwd{micro + 1}"
+                points[key] = held_bytes(roots())
+            step(micro == last)
+    gc.collect()
+    points["rest"] = held_bytes(roots())
+    return points
+
+
+def main(jobs_path: str, out_path: str) -> None:
+    os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    import deepspeed
+
+    deepspeed.init_distributed(dist_backend="gloo")
+    torch.set_num_threads(1)
+    with open(jobs_path) as f:
+        jobs = json.load(f)
+    results = []
+    for job in jobs:
+        model = tiny_llama(job["shape"])
+        psi = sum(p.numel() for p in model.parameters())
+        runner = run_fsdp2 if job["engine"] == "fsdp2" else run_deepspeed
+        points = runner(job, model)
+        gathered: list[Any] = [None] * dist.get_world_size()
+        dist.all_gather_object(gathered, points)
+        results.append({"name": job["name"], "psi": psi, "ranks": gathered})
+        del model
+        gc.collect()
+        dist.barrier()
+    if dist.get_rank() == 0:
+        with open(out_path, "w") as f:
+            json.dump(results, f, indent=1)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

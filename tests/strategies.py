@@ -1,0 +1,76 @@
+"""Hypothesis strategies for valid recipes, shared by every property test.
+
+A valid recipe is built from its resolved numbers outward (DP first, then a batch
+triple that multiplies exactly), and then up to two batch numbers are hidden behind
+`auto`, so every generated document must resolve and every engine must accept it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from hypothesis import strategies as st
+
+STAGES = {"ddp": [0], "zero": [1, 2, 3], "fsdp": [2, 3], "megatron": [0, 1]}
+
+
+@st.composite
+def recipe_documents(draw: st.DrawFn, strategies: tuple[str, ...] = ("ddp", "zero", "fsdp")) -> dict[str, Any]:
+    """A valid recipe as plain data (dump it with `to_yaml`)."""
+    strategy = draw(st.sampled_from(strategies))
+    stage = draw(st.sampled_from(STAGES[strategy]))
+    nodes = draw(st.sampled_from([1, 1, 2, 4]))
+    gpus = draw(st.sampled_from([1, 2, 4, 8]))
+    world = nodes * gpus
+    tensor = draw(st.sampled_from([t for t in (1, 2) if world % t == 0])) if strategy == "megatron" else 1
+    dp = world // tensor
+    micro = draw(st.integers(1, 8))
+    acc = draw(st.integers(1, 8))
+    glob = micro * acc * dp
+    batch: dict[str, Any] = {"micro": micro, "accumulation": acc, "global": glob}
+    hide = draw(st.sampled_from([(), ("micro",), ("accumulation",), ("global",),
+                                 ("micro", "accumulation"), ("accumulation", "global")]))
+    if "accumulation" in hide and len(hide) == 2:
+        # two autos mean accumulation 1: only documents that really have 1 can hide it
+        hide = hide if acc == 1 else (hide[1],)
+    for key in hide:
+        batch[key] = "auto"
+    batch["seq_len"] = draw(st.sampled_from([512, 2048, 4096]))
+    hidden = draw(st.sampled_from([None, 256, 1024, 4096]))
+    model: dict[str, Any] = {"params": draw(st.sampled_from([125_000_000, 1_300_000_000, 8_000_000_000]))}
+    if hidden is not None:
+        model.update(hidden_size=hidden, layers=draw(st.integers(2, 48)), heads=hidden // 64)
+    precision = draw(st.sampled_from(["bf16", "fp16", "fp32"]))
+    offload: dict[str, Any] = {}
+    if stage >= 1 and strategy in ("zero", "fsdp") and draw(st.booleans()):
+        offload["optimizer"] = "cpu"
+        if stage == 3 and draw(st.booleans()):
+            offload["params"] = "cpu"
+    doc: dict[str, Any] = {
+        "recipe": 1,
+        "name": "generated",
+        "model": model,
+        "cluster": {"nodes": nodes, "gpus_per_node": gpus, "gpu_memory": "80GB"},
+        "strategy": strategy,
+        "stage": stage,
+        "batch": batch,
+        "precision": precision,
+        "optimizer": {
+            "name": draw(st.sampled_from(["adamw", "adam"])),
+            "lr": draw(st.sampled_from([1e-5, 3e-4, 1e-3])),
+            "weight_decay": draw(st.sampled_from([0.0, 0.1])),
+        },
+        "grad_clip": draw(st.sampled_from([0, 1.0, 0.5])),
+    }
+    if offload:
+        doc["offload"] = offload
+    if tensor > 1:
+        doc["parallel"] = {"tensor": tensor}
+    if stage >= 2 and dp >= 4 and draw(st.booleans()):
+        doc.setdefault("parallel", {})["shard_group"] = dp // 2
+    return doc
+
+
+def to_yaml(doc: dict[str, Any]) -> str:
+    return yaml.safe_dump(doc, sort_keys=False)

@@ -90,10 +90,25 @@ def held_bytes(roots: list[Any]) -> int:
     seen: set[int] = set()
     for root in roots:
         for tensor in _tensors(root, 8, seen):
+            if tensor.device.type == "meta":  # DeepSpeed keeps shape-only copies; no bytes
+                continue
             storage = tensor.untyped_storage()
             if storage.nbytes():
                 storages[storage.data_ptr()] = storage.nbytes()
     return sum(storages.values())
+
+
+class Recorder:
+    """Held bytes at named points of the measured step; a point seen twice keeps its maximum."""
+
+    def __init__(self, roots: Any) -> None:
+        self.roots = roots
+        self.measuring = False
+        self.points: dict[str, int] = {}
+
+    def __call__(self, point: str) -> None:
+        if self.measuring:
+            self.points[point] = max(self.points.get(point, 0), held_bytes(self.roots()))
 
 
 def run_deepspeed(job: dict[str, Any], model: torch.nn.Module) -> dict[str, int]:
@@ -101,13 +116,19 @@ def run_deepspeed(job: dict[str, Any], model: torch.nn.Module) -> dict[str, int]
 
     engine, _, _, _ = deepspeed.initialize(model=model, config=job["ds_config"])
     basic = engine.basic_optimizer
+    record = Recorder(lambda: [list(engine.module.parameters()), basic.state,
+                               basic.param_groups, vars(engine.optimizer)])
+    free_grads = getattr(engine.optimizer, "free_grad_in_param_list", None)
+    if free_grads is not None:
+        # ZeRO-1/2 `step()` frees the 16-bit gradient partition only after it has made the
+        # fp32 copy (stage_1_and_2.py, "Step 3"); this is the moment both exist: the peak.
+        def free_grad_in_param_list(*args: Any, **kwargs: Any) -> Any:
+            record("step")
+            return free_grads(*args, **kwargs)
 
-    def roots() -> list[Any]:
-        params = list(engine.module.parameters())
-        return [params, basic.state, basic.param_groups, vars(engine.optimizer)]
-
+        engine.optimizer.free_grad_in_param_list = free_grad_in_param_list
     # DeepSpeed counts micro-steps itself: engine.step() is called after every backward.
-    return _train(job, roots, basic, forward=engine, backward=engine.backward,
+    return _train(job, record, basic, forward=engine, backward=engine.backward,
                   step=lambda last: engine.step())
 
 
@@ -123,9 +144,8 @@ def run_fsdp2(job: dict[str, Any], model: torch.nn.Module) -> dict[str, int]:
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=False)
     accumulation = job["accumulation"]
 
-    def roots() -> list[Any]:
-        groups = [state._fsdp_param_group for state in _fsdp_states(model)]
-        return [list(model.parameters()), optimizer.state, groups]
+    record = Recorder(lambda: [list(model.parameters()), optimizer.state,
+                               [state._fsdp_param_group for state in _fsdp_states(model)]])
 
     def backward(loss: torch.Tensor) -> None:
         (loss / accumulation).backward()
@@ -135,7 +155,7 @@ def run_fsdp2(job: dict[str, Any], model: torch.nn.Module) -> dict[str, int]:
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
 
-    return _train(job, roots, optimizer, forward=model, backward=backward, step=step)
+    return _train(job, record, optimizer, forward=model, backward=backward, step=step)
 
 
 def _fsdp_states(model: torch.nn.Module) -> list[Any]:
@@ -144,35 +164,26 @@ def _fsdp_states(model: torch.nn.Module) -> list[Any]:
     return [m._get_fsdp_state() for m in model.modules() if isinstance(m, FSDPModule)]
 
 
-def _train(job: dict[str, Any], roots: Any, optimizer: torch.optim.Optimizer, *, forward: Any,
-           backward: Any, step: Any) -> dict[str, int]:
+def _train(job: dict[str, Any], record: Recorder, optimizer: torch.optim.Optimizer, *,
+           forward: Any, backward: Any, step: Any) -> dict[str, int]:
     """Two optimizer steps of `accumulation` micro-steps; measure during the second."""
-    points: dict[str, int] = {}
-    measuring = False
-
-    def inside_step(*_: object) -> None:
-        if measuring:
-            points["step"] = held_bytes(roots())
-
-    optimizer.register_step_post_hook(inside_step)
+    optimizer.register_step_post_hook(lambda *_: record("step"))
     generator = torch.Generator().manual_seed(dist.get_rank())
     for step_index in range(2):
-        measuring = step_index == 1
+        record.measuring = step_index == 1
         last = job["accumulation"] - 1
         for micro in range(job["accumulation"]):
             ids = torch.randint(0, job["shape"]["vocab"], (job["micro"], SEQ), generator=generator)
             loss = forward(input_ids=ids, labels=ids).loss
-            if measuring and micro == last:
-                points["fwd"] = held_bytes(roots())
+            if micro == last:
+                record("fwd")
             backward(loss)
             del loss
-            if measuring:
-                key = "bwd" if micro == last else f"bwd{micro + 1}"
-                points[key] = held_bytes(roots())
+            record("bwd" if micro == last else f"bwd{micro + 1}")
             step(micro == last)
     gc.collect()
-    points["rest"] = held_bytes(roots())
-    return points
+    record("rest")
+    return record.points
 
 
 def main(jobs_path: str, out_path: str) -> None:

@@ -1,0 +1,222 @@
+"""The engine view: what DeepSpeed, torch FSDP2 and torch DDP really hold per rank.
+
+The seed's table (`memory.py`) is the ZeRO paper's steady state. Engines hold more at
+some moments and less at others; each term below was read from the installed sources
+(deepspeed 0.19.8, torch 2.13) and is checked against the bytes real engines hold by
+`tests/test_plan_engine.py` (bytes per parameter at N = 2 in `reference/memory.md`).
+
+* DeepSpeed ZeRO-0, 16-bit: `FP16_Optimizer` (bf16 mode) keeps 2Ψ parameters, a 4Ψ
+  fp32 master copy and 8Ψ Adam moments (14Ψ at rest); backward adds 2Ψ gradients and
+  `step()` an fp32 copy of them (4Ψ): 20Ψ at the peak.
+* DeepSpeed ZeRO-1/2 (`stage_1_and_2.py`): 2Ψ + 12Ψ/N at rest; after backward the 2Ψ/N
+  gradient partition and the reduce bucket (`reduce_bucket_size` elements, two of them
+  with `overlap_comm`); ZeRO-1 with accumulation keeps the full 2Ψ gradients between
+  micro-steps (the seed's 4Ψ + 12Ψ/N). `step()` makes the fp32 copy of the partition
+  (4Ψ/N) before it frees the 16-bit one: 2Ψ + 18Ψ/N, DeepSpeed's own estimate.
+* DeepSpeed ZeRO-3 (`stage3.py`): 2Ψ/N shard + 12Ψ/N + a 2Ψ/N gradient buffer for its
+  lifetime, whole copies of tensors under `stage3_param_persistence_threshold`, one
+  reduce bucket from start-up; after forward up to `stage3_max_live_parameters` stay
+  gathered until backward; `step()` adds the 4Ψ/N fp32 gradient copy.
+* torch FSDP2: under mixed precision the sharded parameters stay fp32, so there is no
+  separate master copy: 4Ψ/N + 8Ψ/N Adam at rest, + 4Ψ/N gradients after backward;
+  `reshard_after_forward=False` keeps the 16-bit unsharded parameters from forward to
+  backward.
+* torch DDP as Accelerate runs it (fp32 parameters, bf16 autocast): 4Ψ + 8Ψ Adam + a
+  4Ψ bucket copy of the gradients (`gradient_as_bucket_view` is off), + 4Ψ gradients.
+
+The layer being computed and the one prefetched (ZeRO-3 / FSDP) are a transient
+working set; `activations.py` counts them with the activations, not here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from distrecipe.plan.memory import local_params, plan_model_state
+from distrecipe.plan.shapes import llama
+from distrecipe.recipe import Plan
+
+POINTS = ("rest", "forward", "backward", "step")
+"""After the optimizer step, after forward, after backward (worst micro-step), inside step."""
+
+COMPONENTS = ("parameters", "gathered", "gradients", "fp32 gradients", "master weights",
+              "optimizer", "buffers")
+
+
+@dataclass(frozen=True, slots=True)
+class EngineView:
+    """Bytes one rank holds at each point of a step, by component; `cpu` is host memory."""
+
+    engine: str
+    points: dict[str, dict[str, float]]
+    cpu: dict[str, float]
+    notes: tuple[str, ...] = ()
+
+    def total(self, point: str) -> float:
+        return sum(self.points[point].values())
+
+    @property
+    def peak_point(self) -> str:
+        return max(POINTS, key=self.total)
+
+    @property
+    def peak(self) -> float:
+        return self.total(self.peak_point)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DeepSpeedZero:
+    """The `zero_optimization` knobs that change memory or traffic (DeepSpeed 0.19 defaults)."""
+
+    stage: int
+    reduce_bucket_size: int = 500_000_000
+    overlap_comm: bool = False
+    persistence_threshold: int = 100_000
+    max_live_parameters: int = 1_000_000_000
+    multi_rank_allreduce: bool = True
+    offload_optimizer: bool = False
+    offload_param: bool = False
+
+    @classmethod
+    def from_config(cls, zero: Mapping[str, Any]) -> DeepSpeedZero:
+        """Read a DeepSpeed `zero_optimization` section (`stage3_` prefixes optional)."""
+        defaults = cls(stage=int(zero.get("stage", 0)))
+
+        def get(key: str, default: Any) -> Any:
+            return zero.get(key, zero.get(f"stage3_{key}", default))
+
+        def device(key: str) -> bool:
+            block = zero.get(key) or {}
+            return str(block.get("device", "none")) not in ("none", "None")
+
+        stage = defaults.stage
+        return cls(
+            stage=stage,
+            reduce_bucket_size=int(get("reduce_bucket_size", defaults.reduce_bucket_size)),
+            overlap_comm=bool(get("overlap_comm", stage == 3)),
+            persistence_threshold=int(get("param_persistence_threshold",
+                                          defaults.persistence_threshold)),
+            max_live_parameters=int(get("max_live_parameters", defaults.max_live_parameters)),
+            multi_rank_allreduce=bool(get("use_multi_rank_bucket_allreduce", True)),
+            offload_optimizer=device("offload_optimizer"),
+            offload_param=device("offload_param") and stage == 3,
+        )
+
+
+def _add(base: dict[str, float], **extra: float) -> dict[str, float]:
+    out = dict(base)
+    for key, value in extra.items():
+        name = key.replace("_", " ")
+        out[name] = out.get(name, 0.0) + value
+    return out
+
+
+def deepspeed(psi: float, n: int, zero: DeepSpeedZero, *, lp: int, accumulation: int,
+              persistent: float = 0.0) -> EngineView:
+    """DeepSpeed ZeRO-0..3 with `lp`-byte parameters (2 for bf16/fp16, 4 for fp32)."""
+    stage = zero.stage
+    master = 0.0 if lp == 4 else 4 * psi  # fp32 training has no master copy at stage 0
+    fp32_grads = 0.0 if lp == 4 else 4 * psi  # `.to(fp32)` of an fp32 tensor copies nothing
+    cpu: dict[str, float] = {}
+    if stage == 0:
+        rest = {"parameters": lp * psi, "master weights": master, "optimizer": 8 * psi}
+        backward = _add(rest, gradients=lp * psi)
+        points = {"rest": rest, "forward": rest, "backward": backward,
+                  "step": _add(backward, fp32_gradients=fp32_grads)}
+        return EngineView("DeepSpeed ZeRO-0", points, cpu)
+    master_shard = 4 * psi / n
+    bucket = zero.reduce_bucket_size * lp
+    if stage in (1, 2):
+        bucket *= 2 if zero.overlap_comm else 1
+        rest = {"parameters": lp * psi}
+        if zero.offload_optimizer:
+            cpu = {"master weights": master_shard, "optimizer": 8 * psi / n,
+                   "fp32 gradients": 4 * psi / n}
+            backward = _add(rest, buffers=bucket)
+            points = {"rest": rest, "forward": rest, "backward": backward, "step": backward}
+            return EngineView(f"DeepSpeed ZeRO-{stage} + optimizer offload", points, cpu)
+        rest = _add(rest, master_weights=master_shard, optimizer=8 * psi / n)
+        held = lp * psi if stage == 1 and accumulation > 1 else lp * psi / n
+        backward = _add(rest, gradients=held, buffers=bucket)
+        step = _add(rest, gradients=lp * psi / n, buffers=bucket,
+                    fp32_gradients=fp32_grads / n)
+        # The gradients and the bucket outlive a micro-step: the last forward sees them.
+        points = {"rest": rest, "forward": backward if accumulation > 1 else rest,
+                  "backward": backward, "step": step}
+        return EngineView(f"DeepSpeed ZeRO-{stage}", points, cpu)
+    shard = lp * psi / n
+    rest = {"parameters": shard + lp * persistent, "gradients": lp * psi / n, "buffers": bucket}
+    if zero.offload_param:
+        cpu["parameters"] = shard
+        rest["parameters"] = lp * persistent
+    if zero.offload_optimizer:
+        cpu.update({"master weights": master_shard, "optimizer": 8 * psi / n,
+                    "gradients": lp * psi / n, "fp32 gradients": fp32_grads / n})
+        del rest["gradients"]
+        step = rest
+    else:
+        rest.update({"master weights": master_shard, "optimizer": 8 * psi / n})
+        step = _add(rest, fp32_gradients=fp32_grads / n)
+    gathered = lp * min(psi - persistent, zero.max_live_parameters)
+    points = {"rest": rest, "forward": _add(rest, gathered=gathered), "backward": rest,
+              "step": step}
+    name = "DeepSpeed ZeRO-3" + (" + offload" if cpu else "")
+    return EngineView(name, points, cpu)
+
+
+def fsdp2(psi: float, n: int, *, reshard: bool, lp: int, offload: bool) -> EngineView:
+    """torch FSDP2 (`fully_shard`) with fp32 sharded parameters and `lp`-byte compute."""
+    state = {"parameters": 4 * psi / n, "optimizer": 8 * psi / n}
+    grads = {"gradients": 4 * psi / n}
+    rest: dict[str, float] = {} if offload else state
+    backward = rest if offload else _add(rest, **grads)
+    forward = rest if reshard else _add(rest, gathered=lp * psi)
+    cpu = _add(state, **grads) if offload else {}
+    points = {"rest": rest, "forward": forward, "backward": backward, "step": backward}
+    mode = f"reshard_after_forward={reshard}"
+    return EngineView(f"torch FSDP2 ({mode}{', CPU offload' if offload else ''})", points, cpu)
+
+
+def ddp(psi: float) -> EngineView:
+    """torch DDP under Accelerate: fp32 parameters, bucket copy of the gradients."""
+    rest = {"parameters": 4 * psi, "optimizer": 8 * psi, "buffers": 4 * psi}
+    backward = _add(rest, gradients=4 * psi)
+    points = {"rest": rest, "forward": rest, "backward": backward, "step": backward}
+    return EngineView("torch DDP (fp32 parameters, autocast)", points, {})
+
+
+def formula_only(plan: Plan) -> EngineView:
+    """Megatron-LM is not an emitted target: its distributed optimizer's table entry stands."""
+    view = plan_model_state(plan)
+    points = {point: dict(view.gpu) for point in POINTS}
+    return EngineView("Megatron distributed optimizer (formula)", points, dict(view.cpu),
+                      ("no engine is emitted for megatron; the seed's formula is used",))
+
+
+def uses_deepspeed(plan: Plan) -> bool:
+    """Which engine runs the plan: `zero` is DeepSpeed, so is `ddp` launched by DeepSpeed."""
+    backend = plan.launch.backend
+    return plan.strategy == "zero" or (
+        plan.strategy == "ddp" and backend in ("deepspeed", "accelerate-deepspeed"))
+
+
+def plan_engine_view(plan: Plan, zero: Mapping[str, Any] | None = None) -> EngineView:
+    """The engine view for a Plan; `zero` is the emitted DeepSpeed `zero_optimization`."""
+    psi = local_params(plan)
+    lp = plan.precision_bytes
+    offloaded = plan.offload.optimizer != "none" or plan.offload.params != "none"
+    if plan.strategy == "megatron":
+        return formula_only(plan)
+    if plan.strategy == "fsdp":
+        return fsdp2(psi, plan.shard_group, reshard=plan.stage >= 3, lp=lp, offload=offloaded)
+    if not uses_deepspeed(plan):
+        return ddp(psi)
+    settings = DeepSpeedZero.from_config(zero if zero is not None else {"stage": plan.stage})
+    inventory = llama(plan.model)
+    persistent = 0.0
+    if settings.stage == 3 and inventory is not None:
+        persistent = min(psi, inventory.persistent(settings.persistence_threshold))
+    return deepspeed(psi, plan.shard_group, settings, lp=lp,
+                     accumulation=plan.accumulation, persistent=persistent)

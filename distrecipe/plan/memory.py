@@ -1,0 +1,122 @@
+"""The formula view: the seed's ZeRO table as data, per GPU, in bytes.
+
+Mixed-precision Adam keeps 16 bytes per parameter Ψ: 2 (16-bit parameters) + 2
+(16-bit gradients) + 12 (fp32 master weights, Adam's m and v). Each ZeRO stage
+divides one more of the three by the N data-parallel ranks:
+
+| strategy                          | not sharded | sharded ÷ N | N = 32, Ψ = 8B |
+|-----------------------------------|-------------|-------------|----------------|
+| DDP (stage 0)                     | 16Ψ         |             | 128 GB         |
+| ZeRO-1 (optimizer state)          | 4Ψ          | 12Ψ/N       | 35 GB          |
+| ZeRO-2 (+ gradients)              | 2Ψ          | 14Ψ/N       | 19.5 GB        |
+| ZeRO-3 / FSDP (+ parameters)      |             | 16Ψ/N       | 4 GB           |
+| Megatron distributed optimizer    | 6Ψ          | 12Ψ/N       | 51 GB          |
+
+Megatron is ZeRO-1 with fp32 gradients (4 bytes, not 2). Pure fp32 training has no
+master copy: 4 + 4 + 8 bytes, the same 16 but split differently. Tensor and pipeline
+parallelism divide Ψ before any of this; a shard group smaller than N shards within
+the group only. This is the paper's steady state; `engine.py` adds what engines hold
+beyond it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from distrecipe.errors import RecipeError
+from distrecipe.recipe import Plan, Precision, Strategy
+
+TERMS = ("parameters", "gradients", "optimizer")
+"""The three parts of model state, in the order the table adds them."""
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    """One part of model state: its bytes per parameter and whether this stage shards it."""
+
+    name: str
+    bytes_per_param: int
+    sharded: bool
+
+
+@dataclass(frozen=True, slots=True)
+class FormulaView:
+    """Model state per GPU (and per rank on the host, when offloaded), in bytes."""
+
+    formula: str
+    """The seed's expression, e.g. `2Ψ + 14Ψ/N`."""
+    gpu: dict[str, float]
+    cpu: dict[str, float]
+
+    @property
+    def total(self) -> float:
+        return sum(self.gpu.values())
+
+
+def terms(strategy: Strategy, stage: int, precision: Precision) -> tuple[Term, Term, Term]:
+    """Bytes per parameter of parameters, gradients, optimizer, and which are sharded."""
+    lp = 4 if precision == "fp32" else 2
+    grads = 4 if strategy == "megatron" else lp
+    optimizer = 8 if precision == "fp32" else 12
+    stage = 1 if strategy == "megatron" else stage
+    return (
+        Term("parameters", lp, stage >= 3),
+        Term("gradients", grads, stage >= 2),
+        Term("optimizer", optimizer, stage >= 1),
+    )
+
+
+def formula(strategy: Strategy, stage: int, precision: Precision) -> str:
+    """The table's expression: unsharded bytes·Ψ + sharded bytes·Ψ/N."""
+    parts = terms(strategy, stage, precision)
+    whole = sum(t.bytes_per_param for t in parts if not t.sharded)
+    split = sum(t.bytes_per_param for t in parts if t.sharded)
+    shown = [f"{whole}Ψ"] if whole else []
+    shown += [f"{split}Ψ/N"] if split else []
+    return " + ".join(shown)
+
+
+def model_state(
+    psi: float,
+    n: int,
+    strategy: Strategy,
+    stage: int,
+    precision: Precision,
+    *,
+    offload_optimizer: bool = False,
+    offload_params: bool = False,
+) -> FormulaView:
+    """Per-GPU model state for Ψ parameters (already divided by TP × PP) over N shards.
+
+    Offload moves the optimizer state (ZeRO-Offload) and, at stage 3 only, the
+    parameter shard (ZeRO-Infinity) to host memory: those bytes appear under `cpu`.
+    """
+    gpu: dict[str, float] = {}
+    cpu: dict[str, float] = {}
+    for term in terms(strategy, stage, precision):
+        size = term.bytes_per_param * psi / (n if term.sharded else 1)
+        moved = (term.name == "optimizer" and offload_optimizer) or (
+            term.name == "parameters" and offload_params and term.sharded
+        )
+        (cpu if moved else gpu)[term.name] = size
+    return FormulaView(formula(strategy, stage, precision), gpu, cpu)
+
+
+def local_params(plan: Plan) -> float:
+    """Ψ one rank's model replica holds: tensor and pipeline parallel divide the model."""
+    if plan.model.params is None:
+        raise RecipeError(f"{plan.source}: plan needs model.params (or model.hf_config)")
+    return plan.model.params / (plan.tensor * plan.pipeline)
+
+
+def plan_model_state(plan: Plan) -> FormulaView:
+    """The formula view of a Plan: shards span `shard_group` ranks, not always all N."""
+    return model_state(
+        local_params(plan),
+        plan.shard_group,
+        plan.strategy,
+        plan.stage,
+        plan.precision,
+        offload_optimizer=plan.offload.optimizer != "none",
+        offload_params=plan.offload.params != "none",
+    )

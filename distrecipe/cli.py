@@ -9,10 +9,7 @@ traceback was saved, never a raw traceback. Ctrl-C exits 130.
 from __future__ import annotations
 
 import sys
-import tempfile
-import traceback
 from collections.abc import Sequence
-from pathlib import Path
 
 import click
 
@@ -56,6 +53,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         click.echo("distrecipe: interrupted", err=True)
         return 130
     except Exception:  # the one place that turns a bug into a report
+        import tempfile
+        import traceback
+        from pathlib import Path
+
         log = Path(tempfile.gettempdir()) / "distrecipe-crash.log"
         log.write_text(traceback.format_exc(), encoding="utf-8")
         kind = sys.exc_info()[0]

@@ -31,7 +31,7 @@ STRATEGIES: tuple[Strategy, ...] = ("ddp", "zero", "fsdp", "megatron")
 PRECISION_BYTES: dict[Precision, int] = {"bf16": 2, "fp16": 2, "fp32": 4}
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class Model:
     """The model's shape; enough for bucket sizes, memory and activation estimates."""
 
@@ -53,7 +53,7 @@ class Model:
     """Path of the Hugging Face `config.json` the shape was read from, if any."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class Cluster:
     """Where the job runs. `gpus_per_node` counts ranks per node (CPU processes on `cpu`)."""
 
@@ -67,7 +67,7 @@ class Cluster:
     """`cpu` runs every rank as a CPU process with the gloo backend (laptops, CI, demo)."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class Offload:
     """Where optimizer state and parameters live between uses."""
 
@@ -77,7 +77,7 @@ class Offload:
     pin_memory: bool = True
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class Parallel:
     """Model-parallel degrees; what is left of the world is data parallel."""
 
@@ -88,7 +88,7 @@ class Parallel:
     """Ranks one shard is split over; fewer than the DP world means hybrid sharding."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class Batch:
     """`micro × accumulation × DP = global`; any one or two may be `auto`."""
 
@@ -98,7 +98,7 @@ class Batch:
     seq_len: int | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class Optimizer:
     name: OptimizerName = "adamw"
     lr: float = 1.0e-5
@@ -107,7 +107,7 @@ class Optimizer:
     weight_decay: float = 0.0
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class RL:
     """verl only: a step's global batch counts sequences, data counts prompts."""
 
@@ -115,7 +115,7 @@ class RL:
     prompts_per_step: int
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class Launch:
     backend: Backend | Literal["auto"] = AUTO
     script: str | None = None
@@ -125,7 +125,7 @@ class Launch:
     hostfile: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class Recipe:
     """A recipe as declared (format version 1), after schema validation."""
 
@@ -157,7 +157,7 @@ class Recipe:
         return Position(self.source, 1, 1)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class Buckets:
     """DeepSpeed's size knobs, resolved from the hidden size the way HF's Trainer does.
 
@@ -169,7 +169,7 @@ class Buckets:
     stage3_param_persistence_threshold: int | None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class Plan:
     """A fully resolved recipe: the one input of every emitter and view.
 

@@ -142,7 +142,13 @@ class _DuplicateKey(Exception):
 
 
 def _compose(text: str, file: str) -> Document:
-    loader = _Loader(text)
+    try:
+        loader = _Loader(text)  # the reader already rejects control characters here
+    except yaml.reader.ReaderError as exc:
+        before = text[: exc.position]
+        where = Position(file, before.count("\n") + 1, len(before) - before.rfind("\n"))
+        code = exc.character if isinstance(exc.character, int) else ord(exc.character)
+        raise SourceError(f"invalid YAML: control character U+{code:04X} is not allowed", where) from None
     try:
         root = loader.get_single_node()
     except yaml.MarkedYAMLError as exc:

@@ -7,19 +7,19 @@ position, the allowed values and a did-you-mean.
 
 from __future__ import annotations
 
-import difflib
 import json
 from functools import cache
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from distrecipe.errors import RecipeError
+from distrecipe.schemas.conforms import conforms
 from distrecipe.source import Document, KeyPath
 
 
 @cache
 def recipe_schema() -> dict[str, Any]:
-    text = resources.files(__package__).joinpath("recipe.schema.json").read_text("utf-8")
+    text = (Path(__file__).parent / "recipe.schema.json").read_text("utf-8")
     schema: dict[str, Any] = json.loads(text)
     return schema
 
@@ -33,6 +33,8 @@ def dotted(path: KeyPath) -> str:
 
 
 def did_you_mean(word: str, choices: list[str]) -> str:
+    import difflib  # only error messages need it
+
     match = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
     return f"; did you mean {match[0]!r}?" if match else ""
 
@@ -69,7 +71,9 @@ _SHAPE_CHECKS = frozenset({
 
 def validate_recipe(doc: Document) -> None:
     """Raise a `RecipeError` for the first schema violation in document order."""
-    import jsonschema  # deferred: only needed once a file is actually validated
+    if conforms(doc.data, recipe_schema()):
+        return
+    import jsonschema  # deferred: the full validator is only needed to explain a failure
 
     validator = jsonschema.Draft202012Validator(recipe_schema())
     errors = list(validator.iter_errors(doc.data))

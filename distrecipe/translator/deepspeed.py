@@ -38,8 +38,8 @@ def emit(plan: Plan, *, hf_auto: bool = False) -> dict[str, Any]:
         "train_micro_batch_size_per_gpu": auto(plan.micro),
         "gradient_accumulation_steps": auto(plan.accumulation),
     }
-    if plan.grad_clip is not None:
-        config["gradient_clipping"] = auto(plan.grad_clip)
+    # Always written: DeepSpeed's own default clips at 1.0, so "no clipping" must say 0.
+    config["gradient_clipping"] = auto(plan.grad_clip or 0.0)
     if plan.precision == "bf16":
         config["bf16"] = {"enabled": auto(True)}
     elif plan.precision == "fp16":

@@ -1,0 +1,135 @@
+"""DeepSpeed is the judge: its own `DeepSpeedConfig` must accept every emitted config
+and derive the Plan's batch numbers at the recipe's data-parallel world size.
+
+Also Hugging Face's `HfTrainerDeepSpeedConfig` is the judge of `--hf-auto`: filled
+from TrainingArguments that match the recipe, it must produce the concrete emit and
+report no mismatch.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import SimpleNamespace
+from typing import Any
+from unittest import mock
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from distrecipe.recipe import Plan
+from distrecipe.translator import deepspeed as ds_emit
+from distrecipe.translator.load import recipe_from_text
+from distrecipe.translator.resolve import resolve
+from tests.strategies import recipe_documents, to_yaml
+
+pytestmark = pytest.mark.slow  # imports deepspeed and transformers (≈ 5 s)
+
+deepspeed_comm = pytest.importorskip("deepspeed.comm")
+ds_config_module = pytest.importorskip("deepspeed.runtime.config")
+
+BATCH_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
+
+
+@contextmanager
+def world_of(size: int) -> Iterator[None]:
+    """DeepSpeed reads the DP world from deepspeed.comm; no processes are started."""
+    with mock.patch.object(deepspeed_comm, "get_world_size", return_value=size), \
+            mock.patch.object(deepspeed_comm, "get_rank", return_value=0):
+        yield
+
+
+def deepspeed_numbers(config: dict[str, Any], world: int) -> tuple[int, int, int]:
+    with world_of(world):
+        parsed = ds_config_module.DeepSpeedConfig(copy.deepcopy(config))
+    return (parsed.train_batch_size, parsed.train_micro_batch_size_per_gpu,
+            parsed.gradient_accumulation_steps)
+
+
+def plan_from(doc: dict[str, Any]) -> Plan:
+    return resolve(recipe_from_text(to_yaml(doc), "generated.yaml"))
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(recipe_documents(strategies=("ddp", "zero", "fsdp", "megatron")))
+def test_deepspeed_accepts_and_derives_the_same_batch(doc: dict[str, Any]) -> None:
+    plan = plan_from(doc)
+    config = ds_emit.emit(plan)
+    with world_of(plan.dp):
+        parsed = ds_config_module.DeepSpeedConfig(copy.deepcopy(config))
+    assert (parsed.train_batch_size, parsed.train_micro_batch_size_per_gpu,
+            parsed.gradient_accumulation_steps) == (plan.global_batch, plan.micro, plan.accumulation)
+    assert parsed.zero_optimization_stage == plan.stage
+    assert parsed.zero_config.offload_optimizer is None or (
+        parsed.zero_config.offload_optimizer.device == plan.offload.optimizer)
+    if plan.stage == 3 and plan.offload.params != "none":
+        assert parsed.zero_config.offload_param.device == plan.offload.params
+    assert parsed.bfloat16_config.enabled == (plan.precision == "bf16")
+    assert parsed.float16_config.enabled == (plan.precision == "fp16")
+    assert parsed.gradient_clipping == (plan.grad_clip or 0.0)
+    if plan.buckets.reduce_bucket_size is not None and plan.stage > 0:
+        assert parsed.zero_config.reduce_bucket_size == plan.buckets.reduce_bucket_size
+
+    # Where the recipe gave two of the three, DeepSpeed's own derivation from those two
+    # must land on the same third number.
+    given_keys = {"micro": "train_micro_batch_size_per_gpu", "accumulation": "gradient_accumulation_steps",
+                  "global": "train_batch_size"}
+    written = [given_keys[k] for k in given_keys if doc["batch"][k] != "auto"]
+    if len(written) >= 2:
+        for dropped in BATCH_KEYS:
+            if dropped in written and len(written) == 2:
+                continue
+            partial = {k: v for k, v in config.items() if k != dropped}
+            if sum(k in partial for k in BATCH_KEYS) < 2:
+                continue
+            assert deepspeed_numbers(partial, plan.dp) == (
+                plan.global_batch, plan.micro, plan.accumulation), dropped
+
+
+def test_deepspeed_would_floor_what_distrecipe_refuses() -> None:
+    """The reason the resolver exists: DeepSpeed floors, then fails with a puzzle."""
+    config = {"train_batch_size": 30, "train_micro_batch_size_per_gpu": 7}
+    with pytest.raises(AssertionError, match=r"30 != 7 \* 1 \* 4"):
+        deepspeed_numbers(config, 4)
+
+
+def _training_args(plan: Plan) -> Any:
+    transformers = pytest.importorskip("transformers")
+    args = transformers.TrainingArguments(
+        output_dir="unused",
+        per_device_train_batch_size=plan.micro,
+        gradient_accumulation_steps=plan.accumulation,
+        learning_rate=plan.optimizer.lr,
+        adam_beta1=plan.optimizer.betas[0],
+        adam_beta2=plan.optimizer.betas[1],
+        adam_epsilon=plan.optimizer.eps,
+        weight_decay=plan.optimizer.weight_decay,
+        max_grad_norm=plan.grad_clip or 0.0,
+        bf16=plan.precision == "bf16",
+        fp16=False,  # fp16 needs a GPU to construct TrainingArguments; checked via the config
+        use_cpu=True,
+        report_to=[],
+    )
+    return args
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(recipe_documents(strategies=("zero",)))
+def test_hf_trainer_fills_auto_to_the_concrete_emit(doc: dict[str, Any]) -> None:
+    hf_ds = pytest.importorskip("transformers.integrations.deepspeed")
+    doc["precision"] = "fp32" if doc["precision"] == "fp16" else doc["precision"]
+    doc["model"].setdefault("hidden_size", 512)
+    plan = plan_from(doc)
+    args = _training_args(plan)
+    model = SimpleNamespace(config=SimpleNamespace(hidden_size=plan.model.hidden_size))
+    concrete = ds_emit.emit(plan)
+    with mock.patch.object(type(args), "world_size", new_callable=mock.PropertyMock, return_value=plan.dp):
+        filled = hf_ds.HfTrainerDeepSpeedConfig(ds_emit.emit(plan, hf_auto=True))
+        filled.trainer_config_process(args)
+        filled.trainer_config_finalize(args, model, num_training_steps=100)  # raises on mismatch
+        as_written = hf_ds.HfTrainerDeepSpeedConfig(copy.deepcopy(concrete))
+        as_written.trainer_config_process(args)
+        as_written.trainer_config_finalize(args, model, num_training_steps=100)
+    assert filled.config == concrete
+    assert "auto" in str(ds_emit.emit(plan, hf_auto=True))

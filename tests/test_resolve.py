@@ -1,0 +1,158 @@
+"""The resolver: batch algebra, consistency rules, provenance, model shapes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from distrecipe.errors import RecipeError
+from distrecipe.recipe import Plan
+from distrecipe.translator.load import count_parameters, load_recipe, recipe_from_text
+from distrecipe.translator.resolve import resolve
+from tests.conftest import RECIPES
+
+BASE = """\
+recipe: 1
+model: {{params: 1.3e9, hidden_size: 2048}}
+cluster: {{nodes: {nodes}, gpus_per_node: {gpus}}}
+strategy: zero
+stage: 2
+parallel: {{tensor: {tp}}}
+batch: {{micro: {micro}, accumulation: {acc}, global: {glob}}}
+"""
+
+
+def plan_of(micro: object = 2, acc: object = 4, glob: object = 64, nodes: int = 1, gpus: int = 8,
+            tp: int = 1, extra: str = "") -> Plan:
+    text = BASE.format(micro=micro, acc=acc, glob=glob, nodes=nodes, gpus=gpus, tp=tp) + extra
+    return resolve(recipe_from_text(text, "r.yaml"))
+
+
+@pytest.mark.parametrize(
+    ("micro", "acc", "glob", "expected"),
+    [
+        (2, 4, 64, (2, 4, 64)),
+        ("auto", 4, 64, (2, 4, 64)),
+        (2, "auto", 64, (2, 4, 64)),
+        (2, 4, "auto", (2, 4, 64)),
+        ("auto", "auto", 64, (8, 1, 64)),
+        (2, "auto", "auto", (2, 1, 16)),
+    ],
+)
+def test_batch_algebra_fills_any_one_or_two_autos(micro: object, acc: object, glob: object,
+                                                 expected: tuple[int, int, int]) -> None:
+    plan = plan_of(micro, acc, glob)
+    assert (plan.micro, plan.accumulation, plan.global_batch) == expected
+    assert plan.micro * plan.accumulation * plan.dp == plan.global_batch
+
+
+def test_provenance_names_the_factors() -> None:
+    plan = plan_of(2, "auto", 256, nodes=4)
+    assert plan.accumulation == 4
+    assert plan.provenance["batch.accumulation"] == "global / (micro × DP) = 256 / (2 × 32)"
+    assert plan.provenance["parallel.dp"].endswith("4 × 8 / (1 × 1 × 1)")
+    assert plan.provenance["batch.micro"] == "recipe"
+    assert plan.provenance["parallel.pipeline"] == "default"
+
+
+def test_tensor_parallel_divides_the_world() -> None:
+    plan = plan_of(2, "auto", 64, tp=2)
+    assert (plan.world, plan.dp, plan.accumulation) == (8, 4, 8)
+
+
+def test_model_parallel_must_divide_the_world() -> None:
+    with pytest.raises(RecipeError, match=r"tensor\(3\) × pipeline\(1\) × sequence\(1\) = 3"):
+        plan_of(tp=3)
+
+
+def test_both_micro_and_global_auto_is_refused() -> None:
+    with pytest.raises(RecipeError, match=r"batch needs batch\.global or batch\.micro"):
+        plan_of("auto", 4, "auto")
+
+
+def test_non_integer_micro_offers_nearest_globals() -> None:
+    with pytest.raises(RecipeError) as err:
+        plan_of("auto", 3, 64)
+    assert "64 / (3 × 8) = 2.66667" in err.value.message
+    assert "nearest valid batch.global: 48 or 72" in err.value.message
+    assert str(err.value.where) == "r.yaml:7:47"  # the `global: 64` the user must change
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("offload: {optimizer: nvme}\n", "needs offload.nvme_path"),
+        ("parallel: {shard_group: 3}\n", None),
+    ],
+)
+def test_consistency_rules(extra: str, message: str | None) -> None:
+    text = BASE.format(micro=2, acc=4, glob=64, nodes=1, gpus=8, tp=1).replace("parallel: {tensor: 1}\n", "")
+    with pytest.raises(RecipeError) as err:
+        resolve(recipe_from_text(text + extra, "r.yaml"))
+    if message:
+        assert message in err.value.message
+    else:
+        assert "shard_group 3 must divide the data-parallel world DP = 8; valid: 1, 2, 4, 8" in err.value.message
+
+
+def test_hybrid_shard_group() -> None:
+    text = BASE.format(micro=2, acc=4, glob=64, nodes=1, gpus=8, tp=1).replace(
+        "parallel: {tensor: 1}", "parallel: {shard_group: 4}")
+    plan = resolve(recipe_from_text(text, "r.yaml"))
+    assert plan.hybrid and plan.shard_group == 4 and plan.replicas == 2
+
+
+@pytest.mark.parametrize(("strategy", "stage"), [("ddp", 0), ("zero", 2), ("fsdp", 3), ("megatron", 1)])
+def test_natural_stage_per_strategy(strategy: str, stage: int) -> None:
+    text = BASE.format(micro=2, acc=4, glob=64, nodes=1, gpus=8, tp=1)
+    text = text.replace("strategy: zero\nstage: 2\n", f"strategy: {strategy}\n")
+    plan = resolve(recipe_from_text(text, "r.yaml"))
+    assert plan.stage == stage and plan.provenance["stage"].startswith("natural stage")
+
+
+def test_gpus_per_node_auto_uses_detection_or_explains() -> None:
+    text = BASE.format(micro=2, acc="auto", glob=64, nodes=2, gpus="auto", tp=1)
+    recipe = recipe_from_text(text, "r.yaml")
+    assert resolve(recipe, detected_gpus=4).dp == 8
+    with pytest.raises(RecipeError, match="no GPUs were detected"):
+        resolve(recipe)
+
+
+def test_hf_style_buckets_from_hidden_size() -> None:
+    plan = resolve(load_recipe(RECIPES / "seed-8b-32gpu-zero3.yaml"))
+    assert plan.buckets.reduce_bucket_size == 4096 * 4096
+    assert plan.buckets.stage3_prefetch_bucket_size == int(0.9 * 4096 * 4096)
+    assert plan.buckets.stage3_param_persistence_threshold == 40960
+
+
+def test_hf_config_fills_the_shape_and_counts_parameters(tmp_path: Path) -> None:
+    config = {"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "num_hidden_layers": 32,
+              "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
+              "vocab_size": 128256, "tie_word_embeddings": False}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    recipe_path = tmp_path / "r.yaml"
+    recipe_path.write_text(
+        "recipe: 1\nmodel: {hf_config: config.json}\ncluster: {gpus_per_node: 8}\n"
+        "strategy: fsdp\nbatch: {micro: 1, global: 64}\n"
+    )
+    plan = resolve(load_recipe(recipe_path))
+    assert plan.model.layer_cls == "LlamaDecoderLayer"
+    assert plan.model.kv_heads == 8
+    assert plan.model.params == 8_030_261_248  # Llama-3-8B, as its model card counts
+
+
+def test_count_parameters_needs_the_whole_shape() -> None:
+    from distrecipe.recipe import Model
+
+    assert count_parameters(Model(hidden_size=64)) is None
+
+
+def test_shipped_recipes_resolve_to_the_seed_numbers() -> None:
+    for path in sorted(RECIPES.glob("seed-8b-32gpu-*.yaml")):
+        plan = resolve(load_recipe(path))
+        assert (plan.micro, plan.accumulation, plan.dp, plan.global_batch) == (2, 4, 32, 256), path
+    tiny = resolve(load_recipe(RECIPES / "tiny-cpu.yaml"))
+    assert tiny.device == "cpu" and tiny.world == 2 and tiny.global_batch == 8
+    assert 50_000 < (tiny.model.params or 0) < 200_000

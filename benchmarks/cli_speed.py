@@ -29,7 +29,8 @@ def median_seconds(argv: list[str], runs: int) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
     recipe = ROOT / "recipes" / "seed-8b-32gpu-zero3.yaml"

@@ -8,32 +8,40 @@ traceback was saved, never a raw traceback. Ctrl-C exits 130.
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Sequence
 
 import click
 
 from distrecipe import __version__
-from distrecipe.commands import compile as compile_cmd
-from distrecipe.commands import resolve as resolve_cmd
-from distrecipe.commands import schema as schema_cmd
 from distrecipe.errors import DistrecipeError
 
-COMMANDS: list[click.Command] = [
-    compile_cmd.command,
-    resolve_cmd.command,
-    schema_cmd.command,
-]
+COMMANDS: dict[str, str] = {
+    "compile": "distrecipe.commands.compile",
+    "resolve": "distrecipe.commands.resolve",
+    "schema": "distrecipe.commands.schema",
+}
+"""Command name → module defining `command`. Imported only when that command runs,
+so `distrecipe compile` never pays for what `launch` or `plan` import."""
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMANDS.get(cmd_name)
+        if module is None:
+            return None
+        command: click.Command = importlib.import_module(module).command
+        return command
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="distrecipe")
 def cli() -> None:
     """One declarative recipe for distributed training: validate, resolve, emit, launch."""
-
-
-for _command in COMMANDS:
-    cli.add_command(_command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

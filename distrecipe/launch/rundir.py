@@ -1,0 +1,106 @@
+"""The run directory: what was started, with what, and how it ended.
+
+Written before the job starts, so a job that hangs or is killed still leaves its
+provenance: the resolved plan (`plan.json`, also the reference trainer's input),
+the recipe text as written, every emitted config, and `run.json` with argv, the
+environment the job got (secrets redacted), the versions of distrecipe and the
+engines, and start time; end time and exit code are added when it ends.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import time
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from distrecipe import __version__
+from distrecipe.errors import LaunchError
+from distrecipe.output import write_files
+from distrecipe.recipe import Plan
+
+SECRET = re.compile(r"TOKEN|SECRET|KEY|PASSWORD", re.IGNORECASE)
+REDACTED = "<redacted>"
+ENGINES = ("torch", "deepspeed", "accelerate", "transformers", "verl", "ray")
+RUN_RECORD = "run.json"
+
+
+def redact(env: Mapping[str, str]) -> dict[str, str]:
+    """The environment with the values of secret-looking names replaced."""
+    return {name: REDACTED if SECRET.search(name) else value for name, value in sorted(env.items())}
+
+
+def versions() -> dict[str, str | None]:
+    """Installed versions, read from package metadata (importing an engine costs seconds)."""
+    found: dict[str, str | None] = {"distrecipe": __version__}
+    for name in ENGINES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def plan_json(plan: Plan) -> str:
+    """The resolved plan as JSON: every field, plus the derived world size."""
+    data = dataclasses.asdict(plan)
+    data["world"] = plan.world
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def default_run_dir(root: Path, name: str, *, slurm_job: str | None = None, node_rank: int = 0) -> Path:
+    """`runs/<name>-<UTC time>-<pid>`, or per job and node inside SLURM (nodes may share a disk)."""
+    if slurm_job is not None:
+        return root / f"{name}-slurm{slurm_job}" / f"node{node_rank}"
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return root / f"{name}-{stamp}-{os.getpid()}"
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+class RunDir:
+    """One run's directory; `start` writes everything, `finish` records the outcome."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.record: dict[str, Any] = {}
+        self._started = 0.0
+
+    def start(self, *, plan: Plan, recipe_text: str, files: Mapping[str, str],
+              argv: tuple[str, ...], env: Mapping[str, str], cwd: str,
+              overrides: Sequence[str] = ()) -> None:
+        if self.path.exists() and any(self.path.iterdir()):
+            raise LaunchError(f"run directory {self.path} already holds a run; choose another --run-dir")
+        self._started = time.monotonic()
+        self.record = {
+            "argv": list(argv),
+            "cwd": cwd,
+            "overrides": list(overrides),
+            "env": redact(env),
+            "versions": versions(),
+            "start": now(),
+            "end": None,
+            "exit_code": None,
+        }
+        write_files(self.path, {
+            **files,
+            "plan.json": plan_json(plan),
+            "recipe.yaml": recipe_text,
+            RUN_RECORD: self._text(),
+        })
+
+    def finish(self, exit_code: int, *, signal: str | None = None, timed_out: bool = False) -> None:
+        self.record.update(end=now(), seconds=round(time.monotonic() - self._started, 3),
+                           exit_code=exit_code, signal=signal, timed_out=timed_out)
+        write_files(self.path, {RUN_RECORD: self._text()})
+
+    def _text(self) -> str:
+        return json.dumps(self.record, indent=2, ensure_ascii=False) + "\n"

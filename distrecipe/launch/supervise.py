@@ -1,0 +1,159 @@
+"""Run a launcher so that nothing it starts outlives distrecipe.
+
+The launcher runs in its own session (so a terminal's Ctrl-C reaches distrecipe
+alone, which decides what happens); SIGINT, SIGTERM and SIGHUP are forwarded to its
+process group, where DeepSpeed's runner and torchrun's agent shut their ranks down
+cleanly. A second signal, the timeout, or a grace period after either kills every
+process of the job. torchrun starts each rank in a new session and an agent killed
+hard orphans its ranks, so "every process of the job" is not the process group: it
+is every process carrying this launch's unique id in its environment (inherited
+across sessions and re-parenting), plus the launcher's live descendants.
+
+Exit code: the job's own; 128+N when it died of signal N or distrecipe received
+signal N (143 for SIGTERM, 130 for Ctrl-C); 124 when the timeout ended it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+from distrecipe.errors import LaunchError
+
+LAUNCH_ID = "DISTRECIPE_LAUNCH_ID"
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+TIMEOUT_EXIT = 124
+POLL_SECONDS = 0.1
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Outcome:
+    exit_code: int
+    signal: str | None = None
+    """The first signal distrecipe received and forwarded, by name."""
+    timed_out: bool = False
+
+
+def new_launch_id() -> str:
+    return uuid.uuid4().hex
+
+
+def _parents() -> dict[int, int]:
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            # comm, in parentheses, may itself hold spaces and parentheses
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    return parents
+
+
+def descendants(pid: int) -> set[int]:
+    """Live processes below `pid` (Linux /proc; empty elsewhere)."""
+    if not Path("/proc/self/stat").exists():
+        return set()
+    children: dict[int, list[int]] = {}
+    for child, parent in _parents().items():
+        children.setdefault(parent, []).append(child)
+    found: set[int] = set()
+    stack = [pid]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return found
+
+
+def carrying(launch_id: str) -> set[int]:
+    """Processes whose environment holds this launch's id (only our own are readable)."""
+    marker = f"{LAUNCH_ID}={launch_id}".encode()
+    found: set[int] = set()
+    if not Path("/proc/self/environ").exists():
+        return found
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if marker in (entry / "environ").read_bytes().split(b"\0"):
+                    found.add(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def job_processes(leader: int, launch_id: str) -> set[int]:
+    return (descendants(leader) | carrying(launch_id) | {leader}) - {os.getpid()}
+
+
+def kill_all(pids: set[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            continue
+
+
+def signal_group(leader: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(leader, signum)
+
+
+def supervise(argv: Sequence[str], env: Mapping[str, str], *, launch_id: str, cwd: str | None = None,
+              timeout: float | None = None, grace: float = 30.0) -> Outcome:
+    """Run `argv` with `env` (which must carry `LAUNCH_ID=launch_id`) to its end."""
+    if env.get(LAUNCH_ID) != launch_id:
+        raise ValueError(f"env must carry {LAUNCH_ID}={launch_id} so the job's processes can be found")
+    try:
+        proc = subprocess.Popen(list(argv), env=dict(env), cwd=cwd, start_new_session=True)
+    except OSError as exc:
+        raise LaunchError(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
+    received: list[int] = []
+    kill_at: list[float] = []
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        if len(received) == 1:
+            signal_group(proc.pid, signum)
+            kill_at.append(time.monotonic() + grace)
+        else:
+            kill_all(job_processes(proc.pid, launch_id))
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = {sig: signal.signal(sig, on_signal) for sig in FORWARDED} if main_thread else {}
+    deadline = None if timeout is None else time.monotonic() + timeout
+    timed_out = False
+    try:
+        while proc.poll() is None:
+            time.sleep(POLL_SECONDS)
+            moment = time.monotonic()
+            if deadline is not None and moment > deadline and not timed_out:
+                timed_out = True
+                signal_group(proc.pid, signal.SIGTERM)
+                kill_at.append(moment + grace)
+            if kill_at and moment > min(kill_at):
+                kill_all(job_processes(proc.pid, launch_id))
+    finally:
+        kill_all(job_processes(proc.pid, launch_id) - {proc.pid})
+        if proc.poll() is None:
+            kill_all({proc.pid})
+        proc.wait()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
+    if timed_out:
+        return Outcome(exit_code=TIMEOUT_EXIT, timed_out=True)
+    if received:
+        return Outcome(exit_code=128 + received[0], signal=signal.Signals(received[0]).name)
+    return Outcome(exit_code=code)

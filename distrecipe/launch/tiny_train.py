@@ -1,0 +1,361 @@
+"""The reference trainer: a tiny model trained for real through DeepSpeed, FSDP2 or DDP.
+
+"The DeepSpeed config and the FSDP2 config distrecipe emits are equivalent" is only
+true if training with them gives the same numbers. This trainer makes that checkable
+on two CPU processes in seconds: an MLP of 86,544 parameters, a fixed synthetic data
+set, and a global sample order that depends only on the step, so every engine sees the
+same samples in every optimizer step whatever the rank count or accumulation.
+
+Contract with `distrecipe launch` (the run directory is the interface):
+
+* the resolved plan is `plan.json` in the run directory (`$DISTRECIPE_RUN_DIR`, or
+  `--plan PATH`); it gives strategy, stage, precision, offload, batch and optimizer;
+* DeepSpeed runs take their settings from the emitted ds_config
+  (`--deepspeed_config PATH`, DeepSpeed's own flag, else `ds_config.json` in the run
+  directory) and the trainer checks that DeepSpeed derived the plan's batch from it;
+* FSDP2 (`strategy: fsdp`) applies `fully_shard` with `reshard_after_forward` = stage 3,
+  the precision as a `MixedPrecisionPolicy` and CPU offload when the plan offloads;
+  DDP (`strategy: ddp`) wraps `DistributedDataParallel`.
+
+Accumulation is applied the same way everywhere: each micro-batch loss is divided by
+the accumulation count (DeepSpeed does that itself inside `engine.backward`), and only
+the last micro-step synchronises gradients. Rank 0 prints one JSON line per optimizer
+step, `{"step", "loss", "samples", "samples_total"}`, where `samples` is all-reduced
+over ranks, and appends it to `metrics.jsonl` in the run directory.
+
+Run it as a module (`-m distrecipe.launch.tiny_train`) under any launcher; it imports
+torch at the top because only rank processes ever import it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import sys
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+Engine = Literal["deepspeed", "fsdp2", "ddp"]
+
+FEATURES, HIDDEN, OUTPUTS = 64, 256, 16
+DATASET_SIZE = 4096
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TrainSettings:
+    """What one training run needs, read from the resolved plan."""
+
+    engine: Engine
+    device: Literal["cpu", "gpu"]
+    micro: int
+    accumulation: int
+    global_batch: int
+    precision: Literal["fp32", "bf16", "fp16"]
+    reshard_after_forward: bool
+    """FSDP2 only: stage 3 re-shards parameters after forward (ZeRO-3), stage 2 keeps them."""
+    offload: bool
+    """FSDP2 only: its CPU offload moves parameters, gradients and the optimizer step."""
+    optimizer: Mapping[str, Any]
+    grad_clip: float | None
+    steps: int
+    seed: int = 0
+
+    @classmethod
+    def from_plan(cls, plan: Mapping[str, Any], *, steps: int, deepspeed: bool) -> TrainSettings:
+        """Pick the engine the plan describes; DeepSpeed whenever its config is in play."""
+        strategy = plan["strategy"]
+        engine: Engine
+        if deepspeed or strategy == "zero":
+            engine = "deepspeed"
+        elif strategy == "fsdp":
+            engine = "fsdp2"
+        elif strategy == "ddp":
+            engine = "ddp"
+        else:
+            raise SystemExit(f"tiny_train: strategy {strategy!r} is not supported by the reference trainer")
+        offload = plan["offload"]
+        return cls(
+            engine=engine,
+            device=plan["device"],
+            micro=plan["micro"],
+            accumulation=plan["accumulation"],
+            global_batch=plan["global_batch"],
+            precision=plan["precision"],
+            reshard_after_forward=plan["stage"] >= 3,
+            offload=offload["params"] != "none" or offload["optimizer"] != "none",
+            optimizer=plan["optimizer"],
+            grad_clip=plan["grad_clip"],
+            steps=steps,
+        )
+
+
+def build_model(seed: int) -> nn.Sequential:
+    """Same initial weights on every rank and for every engine: seeded construction."""
+    torch.manual_seed(seed)
+    return nn.Sequential(
+        nn.Linear(FEATURES, HIDDEN), nn.Tanh(),
+        nn.Linear(HIDDEN, HIDDEN), nn.Tanh(),
+        nn.Linear(HIDDEN, OUTPUTS),
+    )
+
+
+def build_dataset(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A fixed regression task (a random non-linear teacher), identical on every rank."""
+    generator = torch.Generator().manual_seed(seed + 1)
+    inputs = torch.randn(DATASET_SIZE, FEATURES, generator=generator)
+    teacher = torch.randn(FEATURES, OUTPUTS, generator=generator) / FEATURES**0.5
+    return inputs, torch.sin(3 * inputs @ teacher)
+
+
+def sample_indices(settings: TrainSettings, *, step: int, micro_step: int, rank: int) -> torch.Tensor:
+    """The global order: step s consumes samples [s·global, (s+1)·global) of the data set.
+
+    Inside a step, micro-step a on rank r takes the `micro` samples at offset
+    (a·dp + r)·micro, so the union over ranks and micro-steps is exactly that window.
+    """
+    dp = settings.global_batch // (settings.micro * settings.accumulation)
+    start = step * settings.global_batch + (micro_step * dp + rank) * settings.micro
+    return torch.arange(start, start + settings.micro) % DATASET_SIZE
+
+
+def build_optimizer(params: Iterator[nn.Parameter], spec: Mapping[str, Any]) -> torch.optim.Optimizer:
+    name, lr = spec["name"], spec["lr"]
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr, weight_decay=spec["weight_decay"])
+    kind = torch.optim.AdamW if name == "adamw" else torch.optim.Adam
+    return kind(params, lr=lr, betas=tuple(spec["betas"]), eps=spec["eps"],
+                weight_decay=spec["weight_decay"])
+
+
+@dataclass(frozen=True, slots=True)
+class Stepper:
+    """One engine behind one interface: forward+backward a micro-batch, then step."""
+
+    forward_backward: Callable[[torch.Tensor, torch.Tensor, bool], torch.Tensor]
+    """(inputs, targets, last micro-step?) → the micro-batch's unscaled loss."""
+    step: Callable[[], None]
+    input_dtype: torch.dtype
+
+
+def mse(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    return nn.functional.mse_loss(output.float(), target)
+
+
+def deepspeed_stepper(settings: TrainSettings, model: nn.Module, ds_config: dict[str, Any]) -> Stepper:
+    """DeepSpeed scales each micro loss by 1/accumulation and steps at the boundary itself."""
+    import deepspeed
+
+    quiet_deepspeed(settings)
+    config = json.loads(json.dumps(ds_config))
+    if settings.device == "cpu" and "optimizer" in config:
+        # DeepSpeed's fused/CPU Adam are JIT-compiled C++ ops (minutes on a fresh
+        # machine); `torch_adam` is DeepSpeed's own switch to torch's identical AdamW.
+        config["optimizer"].setdefault("params", {})["torch_adam"] = True
+    if "optimizer" in config:
+        engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=config)
+    else:
+        optimizer = build_optimizer(model.parameters(), settings.optimizer)
+        engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config=config)
+    derived = (engine.train_micro_batch_size_per_gpu(), engine.gradient_accumulation_steps(),
+               engine.train_batch_size())
+    wanted = (settings.micro, settings.accumulation, settings.global_batch)
+    if derived != wanted:
+        raise SystemExit(f"tiny_train: DeepSpeed derived micro/accumulation/global {derived} "
+                         f"from the config, the plan says {wanted}")
+    dtype = torch.bfloat16 if config.get("bf16", {}).get("enabled") else (
+        torch.float16 if config.get("fp16", {}).get("enabled") else torch.float32)
+
+    def forward_backward(inputs: torch.Tensor, target: torch.Tensor, last: bool) -> torch.Tensor:
+        loss = mse(engine(inputs), target)
+        engine.backward(loss)
+        engine.step()  # a no-op except at the accumulation boundary
+        return loss.detach()
+
+    return Stepper(forward_backward, lambda: None, dtype)
+
+
+def torch_stepper(settings: TrainSettings, model: nn.Sequential, device: torch.device) -> Stepper:
+    """DDP or FSDP2: divide by accumulation, sync only on the last micro-step, clip, step."""
+    dtype = DTYPES[settings.precision]
+    autocast_dtype = dtype if settings.engine == "ddp" and dtype != torch.float32 else None
+    if settings.engine == "fsdp2":
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
+
+        mesh = init_device_mesh(device.type, (dist.get_world_size(),))
+        options: dict[str, Any] = {
+            "mesh": mesh,
+            "reshard_after_forward": settings.reshard_after_forward,
+            "mp_policy": MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32),
+        }
+        if settings.offload and device.type == "cuda":  # on CPU ranks there is nothing to offload
+            options["offload_policy"] = CPUOffloadPolicy()
+        for layer in model.children():
+            if isinstance(layer, nn.Linear):
+                fully_shard(layer, **options)
+        sharded = fully_shard(model, **options)  # the same module object, now sharded
+        wrapped: nn.Module = model
+
+        def sync(last: bool) -> contextlib.AbstractContextManager[None]:
+            sharded.set_requires_gradient_sync(last)
+            return contextlib.nullcontext()
+    else:
+        ddp = nn.parallel.DistributedDataParallel(model.to(device))
+        wrapped = ddp
+
+        def sync(last: bool) -> contextlib.AbstractContextManager[None]:
+            return contextlib.nullcontext() if last else ddp.no_sync()
+
+    optimizer = build_optimizer(wrapped.parameters(), settings.optimizer)
+    scaler = torch.amp.GradScaler(device.type, enabled=autocast_dtype == torch.float16)
+
+    def forward_backward(inputs: torch.Tensor, target: torch.Tensor, last: bool) -> torch.Tensor:
+        with sync(last):
+            with torch.autocast(device.type, dtype=autocast_dtype or torch.float32,
+                                enabled=autocast_dtype is not None):
+                loss = mse(wrapped(inputs), target)
+            scaled: torch.Tensor = scaler.scale(loss / settings.accumulation)
+            torch.autograd.backward(scaled)
+        return loss.detach()
+
+    def step() -> None:
+        if settings.grad_clip:
+            scaler.unscale_(optimizer)
+            nn.utils.clip_grad_norm_(wrapped.parameters(), settings.grad_clip)
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+
+    return Stepper(forward_backward, step, torch.float32)
+
+
+def train(settings: TrainSettings, *, ds_config: dict[str, Any] | None,
+          emit: Callable[[dict[str, Any]], None]) -> list[dict[str, Any]]:
+    """Train `settings.steps` optimizer steps in an initialised process group.
+
+    Returns the per-step records (on every rank; they are all-reduced) and hands each
+    to `emit` on rank 0.
+    """
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if settings.micro * settings.accumulation * world != settings.global_batch:
+        raise SystemExit(f"tiny_train: micro {settings.micro} × accumulation {settings.accumulation} "
+                         f"× ranks {world} != global {settings.global_batch}")
+    device = (torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+              if settings.device == "gpu" else torch.device("cpu"))
+    model = build_model(settings.seed).to(device)
+    if settings.engine == "deepspeed":
+        if ds_config is None:
+            raise SystemExit("tiny_train: a ZeRO plan needs the emitted ds_config (--deepspeed_config)")
+        stepper = deepspeed_stepper(settings, model, ds_config)
+    else:
+        stepper = torch_stepper(settings, model, device)
+    inputs, targets = build_dataset(settings.seed)
+    records: list[dict[str, Any]] = []
+    samples_total = 0
+    for step in range(settings.steps):
+        loss_sum = torch.zeros((), dtype=torch.float64)
+        seen = 0
+        for micro_step in range(settings.accumulation):
+            index = sample_indices(settings, step=step, micro_step=micro_step, rank=rank)
+            batch = inputs[index].to(device, stepper.input_dtype)
+            loss = stepper.forward_backward(batch, targets[index].to(device),
+                                            micro_step == settings.accumulation - 1)
+            loss_sum += loss.double().cpu()
+            seen += len(index)
+        stepper.step()
+        seen_total = torch.tensor(float(seen), dtype=torch.float64)
+        totals = torch.stack([loss_sum / settings.accumulation, seen_total])
+        dist.all_reduce(totals)
+        samples_total += int(totals[1])
+        record = {"step": step + 1, "loss": float(totals[0]) / world, "samples": int(totals[1]),
+                  "samples_total": samples_total}
+        records.append(record)
+        if rank == 0:
+            emit(record)
+    return records
+
+
+def quiet_deepspeed(settings: TrainSettings) -> None:
+    """Keep DeepSpeed from compiling and from drowning the per-step loss lines.
+
+    DeepSpeed's shared-memory all-reduce is a speed-up for large CPU tensors and costs a
+    JIT build of minutes on a fresh machine (at process-group creation, which
+    `deepspeed.initialize` may do itself); gloo alone is exact and enough here.
+    """
+    import deepspeed
+    import deepspeed.ops
+
+    if settings.device == "cpu":
+        deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
+    deepspeed.utils.logger.setLevel(logging.WARNING)
+
+
+def init_process_group(settings: TrainSettings) -> None:
+    backend = "gloo" if settings.device == "cpu" else "nccl"
+    if settings.device == "gpu":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    if settings.engine == "deepspeed":
+        import deepspeed
+
+        quiet_deepspeed(settings)
+        deepspeed.init_distributed(dist_backend=backend)
+    else:
+        dist.init_process_group(backend)
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m distrecipe.launch.tiny_train")
+    parser.add_argument("--plan", type=Path,
+                        help="resolved plan JSON (default: $DISTRECIPE_RUN_DIR/plan.json)")
+    parser.add_argument("--deepspeed_config", type=Path, help="emitted ds_config (DeepSpeed's flag)")
+    parser.add_argument("--steps", type=int, default=10, help="optimizer steps (default 10)")
+    parser.add_argument("--local_rank", type=int, help="appended by the deepspeed launcher; unused")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    # FSDP2 and DeepSpeed call collectives torch 2.13 renamed; the warning says nothing
+    # to a user and would bury the per-step lines.
+    warnings.filterwarnings("ignore", message=r"`torch\.distributed\.\w+` is deprecated",
+                            category=FutureWarning)
+    run_dir = Path(os.environ["DISTRECIPE_RUN_DIR"]) if "DISTRECIPE_RUN_DIR" in os.environ else None
+    plan_path = args.plan or (run_dir / "plan.json" if run_dir else None)
+    if plan_path is None:
+        raise SystemExit("tiny_train: no plan: pass --plan or run under `distrecipe launch`")
+    plan = json.loads(plan_path.read_text())
+    ds_path = args.deepspeed_config
+    if ds_path is None and run_dir is not None and plan["strategy"] == "zero":
+        ds_path = run_dir / "ds_config.json"
+    settings = TrainSettings.from_plan(plan, steps=args.steps, deepspeed=args.deepspeed_config is not None)
+    ds_config = json.loads(ds_path.read_text()) if ds_path is not None else None
+    metrics = run_dir / "metrics.jsonl" if run_dir else None
+
+    def emit(record: dict[str, Any]) -> None:
+        line = json.dumps(record)
+        print(line, flush=True)
+        if metrics is not None:
+            with metrics.open("a") as out:
+                out.write(line + "\n")
+
+    init_process_group(settings)
+    try:
+        train(settings, ds_config=ds_config, emit=emit)
+    finally:
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -59,7 +59,8 @@ class EngineView:
 
     @property
     def peak_point(self) -> str:
-        return max(POINTS, key=self.total)
+        """Where the most is held; ties go to the point a user watches (after backward)."""
+        return max(("backward", "step", "forward", "rest"), key=self.total)
 
     @property
     def peak(self) -> float:
@@ -202,8 +203,8 @@ def uses_deepspeed(plan: Plan) -> bool:
         plan.strategy == "ddp" and backend in ("deepspeed", "accelerate-deepspeed"))
 
 
-def plan_engine_view(plan: Plan, zero: Mapping[str, Any] | None = None) -> EngineView:
-    """The engine view for a Plan; `zero` is the emitted DeepSpeed `zero_optimization`."""
+def plan_engine_view(plan: Plan, zero: DeepSpeedZero | None = None) -> EngineView:
+    """The engine view for a Plan; `zero` is read from the emitted DeepSpeed config."""
     psi = local_params(plan)
     lp = plan.precision_bytes
     offloaded = plan.offload.optimizer != "none" or plan.offload.params != "none"
@@ -213,7 +214,7 @@ def plan_engine_view(plan: Plan, zero: Mapping[str, Any] | None = None) -> Engin
         return fsdp2(psi, plan.shard_group, reshard=plan.stage >= 3, lp=lp, offload=offloaded)
     if not uses_deepspeed(plan):
         return ddp(psi)
-    settings = DeepSpeedZero.from_config(zero if zero is not None else {"stage": plan.stage})
+    settings = zero if zero is not None else DeepSpeedZero(stage=plan.stage)
     inventory = llama(plan.model)
     persistent = 0.0
     if settings.stage == 3 and inventory is not None:

@@ -1,0 +1,53 @@
+"""`distrecipe plan`: per-GPU memory, traffic, fit and advice before booking a cluster."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import click
+
+from distrecipe.api import load_plan
+from distrecipe.commands.options import overrides_option, recipe_argument
+from distrecipe.plan import render
+from distrecipe.plan.advice import advise
+from distrecipe.plan.report import compare, estimate
+
+
+def plan_recipe(*, recipe: str, overrides: Sequence[str] = (), compare_all: bool = False,
+                output_format: str = "text", plot_path: str | None = None) -> int:
+    """Print the estimate (and with `compare_all` every strategy side by side)."""
+    plan = load_plan(recipe, overrides)
+    current = estimate(plan)
+    advice = advise(plan)
+    rows = compare(plan) if compare_all or plot_path else []
+    if output_format == "json":
+        data = render.as_json(current, advice)
+        if compare_all:
+            data["compare"] = [render.as_json(row) for row in rows]
+        click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+    else:
+        click.echo(render.text(current, advice), nl=False)
+        if compare_all:
+            click.echo("\n" + render.compare_text(rows), nl=False)
+    if plot_path:
+        from distrecipe.plan.plot import plot
+
+        click.echo(f"wrote {plot(rows, plot_path, current=current.label)}", err=True)
+    return 0
+
+
+@click.command("plan")
+@recipe_argument
+@overrides_option
+@click.option("--compare", "compare_all", is_flag=True,
+              help="Also show DDP / ZeRO-1 / ZeRO-2 / ZeRO-3 / Megatron side by side.")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="Text in GB (10⁹ bytes), or JSON in bytes.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              help="Write stacked per-GPU memory bars (svg/png/pdf); needs distrecipe[plot].")
+def command(recipe: str, overrides: tuple[str, ...], compare_all: bool, output_format: str,
+            plot_path: str | None) -> int:
+    """Per-GPU memory (formula and engine views), activations, traffic, fit and advice."""
+    return plan_recipe(recipe=recipe, overrides=overrides, compare_all=compare_all,
+                       output_format=output_format, plot_path=plot_path)

@@ -1,0 +1,138 @@
+"""`plan` output as text (GB = 10⁹ bytes, the seed's unit) or JSON (bytes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from distrecipe.plan.engine import POINTS
+from distrecipe.plan.report import HEADROOM, Estimate
+from distrecipe.plan.traffic import DDP_BUCKET
+from distrecipe.plan.units import GiB, gb
+
+
+def _parts(parts: dict[str, float]) -> str:
+    return ", ".join(f"{name} {gb(size)}" for name, size in parts.items() if size)
+
+
+def _count(psi: float) -> str:
+    """8B, 1.05M: parameter counts the way model cards write them."""
+    for unit, size in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if psi >= size:
+            return f"{psi / size:.4g}{unit}"
+    return f"{psi:g}"
+
+
+def _memory(memory: int) -> str:
+    gib = memory / GiB
+    return f"{gb(memory)}" + (f" = {gib:g} GiB" if gib == round(gib) else "")
+
+
+def text(est: Estimate, advice: list[str]) -> str:
+    p = est.plan
+    view, engine = est.formula, est.engine
+    lines = [
+        f"{p.name}: {est.label}, Ψ = {_count(est.psi)} parameters per replica, "
+        f"N = {p.dp} data-parallel ranks ({p.nodes} × {p.gpus_per_node}), {p.precision}",
+        f"batch: micro {p.micro} × accumulation {p.accumulation} × {p.dp} = global "
+        f"{p.global_batch}" + (f", seq_len {p.seq_len}" if p.seq_len else ""),
+        "",
+        "model state per GPU (GB = 10⁹ bytes, MB = 10⁶)",
+        f"  formula (seed)  {view.formula} = {gb(view.total)}: {_parts(view.gpu)}",
+        f"  engine          {engine.engine}: rest {gb(engine.total('rest'))}, after backward "
+        f"{gb(engine.total('backward'))}, peak {gb(engine.peak)} ({engine.peak_point})",
+        f"                  at the peak: {_parts(engine.points[engine.peak_point])}",
+    ]
+    if view.cpu or engine.cpu:
+        lines.append(f"  host memory     per rank {gb(sum(engine.cpu.values()))} "
+                     f"({_parts(engine.cpu)}), per node "
+                     f"{gb(sum(engine.cpu.values()) * p.gpus_per_node)}")
+    lines += [f"  note: {note}" for note in engine.notes]
+    lines.append(f"activations per GPU (micro {p.micro} × {p.seq_len or '?'} tokens)")
+    for i, act in enumerate(est.activations):
+        used = "  ← used" if i == 0 else ""
+        lines.append(f"  {act.formula}: layers {gb(act.layers)} + head {gb(act.head)} = "
+                     f"{gb(act.total)}{used}")
+    if not est.activations:
+        lines.append("  unknown: the recipe needs model shape and batch.seq_len")
+    if est.working_set:
+        lines.append(f"  gathered working set (current + prefetched layer): {gb(est.working_set)}")
+    tf, te = est.traffic_formula, est.traffic_engine
+    lines += [
+        "traffic per rank per step",
+        f"  formula (seed)  {gb(tf.total)}: {_parts(tf.sent)}",
+        f"  engine          {gb(te.total)}: {_parts(te.sent)}; "
+        f"{te.reductions} gradient reduction(s) per step",
+        f"  accumulation    {p.accumulation} micro-steps: 1 gradient reduction per step with "
+        f"no_sync, {p.accumulation} without",
+    ]
+    if tf.intra is not None:
+        lines.append(f"  within a node {gb(tf.intra)}, between nodes {gb(tf.total - tf.intra)}")
+    grads = est.psi * p.precision_bytes
+    lines.append(f"  DDP buckets     ≈{est.ddp_buckets:.3g} of 25 MiB for {gb(grads)} of gradients")
+    lines.append(_fits(est))
+    lines += ["advice", *[f"  - {line}" for line in advice]]
+    return "\n".join(lines) + "\n"
+
+
+def _fits(est: Estimate) -> str:
+    breakdown = (f"engine peak {gb(est.engine.peak)} + activations {gb(est.activation)}"
+                 + (f" + working set {gb(est.working_set)}" if est.working_set else ""))
+    if est.budget is None or est.plan.gpu_memory is None:
+        return f"fits? unknown (no cluster.gpu_memory): needs {gb(est.need)} = {breakdown}"
+    verdict = "yes" if est.fits else "no"
+    return (f"fits? {verdict}: needs {gb(est.need)} = {breakdown}; usable {gb(est.budget)} "
+            f"of {_memory(est.plan.gpu_memory)} ({HEADROOM:.0%} headroom)")
+
+
+def compare_text(rows: list[Estimate]) -> str:
+    header = ("strategy", "formula", "state", "engine peak", "activations", "needs",
+              "sent (seed)", "sent (engine)", "fits")
+    table = [header]
+    for row in rows:
+        fits = "?" if row.fits is None else ("yes" if row.fits else "no")
+        table.append((row.label, row.formula.formula, gb(row.formula.total), gb(row.engine.peak),
+                      gb(row.activation + row.working_set), gb(row.need),
+                      gb(row.traffic_formula.total), gb(row.traffic_engine.total), fits))
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    out = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
+           for r in table]
+    return "\n".join(out) + "\n"
+
+
+def as_json(est: Estimate, advice: list[str] | None = None) -> dict[str, Any]:
+    """Every number in bytes; labels and formulas as the text shows them."""
+    p = est.plan
+    out: dict[str, Any] = {
+        "name": p.name,
+        "strategy": est.label,
+        "units": "bytes",
+        "psi": est.psi,
+        "dp": p.dp,
+        "shard_group": p.shard_group,
+        "formula": {"expression": est.formula.formula, "total": est.formula.total,
+                    "gpu": est.formula.gpu, "cpu": est.formula.cpu},
+        "engine": {"name": est.engine.engine, "peak": est.engine.peak,
+                   "peak_point": est.engine.peak_point,
+                   "points": {point: {"total": est.engine.total(point),
+                                      "parts": est.engine.points[point]} for point in POINTS},
+                   "cpu": est.engine.cpu, "notes": list(est.engine.notes)},
+        "activations": [{"formula": a.formula, "layers": a.layers, "head": a.head,
+                         "total": a.total} for a in est.activations],
+        "working_set": est.working_set,
+        "traffic": {
+            "formula": {"total": est.traffic_formula.total, "sent": est.traffic_formula.sent,
+                        "reductions": est.traffic_formula.reductions,
+                        "intra_node": est.traffic_formula.intra},
+            "engine": {"total": est.traffic_engine.total, "sent": est.traffic_engine.sent,
+                       "reductions": est.traffic_engine.reductions},
+            "ddp_buckets": est.ddp_buckets,
+            "ddp_bucket_bytes": DDP_BUCKET,
+        },
+        "need": est.need,
+        "gpu_memory": p.gpu_memory,
+        "headroom": HEADROOM,
+        "fits": est.fits,
+    }
+    if advice is not None:
+        out["advice"] = advice
+    return out

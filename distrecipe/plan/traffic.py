@@ -1,0 +1,114 @@
+"""Bytes each rank sends per optimizer step, the seed's way and the engine's way.
+
+A ring collective over N ranks sends (N−1)/N of the buffer per rank for a
+reduce-scatter or an all-gather, and 2(N−1)/N for an all-reduce (= reduce-scatter +
+all-gather). With G gradient bytes and P 16-bit parameter bytes:
+
+| strategy          | per step (seed)                  | 8B, N = 32 |
+|-------------------|----------------------------------|------------|
+| DDP               | all-reduce 2(N−1)/N·G            | 31 GB      |
+| ZeRO-1 / ZeRO-2   | reduce-scatter G + all-gather P  | 31 GB      |
+| ZeRO-3 / FSDP     | + a second all-gather P (1.5×)   | 46.5 GB    |
+| Megatron dist-opt | reduce-scatter fp32 G + gather P |            |
+
+That is one reduction per step: gradient accumulation with `no_sync()` defers it to
+the last micro-step; without it every micro-step reduces. Engines differ
+(`reference/memory.md`, measured): DeepSpeed ZeRO-1/2 all-reduce instead of
+reduce-scatter while `use_multi_rank_bucket_allreduce` is on (its default: 1.5× the
+paper), ZeRO-2 and ZeRO-3 reduce on every micro-step, ZeRO-3 keeps parameters gathered
+from forward to backward up to `stage3_max_live_parameters`, FSDP2 gathers every
+micro-step and reduces in its reduce dtype, DDP under autocast reduces fp32 gradients.
+With a shard group S < N (hybrid sharding), reduce-scatter and all-gather run inside
+the group (within a node when S divides the node) and an all-reduce of the 1/S shard
+runs across the N/S replicas (between nodes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from distrecipe.plan.engine import DeepSpeedZero, uses_deepspeed
+from distrecipe.plan.memory import local_params
+from distrecipe.plan.units import MiB
+from distrecipe.recipe import Plan
+
+DDP_BUCKET = 25 * MiB
+"""torch DDP's default `bucket_cap_mb` = 25 (MiB)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Traffic:
+    """Bytes one rank sends per optimizer step, by collective."""
+
+    sent: dict[str, float]
+    reductions: int
+    """Gradient reductions per optimizer step."""
+    intra: float | None = None
+    """Of `total`, bytes that stay within a node (hybrid sharding only)."""
+
+    @property
+    def total(self) -> float:
+        return sum(self.sent.values())
+
+
+def ring(n: int) -> float:
+    """Fraction of a buffer each rank sends in a ring reduce-scatter or all-gather."""
+    return (n - 1) / n
+
+
+def formula(plan: Plan, *, no_sync: bool = True) -> Traffic:
+    """The seed's volumes: once per step with `no_sync`, every micro-step without."""
+    psi = local_params(plan)
+    lp = plan.precision_bytes
+    grads = psi * (4 if plan.strategy == "megatron" else lp)
+    params = psi * lp
+    reductions = 1 if no_sync else plan.accumulation
+    n, s = plan.dp, plan.shard_group
+    if plan.strategy == "ddp" or plan.stage == 0:
+        return Traffic({"all-reduce gradients": reductions * 2 * ring(n) * grads}, reductions)
+    sent = {"reduce-scatter gradients": reductions * ring(s) * grads,
+            "all-gather parameters": ring(s) * params}
+    if plan.stage >= 3 and plan.strategy != "megatron":
+        sent["all-gather parameters (backward)"] = ring(s) * params
+    intra = None
+    if plan.hybrid:
+        intra = sum(sent.values()) if plan.gpus_per_node % s == 0 else 0.0
+        replicas = plan.replicas
+        sent["all-reduce shard across replicas"] = reductions * 2 * ring(replicas) * grads / s
+    return Traffic(sent, reductions, intra)
+
+
+def ddp_buckets(plan: Plan) -> float:
+    """How many 25 MiB DDP buckets the 16-bit gradients fill (the seed's ≈610 for 8B)."""
+    return local_params(plan) * plan.precision_bytes / DDP_BUCKET
+
+
+def engine(plan: Plan, zero: DeepSpeedZero | None) -> Traffic:
+    """What the engine that runs `plan` sends, per `reference/memory.md`'s measurements."""
+    psi = local_params(plan)
+    lp = plan.precision_bytes
+    n, m = plan.shard_group, plan.accumulation
+    if plan.strategy == "megatron":
+        return formula(plan)
+    if plan.strategy == "fsdp":
+        reduce_bytes = 4 if plan.launch.backend == "verl" else lp  # verl reduces in fp32
+        sent = {"all-gather parameters": m * ring(n) * lp * psi,
+                "reduce-scatter gradients": m * ring(n) * reduce_bytes * psi}
+        if plan.stage >= 3:
+            sent["all-gather parameters (backward)"] = m * ring(n) * lp * psi
+        return Traffic(sent, m)
+    if not uses_deepspeed(plan) or zero is None:
+        # Accelerate's DDP: fp32 gradients under autocast, no_sync until the last micro-step.
+        return Traffic({"all-reduce gradients": 2 * ring(n) * 4 * psi}, 1)
+    if zero.stage == 0:
+        return Traffic({"all-reduce gradients": 2 * ring(n) * lp * psi}, 1)
+    if zero.stage in (1, 2):
+        reductions = m if zero.stage == 2 else 1
+        factor = 2 if zero.multi_rank_allreduce else 1
+        name = "all-reduce gradients" if zero.multi_rank_allreduce else "reduce-scatter gradients"
+        return Traffic({name: reductions * factor * ring(n) * lp * psi,
+                        "all-gather parameters": ring(n) * lp * psi}, reductions)
+    released = max(0.0, psi - zero.max_live_parameters)
+    return Traffic({"all-gather parameters": m * ring(n) * lp * psi,
+                    "all-gather parameters (backward)": m * ring(n) * lp * released,
+                    "reduce-scatter gradients": m * ring(n) * lp * psi}, m)

@@ -34,9 +34,10 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
     recipe = ROOT / "recipes" / "seed-8b-32gpu-zero3.yaml"
+    # The console script users run, installed next to this interpreter.
+    script = Path(sys.executable).with_name("distrecipe")
     with tempfile.TemporaryDirectory() as out:
-        compile_s = median_seconds(
-            [sys.executable, "-m", "distrecipe", "compile", str(recipe), "-o", out], args.runs)
+        compile_s = median_seconds([str(script), "compile", str(recipe), "-o", out], args.runs)
     import_s = median_seconds([sys.executable, "-c", "import deepspeed"], args.runs)
     ratio = import_s / compile_s
     print(f"distrecipe compile: {compile_s * 1000:.0f} ms (median of {args.runs})")

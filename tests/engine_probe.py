@@ -137,7 +137,8 @@ def run_fsdp2(job: dict[str, Any], model: torch.nn.Module) -> dict[str, int]:
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     mesh = init_device_mesh("cpu", (dist.get_world_size(),))
-    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    compute = torch.bfloat16 if job["precision"] == "bf16" else torch.float32
+    policy = MixedPrecisionPolicy(param_dtype=compute, reduce_dtype=torch.float32)
     for layer in model.model.layers:
         fully_shard(layer, mesh=mesh, mp_policy=policy, reshard_after_forward=job["reshard"])
     fully_shard(model, mesh=mesh, mp_policy=policy, reshard_after_forward=job["reshard"])
@@ -186,6 +187,20 @@ def _train(job: dict[str, Any], record: Recorder, optimizer: torch.optim.Optimiz
     return record.points
 
 
+def deepspeed_estimates(model: torch.nn.Module, ranks: int) -> dict[str, int]:
+    """GPU bytes per rank by DeepSpeed's own estimators (no offload), for the same model."""
+    from deepspeed.runtime.zero.stage3 import (
+        estimate_zero3_model_states_mem_needs,
+        model_to_params,
+    )
+    from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs
+
+    total, largest = model_to_params(model)
+    zero2 = estimate_zero2_model_states_mem_needs(total, ranks, 1, cpu_offload=False)[1]
+    zero3 = estimate_zero3_model_states_mem_needs(total, largest, ranks, 1, cpu_offload=False)[1]
+    return {"zero2": zero2, "zero3": zero3, "largest_layer": largest}
+
+
 def main(jobs_path: str, out_path: str) -> None:
     os.environ.setdefault("DS_ACCELERATOR", "cpu")
     import deepspeed
@@ -198,11 +213,13 @@ def main(jobs_path: str, out_path: str) -> None:
     for job in jobs:
         model = tiny_llama(job["shape"])
         psi = sum(p.numel() for p in model.parameters())
+        estimates = deepspeed_estimates(model, dist.get_world_size())
         runner = run_fsdp2 if job["engine"] == "fsdp2" else run_deepspeed
         points = runner(job, model)
         gathered: list[Any] = [None] * dist.get_world_size()
         dist.all_gather_object(gathered, points)
-        results.append({"name": job["name"], "psi": psi, "ranks": gathered})
+        results.append({"name": job["name"], "psi": psi, "ranks": gathered,
+                        "deepspeed_estimate": estimates})
         del model
         gc.collect()
         dist.barrier()

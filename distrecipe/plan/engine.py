@@ -17,6 +17,9 @@ some moments and less at others; each term below was read from the installed sou
   lifetime, whole copies of tensors under `stage3_param_persistence_threshold`, one
   reduce bucket from start-up; after forward up to `stage3_max_live_parameters` stay
   gathered until backward; `step()` adds the 4Ψ/N fp32 gradient copy.
+* fp32 training: ZeRO-0 runs the plain torch optimizer (no master, no copy: 16Ψ at the
+  peak); ZeRO-1..3 still keep an fp32 partition beside the parameters and flatten the
+  gradient partition into a new tensor in `step()`.
 * torch FSDP2: under mixed precision the sharded parameters stay fp32, so there is no
   separate master copy: 4Ψ/N + 8Ψ/N Adam at rest, + 4Ψ/N gradients after backward;
   `reshard_after_forward=False` keeps the 16-bit unsharded parameters from forward to
@@ -119,13 +122,15 @@ def deepspeed(psi: float, n: int, zero: DeepSpeedZero, *, lp: int, accumulation:
     """DeepSpeed ZeRO-0..3 with `lp`-byte parameters (2 for bf16/fp16, 4 for fp32)."""
     stage = zero.stage
     master = 0.0 if lp == 4 else 4 * psi  # fp32 training has no master copy at stage 0
-    fp32_grads = 0.0 if lp == 4 else 4 * psi  # `.to(fp32)` of an fp32 tensor copies nothing
+    # ZeRO-1..3 flatten the gradient partition into a new fp32 tensor inside step(),
+    # whatever the parameters' dtype; stage 0 copies only when it wraps 16-bit parameters.
+    fp32_grads = 4 * psi
     cpu: dict[str, float] = {}
     if stage == 0:
         rest = {"parameters": lp * psi, "master weights": master, "optimizer": 8 * psi}
         backward = _add(rest, gradients=lp * psi)
         points = {"rest": rest, "forward": rest, "backward": backward,
-                  "step": _add(backward, fp32_gradients=fp32_grads)}
+                  "step": _add(backward, fp32_gradients=master)}
         return EngineView("DeepSpeed ZeRO-0", points, cpu)
     master_shard = 4 * psi / n
     bucket = zero.reduce_bucket_size * lp

@@ -6,10 +6,12 @@ overrides and resolution behave identically everywhere.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from distrecipe.recipe import Plan
+from distrecipe.errors import LaunchError
+from distrecipe.recipe import AUTO, Plan
 from distrecipe.translator.load import load_recipe
 from distrecipe.translator.resolve import resolve
 
@@ -17,5 +19,18 @@ from distrecipe.translator.resolve import resolve
 def load_plan(
     path: str | Path, overrides: Sequence[str] = (), *, detected_gpus: int | None = None
 ) -> Plan:
-    """Load, override, validate and resolve a recipe file."""
-    return resolve(load_recipe(path, overrides), detected_gpus=detected_gpus)
+    """Load, override, validate and resolve a recipe file.
+
+    `cluster.gpus_per_node: auto` is answered by probing this machine (CUDA_VISIBLE_DEVICES,
+    then nvidia-smi) unless the caller already knows; with no GPU found the resolver
+    explains what to write instead.
+    """
+    recipe = load_recipe(path, overrides)
+    if recipe.cluster.gpus_per_node == AUTO and detected_gpus is None and recipe.cluster.device == "gpu":
+        from distrecipe.launch.detect import detect_gpus
+
+        try:
+            detected_gpus = detect_gpus(os.environ)
+        except LaunchError:
+            detected_gpus = None
+    return resolve(recipe, detected_gpus=detected_gpus)

@@ -156,3 +156,15 @@ def test_shipped_recipes_resolve_to_the_seed_numbers() -> None:
     tiny = resolve(load_recipe(RECIPES / "tiny-cpu.yaml"))
     assert tiny.device == "cpu" and tiny.world == 2 and tiny.global_batch == 8
     assert 50_000 < (tiny.model.params or 0) < 200_000
+
+
+def test_load_plan_probes_gpus_for_auto(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from distrecipe.api import load_plan
+
+    path = tmp_path / "r.yaml"
+    path.write_text(BASE.format(micro=2, acc="auto", glob=64, nodes=2, gpus="auto", tp=1))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
+    assert load_plan(path).dp == 8
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
+    with pytest.raises(RecipeError, match="no GPUs were detected"):
+        load_plan(path)

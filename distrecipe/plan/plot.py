@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from distrecipe.errors import DistrecipeError
-from distrecipe.plan.report import Estimate
+from distrecipe.plan.report import HEADROOM, Estimate
 from distrecipe.plan.units import GB
 
 STACK = {
@@ -50,6 +50,9 @@ def plot(rows: list[Estimate], path: str, *, current: str) -> Path:
     memory = rows[0].plan.gpu_memory
     if memory is not None:
         ax.axhline(memory / GB, color="black", linewidth=1, label=f"GPU memory {memory / GB:g} GB")
+        usable = memory * (1 - HEADROOM) / GB
+        ax.axhline(usable, color="black", linewidth=1, linestyle="--",
+                   label=f"usable {usable:g} GB ({HEADROOM:.0%} headroom)")
     ax.set_ylabel("GB per GPU at the engine's peak (10⁹ bytes)")
     ax.set_title(f"{rows[0].plan.name}: per-GPU memory (current: {current})")
     ax.legend(fontsize="small")

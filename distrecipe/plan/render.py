@@ -37,7 +37,9 @@ def text(est: Estimate, advice: list[str]) -> str:
         f"{p.global_batch}" + (f", seq_len {p.seq_len}" if p.seq_len else ""),
         "",
         "model state per GPU (GB = 10⁹ bytes, MB = 10⁶)",
-        f"  formula (seed)  {view.formula} = {gb(view.total)}: {_parts(view.gpu)}",
+        f"  formula (seed)  {view.formula} = {gb(view.total + sum(view.cpu.values()))}"
+        + (f", {gb(view.total)} on the GPU ({_parts(view.gpu)}), offloaded to the host: "
+           f"{_parts(view.cpu)}" if view.cpu else f": {_parts(view.gpu)}"),
         f"  engine          {engine.engine}: rest {gb(engine.total('rest'))}, after backward "
         f"{gb(engine.total('backward'))}, peak {gb(engine.peak)} ({engine.peak_point})",
         f"                  at the peak: {_parts(engine.points[engine.peak_point])}",

@@ -1,0 +1,86 @@
+"""`distrecipe plan` end to end: text, --compare, --format json, --plot, and a light start."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import RECIPES, Result
+
+SEED_ZERO2 = RECIPES / "seed-8b-32gpu-zero2.yaml"
+
+
+def test_text_shows_both_views_and_the_verdict(cli: Callable[..., Result]) -> None:
+    result = cli("plan", SEED_ZERO2)
+    assert result.code == 0, result.err
+    assert "formula (seed)  2Ψ + 14Ψ/N = 19.5 GB" in result.out
+    assert "engine          DeepSpeed ZeRO-2: rest 19 GB" in result.out
+    assert "fits? no" in result.out  # two 8K sequences per micro-batch, no recompute
+    assert "turn on activation_checkpointing: full" in result.out
+
+
+def test_compare_lists_every_strategy_with_the_seed_numbers(cli: Callable[..., Result]) -> None:
+    out = cli("plan", SEED_ZERO2, "--compare").out
+    rows = {line.split()[0]: line for line in out.splitlines()[-5:]}
+    assert list(rows) == ["DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3", "Megatron"]
+    for name, state, sent in [("DDP", "128 GB", "31 GB"), ("ZeRO-1", "35 GB", "31 GB"),
+                              ("ZeRO-2", "19.5 GB", "31 GB"), ("ZeRO-3", "4 GB", "46.5 GB"),
+                              ("Megatron", "51 GB", "46.5 GB")]:
+        assert f" {state} " in rows[name] and f" {sent} " in rows[name]
+
+
+def test_json_is_bytes_and_matches_the_text(cli: Callable[..., Result]) -> None:
+    result = cli("plan", SEED_ZERO2, "--format", "json", "--compare")
+    data = json.loads(result.out)
+    assert data["units"] == "bytes"
+    assert data["formula"]["total"] == 19.5e9
+    assert data["engine"]["peak"] == pytest.approx(2 * 8e9 + 18 * 8e9 / 32 + 2 * 4096**2 * 2)
+    assert data["engine"]["peak_point"] == "step"
+    assert data["traffic"]["formula"]["total"] == pytest.approx(31e9)
+    assert data["fits"] is False and data["advice"]
+    assert [row["strategy"] for row in data["compare"]] == [
+        "DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3", "Megatron"]
+
+
+def test_plot_writes_a_real_svg(cli: Callable[..., Result], tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    target = tmp_path / "memory.svg"
+    result = cli("plan", SEED_ZERO2, "--plot", target)
+    assert result.code == 0, result.err
+    svg = target.read_text(encoding="utf-8")
+    assert "<svg" in svg and svg.count("<path") > 10  # bars, axes, legend
+
+
+def test_plot_without_matplotlib_says_how_to_install(
+        cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` fail
+    result = cli("plan", SEED_ZERO2, "--plot", tmp_path / "memory.svg")
+    assert result.code == 2
+    assert "pip install 'distrecipe[plot]'" in result.err
+    assert not (tmp_path / "memory.svg").exists()
+
+
+def test_plan_without_a_parameter_count_is_one_line(
+        cli: Callable[..., Result], write: Callable[[str, str], Path]) -> None:
+    recipe = write("r.yaml", "recipe: 1\nname: x\nmodel: {hidden_size: 64}\n"
+                   "cluster: {nodes: 1, gpus_per_node: 2, gpu_memory: 80GB}\nstrategy: zero\n"
+                   "stage: 2\nbatch: {micro: 1, global: 2}\n")
+    result = cli("plan", recipe)
+    assert result.code == 2
+    assert "model.params" in result.err and len(result.err.strip().splitlines()) == 1
+
+
+def test_plan_imports_no_engine_and_no_matplotlib() -> None:
+    probe = ("import sys\nfrom distrecipe.cli import main\ncode = main(sys.argv[1:])\n"
+             "heavy = [m for m in ('torch', 'deepspeed', 'accelerate', 'verl', 'transformers', "
+             "'matplotlib') if m in sys.modules]\nprint('HEAVY:' + ','.join(heavy), file=sys.stderr)\n"
+             "raise SystemExit(code)\n")
+    done = subprocess.run([sys.executable, "-c", probe, "plan", str(SEED_ZERO2), "--compare"],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "HEAVY:"

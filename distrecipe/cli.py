@@ -19,6 +19,7 @@ from distrecipe.errors import DistrecipeError
 
 COMMANDS: dict[str, str] = {
     "compile": "distrecipe.commands.compile",
+    "launch": "distrecipe.commands.launch",
     "plan": "distrecipe.commands.plan",
     "resolve": "distrecipe.commands.resolve",
     "schema": "distrecipe.commands.schema",

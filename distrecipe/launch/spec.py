@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from distrecipe.errors import LaunchError
 from distrecipe.recipe import Plan
 
 TINY_TRAINER = "distrecipe.launch.tiny_train"
@@ -40,7 +41,8 @@ class LaunchRequest:
     configs: dict[str, str] = field(default_factory=dict)
     """Emitted config file name → text, written into `run_dir` before the job starts."""
     node_rank: int = 0
-    master_addr: str = "127.0.0.1"
+    master_addr: str | None = "127.0.0.1"
+    """Node 0's address; None when several nodes were asked for and nobody said where."""
     master_port: int = 29500
     hosts: tuple[str, ...] = ()
     """The allocation's host names (from SLURM), first one is node 0."""
@@ -48,6 +50,14 @@ class LaunchRequest:
     """True when distrecipe runs once on every node (under srun): launchers must not fan out."""
     environ: dict[str, str] = field(default_factory=dict)
     """The caller's environment, read (never copied into the spec) for user choices."""
+
+
+    def master(self) -> str:
+        """The rendezvous address, for the launchers that need one."""
+        if self.master_addr is None:
+            raise LaunchError(f"{self.plan.nodes} nodes need launch.master_addr (node 0's address) "
+                              "or a SLURM allocation")
+        return self.master_addr
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

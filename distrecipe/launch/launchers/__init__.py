@@ -1,0 +1,23 @@
+"""One argv/env builder per launcher, listed in an explicit registry.
+
+Each builder is a pure `LaunchRequest → LaunchSpec` function that speaks its
+launcher's own vocabulary (hostfile, rendezvous, machine rank, Hydra overrides), so
+multi-node always goes through the engine's mechanism, never a home-made one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from distrecipe.launch.launchers import accelerate, deepspeed, torchrun, verl
+from distrecipe.launch.spec import LaunchRequest, LaunchSpec
+
+Builder = Callable[[LaunchRequest], LaunchSpec]
+
+LAUNCHERS: dict[str, Builder] = {
+    "deepspeed": deepspeed.build,
+    "accelerate": accelerate.build,
+    "accelerate-deepspeed": accelerate.build,
+    "torchrun": torchrun.build,
+    "verl": verl.build,
+}

@@ -1,0 +1,36 @@
+"""`accelerate launch --config_file …` for FSDP2, DDP or DeepSpeed through Accelerate.
+
+The emitted YAML carries the engine settings; the machine fields (how many machines,
+this one's rank, the main process address, total processes) are passed as flags,
+which Accelerate lets override the file, so the same run-directory YAML serves every
+node. Accumulation reaches `Accelerator()` through the environment (the YAML has no
+key for it). The ds_config path is passed absolute, because the YAML's relative one
+would resolve against the user's working directory.
+"""
+
+from __future__ import annotations
+
+from distrecipe.errors import LaunchError
+from distrecipe.launch.launchers.deepspeed import DS_CONFIG
+from distrecipe.launch.spec import LaunchRequest, LaunchSpec, executable, job_env, program_argv
+
+
+def build(request: LaunchRequest) -> LaunchSpec:
+    from distrecipe.translator.accelerate import launch_env  # the emitter owns what Accelerate reads
+
+    plan = request.plan
+    yamls = [name for name in request.configs if name.endswith((".yaml", ".yml"))]
+    if len(yamls) != 1:
+        raise LaunchError(f"accelerate needs one emitted config YAML, the emitter gave {yamls or 'none'}")
+    argv = [executable("accelerate"), "launch", "--config_file", str(request.run_dir / yamls[0]),
+            "--num_machines", str(plan.nodes),
+            "--machine_rank", str(request.node_rank),
+            "--num_processes", str(plan.world),
+            "--main_process_ip", request.master(),
+            "--main_process_port", str(request.master_port)]
+    if plan.launch.backend == "accelerate-deepspeed":
+        argv += ["--deepspeed_config_file", str(request.run_dir / DS_CONFIG)]
+    if plan.device == "cpu":
+        argv.append("--cpu")
+    argv += program_argv(request.program, "--module")
+    return LaunchSpec(argv=tuple(argv), env={**job_env(request), **launch_env(plan)})

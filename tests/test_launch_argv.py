@@ -1,0 +1,174 @@
+"""`--dry-run` for every launcher: the exact argv and env, with nothing run or written.
+
+verl and Accelerate's FSDP cannot run on this CPU machine, so their exact commands
+are the proof; DeepSpeed and torchrun are also run for real in test_launch_train.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from distrecipe.commands.launch import launch
+from distrecipe.errors import LaunchError
+from distrecipe.launch.spec import executable
+from distrecipe.translator.load import load_recipe
+from distrecipe.translator.resolve import resolve
+from distrecipe.translator.targets import TARGETS, EmitOptions
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ROOT / "recipes" / "tiny-cpu.yaml"
+SEED = ROOT / "recipes" / "seed-8b-32gpu-zero2.yaml"  # 4 nodes × 8 GPUs
+RUN = Path("/tmp/distrecipe-test-run")
+CPU_THREADS = str(max(1, (os.cpu_count() or 1) // 2))
+
+DryRun = Callable[..., dict[str, Any]]
+
+
+@pytest.fixture
+def dry(capsys: pytest.CaptureFixture[str]) -> DryRun:
+    """`launch(... dry_run=True)` with a clean environment; returns the printed JSON."""
+
+    def call(recipe: Path, *overrides: str, environ: dict[str, str] | None = None,
+             **options: Any) -> dict[str, Any]:
+        capsys.readouterr()
+        code = launch(recipe=str(recipe), overrides=overrides, run_dir=str(RUN), dry_run=True,
+                      environ=environ or {}, **options)
+        assert code == 0
+        result: dict[str, Any] = json.loads(capsys.readouterr().out)
+        return result
+
+    return call
+
+
+def test_deepspeed_one_cpu_node(dry: DryRun) -> None:
+    got = dry(TINY)
+    assert got["argv"] == [
+        executable("deepspeed"), "--num_nodes", "1", "--num_gpus", "2",
+        "--master_addr", "127.0.0.1", "--master_port", "29500",
+        "--module", "distrecipe.launch.tiny_train", "--deepspeed_config", f"{RUN}/ds_config.json",
+    ]
+    assert got["env"] == {"DISTRECIPE_RUN_DIR": str(RUN), "OMP_NUM_THREADS": CPU_THREADS}
+    assert got["files"] == ["ds_config.json", "plan.json", "recipe.yaml", "run.json"]
+    assert not RUN.exists(), "a dry run writes nothing"
+
+
+def test_a_user_thread_count_is_kept(dry: DryRun) -> None:
+    assert "OMP_NUM_THREADS" not in dry(TINY, environ={"OMP_NUM_THREADS": "4"})["env"]
+
+
+def test_deepspeed_user_script_and_module(dry: DryRun) -> None:
+    got = dry(TINY, program=("train.py", "--lr", "1e-5"))
+    assert got["argv"][-5:] == ["train.py", "--lr", "1e-5", "--deepspeed_config", f"{RUN}/ds_config.json"]
+    got = dry(TINY, program=("-m", "pkg.train", "--x"))
+    assert got["argv"][-5:] == ["--module", "pkg.train", "--x", "--deepspeed_config",
+                                f"{RUN}/ds_config.json"]
+
+
+def test_deepspeed_several_nodes_with_a_hostfile(dry: DryRun) -> None:
+    got = dry(SEED, "launch.hostfile=/etc/hosts.ds", "launch.master_addr=10.0.0.1")
+    assert got["argv"][:11] == [
+        executable("deepspeed"), "--hostfile", "/etc/hosts.ds", "--num_nodes", "4", "--num_gpus", "8",
+        "--master_addr", "10.0.0.1", "--master_port", "29500",
+    ]
+    assert got["env"] == {"DISTRECIPE_RUN_DIR": str(RUN)}
+
+
+SLURM_NODE_1 = {"SLURM_JOB_ID": "77", "SLURM_JOB_NODELIST": "gpu[07-09,12]", "SLURM_NODEID": "1",
+                "SLURM_STEP_ID": "0", "SLURM_NTASKS": "4"}
+
+
+def test_deepspeed_per_node_under_srun(dry: DryRun) -> None:
+    got = dry(SEED, environ=SLURM_NODE_1)
+    assert got["argv"][:14] == [
+        executable("deepspeed"), "--hostfile", f"{RUN}/hostfile", "--no_ssh", "--node_rank", "1",
+        "--num_nodes", "4", "--num_gpus", "8", "--master_addr", "gpu07", "--master_port", "29500",
+    ]
+    assert "hostfile" in got["files"]
+
+
+def test_deepspeed_several_nodes_need_a_hostfile(dry: DryRun) -> None:
+    with pytest.raises(LaunchError, match="hostfile"):
+        dry(SEED, "launch.master_addr=10.0.0.1")
+
+
+def test_several_nodes_need_a_master(dry: DryRun) -> None:
+    with pytest.raises(LaunchError, match="master_addr"):
+        dry(SEED, "launch.backend=torchrun")
+
+
+def test_torchrun_one_node_is_standalone(dry: DryRun) -> None:
+    got = dry(TINY, target="torchrun")
+    assert got["argv"] == [executable("torchrun"), "--nnodes", "1", "--nproc-per-node", "2",
+                           "--standalone", "--module", "distrecipe.launch.tiny_train"]
+    assert "ds_config.json" in got["files"], "a ZeRO plan's script still reads DeepSpeed's config"
+
+
+def test_torchrun_several_nodes_rendezvous_c10d(dry: DryRun) -> None:
+    got = dry(SEED, "launch.master_addr=10.0.0.1", "launch.master_port=29400", "strategy=fsdp",
+              target="torchrun", program=("train.py",))
+    assert got["argv"] == [executable("torchrun"), "--nnodes", "4", "--nproc-per-node", "8",
+                           "--rdzv-backend", "c10d", "--rdzv-endpoint", "10.0.0.1:29400",
+                           "--rdzv-id", "seed-8b-32gpu-zero2", "train.py"]
+    assert got["files"] == ["plan.json", "recipe.yaml", "run.json"]
+
+
+def test_accelerate_fsdp_machine_fields(dry: DryRun) -> None:
+    got = dry(SEED, "strategy=fsdp", environ=SLURM_NODE_1, target="accelerate",
+              program=("train.py", "--bf16"))
+    (config,) = [name for name in got["files"] if name.endswith(".yaml") and name != "recipe.yaml"]
+    assert got["argv"] == [
+        executable("accelerate"), "launch", "--config_file", f"{RUN}/{config}",
+        "--num_machines", "4", "--machine_rank", "1", "--num_processes", "32",
+        "--main_process_ip", "gpu07", "--main_process_port", "29500", "train.py", "--bf16",
+    ]
+    assert got["env"] == {"DISTRECIPE_RUN_DIR": str(RUN), "ACCELERATE_GRADIENT_ACCUMULATION_STEPS": "4"}
+
+
+def test_accelerate_deepspeed_passes_the_config_absolute(dry: DryRun) -> None:
+    got = dry(TINY, target="accelerate-deepspeed", program=("train.py",))
+    assert got["argv"][-4:] == ["--deepspeed_config_file", f"{RUN}/ds_config.json", "--cpu", "train.py"]
+    assert "ds_config.json" in got["files"]
+    assert "ACCELERATE_GRADIENT_ACCUMULATION_STEPS" not in got["env"], "the ds_config carries it"
+
+
+RL = ("rl.rollout_n=4", "rl.prompts_per_step=128", "strategy=fsdp")
+
+
+def test_verl_overrides_then_user_overrides(dry: DryRun) -> None:
+    got = dry(SEED, *RL, target="verl", environ={"RAY_ADDRESS": "10.0.0.1:6379"},
+              program=("trainer.total_epochs=1",))
+    plan = resolve(load_recipe(SEED, (*RL, "launch.backend=verl")))
+    emitted = TARGETS["verl"](plan, EmitOptions()).files["verl_overrides.txt"].splitlines()
+    assert got["argv"] == [sys.executable, "-m", "verl.trainer.main_ppo", *emitted,
+                           "trainer.total_epochs=1"]
+    assert "trainer.nnodes=4" in got["argv"] and "trainer.n_gpus_per_node=8" in got["argv"]
+
+
+def test_verl_on_several_nodes_needs_ray(dry: DryRun) -> None:
+    with pytest.raises(LaunchError, match="Ray cluster"):
+        dry(SEED, *RL, target="verl")
+
+
+def test_slurm_batch_script(capsys: pytest.CaptureFixture[str]) -> None:
+    assert launch(recipe=str(SEED), overrides=("stage=3",), slurm=True, program=("train.py", "--a b"),
+                  environ={}) == 0
+    script = capsys.readouterr().out
+    lines = script.splitlines()
+    assert lines[0] == "#!/bin/bash"
+    assert {"#SBATCH --nodes=4", "#SBATCH --ntasks-per-node=1", "#SBATCH --gpus-per-node=8"} <= set(lines)
+    srun = lines[-1]
+    assert srun.startswith("srun --ntasks-per-node=1 distrecipe launch ")
+    assert f"{SEED} --set stage=3 --target deepspeed" in srun and srun.endswith("-- train.py '--a b'")
+
+
+def test_cli_dry_run(cli: Callable[..., Any]) -> None:
+    result = cli("launch", TINY, "--dry-run", "--run-dir", RUN, "--target", "torchrun", "--", "x.py", "-v")
+    assert result.code == 0, result.err
+    assert json.loads(result.out)["argv"][-2:] == ["x.py", "-v"]

@@ -1,0 +1,100 @@
+"""What launch reads from the machine (GPUs, SLURM) and what it records (run directory)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from distrecipe.errors import LaunchError
+from distrecipe.launch.detect import detect_gpus
+from distrecipe.launch.rundir import REDACTED, RunDir, redact
+from distrecipe.launch.slurm import Allocation, expand_nodelist
+from distrecipe.translator.load import load_recipe
+from distrecipe.translator.resolve import resolve
+
+TINY = Path(__file__).resolve().parent.parent / "recipes" / "tiny-cpu.yaml"
+SMI = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1)\nGPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-2)\n"
+
+
+def no_smi(argv: list[str]) -> str:
+    raise AssertionError("nvidia-smi must not run when CUDA_VISIBLE_DEVICES answers")
+
+
+@pytest.mark.parametrize(("value", "count"), [("0,1,2", 3), ("3", 1), ("GPU-a,GPU-b", 2), ("0,-1,2", 1)])
+def test_visible_devices_answer_first(value: str, count: int) -> None:
+    assert detect_gpus({"CUDA_VISIBLE_DEVICES": value}, run=no_smi) == count
+
+
+@pytest.mark.parametrize("value", ["", "-1"])
+def test_hidden_devices_are_an_error(value: str) -> None:
+    with pytest.raises(LaunchError, match="hides every GPU"):
+        detect_gpus({"CUDA_VISIBLE_DEVICES": value}, run=no_smi)
+
+
+def test_nvidia_smi_lines_are_counted() -> None:
+    assert detect_gpus({}, run=lambda argv: SMI, which=lambda name: "/usr/bin/nvidia-smi") == 2
+
+
+def test_no_nvidia_smi_is_an_error() -> None:
+    with pytest.raises(LaunchError, match="no nvidia-smi"):
+        detect_gpus({}, which=lambda name: None)
+
+
+def test_auto_gpus_reach_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    from distrecipe.commands.launch import launch
+
+    overrides = ("cluster.device=gpu", "cluster.gpus_per_node=auto", "batch.global=16")
+    code = launch(recipe=str(TINY), overrides=overrides, dry_run=True, target="torchrun",
+                  environ={"CUDA_VISIBLE_DEVICES": "0,1,2,3"})
+    assert code == 0
+    argv = json.loads(capsys.readouterr().out)["argv"]
+    assert argv[argv.index("--nproc-per-node") + 1] == "4"
+
+
+@pytest.mark.parametrize(("nodelist", "hosts"), [
+    ("gpu01", ["gpu01"]),
+    ("gpu[01-03,07]", ["gpu01", "gpu02", "gpu03", "gpu07"]),
+    ("a[8-10],login1", ["a8", "a9", "a10", "login1"]),
+    ("rack[1-2]-n[1-2]", ["rack1-n1", "rack1-n2", "rack2-n1", "rack2-n2"]),
+])
+def test_slurm_node_lists(nodelist: str, hosts: list[str]) -> None:
+    assert expand_nodelist(nodelist) == hosts
+
+
+def test_allocation_from_slurm() -> None:
+    assert Allocation.from_env({"PATH": "/bin"}) is None
+    batch = {"SLURM_JOB_ID": "5", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_NODEID": "0", "SLURM_NTASKS": "2"}
+    assert Allocation.from_env(batch) == Allocation(hosts=("n1", "n2"), node_rank=0, job_id="5",
+                                                    per_node=False)
+    step = {**batch, "SLURM_STEP_ID": "0", "SLURM_NODEID": "1"}
+    allocation = Allocation.from_env(step)
+    assert allocation is not None and allocation.per_node and allocation.node_rank == 1
+    assert allocation.master_addr == "n1"
+
+
+def test_secrets_are_redacted() -> None:
+    env = {"HF_TOKEN": "hf_x", "AWS_SECRET_ACCESS_KEY": "s", "WANDB_API_KEY": "k", "db_password": "p",
+           "PATH": "/bin", "MASTER_PORT": "29500"}
+    assert redact(env) == {"AWS_SECRET_ACCESS_KEY": REDACTED, "HF_TOKEN": REDACTED, "MASTER_PORT": "29500",
+                           "PATH": "/bin", "WANDB_API_KEY": REDACTED, "db_password": REDACTED}
+
+
+def test_run_directory_records_start_and_end(tmp_path: Path) -> None:
+    plan = resolve(load_recipe(TINY))
+    record = RunDir(tmp_path / "run")
+    record.start(plan=plan, recipe_text="recipe: 1\n", files={"ds_config.json": "{}\n"},
+                 argv=("deepspeed", "x.py"), env={"HF_TOKEN": "hf_x", "A": "1"}, cwd="/w",
+                 overrides=("stage=3",))
+    written = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert written["argv"] == ["deepspeed", "x.py"] and written["exit_code"] is None
+    assert written["env"] == {"A": "1", "HF_TOKEN": REDACTED}
+    assert written["versions"]["distrecipe"] and "torch" in written["versions"]
+    plan_data = json.loads((tmp_path / "run" / "plan.json").read_text())
+    assert plan_data["global_batch"] == 8 and plan_data["world"] == 2
+    record.finish(143, signal="SIGTERM")
+    written = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert written["exit_code"] == 143 and written["signal"] == "SIGTERM" and written["end"]
+    with pytest.raises(LaunchError, match="already holds a run"):
+        RunDir(tmp_path / "run").start(plan=plan, recipe_text="", files={}, argv=(), env={}, cwd="/")

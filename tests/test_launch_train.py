@@ -1,0 +1,167 @@
+"""Real trainings on two CPU ranks: equivalence, the demo, multi-node, supervision.
+
+These start processes and import torch and DeepSpeed, so they are `slow`; each run is
+10 optimizer steps of an 86k-parameter model, and the six equivalence variants share
+one pair of processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from distrecipe.launch.supervise import LAUNCH_ID, carrying
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ROOT / "recipes" / "tiny-cpu.yaml"
+WORKER = Path(__file__).resolve().parent / "launch_equivalence_worker.py"
+TOLERANCE = 1e-4
+GLOBAL = 8
+STEPS = 10
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def distrecipe(*args: str | Path) -> list[str]:
+    return [sys.executable, "-m", "distrecipe", "launch", *map(str, args)]
+
+
+def run(argv: list[str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+def relative(a: float, b: float) -> float:
+    return abs(a - b) / abs(b)
+
+
+def losses(records: list[dict[str, Any]]) -> list[float]:
+    return [record["loss"] for record in records]
+
+
+def metrics(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def curves(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
+    """Every variant's per-step records, from one torchrun job of two CPU ranks."""
+    out = tmp_path_factory.mktemp("equivalence") / "curves.json"
+    torchrun = Path(sys.executable).parent / "torchrun"
+    done = run([str(torchrun), "--nnodes", "1", "--nproc-per-node", "2", "--rdzv-backend", "c10d",
+                "--rdzv-endpoint", f"127.0.0.1:{free_port()}", str(WORKER), str(out)])
+    assert done.returncode == 0, done.stderr[-3000:]
+    result: dict[str, list[dict[str, Any]]] = json.loads(out.read_text())
+    return result
+
+
+def test_every_engine_trains_the_same_curve(curves: dict[str, list[dict[str, Any]]]) -> None:
+    reference = losses(curves["ddp"])
+    engines = [name for name in curves if not name.startswith("control")]
+    assert engines == ["ddp", "zero1", "zero2", "zero3", "fsdp2-reshard-false", "fsdp2-reshard-true"]
+    for name in engines:
+        records = curves[name]
+        assert [r["step"] for r in records] == list(range(1, STEPS + 1)), name
+        assert [r["samples"] for r in records] == [GLOBAL] * STEPS, name
+        assert records[-1]["samples_total"] == GLOBAL * STEPS, name
+        worst = max(relative(a, b) for a, b in zip(losses(records), reference, strict=True))
+        assert worst <= TOLERANCE, f"{name} departs from DDP by {worst:.2e} relative"
+
+
+def test_the_agreement_is_about_training(curves: dict[str, list[dict[str, Any]]]) -> None:
+    """A run that barely learns must differ, or agreeing would prove nothing."""
+    control = losses(curves["control-no-learning"])
+    worst = max(relative(a, b) for a, b in zip(control, losses(curves["ddp"]), strict=True))
+    assert worst > 100 * TOLERANCE
+
+
+def test_demo_trains_through_deepspeed(tmp_path: Path, curves: dict[str, list[dict[str, Any]]]) -> None:
+    done = run(distrecipe(TINY, "--runs-root", tmp_path, "--set", f"launch.master_port={free_port()}"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    printed = [json.loads(line) for line in done.stdout.splitlines() if line.startswith('{"step"')]
+    assert [r["step"] for r in printed] == list(range(1, STEPS + 1))
+    (run_dir,) = tmp_path.iterdir()
+    assert metrics(run_dir) == printed
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["exit_code"] == 0 and record["argv"][0].endswith("deepspeed")
+    assert {"plan.json", "ds_config.json", "recipe.yaml"} <= {p.name for p in run_dir.iterdir()}
+    for got, want in zip(losses(printed), losses(curves["zero2"]), strict=True):
+        assert relative(got, want) <= TOLERANCE
+
+
+def test_two_torchrun_agents_rendezvous_over_loopback(
+    tmp_path: Path, curves: dict[str, list[dict[str, Any]]]
+) -> None:
+    port = str(free_port())
+    common = ["--set", "cluster.nodes=2", "--set", "cluster.gpus_per_node=1", "--set", "strategy=fsdp",
+              "--set", "launch.backend=torchrun", "--set", "launch.master_addr=127.0.0.1",
+              "--set", f"launch.master_port={port}"]
+    agents = [subprocess.Popen(distrecipe(TINY, *common, "--node-rank", str(rank),
+                                          "--run-dir", tmp_path / f"node{rank}"),
+                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+              for rank in (0, 1)]
+    outputs = [agent.communicate(timeout=300) for agent in agents]
+    assert [agent.returncode for agent in agents] == [0, 0], outputs[0][1][-2000:] + outputs[1][1][-2000:]
+    for rank in (0, 1):
+        argv = json.loads((tmp_path / f"node{rank}" / "run.json").read_text())["argv"]
+        assert argv[1:3] == ["--nnodes", "2"] and f"127.0.0.1:{port}" in argv
+    logged = [metrics(tmp_path / f"node{rank}") for rank in (0, 1)
+              if (tmp_path / f"node{rank}" / "metrics.jsonl").exists()]
+    assert len(logged) == 1, "exactly one agent hosts global rank 0"
+    assert [r["samples"] for r in logged[0]] == [GLOBAL] * STEPS
+    for got, want in zip(losses(logged[0]), losses(curves["fsdp2-reshard-false"]), strict=True):
+        assert relative(got, want) <= TOLERANCE
+
+
+def _stat_state(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
+def test_sigterm_ends_every_rank_and_is_recorded(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    launcher = subprocess.Popen(
+        distrecipe(TINY, "--run-dir", run_dir, "--set", f"launch.master_port={free_port()}",
+                   "--", "-m", "distrecipe.launch.tiny_train", "--steps", "100000"),
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 180
+    while not (run_dir / "metrics.jsonl").exists() or len(metrics(run_dir)) < 2:
+        assert launcher.poll() is None and time.monotonic() < deadline, "training never got going"
+        time.sleep(0.2)
+    launch_id = json.loads((run_dir / "run.json").read_text())["env"][LAUNCH_ID]
+    job = carrying(launch_id)
+    assert len(job) >= 3, "the launcher and two ranks carry the launch id"
+    launcher.send_signal(signal.SIGTERM)
+    assert launcher.wait(timeout=60) == 128 + signal.SIGTERM
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["exit_code"] == 128 + signal.SIGTERM and record["signal"] == "SIGTERM"
+    assert carrying(launch_id) == set()
+    assert all(_stat_state(pid) in (None, "Z") for pid in job), "no orphan keeps running"
+
+
+def test_a_failing_rank_exit_code_comes_back(tmp_path: Path) -> None:
+    script = tmp_path / "fail_on_rank_1.py"
+    script.write_text("import os, sys\nsys.exit(3 if os.environ['RANK'] == '1' else 0)\n")
+    run_dir = tmp_path / "run"
+    done = run(distrecipe(TINY, "--run-dir", run_dir, "--set", f"launch.master_port={free_port()}",
+                          "--", script))
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert json.loads((run_dir / "run.json").read_text())["exit_code"] == 3
+    assert os.path.exists(run_dir / "ds_config.json")

@@ -112,7 +112,8 @@ def test_engine_view_matches_what_the_engine_holds(measured: Any, name: str) -> 
     for point, value in held.items():
         error = (planned[point] - value) / value
         print(f"{name:24} {point:8} measured {value / est.psi:7.4f} B/Ψ  "
-              f"plan {planned[point] / est.psi:7.4f} B/Ψ  error {error:+.3%}")
+              f"plan {planned[point] / est.psi:7.4f} B/Ψ  error {error:+.3%} "
+              f"({planned[point] - value:+.0f} B)")
         assert abs(error) <= TOLERANCE, (name, point, value, planned[point])
 
 

@@ -17,6 +17,11 @@ objects (flat groups, fp32 partitions, reduce buckets). Each storage is counted 
 ``untyped_storage().data_ptr()``, with its full ``nbytes()`` so that padding and flat
 buffers count as allocated. Activations are not engine state and are left out.
 
+Traffic: the collectives every other one ends in (`all_reduce`, `all_gather_single`,
+`reduce_scatter_single`, and the list forms) are wrapped, and the bytes a rank sends in a
+ring are added up over the second step: (N−1)/N of the gathered or scattered buffer,
+2(N−1)/N of an all-reduced one.
+
 Two steps, not one: Adam creates its moments lazily in the first step, so only the
 second step shows the steady state that a plan describes.
 """
@@ -98,6 +103,43 @@ def held_bytes(roots: list[Any]) -> int:
     return sum(storages.values())
 
 
+class Sent:
+    """Bytes this rank sends through ring collectives while `counting`."""
+
+    counting = False
+    total = 0.0
+
+    @classmethod
+    def install(cls) -> None:
+        from torch.distributed import distributed_c10d as c10d
+
+        def numel_bytes(t: torch.Tensor | list[torch.Tensor]) -> int:
+            tensors = t if isinstance(t, list) else [t]
+            return sum(x.numel() * x.element_size() for x in tensors)
+
+        # name → (argument holding the full buffer, share of it a rank sends)
+        sizes = {
+            "all_reduce": ("tensor", 0, lambda n: 2 * (n - 1) / n),
+            "all_gather_single": ("output_tensor", 0, lambda n: (n - 1) / n),
+            "reduce_scatter_single": ("input", 1, lambda n: (n - 1) / n),
+            "all_gather": ("tensor_list", 0, lambda n: (n - 1) / n),
+            "reduce_scatter": ("input_list", 1, lambda n: (n - 1) / n),
+        }
+        for name, (key, index, share) in sizes.items():
+            original = getattr(c10d, name)
+
+            def wrapped(*args: Any, _f: Any = original, _k: str = key, _i: int = index,
+                        _s: Any = share, **kwargs: Any) -> Any:
+                if cls.counting:
+                    buffer = kwargs[_k] if _k in kwargs else args[_i]
+                    n = dist.get_world_size(kwargs.get("group"))
+                    cls.total += _s(n) * numel_bytes(buffer)
+                return _f(*args, **kwargs)
+
+            setattr(c10d, name, wrapped)
+            setattr(dist, name, wrapped)
+
+
 class Recorder:
     """Held bytes at named points of the measured step; a point seen twice keeps its maximum."""
 
@@ -138,7 +180,8 @@ def run_fsdp2(job: dict[str, Any], model: torch.nn.Module) -> dict[str, int]:
 
     mesh = init_device_mesh("cpu", (dist.get_world_size(),))
     compute = torch.bfloat16 if job["precision"] == "bf16" else torch.float32
-    policy = MixedPrecisionPolicy(param_dtype=compute, reduce_dtype=torch.float32)
+    reduce = torch.bfloat16 if job["reduce"] == "bf16" else torch.float32
+    policy = MixedPrecisionPolicy(param_dtype=compute, reduce_dtype=reduce)
     for layer in model.model.layers:
         fully_shard(layer, mesh=mesh, mp_policy=policy, reshard_after_forward=job["reshard"])
     fully_shard(model, mesh=mesh, mp_policy=policy, reshard_after_forward=job["reshard"])
@@ -171,7 +214,7 @@ def _train(job: dict[str, Any], record: Recorder, optimizer: torch.optim.Optimiz
     optimizer.register_step_post_hook(lambda *_: record("step"))
     generator = torch.Generator().manual_seed(dist.get_rank())
     for step_index in range(2):
-        record.measuring = step_index == 1
+        Sent.counting = record.measuring = step_index == 1
         last = job["accumulation"] - 1
         for micro in range(job["accumulation"]):
             ids = torch.randint(0, job["shape"]["vocab"], (job["micro"], SEQ), generator=generator)
@@ -182,6 +225,7 @@ def _train(job: dict[str, Any], record: Recorder, optimizer: torch.optim.Optimiz
             del loss
             record("bwd" if micro == last else f"bwd{micro + 1}")
             step(micro == last)
+    Sent.counting = False
     gc.collect()
     record("rest")
     return record.points
@@ -205,6 +249,7 @@ def main(jobs_path: str, out_path: str) -> None:
     os.environ.setdefault("DS_ACCELERATOR", "cpu")
     import deepspeed
 
+    Sent.install()
     deepspeed.init_distributed(dist_backend="gloo")
     torch.set_num_threads(1)
     with open(jobs_path) as f:
@@ -215,7 +260,9 @@ def main(jobs_path: str, out_path: str) -> None:
         psi = sum(p.numel() for p in model.parameters())
         estimates = deepspeed_estimates(model, dist.get_world_size())
         runner = run_fsdp2 if job["engine"] == "fsdp2" else run_deepspeed
+        Sent.total = 0.0
         points = runner(job, model)
+        points["sent"] = round(Sent.total)
         gathered: list[Any] = [None] * dist.get_world_size()
         dist.all_gather_object(gathered, points)
         results.append({"name": job["name"], "psi": psi, "ranks": gathered,

@@ -66,7 +66,8 @@ def job(name: str, est: Estimate) -> dict[str, Any]:
     spec: dict[str, Any] = {"name": name, "shape": SHAPE, "micro": plan.micro,
                             "accumulation": plan.accumulation, "precision": plan.precision}
     if plan.strategy == "fsdp":
-        return {**spec, "engine": "fsdp2", "reshard": plan.stage >= 3}
+        # Accelerate's FSDP2 reduces in the compute dtype (verl would reduce in fp32).
+        return {**spec, "engine": "fsdp2", "reshard": plan.stage >= 3, "reduce": plan.precision}
     config = emit(plan)
     # FusedAdam needs CUDA; torch's AdamW without foreach keeps no step-sized temporaries.
     config["optimizer"]["params"].update(torch_adam=True, foreach=False)
@@ -94,7 +95,7 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Estima
 
 def worst_rank(result: dict[str, Any]) -> dict[str, int]:
     """Per point, the most any rank held; `backward` is the worst micro-step."""
-    ranks = result["ranks"]
+    ranks = [{k: v for k, v in r.items() if k != "sent"} for r in result["ranks"]]
     return {
         "rest": max(r["rest"] for r in ranks),
         "backward": max(v for r in ranks for k, v in r.items() if k.startswith("bwd")),
@@ -132,3 +133,14 @@ def test_deepspeed_estimators_against_engine_and_plan(measured: Any) -> None:
     ds3 = result3["deepspeed_estimate"]["zero3"]
     assert ds3 < worst_rank(result3)["peak"] * (1 - TOLERANCE)
     assert est3.engine.peak == pytest.approx(worst_rank(result3)["peak"], rel=TOLERANCE)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_engine_traffic_matches_what_the_engine_sends(measured: Any, name: str) -> None:
+    """Bytes one rank sends over the measured step, against `plan`'s engine traffic."""
+    est, result = measured[name]
+    sent = max(r["sent"] for r in result["ranks"])
+    planned = est.traffic_engine.total
+    print(f"{name:24} sent     measured {sent / est.psi:7.4f} B/Ψ  plan "
+          f"{planned / est.psi:7.4f} B/Ψ  seed {est.traffic_formula.total / est.psi:7.4f} B/Ψ")
+    assert planned == pytest.approx(sent, rel=TOLERANCE)

@@ -9,7 +9,8 @@ a heads, L layers, V vocab), 16-bit activations:
   4·sbh·(1 + V/h). 8B (h 4096, 36 layers), one 8K sample, flash: 41 GB.
 * Hugging Face Llama-family models, measured with saved-tensor hooks to 0.05%
   (`reference/memory.md`): per layer s·b·h·(20 + 4·h_kv/h + 8·i/h) + 4·a·s·b
-  (sdpa/flash; eager stores 6·a·s²·b of scores instead), head 4·s·b·V (fp32 loss input)
+  (sdpa/flash; eager stores 6·a·s²·b of scores instead, and K, V repeated to all heads:
+  4·sbh for the 4·h_kv/h term), head 4·s·b·V (fp32 loss input)
   + 8·s·b·h + 2·s·b·V (the 16-bit logits the caller holds). Full recompute keeps 2·sbh
   per layer plus one layer recomputed during backward.
 
@@ -63,8 +64,11 @@ def hf_llama(*, s: int, b: int, h: int, a: int, kv: int, inter: int, layers: int
              flash: bool, recompute: str, tensor: int = 1) -> Activations:
     """The Hugging Face Llama formula measured in `reference/memory.md`."""
     sbh = s * b * h
-    attention = 4.0 * a * s * b if flash or recompute == "selective" else 6.0 * a * s * s * b
-    one_layer = (sbh * (20 + 4 * kv / h + 8 * inter / h) + attention) / tensor
+    fused = flash or recompute == "selective"
+    attention = 4.0 * a * s * b if fused else 6.0 * a * s * s * b
+    # Eager attention multiplies by K and V after `repeat_kv`: saved at all a heads.
+    keys_values = 4 * kv / h if fused else 4.0
+    one_layer = (sbh * (20 + keys_values + 8 * inter / h) + attention) / tensor
     per_layers = layers * 2.0 * sbh + one_layer if recompute == "full" else layers * one_layer
     head = (4.0 * s * b * vocab + 8.0 * sbh + 2.0 * s * b * vocab) / tensor
     name = "HF Llama, measured" + (", sdpa/flash" if flash else ", eager") + _recompute(recompute)

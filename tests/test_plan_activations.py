@@ -1,0 +1,61 @@
+"""Activation formulas: the seed's numbers, and the measured one against a real HF Llama.
+
+The Hugging Face formula `plan` uses for its verdict is checked here the way it was
+found: a forward pass of a random bf16 Llama under `saved_tensors_hooks`, summing each
+saved storage once, plus the 16-bit logits the caller holds.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from distrecipe.plan.activations import hf_llama, korthikanti
+
+SHAPE = {"h": 256, "a": 4, "kv": 128, "inter": 688, "layers": 2, "vocab": 1024}
+
+
+def test_recompute_and_flash_variants_order() -> None:
+    args = {"s": 4096, "b": 1, "h": 4096, "a": 32, "layers": 32, "vocab": 128256}
+    eager = korthikanti(**args, flash=False, recompute="none")
+    flash = korthikanti(**args, flash=True, recompute="none")
+    selective = korthikanti(**args, flash=False, recompute="selective")
+    full = korthikanti(**args, flash=True, recompute="full")
+    assert full.layers < flash.layers == selective.layers < eager.layers
+    assert flash.layers == 34 * 4096 * 4096 * 32
+    assert full.layers == 2 * 4096 * 4096 * 32
+    half = korthikanti(**args, flash=True, recompute="none", tensor=2)
+    assert half.layers == flash.layers / 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_hf_formula_matches_saved_tensors(attention: str) -> None:
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    s, b = 128, 2
+    config = transformers.LlamaConfig(
+        hidden_size=SHAPE["h"], num_attention_heads=SHAPE["a"],
+        num_key_value_heads=SHAPE["a"] * SHAPE["kv"] // SHAPE["h"],
+        intermediate_size=SHAPE["inter"], num_hidden_layers=SHAPE["layers"],
+        vocab_size=SHAPE["vocab"], max_position_embeddings=s, attn_implementation=attention,
+        tie_word_embeddings=False, torch_dtype="bfloat16")
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config).to(torch.bfloat16)
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    saved: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        ptr = t.untyped_storage().data_ptr()
+        if ptr not in params:
+            saved[ptr] = t.untyped_storage().nbytes()
+        return t
+
+    ids = torch.randint(0, SHAPE["vocab"], (b, s))
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = model(input_ids=ids, labels=ids)
+    measured = sum(saved.values()) + out.logits.untyped_storage().nbytes() * (
+        out.logits.untyped_storage().data_ptr() not in saved)
+    formula = hf_llama(s=s, b=b, flash=attention != "eager", recompute="none", **SHAPE)
+    print(f"{attention}: measured {measured} B, formula {formula.total:.0f} B, "
+          f"error {formula.total / measured - 1:+.2%}")
+    assert formula.total == pytest.approx(measured, rel=0.03)

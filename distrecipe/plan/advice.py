@@ -53,8 +53,8 @@ def advise(plan: Plan) -> list[str]:
         return lines
     lines.append(_verdict(current, pick, budget))
     following = _next_stage(rows, current)
-    if following is not None and current.fits:
-        saved = current.formula.total - following.formula.total
+    saved = 0.0 if following is None else current.formula.total - following.formula.total
+    if following is not None and current.fits and saved > 0:
         extra = following.traffic_formula.total - current.traffic_formula.total
         lines.append(f"{following.label} saves {gb(saved)} per GPU and costs {gb(extra)} more "
                      f"traffic per step; {current.label} already fits: keep {current.label}")

@@ -20,6 +20,8 @@ some moments and less at others; each term below was read from the installed sou
 * fp32 training: ZeRO-0 runs the plain torch optimizer (no master, no copy: 16Ψ at the
   peak); ZeRO-1..3 still keep an fp32 partition beside the parameters and flatten the
   gradient partition into a new tensor in `step()`.
+* ZeRO++ hierarchical partitioning (what a shard group becomes in DeepSpeed) keeps a
+  secondary 16-bit partition of the parameters within each group: + 2Ψ/S (not measured).
 * torch FSDP2: under mixed precision the sharded parameters stay fp32, so there is no
   separate master copy: 4Ψ/N + 8Ψ/N Adam at rest, + 4Ψ/N gradients after backward;
   `reshard_after_forward=False` keeps the 16-bit unsharded parameters from forward to
@@ -82,6 +84,8 @@ class DeepSpeedZero:
     multi_rank_allreduce: bool = True
     offload_optimizer: bool = False
     offload_param: bool = False
+    hpz_partition_size: int = 1
+    """ZeRO++ hierarchical partitioning: a secondary 16-bit parameter copy per group."""
 
     @classmethod
     def from_config(cls, zero: Mapping[str, Any]) -> DeepSpeedZero:
@@ -106,6 +110,7 @@ class DeepSpeedZero:
             multi_rank_allreduce=bool(get("use_multi_rank_bucket_allreduce", True)),
             offload_optimizer=device("offload_optimizer"),
             offload_param=device("offload_param") and stage == 3,
+            hpz_partition_size=int(zero.get("zero_hpz_partition_size", 1)),
         )
 
 
@@ -153,10 +158,13 @@ def deepspeed(psi: float, n: int, zero: DeepSpeedZero, *, lp: int, accumulation:
                   "backward": backward, "step": step}
         return EngineView(f"DeepSpeed ZeRO-{stage}", points, cpu)
     shard = lp * psi / n
-    rest = {"parameters": shard + lp * persistent, "gradients": lp * psi / n, "buffers": bucket}
+    # ZeRO++ hpZ keeps a second, group-local partition of the 16-bit parameters.
+    secondary = lp * psi / zero.hpz_partition_size if zero.hpz_partition_size > 1 else 0.0
+    rest = {"parameters": shard + secondary + lp * persistent, "gradients": lp * psi / n,
+            "buffers": bucket}
     if zero.offload_param:
         cpu["parameters"] = shard
-        rest["parameters"] = lp * persistent
+        rest["parameters"] = secondary + lp * persistent
     if zero.offload_optimizer:
         cpu.update({"master weights": master_shard, "optimizer": 8 * psi / n,
                     "gradients": lp * psi / n, "fp32 gradients": fp32_grads / n})
@@ -224,5 +232,6 @@ def plan_engine_view(plan: Plan, zero: DeepSpeedZero | None = None) -> EngineVie
     persistent = 0.0
     if settings.stage == 3 and inventory is not None:
         persistent = min(psi, inventory.persistent(settings.persistence_threshold))
-    return deepspeed(psi, plan.shard_group, settings, lp=lp,
+    # DeepSpeed shards over all N; a shard group becomes hpZ's secondary copy (`settings`).
+    return deepspeed(psi, plan.dp, settings, lp=lp,
                      accumulation=plan.accumulation, persistent=persistent)

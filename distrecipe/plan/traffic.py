@@ -87,15 +87,19 @@ def engine(plan: Plan, zero: DeepSpeedZero | None) -> Traffic:
     """What the engine that runs `plan` sends, per `reference/memory.md`'s measurements."""
     psi = local_params(plan)
     lp = plan.precision_bytes
-    n, m = plan.shard_group, plan.accumulation
+    n, m = plan.dp, plan.accumulation
     if plan.strategy == "megatron":
         return formula(plan)
     if plan.strategy == "fsdp":
+        s = plan.shard_group
         reduce_bytes = 4 if plan.launch.backend == "verl" else lp  # verl reduces in fp32
-        sent = {"all-gather parameters": m * ring(n) * lp * psi,
-                "reduce-scatter gradients": m * ring(n) * reduce_bytes * psi}
+        sent = {"all-gather parameters": m * ring(s) * lp * psi,
+                "reduce-scatter gradients": m * ring(s) * reduce_bytes * psi}
         if plan.stage >= 3:
-            sent["all-gather parameters (backward)"] = m * ring(n) * lp * psi
+            sent["all-gather parameters (backward)"] = m * ring(s) * lp * psi
+        if plan.hybrid:  # HSDP: the shard's gradients are all-reduced across replicas
+            sent["all-reduce shard across replicas"] = (
+                m * 2 * ring(plan.replicas) * reduce_bytes * psi / s)
         return Traffic(sent, m)
     if not uses_deepspeed(plan) or zero is None:
         # Accelerate's DDP: fp32 gradients under autocast, no_sync until the last micro-step.
@@ -109,6 +113,8 @@ def engine(plan: Plan, zero: DeepSpeedZero | None) -> Traffic:
         return Traffic({name: reductions * factor * ring(n) * lp * psi,
                         "all-gather parameters": ring(n) * lp * psi}, reductions)
     released = max(0.0, psi - zero.max_live_parameters)
+    # With hpZ the backward gather reads the secondary copy inside its group.
+    regather = ring(zero.hpz_partition_size) if zero.hpz_partition_size > 1 else ring(n)
     return Traffic({"all-gather parameters": m * ring(n) * lp * psi,
-                    "all-gather parameters (backward)": m * ring(n) * lp * released,
+                    "all-gather parameters (backward)": m * regather * lp * released,
                     "reduce-scatter gradients": m * ring(n) * lp * psi}, m)

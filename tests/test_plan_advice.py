@@ -1,0 +1,59 @@
+"""The decision tree's branches, each reached by changing one thing in the seed's recipe."""
+
+from __future__ import annotations
+
+import pytest
+
+from distrecipe.api import load_plan
+from distrecipe.plan.advice import advise
+from distrecipe.plan.engine import plan_engine_view
+from distrecipe.plan.report import deepspeed_zero, estimate
+from distrecipe.plan.units import GB
+from tests.conftest import RECIPES
+
+ZERO2 = RECIPES / "seed-8b-32gpu-zero2.yaml"
+ZERO3 = RECIPES / "seed-8b-32gpu-zero3.yaml"
+
+
+def test_small_model_on_one_gpu_keeps_ddp_and_skips_empty_trade_offs() -> None:
+    plan = load_plan(ZERO2, ("strategy=ddp", "stage=0", "cluster.nodes=1",
+                             "cluster.gpus_per_node=1", "model.params=5e8", "batch.seq_len=1024"))
+    lines = advise(plan)
+    assert lines[0].startswith("fits: DDP needs")
+    assert not any("saves" in line for line in lines)  # one rank: sharding saves nothing
+
+
+def test_activations_too_big_means_recompute() -> None:
+    lines = advise(load_plan(ZERO2))
+    assert lines[0].startswith("no stage fits with activations of 124.26 GB: turn on "
+                               "activation_checkpointing: full")
+
+
+def test_two_gpus_need_offload_and_say_host_memory_per_node() -> None:
+    plan = load_plan(ZERO2, ("cluster.nodes=1", "cluster.gpus_per_node=2"))
+    (line,) = advise(plan)
+    assert line.startswith("nothing fits on the GPUs alone: ZeRO-3 + offload with full recompute")
+    assert line.endswith("and 144 GB of host memory per node")  # (4 + 8 + 4 + 2)Ψ/2 × 2 ranks
+
+
+def test_nothing_fits_means_tensor_parallel() -> None:
+    (line,) = advise(load_plan(ZERO2, ("cluster.gpu_memory=8GB",)))
+    assert "one layer alone holds 0.39 GB of weights" in line  # the seed's 0.19B-parameter layer
+    assert line.endswith("split layers with tensor parallelism (parallel.tensor)")
+
+
+def test_shard_group_is_hsdp_for_fsdp_and_hpz_for_deepspeed() -> None:
+    fsdp = load_plan(ZERO3, ("strategy=fsdp", "parallel.shard_group=8", "launch.backend=accelerate"))
+    assert plan_engine_view(fsdp).total("rest") == 12 * 8e9 / 8  # sharded over the group of 8
+    ds = load_plan(ZERO3, ("parallel.shard_group=8",))
+    view = plan_engine_view(ds, deepspeed_zero(ds))
+    # Over all 32 ranks, plus ZeRO++'s secondary 16-bit copy within the group of 8.
+    assert view.points["rest"]["parameters"] == pytest.approx(2 * 8e9 / 32 + 2 * 8e9 / 8, rel=1e-3)
+    assert estimate(ds).engine.total("rest") < estimate(fsdp).engine.total("rest")
+
+
+def test_offload_engine_view_puts_the_optimizer_on_the_host() -> None:
+    est = estimate(load_plan(RECIPES / "seed-8b-32gpu-zero2-offload.yaml"))
+    assert est.engine.engine == "DeepSpeed ZeRO-2 + optimizer offload"
+    assert est.engine.cpu == {"master weights": 1 * GB, "optimizer": 2 * GB, "fp32 gradients": 1 * GB}
+    assert est.engine.total("rest") == 16 * GB  # 2Ψ, DeepSpeed's own offload estimate

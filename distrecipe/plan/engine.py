@@ -46,9 +46,6 @@ from distrecipe.recipe import Plan
 POINTS = ("rest", "forward", "backward", "step")
 """After the optimizer step, after forward, after backward (worst micro-step), inside step."""
 
-COMPONENTS = ("parameters", "gathered", "gradients", "fp32 gradients", "master weights",
-              "optimizer", "buffers")
-
 
 @dataclass(frozen=True, slots=True)
 class EngineView:

@@ -38,7 +38,9 @@ def advise(plan: Plan) -> list[str]:
                 + (f"{mine.label} then needs {gb(mine.need)} of {gb(budget)}" if mine.fits else
                    f"then {pick.label} fits with {gb(pick.need)} of {gb(budget)}"))
             if mine.fits and pick.label != mine.label:
-                lines.append(f"{pick.label} would fit too ({gb(pick.need)}) with less sharding")
+                lines.append(f"{pick.label} would fit too with less sharding ({gb(pick.need)}, "
+                             f"sending {gb(pick.traffic_engine.total)} per step against "
+                             f"{gb(mine.traffic_engine.total)})")
             return lines
     if pick is None:
         offloaded = estimate(replace(rows[3].plan, activation_checkpointing="full",
@@ -71,7 +73,9 @@ def _verdict(current: Estimate, pick: Estimate, budget: float) -> str:
         return f"fits: {current.label} needs {gb(current.need)} of {usable}"
     if current.fits:
         return (f"fits: {current.label} needs {gb(current.need)} of {usable}; {pick.label} "
-                f"also fits with less communication ({gb(pick.need)})")
+                f"also fits with less sharding ({gb(pick.need)}, sending "
+                f"{gb(pick.traffic_engine.total)} per step against "
+                f"{gb(current.traffic_engine.total)})")
     return (f"does not fit: {current.label} needs {gb(current.need)} of {usable}; "
             f"{pick.label} fits with {gb(pick.need)}")
 

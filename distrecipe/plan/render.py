@@ -87,7 +87,7 @@ def _fits(est: Estimate) -> str:
 
 
 def compare_text(rows: list[Estimate]) -> str:
-    header = ("strategy", "formula", "state", "engine peak", "activations", "needs",
+    header = ("strategy", "formula", "state", "engine peak", "act.+gathered", "needs",
               "sent (seed)", "sent (engine)", "fits")
     table = [header]
     for row in rows:

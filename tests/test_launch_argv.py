@@ -132,10 +132,15 @@ def test_accelerate_fsdp_machine_fields(dry: DryRun) -> None:
 
 
 def test_accelerate_deepspeed_passes_the_config_absolute(dry: DryRun) -> None:
-    got = dry(TINY, target="accelerate-deepspeed", program=("train.py",))
-    assert got["argv"][-4:] == ["--deepspeed_config_file", f"{RUN}/ds_config.json", "--cpu", "train.py"]
+    got = dry(SEED, "launch.master_addr=10.0.0.1", target="accelerate-deepspeed", program=("train.py",))
+    assert got["argv"][-3:] == ["--deepspeed_config_file", f"{RUN}/ds_config.json", "train.py"]
     assert "ds_config.json" in got["files"]
     assert "ACCELERATE_GRADIENT_ACCUMULATION_STEPS" not in got["env"], "the ds_config carries it"
+
+
+def test_accelerate_refuses_cpu_ranks(dry: DryRun) -> None:
+    with pytest.raises(LaunchError, match="Accelerate cannot run 2 CPU ranks"):
+        dry(TINY, target="accelerate")
 
 
 RL = ("rl.rollout_n=4", "rl.prompts_per_step=128", "strategy=fsdp")

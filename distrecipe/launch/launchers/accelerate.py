@@ -5,7 +5,8 @@ this one's rank, the main process address, total processes) are passed as flags,
 which Accelerate lets override the file, so the same run-directory YAML serves every
 node. Accumulation reaches `Accelerator()` through the environment (the YAML has no
 key for it). The ds_config path is passed absolute, because the YAML's relative one
-would resolve against the user's working directory.
+would resolve against the user's working directory. CPU ranks are refused: Accelerate
+runs its distributed backends only on accelerators.
 """
 
 from __future__ import annotations
@@ -19,6 +20,12 @@ def build(request: LaunchRequest) -> LaunchSpec:
     from distrecipe.translator.accelerate import launch_env  # the emitter owns what Accelerate reads
 
     plan = request.plan
+    if plan.device == "cpu":
+        # `--cpu` makes Accelerate use its simple launcher (one process, not distributed)
+        # and without it an FSDP/DDP launch on a GPU-less machine falls back to a
+        # non-distributed Accelerator: either way not the recipe's ranks.
+        raise LaunchError(f"Accelerate cannot run {plan.world} CPU ranks (with --cpu it starts one "
+                          "process); use launch.backend torchrun or deepspeed for cluster.device cpu")
     yamls = [name for name in request.configs if name.endswith((".yaml", ".yml"))]
     if len(yamls) != 1:
         raise LaunchError(f"accelerate needs one emitted config YAML, the emitter gave {yamls or 'none'}")
@@ -30,7 +37,5 @@ def build(request: LaunchRequest) -> LaunchSpec:
             "--main_process_port", str(request.master_port)]
     if plan.launch.backend == "accelerate-deepspeed":
         argv += ["--deepspeed_config_file", str(request.run_dir / DS_CONFIG)]
-    if plan.device == "cpu":
-        argv.append("--cpu")
     argv += program_argv(request.program, "--module")
     return LaunchSpec(argv=tuple(argv), env={**job_env(request), **launch_env(plan)})

@@ -6,10 +6,10 @@ torch FSDP2 with the DeepSpeed config `distrecipe compile` emits for the same re
 and sums the storages each rank really holds at rest, after backward and at the
 step's peak. The engine view must be within 3% at every point, on the worst rank.
 
-Padding: every tensor of this model has even dimensions, so ZeRO-1/2's flat-group
-alignment, ZeRO-3's per-parameter padding to N and FSDP2's dim-0 padding add nothing;
-what is left (≤ 0.02%) is Adam's per-tensor `step` counters and the odd bucket-sized
-rounding, listed in docs/plan.md.
+Padding: every tensor here is a multiple of 128 elements, so ZeRO-1/2's flat-group
+alignment (2·N elements) and ZeRO-3's per-tensor padding to N add nothing; FSDP2 pads
+dim 0 to a multiple of N rows, shown by the vocab-1023 case (one 128-element row per
+tensor). The plan leaves padding out; what is left is listed in docs/plan.md.
 """
 
 from __future__ import annotations
@@ -57,13 +57,17 @@ CASES: dict[str, tuple[str, ...]] = {
     "ZeRO-3, fp32": ("stage=3", "precision=fp32"),
     "FSDP2, reshard false": ("strategy=fsdp", "stage=2", "launch.backend=accelerate"),
     "FSDP2, reshard true": ("strategy=fsdp", "stage=3", "launch.backend=accelerate"),
+    # 1,023 rows do not split in two: FSDP2 pads dim 0 of embedding and head by one row.
+    "FSDP2, vocab 1023": ("strategy=fsdp", "stage=3", "launch.backend=accelerate",
+                          "model.vocab=1023"),
 }
 
 
 def job(name: str, est: Estimate) -> dict[str, Any]:
     """The probe's instructions for one case, from the same Plan the estimate used."""
     plan = est.plan
-    spec: dict[str, Any] = {"name": name, "shape": SHAPE, "micro": plan.micro,
+    shape = {**SHAPE, "vocab": plan.model.vocab}
+    spec: dict[str, Any] = {"name": name, "shape": shape, "micro": plan.micro,
                             "accumulation": plan.accumulation, "precision": plan.precision}
     if plan.strategy == "fsdp":
         # Accelerate's FSDP2 reduces in the compute dtype (verl would reduce in fp32).

@@ -23,6 +23,8 @@ COMMANDS: dict[str, str] = {
     "plan": "distrecipe.commands.plan",
     "resolve": "distrecipe.commands.resolve",
     "schema": "distrecipe.commands.schema",
+    "lint": "distrecipe.commands.lint",
+    "explain": "distrecipe.commands.explain",
 }
 """Command name → module defining `command`. Imported only when that command runs,
 so `distrecipe compile` never pays for what `launch` or `plan` import."""

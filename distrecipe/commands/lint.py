@@ -1,0 +1,50 @@
+"""`distrecipe lint`: recipes and native configs checked before a cluster is booked."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+
+from distrecipe.lint.config import find_pyproject, load_config
+from distrecipe.lint.engine import lint
+from distrecipe.lint.formats import FORMATS, pick
+from distrecipe.lint.rule import KINDS, Kind
+from distrecipe.lint.rules import RULES
+
+
+def lint_paths(
+    *,
+    paths: Sequence[str],
+    world: int | None = None,
+    kind: Kind | None = None,
+    output_format: str | None = None,
+    project: Path | None = None,
+) -> int:
+    """Lint `paths`, print the findings, return 0 (clean), 1 (errors) or 2 (unusable input).
+
+    `project` is where to look for pyproject.toml (default: the working directory).
+    """
+    formats = frozenset(FORMATS) | {"auto"}
+    config = load_config(find_pyproject(project or Path.cwd()), frozenset(RULES), formats)
+    report = lint(paths, config=config, world=world, kind=kind)
+    for problem in report.unusable:
+        click.echo(f"{problem.where}: error: {problem.message}", err=True)
+    click.echo(pick(output_format or config.format or "auto")(report), nl=False)
+    return report.exit_code
+
+
+@click.command("lint")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str))
+@click.option("--world", type=click.IntRange(min=1), default=None,
+              help="Ranks the configs run on (else: the file, [tool.distrecipe] world, "
+                   "or a sibling accelerate config).")
+@click.option("--kind", type=click.Choice(KINDS), default=None,
+              help="Skip detection: every file is this kind.")
+@click.option("--format", "output_format", type=click.Choice([*sorted(FORMATS), "auto"]), default=None,
+              help="Output format (default: [tool.distrecipe] format, else auto: "
+                   "github inside GitHub Actions, text elsewhere).")
+def command(paths: tuple[str, ...], world: int | None, kind: Kind | None, output_format: str | None) -> int:
+    """Check recipes, ds_configs, accelerate/verl configs and TrainingArguments JSON."""
+    return lint_paths(paths=paths, world=world, kind=kind, output_format=output_format)

@@ -1,0 +1,131 @@
+"""Run the registered rules over files: positions, suppressions, severities, order.
+
+Rules only say which key path is wrong and why; this module turns that into a
+`Finding` at `file:line:col`, drops what is suppressed or disabled, applies the
+configured severity and sorts, so output is the same for the same files every time.
+A file that cannot be read at all is not a finding but an unusable input (exit 2).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from distrecipe.errors import DistrecipeError, Position
+from distrecipe.findings import Finding
+from distrecipe.lint.config import LintConfig
+from distrecipe.lint.kinds import DATA_SUFFIXES, OVERRIDE_SUFFIXES
+from distrecipe.lint.rule import Kind, Source
+from distrecipe.lint.rules import RULES
+from distrecipe.lint.suppress import suppressions
+from distrecipe.lint.workspace import Workspace
+
+SKIPPED_DIRS = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__", ".mypy_cache", ".tox"})
+
+
+class NotAConfig(DistrecipeError):
+    """A file named on the command line is none of the kinds lint reads."""
+
+
+@dataclass(frozen=True)
+class Report:
+    findings: list[Finding]
+    unusable: list[DistrecipeError] = field(default_factory=list)
+    files: int = 0
+
+    @property
+    def exit_code(self) -> int:
+        """2 when an input was unusable, 1 when an error was found, else 0."""
+        if self.unusable:
+            return 2
+        return 1 if any(f.severity == "error" for f in self.findings) else 0
+
+
+def lint(paths: Sequence[str | Path], *, config: LintConfig, world: int | None = None,
+         kind: Kind | None = None) -> Report:
+    """Lint files and directories; `world` (ranks) and `kind` override detection."""
+    workspace = Workspace(world if world is not None else config.world,
+                          "--world" if world is not None else "[tool.distrecipe] world")
+    findings: list[Finding] = []
+    unusable: list[DistrecipeError] = []
+    count = 0
+    for path, explicit in _files(paths, config.exclude):
+        try:
+            source = workspace.source(path, kind)
+            if source is None:
+                if explicit:
+                    raise NotAConfig("cannot tell which kind of config this is "
+                                     "(recipe, deepspeed, accelerate, verl, hf): pass --kind", _start(path))
+                continue
+        except DistrecipeError as exc:
+            if not explicit and path.suffix.lower() in OVERRIDE_SUFFIXES:
+                continue  # a walked script or text file that is not readable is not ours
+            unusable.append(exc if exc.where else DistrecipeError(exc.message, _start(path)))
+            continue
+        count += 1
+        findings.extend(check(_with_plan(source), config))
+    findings.sort(key=_order)
+    return Report(findings, unusable, count)
+
+
+def check(src: Source, config: LintConfig) -> list[Finding]:
+    """Every enabled rule's findings for one source, suppressions applied."""
+    quiet = suppressions(src.doc)
+    out = []
+    for code, rule in RULES.items():
+        if src.kind not in rule.kinds or code in config.disable:
+            continue
+        for problem in rule.check(src):
+            where = problem.where or src.doc.where(problem.path, key=problem.key)
+            if quiet.covers(code, where.line):
+                continue
+            out.append(Finding(code, problem.message, config.severity.get(code, rule.severity), where))
+    return out
+
+
+def _with_plan(src: Source) -> Source:
+    """A recipe source with its Plan (or the reason it has none) attached."""
+    if src.kind != "recipe":
+        return src
+    from distrecipe.translator.load import recipe_from_document
+    from distrecipe.translator.resolve import resolve
+
+    try:
+        recipe = recipe_from_document(src.doc, base_dir=src.path.parent)
+        detected = None
+        if recipe.cluster.gpus_per_node == "auto":
+            if src.workspace.world is None:
+                return src  # resolved at launch, on the machine: nothing to check here
+            detected = src.workspace.world // recipe.cluster.nodes
+        return replace(src, plan=resolve(recipe, detected_gpus=detected))
+    except DistrecipeError as exc:
+        return replace(src, error=exc)
+
+
+def _files(paths: Iterable[str | Path], exclude: Sequence[str]) -> Iterable[tuple[Path, bool]]:
+    """Named files as given; directories walked in sorted order for config-looking files."""
+    for given in paths:
+        path = Path(given)
+        if not path.is_dir():
+            yield path, True
+            continue
+        for found in sorted(path.rglob("*")):
+            relative = found.relative_to(path)
+            if any(part in SKIPPED_DIRS for part in relative.parts) or not found.is_file():
+                continue
+            if any(fnmatch.fnmatch(found.as_posix(), pattern) or fnmatch.fnmatch(relative.as_posix(), pattern)
+                   for pattern in exclude):
+                continue
+            if found.suffix.lower() in DATA_SUFFIXES + OVERRIDE_SUFFIXES:
+                yield found, False
+
+
+def _start(path: Path) -> Position:
+    return Position(str(path), 1, 1)
+
+
+def _order(finding: Finding) -> tuple[str, int, int, str]:
+    where = finding.where
+    return (where.file, where.line, where.col, finding.code) if where else ("", 0, 0, finding.code)

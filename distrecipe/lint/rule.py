@@ -1,0 +1,98 @@
+"""What a rule sees (`Source`), what it yields (`Problem`) and what it is (`Rule`).
+
+A rule never decides its own position or severity: it names the key path it is about
+and the engine turns that into `file:line:col` through the document, and takes the
+severity from the registry or from `[tool.distrecipe]` (as yamllint does).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from distrecipe.errors import DistrecipeError, Position
+from distrecipe.findings import Severity
+from distrecipe.source import Document, KeyPath
+
+if TYPE_CHECKING:
+    from distrecipe.lint.workspace import Workspace
+    from distrecipe.recipe import Plan
+
+Kind = Literal["recipe", "deepspeed", "accelerate", "verl", "hf"]
+KINDS: tuple[Kind, ...] = ("recipe", "deepspeed", "accelerate", "verl", "hf")
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One violation: the key path it is about and a one-line message with the numbers."""
+
+    path: KeyPath
+    message: str
+    key: bool = False
+    """Point at the key itself (an unknown or misplaced key) rather than its value."""
+    where: Position | None = None
+    """An exact position known otherwise (a resolution error's), instead of `path`'s."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """A config to lint: its document, its kind, and the world size it runs at."""
+
+    doc: Document
+    kind: Kind
+    workspace: Workspace
+    world: int | None = None
+    world_from: str | None = None
+    """Where the world size came from, for messages: `--world`, `num_processes`, a sibling file."""
+    plan: Plan | None = field(default=None, compare=False)
+    """The resolved Plan, for recipes that resolve (plan-based rules need it)."""
+    error: DistrecipeError | None = field(default=None, compare=False)
+    """Why a recipe did not resolve."""
+
+    @property
+    def path(self) -> Path:
+        return Path(self.doc.file)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.doc.data if isinstance(self.doc.data, dict) else {}
+
+    def get(self, *path: str | int, default: Any = None) -> Any:
+        """The value at `path`, or `default` when a section or the key is missing."""
+        node: Any = self.data
+        for part in path:
+            if not isinstance(node, dict) or part not in node:
+                return default
+            node = node[part]
+        return node
+
+
+Check = Callable[[Source], Iterable[Problem]]
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A registered rule: stable code, short name, default severity, the kinds it reads."""
+
+    code: str
+    name: str
+    severity: Severity
+    kinds: frozenset[Kind]
+    check: Check
+
+    @property
+    def explanation(self) -> str:
+        """The check's docstring: `distrecipe explain CODE` prints exactly this."""
+        return inspect.cleandoc(self.check.__doc__ or "")
+
+    @property
+    def summary(self) -> str:
+        return self.explanation.split("\n", 1)[0]
+
+
+def integer(value: Any) -> int | None:
+    """`value` when it is a real integer (not a bool, not "auto"), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -1,0 +1,49 @@
+"""The registry: every lint rule, by code. The one place a rule is switched on.
+
+Codes are stable forever (suppressions and CI configs name them). DR1xx is the batch
+arithmetic shared with recipes, DR220 is the verl batch fact `compile --target verl`
+also reports, DR3xx are lint's own. The severity here is the default; the engine
+applies `[tool.distrecipe] severity` over it.
+"""
+
+from __future__ import annotations
+
+from distrecipe.lint.rule import KINDS, Kind, Rule
+from distrecipe.lint.rules import accelerate, batch, deepspeed, hf, plan, recipe, verl
+
+RECIPE_DS: frozenset[Kind] = frozenset({"recipe", "deepspeed"})
+ALL: frozenset[Kind] = frozenset(KINDS)
+
+RULES: dict[str, Rule] = {rule.code: rule for rule in (
+    Rule("DR100", "recipe-invalid", "error", frozenset({"recipe"}), recipe.recipe_invalid),
+    Rule("DR101", "batch-mismatch", "error", RECIPE_DS, batch.batch_mismatch),
+    Rule("DR102", "batch-not-exact", "error", RECIPE_DS, batch.batch_not_exact),
+    Rule("DR103", "dp-exceeds-global", "error", RECIPE_DS, batch.dp_exceeds_global),
+    Rule("DR104", "no-batch-size", "error", RECIPE_DS, batch.no_batch_size),
+    Rule("DR220", "verl-batch", "error", frozenset({"verl"}), verl.batch_rules),
+    Rule("DR300", "world-unknown", "info", frozenset({"deepspeed"}), batch.world_unknown),
+    Rule("DR310", "auto-in-raw-deepspeed", "error", frozenset({"deepspeed"}),
+         deepspeed.auto_in_raw_deepspeed),
+    Rule("DR311", "deepspeed-unknown-key", "error", frozenset({"deepspeed"}), deepspeed.unknown_key),
+    Rule("DR312", "deepspeed-removed-key", "error", frozenset({"deepspeed"}), deepspeed.removed_key),
+    Rule("DR313", "zero-unknown-key", "error", frozenset({"deepspeed"}), deepspeed.unknown_zero_key),
+    Rule("DR320", "offload-param-below-stage3", "warning", frozenset({"deepspeed"}),
+         deepspeed.offload_param_below_stage3),
+    Rule("DR321", "fp16-and-bf16", "error", frozenset({"deepspeed", "hf"}), deepspeed.fp16_and_bf16),
+    Rule("DR340", "accelerate-ignored-key", "error", frozenset({"accelerate"}), accelerate.ignored_key),
+    Rule("DR341", "accelerate-unknown-key", "error", frozenset({"accelerate"}),
+         accelerate.unknown_top_level_key),
+    Rule("DR342", "fsdp1-key-under-fsdp2", "error", frozenset({"accelerate"}),
+         accelerate.fsdp1_key_under_fsdp2),
+    Rule("DR343", "deepspeed-file-conflict", "error", frozenset({"accelerate"}),
+         accelerate.deepspeed_file_conflict),
+    Rule("DR344", "deepspeed-file-without-accumulation", "warning", frozenset({"accelerate"}),
+         accelerate.deepspeed_file_without_accumulation),
+    Rule("DR345", "deepspeed-file-without-zero", "error", frozenset({"accelerate"}),
+         accelerate.deepspeed_file_without_zero),
+    Rule("DR350", "verl-deprecated-micro-batch", "error", frozenset({"verl"}), verl.deprecated_micro_batch),
+    Rule("DR360", "trainer-deepspeed-mismatch", "error", frozenset({"hf"}), hf.deepspeed_mismatch),
+    Rule("DR370", "memory-does-not-fit", "error", frozenset({"recipe"}), plan.memory_does_not_fit),
+    Rule("DR371", "zero3-where-zero2-fits", "info", frozenset({"recipe"}), plan.zero3_where_zero2_fits),
+)}
+"""Every rule, in code order (the order `explain --list` prints)."""

@@ -1,0 +1,192 @@
+"""Accelerate config YAML (1.15): what `accelerate launch` refuses, ignores, or rewrites.
+
+Key sets read from the installed Accelerate: the fields of `ClusterConfig` (top-level
+keys, checked), the `fsdp_*` launch arguments (inside `fsdp_config`, not checked) and
+the `parallelism_config_*` names (inside `parallelism_config`, not checked).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from distrecipe.lint.rule import Problem, Source
+from distrecipe.schemas import did_you_mean
+
+TOP_LEVEL = frozenset({
+    "command_file", "commands", "compute_environment", "debug", "deepspeed_config",
+    "distributed_type", "downcast_bf16", "dynamo_config", "enable_cpu_affinity", "fp8_config",
+    "fsdp_config", "gpu_ids", "machine_rank", "main_process_ip", "main_process_port",
+    "main_training_function", "megatron_lm_config", "mixed_precision", "mpirun_config",
+    "num_machines", "num_processes", "parallelism_config", "rdzv_backend", "same_network",
+    "tpu_env", "tpu_name", "tpu_use_cluster", "tpu_use_sudo", "tpu_vm", "tpu_zone", "use_cpu",
+})
+FSDP_KEYS = frozenset({
+    "fsdp_activation_checkpointing", "fsdp_activation_checkpointing_offload", "fsdp_auto_wrap_policy",
+    "fsdp_backward_prefetch", "fsdp_cpu_ram_efficient_loading", "fsdp_forward_prefetch",
+    "fsdp_ignored_modules", "fsdp_min_num_params", "fsdp_offload_params", "fsdp_reshard_after_forward",
+    "fsdp_sharding_strategy", "fsdp_state_dict_type", "fsdp_sync_module_states",
+    "fsdp_transformer_layer_cls_to_wrap", "fsdp_use_orig_params", "fsdp_version",
+})
+PARALLELISM_KEYS = frozenset({
+    "parallelism_config_cp_backend", "parallelism_config_cp_comm_strategy", "parallelism_config_cp_size",
+    "parallelism_config_dp_replicate_size", "parallelism_config_dp_shard_size",
+    "parallelism_config_sp_attn_implementation", "parallelism_config_sp_backend",
+    "parallelism_config_sp_seq_length", "parallelism_config_sp_seq_length_is_variable",
+    "parallelism_config_sp_size", "parallelism_config_tp_size",
+})
+FSDP1_ONLY = ("fsdp_sharding_strategy", "fsdp_backward_prefetch", "fsdp_forward_prefetch",
+              "fsdp_use_orig_params", "fsdp_sync_module_states")
+DS_FILE_CONFLICTS = (
+    "gradient_accumulation_steps", "gradient_clipping", "zero_stage", "offload_optimizer_device",
+    "offload_param_device", "offload_param_nvme_path", "offload_optimizer_nvme_path",
+    "zero3_save_16bit_model",
+)
+"""`deepspeed_config` keys Accelerate refuses beside `deepspeed_config_file` (and `mixed_precision`)."""
+
+
+def unknown_top_level_key(src: Source) -> Iterator[Problem]:
+    """A top-level key Accelerate does not know, so `accelerate launch` refuses the file.
+
+    Accelerate checks its config's top level ("The config file at ... had unknown
+    keys"), typically a key that belongs inside `fsdp_config` or a typo.
+
+    Fails: `fsdp_version: 2` at the top level. Fix: move it into `fsdp_config`.
+    """
+    if src.kind != "accelerate":
+        return
+    for key in src.data:
+        if key not in TOP_LEVEL:
+            inner = f"fsdp_{key.removeprefix('fsdp_')}"
+            hint = ("; it belongs inside fsdp_config" if inner in FSDP_KEYS
+                    else did_you_mean(key, sorted(TOP_LEVEL)))
+            yield Problem((key,), f"accelerate launch refuses unknown top-level key {key!r}{hint}", key=True)
+
+
+def ignored_key(src: Source) -> Iterator[Problem]:
+    """A key inside `fsdp_config` or `parallelism_config` that Accelerate silently ignores.
+
+    Unlike the top level, these sections are not checked: an unknown key just
+    vanishes. `fsdp_` is added when missing, but parallelism keys must be spelt in
+    full, so `dp_shard_size: 4` is ignored and the job is not hybrid-sharded.
+
+    Fails: `parallelism_config: {dp_shard_size: 4}`, `fsdp_config: {fsdp_offload_param: true}`.
+    Fix: `parallelism_config_dp_shard_size`, `fsdp_offload_params`.
+    """
+    if src.kind != "accelerate":
+        return
+    fsdp = src.get("fsdp_config")
+    for key in fsdp if isinstance(fsdp, dict) else ():
+        full = key if key.startswith("fsdp_") else f"fsdp_{key}"
+        if full not in FSDP_KEYS:
+            yield Problem(("fsdp_config", key), f"Accelerate silently ignores unknown key fsdp_config.{key}"
+                          f"{did_you_mean(full, sorted(FSDP_KEYS))}", key=True)
+    parallel = src.get("parallelism_config")
+    for key in parallel if isinstance(parallel, dict) else ():
+        if key not in PARALLELISM_KEYS:
+            full = f"parallelism_config_{key}"
+            hint = f"; did you mean {full!r}?" if full in PARALLELISM_KEYS else did_you_mean(
+                key, sorted(PARALLELISM_KEYS))
+            yield Problem(("parallelism_config", key),
+                          f"Accelerate silently ignores unknown key parallelism_config.{key}{hint}", key=True)
+
+
+def fsdp1_key_under_fsdp2(src: Source) -> Iterator[Problem]:
+    """An FSDP1-only key under `fsdp_version: 2`, silently ignored.
+
+    FSDP2 (`fully_shard`) has no sharding strategy, prefetch flags or
+    `use_orig_params`; Accelerate drops these under version 2. The costly case is
+    `fsdp_sharding_strategy: HYBRID_SHARD`: the job shards over every rank instead of
+    within a node, and all its traffic crosses nodes. (`fsdp_sync_module_states` is
+    still required beside `fsdp_cpu_ram_efficient_loading: true`, so it is allowed there.)
+
+    Fails: `fsdp_config: {fsdp_version: 2, fsdp_sharding_strategy: HYBRID_SHARD}`.
+    Fix: `fsdp_reshard_after_forward: true|false`; for hybrid sharding,
+    `parallelism_config_dp_replicate_size` × `parallelism_config_dp_shard_size`.
+    """
+    if src.kind != "accelerate":
+        return
+    fsdp = src.get("fsdp_config")
+    if not isinstance(fsdp, dict) or str(fsdp.get("fsdp_version")) != "2":
+        return
+    for key in FSDP1_ONLY:
+        written = key if key in fsdp else key.removeprefix("fsdp_")
+        if written not in fsdp:
+            continue
+        if key == "fsdp_sync_module_states" and fsdp.get("fsdp_cpu_ram_efficient_loading") is True:
+            continue
+        value = fsdp[written]
+        lost = (f" ({value} is lost: FSDP2 shards over all ranks; use parallelism_config "
+                "dp_replicate × dp_shard)") if "HYBRID" in str(value).upper() else ""
+        yield Problem(("fsdp_config", written),
+                      f"fsdp_config.{written} is FSDP1-only and ignored under fsdp_version 2{lost}", key=True)
+
+
+def deepspeed_file_conflict(src: Source) -> Iterator[Problem]:
+    """An Accelerate setting that conflicts with `deepspeed_config_file`.
+
+    With a ds_config file, that file is the only source of the ZeRO stage, offload,
+    accumulation, clipping and precision; Accelerate raises ("When using
+    `deepspeed_config_file`, the following accelerate config variables will be
+    ignored") when its own YAML also sets `gradient_accumulation_steps`,
+    `gradient_clipping`, `zero_stage`, offload devices or NVMe paths,
+    `zero3_save_16bit_model`, or a top-level `mixed_precision` (even `no`).
+
+    Fails: `deepspeed_config: {deepspeed_config_file: ds.json, zero_stage: 2}`.
+    Fix: delete the key from the YAML and set it in the ds_config.
+    """
+    if src.kind != "accelerate":
+        return
+    ds = src.get("deepspeed_config")
+    if not isinstance(ds, dict) or not ds.get("deepspeed_config_file"):
+        return
+    for key in DS_FILE_CONFLICTS:
+        if key in ds:
+            yield Problem(("deepspeed_config", key), f"deepspeed_config.{key} conflicts with "
+                          "deepspeed_config_file: Accelerate refuses both; set it in the ds_config", key=True)
+    if "mixed_precision" in src.data and src.get("distributed_type") == "DEEPSPEED":
+        yield Problem(("mixed_precision",), "mixed_precision conflicts with deepspeed_config_file: "
+                      "Accelerate refuses both; the ds_config's bf16/fp16 blocks decide", key=True)
+
+
+def deepspeed_file_without_accumulation(src: Source) -> Iterator[Problem]:
+    """The ds_config used through Accelerate has no `gradient_accumulation_steps`.
+
+    Accelerate then writes `gradient_accumulation_steps: 1` into it, which overrides
+    `Accelerator(gradient_accumulation_steps=...)` and the
+    `ACCELERATE_GRADIENT_ACCUMULATION_STEPS` the launcher exports (only a warning in
+    the log says so): the job steps the optimizer every micro-batch, with a global
+    batch smaller than intended by the accumulation factor.
+
+    Fails: `deepspeed_config_file: ds_config.json` naming a file without the key.
+    Fix: write `gradient_accumulation_steps` in the ds_config.
+    """
+    for ds in _referenced(src):
+        if "gradient_accumulation_steps" not in ds.data:
+            yield Problem(("deepspeed_config", "deepspeed_config_file"),
+                          f"{ds.doc.file} has no gradient_accumulation_steps: Accelerate inserts 1, "
+                          "overriding the Accelerator's accumulation")
+
+
+def deepspeed_file_without_zero(src: Source) -> Iterator[Problem]:
+    """The ds_config used through Accelerate has no `zero_optimization` block.
+
+    Accelerate's DeepSpeed plugin refuses a config file without one (it reads the ZeRO
+    stage from it), when `accelerate launch` starts the job.
+
+    Fails: `deepspeed_config_file` naming `{"train_micro_batch_size_per_gpu": 2}`.
+    Fix: add `"zero_optimization": {"stage": 0}` (or the stage you mean).
+    """
+    for ds in _referenced(src):
+        if not isinstance(ds.data.get("zero_optimization"), dict):
+            yield Problem(("deepspeed_config", "deepspeed_config_file"),
+                          f"{ds.doc.file} has no zero_optimization block; Accelerate refuses it")
+
+
+def _referenced(src: Source) -> list[Source]:
+    if src.kind != "accelerate":
+        return []
+    ref = src.get("deepspeed_config", "deepspeed_config_file")
+    if not isinstance(ref, str) or not ref:
+        return []
+    companion = src.workspace.companion(src.path.parent / ref)
+    return [companion] if companion is not None else []

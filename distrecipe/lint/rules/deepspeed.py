@@ -1,0 +1,256 @@
+"""What raw DeepSpeed (0.19) accepts silently, or refuses only at start-up on the cluster.
+
+The key sets were read from the installed DeepSpeed: the top-level keys
+`DeepSpeedConfig` looks up (recorded by loading a config through a recording dict),
+and the fields and aliases of its pydantic ZeRO models, which forbid extra keys.
+`tests/test_lint_oracle.py` derives them again from DeepSpeed and compares.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from distrecipe.lint.rule import Problem, Source, integer
+from distrecipe.schemas import did_you_mean
+from distrecipe.source import KeyPath
+
+IGNORE_KEY = "//distrecipe-ignore"
+"""The JSON suppression list (`"//distrecipe-ignore": ["DR311"]`); DeepSpeed ignores it too."""
+
+TOP_LEVEL = frozenset({
+    "activation_checkpointing", "aio", "autotuning", "bf16", "bfloat16", "checkpoint", "comet",
+    "comms_logger", "communication_data_type", "compile", "csv_monitor", "data_efficiency",
+    "data_types", "dataloader_drop_last", "datastates_ckpt", "disable_allgather",
+    "disable_python_gc", "dump_state", "expert_parallel", "flops_profiler", "fp16",
+    "gradient_accumulation_steps", "gradient_allreduce_op", "gradient_clipping",
+    "gradient_predivide_factor", "hybrid_engine", "log_level", "managed_gradient_accumulation",
+    "memory_breakdown", "optimizer", "pipeline", "prescale_gradients", "scheduler",
+    "seq_parallel_communication_data_type", "sequence_parallel_size", "steps_per_print",
+    "tensor_parallel", "tensorboard", "timers", "torch_autocast", "train_batch_size",
+    "train_micro_batch_size_per_gpu", "use_data_before_expert_parallelism", "vocabulary_size",
+    "wall_clock_breakdown", "wandb", "weight_quantization", "zero_allow_untested_optimizer",
+    "zero_force_ds_cpu_optimizer", "zero_optimization",
+})
+"""Top-level keys DeepSpeed reads; any other is ignored without a word."""
+
+REMOVED_TOP_LEVEL = frozenset({
+    "amp", "compression_training", "curriculum_learning", "eigenvalue", "elasticity",
+    "graph_harvesting", "nebula", "progressive_layer_drop", "quantize_training",
+    "sparse_attention", "sparse_gradients",
+})
+REMOVED_ZERO = frozenset({"mics_hierarchical_params_gather", "mics_shard_size", "zeropp_loco_param"})
+
+ZERO_KEYS = frozenset({
+    "allgather_bucket_size", "allgather_partitions", "allgather_sequential", "compute_grad_norm",
+    "contiguous_gradients", "cpu_offload", "cpu_offload_param", "cpu_offload_use_pin_memory",
+    "elastic_checkpoint", "enable_sanity_checks", "gather_16bit_weights_on_model_save",
+    "ignore_unused_parameters", "leaf_module", "legacy_stage1", "load_from_fp32_weights",
+    "log_trace_cache_warnings", "max_live_parameters", "max_reuse_distance",
+    "memory_efficient_linear", "model_persistence_threshold", "module_granularity_threshold",
+    "offload_optimizer", "offload_param", "overlap_comm", "override_module_apply",
+    "param_persistence_threshold", "parameter_alignment", "pipeline_loading_checkpoint",
+    "prefetch_bucket_size", "reduce_bucket_size", "reduce_scatter", "round_robin_gradients",
+    "save_muon_momentum_buffer_in_memory", "stage", "stage3_allgather_sequential",
+    "stage3_gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save",
+    "stage3_max_live_parameters", "stage3_max_reuse_distance", "stage3_model_persistence_threshold",
+    "stage3_module_granularity_threshold", "stage3_param_persistence_threshold",
+    "stage3_prefetch_bucket_size", "stage3_use_all_reduce_for_fetch_params", "sub_group_size",
+    "use_all_reduce_for_fetch_params", "use_multi_rank_bucket_allreduce", "zenflow",
+    "zero_hpz_partition_size", "zero_quantized_gradients", "zero_quantized_nontrainable_weights",
+    "zero_quantized_weights",
+})
+"""`DeepSpeedZeroConfig` fields and aliases (pydantic, extra keys forbidden)."""
+OFFLOAD_KEYS = {
+    "offload_param": frozenset({"buffer_count", "buffer_size", "device", "max_in_cpu", "nvme_path",
+                                "pin_memory"}),
+    "offload_optimizer": frozenset({"buffer_count", "cpuadam_cores_perc", "device", "fast_init",
+                                    "nvme_path", "pin_memory", "pipeline_read", "pipeline_write",
+                                    "ratio", "super_offload"}),
+}
+
+ACCELERATE_FILLS = frozenset({
+    ("train_batch_size",), ("train_micro_batch_size_per_gpu",), ("gradient_accumulation_steps",),
+    ("gradient_clipping",), ("fp16", "enabled"), ("bf16", "enabled"),
+    ("zero_optimization", "reduce_bucket_size"), ("zero_optimization", "stage3_prefetch_bucket_size"),
+    ("zero_optimization", "stage3_param_persistence_threshold"),
+    ("zero_optimization", "stage3_gather_16bit_weights_on_model_save"),
+    ("optimizer", "params", "lr"), ("optimizer", "params", "weight_decay"),
+    ("scheduler", "params", "warmup_min_lr"), ("scheduler", "params", "warmup_max_lr"),
+    ("scheduler", "params", "warmup_num_steps"), ("scheduler", "params", "total_num_steps"),
+})
+"""`"auto"` values `Accelerator.prepare` fills (from the DataLoader, its state, the model's
+hidden size, DummyOptim and DummyScheduler); any other `"auto"` makes it raise."""
+
+
+def _autos(node: Any, path: KeyPath = ()) -> Iterator[KeyPath]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _autos(value, (*path, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _autos(value, (*path, index))
+    elif node == "auto":
+        yield path
+
+
+def auto_in_raw_deepspeed(src: Source) -> Iterator[Problem]:
+    """`"auto"` in a ds_config that nothing will fill in.
+
+    `"auto"` is a placeholder for the Hugging Face Trainer (which fills every one from
+    TrainingArguments) and, partly, for Accelerate. Raw DeepSpeed does not know it: at
+    the top level it fails with a TypeError; inside a block it is dropped without a
+    word and the default is used, so `"zero_optimization": {"stage": "auto"}` trains
+    with ZeRO stage 0 (no sharding at all). Through Accelerate without the Trainer,
+    only the batch, clipping, precision, bucket, optimizer lr/weight decay and
+    scheduler values are filled; any other `"auto"` raises "not found in kwargs".
+
+    A ds_config counts as used by the Trainer or Accelerate when a TrainingArguments
+    JSON (`"deepspeed": "ds_config.json"`) or an Accelerate config
+    (`deepspeed_config_file`) in the same directory names it.
+
+    Fails: `{"train_batch_size": 32, "zero_optimization": {"stage": "auto"}}`.
+    Fix: write the number (`distrecipe compile` writes all of them), or suppress
+    with `"//distrecipe-ignore": ["DR310"]` when another tool fills them.
+    """
+    if src.kind != "deepspeed":
+        return
+    users = {sibling.kind for sibling in src.workspace.consumers(src.path)}
+    if "hf" in users:
+        return
+    for path in _autos(src.data):
+        if "accelerate" in users:
+            if path not in ACCELERATE_FILLS:
+                yield Problem(path, f'"auto" at {_dotted(path)}: Accelerate (without the HF Trainer) '
+                                    "cannot fill it and raises at start-up")
+        elif len(path) == 1:
+            yield Problem(path, f'"auto" at top-level {path[0]}: raw DeepSpeed fails with a TypeError')
+        else:
+            stage = " (stage 0: no sharding)" if path == ("zero_optimization", "stage") else ""
+            yield Problem(path, f'"auto" at {_dotted(path)}: raw DeepSpeed silently drops it and uses '
+                                f"its default{stage}")
+
+
+def unknown_key(src: Source) -> Iterator[Problem]:
+    """A top-level key DeepSpeed does not read, so it is silently ignored.
+
+    DeepSpeed checks the keys inside `zero_optimization`, but not the top level: a
+    misspelt block simply has no effect. `"zero_optimisation": {"stage": 3}` trains
+    with ZeRO stage 0 and runs out of memory on the cluster, with nothing in the log.
+
+    Fails: `"zero_optimisation": {"stage": 3}`. Passes: `"zero_optimization"`.
+    Fix: the spelling in the message; a key your own script reads can be suppressed
+    with `"//distrecipe-ignore": ["DR311"]`.
+    """
+    if src.kind != "deepspeed":
+        return
+    for key in src.data:
+        if key not in TOP_LEVEL and key not in REMOVED_TOP_LEVEL and key != IGNORE_KEY:
+            yield Problem((key,), f"DeepSpeed silently ignores unknown top-level key {key!r}"
+                                  f"{did_you_mean(key, sorted(TOP_LEVEL))}", key=True)
+
+
+def removed_key(src: Source) -> Iterator[Problem]:
+    """A feature removed from DeepSpeed 0.19, whose key it now refuses at start-up.
+
+    DeepSpeed 0.19 removed Apex AMP (`amp`), elasticity, sparse attention, curriculum
+    learning (top level), progressive layer drop, the compression library, MoQ
+    (`quantize_training`, `eigenvalue`), Nebula, graph harvesting, sparse gradients,
+    MiCS (`zero_optimization.mics_shard_size`, `mics_hierarchical_params_gather`) and
+    LoCo (`zeropp_loco_param`); a config that still has one fails in `deepspeed.initialize`.
+
+    Fails: `"amp": {"enabled": true}`. Fix: remove the block (use `bf16`/`fp16` for
+    AMP; `data_efficiency.data_sampling.curriculum_learning` for curriculum learning).
+    """
+    if src.kind != "deepspeed":
+        return
+    for key in src.data:
+        if key in REMOVED_TOP_LEVEL:
+            yield Problem((key,), f"{key!r} was removed in DeepSpeed 0.19; it refuses the config", key=True)
+    zero = src.get("zero_optimization")
+    for key in zero if isinstance(zero, dict) else ():
+        if key in REMOVED_ZERO:
+            yield Problem(("zero_optimization", key),
+                          f"zero_optimization.{key} was removed in DeepSpeed 0.19; it refuses the config",
+                          key=True)
+
+
+def unknown_zero_key(src: Source) -> Iterator[Problem]:
+    """An unknown key inside `zero_optimization` or its offload blocks.
+
+    These blocks are pydantic models that forbid extra keys, so DeepSpeed refuses the
+    config when the job starts on the cluster ("Extra inputs are not permitted"),
+    after the allocation has been paid for. The `stage3_` prefixes are optional.
+
+    Fails: `"zero_optimization": {"stage": 3, "offload_params": {"device": "cpu"}}`.
+    Fix: `offload_param` (as the message suggests).
+    """
+    if src.kind != "deepspeed":
+        return
+    zero = src.get("zero_optimization")
+    if not isinstance(zero, dict):
+        return
+    for key, value in zero.items():
+        if key not in ZERO_KEYS and key not in REMOVED_ZERO:
+            yield Problem(("zero_optimization", key),
+                          f"DeepSpeed refuses unknown key {key!r} in zero_optimization at start-up"
+                          f"{did_you_mean(key, sorted(ZERO_KEYS))}", key=True)
+        elif key in OFFLOAD_KEYS and isinstance(value, dict):
+            allowed = OFFLOAD_KEYS[key]
+            for inner in value:
+                if inner not in allowed:
+                    yield Problem(("zero_optimization", key, inner),
+                                  f"DeepSpeed refuses unknown key {inner!r} in zero_optimization.{key} at "
+                                  f"start-up{did_you_mean(inner, sorted(allowed))}",
+                                  key=True)
+
+
+def offload_param_below_stage3(src: Source) -> Iterator[Problem]:
+    """`offload_param` with a ZeRO stage below 3 does nothing.
+
+    Only stage 3 partitions parameters, so only stage 3 reads `offload_param`; at
+    stages 0-2 DeepSpeed accepts the block and ignores it, and the parameters stay
+    on the GPU. (`offload_optimizer` works from stage 1.)
+
+    Fails: `"zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}}`.
+    Fix: stage 3, or remove `offload_param` (offload the optimizer instead).
+    """
+    if src.kind != "deepspeed":
+        return
+    zero = src.get("zero_optimization")
+    if not isinstance(zero, dict):
+        return
+    stage = integer(zero.get("stage", 0))
+    block = zero.get("offload_param")
+    device = block.get("device") if isinstance(block, dict) else None
+    if stage is not None and stage < 3 and device not in (None, "none"):
+        yield Problem(("zero_optimization", "offload_param"),
+                      f"offload_param (device {device}) is ignored at ZeRO stage {stage}: "
+                      "only stage 3 partitions, and so offloads, parameters", key=True)
+
+
+def fp16_and_bf16(src: Source) -> Iterator[Problem]:
+    """fp16 and bf16 are both enabled.
+
+    A run has one 16-bit format. DeepSpeed asserts "bf16 and fp16 modes cannot be
+    simultaneously enabled" in `deepspeed.initialize`; TrainingArguments raises the
+    same in its constructor, inside every rank of the launched job.
+
+    Fails: `"fp16": {"enabled": true}, "bf16": {"enabled": true}`.
+    Fix: keep bf16 on GPUs that have it (A100, H100), fp16 on older ones.
+    """
+    if src.kind == "deepspeed":
+        fp16 = _enabled(src.get("fp16"))
+        bf16_key = "bf16" if "bf16" in src.data else "bfloat16"
+        if fp16 and _enabled(src.get(bf16_key)):
+            yield Problem((bf16_key, "enabled"), f"{bf16_key}.enabled and fp16.enabled are both true")
+    elif src.kind == "hf" and src.get("fp16") is True and src.get("bf16") is True:
+        yield Problem(("bf16",), "bf16 and fp16 are both true")
+
+
+def _enabled(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("enabled") is True
+
+
+def _dotted(path: KeyPath) -> str:
+    return ".".join(str(part) for part in path)

@@ -1,0 +1,118 @@
+"""The files of one lint run: each read once, and what they say about each other.
+
+Configs are rarely alone. A ds_config is used through an Accelerate YAML or a
+TrainingArguments JSON beside it, which decides whether `"auto"` is filled or left to
+raw DeepSpeed; the Accelerate YAML states the world size a ds_config lacks. So the
+workspace caches every document it reads and, per directory, which siblings are
+Accelerate or HF configs and which files they point at.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from distrecipe.lint.kinds import DATA_SUFFIXES, detect, read
+from distrecipe.lint.rule import Kind, Source, integer
+from distrecipe.source import MAX_BYTES, Document, SourceError
+
+_SIBLING_HINTS = ("distributed_type", "per_device_train_batch_size", '"deepspeed"')
+"""Text that must occur in a file for it to be an Accelerate or HF sibling worth parsing."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sibling:
+    path: Path
+    kind: Kind
+    doc: Document
+
+    def references(self) -> Path | None:
+        """The ds_config this Accelerate or HF config points at, resolved from its directory."""
+        data = self.doc.data
+        ref = (data.get("deepspeed_config") or {}).get("deepspeed_config_file") if self.kind == "accelerate" \
+            else data.get("deepspeed")
+        return (self.path.parent / ref) if isinstance(ref, str) and ref else None
+
+
+class Workspace:
+    """Reads, caches and relates the files of one lint run."""
+
+    def __init__(self, world: int | None = None, world_from: str = "--world") -> None:
+        self.world = world
+        self.world_from = world_from
+        self._documents: dict[Path, Document] = {}
+        self._siblings: dict[Path, list[Sibling]] = {}
+
+    def document(self, path: Path) -> Document:
+        """The file's document, parsed once per run; `SourceError` when unusable."""
+        key = path.resolve()
+        if key not in self._documents:
+            self._documents[key] = read(path, _text(path))
+        return self._documents[key]
+
+    def source(self, path: Path, kind: Kind | None = None) -> Source | None:
+        """A `Source` for `path`, or None when it is not a config distrecipe knows."""
+        doc = self.document(path)
+        kind = kind or detect(doc)
+        if kind is None:
+            return None
+        world, world_from = self._world(path, kind, doc)
+        return Source(doc=doc, kind=kind, workspace=self, world=world, world_from=world_from)
+
+    def companion(self, path: Path) -> Source | None:
+        """A file another config names (its ds_config), or None when it cannot be read."""
+        try:
+            return self.source(path, "deepspeed") if path.is_file() else None
+        except SourceError:
+            return None
+
+    def siblings(self, directory: Path) -> list[Sibling]:
+        """The Accelerate and HF configs in `directory`, sorted by name."""
+        key = directory.resolve()
+        if key not in self._siblings:
+            found = []
+            for path in sorted(directory.iterdir()) if directory.is_dir() else []:
+                if path.suffix.lower() not in DATA_SUFFIXES or not path.is_file():
+                    continue
+                try:
+                    if not any(hint in _text(path) for hint in _SIBLING_HINTS):
+                        continue
+                    doc = self.document(path)
+                except (SourceError, OSError):
+                    continue
+                kind = detect(doc)
+                if kind in ("accelerate", "hf"):
+                    found.append(Sibling(path, kind, doc))
+            self._siblings[key] = found
+        return self._siblings[key]
+
+    def consumers(self, path: Path) -> list[Sibling]:
+        """Siblings that use the ds_config at `path` (so it is not read by raw DeepSpeed)."""
+        target = path.resolve()
+        return [s for s in self.siblings(path.parent) if (ref := s.references()) and ref.resolve() == target]
+
+    def _world(self, path: Path, kind: Kind, doc: Document) -> tuple[int | None, str | None]:
+        data = doc.data
+        if kind == "accelerate" and (n := integer(data.get("num_processes"))):
+            return n, "num_processes"
+        trainer = data.get("trainer") if kind == "verl" else None
+        if isinstance(trainer, dict) and (gpus := integer(trainer.get("n_gpus_per_node"))):
+            nodes = integer(trainer.get("nnodes")) or 1
+            return nodes * gpus, "trainer.nnodes × trainer.n_gpus_per_node"
+        if self.world is not None:
+            return self.world, self.world_from
+        for sibling in self.siblings(path.parent):
+            if sibling.kind == "accelerate" and (n := integer(sibling.doc.data.get("num_processes"))):
+                return n, f"num_processes in {sibling.path.name}"
+        return None, None
+
+
+def _text(path: Path) -> str:
+    try:
+        if path.stat().st_size > MAX_BYTES:
+            raise SourceError(f"{path}: larger than {MAX_BYTES:,} bytes; configs that large are refused")
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SourceError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise SourceError(f"cannot read {path} as UTF-8 text: {exc.reason}") from None

@@ -177,3 +177,10 @@ def test_cli_dry_run(cli: Callable[..., Any]) -> None:
     result = cli("launch", TINY, "--dry-run", "--run-dir", RUN, "--target", "torchrun", "--", "x.py", "-v")
     assert result.code == 0, result.err
     assert json.loads(result.out)["argv"][-2:] == ["x.py", "-v"]
+
+
+def test_a_launcher_that_cannot_start_is_recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("distrecipe.launch.launchers.torchrun.executable", lambda name: f"/nonexistent/{name}")
+    with pytest.raises(LaunchError, match="cannot start /nonexistent/torchrun"):
+        launch(recipe=str(TINY), run_dir=str(tmp_path / "run"), target="torchrun", environ={})
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["exit_code"] == 127

@@ -31,6 +31,8 @@ from distrecipe.translator.load import load_recipe
 from distrecipe.translator.resolve import resolve
 from distrecipe.translator.targets import TARGETS, EmitOptions
 
+NOT_STARTED = 127
+"""Recorded as the exit code when the launcher itself could not be started (the shell's code)."""
 BACKENDS: tuple[Backend, ...] = ("deepspeed", "accelerate", "accelerate-deepspeed", "torchrun", "verl")
 
 
@@ -171,7 +173,11 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
     click.echo(f"distrecipe: run directory {path}", err=True)
     click.echo(f"distrecipe: {shlex.join(spec.argv)}", err=True)
     sys.stderr.flush()
-    outcome = supervise(spec.argv, job_env, launch_id=launch_id, timeout=timeout)
+    try:
+        outcome = supervise(spec.argv, job_env, launch_id=launch_id, timeout=timeout)
+    except LaunchError:
+        record.finish(NOT_STARTED)
+        raise
     record.finish(outcome.exit_code, signal=outcome.signal, timed_out=outcome.timed_out)
     click.echo(f"distrecipe: exit code {outcome.exit_code}", err=True)
     return outcome.exit_code

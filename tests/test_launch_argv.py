@@ -173,6 +173,11 @@ def test_slurm_batch_script(capsys: pytest.CaptureFixture[str]) -> None:
     assert f"{SEED} --set stage=3 --target deepspeed" in srun and srun.endswith("-- train.py '--a b'")
 
 
+def test_slurm_refuses_verl_on_several_nodes() -> None:
+    with pytest.raises(LaunchError, match="Ray cluster"):
+        launch(recipe=str(SEED), overrides=RL, target="verl", slurm=True, environ={})
+
+
 def test_cli_dry_run(cli: Callable[..., Any]) -> None:
     result = cli("launch", TINY, "--dry-run", "--run-dir", RUN, "--target", "torchrun", "--", "x.py", "-v")
     assert result.code == 0, result.err

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
 
 from distrecipe.errors import LaunchError
-from distrecipe.launch.detect import detect_gpus
+from distrecipe.launch.detect import detect_gpus, local_port
 from distrecipe.launch.rundir import REDACTED, RunDir, redact
 from distrecipe.launch.slurm import Allocation, expand_nodelist
 from distrecipe.translator.load import load_recipe
@@ -98,3 +99,16 @@ def test_run_directory_records_start_and_end(tmp_path: Path) -> None:
     assert written["exit_code"] == 143 and written["signal"] == "SIGTERM" and written["end"]
     with pytest.raises(LaunchError, match="already holds a run"):
         RunDir(tmp_path / "run").start(plan=plan, recipe_text="", files={}, argv=(), env={}, cwd="/")
+
+
+def test_a_taken_port_moves_only_when_taken() -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        taken = listener.getsockname()[1]
+        moved = local_port(taken)
+        assert moved != taken and moved > 0
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        free = probe.getsockname()[1]
+    assert local_port(free) == free

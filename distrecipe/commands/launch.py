@@ -19,7 +19,7 @@ import click
 
 from distrecipe.commands.options import overrides_option, recipe_argument
 from distrecipe.errors import LaunchError
-from distrecipe.launch.detect import detect_gpus
+from distrecipe.launch.detect import detect_gpus, local_port
 from distrecipe.launch.launchers import LAUNCHERS
 from distrecipe.launch.launchers.verl import ENTRY as VERL_ENTRY
 from distrecipe.launch.rundir import RunDir, default_run_dir
@@ -107,18 +107,25 @@ def load(recipe: str, overrides: Sequence[str], target: Backend | None,
 
 
 def build_request(plan: Plan, *, program: Program, run_dir: Path, configs: dict[str, str],
-                  node_rank: int | None, environ: Mapping[str, str]) -> LaunchRequest:
-    """Node rank, master and hosts: the command line, the recipe, then SLURM, then one node."""
+                  node_rank: int | None, environ: Mapping[str, str], probe_port: bool) -> LaunchRequest:
+    """Node rank, master and hosts: the command line, the recipe, then SLURM, then one node.
+
+    With `probe_port`, a one-node job whose port is taken moves to a free one.
+    """
     allocation = Allocation.from_env(environ)
     rank = node_rank if node_rank is not None else (allocation.node_rank if allocation else 0)
     if not 0 <= rank < plan.nodes:
         raise LaunchError(f"node rank {rank} is outside the recipe's {plan.nodes} node(s)")
     master = plan.launch.master_addr or (allocation.master_addr if allocation else None)
-    if master is None and plan.nodes == 1:
-        master = "127.0.0.1"
+    port = plan.launch.master_port
+    if plan.nodes == 1:
+        master = master or "127.0.0.1"
+        if probe_port and (free := local_port(port)) != port:
+            click.echo(f"distrecipe: port {port} is taken here; this one-node job uses {free}", err=True)
+            port = free
     return LaunchRequest(
         plan=plan, program=program, run_dir=run_dir, configs=configs, node_rank=rank,
-        master_addr=master, master_port=plan.launch.master_port,
+        master_addr=master, master_port=port,
         hosts=allocation.hosts if allocation else (),
         per_node=allocation.per_node if allocation else False,
         environ=dict(environ),
@@ -145,6 +152,9 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
     env = dict(os.environ if environ is None else environ)
     plan = load(recipe, overrides, target, env)
     if slurm:
+        if plan.launch.backend == "verl" and plan.nodes > 1:
+            raise LaunchError("--slurm with verl: verl runs from node 0 on a Ray cluster; start Ray on "
+                              "every node (ray start) and launch on node 0 with RAY_ADDRESS set")
         argv = ["distrecipe", "launch", str(Path(recipe).resolve())]
         argv += [word for key in overrides for word in ("--set", key)]
         argv += ["--target", plan.launch.backend, "--runs-root", str(Path(runs_root).resolve())]
@@ -159,7 +169,7 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
     path = path.resolve()
     configs = emit_configs(plan)
     request = build_request(plan, program=parse_program(plan, program), run_dir=path, configs=configs,
-                            node_rank=node_rank, environ=env)
+                            node_rank=node_rank, environ=env, probe_port=not dry_run)
     spec = LAUNCHERS[plan.launch.backend](request)
     files = {**configs, **spec.files}
     if dry_run:

@@ -1,4 +1,6 @@
-"""How many GPUs this node has, for `cluster.gpus_per_node: auto`, without torch.
+"""What launch asks the machine: its GPU count without torch, and a free local port.
+
+How many GPUs this node has, for `cluster.gpus_per_node: auto`:
 
 `CUDA_VISIBLE_DEVICES` first, because it is what the job will actually see (a SLURM
 allocation or a user narrowing the devices sets it); then `nvidia-smi -L`, one line
@@ -9,6 +11,7 @@ CUDA for nothing.
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 from collections.abc import Callable, Mapping
 
@@ -57,3 +60,20 @@ def detect_gpus(env: Mapping[str, str], *, run: Run = _nvidia_smi,
     if count == 0:
         raise LaunchError("nvidia-smi -L lists no GPUs; write cluster.gpus_per_node")
     return count
+
+
+def local_port(preferred: int) -> int:
+    """`preferred` if nothing listens on it here, else a free port the kernel picks.
+
+    Only for one-node jobs, whose rendezvous nobody else needs to find: two demos or
+    test runs on one machine would otherwise collide on the default 29500.
+    """
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", preferred))
+            return preferred
+        except OSError:
+            probe.bind(("127.0.0.1", 0))
+            port: int = probe.getsockname()[1]
+            return port

@@ -14,7 +14,7 @@ from typing import Any
 
 from distrecipe.findings import Finding
 from distrecipe.recipe import Plan
-from distrecipe.translator import deepspeed
+from distrecipe.translator import accelerate, deepspeed, hf, summary, verl
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,4 +49,8 @@ def render_deepspeed(plan: Plan, options: EmitOptions) -> Output:
 
 TARGETS: dict[str, Render] = {
     "deepspeed": render_deepspeed,
+    "accelerate": accelerate.render,
+    "verl": verl.render,
+    "hf": hf.render,
+    summary.ALL: summary.render_all,
 }

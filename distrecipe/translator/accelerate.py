@@ -1,0 +1,183 @@
+"""Plan → Accelerate `accelerate_config.yaml` (FSDP2, DDP, or DeepSpeed through Accelerate).
+
+Accelerate checks the YAML's top-level keys but silently ignores unknown keys inside
+`fsdp_config` and `parallelism_config` (a misspelt or FSDP1-only key just vanishes),
+so this module writes only keys that `accelerate launch` copies into its arguments
+and exports to the workers; the tests hold it to the key set Accelerate's source
+reads. The YAML has no batch keys: the per-GPU micro-batch belongs to the script's
+DataLoader and accumulation to `ACCELERATE_GRADIENT_ACCUMULATION_STEPS` (`launch_env`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+import yaml
+
+from distrecipe.findings import Finding
+from distrecipe.recipe import Plan
+from distrecipe.translator import deepspeed
+from distrecipe.translator.equivalence import finding, offload_findings, refuse_errors
+
+if TYPE_CHECKING:
+    from distrecipe.translator.targets import EmitOptions, Output
+
+TARGET = "accelerate"
+
+DistributedType = Literal["NO", "MULTI_GPU", "FSDP", "DEEPSPEED"]
+
+MIXED_PRECISION = {"bf16": "bf16", "fp16": "fp16", "fp32": "no"}
+
+
+def distributed_type(plan: Plan) -> DistributedType:
+    """Which of Accelerate's backends carries the plan.
+
+    Sharding over one rank is replication, so it is DDP (`MULTI_GPU`) whatever the
+    stage; FSDP2 in Accelerate refuses a mesh with no dimension to shard over.
+    """
+    if plan.launch.backend == "accelerate-deepspeed":
+        return "DEEPSPEED"
+    if plan.stage == 0 or (plan.shard_group == 1 and plan.sequence == 1):
+        return "MULTI_GPU" if plan.world > 1 else "NO"
+    return "FSDP"
+
+
+def launch_env(plan: Plan) -> dict[str, str]:
+    """Environment `Accelerator()` reads for what the YAML cannot hold.
+
+    On the DeepSpeed path the ds_config carries accumulation (and Accelerate forbids
+    setting it twice), so nothing is needed there.
+    """
+    if distributed_type(plan) == "DEEPSPEED":
+        return {}
+    return {"ACCELERATE_GRADIENT_ACCUMULATION_STEPS": str(plan.accumulation)}
+
+
+def findings(plan: Plan) -> list[Finding]:
+    """Every way the Accelerate config differs from the recipe; errors mean no config."""
+    kind = distributed_type(plan)
+    found: list[Finding] = []
+    if plan.strategy == "megatron":
+        found.append(finding("DR208", TARGET, "strategy megatron; use --target verl"))
+    if plan.pipeline > 1:
+        found.append(finding("DR208", TARGET, f"pipeline parallel {plan.pipeline}"))
+    if kind in ("NO", "MULTI_GPU") and (plan.tensor > 1 or plan.sequence > 1):
+        found.append(
+            finding(
+                "DR208",
+                TARGET,
+                f"tensor {plan.tensor} / sequence {plan.sequence} need an FSDP2 shard "
+                f"group of 2+ ranks; shard_group is {plan.shard_group}",
+            )
+        )
+    if kind == "FSDP":
+        found.extend(_fsdp_findings(plan))
+    if kind in ("MULTI_GPU", "FSDP") and plan.device == "cpu":
+        found.append(finding("DR209", TARGET, f"{plan.world} CPU ranks"))
+    if plan.nodes > 1 and plan.launch.master_addr is None:
+        found.append(finding("DR211", TARGET, "accelerate launch --main_process_ip ADDR"))
+    return found
+
+
+def _fsdp_findings(plan: Plan) -> list[Finding]:
+    found: list[Finding] = []
+    if plan.stage == 1:
+        found.append(finding("DR201", TARGET, "fsdp_reshard_after_forward: false"))
+    if plan.shard_group == 1 and plan.replicas > 1:
+        # Accelerate refuses context/tensor parallel beside pure replication.
+        found.append(finding("DR208", TARGET, "sequence parallel with unsharded replicas"))
+    found.extend(offload_findings(plan.offload, TARGET, "fsdp_offload_params: true"))
+    if plan.sequence > 1:
+        found.append(finding("DR206", TARGET, f"parallelism_config_cp_size: {plan.sequence}"))
+    if plan.activation_checkpointing == "selective":
+        found.append(finding("DR207", TARGET, "fsdp_activation_checkpointing: true"))
+    return found
+
+
+def emit(plan: Plan, *, ds_config_file: str = "ds_config.json") -> dict[str, Any]:
+    """The accelerate config for `plan`, assuming `findings(plan)` holds no error."""
+    kind = distributed_type(plan)
+    config: dict[str, Any] = {"compute_environment": "LOCAL_MACHINE", "distributed_type": kind}
+    if kind != "DEEPSPEED":
+        # Beside a deepspeed_config_file Accelerate refuses mixed_precision: the
+        # ds_config's bf16/fp16 blocks decide.
+        config["mixed_precision"] = MIXED_PRECISION[plan.precision]
+    config["use_cpu"] = False
+    config["num_machines"] = plan.nodes
+    config["num_processes"] = plan.world
+    config["machine_rank"] = 0
+    if plan.nodes > 1:
+        if plan.launch.master_addr is not None:
+            config["main_process_ip"] = plan.launch.master_addr
+        config["rdzv_backend"] = "static"
+        config["same_network"] = True
+    config["main_process_port"] = plan.launch.master_port
+    if kind == "FSDP":
+        config["fsdp_config"] = _fsdp_config(plan)
+        if plan.hybrid or plan.tensor > 1 or plan.sequence > 1:
+            config["parallelism_config"] = {
+                "parallelism_config_dp_replicate_size": plan.replicas,
+                "parallelism_config_dp_shard_size": plan.shard_group,
+                "parallelism_config_tp_size": plan.tensor,
+                "parallelism_config_cp_size": plan.sequence,
+            }
+    elif kind == "DEEPSPEED":
+        deepspeed: dict[str, Any] = {
+            "deepspeed_config_file": ds_config_file,
+            "zero3_init_flag": plan.stage == 3,
+        }
+        if plan.nodes > 1:
+            deepspeed["deepspeed_multinode_launcher"] = "standard"
+        config["deepspeed_config"] = deepspeed
+    return config
+
+
+def _fsdp_config(plan: Plan) -> dict[str, Any]:
+    """FSDP2 keys only; stage 1 lands on stage 2 (reported as DR201)."""
+    offload = plan.offload.params != "none" or plan.offload.optimizer != "none"
+    # Loading on rank 0 and broadcasting is FSDP's counterpart of ZeRO-3's zero.Init;
+    # the launcher insists on sync_module_states beside it, even under FSDP2.
+    efficient_loading = plan.stage == 3
+    fsdp: dict[str, Any] = {
+        "fsdp_version": 2,
+        "fsdp_reshard_after_forward": plan.stage == 3,
+        "fsdp_offload_params": offload,
+        "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
+    }
+    if plan.model.layer_cls is not None:
+        fsdp["fsdp_transformer_layer_cls_to_wrap"] = plan.model.layer_cls
+    fsdp["fsdp_state_dict_type"] = "SHARDED_STATE_DICT"
+    fsdp["fsdp_cpu_ram_efficient_loading"] = efficient_loading
+    fsdp["fsdp_sync_module_states"] = efficient_loading
+    fsdp["fsdp_activation_checkpointing"] = plan.activation_checkpointing != "none"
+    return fsdp
+
+
+def render(plan: Plan, options: EmitOptions) -> Output:
+    """`accelerate_config.yaml`, plus the ds_config it points at on the DeepSpeed path."""
+    from distrecipe.translator.targets import Output, to_json  # targets imports this module
+
+    found = findings(plan)
+    files: dict[str, str] = {}
+    if distributed_type(plan) == "DEEPSPEED":
+        found += deepspeed.findings(plan)
+        files["ds_config.json"] = to_json(deepspeed.emit(plan, hf_auto=options.hf_auto))
+    refuse_errors(found)
+    files["accelerate_config.yaml"] = text(plan)
+    return Output(files=files, findings=tuple(found))
+
+
+def text(plan: Plan) -> str:
+    """The YAML, headed by what it cannot hold (batch numbers), as comments."""
+    env = " ".join(f"{key}={value}" for key, value in launch_env(plan).items())
+    header = [
+        f"# distrecipe: {plan.name}. accelerate launch --config_file accelerate_config.yaml SCRIPT",
+        f"# Batch (no Accelerate keys): micro {plan.micro} per GPU (the DataLoader's batch_size)"
+        f" x accumulation {plan.accumulation} x DP {plan.dp} = global {plan.global_batch}.",
+    ]
+    if plan.nodes > 1:
+        header.append(f"# Run on each of the {plan.nodes} nodes with --machine_rank 0..{plan.nodes - 1}.")
+    if env:
+        header.append(f"# Accumulation reaches Accelerator() through the environment: {env}")
+    body = yaml.safe_dump(emit(plan), sort_keys=False, default_flow_style=False)
+    return "\n".join(header) + "\n" + body

@@ -1,0 +1,331 @@
+"""The equivalence table as data: what each recipe setting becomes in each engine.
+
+One table serves three readers. The emitters report an inexact mapping by its code
+(`finding`), so the wording and severity of every DR2xx message live here and
+nowhere else; `docs/equivalence.md` is `markdown()` verbatim; and a test checks that
+every code an emitter can raise is in the table and the catalogue, so the table
+cannot silently drift from what the emitters do.
+
+Codes DR2xx are mapping findings (DR1xx is the recipe's arithmetic, DR3xx+ lint).
+A `warning` is a mapping that changes what the engine does (`--strict` refuses it);
+`info` is a faithful mapping the user should still know about; `error` means the
+target cannot express the recipe at all, so nothing is written for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from distrecipe.errors import RecipeError
+from distrecipe.findings import Finding, Severity
+from distrecipe.recipe import Offload
+
+Engine = Literal["deepspeed", "accelerate", "verl", "hf"]
+ENGINES: tuple[Engine, ...] = ("deepspeed", "accelerate", "verl", "hf")
+
+
+@dataclass(frozen=True, slots=True)
+class Code:
+    """A mapping finding's fixed identity: severity and the one-line reason."""
+
+    severity: Severity
+    summary: str
+
+
+CODES: dict[str, Code] = {
+    "DR200": Code("info", "not emitted by --target all"),
+    "DR201": Code("warning", "ZeRO-1 has no FSDP2 form; emitted as stage 2, which also shards gradients"),
+    "DR202": Code(
+        "warning",
+        "optimizer-only offload has no FSDP2 form; FSDP2's CPU offload also moves parameters "
+        "and gradients and runs the optimizer step on CPU",
+    ),
+    "DR203": Code(
+        "info",
+        "FSDP2's CPU offload of parameters also keeps gradients and the optimizer step on CPU",
+    ),
+    "DR204": Code("warning", "no NVMe offload in this engine; offloading to CPU memory instead"),
+    "DR205": Code(
+        "warning",
+        "verl has no DDP actor; emitted FSDP2 with fsdp_size=1 (every rank holds a full copy)",
+    ),
+    "DR206": Code(
+        "warning",
+        "sequence parallelism becomes context parallelism (ring attention) instead of "
+        "Ulysses all-to-all; the batch is split the same way",
+    ),
+    "DR207": Code("warning", "selective recompute is not expressible; whole blocks are recomputed"),
+    "DR208": Code("error", "cannot express this recipe"),
+    "DR209": Code(
+        "warning",
+        "Accelerate runs FSDP and multi-GPU only on GPUs; on CPU ranks it falls back to one "
+        "non-distributed process",
+    ),
+    "DR210": Code(
+        "warning",
+        "verl's Megatron actor has no CPU parameter offload during training; param_offload only "
+        "moves parameters to CPU between phases",
+    ),
+    "DR211": Code("info", "multi-node without launch.master_addr; pass the head node's address at launch"),
+    "DR212": Code(
+        "info",
+        "verl always clips gradients; the recipe has no clipping, so clip_grad=inf (clips nothing)",
+    ),
+    "DR214": Code(
+        "info",
+        "HSDP, tensor and context parallel sizes are not TrainingArguments; launch with the "
+        "emitted accelerate_config.yaml, whose parallelism_config the Trainer's Accelerator reads",
+    ),
+    "DR215": Code(
+        "warning",
+        "Adam with coupled (L2) weight decay has no form here; AdamW (decoupled decay) is used",
+    ),
+    "DR220": Code("error", "the recipe breaks verl's batch rules; verl would refuse it"),
+}
+"""Every mapping finding code with its severity; `explain DR2xx` can read `summary`."""
+
+
+def offload_findings(offload: Offload, target: str, native: str) -> list[Finding]:
+    """FSDP2 has one CPU offload (params, grads and the optimizer step together).
+
+    Shared by every FSDP2 target, so Accelerate, verl and the HF Trainer report the
+    same recipe the same way; `native` names the key that switches it on.
+    """
+    params, optimizer = offload.params, offload.optimizer
+    found: list[Finding] = []
+    if optimizer != "none" and params == "none":
+        found.append(finding("DR202", target, native))
+    if params != "none" and optimizer == "none":
+        found.append(finding("DR203", target, native))
+    if "nvme" in (params, optimizer):
+        found.append(finding("DR204", target))
+    return found
+
+
+def finding(code: str, target: str, detail: str = "") -> Finding:
+    """The finding for `code` on `target`, worded and graded from the catalogue.
+
+    `detail` carries the numbers of this case; the reason is always the catalogue's,
+    so two targets reporting the same code say the same thing.
+    """
+    entry = CODES[code]
+    message = f"{target}: {entry.summary}" + (f" ({detail})" if detail else "")
+    return Finding(code, message, entry.severity)
+
+
+def refuse_errors(found: list[Finding]) -> None:
+    """Raise when a target cannot express the recipe, naming every reason at once.
+
+    An error finding means a config would be wrong, not merely approximate, so no
+    file is written; `--target all` catches this and reports the target as skipped.
+    """
+    errors = [f for f in found if f.severity == "error"]
+    if errors:
+        raise RecipeError("; ".join(f"{f.code} {f.message}" for f in errors))
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """How one engine expresses one recipe setting; `code` is reported when inexact."""
+
+    native: str
+    code: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    recipe: str
+    deepspeed: Cell
+    accelerate: Cell
+    verl: Cell
+    hf: Cell
+
+    def cell(self, engine: Engine) -> Cell:
+        cells: dict[Engine, Cell] = {
+            "deepspeed": self.deepspeed,
+            "accelerate": self.accelerate,
+            "verl": self.verl,
+            "hf": self.hf,
+        }
+        return cells[engine]
+
+
+def _c(native: str, code: str | None = None) -> Cell:
+    return Cell(native, code)
+
+
+TABLE: tuple[Row, ...] = (
+    Row(
+        "ddp / stage 0",
+        _c("zero stage 0"),
+        _c("`MULTI_GPU` (DDP)"),
+        _c("fsdp2 with `fsdp_size=1`", "DR205"),
+        _c("no `deepspeed` / `fsdp` (DDP)"),
+    ),
+    Row(
+        "stage 1",
+        _c("stage 1"),
+        _c("FSDP2 `fsdp_reshard_after_forward: false` (stage 2)", "DR201"),
+        _c("fsdp2, `reshard_after_forward=false` (stage 2)", "DR201"),
+        _c("`deepspeed: ds_config.json`"),
+    ),
+    Row(
+        "stage 2",
+        _c("stage 2"),
+        _c("FSDP2 `fsdp_reshard_after_forward: false`"),
+        _c("fsdp2, `reshard_after_forward=false`"),
+        _c("`deepspeed`, or `fsdp_config.reshard_after_forward: false`"),
+    ),
+    Row(
+        "stage 3",
+        _c("stage 3"),
+        _c("FSDP2 `fsdp_reshard_after_forward: true`"),
+        _c("fsdp2, `reshard_after_forward=true`"),
+        _c("`deepspeed`, or `fsdp_config.reshard_after_forward: true`"),
+    ),
+    Row(
+        "sharded over one rank (world or shard_group 1)",
+        _c("ZeRO over one rank"),
+        _c("`MULTI_GPU` / `NO` (replication is DDP)"),
+        _c("`fsdp_size=1`"),
+        _c("no `fsdp` (DDP), as Accelerate"),
+    ),
+    Row(
+        "offload optimizer only",
+        _c("`offload_optimizer.device: cpu`"),
+        _c("`fsdp_offload_params: true` (params, grads and step on CPU)", "DR202"),
+        _c("`offload_policy=true` (params, grads and step on CPU)", "DR202"),
+        _c("via the ds_config; FSDP `cpu_offload: true`", "DR202"),
+    ),
+    Row(
+        "offload params only",
+        _c("`offload_param.device: cpu` (stage 3 only)"),
+        _c("`fsdp_offload_params: true`", "DR203"),
+        _c("`offload_policy=true`", "DR203"),
+        _c("via the ds_config; FSDP `cpu_offload: true`", "DR203"),
+    ),
+    Row(
+        "offload params and optimizer",
+        _c("`offload_param` + `offload_optimizer`"),
+        _c("`fsdp_offload_params: true`"),
+        _c("`offload_policy=true`"),
+        _c("via the ds_config; FSDP `cpu_offload: true`"),
+    ),
+    Row(
+        "offload to nvme",
+        _c("`device: nvme` + `nvme_path`"),
+        _c("CPU offload", "DR204"),
+        _c("CPU offload", "DR204"),
+        _c("via the ds_config"),
+    ),
+    Row(
+        "shard_group < DP",
+        _c("ZeRO++ hpZ partition size"),
+        _c("`parallelism_config` dp_replicate × dp_shard"),
+        _c("`fsdp_size`; none in Megatron", "DR208"),
+        _c("via the ds_config; FSDP: the accelerate config", "DR214"),
+    ),
+    Row(
+        "sequence parallel",
+        _c("`sequence_parallel_size` (Ulysses)"),
+        _c("`parallelism_config_cp_size` (context parallel)", "DR206"),
+        _c("`ulysses_sequence_parallel_size`; Megatron `context_parallel_size`", "DR206"),
+        _c("none beside DeepSpeed (DR208); FSDP: the accelerate config", "DR214"),
+    ),
+    Row(
+        "tensor parallel",
+        _c("needs a Megatron mpu"),
+        _c("`parallelism_config_tp_size` (FSDP2 with 2+ shards)", "DR208"),
+        _c("Megatron `tensor_model_parallel_size` (megatron only)", "DR208"),
+        _c("none", "DR208"),
+    ),
+    Row(
+        "pipeline parallel",
+        _c("needs a Megatron mpu"),
+        _c("none", "DR208"),
+        _c("Megatron `pipeline_model_parallel_size` (megatron only)", "DR208"),
+        _c("none", "DR208"),
+    ),
+    Row(
+        "strategy megatron",
+        _c("needs a Megatron mpu"),
+        _c("none", "DR208"),
+        _c("`model_engine=megatron`, `use_distributed_optimizer` = stage 1; bf16/fp16 only", "DR208"),
+        _c("none", "DR208"),
+    ),
+    Row(
+        "megatron offload params",
+        _c("not applicable"),
+        _c("none", "DR208"),
+        _c("`megatron.param_offload` (between phases)", "DR210"),
+        _c("none", "DR208"),
+    ),
+    Row(
+        "optimizer adam with weight_decay",
+        _c("`Adam`"),
+        _c("the script's optimizer"),
+        _c("FSDP `torch.optim.Adam`; Megatron's adam is AdamW", "DR215"),
+        _c("`optim: adamw_torch`", "DR215"),
+    ),
+    Row(
+        "selective recompute",
+        _c("`activation_checkpointing`"),
+        _c("`fsdp_activation_checkpointing: true` (whole blocks)", "DR207"),
+        _c("`enable_gradient_checkpointing=true` (whole blocks)", "DR207"),
+        _c("`gradient_checkpointing` / `fsdp_config.activation_checkpointing`", "DR207"),
+    ),
+    Row(
+        "cluster.device: cpu",
+        _c("gloo ranks"),
+        _c("one non-distributed process", "DR209"),
+        _c("not runnable without GPUs"),
+        _c("`use_cpu: true`"),
+    ),
+    Row(
+        "grad_clip: none",
+        _c("no `gradient_clipping`"),
+        _c("not in the YAML (the script clips)"),
+        _c("`optim.clip_grad=inf`", "DR212"),
+        _c("`max_grad_norm: 0`"),
+    ),
+    Row(
+        "several nodes, no launch.master_addr",
+        _c("hostfile"),
+        _c("no `main_process_ip`", "DR211"),
+        _c("`ray start --address`"),
+        _c("the launcher's"),
+    ),
+    Row(
+        "rl: prompts_per_step, rollout_n",
+        _c("not applicable"),
+        _c("not applicable"),
+        _c("`data.train_batch_size`, `rollout.n`, `ppo_mini_batch_size` = global / n", "DR220"),
+        _c("not applicable"),
+    ),
+)
+"""DESIGN.md's equivalence table, extended with the cases the emitters meet."""
+
+
+def markdown() -> str:
+    """The table and the codes as one Markdown page (`docs/equivalence.md` is this, verbatim)."""
+    lines = [
+        "# What each recipe setting becomes in each engine",
+        "",
+        "Generated from `distrecipe/translator/equivalence.py`; do not edit by hand.",
+        "A **code** marks an inexact mapping: `compile` prints it and `--strict` refuses",
+        "every one that is not `info`.",
+        "",
+        "| recipe | DeepSpeed | Accelerate | verl actor | HF Trainer |",
+        "|---|---|---|---|---|",
+    ]
+    for row in TABLE:
+        cells = [_cell_text(row.cell(engine)) for engine in ENGINES]
+        lines.append(f"| {row.recipe} | " + " | ".join(cells) + " |")
+    lines += ["", "## Codes", "", "| code | severity | meaning |", "|---|---|---|"]
+    lines += [f"| {code} | {entry.severity} | {entry.summary} |" for code, entry in CODES.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _cell_text(cell: Cell) -> str:
+    return f"{cell.native} **{cell.code}**" if cell.code else cell.native

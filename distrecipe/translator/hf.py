@@ -1,0 +1,130 @@
+"""Plan → Hugging Face `TrainingArguments` keyword arguments (`training_args.json`).
+
+The Trainer is where batch numbers live for Accelerate users (its YAML has none),
+and where the DeepSpeed config's `"auto"` values come from, so these kwargs must
+agree with the ds_config and the accelerate config written from the same Plan:
+the Trainer itself refuses a ds_config whose concrete values differ
+(`HfTrainerDeepSpeedConfig`), which the tests use as the judge.
+
+Engine choice follows the recipe's strategy: `zero` runs DeepSpeed (`deepspeed`
+names the ds_config file), `fsdp` runs FSDP2 (`fsdp` + `fsdp_config`) wherever the
+Accelerate config is FSDP too, and everything else is plain DDP.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from distrecipe.findings import Finding
+from distrecipe.recipe import Plan
+from distrecipe.translator import accelerate, deepspeed
+from distrecipe.translator.equivalence import finding, offload_findings, refuse_errors
+
+if TYPE_CHECKING:
+    from distrecipe.translator.targets import EmitOptions, Output
+
+TARGET = "hf"
+
+OPTIM = {"adamw": "adamw_torch", "adam": "adamw_torch", "sgd": "sgd"}
+"""TrainingArguments' optimizer names; it has no coupled-L2 Adam (DR215 when it matters)."""
+
+
+def uses_fsdp(plan: Plan) -> bool:
+    """FSDP exactly when the Accelerate config is FSDP (one rank or one-rank shards are DDP)."""
+    return plan.strategy == "fsdp" and accelerate.distributed_type(plan) == "FSDP"
+
+
+def findings(plan: Plan) -> list[Finding]:
+    """Where TrainingArguments cannot say what the recipe says."""
+    found: list[Finding] = []
+    if plan.strategy == "megatron" or plan.pipeline > 1:
+        found.append(finding("DR208", TARGET, "the Trainer has no Megatron or pipeline engine"))
+    if plan.strategy == "ddp" and (plan.tensor > 1 or plan.sequence > 1):
+        found.append(finding("DR208", TARGET, "DDP with tensor or sequence parallel"))
+    if plan.strategy == "zero" and plan.sequence > 1:
+        # HfTrainerDeepSpeedConfig fills train_batch_size as world × micro × accumulation,
+        # but DeepSpeed's Ulysses world for the batch is world / sequence.
+        found.append(
+            finding(
+                "DR208",
+                TARGET,
+                f"the Trainer counts train_batch_size over all {plan.world} processes; "
+                f"with sequence parallel {plan.sequence} DeepSpeed counts DP {plan.dp}",
+            )
+        )
+    if uses_fsdp(plan):
+        if plan.hybrid or plan.tensor > 1 or plan.sequence > 1:
+            found.append(
+                finding(
+                    "DR214",
+                    TARGET,
+                    f"replicate {plan.replicas} × shard {plan.shard_group}, tensor {plan.tensor}, "
+                    f"sequence {plan.sequence}",
+                )
+            )
+        found.extend(offload_findings(plan.offload, TARGET, "fsdp_config.cpu_offload"))
+    if plan.activation_checkpointing == "selective":
+        found.append(finding("DR207", TARGET, "whole-block gradient checkpointing"))
+    if plan.strategy != "zero" and plan.optimizer.name == "adam" and plan.optimizer.weight_decay:
+        found.append(finding("DR215", TARGET, f"weight_decay {plan.optimizer.weight_decay}"))
+    return found
+
+
+def emit(plan: Plan, *, ds_config_file: str = "ds_config.json") -> dict[str, Any]:
+    """The TrainingArguments kwargs for `plan` (minus `output_dir`, which is the user's)."""
+    opt = plan.optimizer
+    args: dict[str, Any] = {
+        "per_device_train_batch_size": plan.micro,
+        "gradient_accumulation_steps": plan.accumulation,
+        "bf16": plan.precision == "bf16",
+        "fp16": plan.precision == "fp16",
+        "learning_rate": opt.lr,
+        "weight_decay": opt.weight_decay,
+        "optim": OPTIM[opt.name],
+        "adam_beta1": opt.betas[0],
+        "adam_beta2": opt.betas[1],
+        "adam_epsilon": opt.eps,
+        # The Trainer clips only when max_grad_norm > 0; its default is 1.0.
+        "max_grad_norm": plan.grad_clip if plan.grad_clip is not None else 0.0,
+    }
+    if plan.device == "cpu":
+        args["use_cpu"] = True
+    if uses_fsdp(plan):
+        args["fsdp"] = True
+        args["fsdp_config"] = _fsdp_config(plan)
+    else:
+        # FSDP has its own recompute; the Trainer warns that both would gather twice.
+        args["gradient_checkpointing"] = plan.activation_checkpointing != "none"
+    if plan.strategy == "zero":
+        args["deepspeed"] = ds_config_file
+    return args
+
+
+def _fsdp_config(plan: Plan) -> dict[str, Any]:
+    """The same FSDP2 choices as the Accelerate emitter, in the Trainer's spelling."""
+    config: dict[str, Any] = {
+        "version": 2,
+        "reshard_after_forward": plan.stage == 3,
+        "cpu_offload": plan.offload.params != "none" or plan.offload.optimizer != "none",
+        "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
+    }
+    if plan.model.layer_cls is not None:
+        config["transformer_layer_cls_to_wrap"] = [plan.model.layer_cls]
+    config["state_dict_type"] = "SHARDED_STATE_DICT"
+    config["cpu_ram_efficient_loading"] = plan.stage == 3
+    config["activation_checkpointing"] = plan.activation_checkpointing != "none"
+    return config
+
+
+def render(plan: Plan, options: EmitOptions) -> Output:
+    """`training_args.json`, plus the ds_config its `deepspeed` key names."""
+    from distrecipe.translator.targets import Output, to_json  # targets imports this module
+
+    found = findings(plan)
+    files: dict[str, str] = {}
+    if plan.strategy == "zero":
+        found += deepspeed.findings(plan)
+        files["ds_config.json"] = to_json(deepspeed.emit(plan, hf_auto=options.hf_auto))
+    refuse_errors(found)
+    files["training_args.json"] = to_json(emit(plan))
+    return Output(files=files, findings=tuple(found))

@@ -1,0 +1,88 @@
+"""`--target all`: every engine's files from one Plan, plus `summary.md` for review.
+
+A recipe rarely suits every engine (an SFT recipe has no `rl` for verl; a Megatron
+one has no Accelerate form), so a target that cannot express the recipe is skipped
+and named (DR200) rather than failing the whole compile. Files that two targets
+both write (the ds_config beside the Accelerate and HF outputs) must be identical;
+a difference would be a bug in an emitter, never the user's problem.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from distrecipe.errors import DistrecipeError
+from distrecipe.findings import Finding
+from distrecipe.recipe import Plan
+from distrecipe.translator.equivalence import finding
+
+if TYPE_CHECKING:
+    from distrecipe.translator.targets import EmitOptions, Output
+
+ALL = "all"
+
+USAGE = {
+    "ds_config.json": "DeepSpeed: `deepspeed SCRIPT --deepspeed ds_config.json`",
+    "accelerate_config.yaml": "Accelerate: `accelerate launch --config_file accelerate_config.yaml SCRIPT`",
+    "verl_overrides.txt": "verl: `python3 -m verl.trainer.main_ppo $(cat verl_overrides.txt)`",
+    "verl_actor.yaml": "verl: the same overrides as one YAML fragment",
+    "training_args.json": "HF Trainer: `TrainingArguments(output_dir=..., **json.load(f))`",
+}
+
+
+def render_all(plan: Plan, options: EmitOptions) -> Output:
+    """Every target's files and findings, and a `summary.md` of them."""
+    from distrecipe.translator.targets import TARGETS, Output  # targets imports this module
+
+    files: dict[str, str] = {}
+    found: list[Finding] = []
+    written: list[str] = []
+    for name, render in TARGETS.items():
+        if name == ALL:
+            continue
+        try:
+            output = render(plan, options)
+        except DistrecipeError as exc:
+            found.append(finding("DR200", name, exc.message))
+            continue
+        written.append(name)
+        for file, text in output.files.items():
+            if files.setdefault(file, text) != text:
+                raise AssertionError(f"bug: targets disagree on the text of {file}")
+        found.extend(f for f in output.findings if f not in found)
+    if not written:
+        raise DistrecipeError("no target can express this recipe:\n" + "\n".join(map(str, found)))
+    files["summary.md"] = markdown(plan, written, files, found)
+    return Output(files=files, findings=tuple(found))
+
+
+def markdown(plan: Plan, targets: list[str], files: dict[str, str], found: list[Finding]) -> str:
+    """The resolved numbers, the files and every finding, readable in a pull request."""
+    lines = [
+        f"# {plan.name}: compiled by distrecipe",
+        "",
+        f"Source: `{plan.source}`. Targets: {', '.join(targets)}.",
+        "",
+        "## Batch",
+        "",
+        f"micro {plan.micro} × accumulation {plan.accumulation} × DP {plan.dp} "
+        f"= global {plan.global_batch} per optimizer step "
+        f"(world {plan.world} = {plan.nodes} nodes × {plan.gpus_per_node}; "
+        f"tensor {plan.tensor} × pipeline {plan.pipeline} × sequence {plan.sequence}).",
+    ]
+    if plan.rl is not None:
+        n = plan.rl.rollout_n
+        lines.append(
+            f"verl: {plan.rl.prompts_per_step} prompts × rollout.n {n} per RL step; "
+            f"ppo_mini_batch_size {plan.global_batch // n} prompts = {plan.global_batch} sequences."
+        )
+    lines += ["", "## Files", ""]
+    lines += [f"- `{file}`: {USAGE.get(file, '')}".rstrip(": ") for file in files]
+    lines += ["- `summary.md`: this file", "", "## Findings", ""]
+    if found:
+        lines += [f"- **{f.severity}** `{f.code}` {f.message}" for f in found]
+    else:
+        lines.append("None: every target expresses this recipe exactly.")
+    lines += ["", "## Resolved plan", "", "| key | value | from |", "|---|---|---|"]
+    lines += [f"| `{key}` | {value} | {source} |" for key, value, source in plan.explain()]
+    return "\n".join(lines) + "\n"

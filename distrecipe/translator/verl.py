@@ -1,0 +1,245 @@
+"""Plan → verl actor overrides (Hydra `key=value` lines and the same as YAML).
+
+verl counts data in prompts and an optimizer step in sequences: `data.train_batch_size`
+is P prompts per RL step, each rolled out `rollout.n` times, and one optimizer step
+consumes `ppo_mini_batch_size × n` sequences, so the recipe's global batch G gives
+`ppo_mini_batch_size = G / n` and accumulation stays `G / (DP × micro)` (verl has no
+key for it: it is always derived). Several of verl's batch rules are checked only
+inside its GPU workers, after a cluster has started; `findings` checks them all here.
+
+Keys are those the installed verl (0.9.1) reads: its engine clips with
+`actor.optim.clip_grad` (the actor-level `grad_clip` is read by nothing), and
+`fsdp_config.offload_policy` is the real FSDP2 CPU offload, whereas `param_offload` /
+`optimizer_offload` only move state to CPU between phases and are left off.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from distrecipe.findings import Finding
+from distrecipe.recipe import Plan
+from distrecipe.translator.equivalence import finding, offload_findings, refuse_errors
+
+if TYPE_CHECKING:
+    from distrecipe.translator.targets import EmitOptions, Output
+
+TARGET = "verl"
+ACTOR = "actor_rollout_ref.actor"
+
+FSDP_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp32": "fp32"}
+MEGATRON_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+FSDP_OPTIMIZER = {"adamw": "AdamW", "adam": "Adam", "sgd": "SGD"}
+MEGATRON_OPTIMIZER = {"adamw": "adam", "adam": "adam", "sgd": "sgd"}
+"""Megatron's `adam` is decoupled (AdamW) weight decay, so adamw and adam share it."""
+
+Override = tuple[str, Any]
+
+
+def mini_batch(plan: Plan) -> int:
+    """`ppo_mini_batch_size`: prompts per optimizer step (floored; findings say when inexact)."""
+    return plan.global_batch // plan.rl.rollout_n if plan.rl else plan.global_batch
+
+
+def findings(plan: Plan) -> list[Finding]:
+    """Inexact mappings, and every batch rule verl would refuse, before any GPU."""
+    found = _structure_findings(plan)
+    if plan.rl is None:
+        found.append(finding("DR208", TARGET, "verl needs rl.rollout_n and rl.prompts_per_step"))
+        return found
+    found.extend(_batch_findings(plan))
+    return found
+
+
+def _structure_findings(plan: Plan) -> list[Finding]:
+    found: list[Finding] = []
+    megatron = plan.strategy == "megatron"
+    if not megatron:
+        if plan.tensor > 1 or plan.pipeline > 1:
+            found.append(
+                finding(
+                    "DR208",
+                    TARGET,
+                    f"tensor {plan.tensor} / pipeline {plan.pipeline} need strategy megatron",
+                )
+            )
+        if plan.stage == 0:
+            found.append(finding("DR205", TARGET, "fsdp_config.fsdp_size=1"))
+        elif plan.stage == 1:
+            found.append(finding("DR201", TARGET, "fsdp_config.reshard_after_forward=false"))
+        found.extend(offload_findings(plan.offload, TARGET, "fsdp_config.offload_policy=true"))
+    else:
+        if plan.hybrid:
+            found.append(
+                finding("DR208", TARGET, f"shard_group {plan.shard_group} < DP {plan.dp} in Megatron")
+            )
+        if plan.sequence > 1:
+            found.append(finding("DR206", TARGET, f"context_parallel_size={plan.sequence}"))
+        if plan.optimizer.name == "adam" and plan.optimizer.weight_decay:
+            found.append(finding("DR215", TARGET, "Megatron's adam decouples weight decay"))
+        if plan.precision == "fp32":
+            found.append(finding("DR208", TARGET, "verl's Megatron engine trains in bf16 or fp16 only"))
+        if plan.offload.params != "none":
+            found.append(finding("DR210", TARGET, "megatron.param_offload=true"))
+    if plan.activation_checkpointing == "selective":
+        found.append(finding("DR207", TARGET, "model.enable_gradient_checkpointing=true"))
+    if plan.grad_clip is None:
+        found.append(finding("DR212", TARGET))
+    return found
+
+
+def _batch_findings(plan: Plan) -> list[Finding]:
+    """verl's batch rules, in the order it would hit them (config check, then workers)."""
+    assert plan.rl is not None
+    n, prompts = plan.rl.rollout_n, plan.rl.prompts_per_step
+    mini, dp, micro = mini_batch(plan), plan.dp, plan.micro
+    sequences = prompts * n
+    # validate_config: the whole rollout must split over the GPUs (Megatron: DP × micro).
+    minimal = dp * micro if plan.strategy == "megatron" else plan.world
+    rules = [
+        (
+            plan.global_batch % n == 0,
+            f"global batch {plan.global_batch} is not a multiple of rollout_n {n}, "
+            "so no whole number of prompts makes one optimizer step",
+        ),
+        (
+            sequences % minimal == 0,
+            f"prompts_per_step × rollout_n = {prompts} × {n} = {sequences} "
+            f"is not divisible by {minimal}",
+        ),
+        (prompts >= mini, f"prompts_per_step {prompts} < ppo_mini_batch_size {mini}"),
+        # Worker-side: the mini-batch splits over DP ranks, then into micro-batches,
+        # and each rank's rollout share splits into whole mini-batches.
+        (mini * n % dp == 0, f"ppo_mini_batch_size × rollout_n = {mini * n} not divisible by DP {dp}"),
+        (
+            mini * n // dp % micro == 0,
+            f"per-rank mini-batch {mini * n // dp} not divisible by micro {micro}",
+        ),
+        (
+            prompts % mini == 0,
+            f"prompts_per_step {prompts} is not a whole number of mini-batches of {mini} prompts",
+        ),
+    ]
+    return [finding("DR220", TARGET, message) for ok, message in rules if not ok]
+
+
+def overrides(plan: Plan) -> list[Override]:
+    """The Hydra overrides, in a stable order; assumes `findings(plan)` holds no error."""
+    assert plan.rl is not None
+    out: list[Override] = []
+    if plan.strategy == "megatron":
+        out.append(("model_engine", "megatron"))
+        out.extend(_megatron(plan))
+    else:
+        out.extend(_fsdp(plan))
+    out += [
+        (f"{ACTOR}.ppo_mini_batch_size", mini_batch(plan)),
+        (f"{ACTOR}.ppo_micro_batch_size_per_gpu", plan.micro),
+        ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", plan.micro),
+        ("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", plan.micro),
+        ("actor_rollout_ref.rollout.n", plan.rl.rollout_n),
+        ("data.train_batch_size", plan.rl.prompts_per_step),
+        ("actor_rollout_ref.model.enable_gradient_checkpointing", plan.activation_checkpointing != "none"),
+        (f"{ACTOR}.optim.lr", plan.optimizer.lr),
+        (f"{ACTOR}.optim.weight_decay", plan.optimizer.weight_decay),
+        (f"{ACTOR}.optim.clip_grad", plan.grad_clip if plan.grad_clip is not None else float("inf")),
+        ("trainer.nnodes", plan.nodes),
+        ("trainer.n_gpus_per_node", plan.gpus_per_node),
+    ]
+    return out
+
+
+def _fsdp(plan: Plan) -> list[Override]:
+    offload = plan.offload.params != "none" or plan.offload.optimizer != "none"
+    ddp = plan.stage == 0
+    fsdp = f"{ACTOR}.fsdp_config"
+    out: list[Override] = [
+        (f"{ACTOR}.strategy", "fsdp2"),
+        (f"{fsdp}.reshard_after_forward", plan.stage == 3),
+        (f"{fsdp}.fsdp_size", 1 if ddp else plan.world // plan.replicas),
+        (f"{fsdp}.offload_policy", offload),
+        (f"{fsdp}.param_offload", False),
+        (f"{fsdp}.optimizer_offload", False),
+        (f"++{fsdp}.mixed_precision.param_dtype", FSDP_DTYPE[plan.precision]),
+        (f"{ACTOR}.ulysses_sequence_parallel_size", plan.sequence),
+    ]
+    if plan.sequence > 1:
+        # verl's Ulysses path requires unpadded (packed) sequences.
+        out.append(("actor_rollout_ref.model.use_remove_padding", True))
+    out.append((f"{ACTOR}.optim.optimizer", FSDP_OPTIMIZER[plan.optimizer.name]))
+    if plan.optimizer.name != "sgd":
+        out.append((f"{ACTOR}.optim.betas", list(plan.optimizer.betas)))
+        out.append((f"++{ACTOR}.optim.override_optimizer_config", {"eps": plan.optimizer.eps}))
+    return out
+
+
+def _megatron(plan: Plan) -> list[Override]:
+    megatron = f"{ACTOR}.megatron"
+    override: dict[str, Any] = {}
+    if plan.optimizer.name != "sgd":
+        # verl passes its `betas` only to Muon; Adam reads Megatron's own names.
+        beta1, beta2 = plan.optimizer.betas
+        override = {"adam_beta1": beta1, "adam_beta2": beta2, "adam_eps": plan.optimizer.eps}
+    if plan.offload.optimizer != "none":
+        override["optimizer_cpu_offload"] = True
+    out: list[Override] = [
+        (f"{ACTOR}.strategy", "megatron"),
+        (f"{megatron}.tensor_model_parallel_size", plan.tensor),
+        (f"{megatron}.pipeline_model_parallel_size", plan.pipeline),
+        (f"{megatron}.context_parallel_size", plan.sequence),
+        (f"{megatron}.use_distributed_optimizer", plan.stage >= 1),
+        (f"{megatron}.param_offload", plan.offload.params != "none"),
+        (f"{megatron}.optimizer_offload", False),
+        (f"{megatron}.dtype", MEGATRON_DTYPE[plan.precision]),
+        (f"{ACTOR}.optim.optimizer", MEGATRON_OPTIMIZER[plan.optimizer.name]),
+    ]
+    if override:
+        out.append((f"++{ACTOR}.optim.override_optimizer_config", override))
+    return out
+
+
+def hydra_value(value: Any) -> str:
+    """A value in Hydra's override grammar, with no spaces so `$(cat file)` splits on lines."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return "inf" if value == float("inf") else repr(value)
+    if isinstance(value, list):
+        return "[" + ",".join(hydra_value(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{key}:{hydra_value(item)}" for key, item in value.items()) + "}"
+    return str(value)
+
+
+def overrides_text(plan: Plan) -> str:
+    """`verl_overrides.txt`: one override per line."""
+    return "".join(f"{key}={hydra_value(value)}\n" for key, value in overrides(plan))
+
+
+def nested(plan: Plan) -> dict[str, Any]:
+    """The same overrides as one nested mapping (`verl_actor.yaml`)."""
+    tree: dict[str, Any] = {}
+    for key, value in overrides(plan):
+        *parents, leaf = key.lstrip("+").split(".")
+        node = tree
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return tree
+
+
+def render(plan: Plan, options: EmitOptions) -> Output:
+    """`verl_overrides.txt` and `verl_actor.yaml`, or a `RecipeError` verl would raise later."""
+    from distrecipe.translator.targets import Output  # targets imports this module
+
+    found = findings(plan)
+    refuse_errors(found)
+    return Output(
+        files={
+            "verl_overrides.txt": overrides_text(plan),
+            "verl_actor.yaml": yaml.safe_dump(nested(plan), sort_keys=False, default_flow_style=False),
+        },
+        findings=tuple(found),
+    )

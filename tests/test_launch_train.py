@@ -54,6 +54,10 @@ def losses(records: list[dict[str, Any]]) -> list[float]:
     return [record["loss"] for record in records]
 
 
+def norms(records: list[dict[str, Any]]) -> list[float]:
+    return [record["grad_norm"] for record in records]
+
+
 def metrics(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
@@ -80,7 +84,9 @@ def test_every_engine_trains_the_same_curve(curves: dict[str, list[dict[str, Any
         assert [r["samples"] for r in records] == [GLOBAL] * STEPS, name
         assert records[-1]["samples_total"] == GLOBAL * STEPS, name
         worst = max(relative(a, b) for a, b in zip(losses(records), reference, strict=True))
-        assert worst <= TOLERANCE, f"{name} departs from DDP by {worst:.2e} relative"
+        assert worst <= TOLERANCE, f"{name}'s loss departs from DDP's by {worst:.2e} relative"
+        worst = max(relative(a, b) for a, b in zip(norms(records), norms(curves["ddp"]), strict=True))
+        assert worst <= TOLERANCE, f"{name}'s gradient norm departs from DDP's by {worst:.2e} relative"
 
 
 def test_the_agreement_is_about_training(curves: dict[str, list[dict[str, Any]]]) -> None:

@@ -20,8 +20,10 @@ Contract with `distrecipe launch` (the run directory is the interface):
 Accumulation is applied the same way everywhere: each micro-batch loss is divided by
 the accumulation count (DeepSpeed does that itself inside `engine.backward`), and only
 the last micro-step synchronises gradients. Rank 0 prints one JSON line per optimizer
-step, `{"step", "loss", "samples", "samples_total"}`, where `samples` is all-reduced
-over ranks, and appends it to `metrics.jsonl` in the run directory.
+step, `{"step", "loss", "grad_norm", "samples", "samples_total"}`, where `samples` is
+all-reduced over ranks and `grad_norm` is the global norm before clipping (Adam is
+blind to a constant gradient scale, so the norm is what exposes an accumulation
+mistake), and appends it to `metrics.jsonl` in the run directory.
 
 Run it as a module (`-m distrecipe.launch.tiny_train`) under any launcher; it imports
 torch at the top because only rank processes ever import it.
@@ -144,7 +146,8 @@ class Stepper:
 
     forward_backward: Callable[[torch.Tensor, torch.Tensor, bool], torch.Tensor]
     """(inputs, targets, last micro-step?) → the micro-batch's unscaled loss."""
-    step: Callable[[], None]
+    step: Callable[[], float | None]
+    """Finish the optimizer step; returns the global gradient norm before clipping."""
     input_dtype: torch.dtype
 
 
@@ -182,7 +185,11 @@ def deepspeed_stepper(settings: TrainSettings, model: nn.Module, ds_config: dict
         engine.step()  # a no-op except at the accumulation boundary
         return loss.detach()
 
-    return Stepper(forward_backward, lambda: None, dtype)
+    def step() -> float | None:
+        norm = engine.get_global_grad_norm()  # computed by DeepSpeed at the boundary
+        return None if norm is None else float(norm)
+
+    return Stepper(forward_backward, step, dtype)
 
 
 def torch_stepper(settings: TrainSettings, model: nn.Sequential, device: torch.device) -> Stepper:
@@ -229,13 +236,15 @@ def torch_stepper(settings: TrainSettings, model: nn.Sequential, device: torch.d
             torch.autograd.backward(scaled)
         return loss.detach()
 
-    def step() -> None:
-        if settings.grad_clip:
-            scaler.unscale_(optimizer)
-            nn.utils.clip_grad_norm_(wrapped.parameters(), settings.grad_clip)
+    def step() -> float | None:
+        scaler.unscale_(optimizer)
+        norm = nn.utils.clip_grad_norm_(wrapped.parameters(), settings.grad_clip or float("inf"))
+        if hasattr(norm, "full_tensor"):  # FSDP2: a DTensor norm over the shards
+            norm = norm.full_tensor()
         scaler.step(optimizer)
         scaler.update()
         optimizer.zero_grad(set_to_none=True)
+        return float(norm)
 
     return Stepper(forward_backward, step, torch.float32)
 
@@ -273,13 +282,13 @@ def train(settings: TrainSettings, *, ds_config: dict[str, Any] | None,
                                             micro_step == settings.accumulation - 1)
             loss_sum += loss.double().cpu()
             seen += len(index)
-        stepper.step()
+        grad_norm = stepper.step()
         seen_total = torch.tensor(float(seen), dtype=torch.float64)
         totals = torch.stack([loss_sum / settings.accumulation, seen_total])
         dist.all_reduce(totals)
         samples_total += int(totals[1])
-        record = {"step": step + 1, "loss": float(totals[0]) / world, "samples": int(totals[1]),
-                  "samples_total": samples_total}
+        record = {"step": step + 1, "loss": float(totals[0]) / world, "grad_norm": grad_norm,
+                  "samples": int(totals[1]), "samples_total": samples_total}
         records.append(record)
         if rank == 0:
             emit(record)

@@ -45,10 +45,8 @@ def emitted_targets(plan: Plan) -> tuple[str, ...]:
     backend = plan.launch.backend
     if backend == "deepspeed" or (backend == "torchrun" and plan.strategy == "zero"):
         return ("deepspeed",)
-    if backend == "accelerate":
-        return ("accelerate",)
-    if backend == "accelerate-deepspeed":
-        return ("deepspeed", "accelerate")
+    if backend in ("accelerate", "accelerate-deepspeed"):
+        return ("accelerate",)  # on the DeepSpeed path it also writes the ds_config it names
     if backend == "verl":
         return ("verl",)
     return ()

@@ -25,6 +25,8 @@ COMMANDS: dict[str, str] = {
     "schema": "distrecipe.commands.schema",
     "lint": "distrecipe.commands.lint",
     "explain": "distrecipe.commands.explain",
+    "import": "distrecipe.commands.import_",
+    "diff": "distrecipe.commands.diff",
 }
 """Command name → module defining `command`. Imported only when that command runs,
 so `distrecipe compile` never pays for what `launch` or `plan` import."""

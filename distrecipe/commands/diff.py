@@ -1,0 +1,106 @@
+"""`distrecipe diff OLD NEW`: the semantic change between two configs, with its cost."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import click
+
+from distrecipe.commands.options import overrides_option
+from distrecipe.diff import Diff, Impact, diff_paths
+from distrecipe.plan.units import gb
+
+
+def diff_configs(*, old: str, new: str, world: int | None = None, nodes: int = 1,
+                 overrides: Sequence[str] = (), output_format: str = "text") -> int:
+    """Print what changed from `old` to `new`; 0 either way (a difference is not a failure)."""
+    result = diff_paths(old, new, world=world, nodes=nodes, overrides=overrides)
+    click.echo(FORMATS[output_format](result, old, new), nl=False)
+    return 0
+
+
+def _value(value: Any) -> str:
+    return "unset" if value is None else str(value)
+
+
+def _signed(delta: float) -> str:
+    return ("+" if delta > 0 else "−" if delta < 0 else "±") + gb(abs(delta))
+
+
+def impact_lines(impact: Impact) -> list[str]:
+    """The seed's way of saying it: memory and traffic per GPU, then whether it fits."""
+    (m0, m1), (t0, t1), (p0, p1) = impact.memory, impact.traffic, impact.peak
+    lines = [
+        f"per-GPU model state {gb(m0)} → {gb(m1)} ({_signed(m1 - m0)})",
+        f"traffic per GPU per step {gb(t0)} → {gb(t1)} ({_signed(t1 - t0)})",
+        f"peak per GPU (engine view) {gb(p0)} → {gb(p1)} ({_signed(p1 - p0)})",
+    ]
+    if impact.fits != (None, None):
+        words = {True: "fits", False: "does not fit", None: "unknown"}
+        lines.append(f"{impact.label[0]} {words[impact.fits[0]]} → {impact.label[1]} {words[impact.fits[1]]}")
+    return lines
+
+
+def text(result: Diff, old: str, new: str) -> str:
+    if not result.changes:
+        notes = [f"note: {note}" for note in result.borrowed]
+        return "\n".join([f"{old} and {new} describe the same job", *notes]) + "\n"
+    lines = [f"{c.key}: {_value(c.old)} → {_value(c.new)}" for c in result.changes]
+    if result.impact is not None:
+        lines += ["", "impact:"] + [f"  {line}" for line in impact_lines(result.impact)]
+    lines += [f"note: {note}" for note in result.borrowed]
+    return "\n".join(lines) + "\n"
+
+
+def markdown(result: Diff, old: str, new: str) -> str:
+    lines = [f"### distrecipe diff: `{old}` → `{new}`", ""]
+    if not result.changes:
+        return "\n".join([*lines, "No semantic change: both describe the same job."]) + "\n"
+    lines += ["| setting | before | after |", "|---|---|---|"]
+    lines += [f"| `{c.key}` | {_value(c.old)} | {_value(c.new)} |" for c in result.changes]
+    if result.impact is not None:
+        lines += ["", "**Impact** (from `distrecipe plan`):", ""]
+        lines += [f"- {line}" for line in impact_lines(result.impact)]
+    else:
+        lines += ["", "_Impact unknown: the model size is not given (`--set model.params=8e9`)._"]
+    lines += ["", *[f"_Note: {note}._" for note in result.borrowed]] if result.borrowed else []
+    return "\n".join(lines) + "\n"
+
+
+def as_json(result: Diff, old: str, new: str) -> str:
+    impact = result.impact
+    data: dict[str, Any] = {
+        "old": old,
+        "new": new,
+        "changes": [{"key": c.key, "old": c.old, "new": c.new} for c in result.changes],
+        "notes": result.borrowed,
+        "impact": None if impact is None else {
+            "label": list(impact.label),
+            "memory_bytes": list(impact.memory),
+            "traffic_bytes": list(impact.traffic),
+            "peak_bytes": list(impact.peak),
+            "fits": list(impact.fits),
+        },
+    }
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+FORMATS: dict[str, Callable[[Diff, str, str], str]] = {"text": text, "json": as_json, "markdown": markdown}
+
+
+@click.command("diff")
+@click.argument("old", type=click.Path(dir_okay=False, path_type=str))
+@click.argument("new", type=click.Path(dir_okay=False, path_type=str))
+@click.option("--world", type=click.IntRange(min=1), default=None,
+              help="Total ranks, for native configs that do not say (ds_config, TrainingArguments).")
+@click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True)
+@overrides_option
+@click.option("--format", "output_format", type=click.Choice(sorted(FORMATS)), default="text",
+              show_default=True)
+def command(old: str, new: str, world: int | None, nodes: int, overrides: tuple[str, ...],
+            output_format: str) -> int:
+    """Show what changed between two recipes or native configs, and what it costs per GPU."""
+    return diff_configs(old=old, new=new, world=world, nodes=nodes, overrides=overrides,
+                        output_format=output_format)

@@ -1,0 +1,65 @@
+"""`distrecipe import`: a native config (+ world size) → recipe YAML on stdout.
+
+The recipe is checked before it is printed: it must validate and resolve, so what
+comes out compiles. What the native config said that a recipe cannot carry goes to
+stderr as notes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+import yaml
+
+from distrecipe.commands.options import overrides_option
+from distrecipe.errors import DistrecipeError, Position
+from distrecipe.source import Document
+from distrecipe.translator.importers import World
+from distrecipe.translator.importers.registry import NotNative, import_document, read_native
+from distrecipe.translator.load import apply_overrides, recipe_from_document
+from distrecipe.translator.resolve import resolve
+
+
+def import_config(*, path: str, world: int | None = None, nodes: int = 1,
+                  overrides: Sequence[str] = ()) -> int:
+    """Print the recipe equivalent to the native config at `path`."""
+    text = recipe_text(path, world=world, nodes=nodes, overrides=overrides)
+    click.echo(text, nl=False)
+    return 0
+
+
+def recipe_text(path: str, *, world: int | None, nodes: int, overrides: Sequence[str]) -> str:
+    """The recipe YAML for `path`, resolved once to prove it is valid."""
+    kind, doc = read_native(path)
+    if kind == "recipe":
+        raise NotNative("this is a recipe already", doc.where(()))
+    imported = import_document(kind, doc, World.of(world, nodes) if world is not None else None)
+    for note in imported.notes:
+        click.echo(f"{path}: note: {note}", err=True)
+    recipe = {"recipe": 1, "name": Path(path).stem,
+              **{k: v for k, v in imported.recipe.items() if k != "recipe"}}
+    text = yaml.safe_dump(recipe, sort_keys=False, default_flow_style=None, width=100)
+    checked = apply_overrides(Document(recipe, f"{path} (imported)"), overrides)
+    try:
+        resolve(recipe_from_document(checked, Path(path).parent))
+    except DistrecipeError as exc:
+        raise DistrecipeError(f"the imported recipe does not resolve: {exc.message}",
+                              Position(path, 1, 1)) from None
+    if overrides:
+        text = yaml.safe_dump(checked.data, sort_keys=False, default_flow_style=None, width=100)
+    return f"# Imported by distrecipe from {path} ({kind}).\n" + text
+
+
+@click.command("import")
+@click.argument("path", type=click.Path(dir_okay=False, path_type=str))
+@click.option("--world", type=click.IntRange(min=1), default=None,
+              help="Total ranks (ds_config and TrainingArguments do not say; "
+                   "Accelerate and verl files do).")
+@click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Nodes the --world ranks are spread over.")
+@overrides_option
+def command(path: str, world: int | None, nodes: int, overrides: tuple[str, ...]) -> int:
+    """Turn a ds_config, accelerate YAML, verl overrides or TrainingArguments JSON into a recipe."""
+    return import_config(path=path, world=world, nodes=nodes, overrides=overrides)

@@ -1,0 +1,91 @@
+"""Native config (+ world size) → recipe document: the emitters run backwards.
+
+One module per engine, each a function `to_recipe(data, context) -> Imported`, listed
+in `IMPORTERS` by the kind lint detects. They invert the emitters' own mapping tables
+(`translator/deepspeed.py`, `accelerate.py`, `verl.py`, `hf.py`) instead of restating
+them, so recipe → emit → import → resolve gives the same Plan (a property test holds
+them to it). What a native config cannot say (the model's size, the sequence length)
+is left out of the recipe; what a recipe cannot hold is named in `notes`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from distrecipe.errors import DistrecipeError, Position
+from distrecipe.source import Document
+
+
+class NotImportable(DistrecipeError):
+    """The native config cannot become a recipe (no world size, an unreadable companion)."""
+
+
+@dataclass(frozen=True, slots=True)
+class World:
+    """Where the config runs: `nodes × gpus_per_node` ranks."""
+
+    nodes: int
+    gpus_per_node: int
+
+    @classmethod
+    def of(cls, world: int, nodes: int = 1) -> World:
+        if nodes < 1 or world % nodes:
+            raise NotImportable(f"--world {world} does not split over --nodes {nodes}")
+        return cls(nodes, world // nodes)
+
+    @property
+    def size(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+
+@dataclass(frozen=True)
+class Context:
+    """What an importer may use besides the data: the world, the file, its neighbours."""
+
+    doc: Document
+    world: World | None
+    read: Callable[[Path], Document]
+    """Reads a companion file (the ds_config an Accelerate or HF config names)."""
+
+    @property
+    def directory(self) -> Path:
+        return Path(self.doc.file).parent
+
+    def need_world(self, what: str) -> World:
+        if self.world is None:
+            raise NotImportable(f"{what} does not say how many ranks it runs on: pass --world N "
+                               "(and --nodes K)", Position(self.doc.file, 1, 1))
+        return self.world
+
+
+@dataclass
+class Imported:
+    """A recipe document, and what the native config said that the recipe does not carry."""
+
+    recipe: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+
+
+def section(data: dict[str, Any], key: str) -> dict[str, Any]:
+    """`data[key]` when it is a mapping, else an empty one (a missing or malformed block)."""
+    value = data.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def cluster(world: World) -> dict[str, int]:
+    return {"nodes": world.nodes, "gpus_per_node": world.gpus_per_node}
+
+
+def inverse(table: dict[str, str]) -> dict[str, str]:
+    """An emitter's recipe → native table read backwards; the first recipe name wins a tie."""
+    out: dict[str, str] = {}
+    for ours, theirs in table.items():
+        out.setdefault(theirs.lower(), ours)
+    return out
+
+
+def stage_strategy(stage: int) -> str:
+    return "ddp" if stage == 0 else "zero"

@@ -1,0 +1,108 @@
+"""accelerate_config.yaml → recipe: the inverse of `translator/accelerate.py`.
+
+The YAML says the world (`num_machines`, `num_processes`), the backend
+(`distributed_type`), FSDP2's stage (`fsdp_reshard_after_forward`), offload,
+precision and the parallelism mesh; on the DeepSpeed path the ds_config it names
+says the rest. It holds no batch numbers (they belong to the script's DataLoader and
+`ACCELERATE_GRADIENT_ACCUMULATION_STEPS`): those come from the ds_config, from the
+batch comment distrecipe writes at the top of the files it emits, or from `--set`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from distrecipe.translator import accelerate as emitter
+from distrecipe.translator.importers import Context, Imported, NotImportable, World, cluster, inverse, section
+from distrecipe.translator.importers import deepspeed as ds_importer
+
+PRECISIONS = inverse(emitter.MIXED_PRECISION)
+BATCH_COMMENT = re.compile(r"#.*\bmicro (\d+) per GPU\b.*\baccumulation (\d+)\b")
+"""The header line `accelerate.text` writes: `# Batch ...: micro 2 per GPU ... x accumulation 4 ...`."""
+
+
+def to_recipe(data: dict[str, Any], context: Context) -> Imported:
+    world = _world(data, context)
+    kind = data.get("distributed_type", "NO")
+    launch: dict[str, Any] = {"backend": "accelerate-deepspeed" if kind == "DEEPSPEED" else "accelerate"}
+    if data.get("main_process_ip"):
+        launch["master_addr"] = data["main_process_ip"]
+    if isinstance(data.get("main_process_port"), int):
+        launch["master_port"] = data["main_process_port"]
+    if kind == "DEEPSPEED":
+        imported = _deepspeed(data, context, world)
+        imported.recipe["launch"] = launch
+        return imported
+    recipe: dict[str, Any] = {"recipe": 1, "model": {}, "cluster": cluster(world)}
+    notes: list[str] = []
+    if kind == "FSDP":
+        recipe.update(_fsdp(data, world, recipe, notes))
+    else:
+        recipe.update(strategy="ddp", stage=0)
+    recipe["batch"] = _batch(context)
+    if recipe["batch"]["micro"] == "auto":
+        notes.append("an Accelerate config holds no batch numbers: give them with "
+                     "--set batch.micro=N --set batch.accumulation=N")
+    recipe["precision"] = PRECISIONS.get(str(data.get("mixed_precision", "no")).lower(), "fp32")
+    recipe["launch"] = launch
+    return Imported(recipe, notes)
+
+
+def _world(data: dict[str, Any], context: Context) -> World:
+    processes, machines = data.get("num_processes"), data.get("num_machines", 1)
+    if isinstance(processes, int) and isinstance(machines, int) and machines >= 1:
+        if processes % machines:
+            raise NotImportable(f"num_processes {processes} does not split over num_machines {machines}",
+                                context.doc.where(("num_processes",)))
+        return World(machines, processes // machines)
+    return context.need_world("this accelerate config")
+
+
+def _fsdp(data: dict[str, Any], world: World, recipe: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+    fsdp = section(data, "fsdp_config")
+    if str(fsdp.get("fsdp_version", 1)) != "2":
+        notes.append("fsdp_version 1: read as FSDP2 (the stage from fsdp_sharding_strategy is not imported)")
+    stage = 3 if fsdp.get("fsdp_reshard_after_forward", True) is True else 2
+    out: dict[str, Any] = {"strategy": "fsdp", "stage": stage}
+    if fsdp.get("fsdp_offload_params") is True:
+        # One CPU offload moves parameters, gradients and the optimizer step; a recipe
+        # offloads parameters only at stage 3 (DR202/DR203 report the other direction).
+        out["offload"] = {"optimizer": "cpu", "params": "cpu" if stage == 3 else "none"}
+    if fsdp.get("fsdp_activation_checkpointing") is True:
+        out["activation_checkpointing"] = True
+    if isinstance(fsdp.get("fsdp_transformer_layer_cls_to_wrap"), str):
+        recipe["model"]["layer_cls"] = fsdp["fsdp_transformer_layer_cls_to_wrap"]
+    mesh = section(data, "parallelism_config")
+    parallel: dict[str, Any] = {}
+    for ours, theirs in (("tensor", "tp"), ("sequence", "cp")):
+        size = mesh.get(f"parallelism_config_{theirs}_size", 1)
+        if isinstance(size, int) and size > 1:
+            parallel[ours] = size
+    replicate = mesh.get("parallelism_config_dp_replicate_size", 1)
+    if isinstance(replicate, int) and replicate > 1:
+        parallel["shard_group"] = mesh.get("parallelism_config_dp_shard_size", world.size // replicate)
+    if parallel:
+        out["parallel"] = parallel
+    return out
+
+
+def _batch(context: Context) -> dict[str, Any]:
+    for line in context.doc.lines:
+        match = BATCH_COMMENT.match(line.strip())
+        if match:
+            return {"micro": int(match.group(1)), "accumulation": int(match.group(2))}
+        if line.strip() and not line.startswith("#"):
+            break
+    return {"micro": "auto", "accumulation": "auto"}
+
+
+def _deepspeed(data: dict[str, Any], context: Context, world: World) -> Imported:
+    ref = section(data, "deepspeed_config").get("deepspeed_config_file")
+    if not isinstance(ref, str):
+        raise NotImportable("distributed_type DEEPSPEED without deepspeed_config.deepspeed_config_file: "
+                            "the ZeRO settings live in the accelerate YAML; write them into a ds_config",
+                            context.doc.where(("deepspeed_config",)))
+    doc = context.read(context.directory / ref)
+    ds_context = Context(doc=doc, world=world, read=context.read)
+    return ds_importer.to_recipe(doc.data if isinstance(doc.data, dict) else {}, ds_context)

@@ -1,0 +1,110 @@
+"""ds_config.json → recipe: the inverse of `translator/deepspeed.py`.
+
+DeepSpeed states the batch (all of it, or two numbers and DeepSpeed derives the
+third: the recipe says `auto` there and resolves it exactly, where DeepSpeed floors),
+precision, optimizer, clipping, ZeRO stage, offload, the ZeRO++ partition (the
+recipe's `shard_group`) and the sequence-parallel size. The bucket sizes are HF's
+function of the hidden size, so `reduce_bucket_size = h²` gives back `hidden_size`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from distrecipe.translator import deepspeed as emitter
+from distrecipe.translator.importers import Context, Imported, cluster, inverse, section, stage_strategy
+
+OPTIMIZERS = inverse(emitter.OPTIMIZER_TYPE)
+HANDLED = frozenset({
+    "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
+    "gradient_clipping", "bf16", "bfloat16", "fp16", "optimizer", "zero_optimization",
+    "sequence_parallel_size", "activation_checkpointing", "steps_per_print", "wall_clock_breakdown",
+    "//distrecipe-ignore",
+})
+
+
+def to_recipe(data: dict[str, Any], context: Context) -> Imported:
+    world = context.need_world("a ds_config")
+    notes: list[str] = []
+    zero = section(data, "zero_optimization")
+    stage = zero.get("stage", 0)
+    recipe: dict[str, Any] = {"recipe": 1, "model": _model(zero, notes), "cluster": cluster(world),
+                              "strategy": stage_strategy(stage), "stage": stage}
+    offload = _offload(zero)
+    if offload:
+        recipe["offload"] = offload
+    parallel: dict[str, Any] = {}
+    sequence, partition = data.get("sequence_parallel_size"), zero.get("zero_hpz_partition_size")
+    if isinstance(sequence, int) and sequence > 1:
+        parallel["sequence"] = sequence
+    if stage == 3 and isinstance(partition, int) and partition > 1:
+        parallel["shard_group"] = partition
+    if parallel:
+        recipe["parallel"] = parallel
+    recipe["batch"] = batch(data)
+    recipe["precision"] = precision(data)
+    optimizer = _optimizer(data.get("optimizer"), notes)
+    if optimizer:
+        recipe["optimizer"] = optimizer
+    recipe["grad_clip"] = data.get("gradient_clipping", 1.0)  # DeepSpeed's own default clips at 1.0
+    recipe["activation_checkpointing"] = "activation_checkpointing" in data
+    notes += [f"{key}: not part of a recipe, not imported" for key in data if key not in HANDLED]
+    return Imported(recipe, notes)
+
+
+def batch(data: dict[str, Any]) -> dict[str, Any]:
+    """The three batch numbers; one DeepSpeed would derive becomes `auto`."""
+    keys = {"global": "train_batch_size", "micro": "train_micro_batch_size_per_gpu",
+            "accumulation": "gradient_accumulation_steps"}
+    return {ours: data[theirs] if isinstance(data.get(theirs), int) else "auto"
+            for ours, theirs in keys.items()}
+
+
+def precision(data: dict[str, Any]) -> str:
+    def on(key: str) -> bool:
+        block = data.get(key)
+        return isinstance(block, dict) and block.get("enabled") is True
+
+    return "bf16" if on("bf16") or on("bfloat16") else "fp16" if on("fp16") else "fp32"
+
+
+def _offload(zero: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for ours, theirs in (("optimizer", "offload_optimizer"), ("params", "offload_param")):
+        block = zero.get(theirs)
+        if isinstance(block, dict) and block.get("device", "none") != "none":
+            out[ours] = block["device"]
+            if "nvme_path" in block:
+                out["nvme_path"] = block["nvme_path"]
+            if block.get("pin_memory") is False:
+                out["pin_memory"] = False
+    return out
+
+
+def _optimizer(block: Any, notes: list[str]) -> dict[str, Any]:
+    if not isinstance(block, dict):
+        return {}
+    kind = str(block.get("type", "")).lower()
+    params = section(block, "params")
+    if kind not in OPTIMIZERS:
+        notes.append(f"optimizer.type {block.get('type')!r} has no recipe name; the recipe's default is used")
+        return {}
+    out: dict[str, Any] = {"name": OPTIMIZERS[kind]}
+    for key in ("lr", "betas", "eps", "weight_decay"):
+        if key in params and params[key] != "auto":
+            out[key] = params[key]
+    return out
+
+
+def _model(zero: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+    """`hidden_size` when `reduce_bucket_size` is a perfect square (HF's rule); else nothing."""
+    size = zero.get("reduce_bucket_size")
+    if not isinstance(size, int) or isinstance(size, bool):
+        return {}
+    hidden = math.isqrt(size)
+    if hidden * hidden == size:
+        return {"hidden_size": hidden}
+    notes.append(f"zero_optimization.reduce_bucket_size {size} is not hidden²; a recipe derives the buckets "
+                 "from model.hidden_size, so it is not imported")
+    return {}

@@ -1,0 +1,63 @@
+"""TrainingArguments JSON (+ world size) → recipe: the inverse of `translator/hf.py`.
+
+The Trainer's kwargs hold the batch (per device × accumulation; the world comes from
+`--world` or the launcher), precision, optimizer and clipping. `deepspeed` names a
+ds_config that says the ZeRO side; `fsdp` with an `fsdp_config` of version 2 says
+FSDP2's; neither means DDP.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from distrecipe.translator import hf as emitter
+from distrecipe.translator.importers import Context, Imported, cluster, inverse
+from distrecipe.translator.importers import deepspeed as ds_importer
+
+OPTIMIZERS = inverse(emitter.OPTIM)
+
+
+def to_recipe(data: dict[str, Any], context: Context) -> Imported:
+    world = context.need_world("TrainingArguments")
+    notes: list[str] = []
+    recipe: dict[str, Any] = {"recipe": 1, "model": {}, "cluster": cluster(world)}
+    optimizer = {
+        "name": OPTIMIZERS.get(str(data.get("optim", "adamw_torch")), "adamw"),
+        "lr": data.get("learning_rate", 5e-5),
+        "betas": [data.get("adam_beta1", 0.9), data.get("adam_beta2", 0.999)],
+        "eps": data.get("adam_epsilon", 1e-8),
+        "weight_decay": data.get("weight_decay", 0.0),
+    }
+    if isinstance(data.get("deepspeed"), str):
+        doc = context.read(context.directory / data["deepspeed"])
+        zero = ds_importer.to_recipe(doc.data if isinstance(doc.data, dict) else {},
+                                     Context(doc=doc, world=world, read=context.read))
+        notes += zero.notes
+        zero_side = ("model", "strategy", "stage", "offload", "parallel")
+        recipe.update({k: v for k, v in zero.recipe.items() if k in zero_side})
+        # DeepSpeed's own optimizer runs; the Trainer fills its "auto" values from these kwargs.
+        optimizer.update(zero.recipe.get("optimizer", {}))
+    elif data.get("fsdp"):
+        recipe.update(_fsdp(data.get("fsdp_config") or {}, recipe))
+    else:
+        recipe.update(strategy="ddp", stage=0)
+    recipe["batch"] = {"micro": data.get("per_device_train_batch_size", 8),
+                       "accumulation": data.get("gradient_accumulation_steps", 1), "global": "auto"}
+    recipe["precision"] = "bf16" if data.get("bf16") else "fp16" if data.get("fp16") else "fp32"
+    recipe["optimizer"] = optimizer
+    recipe["grad_clip"] = data.get("max_grad_norm", 1.0)
+    checkpointing = data.get("gradient_checkpointing") or (data.get("fsdp_config") or {}).get(
+        "activation_checkpointing")
+    recipe["activation_checkpointing"] = checkpointing is True
+    return Imported(recipe, notes)
+
+
+def _fsdp(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+    stage = 3 if config.get("reshard_after_forward", True) is True else 2
+    out: dict[str, Any] = {"strategy": "fsdp", "stage": stage}
+    if config.get("cpu_offload") is True:
+        out["offload"] = {"optimizer": "cpu", "params": "cpu" if stage == 3 else "none"}
+    layers = config.get("transformer_layer_cls_to_wrap")
+    if isinstance(layers, list) and len(layers) == 1:
+        recipe["model"]["layer_cls"] = layers[0]
+    return out

@@ -1,0 +1,60 @@
+"""`distrecipe diff`: semantic changes with the seed's impact numbers, in three formats."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.conftest import RECIPES, Result
+
+ZERO2, ZERO3 = RECIPES / "seed-8b-32gpu-zero2.yaml", RECIPES / "seed-8b-32gpu-zero3.yaml"
+
+
+def test_stage_change_is_priced_as_in_the_seed(cli: Callable[..., Result]) -> None:
+    result = cli("diff", ZERO2, ZERO3)
+    assert result.code == 0, result.err
+    lines = result.out.splitlines()
+    assert lines[0] == "stage: 2 → 3"
+    assert "  per-GPU model state 19.5 GB → 4 GB (−15.5 GB)" in lines
+    assert "  traffic per GPU per step 31 GB → 46.5 GB (+15.5 GB)" in lines
+
+
+def test_native_configs_diff_in_recipe_terms(cli: Callable[..., Result], tmp_path: Path) -> None:
+    for name, recipe, sets in (("old", ZERO2, []), ("new", ZERO2, ["--set", "batch.global=512", "--set", "stage=3"])):
+        assert cli("compile", recipe, *sets, "-o", tmp_path / name).code == 0
+    old, new = tmp_path / "old" / "ds_config.json", tmp_path / "new" / "ds_config.json"
+    result = cli("diff", old, new, "--world", "32", "--nodes", "4", "--format", "markdown",
+                 "--set", "model.params=8e9")
+    assert result.code == 0, result.err
+    assert "| `stage` | 2 | 3 |" in result.out
+    assert "| `batch.global` | 256 | 512 |" in result.out
+    assert "| `batch.accumulation` | 4 | 8 |" in result.out
+    assert "- per-GPU model state 19.5 GB → 4 GB (−15.5 GB)" in result.out
+
+
+def test_mixed_kinds_borrow_what_the_native_side_cannot_say(cli: Callable[..., Result], tmp_path: Path) -> None:
+    assert cli("compile", ZERO2, "-o", tmp_path).code == 0
+    result = cli("diff", ZERO2, tmp_path / "ds_config.json", "--world", "32", "--nodes", "4", "--format", "json")
+    data = json.loads(result.out)
+    assert data["changes"] == [] and data["impact"] is None
+    assert data["notes"][0].endswith(f"does not state model.params, model.layers, model.heads, model.kv_heads, "
+                                     f"model.intermediate_size, model.vocab, batch.seq_len, cluster.gpu_memory: "
+                                     f"taken from {ZERO2}")
+    same = cli("diff", ZERO2, tmp_path / "ds_config.json", "--world", "32", "--nodes", "4")
+    assert same.out.startswith(f"{ZERO2} and {tmp_path / 'ds_config.json'} describe the same job\n")
+
+
+def test_json_impact_and_determinism(cli: Callable[..., Result]) -> None:
+    first = cli("diff", ZERO2, ZERO3, "--format", "json")
+    assert first == cli("diff", ZERO2, ZERO3, "--format", "json")
+    impact = json.loads(first.out)["impact"]
+    assert impact["memory_bytes"] == [19.5e9, 4e9] and impact["traffic_bytes"] == [31e9, 46.5e9]
+    assert impact["label"] == ["ZeRO-2", "ZeRO-3"]
+
+
+def test_bad_side_is_one_line(cli: Callable[..., Result], write: Callable[[str, str], Path]) -> None:
+    broken = write("bad.yaml", "recipe: 1\nstrategy: zero\n  stage: 2\n")
+    result = cli("diff", ZERO2, broken)
+    assert result.code == 2
+    assert len(result.err.strip().splitlines()) == 1 and result.err.startswith(f"{broken}:3:")

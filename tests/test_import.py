@@ -1,0 +1,72 @@
+"""`distrecipe import` as a user meets it: a native file in, a recipe that compiles out."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+from tests.conftest import RECIPES, Result
+
+CORPUS = Path(__file__).parent / "lint_corpus"
+
+
+def test_ds_config_becomes_a_recipe_that_compiles_back(cli: Callable[..., Result], tmp_path: Path) -> None:
+    assert cli("compile", RECIPES / "seed-8b-32gpu-zero2.yaml", "-o", tmp_path / "a").code == 0
+    result = cli("import", tmp_path / "a" / "ds_config.json", "--world", "32", "--nodes", "4")
+    assert result.code == 0, result.err
+    assert result.out.startswith(f"# Imported by distrecipe from {tmp_path / 'a' / 'ds_config.json'} (deepspeed).\n")
+    recipe = yaml.safe_load(result.out)
+    assert (recipe["strategy"], recipe["stage"], recipe["batch"]) == (
+        "zero", 2, {"global": 256, "micro": 2, "accumulation": 4})
+    assert recipe["model"] == {"hidden_size": 4096}  # from reduce_bucket_size = hidden²
+    (tmp_path / "back.yaml").write_text(result.out)
+    assert cli("compile", tmp_path / "back.yaml", "-o", tmp_path / "b").code == 0
+    assert (tmp_path / "a" / "ds_config.json").read_text() == (tmp_path / "b" / "ds_config.json").read_text()
+
+
+def test_floor_case_is_refused_with_the_reason(cli: Callable[..., Result]) -> None:
+    result = cli("import", CORPUS / "DR102" / "ds-floor-micro" / "ds_config.json", "--world", "4")
+    assert result.code == 2
+    assert "the imported recipe does not resolve: batch.micro = global / (accumulation × DP) = 30 / (1 × 4)" \
+        in result.err
+    assert "Traceback" not in result.err
+
+
+def test_world_is_required_where_the_file_does_not_say(cli: Callable[..., Result]) -> None:
+    result = cli("import", CORPUS / "DR101" / "ds-product-wrong" / "ds_config.json")
+    assert result.code == 2
+    assert result.err.strip().endswith("a ds_config does not say how many ranks it runs on: pass --world N "
+                                       "(and --nodes K)")
+
+
+def test_accelerate_without_batch_needs_set(cli: Callable[..., Result]) -> None:
+    path = CORPUS / "DR342" / "hybrid-shard-lost" / "accelerate_config.yaml"
+    refused = cli("import", path)
+    assert refused.code == 2 and "give them with --set batch.micro=N" in refused.err
+    result = cli("import", path, "--set", "batch.micro=2", "--set", "batch.accumulation=4")
+    assert result.code == 0, result.err
+    recipe = yaml.safe_load(result.out)
+    assert (recipe["strategy"], recipe["stage"], recipe["cluster"]) == ("fsdp", 3, {"nodes": 4, "gpus_per_node": 8})
+    assert recipe["batch"] == {"micro": 2, "accumulation": 4}
+    assert "fsdp_sharding_strategy" not in result.out
+
+
+def test_verl_script_and_trainer_json(cli: Callable[..., Result], write: Callable[[str, str], Path]) -> None:
+    script = write("run.sh", "python3 -m verl.trainer.main_ppo \\\n  data.train_batch_size=64 \\\n"
+                             "  actor_rollout_ref.rollout.n=4 actor_rollout_ref.actor.strategy=fsdp2 \\\n"
+                             "  actor_rollout_ref.actor.ppo_mini_batch_size=16 \\\n"
+                             "  actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2 \\\n"
+                             "  trainer.nnodes=1 trainer.n_gpus_per_node=8\n")
+    recipe = yaml.safe_load(cli("import", script).out)
+    assert recipe["batch"] == {"micro": 2, "accumulation": "auto", "global": 64}
+    assert recipe["rl"] == {"rollout_n": 4, "prompts_per_step": 64}
+    args = write("training_args.json", '{"output_dir": "o", "per_device_train_batch_size": 4, "bf16": true}')
+    recipe = yaml.safe_load(cli("import", args, "--world", "8").out)
+    assert (recipe["strategy"], recipe["precision"], recipe["batch"]["micro"]) == ("ddp", "bf16", 4)
+
+
+def test_a_recipe_is_not_imported(cli: Callable[..., Result]) -> None:
+    result = cli("import", RECIPES / "tiny-cpu.yaml")
+    assert result.code == 2 and "this is a recipe already" in result.err

@@ -115,23 +115,42 @@ def supervise(argv: Sequence[str], env: Mapping[str, str], *, launch_id: str, cw
     """Run `argv` with `env` (which must carry `LAUNCH_ID=launch_id`) to its end."""
     if env.get(LAUNCH_ID) != launch_id:
         raise ValueError(f"env must carry {LAUNCH_ID}={launch_id} so the job's processes can be found")
-    try:
-        proc = subprocess.Popen(list(argv), env=dict(env), cwd=cwd, start_new_session=True)
-    except OSError as exc:
-        raise LaunchError(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
     received: list[int] = []
     kill_at: list[float] = []
+    started: list[subprocess.Popen[bytes]] = []
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         received.append(signum)
+        if not started:  # forwarded as soon as the job exists
+            return
         if len(received) == 1:
-            signal_group(proc.pid, signum)
+            signal_group(started[0].pid, signum)
             kill_at.append(time.monotonic() + grace)
         else:
-            kill_all(job_processes(proc.pid, launch_id))
+            kill_all(job_processes(started[0].pid, launch_id))
 
+    # Handlers go in before the start: a signal in between would otherwise kill
+    # distrecipe by default and leave the job, in its own session, running alone.
     main_thread = threading.current_thread() is threading.main_thread()
     previous = {sig: signal.signal(sig, on_signal) for sig in FORWARDED} if main_thread else {}
+    try:
+        try:
+            proc = subprocess.Popen(list(argv), env=dict(env), cwd=cwd, start_new_session=True)
+        except OSError as exc:
+            raise LaunchError(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
+        started.append(proc)
+        if received:  # arrived before `started` said whom to tell
+            signal_group(proc.pid, received[0])
+            kill_at.append(time.monotonic() + grace)
+        return _wait(proc, launch_id, received, kill_at, timeout, grace)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _wait(proc: subprocess.Popen[bytes], launch_id: str, received: list[int], kill_at: list[float],
+          timeout: float | None, grace: float) -> Outcome:
+    """Poll the launcher to its end, escalating on timeout or grace; then clear up."""
     deadline = None if timeout is None else time.monotonic() + timeout
     timed_out = False
     try:
@@ -149,8 +168,6 @@ def supervise(argv: Sequence[str], env: Mapping[str, str], *, launch_id: str, cw
         if proc.poll() is None:
             kill_all({proc.pid})
         proc.wait()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
     if timed_out:
         return Outcome(exit_code=TIMEOUT_EXIT, timed_out=True)

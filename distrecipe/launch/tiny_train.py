@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import json
 import logging
 import os
@@ -160,10 +161,11 @@ def deepspeed_stepper(settings: TrainSettings, model: nn.Module, ds_config: dict
     import deepspeed
 
     quiet_deepspeed(settings)
-    config = json.loads(json.dumps(ds_config))
-    if settings.device == "cpu" and "optimizer" in config:
+    config = copy.deepcopy(ds_config)
+    optimizer_type = str(config.get("optimizer", {}).get("type", "")).lower()
+    if settings.device == "cpu" and optimizer_type in ("adam", "adamw"):
         # DeepSpeed's fused/CPU Adam are JIT-compiled C++ ops (minutes on a fresh
-        # machine); `torch_adam` is DeepSpeed's own switch to torch's identical AdamW.
+        # machine); `torch_adam` is DeepSpeed's own switch to torch's Adam/AdamW.
         config["optimizer"].setdefault("params", {})["torch_adam"] = True
     if "optimizer" in config:
         engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=config)
@@ -284,8 +286,9 @@ def train(settings: TrainSettings, *, ds_config: dict[str, Any] | None,
             seen += len(index)
         grad_norm = stepper.step()
         seen_total = torch.tensor(float(seen), dtype=torch.float64)
-        totals = torch.stack([loss_sum / settings.accumulation, seen_total])
+        totals = torch.stack([loss_sum / settings.accumulation, seen_total]).to(device)  # NCCL: on GPU
         dist.all_reduce(totals)
+        totals = totals.cpu()
         samples_total += int(totals[1])
         record = {"step": step + 1, "loss": float(totals[0]) / world, "grad_norm": grad_norm,
                   "samples": int(totals[1]), "samples_total": samples_total}

@@ -93,6 +93,11 @@ def test_deepspeed_per_node_under_srun(dry: DryRun) -> None:
     assert "hostfile" in got["files"]
 
 
+def test_an_allocation_smaller_than_the_recipe_is_refused(dry: DryRun) -> None:
+    with pytest.raises(LaunchError, match="allocation has 2: gpu07, gpu08"):
+        dry(SEED, target="torchrun", environ={**SLURM_NODE_1, "SLURM_JOB_NODELIST": "gpu[07-08]"})
+
+
 def test_deepspeed_several_nodes_need_a_hostfile(dry: DryRun) -> None:
     with pytest.raises(LaunchError, match="hostfile"):
         dry(SEED, "launch.master_addr=10.0.0.1")

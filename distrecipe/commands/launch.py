@@ -111,6 +111,9 @@ def build_request(plan: Plan, *, program: Program, run_dir: Path, configs: dict[
     With `probe_port`, a one-node job whose port is taken moves to a free one.
     """
     allocation = Allocation.from_env(environ)
+    if allocation and len(allocation.hosts) < plan.nodes:
+        raise LaunchError(f"the recipe asks for {plan.nodes} nodes, the SLURM allocation has "
+                          f"{len(allocation.hosts)}: {', '.join(allocation.hosts)}")
     rank = node_rank if node_rank is not None else (allocation.node_rank if allocation else 0)
     if not 0 <= rank < plan.nodes:
         raise LaunchError(f"node rank {rank} is outside the recipe's {plan.nodes} node(s)")

@@ -29,9 +29,6 @@ def build(request: LaunchRequest) -> LaunchSpec:
         if plan.launch.hostfile is not None:
             hostfile = plan.launch.hostfile
         elif request.hosts:
-            if len(request.hosts) < plan.nodes:
-                raise LaunchError(f"the recipe asks for {plan.nodes} nodes, the allocation has "
-                                  f"{len(request.hosts)}: {', '.join(request.hosts)}")
             files[HOSTFILE] = hostfile_text(request.hosts[: plan.nodes], plan.gpus_per_node)
             hostfile = str(request.run_dir / HOSTFILE)
         else:

@@ -212,9 +212,12 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
 def command(recipe: str, program: tuple[str, ...], overrides: tuple[str, ...], target: str | None,
             dry_run: bool, slurm: bool, run_dir: str | None, runs_root: str, node_rank: int | None,
             timeout: float | None) -> int:
-    """Run RECIPE's job through its engine's own launcher: `launch RECIPE [-- PROGRAM ARGS...]`.
+    """Run RECIPE's job through its engine's own launcher.
 
-    Without a program, the reference trainer (a real tiny training) runs.
+    PROGRAM, after `--`, is `script.py ARGS...` or `-m module ARGS...` (for verl: more
+    Hydra overrides). Without one, the reference trainer runs a real tiny training.
+    The configs, argv, environment and outcome are recorded in a run directory first.
+    Exit code: the job's; 128+N after signal N; 124 on --timeout.
     """
     backend = next((b for b in BACKENDS if b == target), None)  # click checked the choice
     return launch(recipe=recipe, program=program, overrides=overrides, target=backend, run_dir=run_dir,

@@ -1,0 +1,110 @@
+"""Hypothesis strategies for the Accelerate, verl and HF emitter oracles.
+
+`tests/strategies.py` draws the batch side of recipes (with `auto`s); these draw the
+side the non-DeepSpeed emitters branch on: sequence parallelism, hybrid sharding,
+Megatron shapes, recompute, wrap classes, the accelerate-deepspeed backend and `rl`.
+Batch numbers are written out, and `rl` is drawn around verl's rules so that most
+recipes satisfy them and some break exactly one, so the oracles see both sides.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from hypothesis import strategies as st
+
+from distrecipe.recipe import Plan
+from distrecipe.translator.load import recipe_from_text
+from distrecipe.translator.resolve import resolve
+
+STAGES = {"ddp": [0], "zero": [1, 2, 3], "fsdp": [2, 3], "megatron": [0, 1]}
+
+
+@st.composite
+def engine_documents(
+    draw: st.DrawFn,
+    strategies: tuple[str, ...] = ("ddp", "zero", "fsdp", "megatron"),
+    rl: bool = False,
+) -> dict[str, Any]:
+    """A resolvable recipe document exercising every emitter branch."""
+    strategy = draw(st.sampled_from(strategies))
+    stage = draw(st.sampled_from(STAGES[strategy]))
+    nodes = draw(st.sampled_from([1, 1, 2, 4]))
+    gpus = draw(st.sampled_from([1, 2, 4, 8]))
+    world = nodes * gpus
+    divisors = [d for d in (1, 2, 4) if world % d == 0]
+    tensor = pipeline = 1
+    if strategy == "megatron":
+        tensor = draw(st.sampled_from(divisors))
+        pipeline = draw(st.sampled_from([d for d in divisors if world % (tensor * d) == 0]))
+    sequence = draw(
+        st.sampled_from([d for d in divisors if world % (tensor * pipeline * d) == 0])
+        if strategy != "ddp"
+        else st.just(1)
+    )
+    dp = world // (tensor * pipeline * sequence)
+    micro = draw(st.integers(1, 4))
+    acc = draw(st.integers(1, 4))
+    glob = micro * acc * dp
+    doc: dict[str, Any] = {
+        "recipe": 1,
+        "name": "generated",
+        "model": {"params": 1_300_000_000, "hidden_size": 1024, "layers": 8, "heads": 16},
+        "cluster": {"nodes": nodes, "gpus_per_node": gpus},
+        "strategy": strategy,
+        "stage": stage,
+        "parallel": {"tensor": tensor, "pipeline": pipeline, "sequence": sequence},
+        "batch": {"micro": micro, "accumulation": acc, "global": glob, "seq_len": 1024},
+        "precision": draw(st.sampled_from(["bf16", "fp16", "fp32"])),
+        "optimizer": {
+            "name": draw(st.sampled_from(["adamw", "adam", "sgd"])),
+            "lr": draw(st.sampled_from([1e-5, 3e-4])),
+            "betas": draw(st.sampled_from([[0.9, 0.95], [0.9, 0.999]])),
+            "eps": draw(st.sampled_from([1e-8, 1e-6])),
+            "weight_decay": draw(st.sampled_from([0.0, 0.1])),
+        },
+        "grad_clip": draw(st.sampled_from([0, 1.0, 0.5])),
+        "activation_checkpointing": draw(st.sampled_from([False, True, "selective"])),
+    }
+    if draw(st.booleans()):
+        doc["model"]["layer_cls"] = "LlamaDecoderLayer"
+    if stage >= 1 and strategy != "megatron":
+        offload = draw(st.sampled_from(["none", "optimizer", "params", "both"]))
+        if offload != "none" and (stage == 3 or offload == "optimizer"):
+            doc["offload"] = {
+                "optimizer": "cpu" if offload in ("optimizer", "both") else "none",
+                "params": "cpu" if offload in ("params", "both") else "none",
+            }
+        groups = [g for g in (1, 2, 4) if g < dp and dp % g == 0]
+        if groups and draw(st.booleans()):
+            doc["parallel"]["shard_group"] = draw(st.sampled_from(groups))
+    launch: dict[str, Any] = {}
+    if strategy == "zero" and draw(st.booleans()):
+        launch["backend"] = "accelerate-deepspeed"
+    if nodes > 1 and draw(st.booleans()):
+        launch["master_addr"] = "10.0.0.1"
+    if launch:
+        doc["launch"] = launch
+    if rl:
+        doc["rl"] = draw(rl_sections(glob))
+    return doc
+
+
+@st.composite
+def rl_sections(draw: st.DrawFn, glob: int) -> dict[str, int]:
+    """`rl` for a global batch: rollout_n divides it, prompts mostly whole mini-batches."""
+    n = draw(st.sampled_from([d for d in (1, 2, 4, 8) if glob % d == 0]))
+    mini = glob // n
+    prompts = draw(
+        st.one_of(
+            st.integers(1, 4).map(lambda k: k * mini),
+            st.integers(mini, 3 * mini),
+        )
+    )
+    return {"rollout_n": n, "prompts_per_step": prompts}
+
+
+def plan_of(doc: dict[str, Any]) -> Plan:
+    """The Plan distrecipe resolves the document to (through the real loader)."""
+    return resolve(recipe_from_text(yaml.safe_dump(doc, sort_keys=False), "generated.yaml"))

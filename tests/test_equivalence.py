@@ -1,0 +1,192 @@
+"""The equivalence table, the finding codes and `--target all`, without any engine.
+
+The engines judge the emitted files elsewhere (test_*_emit.py); here the table must
+agree with what the emitters actually report, the documented inexact cases must
+carry their codes, `--strict` must refuse them, and `all` must be deterministic.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from distrecipe.errors import RecipeError
+from distrecipe.recipe import Plan
+from distrecipe.translator import accelerate, equivalence, hf, verl
+from distrecipe.translator.targets import TARGETS, EmitOptions
+from tests.conftest import ROOT, Result
+from tests.emit_strategies import plan_of
+
+EMITTERS = ("accelerate", "verl", "hf", "summary", "equivalence")
+
+
+def doc(**changes: Any) -> dict[str, Any]:
+    """One node of 8 GPUs, ZeRO-3, micro 2 × accumulation 4 × DP 8 = 64; with `rl`."""
+    base: dict[str, Any] = {
+        "recipe": 1, "name": "t", "model": {"hidden_size": 1024, "layer_cls": "LlamaDecoderLayer"},
+        "cluster": {"nodes": 1, "gpus_per_node": 8}, "strategy": "zero", "stage": 3,
+        "batch": {"micro": 2, "accumulation": 4, "global": 64}, "precision": "bf16",
+        "rl": {"rollout_n": 4, "prompts_per_step": 32},
+    }
+    base.update(changes)
+    return base
+
+
+def codes(findings: list[Any]) -> set[str]:
+    return {f.code for f in findings}
+
+
+def test_every_code_an_emitter_raises_is_catalogued_and_tabled() -> None:
+    sources = "".join(
+        (ROOT / "distrecipe" / "translator" / f"{name}.py").read_text() for name in EMITTERS
+    )
+    used = set(re.findall(r'finding\(\s*"(DR2\d\d)"', sources))
+    tabled = {row.cell(e).code for row in equivalence.TABLE for e in equivalence.ENGINES}
+    assert used == set(equivalence.CODES)  # none missing, none dead
+    assert set(equivalence.CODES) - tabled == {"DR200"}  # DR200 is --target all's, not a mapping
+    assert len({row.recipe for row in equivalence.TABLE}) == len(equivalence.TABLE)
+
+
+def test_docs_are_the_table() -> None:
+    docs = (ROOT / "docs" / "equivalence.md").read_text(encoding="utf-8")
+    assert docs == equivalence.markdown(), (
+        "regenerate: python -c 'from distrecipe.translator.equivalence import markdown; "
+        "print(markdown(), end=\"\")' > docs/equivalence.md"
+    )
+
+
+def test_findings_take_severity_from_the_catalogue() -> None:
+    for code, entry in equivalence.CODES.items():
+        found = equivalence.finding(code, "accelerate", "detail 1")
+        assert (found.code, found.severity) == (code, entry.severity)
+        assert found.message == f"accelerate: {entry.summary} (detail 1)"
+
+
+def test_stage1_has_no_fsdp2_form() -> None:
+    plan = plan_of(doc(stage=1))
+    assert "DR201" in codes(accelerate.findings(plan))
+    assert "DR201" in codes(verl.findings(plan))
+    assert accelerate.emit(plan)["fsdp_config"]["fsdp_reshard_after_forward"] is False
+    assert ("actor_rollout_ref.actor.fsdp_config.reshard_after_forward", False) in verl.overrides(plan)
+
+
+def test_optimizer_only_offload_is_inexact() -> None:
+    plan = plan_of(doc(stage=2, offload={"optimizer": "cpu"}))
+    assert "DR202" in codes(accelerate.findings(plan))
+    assert "DR202" in codes(verl.findings(plan))
+    assert accelerate.emit(plan)["fsdp_config"]["fsdp_offload_params"] is True
+    lines = verl.overrides_text(plan).splitlines()
+    assert "actor_rollout_ref.actor.fsdp_config.offload_policy=true" in lines
+    assert "actor_rollout_ref.actor.fsdp_config.optimizer_offload=false" in lines
+
+
+def test_params_and_optimizer_offload_is_exact() -> None:
+    plan = plan_of(doc(offload={"optimizer": "cpu", "params": "cpu"}))
+    assert not codes(accelerate.findings(plan)) & {"DR202", "DR203"}
+    assert not codes(verl.findings(plan)) & {"DR202", "DR203"}
+
+
+def test_hybrid_sharding_maps_to_replicate_times_shard() -> None:
+    plan = plan_of(doc(parallel={"shard_group": 4}))
+    assert accelerate.emit(plan)["parallelism_config"] == {
+        "parallelism_config_dp_replicate_size": 2,
+        "parallelism_config_dp_shard_size": 4,
+        "parallelism_config_tp_size": 1,
+        "parallelism_config_cp_size": 1,
+    }
+    assert ("actor_rollout_ref.actor.fsdp_config.fsdp_size", 4) in verl.overrides(plan)
+
+
+def test_deepspeed_through_accelerate_points_at_the_ds_config() -> None:
+    plan = plan_of(doc(launch={"backend": "accelerate-deepspeed"}))
+    output = TARGETS["accelerate"](plan, EmitOptions())
+    assert set(output.files) == {"ds_config.json", "accelerate_config.yaml"}
+    config = yaml.safe_load(output.files["accelerate_config.yaml"])
+    assert config["deepspeed_config"]["deepspeed_config_file"] == "ds_config.json"
+    # Accelerate refuses these beside a deepspeed_config_file.
+    assert "mixed_precision" not in config
+    assert not {"gradient_accumulation_steps", "zero_stage", "gradient_clipping"} & set(
+        config["deepspeed_config"])
+
+
+def test_verl_refuses_prompts_that_are_not_whole_mini_batches() -> None:
+    plan = plan_of(doc(rl={"rollout_n": 4, "prompts_per_step": 24}))  # mini = 16 prompts
+    found = verl.findings(plan)
+    assert [f.code for f in found if f.severity == "error"] == ["DR220"]
+    with pytest.raises(RecipeError, match="DR220"):
+        verl.render(plan, EmitOptions())
+
+
+def test_verl_needs_rl() -> None:
+    plan = plan_of({k: v for k, v in doc().items() if k != "rl"})
+    with pytest.raises(RecipeError, match="DR208"):
+        verl.render(plan, EmitOptions())
+
+
+def test_no_clipping_becomes_infinite_clip_in_verl_and_zero_in_hf() -> None:
+    plan: Plan = plan_of(doc(grad_clip=0))
+    assert ("actor_rollout_ref.actor.optim.clip_grad", float("inf")) in verl.overrides(plan)
+    assert "actor_rollout_ref.actor.optim.clip_grad=inf" in verl.overrides_text(plan)
+    assert hf.emit(plan)["max_grad_norm"] == 0.0
+
+
+def test_hydra_values_have_no_spaces() -> None:
+    assert verl.hydra_value({"a": [0.9, 0.95], "b": True}) == "{a:[0.9,0.95],b:true}"
+
+
+@pytest.mark.parametrize("target", ["accelerate", "verl"])
+def test_strict_refuses_stage1(target: str, cli: Callable[..., Result],
+                               write: Callable[[str, str], Path], tmp_path: Path) -> None:
+    recipe = write("r.yaml", yaml.safe_dump(doc(stage=1)))
+    loose = cli("compile", recipe, "--target", target, "-o", tmp_path / "loose")
+    assert loose.code == 0 and "DR201" in loose.err
+    strict = cli("compile", recipe, "--target", target, "--strict", "-o", tmp_path / "strict")
+    assert strict.code != 0 and "DR201" in strict.err
+    assert not (tmp_path / "strict").exists()
+
+
+def test_strict_refuses_optimizer_only_offload(cli: Callable[..., Result]) -> None:
+    result = cli("compile", ROOT / "recipes" / "seed-8b-32gpu-zero2-offload.yaml",
+                 "--target", "accelerate", "--strict")
+    assert result.code != 0 and "DR202" in result.err
+
+
+def test_all_writes_every_target_and_a_summary(cli: Callable[..., Result],
+                                               write: Callable[[str, str], Path],
+                                               tmp_path: Path) -> None:
+    recipe = write("r.yaml", yaml.safe_dump(doc(stage=1)))
+    first = cli("compile", recipe, "--target", "all", "-o", tmp_path / "a")
+    second = cli("compile", recipe, "--target", "all", "-o", tmp_path / "b")
+    assert first.code == second.code == 0
+    names = sorted(p.name for p in (tmp_path / "a").iterdir())
+    assert names == ["accelerate_config.yaml", "ds_config.json", "summary.md", "training_args.json",
+                     "verl_actor.yaml", "verl_overrides.txt"]
+    for name in names:  # deterministic: same Plan, same bytes
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    summary = (tmp_path / "a" / "summary.md").read_text()
+    assert "micro 2 × accumulation 4 × DP 8 = global 64" in summary
+    assert "`DR201` accelerate:" in summary and "`DR201` verl:" in summary
+
+
+def test_all_skips_a_target_that_cannot_express_the_recipe() -> None:
+    plan = plan_of({k: v for k, v in doc().items() if k != "rl"})
+    output = TARGETS["all"](plan, EmitOptions())
+    assert "verl_overrides.txt" not in output.files
+    skipped = [f for f in output.findings if f.code == "DR200"]
+    assert len(skipped) == 1 and skipped[0].severity == "info" and "DR208" in skipped[0].message
+    assert "DR200" in output.files["summary.md"]
+
+
+def test_training_args_agree_with_the_ds_config() -> None:
+    plan = plan_of(doc())
+    output = TARGETS["hf"](plan, EmitOptions())
+    args = yaml.safe_load(output.files["training_args.json"])
+    ds = yaml.safe_load(output.files["ds_config.json"])
+    assert args["deepspeed"] == "ds_config.json"
+    assert (args["per_device_train_batch_size"], args["gradient_accumulation_steps"]) == (
+        ds["train_micro_batch_size_per_gpu"], ds["gradient_accumulation_steps"])

@@ -1,0 +1,121 @@
+"""The Hugging Face Trainer is the judge of `training_args.json`.
+
+`TrainingArguments(**kwargs)` must accept every emitted file; on the DeepSpeed path
+the Trainer's own `HfTrainerDeepSpeedConfig` must find no mismatch between the
+kwargs and the ds_config written beside them (concrete or `--hf-auto`), at the
+process count the launcher would give it; on the FSDP path the plugin the Trainer
+builds from its `fsdp_config` must equal what the Accelerate config says.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+from unittest import mock
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+
+from distrecipe.errors import RecipeError
+from distrecipe.recipe import Plan
+from distrecipe.translator import accelerate, deepspeed, hf
+from distrecipe.translator.targets import EmitOptions
+from tests.emit_strategies import engine_documents, plan_of
+
+pytestmark = pytest.mark.slow  # imports transformers, accelerate and torch
+
+training_args = pytest.importorskip("transformers.training_args")
+accelerate_dataclasses = pytest.importorskip("accelerate.utils.dataclasses")
+
+
+@contextlib.contextmanager
+def trainer_world(plan: Plan) -> Iterator[None]:
+    """What a launched Trainer sees: `world` processes, a bf16-capable GPU."""
+    with mock.patch.object(training_args.TrainingArguments, "world_size",
+                           new_callable=mock.PropertyMock, return_value=plan.world), \
+            mock.patch.object(training_args, "is_torch_bf16_gpu_available", return_value=True):
+        yield
+
+
+def build(plan: Plan, hf_auto: bool) -> Any:
+    output = hf.render(plan, EmitOptions(hf_auto=hf_auto))
+    with tempfile.TemporaryDirectory() as tmp, contextlib.chdir(tmp):
+        for name, text in output.files.items():
+            Path(name).write_text(text, encoding="utf-8")
+        kwargs = json.loads(output.files["training_args.json"])
+        with trainer_world(plan):
+            args = training_args.TrainingArguments(output_dir=tmp, report_to="none", **kwargs)
+            if "deepspeed" in kwargs:
+                model = SimpleNamespace(config=SimpleNamespace(hidden_size=plan.model.hidden_size))
+                # Raises "Please correct the following DeepSpeed config values that mismatch".
+                args.hf_deepspeed_config.trainer_config_finalize(args, model, 1000)
+    return args
+
+
+@settings(max_examples=360, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(engine_documents(strategies=("ddp", "zero", "fsdp", "megatron")))
+def test_trainer_accepts_what_distrecipe_emits(doc: dict[str, Any]) -> None:
+    plan = plan_of(doc)
+    refused = any(f.severity == "error" for f in hf.findings(plan))
+    event("refused" if refused else plan.strategy)
+    if refused:
+        with pytest.raises(RecipeError):
+            hf.render(plan, EmitOptions())
+        return
+    for hf_auto in (False, True):
+        args = build(plan, hf_auto)
+        assert args.per_device_train_batch_size == plan.micro
+        assert args.gradient_accumulation_steps == plan.accumulation
+        assert args.max_grad_norm == (plan.grad_clip or 0.0)
+        assert (args.bf16, args.fp16) == (plan.precision == "bf16", plan.precision == "fp16")
+        if plan.strategy == "zero":
+            config = args.hf_deepspeed_config.config
+            assert config["train_batch_size"] == plan.global_batch
+            assert config["gradient_accumulation_steps"] == plan.accumulation
+    if hf.uses_fsdp(plan):
+        check_fsdp_matches_accelerate(plan, args)
+    else:
+        assert not args.fsdp_plugin_args
+
+
+def check_fsdp_matches_accelerate(plan: Plan, args: Any) -> None:
+    plugin = accelerate_dataclasses.FullyShardedDataParallelPlugin(**args.fsdp_plugin_args)
+    fsdp = accelerate.emit(plan)["fsdp_config"]
+    assert plugin.fsdp_version == fsdp["fsdp_version"]
+    assert plugin.reshard_after_forward is fsdp["fsdp_reshard_after_forward"]
+    assert (type(plugin.cpu_offload).__name__ == "CPUOffloadPolicy") is fsdp["fsdp_offload_params"]
+    assert plugin.activation_checkpointing is fsdp["fsdp_activation_checkpointing"]
+    assert plugin.cpu_ram_efficient_loading is fsdp["fsdp_cpu_ram_efficient_loading"]
+    assert plugin.state_dict_type.name == fsdp["fsdp_state_dict_type"]
+    if plan.model.layer_cls:
+        assert plugin.transformer_cls_names_to_wrap == [fsdp["fsdp_transformer_layer_cls_to_wrap"]]
+
+
+def test_ulysses_with_the_trainer_is_refused_before_the_trainer_does() -> None:
+    """The Trainer counts train_batch_size over all processes; DeepSpeed over DP."""
+    doc = {
+        "recipe": 1, "name": "sp", "cluster": {"nodes": 1, "gpus_per_node": 8},
+        "strategy": "zero", "stage": 2, "parallel": {"sequence": 2},
+        "batch": {"micro": 1, "accumulation": 2, "global": 8}, "precision": "bf16",
+        "model": {"hidden_size": 1024},
+    }
+    plan = plan_of(doc)
+    assert "DR208" in {f.code for f in hf.findings(plan)}
+    with pytest.raises(RecipeError):
+        hf.render(plan, EmitOptions())
+    # The Trainer itself, given the same files, would refuse at train start:
+    files = {"ds_config.json": json.dumps(deepspeed.emit(plan)),
+             "training_args.json": json.dumps(hf.emit(plan))}
+    with tempfile.TemporaryDirectory() as tmp, contextlib.chdir(tmp):
+        for name, text in files.items():
+            Path(name).write_text(text)
+        with trainer_world(plan), pytest.raises(ValueError, match="mismatch"):
+            args = training_args.TrainingArguments(output_dir=tmp, report_to="none",
+                                                   **json.loads(files["training_args.json"]))
+            model = SimpleNamespace(config=SimpleNamespace(hidden_size=1024))
+            args.hf_deepspeed_config.trainer_config_finalize(args, model, 1000)

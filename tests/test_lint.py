@@ -124,7 +124,7 @@ fsdp_config:
   fsdp_version: 2
   # distrecipe: ignore[DR340, DR342]
   fsdp_offload_param: true
-  fsdp_use_orig_params: true
+  fsdp_forward_prefetch: true
 """
     assert check(accelerate, "accelerate_config.yaml") == {(9, "DR342")}
     assert check("# distrecipe: ignore-file[DR342]\n" + accelerate, "a.yaml") == set()

@@ -34,8 +34,11 @@ PARALLELISM_KEYS = frozenset({
     "parallelism_config_sp_seq_length", "parallelism_config_sp_seq_length_is_variable",
     "parallelism_config_sp_size", "parallelism_config_tp_size",
 })
-FSDP1_ONLY = ("fsdp_sharding_strategy", "fsdp_backward_prefetch", "fsdp_forward_prefetch",
-              "fsdp_use_orig_params", "fsdp_sync_module_states")
+FSDP1_ONLY = ("fsdp_sharding_strategy", "fsdp_backward_prefetch", "fsdp_forward_prefetch")
+"""FSDP1 keys whose request FSDP2 silently drops (`use_orig_params` and `sync_module_states`
+are dropped too, but FSDP2 behaves as if they were on, so nothing is lost)."""
+RESHARD_OF = {"FULL_SHARD": True, "SHARD_GRAD_OP": False, "NO_SHARD": False}
+"""`accelerate to-fsdp2`'s mapping from a sharding strategy to `reshard_after_forward`."""
 DS_FILE_CONFLICTS = (
     "gradient_accumulation_steps", "gradient_clipping", "zero_stage", "offload_optimizer_device",
     "offload_param_device", "offload_param_nvme_path", "offload_optimizer_nvme_path",
@@ -91,13 +94,15 @@ def ignored_key(src: Source) -> Iterator[Problem]:
 
 
 def fsdp1_key_under_fsdp2(src: Source) -> Iterator[Problem]:
-    """An FSDP1-only key under `fsdp_version: 2`, silently ignored.
+    """An FSDP1-only key under `fsdp_version: 2`, silently ignored, and what it asked for lost.
 
-    FSDP2 (`fully_shard`) has no sharding strategy, prefetch flags or
-    `use_orig_params`; Accelerate drops these under version 2. The costly case is
-    `fsdp_sharding_strategy: HYBRID_SHARD`: the job shards over every rank instead of
-    within a node, and all its traffic crosses nodes. (`fsdp_sync_module_states` is
-    still required beside `fsdp_cpu_ram_efficient_loading: true`, so it is allowed there.)
+    FSDP2 (`fully_shard`) has no sharding strategy and no prefetch flags; Accelerate
+    drops them under version 2. `fsdp_sharding_strategy: SHARD_GRAD_OP` (ZeRO-2)
+    becomes FSDP2's default `reshard_after_forward: true` (ZeRO-3, 1.5× the traffic);
+    `HYBRID_SHARD` shards over every rank instead of within a node, so all traffic
+    crosses nodes. A strategy that agrees with a written `fsdp_reshard_after_forward`
+    loses nothing and is not reported, nor are `fsdp_use_orig_params` and
+    `fsdp_sync_module_states`, which FSDP2 no longer needs.
 
     Fails: `fsdp_config: {fsdp_version: 2, fsdp_sharding_strategy: HYBRID_SHARD}`.
     Fix: `fsdp_reshard_after_forward: true|false`; for hybrid sharding,
@@ -110,15 +115,25 @@ def fsdp1_key_under_fsdp2(src: Source) -> Iterator[Problem]:
         return
     for key in FSDP1_ONLY:
         written = key if key in fsdp else key.removeprefix("fsdp_")
-        if written not in fsdp:
+        value = fsdp.get(written)
+        if value is None or value is False or str(value).upper() in ("NO_PREFETCH", "NONE"):
             continue
-        if key == "fsdp_sync_module_states" and fsdp.get("fsdp_cpu_ram_efficient_loading") is True:
-            continue
-        value = fsdp[written]
-        lost = (f" ({value} is lost: FSDP2 shards over all ranks; use parallelism_config "
-                "dp_replicate × dp_shard)") if "HYBRID" in str(value).upper() else ""
-        yield Problem(("fsdp_config", written),
-                      f"fsdp_config.{written} is FSDP1-only and ignored under fsdp_version 2{lost}", key=True)
+        if key == "fsdp_sharding_strategy":
+            strategy = str(value).upper()
+            reshard = fsdp.get("fsdp_reshard_after_forward", fsdp.get("reshard_after_forward"))
+            if "HYBRID" not in strategy and reshard is RESHARD_OF.get(strategy, not reshard):
+                continue
+            if "HYBRID" in strategy:
+                lost = ("HYBRID_SHARD is lost: FSDP2 shards over all ranks; "
+                        "use parallelism_config dp_replicate × dp_shard")
+            elif reshard is None:
+                lost = "FSDP2's default fsdp_reshard_after_forward: true applies, which is ZeRO-3"
+            else:
+                lost = f"fsdp_reshard_after_forward: {str(reshard).lower()} decides instead"
+        else:
+            lost = "prefetching is not configured this way in FSDP2"
+        yield Problem(("fsdp_config", written), f"fsdp_config.{written}: {value} is FSDP1-only and "
+                      f"ignored under fsdp_version 2 ({lost})", key=True)
 
 
 def deepspeed_file_conflict(src: Source) -> Iterator[Problem]:

@@ -63,6 +63,8 @@ def directly(recorded: Path, run_dir: Path) -> float:
     (run_dir / "metrics.jsonl").unlink(missing_ok=True)
     record = json.loads((recorded / "run.json").read_text())
     argv = [arg.replace(str(recorded), str(run_dir)) for arg in record["argv"]]
+    if "--master_port" in argv:  # a fresh port, as distrecipe's run gets: reusing one costs seconds
+        argv[argv.index("--master_port") + 1] = str(free_port())
     env = {**os.environ, "DISTRECIPE_RUN_DIR": str(run_dir),
            **{k: v for k, v in record["env"].items() if k == "OMP_NUM_THREADS"}}
     return time_to_first_step(argv, env)

@@ -40,7 +40,8 @@ Override = tuple[str, Any]
 
 def mini_batch(plan: Plan) -> int:
     """`ppo_mini_batch_size`: prompts per optimizer step (floored; findings say when inexact)."""
-    return plan.global_batch // plan.rl.rollout_n if plan.rl else plan.global_batch
+    assert plan.rl is not None, "verl targets need rl (findings report DR208 without it)"
+    return plan.global_batch // plan.rl.rollout_n
 
 
 def findings(plan: Plan) -> list[Finding]:

@@ -13,8 +13,10 @@ from distrecipe.errors import DistrecipeError
 from distrecipe.lint.config import LintConfig, load_config
 from distrecipe.lint.engine import lint
 from distrecipe.lint.formats import FORMATS
+from distrecipe.lint.jsonpos import read_json
 from distrecipe.lint.kinds import hydra_value, read_overrides
 from distrecipe.lint.rules import RULES
+from distrecipe.source import parse_text
 from tests.conftest import Result
 
 SCHEMA = json.loads((Path(__file__).parent / "sarif-2.1.0.schema.json").read_text())
@@ -207,3 +209,25 @@ def test_every_rule_documents_itself() -> None:
     for code, rule in RULES.items():
         assert rule.summary.endswith("."), code
         assert "Fix" in rule.explanation or "Fails" in rule.explanation or code in ("DR100",), code
+
+
+TRICKY_JSON = [
+    '{"a\\"b": {"c": [1, {"d": "x,y:z"}, [], {}]}, "e": -1.5e-3, "f": [[true], [null]]}',
+    '[\n  1,\n  {"k": "\\u00e9t\\u00e9"}\n]', '{}', '"just a string"', '{"a": 1, "a": 2}', '{"a": }',
+]
+
+
+@pytest.mark.parametrize("text", TRICKY_JSON + [p.read_text() for p in sorted(
+    (Path(__file__).parent / "lint_corpus").rglob("*.json"))])
+def test_fast_json_reader_agrees_with_the_loader(text: str) -> None:
+    try:
+        careful = parse_text(text, "x.json")
+    except DistrecipeError as exc:
+        with pytest.raises(DistrecipeError) as fast:
+            read_json(text, "x.json")
+        assert (fast.value.message, fast.value.where) == (exc.message, exc.where)
+        return
+    fast_doc = read_json(text, "x.json")
+    assert dict(fast_doc.positions) == careful.positions
+    assert read_json(text, "x.json").key_positions == careful.key_positions
+    assert read_json(text, "x.json") == careful

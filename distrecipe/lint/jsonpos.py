@@ -3,9 +3,10 @@
 `source.parse_text` runs every file through PyYAML's composer, which costs about
 6 ms for a ds_config; linting 1,000 of them must take well under 2 s. Here the data
 comes from the C `json` module and the positions from one regular-expression pass
-over the tokens. Only well-formed JSON without duplicate keys takes this path; any
-other text goes through `parse_text`, which produces the exact error message, so
-both paths agree on every document they accept (a test holds them to it).
+over the tokens, made only when a finding asks for one (a clean file never does).
+Only well-formed JSON without duplicate keys takes this path; any other text goes
+through `parse_text`, which produces the exact error message, so both paths agree on
+every document they accept (a test holds them to it).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import bisect
 import json
 import re
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from distrecipe.errors import Position
@@ -38,10 +40,83 @@ def read_json(text: str, file: str) -> Document:
         if len(text) > MAX_BYTES // 4:  # may exceed the byte limit: let parse_text refuse it
             raise _Rejected
         data = json.loads(text, object_pairs_hook=_no_duplicates)
-        positions, key_positions = _positions(text, file)
     except (_Rejected, ValueError, RecursionError):
         return parse_text(text, file)
+    positions, key_positions = _Deferred(), _Deferred()
+
+    def fill() -> None:
+        positions.fill = key_positions.fill = None
+        values, keys = _positions(text, file)
+        dict.update(positions, values)
+        dict.update(key_positions, keys)
+
+    positions.fill = key_positions.fill = fill
     return Document(data, file, positions, key_positions, tuple(text.splitlines()))
+
+
+class _Deferred(dict[KeyPath, Position]):
+    """Positions computed on first use: most files have no finding and never need one.
+
+    Every read goes through `_ready`, so the mapping behaves as the filled dict to any
+    caller (lookups, iteration, copies, comparison); `fill` computes both tables at once.
+    """
+
+    fill: Callable[[], None] | None = None
+
+    def _ready(self) -> None:
+        if self.fill is not None:
+            self.fill()
+
+    def __eq__(self, other: object) -> bool:
+        self._ready()
+        if isinstance(other, _Deferred):
+            other._ready()
+        return super().__eq__(other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = None  # as dict's
+
+    def __repr__(self) -> str:
+        self._ready()
+        return super().__repr__()
+
+    def __contains__(self, key: object) -> bool:
+        self._ready()
+        return super().__contains__(key)
+
+    def __getitem__(self, key: KeyPath) -> Position:
+        self._ready()
+        return super().__getitem__(key)
+
+    def get(self, key: KeyPath, default: Any = None) -> Any:
+        self._ready()
+        return super().get(key, default)
+
+    def __iter__(self) -> Iterator[KeyPath]:
+        self._ready()
+        return super().__iter__()
+
+    def __len__(self) -> int:
+        self._ready()
+        return super().__len__()
+
+    def keys(self) -> Any:
+        self._ready()
+        return super().keys()
+
+    def values(self) -> Any:
+        self._ready()
+        return super().values()
+
+    def items(self) -> Any:
+        self._ready()
+        return super().items()
+
+    def copy(self) -> dict[KeyPath, Position]:
+        self._ready()
+        return dict(super().items())
 
 
 def _positions(text: str, file: str) -> tuple[dict[KeyPath, Position], dict[KeyPath, Position]]:
@@ -79,7 +154,7 @@ def _positions(text: str, file: str) -> tuple[dict[KeyPath, Position], dict[KeyP
                 stack[-1][2] += 1
             continue
         if expect_key:
-            pending_key = json.loads(token)
+            pending_key = token[1:-1] if "\\" not in token else json.loads(token)
             key_at = start
             expect_key = False
             continue

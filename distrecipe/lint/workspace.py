@@ -9,6 +9,7 @@ Accelerate or HF configs and which files they point at.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,14 +41,17 @@ class Workspace:
     def __init__(self, world: int | None = None, world_from: str = "--world") -> None:
         self.world = world
         self.world_from = world_from
-        self._documents: dict[Path, Document] = {}
-        self._siblings: dict[Path, list[Sibling]] = {}
+        self._documents: dict[str, Document] = {}
+        self._siblings: dict[str, list[Sibling]] = {}
+        self._texts: dict[str, str] = {}
+        """Texts read while looking for siblings, parsed later only if linted."""
 
     def document(self, path: Path) -> Document:
         """The file's document, parsed once per run; `SourceError` when unusable."""
-        key = path.resolve()
+        key = os.path.abspath(path)
         if key not in self._documents:
-            self._documents[key] = read(path, _text(path))
+            text = self._texts.pop(key, None)
+            self._documents[key] = read(path, _text(path) if text is None else text)
         return self._documents[key]
 
     def source(self, path: Path, kind: Kind | None = None) -> Source | None:
@@ -68,14 +72,15 @@ class Workspace:
 
     def siblings(self, directory: Path) -> list[Sibling]:
         """The Accelerate and HF configs in `directory`, sorted by name."""
-        key = directory.resolve()
+        key = os.path.abspath(directory)
         if key not in self._siblings:
             found = []
             for path in sorted(directory.iterdir()) if directory.is_dir() else []:
                 if path.suffix.lower() not in DATA_SUFFIXES or not path.is_file():
                     continue
                 try:
-                    if not any(hint in _text(path) for hint in _SIBLING_HINTS):
+                    text = self._texts.setdefault(os.path.abspath(path), _text(path))
+                    if not any(hint in text for hint in _SIBLING_HINTS):
                         continue
                     doc = self.document(path)
                 except (SourceError, OSError):
@@ -88,8 +93,9 @@ class Workspace:
 
     def consumers(self, path: Path) -> list[Sibling]:
         """Siblings that use the ds_config at `path` (so it is not read by raw DeepSpeed)."""
-        target = path.resolve()
-        return [s for s in self.siblings(path.parent) if (ref := s.references()) and ref.resolve() == target]
+        target = os.path.realpath(path)
+        return [s for s in self.siblings(path.parent)
+                if (ref := s.references()) and os.path.realpath(ref) == target]
 
     def _world(self, path: Path, kind: Kind, doc: Document) -> tuple[int | None, str | None]:
         data = doc.data

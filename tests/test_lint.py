@@ -231,3 +231,17 @@ def test_fast_json_reader_agrees_with_the_loader(text: str) -> None:
     assert dict(fast_doc.positions) == careful.positions
     assert read_json(text, "x.json").key_positions == careful.key_positions
     assert read_json(text, "x.json") == careful
+
+
+def test_pre_commit_hook_runs_on_any_json_and_yaml(cli: Callable[..., Result], tmp_path: Path) -> None:
+    import yaml
+
+    hooks = yaml.safe_load((Path(__file__).parent.parent / ".pre-commit-hooks.yaml").read_text())
+    assert [hook["id"] for hook in hooks] == ["distrecipe-lint"]
+    entry = hooks[0]["entry"].split()
+    assert entry[:2] == ["distrecipe", "lint"]
+    (tmp_path / "package.json").write_text('{"name": "web"}')
+    (tmp_path / "ds.json").write_text(BROKEN)
+    result = cli(*entry[1:], tmp_path / "package.json", tmp_path / "ds.json", "--world", "4")
+    assert result.code == 1 and "DR311" in result.out and "package.json" not in result.out + result.err
+    assert cli(*entry[1:], tmp_path / "package.json").code == 0

@@ -21,6 +21,7 @@ def lint_paths(
     kind: Kind | None = None,
     output_format: str | None = None,
     project: Path | None = None,
+    ignore_unknown: bool = False,
 ) -> int:
     """Lint `paths`, print the findings, return 0 (clean), 1 (errors) or 2 (unusable input).
 
@@ -28,7 +29,7 @@ def lint_paths(
     """
     formats = frozenset(FORMATS) | {"auto"}
     config = load_config(find_pyproject(project or Path.cwd()), frozenset(RULES), formats)
-    report = lint(paths, config=config, world=world, kind=kind)
+    report = lint(paths, config=config, world=world, kind=kind, ignore_unknown=ignore_unknown)
     for problem in report.unusable:
         click.echo(f"{problem.where}: error: {problem.message}", err=True)
     click.echo(pick(output_format or config.format or "auto")(report), nl=False)
@@ -45,6 +46,10 @@ def lint_paths(
 @click.option("--format", "output_format", type=click.Choice([*sorted(FORMATS), "auto"]), default=None,
               help="Output format (default: [tool.distrecipe] format, else auto: "
                    "github inside GitHub Actions, text elsewhere).")
-def command(paths: tuple[str, ...], world: int | None, kind: Kind | None, output_format: str | None) -> int:
+@click.option("--ignore-unknown", is_flag=True,
+              help="Skip named files that are no config distrecipe knows (for pre-commit).")
+def command(paths: tuple[str, ...], world: int | None, kind: Kind | None, output_format: str | None,
+            ignore_unknown: bool) -> int:
     """Check recipes, ds_configs, accelerate/verl configs and TrainingArguments JSON."""
-    return lint_paths(paths=paths, world=world, kind=kind, output_format=output_format)
+    return lint_paths(paths=paths, world=world, kind=kind, output_format=output_format,
+                      ignore_unknown=ignore_unknown)

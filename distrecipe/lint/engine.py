@@ -44,8 +44,12 @@ class Report:
 
 
 def lint(paths: Sequence[str | Path], *, config: LintConfig, world: int | None = None,
-         kind: Kind | None = None) -> Report:
-    """Lint files and directories; `world` (ranks) and `kind` override detection."""
+         kind: Kind | None = None, ignore_unknown: bool = False) -> Report:
+    """Lint files and directories; `world` (ranks) and `kind` override detection.
+
+    A file named explicitly must be a config, unless `ignore_unknown` (pre-commit
+    passes every JSON and YAML file of a commit, configs or not).
+    """
     workspace = Workspace(world if world is not None else config.world,
                           "--world" if world is not None else "[tool.distrecipe] world")
     findings: list[Finding] = []
@@ -55,7 +59,7 @@ def lint(paths: Sequence[str | Path], *, config: LintConfig, world: int | None =
         try:
             source = workspace.source(path, kind)
             if source is None:
-                if explicit:
+                if explicit and not ignore_unknown:
                     raise NotAConfig("cannot tell which kind of config this is "
                                      "(recipe, deepspeed, accelerate, verl, hf): pass --kind", _start(path))
                 continue

@@ -25,6 +25,9 @@ from distrecipe.translator import verl as emitter
 from distrecipe.translator.targets import EmitOptions
 from tests.emit_strategies import engine_documents, plan_of
 
+# verl warns on every GRPO config that the critic is off, which is what the judge wants.
+QUIET = pytest.mark.filterwarnings("ignore:Disabled critic")
+
 DTYPES = {"bf16": "torch.bfloat16", "fp16": "torch.float16", "fp32": "torch.float32"}
 
 
@@ -95,6 +98,7 @@ def refused_by_verl(judge: Any, cfg: Any) -> bool:
 
 
 @pytest.mark.slow
+@QUIET
 @settings(max_examples=260, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(doc=engine_documents(rl=True))
@@ -115,6 +119,7 @@ def test_verl_agrees_with_distrecipe(judge: Any, doc: dict[str, Any]) -> None:
 
 
 @pytest.mark.slow
+@QUIET
 def test_worker_only_rule_is_caught_before_verl(judge: Any) -> None:
     """P·n divisible by the GPUs passes validate_config, yet the workers would fail on
     prompts_per_step not being whole mini-batches: distrecipe must refuse it first."""

@@ -165,10 +165,10 @@ def test_sigterm_ends_every_rank_and_is_recorded(tmp_path: Path) -> None:
 
 def test_a_failing_rank_exit_code_comes_back(tmp_path: Path) -> None:
     script = tmp_path / "fail_on_rank_1.py"
-    script.write_text("import os, sys\nsys.exit(3 if os.environ['RANK'] == '1' else 0)\n")
+    script.write_text("import os, sys\nsys.exit(42 if os.environ['RANK'] == '1' else 0)\n")
     run_dir = tmp_path / "run"
     done = run(distrecipe(TINY, "--run-dir", run_dir, "--set", f"launch.master_port={free_port()}",
                           "--", script))
-    assert done.returncode == 3, done.stderr[-2000:]
-    assert json.loads((run_dir / "run.json").read_text())["exit_code"] == 3
+    assert done.returncode == 42, done.stderr[-2000:]
+    assert json.loads((run_dir / "run.json").read_text())["exit_code"] == 42
     assert os.path.exists(run_dir / "ds_config.json")

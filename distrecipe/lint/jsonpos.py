@@ -149,6 +149,7 @@ def _positions(text: str, file: str) -> tuple[dict[KeyPath, Position], dict[KeyP
                 expect_key = True
             continue
         if token in "}]":
+            expect_key = False
             stack.pop()
             if stack and not stack[-1][1]:
                 stack[-1][2] += 1

@@ -69,6 +69,11 @@ class Source:
             node = node[part]
         return node
 
+    def section(self, *path: str | int) -> dict[str, Any]:
+        """The mapping at `path`, or an empty one when it is missing or not a mapping."""
+        value = self.get(*path)
+        return value if isinstance(value, dict) else {}
+
 
 Check = Callable[[Source], Iterable[Problem]]
 

@@ -30,8 +30,11 @@ class Sibling:
     def references(self) -> Path | None:
         """The ds_config this Accelerate or HF config points at, resolved from its directory."""
         data = self.doc.data
-        ref = (data.get("deepspeed_config") or {}).get("deepspeed_config_file") if self.kind == "accelerate" \
-            else data.get("deepspeed")
+        if self.kind == "accelerate":
+            block = data.get("deepspeed_config")
+            ref = block.get("deepspeed_config_file") if isinstance(block, dict) else None
+        else:
+            ref = data.get("deepspeed")
         return (self.path.parent / ref) if isinstance(ref, str) and ref else None
 
 

@@ -37,7 +37,7 @@ def facts(src: Source) -> Batch | None:
         values = [integer(src.get(k)) for k in keys]
         return Batch(values[0], values[1], values[2], dp, text, keys, tuple((k,) for k in keys))  # type: ignore[arg-type]
     if src.kind == "recipe":
-        cluster, parallel = src.get("cluster", default={}), src.get("parallel", default={})
+        cluster, parallel = src.section("cluster"), src.section("parallel")
         nodes, gpus = integer(cluster.get("nodes", 1)), integer(cluster.get("gpus_per_node"))
         split = [integer(parallel.get(k, 1)) or 1 for k in ("tensor", "pipeline", "sequence")]
         model_parallel = split[0] * split[1] * split[2]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from distrecipe.lint.rule import Problem, Source
+from distrecipe.lint.rule import Problem, Source, integer
 
 DEFAULTS: dict[str, Any] = {
     "per_device_train_batch_size": 8, "gradient_accumulation_steps": 1, "max_grad_norm": 1.0,
@@ -47,8 +47,10 @@ def deepspeed_mismatch(src: Source) -> Iterator[Problem]:
         (("fp16", "enabled"), "fp16", args["fp16"]),
         (("bf16", "enabled"), "bf16", args["bf16"]),
     ]
-    if src.world is not None:
-        total = src.world * args["per_device_train_batch_size"] * args["gradient_accumulation_steps"]
+    micro, accumulation = (integer(args[key]) for key in ("per_device_train_batch_size",
+                                                          "gradient_accumulation_steps"))
+    if src.world is not None and micro is not None and accumulation is not None:
+        total = src.world * micro * accumulation
         pairs.append((("train_batch_size",), "per_device_train_batch_size", total))
     for ds_path, key, expected in pairs:
         written = ds.get(*ds_path, default="auto")

@@ -51,7 +51,7 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
 
 def _world(data: dict[str, Any], context: Context) -> World:
     processes, machines = data.get("num_processes"), data.get("num_machines", 1)
-    if isinstance(processes, int) and isinstance(machines, int) and machines >= 1:
+    if isinstance(processes, int) and processes >= 1 and isinstance(machines, int) and machines >= 1:
         if processes % machines:
             raise NotImportable(f"num_processes {processes} does not split over num_machines {machines}",
                                 context.doc.where(("num_processes",)))

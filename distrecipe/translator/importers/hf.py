@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from distrecipe.translator import hf as emitter
-from distrecipe.translator.importers import Context, Imported, cluster, inverse
+from distrecipe.translator.importers import Context, Imported, cluster, inverse, section
 from distrecipe.translator.importers import deepspeed as ds_importer
 
 OPTIMIZERS = inverse(emitter.OPTIM)
@@ -38,7 +38,7 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
         # DeepSpeed's own optimizer runs; the Trainer fills its "auto" values from these kwargs.
         optimizer.update(zero.recipe.get("optimizer", {}))
     elif data.get("fsdp"):
-        recipe.update(_fsdp(data.get("fsdp_config") or {}, recipe))
+        recipe.update(_fsdp(section(data, "fsdp_config"), recipe))
     else:
         recipe.update(strategy="ddp", stage=0)
     recipe["batch"] = {"micro": data.get("per_device_train_batch_size", 8),
@@ -46,7 +46,7 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     recipe["precision"] = "bf16" if data.get("bf16") else "fp16" if data.get("fp16") else "fp32"
     recipe["optimizer"] = optimizer
     recipe["grad_clip"] = data.get("max_grad_norm", 1.0)
-    checkpointing = data.get("gradient_checkpointing") or (data.get("fsdp_config") or {}).get(
+    checkpointing = data.get("gradient_checkpointing") or section(data, "fsdp_config").get(
         "activation_checkpointing")
     recipe["activation_checkpointing"] = checkpointing is True
     return Imported(recipe, notes)

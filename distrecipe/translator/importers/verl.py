@@ -28,13 +28,22 @@ def _get(data: dict[str, Any], dotted: str, default: Any = None) -> Any:
     return node
 
 
+def _section(data: dict[str, Any], dotted: str) -> dict[str, Any]:
+    value = _get(data, dotted)
+    return value if isinstance(value, dict) else {}
+
+
+def _int(value: Any, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
 def to_recipe(data: dict[str, Any], context: Context) -> Imported:
-    actor = _get(data, "actor_rollout_ref.actor", {})
+    actor = _section(data, "actor_rollout_ref.actor")
     world = _world(data, context)
     megatron = data.get("model_engine") == "megatron" or actor.get("strategy") == "megatron"
     recipe: dict[str, Any] = {"recipe": 1, "model": {}, "cluster": cluster(world)}
     recipe.update(_megatron(actor) if megatron else _fsdp(actor, world))
-    n = _get(data, "actor_rollout_ref.rollout.n", 1)
+    n = _int(_get(data, "actor_rollout_ref.rollout.n"), 1)
     mini = actor.get("ppo_mini_batch_size")
     micro = actor.get("ppo_micro_batch_size_per_gpu")
     if not isinstance(mini, int) or not isinstance(micro, int):
@@ -42,7 +51,7 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
                             context.doc.where(("actor_rollout_ref", "actor")))
     recipe["batch"] = {"micro": micro, "accumulation": "auto", "global": mini * n}
     recipe["precision"] = _precision(actor, megatron)
-    recipe["optimizer"] = _optimizer(actor.get("optim", {}), megatron)
+    recipe["optimizer"] = _optimizer(_section(actor, "optim"), megatron)
     clip = _get(actor, "optim.clip_grad", 1.0)
     recipe["grad_clip"] = 0 if clip == float("inf") else clip
     checkpointing = _get(data, "actor_rollout_ref.model.enable_gradient_checkpointing")
@@ -55,16 +64,16 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
 
 
 def _world(data: dict[str, Any], context: Context) -> World:
-    gpus = _get(data, "trainer.n_gpus_per_node")
-    if isinstance(gpus, int):
-        return World(_get(data, "trainer.nnodes", 1), gpus)
+    gpus = _int(_get(data, "trainer.n_gpus_per_node"), 0)
+    if gpus >= 1:
+        return World(max(_int(_get(data, "trainer.nnodes"), 1), 1), gpus)
     return context.need_world("these verl overrides")
 
 
 def _fsdp(actor: dict[str, Any], world: World) -> dict[str, Any]:
-    fsdp = actor.get("fsdp_config", {})
-    sequence = actor.get("ulysses_sequence_parallel_size", 1)
-    size = fsdp.get("fsdp_size", -1)
+    fsdp = _section(actor, "fsdp_config")
+    sequence = max(_int(actor.get("ulysses_sequence_parallel_size"), 1), 1)
+    size = _int(fsdp.get("fsdp_size"), -1)
     if size == 1:
         ddp: dict[str, Any] = {"strategy": "ddp", "stage": 0}
         return {**ddp, "parallel": {"sequence": sequence}} if sequence > 1 else ddp
@@ -75,7 +84,7 @@ def _fsdp(actor: dict[str, Any], world: World) -> dict[str, Any]:
     parallel: dict[str, Any] = {}
     if sequence > 1:
         parallel["sequence"] = sequence
-    if isinstance(size, int) and 0 < size < world.size:
+    if 0 < size < world.size:
         # fsdp_size counts ranks of a shard group including the Ulysses split (see the emitter).
         parallel["shard_group"] = size // sequence
     if parallel:
@@ -84,7 +93,7 @@ def _fsdp(actor: dict[str, Any], world: World) -> dict[str, Any]:
 
 
 def _megatron(actor: dict[str, Any]) -> dict[str, Any]:
-    mega = actor.get("megatron", {})
+    mega = _section(actor, "megatron")
     parallel = {ours: mega.get(f"{theirs}_parallel_size", 1) for ours, theirs in
                 (("tensor", "tensor_model"), ("pipeline", "pipeline_model"), ("sequence", "context"))}
     stage = 1 if mega.get("use_distributed_optimizer", True) else 0
@@ -113,7 +122,7 @@ def _optimizer(optim: dict[str, Any], megatron: bool) -> dict[str, Any]:
     for key in ("lr", "weight_decay"):
         if key in optim:
             out[key] = optim[key]
-    override = optim.get("override_optimizer_config") or {}
+    override = _section(optim, "override_optimizer_config")
     if "betas" in optim:
         out["betas"] = optim["betas"]
     elif "adam_beta1" in override:

@@ -68,6 +68,8 @@ def test_deepspeed_accepts_and_derives_the_same_batch(doc: dict[str, Any]) -> No
     assert parsed.bfloat16_config.enabled == (plan.precision == "bf16")
     assert parsed.float16_config.enabled == (plan.precision == "fp16")
     assert parsed.gradient_clipping == (plan.grad_clip or 0.0)
+    if plan.optimizer.name == "adam":  # DeepSpeed's "Adam" is AdamW unless told otherwise
+        assert parsed.optimizer_params["adam_w_mode"] is False
     if plan.buckets.reduce_bucket_size is not None and plan.stage > 0:
         assert parsed.zero_config.reduce_bucket_size == plan.buckets.reduce_bucket_size
 

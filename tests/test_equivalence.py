@@ -22,7 +22,7 @@ from distrecipe.translator.targets import TARGETS, EmitOptions
 from tests.conftest import ROOT, Result
 from tests.emit_strategies import plan_of
 
-EMITTERS = ("accelerate", "verl", "hf", "summary", "equivalence")
+EMITTERS = ("deepspeed", "accelerate", "verl", "hf", "summary", "equivalence")
 
 
 def doc(**changes: Any) -> dict[str, Any]:

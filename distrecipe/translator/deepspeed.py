@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from distrecipe.findings import Finding
+from distrecipe.translator.equivalence import finding
 from distrecipe.recipe import Plan
 
 OPTIMIZER_TYPE = {"adamw": "AdamW", "adam": "Adam", "sgd": "SGD"}
@@ -65,6 +66,9 @@ def _optimizer(plan: Plan, auto: Any) -> dict[str, Any]:
     if opt.name != "sgd":
         params["betas"] = auto(list(opt.betas))
         params["eps"] = auto(opt.eps)
+    if opt.name == "adam":
+        # DeepSpeed's "Adam" silently runs AdamW (decoupled decay) unless told otherwise.
+        params["adam_w_mode"] = False
     return {"type": OPTIMIZER_TYPE[opt.name], "params": params}
 
 
@@ -104,28 +108,14 @@ def _offload(device: str, plan: Plan) -> dict[str, Any]:
 
 
 def findings(plan: Plan) -> list[Finding]:
-    """Where DeepSpeed cannot say exactly what the recipe says."""
-    out = []
+    """Where DeepSpeed cannot say exactly what the recipe says (codes in the equivalence table)."""
+    found = []
+    detail = f"shard_group {plan.shard_group} of DP {plan.dp}"
     if plan.hybrid and plan.stage < 3:
-        out.append(Finding(
-            "DR290",
-            f"DeepSpeed ZeRO-{plan.stage} has no hybrid sharding: shard_group {plan.shard_group} "
-            f"is ignored and state is sharded over all {plan.dp} data-parallel ranks",
-            "warning",
-        ))
+        found.append(finding("DR216", "deepspeed", detail))
     if plan.hybrid and plan.stage == 3:
-        out.append(Finding(
-            "DR291",
-            f"shard_group {plan.shard_group} becomes ZeRO++ zero_hpz_partition_size: a secondary "
-            f"parameter copy within each group of {plan.shard_group}; optimizer state and gradients "
-            f"stay sharded over all {plan.dp} ranks (not HSDP)",
-            "warning",
-        ))
+        found.append(finding("DR217", "deepspeed", detail))
     if plan.strategy == "megatron":
-        out.append(Finding(
-            "DR292",
-            "strategy megatron emitted as DeepSpeed ZeRO-"
-            f"{plan.stage} data parallelism; tensor/pipeline parallelism needs a Megatron mpu",
-            "warning",
-        ))
-    return out
+        detail = f"tensor {plan.tensor}, pipeline {plan.pipeline}"
+        found.append(finding("DR218", "deepspeed", detail))
+    return found

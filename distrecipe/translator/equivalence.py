@@ -81,6 +81,21 @@ CODES: dict[str, Code] = {
         "warning",
         "Adam with coupled (L2) weight decay has no form here; AdamW (decoupled decay) is used",
     ),
+    "DR216": Code(
+        "warning",
+        "DeepSpeed ZeRO-1/2 has no hybrid sharding; optimizer state and gradients are sharded "
+        "over all data-parallel ranks",
+    ),
+    "DR217": Code(
+        "warning",
+        "shard_group becomes ZeRO++ hpZ: a secondary parameter copy within each group, while "
+        "optimizer state and gradients stay sharded over all data-parallel ranks (not HSDP)",
+    ),
+    "DR218": Code(
+        "warning",
+        "strategy megatron becomes DeepSpeed ZeRO data parallelism; tensor and pipeline "
+        "parallelism need a Megatron mpu passed to deepspeed.initialize",
+    ),
     "DR220": Code("error", "the recipe breaks verl's batch rules; verl would refuse it"),
 }
 """Every mapping finding code with its severity; `explain DR2xx` can read `summary`."""
@@ -221,7 +236,14 @@ TABLE: tuple[Row, ...] = (
     ),
     Row(
         "shard_group < DP",
-        _c("ZeRO++ hpZ partition size"),
+        _c("ZeRO++ `zero_hpz_partition_size` (stage 3)", "DR217"),
+        _c("`parallelism_config` dp_replicate × dp_shard"),
+        _c("`fsdp_size`; none in Megatron", "DR208"),
+        _c("via the ds_config; FSDP: the accelerate config", "DR214"),
+    ),
+    Row(
+        "shard_group < DP at stage 1 or 2",
+        _c("none: sharded over all data-parallel ranks", "DR216"),
         _c("`parallelism_config` dp_replicate × dp_shard"),
         _c("`fsdp_size`; none in Megatron", "DR208"),
         _c("via the ds_config; FSDP: the accelerate config", "DR214"),
@@ -249,7 +271,7 @@ TABLE: tuple[Row, ...] = (
     ),
     Row(
         "strategy megatron",
-        _c("needs a Megatron mpu"),
+        _c("ZeRO data parallelism; TP/PP need a Megatron mpu", "DR218"),
         _c("none", "DR208"),
         _c("`model_engine=megatron`, `use_distributed_optimizer` = stage 1; bf16/fp16 only", "DR208"),
         _c("none", "DR208"),
@@ -263,7 +285,7 @@ TABLE: tuple[Row, ...] = (
     ),
     Row(
         "optimizer adam with weight_decay",
-        _c("`Adam`"),
+        _c("`Adam` with `adam_w_mode: false` (its default is AdamW)"),
         _c("the script's optimizer"),
         _c("FSDP `torch.optim.Adam`; Megatron's adam is AdamW", "DR215"),
         _c("`optim: adamw_torch`", "DR215"),

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from distrecipe.findings import Finding
-from distrecipe.translator.equivalence import finding
 from distrecipe.recipe import Plan
+from distrecipe.translator.equivalence import finding
 
 OPTIMIZER_TYPE = {"adamw": "AdamW", "adam": "Adam", "sgd": "SGD"}
 """DeepSpeed's optimizer names; `SGD` is not built in and resolves to `torch.optim.SGD`."""

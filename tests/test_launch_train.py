@@ -113,22 +113,25 @@ def test_demo_trains_through_deepspeed(tmp_path: Path, curves: dict[str, list[di
 def test_two_torchrun_agents_rendezvous_over_loopback(
     tmp_path: Path, curves: dict[str, list[dict[str, Any]]]
 ) -> None:
+    """Two "nodes" of one SLURM step on this machine: each agent reads its node rank and
+    node 0's address from SLURM_*, as under `srun` from the --slurm script."""
     port = str(free_port())
     common = ["--set", "cluster.nodes=2", "--set", "cluster.gpus_per_node=1", "--set", "strategy=fsdp",
-              "--set", "grad_clip=0.3",
-              "--set", "launch.backend=torchrun", "--set", "launch.master_addr=127.0.0.1",
-              "--set", f"launch.master_port={port}"]
-    agents = [subprocess.Popen(distrecipe(TINY, *common, "--node-rank", str(rank),
-                                          "--run-dir", tmp_path / f"node{rank}"),
-                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+              "--set", "grad_clip=0.3", "--set", "launch.backend=torchrun",
+              "--set", f"launch.master_port={port}", "--runs-root", tmp_path]
+    slurm = {"SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": "127.0.0.1,127.0.0.1", "SLURM_STEP_ID": "0",
+             "SLURM_NTASKS": "2"}
+    agents = [subprocess.Popen(distrecipe(TINY, *common), cwd=ROOT, text=True,
+                               env={**os.environ, **slurm, "SLURM_NODEID": str(rank)},
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
               for rank in (0, 1)]
     outputs = [agent.communicate(timeout=300) for agent in agents]
     assert [agent.returncode for agent in agents] == [0, 0], outputs[0][1][-2000:] + outputs[1][1][-2000:]
-    for rank in (0, 1):
-        argv = json.loads((tmp_path / f"node{rank}" / "run.json").read_text())["argv"]
+    nodes = [tmp_path / "tiny-cpu-slurm4242" / f"node{rank}" for rank in (0, 1)]
+    for node in nodes:
+        argv = json.loads((node / "run.json").read_text())["argv"]
         assert argv[1:3] == ["--nnodes", "2"] and f"127.0.0.1:{port}" in argv
-    logged = [metrics(tmp_path / f"node{rank}") for rank in (0, 1)
-              if (tmp_path / f"node{rank}" / "metrics.jsonl").exists()]
+    logged = [metrics(node) for node in nodes if (node / "metrics.jsonl").exists()]
     assert len(logged) == 1, "exactly one agent hosts global rank 0"
     assert [r["samples"] for r in logged[0]] == [GLOBAL] * STEPS
     for got, want in zip(losses(logged[0]), losses(curves["fsdp2-reshard-false"]), strict=True):

@@ -190,3 +190,11 @@ def test_training_args_agree_with_the_ds_config() -> None:
     assert args["deepspeed"] == "ds_config.json"
     assert (args["per_device_train_batch_size"], args["gradient_accumulation_steps"]) == (
         ds["train_micro_batch_size_per_gpu"], ds["gradient_accumulation_steps"])
+
+
+def test_every_registered_target_loads() -> None:
+    from distrecipe.translator import summary
+
+    assert summary.ALL in TARGETS
+    for name in TARGETS:
+        assert callable(TARGETS[name])

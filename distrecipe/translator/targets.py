@@ -7,14 +7,15 @@ the targets, so `compile --target NAME` has one place to look.
 
 from __future__ import annotations
 
+import importlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from distrecipe.findings import Finding
 from distrecipe.recipe import Plan
-from distrecipe.translator import accelerate, deepspeed, hf, summary, verl
+from distrecipe.translator import deepspeed
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,10 +48,32 @@ def render_deepspeed(plan: Plan, options: EmitOptions) -> Output:
     )
 
 
-TARGETS: dict[str, Render] = {
-    "deepspeed": render_deepspeed,
-    "accelerate": accelerate.render,
-    "verl": verl.render,
-    "hf": hf.render,
-    summary.ALL: summary.render_all,
-}
+class _Registry(Mapping[str, Render]):
+    """Target name → renderer, importing an engine's module only when it is asked for.
+
+    `compile --target deepspeed` then never loads the verl or Accelerate emitters,
+    which keeps the fast path fast as targets are added.
+    """
+
+    def __init__(self, paths: dict[str, str]) -> None:
+        self._paths = paths
+
+    def __getitem__(self, name: str) -> Render:
+        module, _, attribute = self._paths[name].partition(":")
+        render: Render = getattr(importlib.import_module(module), attribute)
+        return render
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._paths)
+
+    def __len__(self) -> int:
+        return len(self._paths)
+
+
+TARGETS: Mapping[str, Render] = _Registry({
+    "deepspeed": "distrecipe.translator.targets:render_deepspeed",
+    "accelerate": "distrecipe.translator.accelerate:render",
+    "verl": "distrecipe.translator.verl:render",
+    "hf": "distrecipe.translator.hf:render",
+    "all": "distrecipe.translator.summary:render_all",
+})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -194,3 +195,11 @@ def test_a_launcher_that_cannot_start_is_recorded(tmp_path: Path, monkeypatch: p
     with pytest.raises(LaunchError, match="cannot start /nonexistent/torchrun"):
         launch(recipe=str(TINY), run_dir=str(tmp_path / "run"), target="torchrun", environ={})
     assert json.loads((tmp_path / "run" / "run.json").read_text())["exit_code"] == 127
+
+
+def test_the_launch_command_imports_no_engine() -> None:
+    """Only rank processes import torch; distrecipe itself starts in a fraction of a second."""
+    code = ("import sys, distrecipe.cli, distrecipe.commands.launch, distrecipe.launch.launchers; "
+            "print([m for m in ('torch', 'deepspeed', 'accelerate', 'verl') if m in sys.modules])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

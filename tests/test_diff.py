@@ -5,8 +5,17 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from hypothesis import given, settings
+
+from distrecipe.commands.diff import FORMATS
+from distrecipe.diff import diff
+from distrecipe.recipe import plan_values
+from distrecipe.translator.load import recipe_from_text
+from distrecipe.translator.resolve import resolve
 from tests.conftest import RECIPES, Result
+from tests.strategies import recipe_documents, to_yaml
 
 ZERO2, ZERO3 = RECIPES / "seed-8b-32gpu-zero2.yaml", RECIPES / "seed-8b-32gpu-zero3.yaml"
 
@@ -58,3 +67,16 @@ def test_bad_side_is_one_line(cli: Callable[..., Result], write: Callable[[str, 
     result = cli("diff", ZERO2, broken)
     assert result.code == 2
     assert len(result.err.strip().splitlines()) == 1 and result.err.startswith(f"{broken}:3:")
+
+
+@settings(max_examples=40, deadline=None)
+@given(a=recipe_documents(), b=recipe_documents())
+def test_any_two_recipes_diff_in_every_format(a: dict[str, Any], b: dict[str, Any]) -> None:
+    plans = [resolve(recipe_from_text(to_yaml(doc), f"{name}.yaml")) for name, doc in (("a", a), ("b", b))]
+    result = diff(*plans)
+    before, after = plan_values(plans[0]), plan_values(plans[1])
+    assert {c.key for c in result.changes} == {k for k in before if k != "name" and before[k] != after.get(k)}
+    assert (result.impact is None) == (not result.changes)
+    for render in FORMATS.values():
+        assert render(result, "a.yaml", "b.yaml").endswith("\n")
+    assert diff(plans[0], plans[0]).changes == []

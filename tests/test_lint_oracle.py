@@ -129,3 +129,29 @@ def test_batch_verdicts_agree_with_deepspeed(world: int, total: int | None, micr
         path.write_text(json.dumps(config))
         codes = {f.code for f in lint([path], config=LintConfig(), world=world).findings}
     assert accepted == (not codes & BATCH_CODES), (config, world, codes)
+
+
+@settings(max_examples=120, deadline=None)
+@given(stage=st.integers(0, 4), grad_norm=st.sampled_from([None, True, False]),
+       ratio=st.sampled_from([None, 0.5, 1.0]), op=st.sampled_from([None, "sum", "SUM", "mean"]))
+def test_stage_settings_agree_with_deepspeed(stage: int, grad_norm: bool | None, ratio: float | None,
+                                             op: str | None) -> None:
+    zero: dict[str, Any] = {"stage": stage}
+    if grad_norm is not None:
+        zero["compute_grad_norm"] = grad_norm
+    if ratio is not None:
+        zero["offload_optimizer"] = {"device": "cpu", "ratio": ratio}
+    config: dict[str, Any] = {"train_batch_size": 8, "zero_optimization": zero}
+    if op is not None:
+        config["gradient_allreduce_op"] = op
+    try:
+        with world_of(8):
+            ds_config.DeepSpeedConfig(json.loads(json.dumps(config)))
+        accepted = True
+    except (AssertionError, ValueError, ds_config.DeepSpeedConfigError):
+        accepted = False
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "ds_config.json"
+        path.write_text(json.dumps(config))
+        codes = {f.code for f in lint([path], config=LintConfig(), world=8).findings}
+    assert accepted == ("DR322" not in codes), (config, codes)

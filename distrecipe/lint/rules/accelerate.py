@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from distrecipe.lint.rule import Problem, Source
+from distrecipe.lint.rule import Problem, Source, integer
 from distrecipe.schemas import did_you_mean
 
 TOP_LEVEL = frozenset({
@@ -195,6 +195,62 @@ def deepspeed_file_without_zero(src: Source) -> Iterator[Problem]:
         if not isinstance(ds.data.get("zero_optimization"), dict):
             yield Problem(("deepspeed_config", "deepspeed_config_file"),
                           f"{ds.doc.file} has no zero_optimization block; Accelerate refuses it")
+
+
+def parallelism_size(src: Source) -> Iterator[Problem]:
+    """`parallelism_config` sizes that do not multiply to `num_processes`.
+
+    `Accelerator()` refuses a mesh whose dp_replicate × dp_shard × tp × cp × sp
+    differs from the number of processes ("ParallelismConfig total_size ... does not
+    match num_processes"), and an FSDP2 mesh with nothing to shard over (dp_shard
+    and cp both 1), on every rank of the launched job. Omitted sizes are 1; a mesh of
+    total size 1 is filled with replicas, and DeepSpeed's sequence parallelism sizes
+    its own groups, so neither is checked.
+
+    Fails (16 processes): `parallelism_config_dp_replicate_size: 2,
+    parallelism_config_dp_shard_size: 4`. Fix: sizes whose product is 16.
+    """
+    if src.kind != "accelerate":
+        return
+    mesh = src.section("parallelism_config")
+    processes = integer(src.get("num_processes"))
+    if not mesh or processes is None:
+        return
+    names = ("dp_replicate", "dp_shard", "tp", "cp", "sp")
+    sizes = {name: integer(mesh.get(f"parallelism_config_{name}_size", 1)) for name in names}
+    if any(size is None or size < 1 for size in sizes.values()):
+        return
+    total = 1
+    for size in sizes.values():
+        total *= size or 1
+    deepspeed_sp = mesh.get("parallelism_config_sp_backend") == "deepspeed" and sizes["sp"] != 1
+    factors = " × ".join(f"{name} {size}" for name, size in sizes.items() if size != 1)
+    if total != 1 and total != processes and not deepspeed_sp:
+        yield Problem(("parallelism_config",), f"parallelism_config {factors} = {total}, but "
+                      f"num_processes is {processes}: Accelerator() refuses the mesh", key=True)
+    elif src.get("distributed_type") == "FSDP" and total > 1 and sizes["dp_shard"] == 1 and sizes["cp"] == 1:
+        yield Problem(("parallelism_config",), f"parallelism_config {factors} leaves FSDP2 nothing to "
+                      "shard over (dp_shard and cp are 1): Accelerator() refuses it", key=True)
+
+
+def processes_per_machine(src: Source) -> Iterator[Problem]:
+    """`num_processes` that does not split evenly over `num_machines`.
+
+    `num_processes` counts every process of the job; the launcher starts
+    `num_processes // num_machines` on each machine, flooring, so the job runs with
+    fewer ranks than the config says, and every batch number derived from the world
+    size is off, without an error.
+
+    Fails: `num_machines: 4, num_processes: 30` (7 per machine: 28 ranks).
+    Fix: a multiple of `num_machines` (the total, not the per-machine count).
+    """
+    if src.kind != "accelerate":
+        return
+    processes, machines = integer(src.get("num_processes")), integer(src.get("num_machines"))
+    if processes and machines and machines > 1 and processes % machines:
+        per = processes // machines
+        yield Problem(("num_processes",), f"num_processes {processes} over num_machines {machines}: "
+                      f"the launcher starts {per} per machine, {per * machines} ranks in all")
 
 
 def _referenced(src: Source) -> list[Source]:

@@ -229,6 +229,39 @@ def offload_param_below_stage3(src: Source) -> Iterator[Problem]:
                       "only stage 3 partitions, and so offloads, parameters", key=True)
 
 
+def zero_setting_refused_at_stage(src: Source) -> Iterator[Problem]:
+    """A ZeRO setting DeepSpeed refuses at the configured stage.
+
+    `DeepSpeedConfig` checks these only when `deepspeed.initialize` runs on the
+    cluster: the stage must be 0 to 3; `compute_grad_norm: false` works only at
+    stages 1 and 2; a partial optimizer offload (`offload_optimizer.ratio` below 1)
+    only at stage 3; `gradient_allreduce_op: "sum"` not at stage 3.
+
+    Fails: `"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu", "ratio": 0.3}}`.
+    Fix: the stage the setting needs, or drop the setting.
+    """
+    if src.kind != "deepspeed":
+        return
+    zero = src.section("zero_optimization")
+    stage = integer(zero.get("stage", 0))
+    if stage is None:
+        return
+    if not 0 <= stage <= 3:
+        yield Problem(("zero_optimization", "stage"), f"ZeRO stage {stage} does not exist (0 to 3)")
+        return
+    if zero.get("compute_grad_norm") is False and stage not in (1, 2):
+        yield Problem(("zero_optimization", "compute_grad_norm"),
+                      f"compute_grad_norm: false works only at ZeRO stage 1 or 2, not {stage}", key=True)
+    ratio = src.section("zero_optimization", "offload_optimizer").get("ratio")
+    if isinstance(ratio, (int, float)) and not isinstance(ratio, bool) and ratio < 1 and stage != 3:
+        yield Problem(("zero_optimization", "offload_optimizer", "ratio"),
+                      f"offload_optimizer.ratio {ratio} (partial offload) works only at ZeRO stage 3, "
+                      f"not {stage}")
+    op = src.get("gradient_allreduce_op")
+    if isinstance(op, str) and op.lower() == "sum" and stage == 3:
+        yield Problem(("gradient_allreduce_op",), 'gradient_allreduce_op "sum" is refused with ZeRO stage 3')
+
+
 def fp16_and_bf16(src: Source) -> Iterator[Problem]:
     """fp16 and bf16 are both enabled.
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from distrecipe.lint.rule import Problem, Source, integer
+from distrecipe.schemas import did_you_mean
 from distrecipe.source import KeyPath
 
 ACTOR: KeyPath = ("actor_rollout_ref", "actor")
@@ -105,6 +106,29 @@ def batch_rules(src: Source) -> Iterator[Problem]:
     if not shape.megatron and fsdp_size and 0 < fsdp_size < shape.world and shape.world % fsdp_size:
         yield Problem(FSDP_SIZE, f"{shape.world} GPUs are not divisible by fsdp_size {fsdp_size} "
                                  "(checked only inside the workers)")
+
+
+ACTOR_STRATEGIES = ("fsdp", "fsdp2", "fsdp_turbo", "megatron", "veomni", "torchtitan")
+
+
+def unknown_actor_strategy(src: Source) -> Iterator[Problem]:
+    """An actor strategy verl does not have.
+
+    `actor_rollout_ref.actor.strategy` picks the training engine: `fsdp` (FSDP1, the
+    default), `fsdp2` or `fsdp_turbo` with the dp engine; `megatron`, `veomni` or
+    `torchtitan` with theirs. Anything else (`deepspeed`, `FSDP2`) passes
+    `validate_config` and fails only when the workers build the actor, after Ray and
+    the rollout engine have started.
+
+    Fails: `actor_rollout_ref.actor.strategy=deepspeed`. Fix: `fsdp2` (or `megatron`).
+    """
+    if src.kind != "verl":
+        return
+    strategy = src.get(*ACTOR, "strategy")
+    if isinstance(strategy, str) and strategy not in ACTOR_STRATEGIES:
+        hint = did_you_mean(strategy, list(ACTOR_STRATEGIES))
+        yield Problem((*ACTOR, "strategy"), f"actor strategy {strategy!r} does not exist in verl{hint} "
+                      f"(one of {', '.join(ACTOR_STRATEGIES)}); it fails only when the workers start")
 
 
 def deprecated_micro_batch(src: Source) -> Iterator[Problem]:

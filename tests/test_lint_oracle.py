@@ -155,3 +155,35 @@ def test_stage_settings_agree_with_deepspeed(stage: int, grad_norm: bool | None,
         path.write_text(json.dumps(config))
         codes = {f.code for f in lint([path], config=LintConfig(), world=8).findings}
     assert accepted == ("DR322" not in codes), (config, codes)
+
+
+parallelism = pytest.importorskip("accelerate.parallelism_config")
+accelerate_state = pytest.importorskip("accelerate.utils.dataclasses")
+
+
+@settings(max_examples=200, deadline=None)
+@given(sizes=st.fixed_dictionaries({name: st.sampled_from([None, 0, 1, 2, 4])
+                                    for name in ("dp_replicate", "dp_shard", "tp", "cp", "sp")}),
+       processes=st.sampled_from([1, 2, 4, 8, 16]), fsdp=st.booleans())
+def test_parallelism_verdicts_agree_with_accelerate(sizes: dict[str, int | None], processes: int,
+                                                     fsdp: bool) -> None:
+    given_sizes = {name: size for name, size in sizes.items() if size is not None}
+    kind = accelerate_state.DistributedType.FSDP if fsdp else accelerate_state.DistributedType.MULTI_GPU
+    accelerator = mock.Mock(multi_device=processes > 1, num_processes=processes, is_fsdp2=fsdp, distributed_type=kind,
+                            is_main_process=False)
+    try:
+        mesh = parallelism.ParallelismConfig(**{f"{name}_size": size for name, size in given_sizes.items()})
+        mesh._validate_accelerator(accelerator)
+        accepted = True
+    except ValueError:
+        accepted = False
+    config = {"compute_environment": "LOCAL_MACHINE", "distributed_type": "FSDP" if fsdp else "MULTI_GPU",
+              "num_machines": 1, "num_processes": processes,
+              "parallelism_config": {f"parallelism_config_{name}_size": size for name, size in given_sizes.items()}}
+    if not given_sizes:
+        config["parallelism_config"] = {"parallelism_config_cp_backend": "torch"}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "accelerate_config.yaml"
+        path.write_text(json.dumps(config))
+        codes = {f.code for f in lint([path], config=LintConfig()).findings}
+    assert accepted == ("DR346" not in codes), (given_sizes, processes, fsdp, codes)

@@ -198,14 +198,16 @@ def deepspeed_file_without_zero(src: Source) -> Iterator[Problem]:
 
 
 def parallelism_size(src: Source) -> Iterator[Problem]:
-    """`parallelism_config` sizes that do not multiply to `num_processes`.
+    """A `parallelism_config` mesh that Accelerate refuses.
 
-    `Accelerator()` refuses a mesh whose dp_replicate × dp_shard × tp × cp × sp
-    differs from the number of processes ("ParallelismConfig total_size ... does not
-    match num_processes"), and an FSDP2 mesh with nothing to shard over (dp_shard
-    and cp both 1), on every rank of the launched job. Omitted sizes are 1; a mesh of
-    total size 1 is filled with replicas, and DeepSpeed's sequence parallelism sizes
-    its own groups, so neither is checked.
+    `ParallelismConfig` and `Accelerator()` check the mesh on every rank of the
+    launched job: sizes are at least 1; context and sequence parallelism exclude each
+    other; tensor or context parallelism cannot sit beside pure replication
+    (dp_replicate > 1 with dp_shard 1); dp_replicate × dp_shard × tp × cp × sp must
+    equal `num_processes` ("ParallelismConfig total_size ... does not match
+    num_processes"), unless the mesh is all ones (filled with replicas) or uses
+    DeepSpeed's sequence parallelism (the default `sp_backend`, which sizes its own
+    groups); and FSDP2 needs dp_shard or cp above 1 to shard over.
 
     Fails (16 processes): `parallelism_config_dp_replicate_size: 2,
     parallelism_config_dp_shard_size: 4`. Fix: sizes whose product is 16.
@@ -213,24 +215,41 @@ def parallelism_size(src: Source) -> Iterator[Problem]:
     if src.kind != "accelerate":
         return
     mesh = src.section("parallelism_config")
-    processes = integer(src.get("num_processes"))
-    if not mesh or processes is None:
+    if not mesh:
         return
     names = ("dp_replicate", "dp_shard", "tp", "cp", "sp")
     sizes = {name: integer(mesh.get(f"parallelism_config_{name}_size", 1)) for name in names}
-    if any(size is None or size < 1 for size in sizes.values()):
+    at = ("parallelism_config",)
+    small = [name for name, size in sizes.items() if size is not None and size < 1]
+    if small:
+        yield Problem(at, f"parallelism_config {small[0]}_size must be at least 1", key=True)
         return
-    total = 1
-    for size in sizes.values():
-        total *= size or 1
-    deepspeed_sp = mesh.get("parallelism_config_sp_backend") == "deepspeed" and sizes["sp"] != 1
-    factors = " × ".join(f"{name} {size}" for name, size in sizes.items() if size != 1)
-    if total != 1 and total != processes and not deepspeed_sp:
-        yield Problem(("parallelism_config",), f"parallelism_config {factors} = {total}, but "
-                      f"num_processes is {processes}: Accelerator() refuses the mesh", key=True)
-    elif src.get("distributed_type") == "FSDP" and total > 1 and sizes["dp_shard"] == 1 and sizes["cp"] == 1:
-        yield Problem(("parallelism_config",), f"parallelism_config {factors} leaves FSDP2 nothing to "
-                      "shard over (dp_shard and cp are 1): Accelerator() refuses it", key=True)
+    if None in sizes.values():
+        return
+    size = {name: value or 1 for name, value in sizes.items()}
+    if size["cp"] > 1 and size["sp"] > 1:
+        yield Problem(at, "parallelism_config: context (cp) and sequence (sp) parallelism exclude each other",
+                      key=True)
+        return
+    if (size["tp"] > 1 or size["cp"] > 1) and size["dp_replicate"] > 1 and size["dp_shard"] == 1:
+        yield Problem(at, "parallelism_config: tensor or context parallelism cannot sit beside pure "
+                      "replication (dp_replicate > 1 with dp_shard 1)", key=True)
+        return
+    total = size["dp_replicate"] * size["dp_shard"] * size["tp"] * size["cp"] * size["sp"]
+    processes = integer(src.get("num_processes"))
+    deepspeed_sp = mesh.get("parallelism_config_sp_backend", "deepspeed") == "deepspeed" and size["sp"] > 1
+    factors = " × ".join(f"{name} {value}" for name, value in size.items() if value != 1)
+    if processes == 1 and total == 1:
+        return  # one process: no mesh at all
+    if processes is not None and total not in (1, processes) and not deepspeed_sp:
+        yield Problem(at, f"parallelism_config {factors} = {total}, but num_processes is {processes}: "
+                      "Accelerator() refuses the mesh", key=True)
+    elif src.get("distributed_type") == "FSDP" and size["dp_shard"] == 1 and size["cp"] == 1:
+        yield Problem(at, f"parallelism_config {factors} leaves FSDP2 nothing to shard over "
+                      "(dp_shard and cp are 1): Accelerator() refuses it", key=True)
+    elif processes == 1 and src.get("distributed_type") not in ("FSDP", "DEEPSPEED"):
+        yield Problem(at, f"parallelism_config {factors} on a single process: Accelerator() accepts a mesh "
+                      "only with FSDP2, DeepSpeed or several processes", key=True)
 
 
 def processes_per_machine(src: Source) -> Iterator[Problem]:

@@ -19,7 +19,7 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from distrecipe.lint.config import LintConfig
@@ -187,3 +187,27 @@ def test_parallelism_verdicts_agree_with_accelerate(sizes: dict[str, int | None]
         path.write_text(json.dumps(config))
         codes = {f.code for f in lint([path], config=LintConfig()).findings}
     assert accepted == ("DR346" not in codes), (given_sizes, processes, fsdp, codes)
+
+
+@settings(max_examples=100, deadline=None)
+@given(extra=st.lists(st.sampled_from(["fsdp_version", "num_process", "gradient_accumulation_steps", "mixed_precison",
+                                       "zero_stage", "dynamo_backend", "use_cpu", "gpu_ids", "fp16",
+                                       "enable_cpu_affinity"]),
+                      max_size=3, unique=True))
+@example(extra=["no distributed_type"])
+def test_top_level_verdicts_agree_with_accelerate(extra: list[str]) -> None:
+    config = {"compute_environment": "LOCAL_MACHINE", "distributed_type": "MULTI_GPU", "num_processes": 2,
+              **{key: 1 for key in extra}}
+    if config.pop("no distributed_type", None):
+        del config["distributed_type"]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "accelerate_config.yaml"
+        path.write_text(json.dumps(config))
+        try:
+            config_args.ClusterConfig.from_yaml_file(str(path))
+            accepted = True
+        except ValueError as exc:
+            assert "unknown keys" in str(exc) or "distributed_type" in str(exc)
+            accepted = False
+        codes = {f.code for f in lint([path], config=LintConfig()).findings}
+    assert accepted == ("DR341" not in codes), (extra, codes)

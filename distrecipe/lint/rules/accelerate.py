@@ -20,6 +20,8 @@ TOP_LEVEL = frozenset({
     "num_machines", "num_processes", "parallelism_config", "rdzv_backend", "same_network",
     "tpu_env", "tpu_name", "tpu_use_cluster", "tpu_use_sudo", "tpu_vm", "tpu_zone", "use_cpu",
 })
+LEGACY_TOP_LEVEL = frozenset({"fp16", "dynamo_backend"})
+"""Old keys `ClusterConfig.process_config` still converts (to `mixed_precision`, `dynamo_config`)."""
 FSDP_KEYS = frozenset({
     "fsdp_activation_checkpointing", "fsdp_activation_checkpointing_offload", "fsdp_auto_wrap_policy",
     "fsdp_backward_prefetch", "fsdp_cpu_ram_efficient_loading", "fsdp_forward_prefetch",
@@ -48,17 +50,20 @@ DS_FILE_CONFLICTS = (
 
 
 def unknown_top_level_key(src: Source) -> Iterator[Problem]:
-    """A top-level key Accelerate does not know, so `accelerate launch` refuses the file.
+    """A top-level key Accelerate does not know (or a missing `distributed_type`): refused.
 
     Accelerate checks its config's top level ("The config file at ... had unknown
-    keys"), typically a key that belongs inside `fsdp_config` or a typo.
+    keys"), typically a key that belongs inside `fsdp_config` or a typo. The legacy
+    `fp16` and `dynamo_backend` keys are still converted; `distributed_type` is required.
 
     Fails: `fsdp_version: 2` at the top level. Fix: move it into `fsdp_config`.
     """
     if src.kind != "accelerate":
         return
+    if "distributed_type" not in src.data:
+        yield Problem((), "distributed_type is required; accelerate launch refuses the file")
     for key in src.data:
-        if key not in TOP_LEVEL:
+        if key not in TOP_LEVEL and key not in LEGACY_TOP_LEVEL:
             inner = f"fsdp_{key.removeprefix('fsdp_')}"
             hint = ("; it belongs inside fsdp_config" if inner in FSDP_KEYS
                     else did_you_mean(key, sorted(TOP_LEVEL)))
@@ -144,7 +149,8 @@ def deepspeed_file_conflict(src: Source) -> Iterator[Problem]:
     `deepspeed_config_file`, the following accelerate config variables will be
     ignored") when its own YAML also sets `gradient_accumulation_steps`,
     `gradient_clipping`, `zero_stage`, offload devices or NVMe paths,
-    `zero3_save_16bit_model`, or a top-level `mixed_precision` (even `no`).
+    `zero3_save_16bit_model`, or a top-level `mixed_precision` (even `no`; only an
+    absent or null one is left to the ds_config).
 
     Fails: `deepspeed_config: {deepspeed_config_file: ds.json, zero_stage: 2}`.
     Fix: delete the key from the YAML and set it in the ds_config.
@@ -158,7 +164,7 @@ def deepspeed_file_conflict(src: Source) -> Iterator[Problem]:
         if key in ds:
             yield Problem(("deepspeed_config", key), f"deepspeed_config.{key} conflicts with "
                           "deepspeed_config_file: Accelerate refuses both; set it in the ds_config", key=True)
-    if "mixed_precision" in src.data and src.get("distributed_type") == "DEEPSPEED":
+    if src.get("mixed_precision") is not None and src.get("distributed_type") == "DEEPSPEED":
         yield Problem(("mixed_precision",), "mixed_precision conflicts with deepspeed_config_file: "
                       "Accelerate refuses both; the ds_config's bf16/fp16 blocks decide", key=True)
 

@@ -152,10 +152,12 @@ def test_sigterm_ends_every_rank_and_is_recorded(tmp_path: Path) -> None:
     launcher = subprocess.Popen(
         distrecipe(TINY, "--run-dir", run_dir, "--set", f"launch.master_port={free_port()}",
                    "--", "-m", "distrecipe.launch.tiny_train", "--steps", "100000"),
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=(tmp_path / "stderr").open("w"))
     deadline = time.monotonic() + 180
     while not (run_dir / "metrics.jsonl").exists() or len(metrics(run_dir)) < 2:
-        assert launcher.poll() is None and time.monotonic() < deadline, "training never got going"
+        assert launcher.poll() is None and time.monotonic() < deadline, (
+            f"training never got going (exit {launcher.poll()}):\n"
+            + (tmp_path / "stderr").read_text()[-2000:])
         time.sleep(0.2)
     launch_id = json.loads((run_dir / "run.json").read_text())["env"][LAUNCH_ID]
     job = carrying(launch_id)

@@ -70,3 +70,13 @@ def test_verl_script_and_trainer_json(cli: Callable[..., Result], write: Callabl
 def test_a_recipe_is_not_imported(cli: Callable[..., Result]) -> None:
     result = cli("import", RECIPES / "tiny-cpu.yaml")
     assert result.code == 2 and "this is a recipe already" in result.err
+
+
+def test_what_raw_deepspeed_would_do_is_imported_and_said(cli: Callable[..., Result]) -> None:
+    result = cli("import", CORPUS / "DR310" / "stage-auto" / "ds_config.json", "--world", "8")
+    assert result.code == 0, result.err
+    assert (yaml.safe_load(result.out)["strategy"], yaml.safe_load(result.out)["stage"]) == ("ddp", 0)
+    assert "zero_optimization.stage 'auto': raw DeepSpeed drops it and runs stage 0" in result.err
+    trainer = cli("import", CORPUS / "DR360" / "micro-mismatch" / "training_args.json", "--world", "8")
+    assert trainer.code == 0 and '"auto"' not in trainer.err  # the Trainer fills them: nothing to say
+    assert yaml.safe_load(trainer.out)["batch"] == {"micro": 4, "accumulation": 8, "global": "auto"}

@@ -8,11 +8,10 @@ applies `[tool.distrecipe] severity` over it.
 
 from __future__ import annotations
 
-from distrecipe.lint.rule import KINDS, Kind, Rule
+from distrecipe.lint.rule import Kind, Rule
 from distrecipe.lint.rules import accelerate, batch, deepspeed, hf, plan, recipe, verl
 
 RECIPE_DS: frozenset[Kind] = frozenset({"recipe", "deepspeed"})
-ALL: frozenset[Kind] = frozenset(KINDS)
 
 RULES: dict[str, Rule] = {rule.code: rule for rule in (
     Rule("DR100", "recipe-invalid", "error", frozenset({"recipe"}), recipe.recipe_invalid),

@@ -144,7 +144,7 @@ def no_batch_size(src: Source) -> Iterator[Problem]:
     batch). `gradient_accumulation_steps` alone is not enough.
 
     Fails: `{"gradient_accumulation_steps": 4, "zero_optimization": {"stage": 2}}`.
-    Passes: add `"train_micro_batch_size_per_gpu": 2`.
+    Fix: add `"train_micro_batch_size_per_gpu": 2` (or the global batch).
     """
     b = facts(src)
     if b is None or b.total is not None or b.micro is not None:

@@ -49,6 +49,8 @@ class Context:
     world: World | None
     read: Callable[[Path], Document]
     """Reads a companion file (the ds_config an Accelerate or HF config names)."""
+    via: str | None = None
+    """The kind of config that named this file, when it is a companion."""
 
     @property
     def directory(self) -> Path:

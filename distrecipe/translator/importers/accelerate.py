@@ -104,5 +104,5 @@ def _deepspeed(data: dict[str, Any], context: Context, world: World) -> Imported
                             "the ZeRO settings live in the accelerate YAML; write them into a ds_config",
                             context.doc.where(("deepspeed_config",)))
     doc = context.read(context.directory / ref)
-    ds_context = Context(doc=doc, world=world, read=context.read)
+    ds_context = Context(doc=doc, world=world, read=context.read, via="accelerate")
     return ds_importer.to_recipe(doc.data if isinstance(doc.data, dict) else {}, ds_context)

@@ -29,6 +29,10 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     notes: list[str] = []
     zero = section(data, "zero_optimization")
     stage = zero.get("stage", 0)
+    if not isinstance(stage, int) or isinstance(stage, bool):
+        notes.append(f"zero_optimization.stage {stage!r}: raw DeepSpeed drops it and runs stage 0, "
+                     "and so does this recipe")
+        stage = 0
     recipe: dict[str, Any] = {"recipe": 1, "model": _model(zero, notes), "cluster": cluster(world),
                               "strategy": stage_strategy(stage), "stage": stage}
     offload = _offload(zero)
@@ -47,10 +51,23 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     optimizer = _optimizer(data.get("optimizer"), notes)
     if optimizer:
         recipe["optimizer"] = optimizer
-    recipe["grad_clip"] = data.get("gradient_clipping", 1.0)  # DeepSpeed's own default clips at 1.0
+    clip = data.get("gradient_clipping", 1.0)  # DeepSpeed's own default clips at 1.0
+    if clip != "auto":
+        recipe["grad_clip"] = clip
     recipe["activation_checkpointing"] = "activation_checkpointing" in data
     notes += [f"{key}: not part of a recipe, not imported" for key in data if key not in HANDLED]
+    if context.via is None and _has_auto(data):
+        notes.append('"auto" values are filled by the HF Trainer or Accelerate, not by this file: import the '
+                     "TrainingArguments JSON that names it instead, for their values")
     return Imported(recipe, notes)
+
+
+def _has_auto(node: Any) -> bool:
+    if isinstance(node, dict):
+        return any(_has_auto(value) for value in node.values())
+    if isinstance(node, list):
+        return any(_has_auto(value) for value in node)
+    return isinstance(node, str) and node == "auto"
 
 
 def batch(data: dict[str, Any]) -> dict[str, Any]:

@@ -31,7 +31,7 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     if isinstance(data.get("deepspeed"), str):
         doc = context.read(context.directory / data["deepspeed"])
         zero = ds_importer.to_recipe(doc.data if isinstance(doc.data, dict) else {},
-                                     Context(doc=doc, world=world, read=context.read))
+                                     Context(doc=doc, world=world, read=context.read, via="hf"))
         notes += zero.notes
         zero_side = ("model", "strategy", "stage", "offload", "parallel")
         recipe.update({k: v for k, v in zero.recipe.items() if k in zero_side})

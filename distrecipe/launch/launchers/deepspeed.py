@@ -21,6 +21,24 @@ def hostfile_text(hosts: tuple[str, ...], slots: int) -> str:
     return "".join(f"{host} slots={slots}\n" for host in hosts)
 
 
+def one_node_gpus(request: LaunchRequest) -> list[str]:
+    """`--include localhost:IDS` when CUDA_VISIBLE_DEVICES narrows one node's GPUs.
+
+    Given `--num_gpus`, DeepSpeed's runner drops CUDA_VISIBLE_DEVICES and gives the
+    ranks GPUs 0..N-1: on a node where a scheduler handed this job GPUs 2,3 the job
+    would land on someone else's. Naming the visible ids keeps it on its own.
+    """
+    plan, visible = request.plan, request.environ.get("CUDA_VISIBLE_DEVICES")
+    if plan.nodes > 1 or plan.device != "gpu" or visible is None:
+        return []
+    ids = [entry.strip() for entry in visible.split(",")]
+    ids = ids[: next((i for i, entry in enumerate(ids) if not entry.isdigit()), len(ids))]
+    if len(ids) < plan.gpus_per_node:
+        raise LaunchError(f"CUDA_VISIBLE_DEVICES={visible} shows {len(ids)} GPU(s) by index, the recipe "
+                          f"asks for {plan.gpus_per_node} (DeepSpeed's --include needs indices, not UUIDs)")
+    return ["--include", f"localhost:{','.join(ids[: plan.gpus_per_node])}"]
+
+
 def build(request: LaunchRequest) -> LaunchSpec:
     plan = request.plan
     argv = [executable("deepspeed")]
@@ -37,12 +55,8 @@ def build(request: LaunchRequest) -> LaunchSpec:
         argv += ["--hostfile", hostfile]
         if request.per_node:
             argv += ["--no_ssh", "--node_rank", str(request.node_rank)]
-    argv += [
-        "--num_nodes", str(plan.nodes),
-        "--num_gpus", str(plan.gpus_per_node),
-        "--master_addr", request.master(),
-        "--master_port", str(request.master_port),
-    ]
+    argv += one_node_gpus(request) or ["--num_nodes", str(plan.nodes), "--num_gpus", str(plan.gpus_per_node)]
+    argv += ["--master_addr", request.master(), "--master_port", str(request.master_port)]
     argv += program_argv(request.program, "--module")
     argv += ["--deepspeed_config", str(request.run_dir / DS_CONFIG)]
     return LaunchSpec(argv=tuple(argv), env=job_env(request), files=files)

@@ -12,14 +12,19 @@ PIP    := $(BIN)/pip install --quiet --disable-pip-version-check
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# One stamp per install set, redone when pyproject.toml changes.
+# One stamp per install set, redone when pyproject.toml changes. The demo needs only
+# DeepSpeed; the tests also install every engine they use as an oracle.
+$(VENV)/.demo-installed: pyproject.toml | $(BIN)/python
+	$(PIP) $(TORCH) -e '.[deepspeed]'
+	touch $@
+
 $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
 	$(PIP) $(TORCH) -e '.[test,dev]'
 	touch $@
 
 # The main job on the embedded default: a ~100k-parameter model trained for real on
 # 2 CPU ranks through DeepSpeed ZeRO-2, one JSON line of loss per optimizer step.
-demo: $(VENV)/.test-installed
+demo: $(VENV)/.demo-installed
 	$(BIN)/distrecipe launch recipes/tiny-cpu.yaml
 
 lint: $(VENV)/.test-installed

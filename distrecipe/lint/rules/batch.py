@@ -121,8 +121,8 @@ def dp_exceeds_global(src: Source) -> Iterator[Problem]:
     """More data-parallel ranks than samples in the global batch.
 
     Every rank needs at least one sample per step: with DP ranks and a global batch
-    below DP, the per-rank micro-batch would be zero (DeepSpeed floors it to 0 and
-    asserts `Micro batch size per gpu: 0 has to be greater than 0`).
+    below DP, DeepSpeed floors the derived micro-batch (or accumulation) to 0 and then
+    asserts it is greater than 0 (`Micro batch size per gpu: 0 has to be greater than 0`).
 
     Fails (at 32 GPUs): `"train_batch_size": 16`. Passes: `"train_batch_size": 32`.
     Fix: a global batch ≥ DP, or fewer data-parallel ranks (more tensor or sequence

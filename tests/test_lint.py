@@ -245,3 +245,13 @@ def test_pre_commit_hook_runs_on_any_json_and_yaml(cli: Callable[..., Result], t
     result = cli(*entry[1:], tmp_path / "package.json", tmp_path / "ds.json", "--world", "4")
     assert result.code == 1 and "DR311" in result.out and "package.json" not in result.out + result.err
     assert cli(*entry[1:], tmp_path / "package.json").code == 0
+
+
+def test_references_resolve_from_the_launch_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "ds.json").write_text('{"train_micro_batch_size_per_gpu": 2, "zero_optimization": {}}')
+    (tmp_path / "configs" / "acc.yaml").write_text(
+        "distributed_type: DEEPSPEED\nnum_processes: 8\ndeepspeed_config:\n  deepspeed_config_file: configs/ds.json\n")
+    monkeypatch.chdir(tmp_path)  # accelerate launch opens the file from where it runs
+    report = lint(["configs"], config=LintConfig())
+    assert [(f.where.file if f.where else "", f.code) for f in report.findings] == [("configs/acc.yaml", "DR344")]

@@ -16,6 +16,7 @@ from pathlib import Path
 from distrecipe.lint.kinds import DATA_SUFFIXES, detect, read
 from distrecipe.lint.rule import Kind, Source, integer
 from distrecipe.source import MAX_BYTES, Document, SourceError
+from distrecipe.translator.importers import referenced_path
 
 _SIBLING_HINTS = ("distributed_type", "per_device_train_batch_size", '"deepspeed"')
 """Text that must occur in a file for it to be an Accelerate or HF sibling worth parsing."""
@@ -28,14 +29,14 @@ class Sibling:
     doc: Document
 
     def references(self) -> Path | None:
-        """The ds_config this Accelerate or HF config points at, resolved from its directory."""
+        """The ds_config this Accelerate or HF config points at (see `referenced_path`)."""
         data = self.doc.data
         if self.kind == "accelerate":
             block = data.get("deepspeed_config")
             ref = block.get("deepspeed_config_file") if isinstance(block, dict) else None
         else:
             ref = data.get("deepspeed")
-        return (self.path.parent / ref) if isinstance(ref, str) and ref else None
+        return referenced_path(self.path, ref) if isinstance(ref, str) and ref else None
 
 
 class Workspace:
@@ -66,8 +67,9 @@ class Workspace:
         world, world_from = self._world(path, kind, doc)
         return Source(doc=doc, kind=kind, workspace=self, world=world, world_from=world_from)
 
-    def companion(self, path: Path) -> Source | None:
-        """A file another config names (its ds_config), or None when it cannot be read."""
+    def companion(self, referrer: Path, ref: str) -> Source | None:
+        """The ds_config `referrer` names as `ref`, or None when it cannot be found or read."""
+        path = referenced_path(referrer, ref)
         try:
             return self.source(path, "deepspeed") if path.is_file() else None
         except SourceError:

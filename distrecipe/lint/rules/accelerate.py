@@ -284,5 +284,5 @@ def _referenced(src: Source) -> list[Source]:
     ref = src.get("deepspeed_config", "deepspeed_config_file")
     if not isinstance(ref, str) or not ref:
         return []
-    companion = src.workspace.companion(src.path.parent / ref)
+    companion = src.workspace.companion(src.path, ref)
     return [companion] if companion is not None else []

@@ -30,7 +30,7 @@ def deepspeed_mismatch(src: Source) -> Iterator[Problem]:
     """
     if src.kind != "hf" or not isinstance(src.get("deepspeed"), str):
         return
-    ds = src.workspace.companion(src.path.parent / src.get("deepspeed"))
+    ds = src.workspace.companion(src.path, src.get("deepspeed"))
     if ds is None:
         return
     args = {key: src.get(key, default=default) for key, default in DEFAULTS.items()}

@@ -52,9 +52,10 @@ class Context:
     via: str | None = None
     """The kind of config that named this file, when it is a companion."""
 
-    @property
-    def directory(self) -> Path:
-        return Path(self.doc.file).parent
+    def companion(self, ref: str, via: str, world: World) -> Context:
+        """The context of the file this config names as `ref` (its ds_config)."""
+        doc = self.read(referenced_path(Path(self.doc.file), ref))
+        return Context(doc=doc, world=world, read=self.read, via=via)
 
     def need_world(self, what: str) -> World:
         if self.world is None:
@@ -69,6 +70,17 @@ class Imported:
 
     recipe: dict[str, Any]
     notes: list[str] = field(default_factory=list)
+
+
+def referenced_path(referrer: Path, ref: str) -> Path:
+    """Where a config's reference to another file points.
+
+    The engines open it relative to the directory the job is launched from, which
+    is usually where lint runs too (the repository root); a path relative to the
+    referring file's own directory is tried first, as configs kept side by side use it.
+    """
+    beside = referrer.parent / ref
+    return beside if beside.is_file() or not Path(ref).is_file() else Path(ref)
 
 
 def section(data: dict[str, Any], key: str) -> dict[str, Any]:

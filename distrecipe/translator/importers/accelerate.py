@@ -103,6 +103,5 @@ def _deepspeed(data: dict[str, Any], context: Context, world: World) -> Imported
         raise NotImportable("distributed_type DEEPSPEED without deepspeed_config.deepspeed_config_file: "
                             "the ZeRO settings live in the accelerate YAML; write them into a ds_config",
                             context.doc.where(("deepspeed_config",)))
-    doc = context.read(context.directory / ref)
-    ds_context = Context(doc=doc, world=world, read=context.read, via="accelerate")
-    return ds_importer.to_recipe(doc.data if isinstance(doc.data, dict) else {}, ds_context)
+    ds = context.companion(ref, "accelerate", world)
+    return ds_importer.to_recipe(ds.doc.data if isinstance(ds.doc.data, dict) else {}, ds)

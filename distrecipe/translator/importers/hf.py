@@ -29,9 +29,8 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
         "weight_decay": data.get("weight_decay", 0.0),
     }
     if isinstance(data.get("deepspeed"), str):
-        doc = context.read(context.directory / data["deepspeed"])
-        zero = ds_importer.to_recipe(doc.data if isinstance(doc.data, dict) else {},
-                                     Context(doc=doc, world=world, read=context.read, via="hf"))
+        ds = context.companion(data["deepspeed"], "hf", world)
+        zero = ds_importer.to_recipe(ds.doc.data if isinstance(ds.doc.data, dict) else {}, ds)
         notes += zero.notes
         zero_side = ("model", "strategy", "stage", "offload", "parallel")
         recipe.update({k: v for k, v in zero.recipe.items() if k in zero_side})

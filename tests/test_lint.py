@@ -255,3 +255,13 @@ def test_references_resolve_from_the_launch_directory(tmp_path: Path, monkeypatc
     monkeypatch.chdir(tmp_path)  # accelerate launch opens the file from where it runs
     report = lint(["configs"], config=LintConfig())
     assert [(f.where.file if f.where else "", f.code) for f in report.findings] == [("configs/acc.yaml", "DR344")]
+
+
+def test_every_code_in_the_package_can_be_explained() -> None:
+    import re
+
+    from distrecipe.translator.equivalence import CODES
+
+    package = Path(__file__).parent.parent / "distrecipe"
+    written = {code for path in package.rglob("*.py") for code in re.findall(r'"(DR\d{3})"', path.read_text())}
+    assert written - set(RULES) - set(CODES) == set()

@@ -25,11 +25,8 @@ from distrecipe.schemas import did_you_mean
 
 if sys.version_info >= (3, 11):
     import tomllib
-else:  # pragma: no cover - Python 3.10 reads TOML only with the tomli backport installed
-    try:
-        import tomli as tomllib
-    except ImportError:
-        tomllib = None
+else:  # pragma: no cover - Python 3.10: the tomli backport is a dependency there
+    import tomli as tomllib
 
 SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
 
@@ -60,8 +57,6 @@ def load_config(pyproject: Path | None, codes: frozenset[str], formats: frozense
     """Read and check `[tool.distrecipe]`; `codes` and `formats` are what is allowed."""
     if pyproject is None:
         return LintConfig()
-    if tomllib is None:  # pragma: no cover - Python 3.10 without tomli
-        raise ConfigError(f"{pyproject}: reading [tool.distrecipe] needs Python 3.11+ or `pip install tomli`")
     try:
         table = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("tool", {}).get("distrecipe", {})
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

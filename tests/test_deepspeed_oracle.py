@@ -9,8 +9,6 @@ report no mismatch.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
-from contextlib import contextmanager
 from types import SimpleNamespace
 from typing import Any
 from unittest import mock
@@ -22,27 +20,16 @@ from distrecipe.recipe import Plan
 from distrecipe.translator import deepspeed as ds_emit
 from distrecipe.translator.load import recipe_from_text
 from distrecipe.translator.resolve import resolve
+from tests import deepspeed_judge
 from tests.strategies import recipe_documents, to_yaml
 
 pytestmark = pytest.mark.slow  # imports deepspeed and transformers (≈ 5 s)
 
-deepspeed_comm = pytest.importorskip("deepspeed.comm")
-ds_config_module = pytest.importorskip("deepspeed.runtime.config")
-
 BATCH_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
 
 
-@contextmanager
-def world_of(size: int) -> Iterator[None]:
-    """DeepSpeed reads the DP world from deepspeed.comm; no processes are started."""
-    with mock.patch.object(deepspeed_comm, "get_world_size", return_value=size), \
-            mock.patch.object(deepspeed_comm, "get_rank", return_value=0):
-        yield
-
-
 def deepspeed_numbers(config: dict[str, Any], world: int) -> tuple[int, int, int]:
-    with world_of(world):
-        parsed = ds_config_module.DeepSpeedConfig(copy.deepcopy(config))
+    parsed = deepspeed_judge.parse(config, world)
     return (parsed.train_batch_size, parsed.train_micro_batch_size_per_gpu,
             parsed.gradient_accumulation_steps)
 
@@ -56,8 +43,7 @@ def plan_from(doc: dict[str, Any]) -> Plan:
 def test_deepspeed_accepts_and_derives_the_same_batch(doc: dict[str, Any]) -> None:
     plan = plan_from(doc)
     config = ds_emit.emit(plan)
-    with world_of(plan.dp):
-        parsed = ds_config_module.DeepSpeedConfig(copy.deepcopy(config))
+    parsed = deepspeed_judge.parse(config, plan.dp)
     assert (parsed.train_batch_size, parsed.train_micro_batch_size_per_gpu,
             parsed.gradient_accumulation_steps) == (plan.global_batch, plan.micro, plan.accumulation)
     assert parsed.zero_optimization_stage == plan.stage

@@ -12,8 +12,6 @@ import dataclasses
 import json
 import re
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -26,10 +24,10 @@ from distrecipe.lint.config import LintConfig
 from distrecipe.lint.engine import lint
 from distrecipe.lint.rules import accelerate as accelerate_rules
 from distrecipe.lint.rules import deepspeed as deepspeed_rules
+from tests import deepspeed_judge
 
 pytestmark = pytest.mark.slow  # imports deepspeed and accelerate (torch)
 
-deepspeed_comm = pytest.importorskip("deepspeed.comm")
 ds_config = pytest.importorskip("deepspeed.runtime.config")
 zero_config = pytest.importorskip("deepspeed.runtime.zero.config")
 offload_config = pytest.importorskip("deepspeed.runtime.zero.offload_config")
@@ -41,11 +39,11 @@ READ_ELSEWHERE = {"optimizer", "scheduler", "activation_checkpointing", "aio", "
 """Top-level keys that modules other than `DeepSpeedConfig.__init__`'s lookups read."""
 
 
-@contextmanager
-def world_of(size: int) -> Iterator[None]:
-    with mock.patch.object(deepspeed_comm, "get_world_size", return_value=size), \
-            mock.patch.object(deepspeed_comm, "get_rank", return_value=0):
-        yield
+def lint_codes(config: dict[str, Any], world: int) -> set[str]:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "ds_config.json"
+        path.write_text(json.dumps(config))
+        return {f.code for f in lint([path], config=LintConfig(), world=world).findings}
 
 
 def test_deepspeed_top_level_keys() -> None:
@@ -64,7 +62,7 @@ def test_deepspeed_top_level_keys() -> None:
             seen.add(str(key))
             return super().__contains__(key)
 
-    with world_of(4):
+    with deepspeed_judge.world_of(4):
         ds_config.DeepSpeedConfig(Recording({"train_batch_size": 8, "zero_optimization": {"stage": 2}}))
     removed = set(ds_config._REMOVED_TOP_LEVEL_CONFIG_KEYS)
     assert removed == deepspeed_rules.REMOVED_TOP_LEVEL
@@ -118,17 +116,8 @@ def test_batch_verdicts_agree_with_deepspeed(world: int, total: int | None, micr
                        ("gradient_accumulation_steps", accumulation)):
         if value is not None:
             config[key] = value
-    try:
-        with world_of(world):
-            ds_config.DeepSpeedConfig(dict(config))
-        accepted = True
-    except (AssertionError, ValueError, ds_config.DeepSpeedConfigError):
-        accepted = False
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "ds_config.json"
-        path.write_text(json.dumps(config))
-        codes = {f.code for f in lint([path], config=LintConfig(), world=world).findings}
-    assert accepted == (not codes & BATCH_CODES), (config, world, codes)
+    codes = lint_codes(config, world)
+    assert deepspeed_judge.accepts(config, world) == (not codes & BATCH_CODES), (config, world, codes)
 
 
 @settings(max_examples=120, deadline=None)
@@ -144,17 +133,8 @@ def test_stage_settings_agree_with_deepspeed(stage: int, grad_norm: bool | None,
     config: dict[str, Any] = {"train_batch_size": 8, "zero_optimization": zero}
     if op is not None:
         config["gradient_allreduce_op"] = op
-    try:
-        with world_of(8):
-            ds_config.DeepSpeedConfig(json.loads(json.dumps(config)))
-        accepted = True
-    except (AssertionError, ValueError, ds_config.DeepSpeedConfigError):
-        accepted = False
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "ds_config.json"
-        path.write_text(json.dumps(config))
-        codes = {f.code for f in lint([path], config=LintConfig(), world=8).findings}
-    assert accepted == ("DR322" not in codes), (config, codes)
+    codes = lint_codes(config, 8)
+    assert deepspeed_judge.accepts(config, 8) == ("DR322" not in codes), (config, codes)
 
 
 parallelism = pytest.importorskip("accelerate.parallelism_config")

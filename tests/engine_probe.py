@@ -248,7 +248,11 @@ def deepspeed_estimates(model: torch.nn.Module, ranks: int) -> dict[str, int]:
 def main(jobs_path: str, out_path: str) -> None:
     os.environ.setdefault("DS_ACCELERATOR", "cpu")
     import deepspeed
+    import deepspeed.ops
 
+    # DeepSpeed would JIT-build its shared-memory all-reduce (minutes on a fresh machine);
+    # gloo carries the same bytes, and those bytes are what the probe counts.
+    deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
     Sent.install()
     deepspeed.init_distributed(dist_backend="gloo")
     torch.set_num_threads(1)

@@ -19,26 +19,27 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def median_seconds(argv: list[str], runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+def seconds(argv: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--runs", type=int, default=11)
     args = parser.parse_args()
     recipe = ROOT / "recipes" / "seed-8b-32gpu-zero3.yaml"
     # The console script users run, installed next to this interpreter.
     script = Path(sys.executable).with_name("distrecipe")
+    compile_times, import_times = [], []
     with tempfile.TemporaryDirectory() as out:
-        compile_s = median_seconds([str(script), "compile", str(recipe), "-o", out], args.runs)
-    import_s = median_seconds([sys.executable, "-c", "import deepspeed"], args.runs)
+        # Interleaved, so a noisy neighbour slows both sides alike.
+        for _ in range(args.runs):
+            compile_times.append(seconds([str(script), "compile", str(recipe), "-o", out]))
+            import_times.append(seconds([sys.executable, "-c", "import deepspeed"]))
+    compile_s, import_s = statistics.median(compile_times), statistics.median(import_times)
     ratio = import_s / compile_s
     print(f"distrecipe compile: {compile_s * 1000:.0f} ms (median of {args.runs})")
     print(f"import deepspeed:   {import_s * 1000:.0f} ms (median of {args.runs})")

@@ -13,7 +13,6 @@ from typing import Any
 
 from distrecipe.findings import Finding
 from distrecipe.recipe import Plan
-from distrecipe.translator.equivalence import finding
 
 OPTIMIZER_TYPE = {"adamw": "AdamW", "adam": "Adam", "sgd": "SGD"}
 """DeepSpeed's optimizer names; `SGD` is not built in and resolves to `torch.optim.SGD`."""
@@ -109,6 +108,8 @@ def _offload(device: str, plan: Plan) -> dict[str, Any]:
 
 def findings(plan: Plan) -> list[Finding]:
     """Where DeepSpeed cannot say exactly what the recipe says (codes in the equivalence table)."""
+    from distrecipe.translator.equivalence import finding  # only a few recipes need it
+
     found = []
     detail = f"shard_group {plan.shard_group} of DP {plan.dp}"
     if plan.hybrid and plan.stage < 3:

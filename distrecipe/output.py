@@ -21,9 +21,10 @@ def write_files(directory: str | Path, files: Mapping[str, str]) -> list[Path]:
     try:
         out.mkdir(parents=True, exist_ok=True)
         for name, text in files.items():
-            # O_EXCL with the pid makes the name ours alone (tempfile costs 5 ms to import).
+            # The pid makes the name ours alone while we live; a leftover of a dead
+            # process with the same pid is simply overwritten (tempfile costs 5 ms to import).
             tmp = str(out / f".{name}.{os.getpid()}.tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             staged.append((tmp, out / name))
             with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
                 handle.write(text)

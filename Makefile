@@ -32,7 +32,7 @@ lint: $(VENV)/.test-installed
 	$(BIN)/mypy
 
 test: lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=10
 
 test-fast: $(VENV)/.test-installed
 	$(BIN)/python -m pytest -q -m "not slow"

@@ -168,3 +168,12 @@ def test_load_plan_probes_gpus_for_auto(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
     with pytest.raises(RecipeError, match="no GPUs were detected"):
         load_plan(path)
+
+
+def test_integral_floats_count_as_integers() -> None:
+    """JSON Schema accepts 2.0 as an integer; what is emitted must then be 2."""
+    text = BASE.format(micro="2.0", acc=4, glob="64.0", nodes="1.0", gpus=8, tp=1)
+    text = text.replace("gpus_per_node: 8}", "gpus_per_node: 8, gpu_memory: 1.0}")
+    plan = resolve(recipe_from_text(text, "r.yaml"))
+    assert (plan.micro, plan.global_batch, plan.nodes, plan.gpu_memory) == (2, 64, 1, 1)
+    assert all(type(v) is int for v in (plan.micro, plan.global_batch, plan.nodes, plan.gpu_memory))

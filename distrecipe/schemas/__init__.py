@@ -115,3 +115,28 @@ def _message(err: Any) -> tuple[str, KeyPath, bool]:
     if err.validator in _SHAPE_CHECKS:
         return f"{where} must be {describe(schema)}, got {err.instance!r}", path, False
     return f"{where}: {err.message}", path, False
+
+
+def coerce_integers(data: Any, schema: dict[str, Any]) -> Any:
+    """`2.0` → `2` wherever the schema wants an integer and no other number.
+
+    JSON Schema counts 2.0 as an integer, so it validates; the rest of distrecipe then
+    must not see a float where it counts ranks, samples or bytes (`"train_batch_size":
+    8.0` is not what anyone meant to emit).
+    """
+    if isinstance(data, float) and data.is_integer() and _wants_integer(schema):
+        return int(data)
+    if isinstance(data, dict):
+        properties = schema.get("properties", {})
+        return {k: coerce_integers(v, properties.get(k, {})) for k, v in data.items()}
+    if isinstance(data, list) and isinstance(schema.get("items"), dict):
+        return [coerce_integers(v, schema["items"]) for v in data]
+    return data
+
+
+def _wants_integer(schema: dict[str, Any]) -> bool:
+    kinds: set[str] = set()
+    for branch in [schema, *schema.get("oneOf", []), *schema.get("anyOf", [])]:
+        kind = branch.get("type")
+        kinds.update([kind] if isinstance(kind, str) else kind or [])
+    return "integer" in kinds and "number" not in kinds

@@ -26,7 +26,7 @@ from distrecipe.recipe import (
     Parallel,
     Recipe,
 )
-from distrecipe.schemas import dotted, validate_recipe
+from distrecipe.schemas import coerce_integers, dotted, recipe_schema, validate_recipe
 from distrecipe.source import Document, SourceError, parse_text, read_document
 
 _UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
@@ -103,7 +103,7 @@ def recipe_from_document(doc: Document, base_dir: Path) -> Recipe:
     if not isinstance(doc.data, dict):
         raise RecipeError("a recipe must be a mapping (key: value pairs)", doc.where(()))
     validate_recipe(doc)
-    d: dict[str, Any] = doc.data
+    d: dict[str, Any] = coerce_integers(doc.data, recipe_schema())
     model = _model(d.get("model", {}), base_dir, doc)
     cluster_d = d.get("cluster", {})
     batch_d = d.get("batch", {})

@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from distrecipe.commands.launch import launch
+from distrecipe.commands.launch import build_request, launch
 from distrecipe.errors import LaunchError
-from distrecipe.launch.spec import executable
+from distrecipe.launch.launchers import LAUNCHERS
+from distrecipe.launch.spec import LaunchRequest, Program, executable
 from distrecipe.translator.load import load_recipe
 from distrecipe.translator.resolve import resolve
 from distrecipe.translator.targets import TARGETS, EmitOptions
@@ -108,14 +109,21 @@ def test_an_allocation_smaller_than_the_recipe_is_refused(dry: DryRun) -> None:
         dry(SEED, target="torchrun", environ={**SLURM_NODE_1, "SLURM_JOB_NODELIST": "gpu[07-08]"})
 
 
-def test_deepspeed_several_nodes_need_a_hostfile(dry: DryRun) -> None:
+def real_request(*overrides: str) -> LaunchRequest:
+    """What a real launch (not a dry run) builds outside SLURM: no hosts are invented."""
+    plan = resolve(load_recipe(SEED, overrides))
+    return build_request(plan, program=Program(target="train.py"), run_dir=RUN, configs={}, node_rank=None,
+                         environ={}, probe_port=True)
+
+
+def test_deepspeed_several_nodes_need_a_hostfile() -> None:
     with pytest.raises(LaunchError, match="hostfile"):
-        dry(SEED, "launch.master_addr=10.0.0.1")
+        LAUNCHERS["deepspeed"](real_request("launch.master_addr=10.0.0.1"))
 
 
-def test_several_nodes_need_a_master(dry: DryRun) -> None:
+def test_several_nodes_need_a_master() -> None:
     with pytest.raises(LaunchError, match="master_addr"):
-        dry(SEED, "launch.backend=torchrun")
+        LAUNCHERS["torchrun"](real_request("launch.backend=torchrun"))
 
 
 def test_torchrun_one_node_is_standalone(dry: DryRun) -> None:
@@ -212,3 +220,16 @@ def test_the_launch_command_imports_no_engine() -> None:
             "print([m for m in ('torch', 'deepspeed', 'accelerate', 'verl') if m in sys.modules])")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_multi_node_dry_run_outside_slurm_shows_placeholder_hosts(
+        dry: DryRun, capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's example: the seed's 4 nodes, from a laptop, nothing run."""
+    got = dry(SEED, program=("train.py", "--lr", "1e-5"))
+    argv = got["argv"]
+    assert argv[argv.index("--hostfile") + 1] == str(RUN / "hostfile")
+    assert argv[argv.index("--master_addr") + 1] == "<node-0>"
+    assert argv[argv.index("--num_nodes") + 1] == "4" and argv[argv.index("--num_gpus") + 1] == "8"
+    assert argv[-5:] == ["train.py", "--lr", "1e-5", "--deepspeed_config", str(RUN / "ds_config.json")]
+    assert "hostfile" in got["files"]
+    assert not RUN.exists()

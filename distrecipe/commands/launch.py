@@ -108,7 +108,8 @@ def build_request(plan: Plan, *, program: Program, run_dir: Path, configs: dict[
                   node_rank: int | None, environ: Mapping[str, str], probe_port: bool) -> LaunchRequest:
     """Node rank, master and hosts: the command line, the recipe, then SLURM, then one node.
 
-    With `probe_port`, a one-node job whose port is taken moves to a free one.
+    With `probe_port` (a real launch), a one-node job whose port is taken moves to a free
+    one; without it (a dry run), missing multi-node hosts are shown as placeholders.
     """
     allocation = Allocation.from_env(environ)
     if allocation and len(allocation.hosts) < plan.nodes:
@@ -118,6 +119,14 @@ def build_request(plan: Plan, *, program: Program, run_dir: Path, configs: dict[
     if not 0 <= rank < plan.nodes:
         raise LaunchError(f"node rank {rank} is outside the recipe's {plan.nodes} node(s)")
     master = plan.launch.master_addr or (allocation.master_addr if allocation else None)
+    hosts = allocation.hosts if allocation else ()
+    if not probe_port and plan.nodes > 1 and not hosts:
+        # A dry run on a laptop still shows the multi-node command's exact shape, with
+        # host names that cannot be mistaken for real ones.
+        hosts = tuple(f"<node-{i}>" for i in range(plan.nodes))
+        master = master or hosts[0]
+        click.echo(f"distrecipe: dry run outside a SLURM allocation: the {plan.nodes} hosts are shown as "
+                   f"{hosts[0]}..{hosts[-1]}", err=True)
     port = plan.launch.master_port
     if plan.nodes == 1:
         master = master or "127.0.0.1"
@@ -127,7 +136,7 @@ def build_request(plan: Plan, *, program: Program, run_dir: Path, configs: dict[
     return LaunchRequest(
         plan=plan, program=program, run_dir=run_dir, configs=configs, node_rank=rank,
         master_addr=master, master_port=port,
-        hosts=allocation.hosts if allocation else (),
+        hosts=hosts,
         per_node=allocation.per_node if allocation else False,
         environ=dict(environ),
     )

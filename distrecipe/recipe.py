@@ -76,6 +76,11 @@ class Offload:
     nvme_path: str | None = None
     pin_memory: bool = True
 
+    @property
+    def enabled(self) -> bool:
+        """True when anything is offloaded (FSDP2 has one switch for all of it)."""
+        return self.optimizer != "none" or self.params != "none"
+
 
 @dataclass(frozen=True, kw_only=True)
 class Parallel:

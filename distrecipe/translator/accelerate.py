@@ -134,14 +134,13 @@ def emit(plan: Plan, *, ds_config_file: str = "ds_config.json") -> dict[str, Any
 
 def _fsdp_config(plan: Plan) -> dict[str, Any]:
     """FSDP2 keys only; stage 1 lands on stage 2 (reported as DR201)."""
-    offload = plan.offload.params != "none" or plan.offload.optimizer != "none"
     # Loading on rank 0 and broadcasting is FSDP's counterpart of ZeRO-3's zero.Init;
     # the launcher insists on sync_module_states beside it, even under FSDP2.
     efficient_loading = plan.stage == 3
     fsdp: dict[str, Any] = {
         "fsdp_version": 2,
         "fsdp_reshard_after_forward": plan.stage == 3,
-        "fsdp_offload_params": offload,
+        "fsdp_offload_params": plan.offload.enabled,
         "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
     }
     if plan.model.layer_cls is not None:

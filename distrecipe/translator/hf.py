@@ -105,7 +105,7 @@ def _fsdp_config(plan: Plan) -> dict[str, Any]:
     config: dict[str, Any] = {
         "version": 2,
         "reshard_after_forward": plan.stage == 3,
-        "cpu_offload": plan.offload.params != "none" or plan.offload.optimizer != "none",
+        "cpu_offload": plan.offload.enabled,
         "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
     }
     if plan.model.layer_cls is not None:

@@ -153,14 +153,13 @@ def overrides(plan: Plan) -> list[Override]:
 
 
 def _fsdp(plan: Plan) -> list[Override]:
-    offload = plan.offload.params != "none" or plan.offload.optimizer != "none"
     ddp = plan.stage == 0
     fsdp = f"{ACTOR}.fsdp_config"
     out: list[Override] = [
         (f"{ACTOR}.strategy", "fsdp2"),
         (f"{fsdp}.reshard_after_forward", plan.stage == 3),
         (f"{fsdp}.fsdp_size", 1 if ddp else plan.world // plan.replicas),
-        (f"{fsdp}.offload_policy", offload),
+        (f"{fsdp}.offload_policy", plan.offload.enabled),
         (f"{fsdp}.param_offload", False),
         (f"{fsdp}.optimizer_offload", False),
         (f"++{fsdp}.mixed_precision.param_dtype", FSDP_DTYPE[plan.precision]),

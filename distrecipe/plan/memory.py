@@ -24,11 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from distrecipe.errors import RecipeError
-from distrecipe.recipe import Plan, Precision, Strategy
-
-TERMS = ("parameters", "gradients", "optimizer")
-"""The three parts of model state, in the order the table adds them."""
-
+from distrecipe.recipe import PRECISION_BYTES, Plan, Precision, Strategy
 
 @dataclass(frozen=True, slots=True)
 class Term:
@@ -55,7 +51,7 @@ class FormulaView:
 
 def terms(strategy: Strategy, stage: int, precision: Precision) -> tuple[Term, Term, Term]:
     """Bytes per parameter of parameters, gradients, optimizer, and which are sharded."""
-    lp = 4 if precision == "fp32" else 2
+    lp = PRECISION_BYTES[precision]
     grads = 4 if strategy == "megatron" else lp
     optimizer = 8 if precision == "fp32" else 12
     stage = 1 if strategy == "megatron" else stage

@@ -83,8 +83,12 @@ def ddp_buckets(plan: Plan) -> float:
     return local_params(plan) * plan.precision_bytes / DDP_BUCKET
 
 
-def engine(plan: Plan, zero: DeepSpeedZero | None) -> Traffic:
-    """What the engine that runs `plan` sends, per `reference/memory.md`'s measurements."""
+def engine(plan: Plan, zero: DeepSpeedZero | None = None) -> Traffic:
+    """What the engine that runs `plan` sends, per `reference/memory.md`'s measurements.
+
+    `zero` is read from the emitted ds_config (`report.deepspeed_zero`); without it a
+    DeepSpeed plan is taken at DeepSpeed's defaults, never as Accelerate's DDP.
+    """
     psi = local_params(plan)
     lp = plan.precision_bytes
     n, m = plan.dp, plan.accumulation
@@ -101,9 +105,11 @@ def engine(plan: Plan, zero: DeepSpeedZero | None) -> Traffic:
             sent["all-reduce shard across replicas"] = (
                 m * 2 * ring(plan.replicas) * reduce_bytes * psi / s)
         return Traffic(sent, m)
-    if not uses_deepspeed(plan) or zero is None:
+    if not uses_deepspeed(plan):
         # Accelerate's DDP: fp32 gradients under autocast, no_sync until the last micro-step.
         return Traffic({"all-reduce gradients": 2 * ring(n) * 4 * psi}, 1)
+    if zero is None:  # DeepSpeed's defaults, as `engine.plan_engine_view` assumes too
+        zero = DeepSpeedZero(stage=plan.stage)
     if zero.stage == 0:
         return Traffic({"all-reduce gradients": 2 * ring(n) * lp * psi}, 1)
     if zero.stage in (1, 2):

@@ -47,10 +47,10 @@ def plot(rows: list[Estimate], path: str, *, current: str) -> Path:
     for name, values in stacks(rows).items():
         ax.bar(labels, values, bottom=bottom, label=name)
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
-    memory = rows[0].plan.gpu_memory
-    if memory is not None:
+    memory, budget = rows[0].plan.gpu_memory, rows[0].budget
+    if memory is not None and budget is not None:
         ax.axhline(memory / GB, color="black", linewidth=1, label=f"GPU memory {memory / GB:g} GB")
-        usable = memory * (1 - HEADROOM) / GB
+        usable = budget / GB
         ax.axhline(usable, color="black", linewidth=1, linestyle="--",
                    label=f"usable {usable:g} GB ({HEADROOM:.0%} headroom)")
     ax.set_ylabel("GB per GPU at the engine's peak (10⁹ bytes)")

@@ -11,10 +11,12 @@ import copy
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from distrecipe.errors import Position, RecipeError
+from distrecipe.plan.shapes import llama
 from distrecipe.recipe import (
     RL,
     Batch,
@@ -184,12 +186,9 @@ def _model(m: dict[str, Any], base_dir: Path, doc: Document) -> Model:
         arch = (hf.get("architectures") or [""])[0]
         if "layer_cls" not in shape and isinstance(arch, str) and arch.endswith("ForCausalLM"):
             shape["layer_cls"] = arch.removesuffix("ForCausalLM") + "DecoderLayer"
-    params = parse_count(m["params"]) if "params" in m else None
-    model = Model(params=params, **shape)
-    if params is None:
-        params = count_parameters(model)
-        model = Model(params=params, **shape)
-    return model
+    model = Model(**shape)
+    params = parse_count(m["params"]) if "params" in m else count_parameters(model)
+    return replace(model, params=params)
 
 
 def _read_hf_config(path: Path, where: Position) -> dict[str, Any]:
@@ -209,13 +208,8 @@ def _read_hf_config(path: Path, where: Position) -> dict[str, Any]:
 def count_parameters(model: Model) -> int | None:
     """Ψ of a Llama-style decoder from its shape (biases ignored), or None if unknown.
 
-    embeddings V·h (+ the LM head unless tied) + per layer: q and o h·h each, k and v
-    h·h_kv each, a gated MLP 3·h·i, two norms 2h; plus the final norm h.
+    The sum of the tensors `plan.shapes.llama` lists, so Ψ and the memory model's
+    per-tensor sizes cannot disagree.
     """
-    h, n, a, i, v = model.hidden_size, model.layers, model.heads, model.intermediate_size, model.vocab
-    if h is None or n is None or a is None or i is None or v is None:
-        return None
-    kv_dim = (model.kv_heads or a) * (h // a)
-    per_layer = 2 * h * h + 2 * h * kv_dim + 3 * h * i + 2 * h
-    embeddings = v * h * (1 if model.tied_embeddings else 2)
-    return embeddings + n * per_layer + h
+    inventory = llama(model)
+    return None if inventory is None else inventory.params

@@ -8,48 +8,41 @@ applies `[tool.distrecipe] severity` over it.
 
 from __future__ import annotations
 
-from distrecipe.lint.rule import Kind, Rule
+from distrecipe.lint.rule import KINDS, Kind, Rule
 from distrecipe.lint.rules import accelerate, batch, deepspeed, hf, plan, recipe, verl
 
-RECIPE_DS: frozenset[Kind] = frozenset({"recipe", "deepspeed"})
+RECIPE, DEEPSPEED, ACCELERATE, VERL, HF = (frozenset({kind}) for kind in KINDS)
+RECIPE_DS: frozenset[Kind] = RECIPE | DEEPSPEED
 
 RULES: dict[str, Rule] = {rule.code: rule for rule in (
-    Rule("DR100", "recipe-invalid", "error", frozenset({"recipe"}), recipe.recipe_invalid),
+    Rule("DR100", "recipe-invalid", "error", RECIPE, recipe.recipe_invalid),
     Rule("DR101", "batch-mismatch", "error", RECIPE_DS, batch.batch_mismatch),
     Rule("DR102", "batch-not-exact", "error", RECIPE_DS, batch.batch_not_exact),
     Rule("DR103", "dp-exceeds-global", "error", RECIPE_DS, batch.dp_exceeds_global),
     Rule("DR104", "no-batch-size", "error", RECIPE_DS, batch.no_batch_size),
-    Rule("DR220", "verl-batch", "error", frozenset({"verl"}), verl.batch_rules),
-    Rule("DR300", "world-unknown", "info", frozenset({"deepspeed"}), batch.world_unknown),
-    Rule("DR310", "auto-in-raw-deepspeed", "error", frozenset({"deepspeed"}),
-         deepspeed.auto_in_raw_deepspeed),
-    Rule("DR311", "deepspeed-unknown-key", "error", frozenset({"deepspeed"}), deepspeed.unknown_key),
-    Rule("DR312", "deepspeed-removed-key", "error", frozenset({"deepspeed"}), deepspeed.removed_key),
-    Rule("DR313", "zero-unknown-key", "error", frozenset({"deepspeed"}), deepspeed.unknown_zero_key),
-    Rule("DR320", "offload-param-below-stage3", "warning", frozenset({"deepspeed"}),
-         deepspeed.offload_param_below_stage3),
-    Rule("DR321", "fp16-and-bf16", "error", frozenset({"deepspeed", "hf"}), deepspeed.fp16_and_bf16),
-    Rule("DR322", "zero-setting-refused-at-stage", "error", frozenset({"deepspeed"}),
+    Rule("DR220", "verl-batch", "error", VERL, verl.batch_rules),
+    Rule("DR300", "world-unknown", "info", DEEPSPEED, batch.world_unknown),
+    Rule("DR310", "auto-in-raw-deepspeed", "error", DEEPSPEED, deepspeed.auto_in_raw_deepspeed),
+    Rule("DR311", "deepspeed-unknown-key", "error", DEEPSPEED, deepspeed.unknown_key),
+    Rule("DR312", "deepspeed-removed-key", "error", DEEPSPEED, deepspeed.removed_key),
+    Rule("DR313", "zero-unknown-key", "error", DEEPSPEED, deepspeed.unknown_zero_key),
+    Rule("DR320", "offload-param-below-stage3", "warning", DEEPSPEED, deepspeed.offload_param_below_stage3),
+    Rule("DR321", "fp16-and-bf16", "error", DEEPSPEED | HF, deepspeed.fp16_and_bf16),
+    Rule("DR322", "zero-setting-refused-at-stage", "error", DEEPSPEED,
          deepspeed.zero_setting_refused_at_stage),
-    Rule("DR340", "accelerate-ignored-key", "error", frozenset({"accelerate"}), accelerate.ignored_key),
-    Rule("DR341", "accelerate-unknown-key", "error", frozenset({"accelerate"}),
-         accelerate.unknown_top_level_key),
-    Rule("DR342", "fsdp1-key-under-fsdp2", "error", frozenset({"accelerate"}),
-         accelerate.fsdp1_key_under_fsdp2),
-    Rule("DR343", "deepspeed-file-conflict", "error", frozenset({"accelerate"}),
-         accelerate.deepspeed_file_conflict),
-    Rule("DR344", "deepspeed-file-without-accumulation", "warning", frozenset({"accelerate"}),
+    Rule("DR340", "accelerate-ignored-key", "error", ACCELERATE, accelerate.ignored_key),
+    Rule("DR341", "accelerate-unknown-key", "error", ACCELERATE, accelerate.unknown_top_level_key),
+    Rule("DR342", "fsdp1-key-under-fsdp2", "error", ACCELERATE, accelerate.fsdp1_key_under_fsdp2),
+    Rule("DR343", "deepspeed-file-conflict", "error", ACCELERATE, accelerate.deepspeed_file_conflict),
+    Rule("DR344", "deepspeed-file-without-accumulation", "warning", ACCELERATE,
          accelerate.deepspeed_file_without_accumulation),
-    Rule("DR345", "deepspeed-file-without-zero", "error", frozenset({"accelerate"}),
-         accelerate.deepspeed_file_without_zero),
-    Rule("DR346", "accelerate-parallelism-size", "error", frozenset({"accelerate"}),
-         accelerate.parallelism_size),
-    Rule("DR347", "accelerate-processes-per-machine", "error", frozenset({"accelerate"}),
-         accelerate.processes_per_machine),
-    Rule("DR350", "verl-deprecated-micro-batch", "error", frozenset({"verl"}), verl.deprecated_micro_batch),
-    Rule("DR351", "verl-unknown-actor-strategy", "error", frozenset({"verl"}), verl.unknown_actor_strategy),
-    Rule("DR360", "trainer-deepspeed-mismatch", "error", frozenset({"hf"}), hf.deepspeed_mismatch),
-    Rule("DR370", "memory-does-not-fit", "error", frozenset({"recipe"}), plan.memory_does_not_fit),
-    Rule("DR371", "zero3-where-zero2-fits", "info", frozenset({"recipe"}), plan.zero3_where_zero2_fits),
+    Rule("DR345", "deepspeed-file-without-zero", "error", ACCELERATE, accelerate.deepspeed_file_without_zero),
+    Rule("DR346", "accelerate-parallelism-size", "error", ACCELERATE, accelerate.parallelism_size),
+    Rule("DR347", "accelerate-processes-per-machine", "error", ACCELERATE, accelerate.processes_per_machine),
+    Rule("DR350", "verl-deprecated-micro-batch", "error", VERL, verl.deprecated_micro_batch),
+    Rule("DR351", "verl-unknown-actor-strategy", "error", VERL, verl.unknown_actor_strategy),
+    Rule("DR360", "trainer-deepspeed-mismatch", "error", HF, hf.deepspeed_mismatch),
+    Rule("DR370", "memory-does-not-fit", "error", RECIPE, plan.memory_does_not_fit),
+    Rule("DR371", "zero3-where-zero2-fits", "info", RECIPE, plan.zero3_where_zero2_fits),
 )}
 """Every rule, in code order (the order `explain --list` prints)."""

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from distrecipe.errors import RecipeError
 from distrecipe.recipe import PRECISION_BYTES, Plan, Precision, Strategy
 
+
 @dataclass(frozen=True, slots=True)
 class Term:
     """One part of model state: its bytes per parameter and whether this stage shards it."""

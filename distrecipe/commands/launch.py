@@ -14,6 +14,7 @@ import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import get_args
 
 import click
 
@@ -33,7 +34,8 @@ from distrecipe.translator.targets import TARGETS, EmitOptions
 
 NOT_STARTED = 127
 """Recorded as the exit code when the launcher itself could not be started (the shell's code)."""
-BACKENDS: tuple[Backend, ...] = ("deepspeed", "accelerate", "accelerate-deepspeed", "torchrun", "verl")
+BACKENDS: tuple[Backend, ...] = get_args(Backend)
+"""The recipe's `launch.backend` vocabulary, offered as `--target`."""
 
 
 def emitted_targets(plan: Plan) -> tuple[str, ...]:

@@ -80,7 +80,10 @@ Check = Callable[[Source], Iterable[Problem]]
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """A registered rule: stable code, short name, default severity, the kinds it reads."""
+    """A registered rule: stable code, short name, default severity, the kinds it reads.
+
+    The engine calls `check` only on sources of `kinds`, so a check need not test `src.kind`.
+    """
 
     code: str
     name: str

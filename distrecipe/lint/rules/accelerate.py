@@ -58,8 +58,6 @@ def unknown_top_level_key(src: Source) -> Iterator[Problem]:
 
     Fails: `fsdp_version: 2` at the top level. Fix: move it into `fsdp_config`.
     """
-    if src.kind != "accelerate":
-        return
     if "distributed_type" not in src.data:
         yield Problem((), "distributed_type is required; accelerate launch refuses the file")
     for key in src.data:
@@ -80,8 +78,6 @@ def ignored_key(src: Source) -> Iterator[Problem]:
     Fails: `parallelism_config: {dp_shard_size: 4}`, `fsdp_config: {fsdp_offload_param: true}`.
     Fix: `parallelism_config_dp_shard_size`, `fsdp_offload_params`.
     """
-    if src.kind != "accelerate":
-        return
     fsdp = src.get("fsdp_config")
     for key in fsdp if isinstance(fsdp, dict) else ():
         full = key if key.startswith("fsdp_") else f"fsdp_{key}"
@@ -113,8 +109,6 @@ def fsdp1_key_under_fsdp2(src: Source) -> Iterator[Problem]:
     Fix: `fsdp_reshard_after_forward: true|false`; for hybrid sharding,
     `parallelism_config_dp_replicate_size` × `parallelism_config_dp_shard_size`.
     """
-    if src.kind != "accelerate":
-        return
     fsdp = src.get("fsdp_config")
     if not isinstance(fsdp, dict) or str(fsdp.get("fsdp_version")) != "2":
         return
@@ -155,8 +149,6 @@ def deepspeed_file_conflict(src: Source) -> Iterator[Problem]:
     Fails: `deepspeed_config: {deepspeed_config_file: ds.json, zero_stage: 2}`.
     Fix: delete the key from the YAML and set it in the ds_config.
     """
-    if src.kind != "accelerate":
-        return
     ds = src.get("deepspeed_config")
     if not isinstance(ds, dict) or not ds.get("deepspeed_config_file"):
         return
@@ -218,8 +210,6 @@ def parallelism_size(src: Source) -> Iterator[Problem]:
     Fails (16 processes): `parallelism_config_dp_replicate_size: 2,
     parallelism_config_dp_shard_size: 4`. Fix: sizes whose product is 16.
     """
-    if src.kind != "accelerate":
-        return
     mesh = src.section("parallelism_config")
     if not mesh:
         return
@@ -269,8 +259,6 @@ def processes_per_machine(src: Source) -> Iterator[Problem]:
     Fails: `num_machines: 4, num_processes: 30` (7 per machine: 28 ranks).
     Fix: a multiple of `num_machines` (the total, not the per-machine count).
     """
-    if src.kind != "accelerate":
-        return
     processes, machines = integer(src.get("num_processes")), integer(src.get("num_machines"))
     if processes and machines and machines > 1 and processes % machines:
         per = processes // machines
@@ -279,8 +267,6 @@ def processes_per_machine(src: Source) -> Iterator[Problem]:
 
 
 def _referenced(src: Source) -> list[Source]:
-    if src.kind != "accelerate":
-        return []
     ref = src.get("deepspeed_config", "deepspeed_config_file")
     if not isinstance(ref, str) or not ref:
         return []

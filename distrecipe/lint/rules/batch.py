@@ -164,6 +164,6 @@ def world_unknown(src: Source) -> Iterator[Problem]:
 
     Fix: `distrecipe lint ds_config.json --world 32`.
     """
-    if src.kind == "deepspeed" and src.world is None:
+    if src.world is None:
         yield Problem((), "world size unknown, batch rules skipped: pass --world N or set "
                           "[tool.distrecipe] world (or put the accelerate config beside it)")

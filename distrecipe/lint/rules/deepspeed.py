@@ -113,8 +113,6 @@ def auto_in_raw_deepspeed(src: Source) -> Iterator[Problem]:
     Fix: write the number (`distrecipe compile` writes all of them), or suppress
     with `"//distrecipe-ignore": ["DR310"]` when another tool fills them.
     """
-    if src.kind != "deepspeed":
-        return
     users = {sibling.kind for sibling in src.workspace.consumers(src.path)}
     if "hf" in users:
         return
@@ -142,8 +140,6 @@ def unknown_key(src: Source) -> Iterator[Problem]:
     Fix: the spelling in the message; a key your own script reads can be suppressed
     with `"//distrecipe-ignore": ["DR311"]`.
     """
-    if src.kind != "deepspeed":
-        return
     for key in src.data:
         if key not in TOP_LEVEL and key not in REMOVED_TOP_LEVEL and key != IGNORE_KEY:
             yield Problem((key,), f"DeepSpeed silently ignores unknown top-level key {key!r}"
@@ -162,8 +158,6 @@ def removed_key(src: Source) -> Iterator[Problem]:
     Fails: `"amp": {"enabled": true}`. Fix: remove the block (use `bf16`/`fp16` for
     AMP; `data_efficiency.data_sampling.curriculum_learning` for curriculum learning).
     """
-    if src.kind != "deepspeed":
-        return
     for key in src.data:
         if key in REMOVED_TOP_LEVEL:
             yield Problem((key,), f"{key!r} was removed in DeepSpeed 0.19; it refuses the config", key=True)
@@ -185,8 +179,6 @@ def unknown_zero_key(src: Source) -> Iterator[Problem]:
     Fails: `"zero_optimization": {"stage": 3, "offload_params": {"device": "cpu"}}`.
     Fix: `offload_param` (as the message suggests).
     """
-    if src.kind != "deepspeed":
-        return
     zero = src.get("zero_optimization")
     if not isinstance(zero, dict):
         return
@@ -215,8 +207,6 @@ def offload_param_below_stage3(src: Source) -> Iterator[Problem]:
     Fails: `"zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}}`.
     Fix: stage 3, or remove `offload_param` (offload the optimizer instead).
     """
-    if src.kind != "deepspeed":
-        return
     zero = src.get("zero_optimization")
     if not isinstance(zero, dict):
         return
@@ -240,8 +230,6 @@ def zero_setting_refused_at_stage(src: Source) -> Iterator[Problem]:
     Fails: `"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu", "ratio": 0.3}}`.
     Fix: the stage the setting needs, or drop the setting.
     """
-    if src.kind != "deepspeed":
-        return
     zero = src.section("zero_optimization")
     stage = integer(zero.get("stage", 0))
     if stage is None:

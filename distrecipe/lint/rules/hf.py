@@ -28,7 +28,7 @@ def deepspeed_mismatch(src: Source) -> Iterator[Problem]:
     Fails: `"per_device_train_batch_size": 4` beside `"train_micro_batch_size_per_gpu": 2`.
     Fix: make them equal, or write `"auto"` in the ds_config.
     """
-    if src.kind != "hf" or not isinstance(src.get("deepspeed"), str):
+    if not isinstance(src.get("deepspeed"), str):
         return
     ds = src.workspace.companion(src.path, src.get("deepspeed"))
     if ds is None:

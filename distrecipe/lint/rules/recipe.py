@@ -19,7 +19,7 @@ def recipe_invalid(src: Source) -> Iterator[Problem]:
 
     Fix: the message says what to change; `distrecipe resolve FILE` shows the rest.
     """
-    if src.kind != "recipe" or src.error is None:
+    if src.error is None:
         return
     arithmetic = (batch.batch_mismatch, batch.batch_not_exact, batch.dp_exceeds_global, batch.no_batch_size)
     if any(next(iter(check(src)), None) for check in arithmetic):

@@ -73,8 +73,6 @@ def batch_rules(src: Source) -> Iterator[Problem]:
     rollout.n=2` (12 × 2 = 24 sequences split over 8 ranks as 3, but micro 2 does not
     divide 3). Fix: the message names the numbers; keep M × n a multiple of DP × m.
     """
-    if src.kind != "verl":
-        return
     shape = _shape(src)
     prompts, mini, micro = (integer(src.get(*p)) for p in (PROMPTS, MINI, MICRO))
     n = integer(src.get("actor_rollout_ref", "rollout", "n")) or 1
@@ -122,8 +120,6 @@ def unknown_actor_strategy(src: Source) -> Iterator[Problem]:
 
     Fails: `actor_rollout_ref.actor.strategy=deepspeed`. Fix: `fsdp2` (or `megatron`).
     """
-    if src.kind != "verl":
-        return
     strategy = src.get(*ACTOR, "strategy")
     if isinstance(strategy, str) and strategy not in ACTOR_STRATEGIES:
         hint = did_you_mean(strategy, list(ACTOR_STRATEGIES))
@@ -142,8 +138,6 @@ def deprecated_micro_batch(src: Source) -> Iterator[Problem]:
     Fails: `actor_rollout_ref.actor.ppo_micro_batch_size=64`.
     Fix: `ppo_micro_batch_size_per_gpu` = the global value / number of GPUs.
     """
-    if src.kind != "verl":
-        return
     for path, replacement in DEPRECATED:
         value = src.get(*path)
         if value is None:

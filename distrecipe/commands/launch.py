@@ -23,7 +23,7 @@ from distrecipe.errors import LaunchError
 from distrecipe.launch.detect import detect_gpus, local_port
 from distrecipe.launch.launchers import LAUNCHERS
 from distrecipe.launch.launchers.verl import ENTRY as VERL_ENTRY
-from distrecipe.launch.rundir import RunDir, default_run_dir
+from distrecipe.launch.rundir import WRITTEN, RunDir, default_run_dir
 from distrecipe.launch.slurm import Allocation, batch_script
 from distrecipe.launch.spec import TINY_TRAINER, LaunchRequest, LaunchSpec, Program
 from distrecipe.launch.supervise import LAUNCH_ID, new_launch_id, supervise
@@ -185,7 +185,7 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
     spec = LAUNCHERS[plan.launch.backend](request)
     files = {**configs, **spec.files}
     if dry_run:
-        click.echo(dry_run_text(spec, path, [*files, "plan.json", "recipe.yaml", "run.json"]))
+        click.echo(dry_run_text(spec, path, [*files, *WRITTEN]))
         return 0
     launch_id = new_launch_id()
     job_env = {**env, **spec.env, LAUNCH_ID: launch_id}

@@ -29,6 +29,10 @@ SECRET = re.compile(r"TOKEN|SECRET|KEY|PASSWORD", re.IGNORECASE)
 REDACTED = "<redacted>"
 ENGINES = ("torch", "deepspeed", "accelerate", "transformers", "verl", "ray")
 RUN_RECORD = "run.json"
+PLAN_FILE = "plan.json"
+RECIPE_FILE = "recipe.yaml"
+WRITTEN = (PLAN_FILE, RECIPE_FILE, RUN_RECORD)
+"""What `RunDir.start` writes besides the emitted configs (a dry run lists them too)."""
 
 
 def redact(env: Mapping[str, str]) -> dict[str, str]:
@@ -92,8 +96,8 @@ class RunDir:
         }
         write_files(self.path, {
             **files,
-            "plan.json": plan_json(plan),
-            "recipe.yaml": recipe_text,
+            PLAN_FILE: plan_json(plan),
+            RECIPE_FILE: recipe_text,
             RUN_RECORD: self._text(),
         })
 

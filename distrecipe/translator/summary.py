@@ -9,15 +9,11 @@ a difference would be a bug in an emitter, never the user's problem.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from distrecipe.errors import DistrecipeError
 from distrecipe.findings import Finding
 from distrecipe.recipe import Plan
 from distrecipe.translator.equivalence import finding
-
-if TYPE_CHECKING:
-    from distrecipe.translator.targets import EmitOptions, Output
+from distrecipe.translator.targets import TARGETS, EmitOptions, Output
 
 ALL = "all"
 
@@ -32,8 +28,6 @@ USAGE = {
 
 def render_all(plan: Plan, options: EmitOptions) -> Output:
     """Every target's files and findings, and a `summary.md` of them."""
-    from distrecipe.translator.targets import TARGETS, Output  # targets imports this module
-
     files: dict[str, str] = {}
     found: list[Finding] = []
     written: list[str] = []

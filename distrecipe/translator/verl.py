@@ -15,16 +15,14 @@ Keys are those the installed verl (0.9.1) reads: its engine clips with
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
 from distrecipe.findings import Finding
 from distrecipe.recipe import Plan
 from distrecipe.translator.equivalence import finding, offload_findings, refuse_errors
-
-if TYPE_CHECKING:
-    from distrecipe.translator.targets import EmitOptions, Output
+from distrecipe.translator.targets import EmitOptions, Output
 
 TARGET = "verl"
 ACTOR = "actor_rollout_ref.actor"
@@ -232,8 +230,6 @@ def nested(plan: Plan) -> dict[str, Any]:
 
 def render(plan: Plan, options: EmitOptions) -> Output:
     """`verl_overrides.txt` and `verl_actor.yaml`, or a `RecipeError` verl would raise later."""
-    from distrecipe.translator.targets import Output  # targets imports this module
-
     found = findings(plan)
     refuse_errors(found)
     return Output(

@@ -10,17 +10,14 @@ DataLoader and accumulation to `ACCELERATE_GRADIENT_ACCUMULATION_STEPS` (`launch
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import yaml
 
 from distrecipe.findings import Finding
 from distrecipe.recipe import Plan
-from distrecipe.translator import deepspeed
 from distrecipe.translator.equivalence import finding, offload_findings, refuse_errors
-
-if TYPE_CHECKING:
-    from distrecipe.translator.targets import EmitOptions, Output
+from distrecipe.translator.targets import EmitOptions, Output, render_deepspeed
 
 TARGET = "accelerate"
 
@@ -154,13 +151,12 @@ def _fsdp_config(plan: Plan) -> dict[str, Any]:
 
 def render(plan: Plan, options: EmitOptions) -> Output:
     """`accelerate_config.yaml`, plus the ds_config it points at on the DeepSpeed path."""
-    from distrecipe.translator.targets import Output, to_json  # targets imports this module
-
     found = findings(plan)
     files: dict[str, str] = {}
     if distributed_type(plan) == "DEEPSPEED":
-        found += deepspeed.findings(plan)
-        files["ds_config.json"] = to_json(deepspeed.emit(plan, hf_auto=options.hf_auto))
+        ds = render_deepspeed(plan, options)
+        found += ds.findings
+        files.update(ds.files)
     refuse_errors(found)
     files["accelerate_config.yaml"] = text(plan)
     return Output(files=files, findings=tuple(found))

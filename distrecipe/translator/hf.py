@@ -13,15 +13,13 @@ Accelerate config is FSDP too, and everything else is plain DDP.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from distrecipe.findings import Finding
 from distrecipe.recipe import Plan
-from distrecipe.translator import accelerate, deepspeed
+from distrecipe.translator import accelerate
 from distrecipe.translator.equivalence import finding, offload_findings, refuse_errors
-
-if TYPE_CHECKING:
-    from distrecipe.translator.targets import EmitOptions, Output
+from distrecipe.translator.targets import EmitOptions, Output, render_deepspeed, to_json
 
 TARGET = "hf"
 
@@ -118,13 +116,12 @@ def _fsdp_config(plan: Plan) -> dict[str, Any]:
 
 def render(plan: Plan, options: EmitOptions) -> Output:
     """`training_args.json`, plus the ds_config its `deepspeed` key names."""
-    from distrecipe.translator.targets import Output, to_json  # targets imports this module
-
     found = findings(plan)
     files: dict[str, str] = {}
     if plan.strategy == "zero":
-        found += deepspeed.findings(plan)
-        files["ds_config.json"] = to_json(deepspeed.emit(plan, hf_auto=options.hf_auto))
+        ds = render_deepspeed(plan, options)
+        found += ds.findings
+        files.update(ds.files)
     refuse_errors(found)
     files["training_args.json"] = to_json(emit(plan))
     return Output(files=files, findings=tuple(found))

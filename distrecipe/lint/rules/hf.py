@@ -12,7 +12,7 @@ DEFAULTS: dict[str, Any] = {
     "learning_rate": 5e-5, "adam_beta1": 0.9, "adam_beta2": 0.999, "adam_epsilon": 1e-8,
     "weight_decay": 0.0, "fp16": False, "bf16": False,
 }
-"""TrainingArguments' defaults (transformers), for the keys the Trainer matches."""
+"""TrainingArguments' defaults (transformers), for the keys the Trainer matches (and `import` reads)."""
 
 
 def deepspeed_mismatch(src: Source) -> Iterator[Problem]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from distrecipe.lint.rules.hf import DEFAULTS
 from distrecipe.translator import hf as emitter
 from distrecipe.translator.importers import Context, Imported, cluster, inverse, section
 from distrecipe.translator.importers import deepspeed as ds_importer
@@ -21,12 +22,13 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     world = context.need_world("TrainingArguments")
     notes: list[str] = []
     recipe: dict[str, Any] = {"recipe": 1, "model": {}, "cluster": cluster(world)}
+    args = {**DEFAULTS, **data}
     optimizer = {
         "name": OPTIMIZERS.get(str(data.get("optim", "adamw_torch")), "adamw"),
-        "lr": data.get("learning_rate", 5e-5),
-        "betas": [data.get("adam_beta1", 0.9), data.get("adam_beta2", 0.999)],
-        "eps": data.get("adam_epsilon", 1e-8),
-        "weight_decay": data.get("weight_decay", 0.0),
+        "lr": args["learning_rate"],
+        "betas": [args["adam_beta1"], args["adam_beta2"]],
+        "eps": args["adam_epsilon"],
+        "weight_decay": args["weight_decay"],
     }
     if isinstance(data.get("deepspeed"), str):
         ds = context.companion(data["deepspeed"], "hf", world)
@@ -40,11 +42,11 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
         recipe.update(_fsdp(section(data, "fsdp_config"), recipe))
     else:
         recipe.update(strategy="ddp", stage=0)
-    recipe["batch"] = {"micro": data.get("per_device_train_batch_size", 8),
-                       "accumulation": data.get("gradient_accumulation_steps", 1), "global": "auto"}
-    recipe["precision"] = "bf16" if data.get("bf16") else "fp16" if data.get("fp16") else "fp32"
+    recipe["batch"] = {"micro": args["per_device_train_batch_size"],
+                       "accumulation": args["gradient_accumulation_steps"], "global": "auto"}
+    recipe["precision"] = "bf16" if args["bf16"] else "fp16" if args["fp16"] else "fp32"
     recipe["optimizer"] = optimizer
-    recipe["grad_clip"] = data.get("max_grad_norm", 1.0)
+    recipe["grad_clip"] = args["max_grad_norm"]
     checkpointing = data.get("gradient_checkpointing") or section(data, "fsdp_config").get(
         "activation_checkpointing")
     recipe["activation_checkpointing"] = checkpointing is True

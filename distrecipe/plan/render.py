@@ -7,7 +7,7 @@ from typing import Any
 from distrecipe.plan.engine import POINTS
 from distrecipe.plan.report import HEADROOM, Estimate
 from distrecipe.plan.traffic import DDP_BUCKET
-from distrecipe.plan.units import GiB, gb
+from distrecipe.plan.units import GiB, MiB, gb
 
 
 def _parts(parts: dict[str, float]) -> str:
@@ -70,7 +70,8 @@ def text(est: Estimate, advice: list[str]) -> str:
     if tf.intra is not None:
         lines.append(f"  within a node {gb(tf.intra)}, between nodes {gb(tf.total - tf.intra)}")
     grads = est.psi * p.precision_bytes
-    lines.append(f"  DDP buckets     ≈{est.ddp_buckets:.3g} of 25 MiB for {gb(grads)} of gradients")
+    lines.append(f"  DDP buckets     ≈{est.ddp_buckets:.3g} of {DDP_BUCKET / MiB:g} MiB for {gb(grads)} "
+                 "of gradients")
     lines.append(_fits(est))
     lines += ["advice", *[f"  - {line}" for line in advice]]
     return "\n".join(lines) + "\n"

@@ -48,6 +48,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from distrecipe.launch.launchers.deepspeed import DS_CONFIG
+from distrecipe.launch.rundir import PLAN_FILE
+
 Engine = Literal["deepspeed", "fsdp2", "ddp"]
 
 FEATURES, HIDDEN, OUTPUTS = 64, 256, 16
@@ -343,13 +346,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     warnings.filterwarnings("ignore", message=r"`torch\.distributed\.\w+` is deprecated",
                             category=FutureWarning)
     run_dir = Path(os.environ["DISTRECIPE_RUN_DIR"]) if "DISTRECIPE_RUN_DIR" in os.environ else None
-    plan_path = args.plan or (run_dir / "plan.json" if run_dir else None)
+    plan_path = args.plan or (run_dir / PLAN_FILE if run_dir else None)
     if plan_path is None:
         raise SystemExit("tiny_train: no plan: pass --plan or run under `distrecipe launch`")
     plan = json.loads(plan_path.read_text())
     ds_path = args.deepspeed_config
     if ds_path is None and run_dir is not None and plan["strategy"] == "zero":
-        ds_path = run_dir / "ds_config.json"
+        ds_path = run_dir / DS_CONFIG
     settings = TrainSettings.from_plan(plan, steps=args.steps, deepspeed=args.deepspeed_config is not None)
     ds_config = json.loads(ds_path.read_text()) if ds_path is not None else None
     metrics = run_dir / "metrics.jsonl" if run_dir else None

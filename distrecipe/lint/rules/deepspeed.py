@@ -83,13 +83,14 @@ ACCELERATE_FILLS = frozenset({
 hidden size, DummyOptim and DummyScheduler); any other `"auto"` makes it raise."""
 
 
-def _autos(node: Any, path: KeyPath = ()) -> Iterator[KeyPath]:
+def autos(node: Any, path: KeyPath = ()) -> Iterator[KeyPath]:
+    """The key path of every `"auto"` value in `node`, in document order."""
     if isinstance(node, dict):
         for key, value in node.items():
-            yield from _autos(value, (*path, key))
+            yield from autos(value, (*path, key))
     elif isinstance(node, list):
         for index, value in enumerate(node):
-            yield from _autos(value, (*path, index))
+            yield from autos(value, (*path, index))
     elif node == "auto":
         yield path
 
@@ -116,7 +117,7 @@ def auto_in_raw_deepspeed(src: Source) -> Iterator[Problem]:
     users = {sibling.kind for sibling in src.workspace.consumers(src.path)}
     if "hf" in users:
         return
-    for path in _autos(src.data):
+    for path in autos(src.data):
         if "accelerate" in users:
             if path not in ACCELERATE_FILLS:
                 yield Problem(path, f'"auto" at {_dotted(path)}: Accelerate (without the HF Trainer) '

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from distrecipe.lint.rules.deepspeed import IGNORE_KEY, autos
 from distrecipe.translator import deepspeed as emitter
 from distrecipe.translator.importers import Context, Imported, cluster, inverse, section, stage_strategy
 
@@ -20,7 +21,7 @@ HANDLED = frozenset({
     "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
     "gradient_clipping", "bf16", "bfloat16", "fp16", "optimizer", "zero_optimization",
     "sequence_parallel_size", "activation_checkpointing", "steps_per_print", "wall_clock_breakdown",
-    "//distrecipe-ignore",
+    IGNORE_KEY,
 })
 
 
@@ -56,18 +57,10 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
         recipe["grad_clip"] = clip
     recipe["activation_checkpointing"] = "activation_checkpointing" in data
     notes += [f"{key}: not part of a recipe, not imported" for key in data if key not in HANDLED]
-    if context.via is None and _has_auto(data):
+    if context.via is None and next(autos(data), None) is not None:
         notes.append('"auto" values are filled by the HF Trainer or Accelerate, not by this file: import the '
                      "TrainingArguments JSON that names it instead, for their values")
     return Imported(recipe, notes)
-
-
-def _has_auto(node: Any) -> bool:
-    if isinstance(node, dict):
-        return any(_has_auto(value) for value in node.values())
-    if isinstance(node, list):
-        return any(_has_auto(value) for value in node)
-    return isinstance(node, str) and node == "auto"
 
 
 def batch(data: dict[str, Any]) -> dict[str, Any]:

@@ -24,7 +24,7 @@ def compile_recipe(
 ) -> int:
     """Emit `target`'s files; print them when no output directory is given and there is one."""
     plan = load_plan(recipe, overrides)
-    result = TARGETS[target](plan, EmitOptions(hf_auto=hf_auto, strict=strict))
+    result = TARGETS[target](plan, EmitOptions(hf_auto=hf_auto))
     for finding in result.findings:
         click.echo(f"{recipe}: {finding.severity} {finding.code}: {finding.message}", err=True)
     inexact = [f for f in result.findings if f.severity != "info"]

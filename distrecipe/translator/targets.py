@@ -22,8 +22,6 @@ from distrecipe.translator import deepspeed
 class EmitOptions:
     hf_auto: bool = False
     """Keep "auto" where the Hugging Face Trainer fills values (DeepSpeed config)."""
-    strict: bool = False
-    """Refuse inexact mappings instead of reporting them."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -110,7 +110,7 @@ def signal_group(leader: int, signum: int) -> None:
         os.killpg(leader, signum)
 
 
-def supervise(argv: Sequence[str], env: Mapping[str, str], *, launch_id: str, cwd: str | None = None,
+def supervise(argv: Sequence[str], env: Mapping[str, str], *, launch_id: str,
               timeout: float | None = None, grace: float = 30.0) -> Outcome:
     """Run `argv` with `env` (which must carry `LAUNCH_ID=launch_id`) to its end."""
     if env.get(LAUNCH_ID) != launch_id:
@@ -135,7 +135,7 @@ def supervise(argv: Sequence[str], env: Mapping[str, str], *, launch_id: str, cw
     previous = {sig: signal.signal(sig, on_signal) for sig in FORWARDED} if main_thread else {}
     try:
         try:
-            proc = subprocess.Popen(list(argv), env=dict(env), cwd=cwd, start_new_session=True)
+            proc = subprocess.Popen(list(argv), env=dict(env), start_new_session=True)
         except OSError as exc:
             raise LaunchError(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
         started.append(proc)

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
 from hypothesis import strategies as st
 
 from distrecipe.recipe import Plan
 from distrecipe.translator.load import recipe_from_text
 from distrecipe.translator.resolve import resolve
-
-STAGES = {"ddp": [0], "zero": [1, 2, 3], "fsdp": [2, 3], "megatron": [0, 1]}
+from tests.strategies import STAGES, to_yaml
 
 
 @st.composite
@@ -107,4 +105,4 @@ def rl_sections(draw: st.DrawFn, glob: int) -> dict[str, int]:
 
 def plan_of(doc: dict[str, Any]) -> Plan:
     """The Plan distrecipe resolves the document to (through the real loader)."""
-    return resolve(recipe_from_text(yaml.safe_dump(doc, sort_keys=False), "generated.yaml"))
+    return resolve(recipe_from_text(to_yaml(doc), "generated.yaml"))

@@ -18,10 +18,9 @@ from hypothesis import HealthCheck, given, settings
 
 from distrecipe.recipe import Plan
 from distrecipe.translator import deepspeed as ds_emit
-from distrecipe.translator.load import recipe_from_text
-from distrecipe.translator.resolve import resolve
 from tests import deepspeed_judge
-from tests.strategies import recipe_documents, to_yaml
+from tests.emit_strategies import plan_of
+from tests.strategies import recipe_documents
 
 pytestmark = pytest.mark.slow  # imports deepspeed and transformers (≈ 5 s)
 
@@ -34,14 +33,10 @@ def deepspeed_numbers(config: dict[str, Any], world: int) -> tuple[int, int, int
             parsed.gradient_accumulation_steps)
 
 
-def plan_from(doc: dict[str, Any]) -> Plan:
-    return resolve(recipe_from_text(to_yaml(doc), "generated.yaml"))
-
-
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(recipe_documents(strategies=("ddp", "zero", "fsdp", "megatron")))
 def test_deepspeed_accepts_and_derives_the_same_batch(doc: dict[str, Any]) -> None:
-    plan = plan_from(doc)
+    plan = plan_of(doc)
     config = ds_emit.emit(plan)
     parsed = deepspeed_judge.parse(config, plan.dp)
     assert (parsed.train_batch_size, parsed.train_micro_batch_size_per_gpu,
@@ -108,7 +103,7 @@ def test_hf_trainer_fills_auto_to_the_concrete_emit(doc: dict[str, Any]) -> None
     hf_ds = pytest.importorskip("transformers.integrations.deepspeed")
     doc["precision"] = "fp32" if doc["precision"] == "fp16" else doc["precision"]
     doc["model"].setdefault("hidden_size", 512)
-    plan = plan_from(doc)
+    plan = plan_of(doc)
     args = _training_args(plan)
     model = SimpleNamespace(config=SimpleNamespace(hidden_size=plan.model.hidden_size))
     concrete = ds_emit.emit(plan)

@@ -62,12 +62,7 @@ class Source:
 
     def get(self, *path: str | int, default: Any = None) -> Any:
         """The value at `path`, or `default` when a section or the key is missing."""
-        node: Any = self.data
-        for part in path:
-            if not isinstance(node, dict) or part not in node:
-                return default
-            node = node[part]
-        return node
+        return get(self.data, *path, default=default)
 
     def section(self, *path: str | int) -> dict[str, Any]:
         """The mapping at `path`, or an empty one when it is missing or not a mapping."""
@@ -104,3 +99,13 @@ class Rule:
 def integer(value: Any) -> int | None:
     """`value` when it is a real integer (not a bool, not "auto"), else None."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def get(data: Any, *path: str | int, default: Any = None) -> Any:
+    """The value at `path` in nested mappings, or `default` when a section or the key is missing."""
+    node = data
+    for part in path:
+        if not isinstance(node, dict) or part not in node:
+            return default
+        node = node[part]
+    return node

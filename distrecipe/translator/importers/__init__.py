@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from distrecipe.errors import DistrecipeError, Position
+from distrecipe.lint.rule import get
 from distrecipe.source import Document
 
 
@@ -83,9 +84,9 @@ def referenced_path(referrer: Path, ref: str) -> Path:
     return beside if beside.is_file() or not Path(ref).is_file() else Path(ref)
 
 
-def section(data: dict[str, Any], key: str) -> dict[str, Any]:
-    """`data[key]` when it is a mapping, else an empty one (a missing or malformed block)."""
-    value = data.get(key)
+def section(data: dict[str, Any], *path: str) -> dict[str, Any]:
+    """The mapping at `path`, else an empty one (a missing or malformed block)."""
+    value = get(data, *path)
     return value if isinstance(value, dict) else {}
 
 

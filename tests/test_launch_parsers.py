@@ -15,13 +15,7 @@ from typing import Any
 import pytest
 
 from distrecipe.commands.launch import launch
-
-ROOT = Path(__file__).resolve().parent.parent
-TINY = ROOT / "recipes" / "tiny-cpu.yaml"
-SEED = ROOT / "recipes" / "seed-8b-32gpu-zero2.yaml"  # 4 nodes × 8 GPUs
-RUN = Path("/tmp/distrecipe-test-run")
-SLURM_NODE_1 = {"SLURM_JOB_ID": "77", "SLURM_JOB_NODELIST": "gpu[07-09,12]", "SLURM_NODEID": "1",
-                "SLURM_STEP_ID": "0", "SLURM_NTASKS": "4"}
+from tests.test_launch_argv import RUN, SEED, SLURM_NODE_1, TINY
 
 
 def argv(capsys: pytest.CaptureFixture[str], recipe: Path, *overrides: str, **options: Any) -> list[str]:

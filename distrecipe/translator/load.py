@@ -119,8 +119,8 @@ def recipe_from_document(doc: Document, base_dir: Path) -> Recipe:
         cluster=Cluster(
             nodes=cluster_d.get("nodes", 1),
             gpus_per_node=cluster_d.get("gpus_per_node", "auto"),
-            gpu_memory=_opt(parse_size, cluster_d.get("gpu_memory")),
-            cpu_memory=_opt(parse_size, cluster_d.get("cpu_memory")),
+            gpu_memory=_size(cluster_d.get("gpu_memory")),
+            cpu_memory=_size(cluster_d.get("cpu_memory")),
             device=cluster_d.get("device", "gpu"),
         ),
         strategy=d["strategy"],
@@ -159,8 +159,8 @@ def _optimizer(d: dict[str, Any]) -> Optimizer:
     )
 
 
-def _opt(fn: Any, value: Any) -> Any:
-    return None if value is None else fn(value)
+def _size(value: int | str | None) -> int | None:
+    return None if value is None else parse_size(value)
 
 
 _HF_KEYS = {

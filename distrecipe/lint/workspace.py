@@ -13,9 +13,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from distrecipe.lint.kinds import DATA_SUFFIXES, detect, read
+from distrecipe.lint.kinds import DATA_SUFFIXES, detect, read, read_text
 from distrecipe.lint.rule import Kind, Source, integer
-from distrecipe.source import MAX_BYTES, Document, SourceError
+from distrecipe.source import Document, SourceError
 from distrecipe.translator.importers import referenced_path
 
 _SIBLING_HINTS = ("distributed_type", "per_device_train_batch_size", '"deepspeed"')
@@ -55,7 +55,7 @@ class Workspace:
         key = os.path.abspath(path)
         if key not in self._documents:
             text = self._texts.pop(key, None)
-            self._documents[key] = read(path, _text(path) if text is None else text)
+            self._documents[key] = read(path, read_text(path) if text is None else text)
         return self._documents[key]
 
     def source(self, path: Path, kind: Kind | None = None) -> Source | None:
@@ -84,7 +84,7 @@ class Workspace:
                 if path.suffix.lower() not in DATA_SUFFIXES or not path.is_file():
                     continue
                 try:
-                    text = self._texts.setdefault(os.path.abspath(path), _text(path))
+                    text = self._texts.setdefault(os.path.abspath(path), read_text(path))
                     if not any(hint in text for hint in _SIBLING_HINTS):
                         continue
                     doc = self.document(path)
@@ -117,13 +117,3 @@ class Workspace:
                 return n, f"num_processes in {sibling.path.name}"
         return None, None
 
-
-def _text(path: Path) -> str:
-    try:
-        if path.stat().st_size > MAX_BYTES:
-            raise SourceError(f"{path}: larger than {MAX_BYTES:,} bytes; configs that large are refused")
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SourceError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise SourceError(f"cannot read {path} as UTF-8 text: {exc.reason}") from None

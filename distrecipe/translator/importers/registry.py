@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from distrecipe.errors import DistrecipeError
-from distrecipe.lint.kinds import OVERRIDE_SUFFIXES, detect, read
-from distrecipe.source import Document, SourceError, read_document
+from distrecipe.lint.kinds import detect, read_file
+from distrecipe.source import Document, read_document
 from distrecipe.translator.importers import Context, Imported, World, accelerate, deepspeed, hf, verl
 
 Importer = Callable[[dict[str, Any], Context], Imported]
@@ -28,12 +28,7 @@ class NotNative(DistrecipeError):
 
 def read_native(path: str | Path) -> tuple[str, Document]:
     """The file's kind and document; a recipe is returned as kind `recipe`."""
-    file = Path(path)
-    try:
-        overrides = file.suffix.lower() in OVERRIDE_SUFFIXES
-        doc = read(file, file.read_text(encoding="utf-8")) if overrides else read_document(file)
-    except OSError as exc:
-        raise SourceError(f"cannot read {file}: {exc.strerror or exc}") from None
+    doc = read_file(Path(path))
     kind = detect(doc)
     if kind is None:
         raise NotNative("cannot tell which kind of config this is (deepspeed, accelerate, verl, hf)",

@@ -40,15 +40,13 @@ def recipe_text(path: str, *, world: int | None, nodes: int, overrides: Sequence
         click.echo(f"{path}: note: {note}", err=True)
     recipe = {"recipe": 1, "name": Path(path).stem,
               **{k: v for k, v in imported.recipe.items() if k != "recipe"}}
-    text = yaml.safe_dump(recipe, sort_keys=False, default_flow_style=None, width=100)
     checked = apply_overrides(Document(recipe, f"{path} (imported)"), overrides)
     try:
         resolve(recipe_from_document(checked, Path(path).parent))
     except DistrecipeError as exc:
         raise DistrecipeError(f"the imported recipe does not resolve: {exc.message}",
                               Position(path, 1, 1)) from None
-    if overrides:
-        text = yaml.safe_dump(checked.data, sort_keys=False, default_flow_style=None, width=100)
+    text = yaml.safe_dump(checked.data, sort_keys=False, default_flow_style=None, width=100)
     return f"# Imported by distrecipe from {path} ({kind}).\n" + text
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from distrecipe import __version__
 from distrecipe.findings import Finding
+from distrecipe.lint.config import SEVERITIES
 from distrecipe.lint.engine import Report
 from distrecipe.lint.rule import Rule
 from distrecipe.lint.rules import RULES
@@ -31,8 +32,7 @@ INFO_URI = "https://github.com/distrecipe/distrecipe"
 
 def text(report: Report) -> str:
     lines = [str(f) for f in report.findings]
-    levels = ("error", "warning", "info")
-    counts = {level: sum(f.severity == level for f in report.findings) for level in levels}
+    counts = {level: sum(f.severity == level for f in report.findings) for level in SEVERITIES}
     lines.append(
         f"{report.files} file{'s' if report.files != 1 else ''} checked: "
         + ", ".join(f"{n} {level}{'s' if n != 1 else ''}" for level, n in counts.items())

@@ -60,7 +60,7 @@ def emit_configs(plan: Plan) -> dict[str, str]:
     for name in emitted_targets(plan):
         output = TARGETS[name](plan, EmitOptions())
         for finding in output.findings:
-            click.echo(f"{plan.source}: {finding.severity} {finding.code}: {finding.message}", err=True)
+            click.echo(f"{plan.source}: {finding}", err=True)  # emitter findings have no position
         errors = [f.code for f in output.findings if f.severity == "error"]
         if errors:
             raise LaunchError(f"{name} cannot run this recipe ({', '.join(errors)})")

@@ -6,7 +6,6 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from distrecipe.lint.rule import Problem, Source
-from distrecipe.plan.report import HEADROOM, estimate
 from distrecipe.plan.units import gb
 
 
@@ -25,6 +24,8 @@ def memory_does_not_fit(src: Source) -> Iterator[Problem]:
     """
     if src.plan is None or src.plan.model.params is None:
         return
+    from distrecipe.plan.report import HEADROOM, estimate  # only recipes that size a model need it
+
     current = estimate(src.plan)
     if current.fits is False and current.budget is not None:
         yield Problem(("cluster", "gpu_memory"), (
@@ -45,6 +46,8 @@ def zero3_where_zero2_fits(src: Source) -> Iterator[Problem]:
     plan = src.plan
     if plan is None or plan.stage != 3 or plan.strategy not in ("zero", "fsdp") or plan.model.params is None:
         return
+    from distrecipe.plan.report import estimate
+
     current = estimate(plan)
     if not current.fits:
         return

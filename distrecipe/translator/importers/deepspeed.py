@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from distrecipe.lint.rules.batch import DS_BATCH_KEYS
 from distrecipe.lint.rules.deepspeed import IGNORE_KEY, autos
 from distrecipe.translator import deepspeed as emitter
 from distrecipe.translator.importers import Context, Imported, cluster, inverse, section, stage_strategy
@@ -65,10 +66,8 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
 
 def batch(data: dict[str, Any]) -> dict[str, Any]:
     """The three batch numbers; one DeepSpeed would derive becomes `auto`."""
-    keys = {"global": "train_batch_size", "micro": "train_micro_batch_size_per_gpu",
-            "accumulation": "gradient_accumulation_steps"}
     return {ours: data[theirs] if isinstance(data.get(theirs), int) else "auto"
-            for ours, theirs in keys.items()}
+            for ours, theirs in DS_BATCH_KEYS.items()}
 
 
 def precision(data: dict[str, Any]) -> str:

@@ -262,15 +262,16 @@ def fp16_and_bf16(src: Source) -> Iterator[Problem]:
     Fix: keep bf16 on GPUs that have it (A100, H100), fp16 on older ones.
     """
     if src.kind == "deepspeed":
-        fp16 = _enabled(src.get("fp16"))
+        fp16 = enabled(src.get("fp16"))
         bf16_key = "bf16" if "bf16" in src.data else "bfloat16"
-        if fp16 and _enabled(src.get(bf16_key)):
+        if fp16 and enabled(src.get(bf16_key)):
             yield Problem((bf16_key, "enabled"), f"{bf16_key}.enabled and fp16.enabled are both true")
     elif src.kind == "hf" and src.get("fp16") is True and src.get("bf16") is True:
         yield Problem(("bf16",), "bf16 and fp16 are both true")
 
 
-def _enabled(block: Any) -> bool:
+def enabled(block: Any) -> bool:
+    """A ds_config block (`fp16`, `bf16`) whose `enabled` is true."""
     return isinstance(block, dict) and block.get("enabled") is True
 
 

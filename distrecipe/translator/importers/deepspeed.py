@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from distrecipe.lint.rules.batch import DS_BATCH_KEYS
-from distrecipe.lint.rules.deepspeed import IGNORE_KEY, autos
+from distrecipe.lint.rules.deepspeed import IGNORE_KEY, autos, enabled
 from distrecipe.translator import deepspeed as emitter
 from distrecipe.translator.importers import Context, Imported, cluster, inverse, section, stage_strategy
 
@@ -71,11 +71,9 @@ def batch(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def precision(data: dict[str, Any]) -> str:
-    def on(key: str) -> bool:
-        block = data.get(key)
-        return isinstance(block, dict) and block.get("enabled") is True
-
-    return "bf16" if on("bf16") or on("bfloat16") else "fp16" if on("fp16") else "fp32"
+    if enabled(data.get("bf16")) or enabled(data.get("bfloat16")):
+        return "bf16"
+    return "fp16" if enabled(data.get("fp16")) else "fp32"
 
 
 def _offload(zero: dict[str, Any]) -> dict[str, Any]:

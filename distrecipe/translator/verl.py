@@ -37,7 +37,8 @@ Override = tuple[str, Any]
 
 
 def mini_batch(plan: Plan) -> int:
-    """`ppo_mini_batch_size`: prompts per optimizer step (floored; findings say when inexact)."""
+    """`ppo_mini_batch_size`: prompts per optimizer step (exact: `resolve` checks that
+    rollout_n divides the global batch and that prompts_per_step holds a mini-batch)."""
     assert plan.rl is not None, "verl targets need rl (findings report DR208 without it)"
     return plan.global_batch // plan.rl.rollout_n
 
@@ -90,32 +91,26 @@ def _structure_findings(plan: Plan) -> list[Finding]:
 
 
 def _batch_findings(plan: Plan) -> list[Finding]:
-    """verl's batch rules, in the order it would hit them (config check, then workers)."""
+    """verl's batch rules that a resolved Plan can still break (config check, then workers).
+
+    The others hold for every Plan: `resolve` already refuses a rollout_n that does not
+    divide the global batch and prompts_per_step < ppo_mini_batch_size, and the
+    workers' split of a mini-batch over DP ranks and then micro-batches is exact
+    because a mini-batch is micro × accumulation × DP sequences.
+    """
     assert plan.rl is not None
     n, prompts = plan.rl.rollout_n, plan.rl.prompts_per_step
-    mini, dp, micro = mini_batch(plan), plan.dp, plan.micro
+    mini = mini_batch(plan)
     sequences = prompts * n
     # validate_config: the whole rollout must split over the GPUs (Megatron: DP × micro).
-    minimal = dp * micro if plan.strategy == "megatron" else plan.world
+    minimal = plan.dp * plan.micro if plan.strategy == "megatron" else plan.world
     rules = [
-        (
-            plan.global_batch % n == 0,
-            f"global batch {plan.global_batch} is not a multiple of rollout_n {n}, "
-            "so no whole number of prompts makes one optimizer step",
-        ),
         (
             sequences % minimal == 0,
             f"prompts_per_step × rollout_n = {prompts} × {n} = {sequences} "
             f"is not divisible by {minimal}",
         ),
-        (prompts >= mini, f"prompts_per_step {prompts} < ppo_mini_batch_size {mini}"),
-        # Worker-side: the mini-batch splits over DP ranks, then into micro-batches,
-        # and each rank's rollout share splits into whole mini-batches.
-        (mini * n % dp == 0, f"ppo_mini_batch_size × rollout_n = {mini * n} not divisible by DP {dp}"),
-        (
-            mini * n // dp % micro == 0,
-            f"per-rank mini-batch {mini * n // dp} not divisible by micro {micro}",
-        ),
+        # Worker-side: each rank's rollout share splits into whole mini-batches.
         (
             prompts % mini == 0,
             f"prompts_per_step {prompts} is not a whole number of mini-batches of {mini} prompts",

@@ -16,6 +16,7 @@ import yaml
 
 from distrecipe.findings import Finding
 from distrecipe.recipe import Plan
+from distrecipe.translator.deepspeed import CONFIG_FILE
 from distrecipe.translator.equivalence import finding, offload_findings, refuse_errors
 from distrecipe.translator.targets import EmitOptions, Output, render_deepspeed
 
@@ -91,7 +92,7 @@ def _fsdp_findings(plan: Plan) -> list[Finding]:
     return found
 
 
-def emit(plan: Plan, *, ds_config_file: str = "ds_config.json") -> dict[str, Any]:
+def emit(plan: Plan) -> dict[str, Any]:
     """The accelerate config for `plan`, assuming `findings(plan)` holds no error."""
     kind = distributed_type(plan)
     config: dict[str, Any] = {"compute_environment": "LOCAL_MACHINE", "distributed_type": kind}
@@ -120,7 +121,7 @@ def emit(plan: Plan, *, ds_config_file: str = "ds_config.json") -> dict[str, Any
             }
     elif kind == "DEEPSPEED":
         deepspeed: dict[str, Any] = {
-            "deepspeed_config_file": ds_config_file,
+            "deepspeed_config_file": CONFIG_FILE,
             "zero3_init_flag": plan.stage == 3,
         }
         if plan.nodes > 1:

@@ -14,6 +14,9 @@ from typing import Any
 from distrecipe.findings import Finding
 from distrecipe.recipe import Plan
 
+CONFIG_FILE = "ds_config.json"
+"""The file name every target writes the ds_config under and points at."""
+
 OPTIMIZER_TYPE = {"adamw": "AdamW", "adam": "Adam", "sgd": "SGD"}
 """DeepSpeed's optimizer names; `SGD` is not built in and resolves to `torch.optim.SGD`."""
 

@@ -18,6 +18,7 @@ from typing import Any
 from distrecipe.findings import Finding
 from distrecipe.recipe import Plan
 from distrecipe.translator import accelerate
+from distrecipe.translator.deepspeed import CONFIG_FILE
 from distrecipe.translator.equivalence import finding, offload_findings, refuse_errors
 from distrecipe.translator.targets import EmitOptions, Output, render_deepspeed, to_json
 
@@ -68,7 +69,7 @@ def findings(plan: Plan) -> list[Finding]:
     return found
 
 
-def emit(plan: Plan, *, ds_config_file: str = "ds_config.json") -> dict[str, Any]:
+def emit(plan: Plan) -> dict[str, Any]:
     """The TrainingArguments kwargs for `plan` (minus `output_dir`, which is the user's)."""
     opt = plan.optimizer
     args: dict[str, Any] = {
@@ -94,7 +95,7 @@ def emit(plan: Plan, *, ds_config_file: str = "ds_config.json") -> dict[str, Any
         # FSDP has its own recompute; the Trainer warns that both would gather twice.
         args["gradient_checkpointing"] = plan.activation_checkpointing != "none"
     if plan.strategy == "zero":
-        args["deepspeed"] = ds_config_file
+        args["deepspeed"] = CONFIG_FILE
     return args
 
 

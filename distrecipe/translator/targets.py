@@ -41,7 +41,7 @@ def to_json(data: Any) -> str:
 
 def render_deepspeed(plan: Plan, options: EmitOptions) -> Output:
     return Output(
-        files={"ds_config.json": to_json(deepspeed.emit(plan, hf_auto=options.hf_auto))},
+        files={deepspeed.CONFIG_FILE: to_json(deepspeed.emit(plan, hf_auto=options.hf_auto))},
         findings=tuple(deepspeed.findings(plan)),
     )
 

@@ -62,8 +62,8 @@ def batch_rules(src: Source) -> Iterator[Problem]:
     and DP = N / ulysses (FSDP) or N / (TP × PP × CP) (Megatron):
 
     * `validate_config`: P × n divisible by N (Megatron: by DP × m); P ≥ M.
-    * only inside the GPU workers: M × n divisible by DP; M × n / DP divisible by m;
-      N divisible by the Ulysses size and by `fsdp_size`.
+    * only inside the GPU workers: P a multiple of M; M × n divisible by DP; M × n / DP
+      divisible by m; N divisible by the Ulysses size and by `fsdp_size`.
 
     The worker-side failures cost a cluster start-up each (Ray, the rollout engine,
     the model load) before the assertion. Same fact as DR220, which `compile --target
@@ -88,6 +88,9 @@ def batch_rules(src: Source) -> Iterator[Problem]:
             what = f"DP {shape.dp} × micro {micro}" if shape.megatron else f"{shape.world} GPUs"
             yield Problem(PROMPTS, f"train_batch_size × rollout.n = {prompts} × {n} = {prompts * n} "
                                    f"is not divisible by {what} (validate_config refuses it)")
+        elif mini and prompts % mini and prompts > mini:
+            yield Problem(PROMPTS, f"data.train_batch_size {prompts} is not a whole number of mini-batches "
+                                   f"of {mini} prompts (checked only inside the workers)")
         if mini is not None and prompts < mini:
             yield Problem(MINI, f"ppo_mini_batch_size {mini} > data.train_batch_size {prompts} "
                                 "(validate_config refuses it)")

@@ -1,0 +1,67 @@
+"""verl is the judge of DR220: lint flags a verl batch exactly when verl refuses it.
+
+Random FSDP actor batches (prompts, rollout.n, mini- and micro-batch, GPUs, Ulysses
+size) are written as the override lines a user keeps, linted, and handed to verl's
+own `validate_config` and worker-side splitting (`tests/verl_oracle.py`). A rule lint
+lacks, or one it invents, breaks the agreement.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, event, example, given, settings
+from hypothesis import strategies as st
+
+from distrecipe.lint.config import LintConfig
+from distrecipe.lint.engine import lint
+
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:Disabled critic")]
+
+
+@pytest.fixture(scope="module")
+def judge() -> Iterator[Any]:
+    oracle = pytest.importorskip("tests.verl_oracle", reason="verl is not installed")
+    verl_judge = oracle.VerlJudge()
+    yield verl_judge
+    verl_judge.close()
+
+
+def refused(judge: Any, lines: list[str]) -> bool:
+    cfg = judge.compose(lines)
+    try:
+        judge.validate(cfg)
+        judge.split(cfg)
+    except (AssertionError, ValueError):
+        return True
+    return False
+
+
+@settings(max_examples=80, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(prompts=st.sampled_from([8, 16, 24, 32, 48, 60, 64, 96]), n=st.sampled_from([1, 2, 4]),
+       mini=st.sampled_from([4, 8, 12, 16, 32]), micro=st.sampled_from([1, 2, 4]),
+       gpus=st.sampled_from([2, 4, 8]), sp=st.sampled_from([1, 2]))
+@example(prompts=48, n=4, mini=32, micro=2, gpus=8, sp=1)  # 1.5 mini-batches: only the workers refuse
+def test_dr220_agrees_with_verl(judge: Any, prompts: int, n: int, mini: int, micro: int, gpus: int,
+                                sp: int) -> None:
+    actor = "actor_rollout_ref.actor"
+    lines = [
+        f"{actor}.strategy=fsdp2", f"data.train_batch_size={prompts}", f"actor_rollout_ref.rollout.n={n}",
+        f"{actor}.ppo_mini_batch_size={mini}", f"{actor}.ppo_micro_batch_size_per_gpu={micro}",
+        f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={micro}",
+        f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={micro}",
+        f"{actor}.ulysses_sequence_parallel_size={sp}", "trainer.nnodes=1", f"trainer.n_gpus_per_node={gpus}",
+    ]
+    if sp > 1:
+        lines.append("actor_rollout_ref.model.use_remove_padding=true")
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "verl_overrides.txt").write_text("\n".join(lines) + "\n")
+        report = lint([Path(tmp) / "verl_overrides.txt"], config=LintConfig())
+    flagged = any(f.code == "DR220" for f in report.findings)
+    event("refused" if flagged else "accepted")
+    assert flagged == refused(judge, lines), [str(f) for f in report.findings]

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
-from distrecipe.lint.rule import Problem, Source, integer
+from distrecipe.lint.rule import Problem, Source, get, integer
 from distrecipe.schemas import did_you_mean
 from distrecipe.source import KeyPath
 
@@ -38,10 +39,15 @@ class Shape:
     sp: int
 
 
+def uses_megatron(data: dict[str, Any]) -> bool:
+    """verl trains the actor with Megatron (`model_engine=megatron` or the actor's strategy)."""
+    return data.get("model_engine") == "megatron" or get(data, *ACTOR, "strategy") == "megatron"
+
+
 def _shape(src: Source) -> Shape | None:
     if src.world is None:
         return None
-    megatron = src.get("model_engine") == "megatron" or src.get(*ACTOR, "strategy") == "megatron"
+    megatron = uses_megatron(src.data)
     if megatron:
         split = [integer(src.get(*ACTOR, "megatron", f"{k}_parallel_size")) or 1
                  for k in ("tensor_model", "pipeline_model", "context")]

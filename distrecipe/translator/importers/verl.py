@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from distrecipe.lint.rule import get, integer
+from distrecipe.lint.rules.verl import uses_megatron
 from distrecipe.translator import verl as emitter
 from distrecipe.translator.importers import Context, Imported, NotImportable, World, cluster, inverse, section
 
@@ -23,7 +24,7 @@ MEGATRON_PRECISIONS = inverse(emitter.MEGATRON_DTYPE)
 def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     actor = section(data, "actor_rollout_ref", "actor")
     world = _world(data, context)
-    megatron = data.get("model_engine") == "megatron" or actor.get("strategy") == "megatron"
+    megatron = uses_megatron(data)
     recipe: dict[str, Any] = {"recipe": 1, "model": {}, "cluster": cluster(world)}
     recipe.update(_megatron(actor) if megatron else _fsdp(actor, world))
     n = integer(get(data, "actor_rollout_ref", "rollout", "n"))

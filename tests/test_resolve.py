@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from distrecipe.errors import RecipeError
+from distrecipe.errors import LaunchError, RecipeError
 from distrecipe.recipe import Plan
 from distrecipe.translator.load import count_parameters, load_recipe, recipe_from_text
 from distrecipe.translator.resolve import resolve
@@ -168,6 +168,10 @@ def test_load_plan_probes_gpus_for_auto(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
     with pytest.raises(RecipeError, match="no GPUs were detected"):
         load_plan(path)
+    # launch probes the environment it will start the job in, and needs the probe's reason
+    assert load_plan(path, environ={"CUDA_VISIBLE_DEVICES": "0,1"}).dp == 4
+    with pytest.raises(LaunchError, match="hides every GPU"):
+        load_plan(path, must_detect=True)
 
 
 def test_integral_floats_count_as_integers() -> None:

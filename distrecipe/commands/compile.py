@@ -26,7 +26,7 @@ def compile_recipe(
     plan = load_plan(recipe, overrides)
     result = TARGETS[target](plan, EmitOptions(hf_auto=hf_auto))
     for finding in result.findings:
-        click.echo(f"{recipe}: {finding.severity} {finding.code}: {finding.message}", err=True)
+        click.echo(f"{recipe}: {finding}", err=True)
     inexact = [f for f in result.findings if f.severity != "info"]
     if strict and inexact:
         codes = ", ".join(sorted({f.code for f in inexact}))

@@ -18,18 +18,17 @@ from typing import get_args
 
 import click
 
+from distrecipe.api import load_plan
 from distrecipe.commands.options import overrides_option, recipe_argument
 from distrecipe.errors import LaunchError
-from distrecipe.launch.detect import detect_gpus, local_port
+from distrecipe.launch.detect import local_port
 from distrecipe.launch.launchers import LAUNCHERS
 from distrecipe.launch.launchers.verl import ENTRY as VERL_ENTRY
 from distrecipe.launch.rundir import WRITTEN, RunDir, default_run_dir
 from distrecipe.launch.slurm import Allocation, batch_script
 from distrecipe.launch.spec import TINY_TRAINER, LaunchRequest, LaunchSpec, Program
 from distrecipe.launch.supervise import LAUNCH_ID, new_launch_id, supervise
-from distrecipe.recipe import AUTO, Backend, Plan
-from distrecipe.translator.load import load_recipe
-from distrecipe.translator.resolve import resolve
+from distrecipe.recipe import Backend, Plan
 from distrecipe.translator.targets import TARGETS, EmitOptions
 
 NOT_STARTED = 127
@@ -93,11 +92,7 @@ def parse_program(plan: Plan, words: Sequence[str]) -> Program:
 def load(recipe: str, overrides: Sequence[str], target: Backend | None,
          environ: Mapping[str, str]) -> Plan:
     """Resolve the recipe; GPUs are detected only when it says `gpus_per_node: auto`."""
-    declared = load_recipe(recipe, overrides)
-    detected = None
-    if declared.cluster.gpus_per_node == AUTO and declared.cluster.device == "gpu":
-        detected = detect_gpus(environ)
-    plan = resolve(declared, detected_gpus=detected)
+    plan = load_plan(recipe, overrides, environ=environ, must_detect=True)
     if target is not None:
         plan = dataclasses.replace(plan, launch=dataclasses.replace(plan.launch, backend=target))
     return plan

@@ -217,7 +217,7 @@ def plan_engine_view(plan: Plan, zero: DeepSpeedZero | None = None) -> EngineVie
     """The engine view for a Plan; `zero` is read from the emitted DeepSpeed config."""
     psi = local_params(plan)
     lp = plan.precision_bytes
-    offloaded = plan.offload.optimizer != "none" or plan.offload.params != "none"
+    offloaded = plan.offload.enabled
     if plan.strategy == "megatron":
         return formula_only(plan)
     if plan.strategy == "fsdp":

@@ -56,7 +56,7 @@ class Estimate:
 
 
 def label(plan: Plan) -> str:
-    offload = " + offload" if plan.offload.optimizer != "none" or plan.offload.params != "none" else ""
+    offload = " + offload" if plan.offload.enabled else ""
     if plan.strategy == "megatron":
         name = "Megatron"
     elif plan.strategy == "fsdp":

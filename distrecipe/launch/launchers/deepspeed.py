@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from distrecipe.errors import LaunchError
 from distrecipe.launch.spec import LaunchRequest, LaunchSpec, executable, job_env, program_argv
+from distrecipe.translator.deepspeed import CONFIG_FILE
 
-DS_CONFIG = "ds_config.json"
+DS_CONFIG = CONFIG_FILE
+"""The ds_config in the run directory, under the name the emitter gives it."""
 HOSTFILE = "hostfile"
 
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from distrecipe.lint.kinds import DATA_SUFFIXES, detect, read, read_text
-from distrecipe.lint.rule import Kind, Source, integer
+from distrecipe.lint.rule import Kind, Source, get, integer
 from distrecipe.source import Document, SourceError
 from distrecipe.translator.importers import referenced_path
 
@@ -30,13 +31,15 @@ class Sibling:
 
     def references(self) -> Path | None:
         """The ds_config this Accelerate or HF config points at (see `referenced_path`)."""
-        data = self.doc.data
-        if self.kind == "accelerate":
-            block = data.get("deepspeed_config")
-            ref = block.get("deepspeed_config_file") if isinstance(block, dict) else None
-        else:
-            ref = data.get("deepspeed")
-        return referenced_path(self.path, ref) if isinstance(ref, str) and ref else None
+        ref = ds_reference(self.kind, self.doc.data)
+        return referenced_path(self.path, ref) if ref else None
+
+
+def ds_reference(kind: Kind, data: Any) -> str | None:
+    """The ds_config an Accelerate (`deepspeed_config_file`) or HF (`deepspeed`) config names."""
+    path = ("deepspeed_config", "deepspeed_config_file") if kind == "accelerate" else ("deepspeed",)
+    ref = get(data, *path) if kind in ("accelerate", "hf") else None
+    return ref if isinstance(ref, str) and ref else None
 
 
 class Workspace:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from distrecipe.lint.rule import Problem, Source, integer
+from distrecipe.lint.workspace import ds_reference
 from distrecipe.schemas import did_you_mean
 
 TOP_LEVEL = frozenset({
@@ -267,8 +268,6 @@ def processes_per_machine(src: Source) -> Iterator[Problem]:
 
 
 def _referenced(src: Source) -> list[Source]:
-    ref = src.get("deepspeed_config", "deepspeed_config_file")
-    if not isinstance(ref, str) or not ref:
-        return []
-    companion = src.workspace.companion(src.path, ref)
+    ref = ds_reference(src.kind, src.data)
+    companion = src.workspace.companion(src.path, ref) if ref else None
     return [companion] if companion is not None else []

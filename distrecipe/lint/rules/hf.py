@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from distrecipe.lint.rule import Problem, Source, integer
+from distrecipe.lint.workspace import ds_reference
 
 DEFAULTS: dict[str, Any] = {
     "per_device_train_batch_size": 8, "gradient_accumulation_steps": 1, "max_grad_norm": 1.0,
@@ -28,9 +29,8 @@ def deepspeed_mismatch(src: Source) -> Iterator[Problem]:
     Fails: `"per_device_train_batch_size": 4` beside `"train_micro_batch_size_per_gpu": 2`.
     Fix: make them equal, or write `"auto"` in the ds_config.
     """
-    if not isinstance(src.get("deepspeed"), str):
-        return
-    ds = src.workspace.companion(src.path, src.get("deepspeed"))
+    ref = ds_reference(src.kind, src.data)
+    ds = src.workspace.companion(src.path, ref) if ref else None
     if ds is None:
         return
     args = {key: src.get(key, default=default) for key, default in DEFAULTS.items()}

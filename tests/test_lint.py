@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from distrecipe.lint.config import LintConfig, load_config
 from distrecipe.lint.engine import lint
 from distrecipe.lint.formats import FORMATS
 from distrecipe.lint.jsonpos import read_json
-from distrecipe.lint.kinds import hydra_value, read_overrides
+from distrecipe.lint.kinds import DATA_SUFFIXES, OVERRIDE_SUFFIXES, hydra_value, read_overrides
 from distrecipe.lint.rules import RULES
 from distrecipe.source import parse_text
 from tests.conftest import Result
@@ -240,11 +241,15 @@ def test_pre_commit_hook_runs_on_any_json_and_yaml(cli: Callable[..., Result], t
     assert [hook["id"] for hook in hooks] == ["distrecipe-lint"]
     entry = hooks[0]["entry"].split()
     assert entry[:2] == ["distrecipe", "lint"]
+    # The hook is handed exactly the files lint can read (verl overrides are .txt).
+    assert {s for s in (*DATA_SUFFIXES, *OVERRIDE_SUFFIXES, ".py", ".md", "")
+            if re.search(hooks[0]["files"], f"x{s}")} == {*DATA_SUFFIXES, *OVERRIDE_SUFFIXES}
     (tmp_path / "package.json").write_text('{"name": "web"}')
+    (tmp_path / "requirements.txt").write_text("torch==2.13.0\n")
     (tmp_path / "ds.json").write_text(BROKEN)
     result = cli(*entry[1:], tmp_path / "package.json", tmp_path / "ds.json", "--world", "4")
     assert result.code == 1 and "DR311" in result.out and "package.json" not in result.out + result.err
-    assert cli(*entry[1:], tmp_path / "package.json").code == 0
+    assert cli(*entry[1:], tmp_path / "package.json", tmp_path / "requirements.txt").code == 0
 
 
 def test_references_resolve_from_the_launch_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -258,7 +263,6 @@ def test_references_resolve_from_the_launch_directory(tmp_path: Path, monkeypatc
 
 
 def test_every_code_in_the_package_can_be_explained() -> None:
-    import re
 
     from distrecipe.translator.equivalence import CODES
 

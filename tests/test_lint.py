@@ -263,7 +263,6 @@ def test_references_resolve_from_the_launch_directory(tmp_path: Path, monkeypatc
 
 
 def test_every_code_in_the_package_can_be_explained() -> None:
-
     from distrecipe.translator.equivalence import CODES
 
     package = Path(__file__).parent.parent / "distrecipe"

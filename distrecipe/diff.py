@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from distrecipe.errors import DistrecipeError, Position
+from distrecipe.lint.rule import get
 from distrecipe.recipe import Plan, plan_values
 from distrecipe.source import Document
 from distrecipe.translator.importers import World
@@ -86,7 +87,7 @@ def _borrow(side: Side, other: Side, notes: list[str]) -> Document:
     data = dict(side.doc.data)
     taken = []
     for section, key in UNSTATED:
-        value = (other.doc.data.get(section) or {}).get(key)
+        value = get(other.doc.data, section, key)
         if value is None or key in (data.get(section) or {}):
             continue
         data[section] = {**(data.get(section) or {}), key: value}

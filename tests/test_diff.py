@@ -67,6 +67,11 @@ def test_bad_side_is_one_line(cli: Callable[..., Result], write: Callable[[str, 
     result = cli("diff", ZERO2, broken)
     assert result.code == 2
     assert len(result.err.strip().splitlines()) == 1 and result.err.startswith(f"{broken}:3:")
+    # A native side borrows the model from the other side, even when that is malformed.
+    native = write("ds.json", '{"train_batch_size": 8, "zero_optimization": {"stage": 2}}')
+    listed = write("list.yaml", "recipe: 1\nmodel: [1]\n")
+    result = cli("diff", native, listed, "--world", "8")
+    assert result.code == 2 and result.err.startswith(f"{listed}:") and "internal error" not in result.err
 
 
 @settings(max_examples=40, deadline=None)

@@ -111,11 +111,22 @@ def parse_text(text: str, file: str) -> Document:
     if len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
         raise SourceError(f"text is larger than {MAX_BYTES:,} bytes", Position(file, 1, 1))
     if file.endswith(".json"):
-        _check_json(text, file)
-        # Raw tabs are illegal inside JSON strings, so outside them they are mere
-        # whitespace: turning them into spaces keeps columns and satisfies YAML.
-        text = text.replace("\t", " ")
+        from distrecipe.jsonpos import fast_document  # imports this module: import here
+
+        fast = fast_document(text, file)
+        return fast if fast is not None else careful_json(text, file)
     return _compose(text, file)
+
+
+def careful_json(text: str, file: str) -> Document:
+    """JSON checked as JSON (exact error messages), then composed with every position.
+
+    The reference the fast path is held to, and its fallback for anything unusual.
+    """
+    _check_json(text, file)
+    # Raw tabs are illegal inside JSON strings, so outside them they are mere
+    # whitespace: turning them into spaces keeps columns and satisfies YAML.
+    return _compose(text.replace("\t", " "), file)
 
 
 def _check_json(text: str, file: str) -> None:

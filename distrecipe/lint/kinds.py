@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from distrecipe.errors import Position
-from distrecipe.lint.jsonpos import read_json
 from distrecipe.lint.rule import Kind
 from distrecipe.source import MAX_BYTES, Document, KeyPath, SourceError, parse_text
 
@@ -82,8 +81,6 @@ def read(path: Path, text: str) -> Document:
     """Parse `text` by its file's suffix: JSON fast, YAML carefully, overrides line by line."""
     name = str(path)
     suffix = path.suffix.lower()
-    if suffix == ".json":
-        return read_json(text, name)
     if suffix in OVERRIDE_SUFFIXES:
         return read_overrides(text, name)
     return parse_text(text, name)

@@ -7,11 +7,22 @@ file through a temporary name and `os.replace`.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from distrecipe.errors import DistrecipeError
+
+
+def to_json(data: Any) -> str:
+    """Stable JSON text: indented, UTF-8 as is, one trailing newline.
+
+    Every JSON distrecipe writes or prints (configs, reports, run records) goes through
+    here, so the same data always gives the same bytes.
+    """
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
 def write_files(directory: str | Path, files: Mapping[str, str]) -> list[Path]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -10,6 +9,7 @@ import click
 
 from distrecipe.commands.options import overrides_option
 from distrecipe.diff import Diff, Impact, diff_paths
+from distrecipe.output import to_json
 from distrecipe.plan.units import gb
 
 
@@ -84,7 +84,7 @@ def as_json(result: Diff, old: str, new: str) -> str:
             "fits": list(impact.fits),
         },
     }
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    return to_json(data)
 
 
 FORMATS: dict[str, Callable[[Diff, str, str], str]] = {"text": text, "json": as_json, "markdown": markdown}

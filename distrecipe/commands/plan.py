@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 import click
 
 from distrecipe.api import load_plan
 from distrecipe.commands.options import overrides_option, recipe_argument
+from distrecipe.output import to_json
 from distrecipe.plan import render
 from distrecipe.plan.advice import advise
 from distrecipe.plan.report import compare, estimate
@@ -25,7 +25,7 @@ def plan_recipe(*, recipe: str, overrides: Sequence[str] = (), compare_all: bool
         data = render.as_json(current, advice)
         if compare_all:
             data["compare"] = [render.as_json(row) for row in rows]
-        click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+        click.echo(to_json(data), nl=False)
     else:
         click.echo(render.text(current, advice), nl=False)
         if compare_all:

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 import click
 
 from distrecipe.api import load_plan
 from distrecipe.commands.options import overrides_option, recipe_argument
+from distrecipe.output import to_json
 
 
 def resolve_recipe(*, recipe: str, fmt: str, overrides: Sequence[str] = ()) -> int:
     rows = load_plan(recipe, overrides).explain()
     if fmt == "json":
         data = {key: {"value": value, "from": source} for key, value, source in rows}
-        click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+        click.echo(to_json(data), nl=False)
         return 0
     width = max(len(key) for key, _, _ in rows)
     vwidth = max(len(_text(value)) for _, value, _ in rows)

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
+from distrecipe.output import to_json
 from distrecipe.schemas import recipe_schema
 
 
 @click.command("schema")
 def command() -> int:
     """Print the recipe format's JSON Schema (draft 2020-12)."""
-    click.echo(json.dumps(recipe_schema(), indent=2, ensure_ascii=False))
+    click.echo(to_json(recipe_schema()), nl=False)
     return 0

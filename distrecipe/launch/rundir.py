@@ -10,7 +10,6 @@ engines, and start time; end time and exit code are added when it ends.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 import time
@@ -22,7 +21,7 @@ from typing import Any
 
 from distrecipe import __version__
 from distrecipe.errors import LaunchError
-from distrecipe.output import write_files
+from distrecipe.output import to_json, write_files
 from distrecipe.recipe import Plan
 
 SECRET = re.compile(r"TOKEN|SECRET|KEY|PASSWORD", re.IGNORECASE)
@@ -55,7 +54,7 @@ def plan_json(plan: Plan) -> str:
     """The resolved plan as JSON: every field, plus the derived world size."""
     data = dataclasses.asdict(plan)
     data["world"] = plan.world
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    return to_json(data)
 
 
 def default_run_dir(root: Path, name: str, *, slurm_job: str | None = None, node_rank: int = 0) -> Path:
@@ -107,4 +106,4 @@ class RunDir:
         write_files(self.path, {RUN_RECORD: self._text()})
 
     def _text(self) -> str:
-        return json.dumps(self.record, indent=2, ensure_ascii=False) + "\n"
+        return to_json(self.record)

@@ -11,7 +11,6 @@ Every format is a pure function of the report: the same files give the same byte
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +22,7 @@ from distrecipe.lint.config import SEVERITIES
 from distrecipe.lint.engine import Report
 from distrecipe.lint.rule import Rule
 from distrecipe.lint.rules import RULES
+from distrecipe.output import to_json
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
@@ -47,7 +47,7 @@ def as_json(report: Report) -> str:
          "severity": f.severity, "message": f.message}
         for f in report.findings
     ]
-    return json.dumps({"files": report.files, "findings": findings}, indent=2, ensure_ascii=False) + "\n"
+    return to_json({"files": report.files, "findings": findings})
 
 
 def sarif(report: Report) -> str:
@@ -65,7 +65,7 @@ def sarif(report: Report) -> str:
             "results": results,
         }],
     }
-    return json.dumps(log, indent=2, ensure_ascii=False) + "\n"
+    return to_json(log)
 
 
 def _sarif_rule(rule: Rule) -> dict[str, Any]:

@@ -16,11 +16,12 @@ from __future__ import annotations
 from typing import Any
 
 from distrecipe.findings import Finding
+from distrecipe.output import to_json
 from distrecipe.recipe import Plan
 from distrecipe.translator import accelerate
 from distrecipe.translator.deepspeed import CONFIG_FILE
 from distrecipe.translator.equivalence import finding, offload_findings, refuse_errors
-from distrecipe.translator.targets import EmitOptions, Output, render_deepspeed, to_json
+from distrecipe.translator.targets import EmitOptions, Output, render_deepspeed
 
 TARGET = "hf"
 

@@ -8,12 +8,11 @@ the targets, so `compile --target NAME` has one place to look.
 from __future__ import annotations
 
 import importlib
-import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from distrecipe.findings import Finding
+from distrecipe.output import to_json
 from distrecipe.recipe import Plan
 from distrecipe.translator import deepspeed
 
@@ -33,10 +32,6 @@ class Output:
 
 Render = Callable[[Plan, EmitOptions], Output]
 
-
-def to_json(data: Any) -> str:
-    """Stable JSON text: insertion order is fixed by the emitters, so bytes are too."""
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
 def render_deepspeed(plan: Plan, options: EmitOptions) -> Output:

@@ -88,6 +88,11 @@ def _pos(file: str, mark: yaml.Mark | None) -> Position:
 
 def read_document(path: str | Path) -> Document:
     """Read and parse a YAML or JSON file, bounded in size."""
+    return parse_text(read_text(path), str(path))
+
+
+def read_text(path: str | Path) -> str:
+    """A config file's text, refused before reading when it is larger than `MAX_BYTES`."""
     p = Path(path)
     name = str(path)
     try:
@@ -100,10 +105,9 @@ def read_document(path: str | Path) -> Document:
             Position(name, 1, 1),
         )
     try:
-        text = p.read_text(encoding="utf-8")
+        return p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise SourceError(f"cannot read {name} as UTF-8 text: {exc}", Position(name, 1, 1)) from None
-    return parse_text(text, name)
 
 
 def parse_text(text: str, file: str) -> Document:

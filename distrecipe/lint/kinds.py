@@ -16,7 +16,7 @@ from typing import Any
 
 from distrecipe.errors import Position
 from distrecipe.lint.rule import Kind
-from distrecipe.source import MAX_BYTES, Document, KeyPath, SourceError, parse_text
+from distrecipe.source import Document, KeyPath, parse_text, read_text
 
 DATA_SUFFIXES = (".json", ".yaml", ".yml")
 OVERRIDE_SUFFIXES = (".txt", ".sh", ".args")
@@ -58,18 +58,6 @@ def _near_deepspeed(keys: set[str]) -> bool:
     import difflib  # only files with no known key get here
 
     return any(difflib.get_close_matches(key, DS_MARKERS, n=1, cutoff=0.85) for key in keys)
-
-
-def read_text(path: Path) -> str:
-    """The file's text, bounded in size; `SourceError` when it cannot be read."""
-    try:
-        if path.stat().st_size > MAX_BYTES:
-            raise SourceError(f"{path}: larger than {MAX_BYTES:,} bytes; configs that large are refused")
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SourceError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise SourceError(f"cannot read {path} as UTF-8 text: {exc.reason}") from None
 
 
 def read_file(path: Path) -> Document:

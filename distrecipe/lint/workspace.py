@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from distrecipe.lint.kinds import DATA_SUFFIXES, detect, read, read_text
+from distrecipe.lint.kinds import DATA_SUFFIXES, detect, read
 from distrecipe.lint.rule import Kind, Source, get, integer
-from distrecipe.source import Document, SourceError
+from distrecipe.source import Document, SourceError, read_text
 from distrecipe.translator.importers import referenced_path
 
 _SIBLING_HINTS = ("distributed_type", "per_device_train_batch_size", '"deepspeed"')

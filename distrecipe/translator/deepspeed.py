@@ -30,17 +30,19 @@ FP16_LOSS_SCALING = {
 """Dynamic loss scaling as DeepSpeed's docs recommend (`loss_scale: 0` = dynamic)."""
 
 
+BATCH_KEYS = {"global": "train_batch_size", "micro": "train_micro_batch_size_per_gpu",
+              "accumulation": "gradient_accumulation_steps"}
+"""A recipe's `batch.*` name → the ds_config key for the same number (lint and import read it)."""
+
+
 def emit(plan: Plan, *, hf_auto: bool = False) -> dict[str, Any]:
     """The ds_config for `plan`; `hf_auto` leaves HF-Trainer-filled values as "auto"."""
 
     def auto(value: Any) -> Any:
         return "auto" if hf_auto else value
 
-    config: dict[str, Any] = {
-        "train_batch_size": auto(plan.global_batch),
-        "train_micro_batch_size_per_gpu": auto(plan.micro),
-        "gradient_accumulation_steps": auto(plan.accumulation),
-    }
+    batch = {"global": plan.global_batch, "micro": plan.micro, "accumulation": plan.accumulation}
+    config: dict[str, Any] = {key: auto(batch[name]) for name, key in BATCH_KEYS.items()}
     # Always written: DeepSpeed's own default clips at 1.0, so "no clipping" must say 0.
     config["gradient_clipping"] = auto(plan.grad_clip or 0.0)
     if plan.precision == "bf16":

@@ -7,10 +7,7 @@ from dataclasses import dataclass
 
 from distrecipe.lint.rule import Problem, Source, integer
 from distrecipe.source import KeyPath
-
-DS_BATCH_KEYS = {"global": "train_batch_size", "micro": "train_micro_batch_size_per_gpu",
-                 "accumulation": "gradient_accumulation_steps"}
-"""A recipe's `batch.*` name → the ds_config key for the same number (import reads it too)."""
+from distrecipe.translator.deepspeed import BATCH_KEYS
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +30,7 @@ class Batch:
 def facts(src: Source) -> Batch | None:
     """Read the batch numbers of a ds_config or a recipe, in one vocabulary."""
     if src.kind == "deepspeed":
-        keys = tuple(DS_BATCH_KEYS.values())
+        keys = tuple(BATCH_KEYS.values())
         sp = integer(src.get("sequence_parallel_size")) or 1
         dp = src.world // sp if src.world and src.world % sp == 0 else None
         by_sp = f" / sequence_parallel_size {sp})" if sp > 1 else ")"
@@ -49,7 +46,7 @@ def facts(src: Source) -> Batch | None:
         dp = world // model_parallel if world and world % model_parallel == 0 else None
         text = f"DP {dp} (nodes {nodes} × gpus_per_node {gpus}" + (
             f" / model parallel {model_parallel})" if model_parallel > 1 else ")")
-        keys = tuple(DS_BATCH_KEYS)
+        keys = tuple(BATCH_KEYS)
         values = [integer(src.get("batch", k)) for k in keys]
         return Batch(values[0], values[1], values[2], dp, text,
                      ("batch.global", "batch.micro", "batch.accumulation"),

@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from distrecipe.lint.rules.batch import DS_BATCH_KEYS
 from distrecipe.lint.rules.deepspeed import IGNORE_KEY, autos, enabled
 from distrecipe.translator import deepspeed as emitter
 from distrecipe.translator.importers import Context, Imported, cluster, inverse, section, stage_strategy
@@ -67,7 +66,7 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
 def batch(data: dict[str, Any]) -> dict[str, Any]:
     """The three batch numbers; one DeepSpeed would derive becomes `auto`."""
     return {ours: data[theirs] if isinstance(data.get(theirs), int) else "auto"
-            for ours, theirs in DS_BATCH_KEYS.items()}
+            for ours, theirs in emitter.BATCH_KEYS.items()}
 
 
 def precision(data: dict[str, Any]) -> str:

@@ -27,6 +27,9 @@ from distrecipe.translator.targets import EmitOptions, Output
 TARGET = "verl"
 ACTOR = "actor_rollout_ref.actor"
 
+OVERRIDES_FILE = "verl_overrides.txt"
+ACTOR_FILE = "verl_actor.yaml"
+
 FSDP_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp32": "fp32"}
 MEGATRON_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 FSDP_OPTIMIZER = {"adamw": "AdamW", "adam": "Adam", "sgd": "SGD"}
@@ -229,8 +232,8 @@ def render(plan: Plan, options: EmitOptions) -> Output:
     refuse_errors(found)
     return Output(
         files={
-            "verl_overrides.txt": overrides_text(plan),
-            "verl_actor.yaml": yaml.safe_dump(nested(plan), sort_keys=False, default_flow_style=False),
+            OVERRIDES_FILE: overrides_text(plan),
+            ACTOR_FILE: yaml.safe_dump(nested(plan), sort_keys=False, default_flow_style=False),
         },
         findings=tuple(found),
     )

@@ -14,22 +14,22 @@ import sys
 
 from distrecipe.errors import LaunchError
 from distrecipe.launch.spec import LaunchRequest, LaunchSpec, job_env
+from distrecipe.translator.verl import OVERRIDES_FILE
 
-OVERRIDES = "verl_overrides.txt"
 ENTRY = "verl.trainer.main_ppo"
 
 
 def build(request: LaunchRequest) -> LaunchSpec:
     plan = request.plan
-    if OVERRIDES not in request.configs:
-        raise LaunchError(f"verl needs the emitted {OVERRIDES}; the verl emitter gave none")
+    if OVERRIDES_FILE not in request.configs:
+        raise LaunchError(f"verl needs the emitted {OVERRIDES_FILE}; the verl emitter gave none")
     if plan.nodes > 1 and "RAY_ADDRESS" not in request.environ:
         raise LaunchError(f"verl on {plan.nodes} nodes needs a Ray cluster: run `ray start --head` "
                           "on node 0 and `ray start --address=HEAD:6379` on the others, then "
                           "launch on node 0 with RAY_ADDRESS set")
     if plan.nodes > 1 and request.node_rank != 0:
         raise LaunchError("verl launches from node 0 only; the other nodes just join the Ray cluster")
-    overrides = request.configs[OVERRIDES].splitlines()
+    overrides = request.configs[OVERRIDES_FILE].splitlines()
     program = request.program
     entry = ["-m", program.target] if program.module else [program.target]
     argv = [sys.executable, *entry, *overrides, *program.args]

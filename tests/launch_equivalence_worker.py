@@ -57,3 +57,4 @@ def main(out: Path) -> None:
 
 if __name__ == "__main__":
     main(Path(sys.argv[1]))
+    tiny_train.exit_without_teardown(0)

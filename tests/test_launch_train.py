@@ -123,12 +123,16 @@ def test_two_torchrun_agents_rendezvous_over_loopback(
               "--set", f"launch.master_port={port}", "--runs-root", tmp_path]
     slurm = {"SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": "127.0.0.1,127.0.0.1", "SLURM_STEP_ID": "0",
              "SLURM_NTASKS": "2"}
-    agents = [subprocess.Popen(distrecipe(TINY, *common), cwd=ROOT, text=True,
-                               env={**os.environ, **slurm, "SLURM_NODEID": str(rank)},
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-              for rank in (0, 1)]
-    outputs = [agent.communicate(timeout=300) for agent in agents]
-    assert [agent.returncode for agent in agents] == [0, 0], outputs[0][1][-2000:] + outputs[1][1][-2000:]
+    # Files, not pipes: an agent blocked on a full pipe nobody reads yet would stall the
+    # rendezvous its peer waits in.
+    logs = [tmp_path / f"agent{rank}.log" for rank in (0, 1)]
+    with logs[0].open("w") as out0, logs[1].open("w") as out1:
+        agents = [subprocess.Popen(distrecipe(TINY, *common), cwd=ROOT,
+                                   env={**os.environ, **slurm, "SLURM_NODEID": str(rank)},
+                                   stdout=out, stderr=subprocess.STDOUT)
+                  for rank, out in enumerate((out0, out1))]
+        codes = [agent.wait(timeout=300) for agent in agents]
+    assert codes == [0, 0], "".join(log.read_text()[-2000:] for log in logs)
     nodes = [tmp_path / "tiny-cpu-slurm4242" / f"node{rank}" for rank in (0, 1)]
     for node in nodes:
         argv = json.loads((node / "run.json").read_text())["argv"]
@@ -168,6 +172,18 @@ def test_sigterm_ends_every_rank_and_is_recorded(tmp_path: Path) -> None:
     assert record["exit_code"] == 128 + signal.SIGTERM and record["signal"] == "SIGTERM"
     assert carrying(launch_id) == set()
     assert all(_stat_state(pid) in (None, "Z") for pid in job), "no orphan keeps running"
+
+
+def test_a_rank_ends_with_its_output_flushed_and_no_teardown() -> None:
+    """The trainer's exit: gloo threads may still need the GIL, so no interpreter
+    teardown may run (it would abort the rank), but nothing written may be lost."""
+    code = ("import atexit\n"
+            "from distrecipe.launch.tiny_train import exit_without_teardown\n"
+            "atexit.register(print, 'teardown ran')\n"
+            "print('last record', end='')\n"
+            "exit_without_teardown(7)\n")
+    done = run([sys.executable, "-c", code])
+    assert (done.returncode, done.stdout) == (7, "last record"), done.stderr
 
 
 def test_a_failing_rank_exit_code_comes_back(tmp_path: Path) -> None:

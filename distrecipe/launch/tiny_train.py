@@ -42,7 +42,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 import torch
 import torch.distributed as dist
@@ -372,5 +372,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def exit_without_teardown(code: int) -> NoReturn:
+    """End the rank once its output is flushed, skipping the interpreter's teardown.
+
+    gloo's worker threads release each finished collective (and the tensors it holds)
+    after the caller's `wait()` has returned, and releasing a tensor that Python also
+    wraps takes the GIL. If the main thread is already tearing the interpreter down, a
+    thread that asks for the GIL is ended by `pthread_exit`, which C++ turns into
+    `std::terminate`: the rank dies with SIGABRT after a run that succeeded (seen about
+    once in ten two-node runs on two busy cores). `destroy_process_group` cannot join
+    those threads first, because a live `DeviceMesh` (kept by DTensor's caches) still
+    owns the process group. Nothing the trainer needs runs at teardown, so skip it.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_without_teardown(main())

@@ -9,6 +9,7 @@ that matters is the ratio (goal ≥ 20×), not the absolute times of this machin
 from __future__ import annotations
 
 import argparse
+import compileall
 import statistics
 import subprocess
 import sys
@@ -33,6 +34,11 @@ def main() -> int:
     recipe = ROOT / "recipes" / "seed-8b-32gpu-zero3.yaml"
     # The console script users run, installed next to this interpreter.
     script = Path(sys.executable).with_name("distrecipe")
+    # Like for like: pip byte-compiles DeepSpeed (and an installed distrecipe) at install
+    # time, but an editable checkout under PYTHONDONTWRITEBYTECODE (set on these
+    # machines) would recompile every distrecipe module on every run. The .pyc files go
+    # to the package's own __pycache__ (ignored by git), as an install would put them.
+    compileall.compile_dir(ROOT / "distrecipe", quiet=1)
     compile_times, import_times = [], []
     with tempfile.TemporaryDirectory() as out:
         # Interleaved, so a noisy neighbour slows both sides alike.

@@ -10,7 +10,7 @@ import pytest
 
 from distrecipe.errors import LaunchError
 from distrecipe.launch.detect import detect_gpus, local_port
-from distrecipe.launch.rundir import REDACTED, RunDir, redact
+from distrecipe.launch.rundir import REDACTED, RunDir, default_run_dir, redact
 from distrecipe.launch.slurm import Allocation, expand_nodelist
 from distrecipe.translator.load import load_recipe
 from distrecipe.translator.resolve import resolve
@@ -73,6 +73,24 @@ def test_allocation_from_slurm() -> None:
     allocation = Allocation.from_env(step)
     assert allocation is not None and allocation.per_node and allocation.node_rank == 1
     assert allocation.master_addr == "n1"
+
+
+@pytest.mark.parametrize(("extra", "key"), [
+    ({}, "5"),
+    ({"SLURM_STEP_ID": "0"}, "5"),
+    ({"SLURM_STEP_ID": "2"}, "5.2"),
+    ({"SLURM_STEP_ID": "0", "SLURM_RESTART_COUNT": "0"}, "5"),
+    ({"SLURM_STEP_ID": "0", "SLURM_RESTART_COUNT": "1"}, "5-restart1"),
+    ({"SLURM_STEP_ID": "3", "SLURM_RESTART_COUNT": "2"}, "5.3-restart2"),
+])
+def test_every_slurm_run_gets_its_own_run_directory(extra: dict[str, str], key: str, tmp_path: Path) -> None:
+    """A requeued job keeps its id and a batch script may srun twice: neither may find
+    the previous run's directory (RunDir refuses a used one, so the job would fail)."""
+    env = {"SLURM_JOB_ID": "5", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_NODEID": "1", "SLURM_NTASKS": "2", **extra}
+    allocation = Allocation.from_env(env)
+    assert allocation is not None and allocation.run_key == key
+    assert default_run_dir(tmp_path, "job", slurm_run=allocation.run_key, node_rank=1) == (
+        tmp_path / f"job-slurm{key}" / "node1")
 
 
 def test_secrets_are_redacted() -> None:

@@ -168,7 +168,7 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
         return 0
     allocation = Allocation.from_env(env)
     path = Path(run_dir) if run_dir else default_run_dir(
-        Path(runs_root), plan.name, slurm_job=allocation.job_id if allocation else None,
+        Path(runs_root), plan.name, slurm_run=allocation.run_key if allocation else None,
         node_rank=node_rank if node_rank is not None else (allocation.node_rank if allocation else 0))
     path = path.resolve()
     configs = emit_configs(plan)

@@ -57,10 +57,14 @@ def plan_json(plan: Plan) -> str:
     return to_json(data)
 
 
-def default_run_dir(root: Path, name: str, *, slurm_job: str | None = None, node_rank: int = 0) -> Path:
-    """`runs/<name>-<UTC time>-<pid>`, or per job and node inside SLURM (nodes may share a disk)."""
-    if slurm_job is not None:
-        return root / f"{name}-slurm{slurm_job}" / f"node{node_rank}"
+def default_run_dir(root: Path, name: str, *, slurm_run: str | None = None, node_rank: int = 0) -> Path:
+    """`runs/<name>-<UTC time>-<pid>`, or per SLURM run and node (nodes may share a disk).
+
+    `slurm_run` is `Allocation.run_key`: every node of one run computes the same name
+    without talking to the others, and a requeued job or a later step gets a new one.
+    """
+    if slurm_run is not None:
+        return root / f"{name}-slurm{slurm_run}" / f"node{node_rank}"
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     return root / f"{name}-{stamp}-{os.getpid()}"
 

@@ -66,10 +66,27 @@ class Allocation:
     job_id: str
     per_node: bool
     """True inside an `srun` step with one task per node (distrecipe runs on every node)."""
+    step_id: str | None = None
+    """The `srun` step (None in the batch script itself); one job may run several."""
+    restarts: int = 0
+    """SLURM_RESTART_COUNT: how often the job was requeued (preemption, node failure)."""
 
     @property
     def master_addr(self) -> str:
         return self.hosts[0]
+
+    @property
+    def run_key(self) -> str:
+        """This run's name within SLURM, the same on every node and new on every run.
+
+        The job id alone is not enough: a requeued job keeps its id, and a batch script
+        may `srun` several launches. SLURM's own `job.step` notation is used for steps
+        after the first, and `-restartN` for a requeued job.
+        """
+        key = self.job_id
+        if self.step_id not in (None, "0"):
+            key += f".{self.step_id}"
+        return key + (f"-restart{self.restarts}" if self.restarts else "")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Allocation | None:
@@ -84,7 +101,8 @@ class Allocation:
         in_step = "SLURM_STEP_ID" in env
         per_node = in_step and len(hosts) > 1 and env.get("SLURM_NTASKS") == str(len(hosts))
         return cls(hosts=hosts, node_rank=int(env.get("SLURM_NODEID", "0")),
-                   job_id=env["SLURM_JOB_ID"], per_node=per_node)
+                   job_id=env["SLURM_JOB_ID"], per_node=per_node, step_id=env.get("SLURM_STEP_ID"),
+                   restarts=int(env.get("SLURM_RESTART_COUNT") or 0))
 
 
 def batch_script(plan: Plan, launch_argv: Sequence[str]) -> str:

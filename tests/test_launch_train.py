@@ -110,6 +110,8 @@ def test_demo_trains_through_deepspeed(tmp_path: Path, curves: dict[str, list[di
     assert {"plan.json", "ds_config.json", "recipe.yaml"} <= {p.name for p in run_dir.iterdir()}
     for got, want in zip(losses(printed), losses(curves["demo"]), strict=True):
         assert relative(got, want) <= TOLERANCE
+    first, last = losses(printed)[:3], losses(printed)[-3:]
+    assert sum(last) < 0.8 * sum(first), f"the demo should visibly learn: {losses(printed)}"
 
 
 def test_two_torchrun_agents_rendezvous_over_loopback(

@@ -117,11 +117,15 @@ def build_model(seed: int) -> nn.Sequential:
 
 
 def build_dataset(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """A fixed regression task (a random non-linear teacher), identical on every rank."""
+    """A fixed regression task (a random non-linear teacher), identical on every rank.
+
+    Easy enough that ten steps at lr 1e-3 visibly learn (the demo's loss falls by about
+    a third), so a run that agrees with another is agreeing about training.
+    """
     generator = torch.Generator().manual_seed(seed + 1)
     inputs = torch.randn(DATASET_SIZE, FEATURES, generator=generator)
     teacher = torch.randn(FEATURES, OUTPUTS, generator=generator) / FEATURES**0.5
-    return inputs, torch.sin(3 * inputs @ teacher)
+    return inputs, torch.sin(inputs @ teacher)
 
 
 def sample_indices(settings: TrainSettings, *, step: int, micro_step: int, rank: int) -> torch.Tensor:

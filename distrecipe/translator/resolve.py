@@ -238,13 +238,18 @@ def _exact(recipe: Recipe, glob: int, divisor: int, name: str, formula: str, pro
     if glob % divisor == 0 and glob >= divisor:
         prov[f"batch.{name}"] = formula
         return glob // divisor
-    lower, upper = (glob // divisor) * divisor, -(-glob // divisor) * divisor
-    options = [str(v) for v in (lower, upper) if v > 0]
     raise RecipeError(
         f"batch.{name} = {formula} = {glob / divisor:g} is not a positive integer "
-        f"(distrecipe never rounds); nearest valid batch.global: {_or(options)}",
+        f"(distrecipe never rounds); nearest valid batch.global: {_or(nearest_multiples(glob, divisor))}",
         recipe.at("batch.global", "batch"),
     )
+
+
+def nearest_multiples(total: int, divisor: int) -> tuple[int, ...]:
+    """The positive multiples of `divisor` just below and above `total`: the global
+    batches that would make a derived batch number whole. Resolve and lint offer these."""
+    lower, upper = (total // divisor) * divisor, -(-total // divisor) * divisor
+    return tuple(v for v in dict.fromkeys((lower, upper)) if v > 0)
 
 
 def _suggest(glob: int, micro: int, acc: int, dp: int) -> str:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from distrecipe.lint.rule import Problem, Source, integer
 from distrecipe.source import KeyPath
 from distrecipe.translator.deepspeed import BATCH_KEYS
+from distrecipe.translator.resolve import nearest_multiples
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,8 +107,7 @@ def batch_not_exact(src: Source) -> Iterator[Problem]:
     if b.total % divisor == 0:
         return
     floored = b.total // divisor
-    lower, upper = floored * divisor, (floored + 1) * divisor
-    nearest = f"{lower} or {upper}" if lower else str(upper)
+    nearest = " or ".join(map(str, nearest_multiples(b.total, divisor)))
     consequence = (
         f"DeepSpeed floors {b.names[missing]} to {floored} and then fails"
         + (" (it must be > 0)" if floored == 0 else "") if src.kind == "deepspeed"

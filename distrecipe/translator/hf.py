@@ -101,18 +101,19 @@ def emit(plan: Plan) -> dict[str, Any]:
 
 
 def _fsdp_config(plan: Plan) -> dict[str, Any]:
-    """The same FSDP2 choices as the Accelerate emitter, in the Trainer's spelling."""
+    """The Accelerate emitter's FSDP2 choices, in the Trainer's `fsdp_config` spelling."""
+    choice = accelerate.fsdp2_choices(plan)
     config: dict[str, Any] = {
         "version": 2,
-        "reshard_after_forward": plan.stage == 3,
-        "cpu_offload": plan.offload.enabled,
-        "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
+        "reshard_after_forward": choice["reshard_after_forward"],
+        "cpu_offload": choice["offload"],
+        "auto_wrap_policy": choice["auto_wrap_policy"],
     }
-    if plan.model.layer_cls is not None:
-        config["transformer_layer_cls_to_wrap"] = [plan.model.layer_cls]
-    config["state_dict_type"] = "SHARDED_STATE_DICT"
-    config["cpu_ram_efficient_loading"] = plan.stage == 3
-    config["activation_checkpointing"] = plan.activation_checkpointing != "none"
+    if choice["layer_cls"] is not None:
+        config["transformer_layer_cls_to_wrap"] = [choice["layer_cls"]]
+    config["state_dict_type"] = choice["state_dict_type"]
+    config["cpu_ram_efficient_loading"] = choice["efficient_loading"]
+    config["activation_checkpointing"] = choice["activation_checkpointing"]
     return config
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -12,7 +13,15 @@ from pathlib import Path
 import pytest
 
 from distrecipe.errors import LaunchError
-from distrecipe.launch.supervise import LAUNCH_ID, Outcome, carrying, new_launch_id, supervise
+from distrecipe.launch.supervise import (
+    LAUNCH_ID,
+    Outcome,
+    await_gone,
+    carrying,
+    new_launch_id,
+    running,
+    supervise,
+)
 
 
 def run(code: str, *, timeout: float | None = None, grace: float = 30.0,
@@ -24,14 +33,6 @@ def run(code: str, *, timeout: float | None = None, grace: float = 30.0,
         threading.Timer(delay, os.kill, (os.getpid(), signum)).start()
     outcome = supervise([sys.executable, "-c", code], env, launch_id=launch_id, timeout=timeout, grace=grace)
     return outcome, launch_id
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def wait_for(path: Path) -> str:
@@ -104,11 +105,18 @@ def test_no_process_outlives_the_command(tmp_path: Path) -> None:
     outcome, launch_id = run(code)
     assert outcome.exit_code == 0
     grandchild = int(pid_file.read_text())
-    deadline = time.monotonic() + 5
-    while alive(grandchild) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not alive(grandchild)
+    # Gone when the command returns, not merely signalled: its memory and ports are free.
+    assert not running(grandchild)
     assert carrying(launch_id) == set()
+
+
+def test_running_tells_live_dying_and_reaped_apart() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    assert running(child.pid)
+    child.kill()
+    assert await_gone({child.pid}, timeout=10) == set(), "a zombie holds nothing: not running"
+    child.wait()
+    assert not running(child.pid)
 
 
 def test_a_missing_launcher_is_a_launch_error() -> None:

@@ -23,7 +23,7 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
@@ -33,6 +33,8 @@ LAUNCH_ID = "DISTRECIPE_LAUNCH_ID"
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 TIMEOUT_EXIT = 124
 POLL_SECONDS = 0.1
+REAP_SECONDS = 30.0
+"""How long distrecipe waits, after the job ended, for killed ranks to be torn down."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -105,9 +107,70 @@ def kill_all(pids: set[int]) -> None:
             continue
 
 
+def running(pid: int) -> bool:
+    """Alive or still dying; False once gone or a zombie (a zombie holds no memory or GPU).
+
+    A process killed with SIGKILL keeps its memory, GPU contexts and sockets until the
+    kernel has torn it down, after its environment has already become unreadable.
+    """
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc here: existence is all that can be asked
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    return state not in ("Z", "X")
+
+
+def await_gone(pids: set[int], timeout: float) -> set[int]:
+    """Wait until none of `pids` is running, at most `timeout` seconds; those still running."""
+    deadline = time.monotonic() + timeout
+    left = {pid for pid in pids if running(pid)}
+    while left and time.monotonic() < deadline:
+        time.sleep(POLL_SECONDS)
+        left = {pid for pid in left if running(pid)}
+    return left
+
+
 def signal_group(leader: int, signum: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(leader, signum)
+
+
+@dataclass(kw_only=True)
+class _Job:
+    """The started launcher, and every process of the job seen so far.
+
+    Ranks are remembered whenever distrecipe signals the job: once their launcher has
+    stopped them they are re-parented and, while dying, their environment no longer
+    names the launch, yet they hold memory, GPUs and ports until they are gone.
+    """
+
+    proc: subprocess.Popen[bytes]
+    launch_id: str
+    grace: float
+    kill_at: list[float] = field(default_factory=list)
+    seen: set[int] = field(default_factory=set)
+
+    def processes(self) -> set[int]:
+        found = job_processes(self.proc.pid, self.launch_id)
+        self.seen |= found - {self.proc.pid}
+        return found
+
+    def stop(self, signum: int) -> None:
+        """Forward `signum` to the launcher's group; kill everything after the grace period."""
+        self.processes()
+        signal_group(self.proc.pid, signum)
+        self.kill_at.append(time.monotonic() + self.grace)
+
+    def kill(self) -> None:
+        kill_all(self.processes())
 
 
 def supervise(argv: Sequence[str], env: Mapping[str, str], *, launch_id: str,
@@ -116,18 +179,16 @@ def supervise(argv: Sequence[str], env: Mapping[str, str], *, launch_id: str,
     if env.get(LAUNCH_ID) != launch_id:
         raise ValueError(f"env must carry {LAUNCH_ID}={launch_id} so the job's processes can be found")
     received: list[int] = []
-    kill_at: list[float] = []
-    started: list[subprocess.Popen[bytes]] = []
+    started: list[_Job] = []
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         received.append(signum)
         if not started:  # forwarded as soon as the job exists
             return
         if len(received) == 1:
-            signal_group(started[0].pid, signum)
-            kill_at.append(time.monotonic() + grace)
+            started[0].stop(signum)
         else:
-            kill_all(job_processes(started[0].pid, launch_id))
+            started[0].kill()
 
     # Handlers go in before the start: a signal in between would otherwise kill
     # distrecipe by default and leave the job, in its own session, running alone.
@@ -138,19 +199,19 @@ def supervise(argv: Sequence[str], env: Mapping[str, str], *, launch_id: str,
             proc = subprocess.Popen(list(argv), env=dict(env), start_new_session=True)
         except OSError as exc:
             raise LaunchError(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
-        started.append(proc)
+        job = _Job(proc=proc, launch_id=launch_id, grace=grace)
+        started.append(job)
         if received:  # arrived before `started` said whom to tell
-            signal_group(proc.pid, received[0])
-            kill_at.append(time.monotonic() + grace)
-        return _wait(proc, launch_id, received, kill_at, timeout, grace)
+            job.stop(received[0])
+        return _wait(job, received, timeout)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
 
-def _wait(proc: subprocess.Popen[bytes], launch_id: str, received: list[int], kill_at: list[float],
-          timeout: float | None, grace: float) -> Outcome:
+def _wait(job: _Job, received: list[int], timeout: float | None) -> Outcome:
     """Poll the launcher to its end, escalating on timeout or grace; then clear up."""
+    proc = job.proc
     deadline = None if timeout is None else time.monotonic() + timeout
     timed_out = False
     try:
@@ -159,15 +220,17 @@ def _wait(proc: subprocess.Popen[bytes], launch_id: str, received: list[int], ki
             moment = time.monotonic()
             if deadline is not None and moment > deadline and not timed_out:
                 timed_out = True
-                signal_group(proc.pid, signal.SIGTERM)
-                kill_at.append(moment + grace)
-            if kill_at and moment > min(kill_at):
-                kill_all(job_processes(proc.pid, launch_id))
+                job.stop(signal.SIGTERM)
+            if job.kill_at and moment > min(job.kill_at):
+                job.kill()
     finally:
-        kill_all(job_processes(proc.pid, launch_id) - {proc.pid})
+        kill_all(job.processes() - {proc.pid})
         if proc.poll() is None:
             kill_all({proc.pid})
         proc.wait()
+        # Wait until the kernel has torn the ranks down, so that a launch that follows
+        # finds their GPUs and ports free.
+        await_gone(job.seen, REAP_SECONDS)
     code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
     if timed_out:
         return Outcome(exit_code=TIMEOUT_EXIT, timed_out=True)

@@ -100,9 +100,8 @@ def _borrow(side: Side, other: Side, notes: list[str]) -> Document:
 def plan_of(doc: Document, base: str, *, world: int | None, overrides: Sequence[str]) -> Plan:
     """Resolve one side; a native side's own world is in its cluster already."""
     recipe = recipe_from_document(apply_overrides(doc, overrides), Path(base).parent)
-    detected = world // recipe.cluster.nodes if world is not None else None
     try:
-        return resolve(recipe, detected_gpus=detected)
+        return resolve(recipe, world=world)
     except DistrecipeError as exc:
         raise DistrecipeError(exc.message, exc.where or Position(base, 1, 1)) from None
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -118,6 +119,21 @@ def test_gpus_per_node_auto_uses_detection_or_explains() -> None:
     assert resolve(recipe, detected_gpus=4).dp == 8
     with pytest.raises(RecipeError, match="no GPUs were detected"):
         resolve(recipe)
+
+
+def test_gpus_per_node_auto_from_a_known_world_is_exact(cli: Any, write: Any) -> None:
+    """lint's and diff's --world answer `auto` too, divided by the nodes and never floored."""
+    text = BASE.format(micro=2, acc="auto", glob=64, nodes=2, gpus="auto", tp=1)
+    recipe = recipe_from_text(text, "r.yaml")
+    plan = resolve(recipe, world=8)
+    assert (plan.gpus_per_node, plan.world) == (4, 8)
+    assert plan.provenance["cluster.gpus_per_node"] == "world / nodes = 8 / 2"
+    with pytest.raises(RecipeError, match=r"world is 9, which cluster.nodes = 2 does not divide.*8 or 10"):
+        resolve(recipe, world=9)
+    path = write("r.yaml", text)
+    linted = cli("lint", path, "--world", "9")
+    assert linted.code == 1 and "does not divide" in linted.out
+    assert "does not divide" in cli("diff", path, path, "--world", "9").err
 
 
 def test_hf_style_buckets_from_hidden_size() -> None:

@@ -98,12 +98,9 @@ def _with_plan(src: Source) -> Source:
 
     try:
         recipe = recipe_from_document(src.doc, base_dir=src.path.parent)
-        detected = None
-        if recipe.cluster.gpus_per_node == "auto":
-            if src.workspace.world is None:
-                return src  # resolved at launch, on the machine: nothing to check here
-            detected = src.workspace.world // recipe.cluster.nodes
-        return replace(src, plan=resolve(recipe, detected_gpus=detected))
+        if recipe.cluster.gpus_per_node == "auto" and src.workspace.world is None:
+            return src  # resolved at launch, on the machine: nothing to check here
+        return replace(src, plan=resolve(recipe, world=src.workspace.world))
     except DistrecipeError as exc:
         return replace(src, error=exc)
 

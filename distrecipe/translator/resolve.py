@@ -25,16 +25,18 @@ DEFAULT_BACKEND: dict[str, Backend] = {
 }
 
 
-def resolve(recipe: Recipe, *, detected_gpus: int | None = None) -> Plan:
+def resolve(recipe: Recipe, *, detected_gpus: int | None = None, world: int | None = None) -> Plan:
     """Resolve a declared recipe into a Plan, or raise a `RecipeError` pointing at the cause.
 
-    `detected_gpus` answers `cluster.gpus_per_node: auto`; the caller probes the
-    machine (launch does), so resolution itself stays pure and testable.
+    `cluster.gpus_per_node: auto` is answered by `detected_gpus` (the caller probes the
+    machine, as launch does, so resolution itself stays pure and testable) or by a
+    total `world` known from outside (lint's and diff's `--world`), divided exactly
+    by the nodes.
     """
     prov: dict[str, str] = {}
     stage = _stage(recipe, prov)
     _check_offload(recipe, stage)
-    gpus = _gpus_per_node(recipe, detected_gpus, prov)
+    gpus = _gpus_per_node(recipe, detected_gpus, world, prov)
     dp = _data_parallel(recipe, gpus, prov)
     shard_group = _shard_group(recipe, stage, dp, prov)
     micro, accumulation, global_batch = _batch(recipe, dp, prov)
@@ -131,10 +133,21 @@ def _check_offload(recipe: Recipe, stage: int) -> None:
             )
 
 
-def _gpus_per_node(recipe: Recipe, detected: int | None, prov: dict[str, str]) -> int:
+def _gpus_per_node(recipe: Recipe, detected: int | None, world: int | None, prov: dict[str, str]) -> int:
     declared = recipe.cluster.gpus_per_node
     if declared != AUTO:
         return declared
+    if world is not None:
+        nodes = recipe.cluster.nodes
+        if world % nodes:
+            raise RecipeError(
+                f"cluster.gpus_per_node is auto and the world is {world}, which "
+                f"cluster.nodes = {nodes} does not divide (distrecipe never rounds); "
+                f"nearest valid worlds: {_or(nearest_multiples(world, nodes))}",
+                recipe.at("cluster.gpus_per_node", "cluster"),
+            )
+        prov["cluster.gpus_per_node"] = f"world / nodes = {world} / {nodes}"
+        return world // nodes
     if detected is None or detected < 1:
         raise RecipeError(
             "cluster.gpus_per_node is auto but no GPUs were detected here; "

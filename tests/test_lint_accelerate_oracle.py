@@ -1,0 +1,129 @@
+"""Accelerate is the judge of DR343-DR345: an accelerate config beside a ds_config file.
+
+For each generated pair (keys written beside `deepspeed_config_file`, a top-level
+`mixed_precision` or none, a ds_config with or without `gradient_accumulation_steps`
+and a ZeRO block), Accelerate's own path decides: `accelerate launch`'s argument
+merge and the environment it exports, then `DeepSpeedPlugin()` built from that
+environment, as every worker builds it. Accelerate stops at its first problem (the
+ZeRO block is checked before the conflicting keys), so:
+
+* refused for the missing ZeRO block  ⇔ lint reports DR345;
+* refused with "will be ignored"      ⇔ lint reports DR343 (and no DR345);
+* accepted, accumulation forced to 1  ⇔ lint reports DR344 (and neither of the others);
+* accepted otherwise                  ⇔ lint reports none of the three.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pytest
+import yaml
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from distrecipe.lint.config import LintConfig
+from distrecipe.lint.engine import lint
+
+pytestmark = pytest.mark.slow  # imports accelerate (torch)
+
+launch = pytest.importorskip("accelerate.commands.launch")
+launch_utils = pytest.importorskip("accelerate.utils.launch")
+dataclasses_mod = pytest.importorskip("accelerate.utils.dataclasses")
+
+PARSER = launch.launch_command_parser()
+CORPUS = Path(__file__).resolve().parent / "lint_corpus"
+CODES = {"DR343", "DR344", "DR345"}
+
+BESIDE_FILE = {
+    "zero3_init_flag": True,
+    "zero_stage": 2,
+    "gradient_accumulation_steps": 2,
+    "gradient_clipping": 1.0,
+    "offload_optimizer_device": "cpu",
+    "offload_param_device": "none",
+    "zero3_save_16bit_model": True,
+}
+"""Keys an accelerate config may hold beside the file (the first is always fine)."""
+
+
+def accelerate_verdict(directory: Path, config: str) -> str:
+    """`refused-zero`, `refused-ignored`, `forced-accumulation` or `accepted`."""
+    with contextlib.chdir(directory):
+        args = PARSER.parse_args(["--config_file", config, "train.py"])
+        args, defaults, mp_from_config = launch._validate_launch_command(args)
+        # What launch_command does before deepspeed_launcher (accelerate/commands/launch.py).
+        fields = list(defaults.deepspeed_config.keys())
+        if mp_from_config:
+            fields.append("mixed_precision")
+        args.deepspeed_fields_from_accelerate_config = ",".join(fields)
+        _, env = launch_utils.prepare_deepspeed_cmd_env(args)
+        file_config = json.loads(Path(defaults.deepspeed_config["deepspeed_config_file"]).read_text())
+        with mock.patch.dict(os.environ, env, clear=True):
+            try:
+                plugin = dataclasses_mod.DeepSpeedPlugin()
+            except ValueError as exc:
+                if "ZeRO optimization config" in str(exc):
+                    return "refused-zero"
+                assert "will be ignored" in str(exc), exc
+                return "refused-ignored"
+    if "gradient_accumulation_steps" not in file_config:
+        assert plugin.deepspeed_config["gradient_accumulation_steps"] == 1
+        return "forced-accumulation"
+    return "accepted"
+
+
+def lint_verdict(directory: Path, world: int | None = None) -> str:
+    found = {f.code for f in lint([directory], config=LintConfig(), world=world).findings} & CODES
+    if "DR345" in found:
+        return "refused-zero"
+    if "DR343" in found:
+        return "refused-ignored"
+    return "forced-accumulation" if "DR344" in found else "accepted"
+
+
+@pytest.mark.parametrize("case", sorted(p for code in sorted(CODES) for p in (CORPUS / code).iterdir()),
+                         ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_accelerate_agrees_with_the_corpus(case: Path) -> None:
+    config = next(p.name for p in case.iterdir() if p.suffix == ".yaml")
+    world = next((int(line.split(":")[1]) for line in (case / "expect").read_text().splitlines()
+                  if line.startswith("# world:")), None)
+    assert accelerate_verdict(case, config) == lint_verdict(case, world)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    beside=st.sets(st.sampled_from(sorted(BESIDE_FILE))),
+    mixed_precision=st.sampled_from([None, "absent", "no", "bf16"]),
+    accumulation=st.sampled_from([None, 1, 4]),
+    zero=st.sampled_from([None, {"stage": 2}, "misspelt"]),
+)
+@example(beside=set(), mixed_precision="absent", accumulation=4, zero={"stage": 2})
+@example(beside={"zero3_init_flag"}, mixed_precision=None, accumulation=None, zero={"stage": 2})
+@example(beside={"zero_stage"}, mixed_precision="no", accumulation=None, zero=None)
+def test_accelerate_agrees_with_lint(beside: set[str], mixed_precision: str | None,
+                                     accumulation: int | None, zero: Any) -> None:
+    ds: dict[str, Any] = {"train_micro_batch_size_per_gpu": 2, "bf16": {"enabled": True}}
+    if accumulation is not None:
+        ds["gradient_accumulation_steps"] = accumulation
+    if zero == "misspelt":
+        ds["zero"] = {"stage": 2}
+    elif zero is not None:
+        ds["zero_optimization"] = zero
+    config: dict[str, Any] = {"compute_environment": "LOCAL_MACHINE", "distributed_type": "DEEPSPEED"}
+    if mixed_precision != "absent":
+        config["mixed_precision"] = mixed_precision
+    config["deepspeed_config"] = {"deepspeed_config_file": "ds_config.json",
+                                  **{key: BESIDE_FILE[key] for key in sorted(beside)}}
+    config.update(num_machines=1, num_processes=8)
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        (directory / "ds_config.json").write_text(json.dumps(ds, indent=1))
+        (directory / "accelerate_config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+        assert accelerate_verdict(directory, "accelerate_config.yaml") == lint_verdict(directory)

@@ -38,7 +38,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from distrecipe.launch.tiny_train import exit_without_teardown
+from distrecipe.launch.tiny_train import exit_without_teardown, skip_shm_build
 
 SEQ = 32
 """Tokens per sample; small, activations are not what this probe measures."""
@@ -250,11 +250,8 @@ def deepspeed_estimates(model: torch.nn.Module, ranks: int) -> dict[str, int]:
 def main(jobs_path: str, out_path: str) -> None:
     os.environ.setdefault("DS_ACCELERATOR", "cpu")
     import deepspeed
-    import deepspeed.ops
 
-    # DeepSpeed would JIT-build its shared-memory all-reduce (minutes on a fresh machine);
-    # gloo carries the same bytes, and those bytes are what the probe counts.
-    deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
+    skip_shm_build()  # gloo carries the same bytes, and those bytes are what the probe counts
     Sent.install()
     deepspeed.init_distributed(dist_backend="gloo")
     torch.set_num_threads(1)

@@ -305,18 +305,24 @@ def train(settings: TrainSettings, *, ds_config: dict[str, Any] | None,
     return records
 
 
-def quiet_deepspeed(settings: TrainSettings) -> None:
-    """Keep DeepSpeed from compiling and from drowning the per-step loss lines.
+def skip_shm_build() -> None:
+    """Keep DeepSpeed on CPU from JIT-building its shared-memory all-reduce.
 
-    DeepSpeed's shared-memory all-reduce is a speed-up for large CPU tensors and costs a
-    JIT build of minutes on a fresh machine (at process-group creation, which
-    `deepspeed.initialize` may do itself); gloo alone is exact and enough here.
+    It is a speed-up for large CPU tensors and costs a build of minutes on a fresh
+    machine (at process-group creation, which `deepspeed.initialize` may do itself);
+    gloo alone carries the same bytes exactly.
     """
-    import deepspeed
     import deepspeed.ops
 
+    deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
+
+
+def quiet_deepspeed(settings: TrainSettings) -> None:
+    """Keep DeepSpeed from compiling and from drowning the per-step loss lines."""
+    import deepspeed
+
     if settings.device == "cpu":
-        deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
+        skip_shm_build()
     deepspeed.utils.logger.setLevel(logging.WARNING)
 
 

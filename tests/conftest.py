@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -52,3 +53,13 @@ def write(tmp_path: Path) -> Callable[[str, str], Path]:
         return path
 
     return put
+
+
+@pytest.fixture(scope="session")
+def judge() -> Iterator[Any]:
+    """verl's judge (tests/verl_oracle.py): one verl import and one Hydra context for the
+    session, shared by the emitter's and lint's verl oracles (the import costs ≈ 8 s)."""
+    oracle = pytest.importorskip("tests.verl_oracle", reason="verl is not installed")
+    verl_judge = oracle.VerlJudge()
+    yield verl_judge
+    verl_judge.close()

@@ -9,7 +9,6 @@ lacks, or one it invents, breaks the agreement.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,24 +20,6 @@ from distrecipe.lint.config import LintConfig
 from distrecipe.lint.engine import lint
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:Disabled critic")]
-
-
-@pytest.fixture(scope="module")
-def judge() -> Iterator[Any]:
-    oracle = pytest.importorskip("tests.verl_oracle", reason="verl is not installed")
-    verl_judge = oracle.VerlJudge()
-    yield verl_judge
-    verl_judge.close()
-
-
-def refused(judge: Any, lines: list[str]) -> bool:
-    cfg = judge.compose(lines)
-    try:
-        judge.validate(cfg)
-        judge.split(cfg)
-    except (AssertionError, ValueError):
-        return True
-    return False
 
 
 @settings(max_examples=80, deadline=None,
@@ -64,4 +45,4 @@ def test_dr220_agrees_with_verl(judge: Any, prompts: int, n: int, mini: int, mic
         report = lint([Path(tmp) / "verl_overrides.txt"], config=LintConfig())
     flagged = any(f.code == "DR220" for f in report.findings)
     event("refused" if flagged else "accepted")
-    assert flagged == refused(judge, lines), [str(f) for f in report.findings]
+    assert flagged == judge.refuses(judge.compose(lines)), [str(f) for f in report.findings]

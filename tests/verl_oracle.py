@@ -61,7 +61,6 @@ class VerlJudge:
         self._parser = OverridesParser.create()
         self._full_every = full_every
         self.calls = 0
-        self.full_checks = 0
 
     def close(self) -> None:
         self._stack.close()
@@ -76,7 +75,6 @@ class VerlJudge:
         ConfigLoaderImpl._apply_overrides_to_config(self._parser.parse_overrides(rest), cfg)
         # Which calls take the full path depends on the input only, so a failure replays.
         if self.calls == 1 or zlib.crc32("\n".join(lines).encode()) % self._full_every == 0:
-            self.full_checks += 1
             full = compose("ppo_trainer", overrides=[*BASE_OVERRIDES, *lines])
             assert OmegaConf.to_container(full) == OmegaConf.to_container(cfg)
             if engine == "megatron":
@@ -101,6 +99,16 @@ class VerlJudge:
     def actor(cfg: DictConfig) -> Any:
         """The actor's typed config (FSDPActorConfig / McoreActorConfig) as the workers get it."""
         return omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
+
+    @classmethod
+    def refuses(cls, cfg: DictConfig) -> bool:
+        """True when verl's pre-flight check or its workers' batch split would stop the job."""
+        try:
+            cls.validate(cfg)
+            cls.split(cfg)
+        except (AssertionError, ValueError):
+            return True
+        return False
 
     @classmethod
     def split(cls, cfg: DictConfig, actor: Any = None) -> WorkerSplit:

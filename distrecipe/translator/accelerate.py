@@ -111,7 +111,7 @@ def emit(plan: Plan) -> dict[str, Any]:
         config["same_network"] = True
     config["main_process_port"] = plan.launch.master_port
     if kind == "FSDP":
-        config["fsdp_config"] = _fsdp_config(plan)
+        config["fsdp_config"] = fsdp_config(plan)
         if plan.hybrid or plan.tensor > 1 or plan.sequence > 1:
             config["parallelism_config"] = {
                 "parallelism_config_dp_replicate_size": plan.replicas,
@@ -130,40 +130,27 @@ def emit(plan: Plan) -> dict[str, Any]:
     return config
 
 
-def fsdp2_choices(plan: Plan) -> dict[str, Any]:
-    """What FSDP2 is told, by meaning: the one place these choices are made.
+def fsdp_config(plan: Plan) -> dict[str, Any]:
+    """FSDP2 keys only; stage 1 lands on stage 2 (reported as DR201).
 
-    Accelerate's YAML and the Trainer's `fsdp_config` spell them differently (and the
-    Trainer reads no `sync_module_states` under FSDP2); each emitter only spells.
-    Loading on rank 0 and broadcasting is FSDP's counterpart of ZeRO-3's zero.Init.
+    The Trainer emitter re-spells these for `TrainingArguments.fsdp_config`, so the
+    choices are made here once.
     """
-    return {
-        "reshard_after_forward": plan.stage == 3,  # stage 1 lands on stage 2 (DR201)
-        "offload": plan.offload.enabled,
-        "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
-        "layer_cls": plan.model.layer_cls,
-        "state_dict_type": "SHARDED_STATE_DICT",
-        "efficient_loading": plan.stage == 3,
-        "activation_checkpointing": plan.activation_checkpointing != "none",
-    }
-
-
-def _fsdp_config(plan: Plan) -> dict[str, Any]:
-    """Accelerate's `fsdp_config` keys for FSDP2."""
-    choice = fsdp2_choices(plan)
+    # Loading on rank 0 and broadcasting is FSDP's counterpart of ZeRO-3's zero.Init;
+    # the launcher insists on sync_module_states beside it, even under FSDP2.
+    efficient_loading = plan.stage == 3
     fsdp: dict[str, Any] = {
         "fsdp_version": 2,
-        "fsdp_reshard_after_forward": choice["reshard_after_forward"],
-        "fsdp_offload_params": choice["offload"],
-        "fsdp_auto_wrap_policy": choice["auto_wrap_policy"],
+        "fsdp_reshard_after_forward": plan.stage == 3,
+        "fsdp_offload_params": plan.offload.enabled,
+        "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
     }
-    if choice["layer_cls"] is not None:
-        fsdp["fsdp_transformer_layer_cls_to_wrap"] = choice["layer_cls"]
-    fsdp["fsdp_state_dict_type"] = choice["state_dict_type"]
-    fsdp["fsdp_cpu_ram_efficient_loading"] = choice["efficient_loading"]
-    # The launcher insists on sync_module_states beside efficient loading, even under FSDP2.
-    fsdp["fsdp_sync_module_states"] = choice["efficient_loading"]
-    fsdp["fsdp_activation_checkpointing"] = choice["activation_checkpointing"]
+    if plan.model.layer_cls is not None:
+        fsdp["fsdp_transformer_layer_cls_to_wrap"] = plan.model.layer_cls
+    fsdp["fsdp_state_dict_type"] = "SHARDED_STATE_DICT"
+    fsdp["fsdp_cpu_ram_efficient_loading"] = efficient_loading
+    fsdp["fsdp_sync_module_states"] = efficient_loading
+    fsdp["fsdp_activation_checkpointing"] = plan.activation_checkpointing != "none"
     return fsdp
 
 

@@ -100,20 +100,26 @@ def emit(plan: Plan) -> dict[str, Any]:
     return args
 
 
+TRAINER_FSDP_KEYS = {
+    "fsdp_version": "version",
+    "fsdp_reshard_after_forward": "reshard_after_forward",
+    "fsdp_offload_params": "cpu_offload",
+    "fsdp_auto_wrap_policy": "auto_wrap_policy",
+    "fsdp_transformer_layer_cls_to_wrap": "transformer_layer_cls_to_wrap",
+    "fsdp_state_dict_type": "state_dict_type",
+    "fsdp_cpu_ram_efficient_loading": "cpu_ram_efficient_loading",
+    "fsdp_activation_checkpointing": "activation_checkpointing",
+}
+"""Accelerate's FSDP2 key → the Trainer's `fsdp_config` key (it reads no
+`sync_module_states` under FSDP2, and wants the layer classes as a list)."""
+
+
 def _fsdp_config(plan: Plan) -> dict[str, Any]:
-    """The Accelerate emitter's FSDP2 choices, in the Trainer's `fsdp_config` spelling."""
-    choice = accelerate.fsdp2_choices(plan)
-    config: dict[str, Any] = {
-        "version": 2,
-        "reshard_after_forward": choice["reshard_after_forward"],
-        "cpu_offload": choice["offload"],
-        "auto_wrap_policy": choice["auto_wrap_policy"],
-    }
-    if choice["layer_cls"] is not None:
-        config["transformer_layer_cls_to_wrap"] = [choice["layer_cls"]]
-    config["state_dict_type"] = choice["state_dict_type"]
-    config["cpu_ram_efficient_loading"] = choice["efficient_loading"]
-    config["activation_checkpointing"] = choice["activation_checkpointing"]
+    """The Accelerate emitter's FSDP2 choices, in the Trainer's spelling."""
+    config = {TRAINER_FSDP_KEYS[key]: value for key, value in accelerate.fsdp_config(plan).items()
+              if key in TRAINER_FSDP_KEYS}
+    if "transformer_layer_cls_to_wrap" in config:
+        config["transformer_layer_cls_to_wrap"] = [config["transformer_layer_cls_to_wrap"]]
     return config
 
 

@@ -110,7 +110,7 @@ def test_no_process_outlives_the_command(tmp_path: Path) -> None:
     assert carrying(launch_id) == set()
 
 
-def test_running_tells_live_dying_and_reaped_apart() -> None:
+def test_running_tells_live_zombie_and_reaped_apart() -> None:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     assert running(child.pid)
     child.kill()

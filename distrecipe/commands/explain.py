@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import click
 
+from distrecipe.engines import ENGINES
 from distrecipe.errors import DistrecipeError
+from distrecipe.keys import did_you_mean
 from distrecipe.lint.rules import RULES
-from distrecipe.schemas import did_you_mean
 from distrecipe.translator.equivalence import CODES, TABLE
 
 
@@ -27,7 +28,7 @@ def explain(*, code: str | None, list_all: bool = False) -> int:
         click.echo(rule.explanation)
         return 0
     if code in CODES:
-        rows = [row.recipe for row in TABLE for engine in ("deepspeed", "accelerate", "verl")
+        rows = [row.recipe for row in TABLE for engine in ENGINES
                 if row.cell(engine).code == code]
         click.echo(f"{code} ({CODES[code].severity}; reported by compile)\n")
         click.echo(CODES[code].summary[0].upper() + CODES[code].summary[1:] + ".")

@@ -1,8 +1,7 @@
 """Accelerate config YAML (1.15): what `accelerate launch` refuses, ignores, or rewrites.
 
-Key sets read from the installed Accelerate: the fields of `ClusterConfig` (top-level
-keys, checked), the `fsdp_*` launch arguments (inside `fsdp_config`, not checked) and
-the `parallelism_config_*` names (inside `parallelism_config`, not checked).
+The top level is checked by Accelerate, `fsdp_config` and `parallelism_config` are
+not; the key sets of each are Accelerate's own, kept in `engines/accelerate.py`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """What raw DeepSpeed (0.19) accepts silently, or refuses only at start-up on the cluster.
 
-The key sets were read from the installed DeepSpeed: the top-level keys
-`DeepSpeedConfig` looks up (recorded by loading a config through a recording dict),
-and the fields and aliases of its pydantic ZeRO models, which forbid extra keys.
-`tests/test_lint_oracle.py` derives them again from DeepSpeed and compares.
+The key sets these rules check against are DeepSpeed's own, kept in
+`engines/deepspeed.py` (where `import` and the suppressions read them too).
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """verl (0.9.1) actor batch rules, including those only its GPU workers check.
 
 verl counts `data.train_batch_size` in prompts; each is rolled out `rollout.n` times,
-and one optimizer step consumes `ppo_mini_batch_size × n` sequences (see
-`translator/verl.py`). `validate_config` checks some divisibility before any GPU is
-used; the rest are asserted inside the workers, after Ray, the rollout engine and the
-model have started on the cluster. A rule runs only on numbers the file writes.
+and one optimizer step consumes `ppo_mini_batch_size × n` sequences. The batch rules
+themselves are `engines.verl.batch_violations`, which `compile --target verl` also
+applies; here they are worded in verl's key names. A rule runs only on numbers the
+file writes.
 """
 
 from __future__ import annotations

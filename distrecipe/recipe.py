@@ -290,6 +290,23 @@ class Plan:
         values = plan_values(self)
         return [(key, values[key], self.provenance.get(key, "recipe")) for key in values]
 
+    @property
+    def reshard_after_forward(self) -> bool:
+        """FSDP2 frees the gathered parameters after forward (and gathers again for
+        backward) exactly at stage 3: that is what ZeRO-3 means in FSDP's words. The
+        importers' inverse is `distrecipe.engines.stage_of_reshard`."""
+        return self.stage == 3
+
+    @property
+    def gradient_bytes(self) -> int:
+        """Bytes per gradient element (see `gradient_bytes`)."""
+        return gradient_bytes(self.strategy, self.precision)
+
+
+def gradient_bytes(strategy: Strategy, precision: Precision) -> int:
+    """Bytes per gradient element: Megatron keeps fp32 gradients, the rest the training dtype."""
+    return 4 if strategy == "megatron" else PRECISION_BYTES[precision]
+
 
 def plan_values(plan: Plan) -> dict[str, object]:
     """The Plan flattened to dotted recipe keys, the vocabulary users wrote in."""

@@ -21,7 +21,7 @@ from typing import Any
 
 from distrecipe.errors import DistrecipeError
 from distrecipe.findings import SEVERITIES, Severity
-from distrecipe.schemas import did_you_mean
+from distrecipe.keys import did_you_mean
 
 if sys.version_info >= (3, 11):
     import tomllib

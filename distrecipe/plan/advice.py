@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from distrecipe.model_shapes import llama
 from distrecipe.plan.report import HEADROOM, Estimate, compare, estimate
-from distrecipe.plan.shapes import llama
 from distrecipe.plan.units import gb
 from distrecipe.recipe import Offload, Plan
 

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from distrecipe.errors import Position, RecipeError
-from distrecipe.plan.shapes import llama
+from distrecipe.keys import dotted
+from distrecipe.model_shapes import llama
 from distrecipe.recipe import (
     RL,
     Batch,
@@ -28,7 +29,7 @@ from distrecipe.recipe import (
     Parallel,
     Recipe,
 )
-from distrecipe.schemas import coerce_integers, dotted, recipe_schema, validate_recipe
+from distrecipe.schemas import coerce_integers, recipe_schema, validate_recipe
 from distrecipe.source import Document, SourceError, parse_text, read_document
 
 _UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
@@ -188,7 +189,7 @@ def _read_hf_config(path: Path, where: Position) -> dict[str, Any]:
 def count_parameters(model: Model) -> int | None:
     """Ψ of a Llama-style decoder from its shape (biases ignored), or None if unknown.
 
-    The sum of the tensors `plan.shapes.llama` lists, so Ψ and the memory model's
+    The sum of the tensors `model_shapes.llama` lists, so Ψ and the memory model's
     per-tensor sizes cannot disagree.
     """
     inventory = llama(model)

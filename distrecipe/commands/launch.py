@@ -29,6 +29,7 @@ from distrecipe.launch.slurm import Allocation, batch_script
 from distrecipe.launch.spec import TINY_TRAINER, LaunchRequest, LaunchSpec, Program
 from distrecipe.launch.supervise import LAUNCH_ID, new_launch_id, supervise
 from distrecipe.recipe import Backend, Plan
+from distrecipe.source import read_text
 from distrecipe.translator.targets import TARGETS, EmitOptions
 
 NOT_STARTED = 127
@@ -182,7 +183,7 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
     launch_id = new_launch_id()
     job_env = {**env, **spec.env, LAUNCH_ID: launch_id}
     record = RunDir(path)
-    record.start(plan=plan, recipe_text=Path(recipe).read_text(encoding="utf-8"), files=files,
+    record.start(plan=plan, recipe_text=read_text(recipe), files=files,
                  argv=spec.argv, env=job_env, cwd=os.getcwd(), overrides=overrides)
     click.echo(f"distrecipe: run directory {path}", err=True)
     click.echo(f"distrecipe: {shlex.join(spec.argv)}", err=True)

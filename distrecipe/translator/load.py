@@ -30,7 +30,7 @@ from distrecipe.recipe import (
     Recipe,
 )
 from distrecipe.schemas import coerce_integers, recipe_schema, validate_recipe
-from distrecipe.source import Document, SourceError, parse_text, read_document
+from distrecipe.source import Document, SourceError, parse_text, read_document, read_text
 
 _UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
           "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
@@ -174,11 +174,16 @@ def _model(m: dict[str, Any], base_dir: Path, doc: Document) -> Model:
 
 def _read_hf_config(path: Path, where: Position) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise RecipeError(f"cannot read model.hf_config {path}: {exc.strerror}", where) from None
+        data = json.loads(read_text(path))
+    except SourceError as exc:  # its position names the path, escaped to print on one line
+        name = exc.where.file if exc.where else path
+        raise RecipeError(f"model.hf_config {name}: {exc.message}", where) from None
     except json.JSONDecodeError as exc:
         raise RecipeError(f"model.hf_config {path} is not JSON: {exc.msg}", where) from None
+    except ValueError as exc:  # an integer longer than Python reads (`sys.get_int_max_str_digits`)
+        raise RecipeError(f"model.hf_config {path} is not JSON: {str(exc).split(';')[0]}", where) from None
+    except RecursionError:
+        raise RecipeError(f"model.hf_config {path} is not JSON: nested too deeply", where) from None
     if not isinstance(data, dict):
         raise RecipeError(f"model.hf_config {path} is not a JSON object", where)
     # Multimodal configs keep the language model's shape under `text_config`.

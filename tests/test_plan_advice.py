@@ -25,7 +25,8 @@ def test_small_model_on_one_gpu_keeps_ddp_and_skips_empty_trade_offs() -> None:
 
 def test_activations_too_big_means_recompute() -> None:
     lines = advise(load_plan(ZERO2, ("activation_checkpointing=none",)))
-    assert lines[0].startswith("no stage fits with activations of 124.26 GB: turn on "
+    # 144 GB: the saved 124 GB plus the loss's fp32 gradients in backward (allocator.py)
+    assert lines[0].startswith("no stage fits with activations of 144.18 GB: turn on "
                                "activation_checkpointing: full")
 
 

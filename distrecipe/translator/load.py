@@ -27,6 +27,7 @@ from distrecipe.recipe import (
     Optimizer,
     Parallel,
     Recipe,
+    Recompute,
 )
 from distrecipe.schemas import coerce_integers, dotted, recipe_schema, validate_recipe
 from distrecipe.source import Document, SourceError, parse_text, read_document
@@ -136,7 +137,8 @@ def recipe_from_document(doc: Document, base_dir: Path) -> Recipe:
         precision=d.get("precision", "bf16"),
         optimizer=_optimizer(opt_d),
         grad_clip=d.get("grad_clip", 1.0) or None,
-        activation_checkpointing="full" if ac is True else "none" if ac is False else ac,
+        activation_checkpointing=_recompute(ac, doc),
+        checkpoint_every=ac.get("every") if isinstance(ac, dict) else None,
         rl=RL(**rl_d) if rl_d else None,
         launch=Launch(
             **{k: v for k, v in launch_d.items() if k != "args"},
@@ -145,6 +147,21 @@ def recipe_from_document(doc: Document, base_dir: Path) -> Recipe:
         source=doc.file,
         where={dotted(path): pos for path, pos in doc.positions.items() if path},
     )
+
+
+def _recompute(ac: bool | str | dict[str, Any], doc: Document) -> Recompute:
+    """`true`/`false`, a mode, or `{mode, every}`; `every` only means something for
+    selective (which blocks to wrap whole), so it is refused beside another mode."""
+    if isinstance(ac, bool):
+        return "full" if ac else "none"
+    if isinstance(ac, str):
+        return ac  # type: ignore[return-value]  # the schema allows only the three modes
+    mode: Recompute = ac["mode"]
+    if "every" in ac and mode != "selective":
+        raise RecipeError(f"activation_checkpointing.every picks which blocks selective "
+                          f"checkpointing wraps; it does not go with mode {mode}",
+                          doc.where(("activation_checkpointing", "every")))
+    return mode
 
 
 def _optimizer(d: dict[str, Any]) -> Optimizer:

@@ -73,6 +73,7 @@ def resolve(recipe: Recipe, *, detected_gpus: int | None = None, world: int | No
         optimizer=recipe.optimizer,
         grad_clip=recipe.grad_clip,
         activation_checkpointing=recipe.activation_checkpointing,
+        checkpoint_every=recipe.checkpoint_every,
         rl=recipe.rl,
         launch=replace(recipe.launch, backend=backend),
         buckets=_buckets(recipe, stage, prov),

@@ -40,7 +40,7 @@ from distrecipe.plan.shapes import llama
 from distrecipe.plan.units import GiB
 from distrecipe.recipe import Plan
 
-FRAGMENTATION = 0.06
+FRAGMENTATION = 0.10
 """Reserved beyond allocated (+ stranded) for block rounding and splitting; calibrated."""
 CONTEXT = 2 * GiB
 """Per-GPU memory outside PyTorch's allocator: CUDA context, cuBLAS workspaces, NCCL."""

@@ -80,6 +80,12 @@ def resolve(recipe: Recipe, *, detected_gpus: int | None = None, world: int | No
         provenance=prov,
         source=recipe.source,
     )
+    if recipe.batch.micro == AUTO and recipe.batch.accumulation == AUTO and recipe.batch.global_ != AUTO:
+        from distrecipe.plan.fit import judgeable, largest_micro  # the memory model, only when asked
+
+        if judgeable(plan):
+            plan = largest_micro(plan)
+            prov = plan.provenance
     for key, value in plan_values(plan).items():
         if key not in prov:
             prov[key] = "recipe" if key in recipe.where else "not set" if value is None else "default"

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from distrecipe.lint.rule import Problem, Source
 from distrecipe.plan.units import gb
+from distrecipe.recipe import Plan
 
 
 def memory_does_not_fit(src: Source) -> Iterator[Problem]:
@@ -22,15 +23,23 @@ def memory_does_not_fit(src: Source) -> Iterator[Problem]:
     Fix: `distrecipe plan FILE` names the least sharded stage that fits, or
     recompute, offload, tensor parallelism.
     """
-    if src.plan is None or src.plan.model.params is None:
-        return
+    message = does_not_fit(src.plan) if src.plan is not None else None
+    if message is not None:
+        yield Problem(("cluster", "gpu_memory"), message)
+
+
+def does_not_fit(plan: Plan) -> str | None:
+    """DR370's message when the plan needs more than `cluster.gpu_memory`; `compile`
+    reports the same for the recipe it compiles."""
+    if plan.model.params is None:
+        return None
     from distrecipe.plan.report import estimate  # only recipes that size a model need it
 
-    current = estimate(src.plan)
-    if current.fits is False and current.budget is not None:
-        yield Problem(("cluster", "gpu_memory"), (
-            f"{current.label} needs {gb(current.need)} per GPU (reserved + CUDA context), more "
-            f"than cluster.gpu_memory {gb(current.budget)}; see distrecipe plan"))
+    current = estimate(plan)
+    if current.fits is not False or current.budget is None:
+        return None
+    return (f"{current.label} needs {gb(current.need)} per GPU (reserved + CUDA context), more "
+            f"than cluster.gpu_memory {gb(current.budget)}; see distrecipe plan")
 
 
 def zero3_where_zero2_fits(src: Source) -> Iterator[Problem]:

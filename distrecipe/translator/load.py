@@ -28,6 +28,7 @@ from distrecipe.recipe import (
     Optimizer,
     Parallel,
     Recipe,
+    Recompute,
 )
 from distrecipe.schemas import coerce_integers, recipe_schema, validate_recipe
 from distrecipe.source import Document, SourceError, parse_text, read_document, read_text
@@ -119,7 +120,9 @@ def recipe_from_document(doc: Document, base_dir: Path) -> Recipe:
         written["grad_clip"] = d["grad_clip"] or None  # 0 and null both mean "no clipping"
     if "activation_checkpointing" in d:
         ac = d["activation_checkpointing"]
-        written["activation_checkpointing"] = "full" if ac is True else "none" if ac is False else ac
+        written["activation_checkpointing"] = _recompute(ac, doc)
+        if isinstance(ac, dict) and "every" in ac:
+            written["checkpoint_every"] = ac["every"]
     if d.get("rl"):
         written["rl"] = RL(**d["rl"])
     for key, section in (("optimizer", Optimizer), ("launch", Launch)):
@@ -138,6 +141,21 @@ def recipe_from_document(doc: Document, base_dir: Path) -> Recipe:
         source=doc.file,
         where={dotted(path): pos for path, pos in doc.positions.items() if path},
     )
+
+
+def _recompute(ac: bool | str | dict[str, Any], doc: Document) -> Recompute:
+    """`true`/`false`, a mode, or `{mode, every}`; `every` only means something for
+    selective (which blocks to wrap whole), so it is refused beside another mode."""
+    if isinstance(ac, bool):
+        return "full" if ac else "none"
+    if isinstance(ac, str):
+        return ac  # type: ignore[return-value]  # the schema allows only the three modes
+    mode: Recompute = ac["mode"]
+    if "every" in ac and mode != "selective":
+        raise RecipeError(f"activation_checkpointing.every picks which blocks selective "
+                          f"checkpointing wraps; it does not go with mode {mode}",
+                          doc.where(("activation_checkpointing", "every")))
+    return mode
 
 
 def _size(value: int | str | None) -> int | None:

@@ -224,9 +224,17 @@ def deepspeed_table() -> dict[str, Any]:
     while pending:
         path = pending.pop(0)
         fed: dict[str, type] = {}
-        probe = Recording({PROBE: 1}, path, log)
-        with models_fed_probes(fed, path), contextlib.suppress(Exception):
-            ds_config.DeepSpeedConfig({**BATCH, **_nested(path, probe)})
+        filled: dict[str, Any] = {}
+        while True:
+            # Some keys are read only when another is set (`optimizer.params` once `type` is):
+            # probe again with every key read without a default given a value, until no new key.
+            before = set(log.get(path, {}))
+            probe = Recording({PROBE: 1, **filled}, path, log)
+            with models_fed_probes(fed, path), contextlib.suppress(Exception):
+                ds_config.DeepSpeedConfig({**BATCH, **_nested(path, probe)})
+            filled = {k: "probe" for k, v in log[path].items() if v is None or v is ...}
+            if set(log[path]) == before or path in fed:
+                break
         if path in fed:
             add_model_sections(sections, path, fed[path])
         elif log.get(path):
@@ -237,6 +245,10 @@ def deepspeed_table() -> dict[str, Any]:
     for path, section in sections.items():
         refusal = deepspeed_refuses(_nested(path, {PROBE: 1})) if path else deepspeed_refuses({PROBE: 1})
         section["unknown_keys"] = "refused" if refusal and PROBE in refusal else "ignored"
+        if section["unknown_keys"] == "refused":
+            # DeepSpeed's models drop "auto" values (left for the HF Trainer) before validating.
+            refusal = deepspeed_refuses(_nested(path, {PROBE: "auto"}) if path else {PROBE: "auto"})
+            section["auto_dropped"] = not (refusal and PROBE in refusal)
         if "model" in section:
             forbids = section.pop("forbids_extra")
             if forbids != (section["unknown_keys"] == "refused"):

@@ -130,12 +130,14 @@ def hydra() -> Iterator[Any]:
 
 @pytest.mark.parametrize(("config", "line"), verl_cases())
 def test_hydra_refuses_iff_lint_errs(hydra: Any, config: str, line: str) -> None:
+    # An actor_rollout_ref key makes the script read as verl whatever else it sets.
+    base = "actor_rollout_ref.actor.ppo_mini_batch_size=8" if "ppo_mini_batch_size" not in line else \
+        "actor_rollout_ref.rollout.n=1"
     try:
-        hydra.compose(config, overrides=[line])
+        hydra.compose(config, overrides=[base, line])
         refused = False
-    except Exception as exc:  # Hydra's ConfigCompositionException and friends
-        assert "Could not" in str(exc) or "Key" in str(exc), exc
+    except Exception:  # "Could not override ...", or a list index that is no number
         refused = True
-    script = f"python3 -m verl.trainer.main_ppo --config-name={config} \\\n    {line}\n"
+    script = f"python3 -m verl.trainer.main_ppo --config-name={config} \\\n    {base} \\\n    {line}\n"
     found = [f for f in findings("run.sh", script) if f.code == "DR352"]
     assert refused == bool(found), (config, line, [f.message for f in found])

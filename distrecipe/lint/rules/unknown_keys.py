@@ -22,11 +22,9 @@ from distrecipe.engines.tables import (
     verl_tree,
 )
 from distrecipe.lint.rule import Problem, Source
+from distrecipe.lint.rules.deepspeed import IGNORE_KEY
 from distrecipe.schemas import did_you_mean
 from distrecipe.source import KeyPath
-
-IGNORE_KEY = "//distrecipe-ignore"
-"""The JSON suppression list; lint reads it, DeepSpeed ignores it."""
 
 Verdict = Literal["refused", "ignored", "comment", "auto-dropped"]
 

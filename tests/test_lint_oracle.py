@@ -27,7 +27,6 @@ pytestmark = pytest.mark.slow  # imports deepspeed and accelerate (torch)
 ds_config = pytest.importorskip("deepspeed.runtime.config")
 config_args = pytest.importorskip("accelerate.commands.config.config_args")
 
-
 def lint_codes(config: dict[str, Any], world: int) -> set[str]:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "ds_config.json"

@@ -1,27 +1,17 @@
 """Accelerate config YAML (1.15): what `accelerate launch` refuses, ignores, or rewrites.
 
 Unknown keys are judged in `unknown_keys.py`, from the key tables generated from the
-installed Accelerate (`distrecipe/engines/tables`).
+installed Accelerate (`engines/tables`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from distrecipe.lint.rule import Problem, Source, integer
-from distrecipe.lint.workspace import ds_reference
-
-FSDP1_ONLY = ("fsdp_sharding_strategy", "fsdp_backward_prefetch", "fsdp_forward_prefetch")
-"""FSDP1 keys whose request FSDP2 silently drops (`use_orig_params` and `sync_module_states`
-are dropped too, but FSDP2 behaves as if they were on, so nothing is lost)."""
-RESHARD_OF = {"FULL_SHARD": True, "SHARD_GRAD_OP": False, "NO_SHARD": False}
-"""`accelerate to-fsdp2`'s mapping from a sharding strategy to `reshard_after_forward`."""
-DS_FILE_CONFLICTS = (
-    "gradient_accumulation_steps", "gradient_clipping", "zero_stage", "offload_optimizer_device",
-    "offload_param_device", "offload_param_nvme_path", "offload_optimizer_nvme_path",
-    "zero3_save_16bit_model",
-)
-"""`deepspeed_config` keys Accelerate refuses beside `deepspeed_config_file` (and `mixed_precision`)."""
+from distrecipe.engines.accelerate import DS_FILE_CONFLICTS, FSDP1_ONLY, RESHARD_OF
+from distrecipe.engines.native import ds_reference
+from distrecipe.keys import integer
+from distrecipe.lint.rule import Problem, Source
 
 
 def fsdp1_key_under_fsdp2(src: Source) -> Iterator[Problem]:

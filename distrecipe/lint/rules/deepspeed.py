@@ -1,45 +1,17 @@
 """What raw DeepSpeed (0.19) accepts silently, or refuses only at start-up on the cluster.
 
 Unknown keys are judged in `unknown_keys.py`, from the key tables generated from the
-installed DeepSpeed (`distrecipe/engines/tables`).
+installed DeepSpeed (`engines/tables`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
+from distrecipe.engines.deepspeed import ACCELERATE_FILLS, autos, enabled
 from distrecipe.engines.tables import removed_keys
-from distrecipe.lint.rule import Problem, Source, integer
-from distrecipe.source import KeyPath
-
-IGNORE_KEY = "//distrecipe-ignore"
-"""The JSON suppression list (`"//distrecipe-ignore": ["DR311"]`); DeepSpeed ignores it too."""
-
-ACCELERATE_FILLS = frozenset({
-    ("train_batch_size",), ("train_micro_batch_size_per_gpu",), ("gradient_accumulation_steps",),
-    ("gradient_clipping",), ("fp16", "enabled"), ("bf16", "enabled"),
-    ("zero_optimization", "reduce_bucket_size"), ("zero_optimization", "stage3_prefetch_bucket_size"),
-    ("zero_optimization", "stage3_param_persistence_threshold"),
-    ("zero_optimization", "stage3_gather_16bit_weights_on_model_save"),
-    ("optimizer", "params", "lr"), ("optimizer", "params", "weight_decay"),
-    ("scheduler", "params", "warmup_min_lr"), ("scheduler", "params", "warmup_max_lr"),
-    ("scheduler", "params", "warmup_num_steps"), ("scheduler", "params", "total_num_steps"),
-})
-"""`"auto"` values `Accelerator.prepare` fills (from the DataLoader, its state, the model's
-hidden size, DummyOptim and DummyScheduler); any other `"auto"` makes it raise."""
-
-
-def autos(node: Any, path: KeyPath = ()) -> Iterator[KeyPath]:
-    """The key path of every `"auto"` value in `node`, in document order."""
-    if isinstance(node, dict):
-        for key, value in node.items():
-            yield from autos(value, (*path, key))
-    elif isinstance(node, list):
-        for index, value in enumerate(node):
-            yield from autos(value, (*path, index))
-    elif node == "auto":
-        yield path
+from distrecipe.keys import integer, joined
+from distrecipe.lint.rule import Problem, Source
 
 
 def auto_in_raw_deepspeed(src: Source) -> Iterator[Problem]:
@@ -67,13 +39,13 @@ def auto_in_raw_deepspeed(src: Source) -> Iterator[Problem]:
     for path in autos(src.data):
         if "accelerate" in users:
             if path not in ACCELERATE_FILLS:
-                yield Problem(path, f'"auto" at {_dotted(path)}: Accelerate (without the HF Trainer) '
+                yield Problem(path, f'"auto" at {joined(path)}: Accelerate (without the HF Trainer) '
                                     "cannot fill it and raises at start-up")
         elif len(path) == 1:
             yield Problem(path, f'"auto" at top-level {path[0]}: raw DeepSpeed fails with a TypeError')
         else:
             stage = " (stage 0: no sharding)" if path == ("zero_optimization", "stage") else ""
-            yield Problem(path, f'"auto" at {_dotted(path)}: raw DeepSpeed silently drops it and uses '
+            yield Problem(path, f'"auto" at {joined(path)}: raw DeepSpeed silently drops it and uses '
                                 f"its default{stage}")
 
 
@@ -172,10 +144,3 @@ def fp16_and_bf16(src: Source) -> Iterator[Problem]:
         yield Problem(("bf16",), "bf16 and fp16 are both true")
 
 
-def enabled(block: Any) -> bool:
-    """A ds_config block (`fp16`, `bf16`) whose `enabled` is true."""
-    return isinstance(block, dict) and block.get("enabled") is True
-
-
-def _dotted(path: KeyPath) -> str:
-    return ".".join(str(part) for part in path)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Literal
 
+from distrecipe.engines.deepspeed import IGNORE_KEY
 from distrecipe.engines.tables import (
     Section,
     is_comment_key,
@@ -21,9 +22,8 @@ from distrecipe.engines.tables import (
     table,
     verl_tree,
 )
+from distrecipe.keys import did_you_mean
 from distrecipe.lint.rule import Problem, Source
-from distrecipe.lint.rules.deepspeed import IGNORE_KEY
-from distrecipe.schemas import did_you_mean
 from distrecipe.source import KeyPath
 
 Verdict = Literal["refused", "ignored", "comment", "auto-dropped"]

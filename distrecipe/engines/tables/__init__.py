@@ -61,6 +61,7 @@ class Section:
         return ("default" in entry, entry.get("default"))
 
 
+@cache
 def section(engine: Literal["deepspeed", "accelerate"], path: tuple[str, ...]) -> Section | None:
     """The section at `path` of a ds_config or an Accelerate config, or None when the
     engine does not read that path as a section (free-form or not a mapping)."""
@@ -71,6 +72,7 @@ def section(engine: Literal["deepspeed", "accelerate"], path: tuple[str, ...]) -
     return Section(name, found["keys"], found["unknown_keys"] == "refused", found.get("auto_dropped", False))
 
 
+@cache
 def removed_keys(path: tuple[str, ...]) -> frozenset[str]:
     """ds_config keys at `path` that DeepSpeed removed and now refuses by name."""
     return frozenset(table("deepspeed")["removed"].get(".".join(path), ()))

@@ -29,7 +29,22 @@ def unknown_top_level_key(src: Source) -> Iterator[Problem]:
     keys"), typically a key that belongs inside `fsdp_config` or a typo. The legacy
     `fp16` and `dynamo_backend` keys are still converted; `distributed_type` is required.
 
-    Fails: `fsdp_version: 2` at the top level. Fix: move it into `fsdp_config`.
+    Fails: accelerate
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 8
+    fsdp_version: 2
+    ```
+
+    Passes: accelerate
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 8
+    fsdp_config:
+      fsdp_version: 2
+    ```
+
+    Fix: move it into `fsdp_config`.
     """
     if "distributed_type" not in src.data:
         yield Problem((), "distributed_type is required; accelerate launch refuses the file")
@@ -48,8 +63,37 @@ def ignored_key(src: Source) -> Iterator[Problem]:
     vanishes. `fsdp_` is added when missing, but parallelism keys must be spelt in
     full, so `dp_shard_size: 4` is ignored and the job is not hybrid-sharded.
 
-    Fails: `parallelism_config: {dp_shard_size: 4}`, `fsdp_config: {fsdp_offload_param: true}`.
-    Fix: `parallelism_config_dp_shard_size`, `fsdp_offload_params`.
+    Fails: accelerate
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 8
+    fsdp_config:
+      fsdp_version: 2
+      fsdp_offload_param: true
+    ```
+
+    Fails: accelerate
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 8
+    fsdp_config:
+      fsdp_version: 2
+    parallelism_config:
+      dp_shard_size: 8
+    ```
+
+    Passes: accelerate
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 8
+    fsdp_config:
+      fsdp_version: 2
+      fsdp_offload_params: true
+    parallelism_config:
+      parallelism_config_dp_shard_size: 8
+    ```
+
+    Fix: `fsdp_offload_params`, `parallelism_config_dp_shard_size`.
     """
     fsdp = src.get("fsdp_config")
     for key in fsdp if isinstance(fsdp, dict) else ():
@@ -78,7 +122,27 @@ def fsdp1_key_under_fsdp2(src: Source) -> Iterator[Problem]:
     loses nothing and is not reported, nor are `fsdp_use_orig_params` and
     `fsdp_sync_module_states`, which FSDP2 no longer needs.
 
-    Fails: `fsdp_config: {fsdp_version: 2, fsdp_sharding_strategy: HYBRID_SHARD}`.
+    Fails: accelerate
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 8
+    fsdp_config:
+      fsdp_version: 2
+      fsdp_sharding_strategy: HYBRID_SHARD
+    ```
+
+    Passes: accelerate
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 8
+    fsdp_config:
+      fsdp_version: 2
+      fsdp_reshard_after_forward: true
+    parallelism_config:
+      parallelism_config_dp_replicate_size: 2
+      parallelism_config_dp_shard_size: 4
+    ```
+
     Fix: `fsdp_reshard_after_forward: true|false`; for hybrid sharding,
     `parallelism_config_dp_replicate_size` × `parallelism_config_dp_shard_size`.
     """
@@ -119,7 +183,29 @@ def deepspeed_file_conflict(src: Source) -> Iterator[Problem]:
     `zero3_save_16bit_model`, or a top-level `mixed_precision` (even `no`; only an
     absent or null one is left to the ds_config).
 
-    Fails: `deepspeed_config: {deepspeed_config_file: ds.json, zero_stage: 2}`.
+    Fails: accelerate
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 8
+    deepspeed_config:
+      deepspeed_config_file: ds.json
+      zero_stage: 2
+    ```
+    ```json ds.json
+    {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1, "zero_optimization": {"stage": 2}}
+    ```
+
+    Passes: accelerate
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 8
+    deepspeed_config:
+      deepspeed_config_file: ds.json
+    ```
+    ```json ds.json
+    {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1, "zero_optimization": {"stage": 2}}
+    ```
+
     Fix: delete the key from the YAML and set it in the ds_config.
     """
     ds = src.get("deepspeed_config")
@@ -143,7 +229,28 @@ def deepspeed_file_without_accumulation(src: Source) -> Iterator[Problem]:
     the log says so): the job steps the optimizer every micro-batch, with a global
     batch smaller than intended by the accumulation factor.
 
-    Fails: `deepspeed_config_file: ds_config.json` naming a file without the key.
+    Fails: accelerate
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 8
+    deepspeed_config:
+      deepspeed_config_file: ds.json
+    ```
+    ```json ds.json
+    {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2}}
+    ```
+
+    Passes: accelerate
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 8
+    deepspeed_config:
+      deepspeed_config_file: ds.json
+    ```
+    ```json ds.json
+    {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4, "zero_optimization": {"stage": 2}}
+    ```
+
     Fix: write `gradient_accumulation_steps` in the ds_config.
     """
     for ds in _referenced(src):
@@ -159,7 +266,28 @@ def deepspeed_file_without_zero(src: Source) -> Iterator[Problem]:
     Accelerate's DeepSpeed plugin refuses a config file without one (it reads the ZeRO
     stage from it), when `accelerate launch` starts the job.
 
-    Fails: `deepspeed_config_file` naming `{"train_micro_batch_size_per_gpu": 2}`.
+    Fails: accelerate
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 8
+    deepspeed_config:
+      deepspeed_config_file: ds.json
+    ```
+    ```json ds.json
+    {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1}
+    ```
+
+    Passes: accelerate
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 8
+    deepspeed_config:
+      deepspeed_config_file: ds.json
+    ```
+    ```json ds.json
+    {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1, "zero_optimization": {"stage": 0}}
+    ```
+
     Fix: add `"zero_optimization": {"stage": 0}` (or the stage you mean).
     """
     for ds in _referenced(src):
@@ -180,8 +308,29 @@ def parallelism_size(src: Source) -> Iterator[Problem]:
     DeepSpeed's sequence parallelism (the default `sp_backend`, which sizes its own
     groups); and FSDP2 needs dp_shard or cp above 1 to shard over.
 
-    Fails (16 processes): `parallelism_config_dp_replicate_size: 2,
-    parallelism_config_dp_shard_size: 4`. Fix: sizes whose product is 16.
+    Fails: accelerate
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 16
+    fsdp_config:
+      fsdp_version: 2
+    parallelism_config:
+      parallelism_config_dp_replicate_size: 2
+      parallelism_config_dp_shard_size: 4
+    ```
+
+    Passes: accelerate
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 16
+    fsdp_config:
+      fsdp_version: 2
+    parallelism_config:
+      parallelism_config_dp_replicate_size: 2
+      parallelism_config_dp_shard_size: 8
+    ```
+
+    Fix: sizes whose product is `num_processes`.
     """
     mesh = src.section("parallelism_config")
     if not mesh:
@@ -229,7 +378,21 @@ def processes_per_machine(src: Source) -> Iterator[Problem]:
     fewer ranks than the config says, and every batch number derived from the world
     size is off, without an error.
 
-    Fails: `num_machines: 4, num_processes: 30` (7 per machine: 28 ranks).
+    Fails: accelerate
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_machines: 4
+    num_processes: 30
+    ```
+    (7 per machine: 28 ranks.)
+
+    Passes: accelerate
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_machines: 4
+    num_processes: 32
+    ```
+
     Fix: a multiple of `num_machines` (the total, not the per-machine count).
     """
     processes, machines = integer(src.get("num_processes")), integer(src.get("num_machines"))

@@ -84,6 +84,7 @@ EMITTED_DEFAULTS: dict[tuple[str, ...], object] = {
     ("compute_environment",): "LOCAL_MACHINE",
     ("use_cpu",): False,
     ("machine_rank",): 0,
+    ("num_machines",): 1,
     ("main_process_port",): 29500,
     ("rdzv_backend",): "static",
     ("same_network",): True,

@@ -38,7 +38,8 @@ def _enabled(precision: str) -> Check:
 
 
 def _device(which: str) -> Check:
-    return lambda plan, value: value == getattr(plan.offload, which)
+    # DeepSpeed reads offload_param only at stage 3; below it the block is inert.
+    return lambda plan, value: (which == "params" and plan.stage < 3) or value == getattr(plan.offload, which)
 
 
 def _fsdp1(plan: Plan, value: Any) -> bool:

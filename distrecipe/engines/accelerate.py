@@ -80,7 +80,7 @@ def fsdp1_strategy(value: object) -> str | None:
 
 FSDP_VERSION_DEFAULT = 1
 """`fsdp_version` when a config does not say: FSDP1 (the plugin's `FSDP_VERSION` default)."""
-EMITTED_DEFAULTS: dict[tuple[str, ...], object] = {
+EMITTED_DEFAULTS: dict[tuple[str | int, ...], object] = {
     ("compute_environment",): "LOCAL_MACHINE",
     ("use_cpu",): False,
     ("machine_rank",): 0,

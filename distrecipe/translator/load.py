@@ -127,8 +127,10 @@ def recipe_from_document(doc: Document, base_dir: Path) -> Recipe:
     if d.get("rl"):
         written["rl"] = RL(**d["rl"])
     if d.get("native"):
-        native = d["native"]
-        written["native"] = Native(**{k: tuple(v) if k == "verl" else v for k, v in native.items()})
+        native: dict[str, Any] = d["native"]
+        written["native"] = Native(deepspeed=native.get("deepspeed", {}),
+                                   accelerate=native.get("accelerate", {}),
+                                   hf=native.get("hf", {}), verl=tuple(native.get("verl", ())))
     for key, section in (("optimizer", Optimizer), ("launch", Launch)):
         if key in d:  # lists in YAML, tuples in the frozen sections
             values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in d[key].items()}

@@ -55,7 +55,7 @@ _BATCH = {"micro": lambda p: p.micro, "accumulation": lambda p: p.accumulation,
 DECIDED: dict[str, dict[KeyPath, tuple[str, Check]]] = {
     "deepspeed": {
         **{(key,): (f"batch.{ours}", _auto_or(_BATCH[ours])) for ours, key in BATCH_KEYS.items()},
-        ("zero_optimization", "stage"): ("stage", lambda p, v: same(v, p.stage)),
+        ("zero_optimization", "stage"): ("stage", lambda p, v: same(v, p.stage) or v == str(p.stage)),
         ("bf16", "enabled"): ("precision", _enabled("bf16")),
         ("bfloat16", "enabled"): ("precision", _enabled("bf16")),
         ("fp16", "enabled"): ("precision", _enabled("fp16")),
@@ -65,7 +65,8 @@ DECIDED: dict[str, dict[KeyPath, tuple[str, Check]]] = {
     "accelerate": {
         ("num_processes",): ("cluster", lambda p, v: same(v, p.world)),
         ("num_machines",): ("cluster.nodes", lambda p, v: same(v, p.nodes)),
-        ("mixed_precision",): ("precision", lambda p, v: v == MIXED_PRECISION[p.precision]),
+        ("mixed_precision",): ("precision", lambda p, v: v == MIXED_PRECISION[p.precision]
+                               or (v == "fp8" and p.precision == "bf16")),
         ("fsdp_config", "fsdp_sharding_strategy"): ("stage", _fsdp1),
         ("fsdp_config", "fsdp_reshard_after_forward"): ("stage", _fsdp1),
         ("fsdp_config", "fsdp_offload_params"): ("offload", lambda p, v: same(v, p.offload.enabled)),
@@ -126,7 +127,8 @@ def conflicts(plan: Plan) -> Iterator[tuple[str, str, Any, str]]:
         for path, value in leaves(section):
             decided = DECIDED[engine].get(path)
             if decided is not None and value is not None and not decided[1](plan, value):
-                yield f"native.{engine}." + ".".join(path), ".".join(path), value, decided[0]
+                key = ".".join(map(str, path))
+                yield f"native.{engine}.{key}", key, value, decided[0]
     for index, (_written, key, value) in enumerate(verl_pairs(native.verl)):
         decided = DECIDED["verl"].get(tuple(key.split(".")))
         if decided is not None and not decided[1](plan, value):

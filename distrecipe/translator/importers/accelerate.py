@@ -60,7 +60,7 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     if recipe["batch"]["micro"] == "auto":
         notes.append("an Accelerate config holds no batch numbers: give them with "
                      "--set batch.micro=N --set batch.accumulation=N")
-    recipe["precision"] = PRECISIONS.get(str(data.get("mixed_precision", "no")).lower(), "fp32")
+    recipe["precision"] = _precision(data, notes)
     recipe["launch"] = launch
     return Imported(recipe, notes)
 
@@ -159,8 +159,19 @@ def _inline(data: dict[str, Any], inline: dict[str, Any], context: Context, worl
     accumulation = inline.get("gradient_accumulation_steps")
     if isinstance(accumulation, int) and not isinstance(accumulation, bool):
         recipe["batch"]["accumulation"] = accumulation
-    recipe["precision"] = PRECISIONS.get(str(data.get("mixed_precision", "no")).lower(), "fp32")
+    notes: list[str] = []
+    recipe["precision"] = _precision(data, notes)
     clip = inline.get("gradient_clipping")
     if isinstance(clip, (int, float)) and not isinstance(clip, bool):
         recipe["grad_clip"] = clip
-    return Imported(recipe)
+    return Imported(recipe, notes)
+
+
+def _precision(data: dict[str, Any], notes: list[str]) -> str:
+    """`mixed_precision`; fp8 runs its matmuls in fp8 and the rest in bf16, which the plan counts."""
+    written = str(data.get("mixed_precision", "no")).lower()
+    if written == "fp8":
+        notes.append("mixed_precision fp8: the recipe says bf16 (what fp8 training keeps outside its "
+                     "matmuls); mixed_precision and fp8_config are carried in native.accelerate")
+        return "bf16"
+    return PRECISIONS.get(written, "fp32")

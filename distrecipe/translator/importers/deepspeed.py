@@ -25,6 +25,8 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     notes: list[str] = []
     zero = section(data, "zero_optimization")
     stage = zero.get("stage", 0)
+    if isinstance(stage, str) and stage.isdigit():
+        stage = int(stage)  # DeepSpeed's pydantic model reads "1" as stage 1
     if not isinstance(stage, int) or isinstance(stage, bool):
         notes.append(f"zero_optimization.stage {stage!r}: raw DeepSpeed drops it and runs stage 0, "
                      "and so does this recipe")

@@ -42,7 +42,7 @@ def recipe_text(path: str, *, world: int | None, nodes: int, overrides: Sequence
               **{k: v for k, v in imported.recipe.items() if k != "recipe"}}
     checked = apply_overrides(Document(recipe, f"{path} (imported)"), overrides)
     batch = checked.data.get("batch", {}) if isinstance(checked.data, dict) else {}
-    if batch.get("micro") == "auto" and batch.get("global") == "auto":
+    if batch.get("micro") == "auto" and batch.get("global", "auto") == "auto":
         raise DistrecipeError(
             f"{kind} file states no batch size (its batch values are \"auto\" or absent: the HF Trainer or "
             "the script's DataLoader sets them): give --set batch.micro=N (per GPU: the Trainer's "

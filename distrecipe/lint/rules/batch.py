@@ -114,7 +114,14 @@ def batch_not_exact(src: Source) -> Iterator[Problem]:
     nearest ones.
     """
     b = facts(src)
-    if b is None or b.total is None or b.dp is None or b.dp > b.total:
+    if b is None:
+        return
+    written = [(i, v) for i, v in enumerate((b.total, b.micro, b.accumulation)) if v is not None and v <= 0]
+    for i, value in written:
+        yield Problem(b.paths[i], f"{b.name(i, value)} must be a positive integer: "
+                                  + ("DeepSpeed refuses it at start-up" if src.kind == "deepspeed"
+                                     else "a batch of no samples trains nothing"))
+    if written or b.total is None or b.dp is None or b.dp > b.total:
         return
     if b.micro is not None and b.accumulation is None:
         divisor, missing, given = b.micro * b.dp, 2, f"{b.name(1, b.micro)} × {b.dp_text}"

@@ -68,7 +68,8 @@ DEEPSPEED_FILLS: dict[KeyPath, str] = {
     ("fp16", "enabled"): "mixed_precision",
     ("bf16", "enabled"): "mixed_precision",
     ("zero_optimization", "stage"): "deepspeed_config.zero_stage, else 2",
-    ("zero_optimization", "offload_optimizer", "device"): "deepspeed_config.offload_optimizer_device, else none",
+    ("zero_optimization", "offload_optimizer", "device"):
+        "deepspeed_config.offload_optimizer_device, else none",
     ("zero_optimization", "offload_param", "device"): "deepspeed_config.offload_param_device, else none",
     ("zero_optimization", "offload_optimizer", "nvme_path"): "deepspeed_config.offload_optimizer_nvme_path",
     ("zero_optimization", "offload_param", "nvme_path"): "deepspeed_config.offload_param_nvme_path",
@@ -82,7 +83,8 @@ DEEPSPEED_FILLS: dict[KeyPath, str] = {
     ("scheduler", "params", "warmup_min_lr"): "0 (a constant)",
     ("scheduler", "params", "warmup_max_lr"): "the optimizer's lr",
     ("scheduler", "params", "warmup_num_steps"): "DummyScheduler's warmup_num_steps",
-    ("scheduler", "params", "total_num_steps"): "DummyScheduler's total_num_steps (it raises if none is given)",
+    ("scheduler", "params", "total_num_steps"):
+        "DummyScheduler's total_num_steps (it raises if none is given)",
     ("steps_per_print",): "infinity, always (Accelerate turns DeepSpeed's step logging off)",
 }
 """Every `"auto"` Accelerate (1.15) fills in a ds_config, and from what: `DeepSpeedPlugin`

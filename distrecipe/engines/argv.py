@@ -13,10 +13,13 @@ Pure: nothing here opens a file or imports an engine.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
+from distrecipe.engines.hf import FLAG_TYPES
 from distrecipe.engines.shell import Word, commands
+from distrecipe.errors import Position
 from distrecipe.keys import integer
+from distrecipe.source import Document, KeyPath
 
 Launcher = Literal["deepspeed", "accelerate", "torchrun"]
 
@@ -46,6 +49,8 @@ first word after the options is known to be the program."""
 
 TORCHRUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 """`python -m` modules that are torchrun."""
+LAUNCHER_WORDS = ("deepspeed", "accelerate", "torchrun", *TORCHRUN_MODULES)
+"""Text a script must hold to have a launch command (a cheap test before tokenizing)."""
 
 TRUE_WORDS = ("yes", "true", "t", "y", "1")
 FALSE_WORDS = ("no", "false", "f", "n", "0")
@@ -63,8 +68,8 @@ class Launch:
     program: tuple[Word, ...]
     """The program (script or module) and its arguments."""
     start: Word
-    flags: dict[str, Word | None] = field(init=False)
-    """The program's `--key value` arguments (`parse_flags`)."""
+    flags: dict[str, tuple[Word, Word | None]] = field(init=False)
+    """The program's `--key value` arguments (`parse_flags`): the flag word and its value's."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "flags", parse_flags(self.program[1:]))
@@ -146,26 +151,59 @@ def _split(launcher: Launcher, words: list[Word], first: int) -> Launch | None:
     return Launch(launcher, options, tuple(words[index:]), words[0])
 
 
-def parse_flags(argv: tuple[Word, ...] | list[Word]) -> dict[str, Word | None]:
+def parse_flags(argv: tuple[Word, ...] | list[Word]) -> dict[str, tuple[Word, Word | None]]:
     """A program's `--key value` / `--key=value` / bare `--flag` arguments, as
-    HfArgumentParser reads TrainingArguments: a bare flag (None) is a boolean `True`.
-    Positional words and values of unknown shape are left out."""
-    flags: dict[str, Word | None] = {}
+    HfArgumentParser reads TrainingArguments: each flag's word and its value's (None
+    for a bare flag, which is a boolean `True`). Positional words are left out."""
+    flags: dict[str, tuple[Word, Word | None]] = {}
     index = 0
     while index < len(argv):
-        text = argv[index].value
+        word = argv[index]
+        text = word.value
         index += 1
         if text is None or not text.startswith("--") or len(text) == 2:
             continue
         name, equals, inline = text[2:].partition("=")
         if equals:
-            flags[name] = Word(argv[index - 1].text, inline, argv[index - 1].where)
+            flags[name] = (word, Word(word.text, inline, word.where))
         elif index < len(argv) and not (argv[index].value or "").startswith("--"):
-            flags[name] = argv[index]
+            flags[name] = (word, argv[index])
             index += 1
         else:
-            flags[name] = None
+            flags[name] = (word, None)
     return flags
+
+
+def training_arguments(launch: Launch, file: str, lines: tuple[str, ...]) -> Document:
+    """The TrainingArguments a launch command passes (`engines.hf.FLAG_TYPES`), converted
+    as HfArgumentParser converts them, with positions in the script. A value the script
+    does not fix (`--per_device_train_batch_size $BS`) is None: unknown, never a default."""
+    data: dict[str, Any] = {}
+    positions: dict[KeyPath, Position] = {(): launch.start.where}
+    key_positions: dict[KeyPath, Position] = {}
+    for name, (flag, value) in launch.flags.items():
+        kind = FLAG_TYPES.get(name)
+        if kind is None:
+            continue
+        data[name] = _convert(kind, value)
+        key_positions[(name,)] = flag.where
+        positions[(name,)] = (value or flag).where
+    return Document(data, file, positions, key_positions, lines)
+
+
+def _convert(kind: type, value: Word | None) -> Any:
+    if value is None:
+        return True if kind is bool else None
+    text = value.value
+    if text is None:
+        return None
+    if kind is bool:
+        lowered = text.lower()
+        return True if lowered in TRUE_WORDS else False if lowered in FALSE_WORDS else None
+    try:
+        return kind(text)
+    except ValueError:
+        return None
 
 
 def _number(word: Word | None) -> int | None:

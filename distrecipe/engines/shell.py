@@ -137,6 +137,7 @@ def _split(text: str, file: str) -> list[list[_Raw]]:
             i, col = i + 1, col + 1
             continue
         if char == "\n":
+            finish()
             heredoc = _heredoc(current)
             end_command()
             i, line, col = i + 1, line + 1, 1

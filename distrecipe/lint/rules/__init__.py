@@ -27,6 +27,7 @@ RULES: dict[str, Rule] = {rule.code: rule for rule in (
     Rule("DR311", "deepspeed-unknown-key", "error", DEEPSPEED, deepspeed.unknown_key),
     Rule("DR312", "deepspeed-removed-key", "error", DEEPSPEED, deepspeed.removed_key),
     Rule("DR313", "zero-unknown-key", "error", DEEPSPEED, deepspeed.unknown_zero_key),
+    Rule("DR314", "auto-filled", "info", DEEPSPEED, deepspeed.auto_filled),
     Rule("DR320", "offload-param-below-stage3", "warning", DEEPSPEED, deepspeed.offload_param_below_stage3),
     Rule("DR321", "fp16-and-bf16", "error", DEEPSPEED | HF, deepspeed.fp16_and_bf16),
     Rule("DR322", "zero-setting-refused-at-stage", "error", DEEPSPEED,

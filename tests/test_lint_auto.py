@@ -108,3 +108,27 @@ def test_corpus_script_pairs_in_their_repository_layout(tmp_path: Path) -> None:
         if repo.name in ("LLaVA", "LLaMA-Factory"):  # --deepspeed names the file: the Trainer fills it
             assert {f.code for f in report.findings} >= {"DR314"}
     assert errors == {name: [] for name in errors}
+
+
+@pytest.mark.slow  # imports deepspeed, accelerate and torch
+def test_bare_flags_are_the_launchers_own() -> None:
+    """Each launcher's options that take no value, read again from its argparse parser."""
+    import argparse
+    from unittest import mock
+
+    from distrecipe.engines.argv import BARE_FLAGS
+
+    runner = pytest.importorskip("deepspeed.launcher.runner")
+    accelerate_launch = pytest.importorskip("accelerate.commands.launch")
+    torchrun = pytest.importorskip("torch.distributed.run")
+
+    def bare(parser: argparse.ArgumentParser) -> frozenset[str]:
+        return frozenset(s for a in parser._actions if a.nargs == 0 for s in a.option_strings)
+
+    parsers: list[argparse.ArgumentParser] = []
+    with mock.patch.object(argparse.ArgumentParser, "parse_args",
+                           lambda self, *a, **k: parsers.append(self)):
+        runner.parse_args([])  # only records the parser it builds
+    assert bare(parsers[0]) == BARE_FLAGS["deepspeed"]
+    assert bare(accelerate_launch.launch_command_parser()) == BARE_FLAGS["accelerate"]
+    assert bare(torchrun.get_args_parser()) == BARE_FLAGS["torchrun"]

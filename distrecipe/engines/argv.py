@@ -6,7 +6,7 @@ node and nodes, or processes; an Accelerate config file) and the program's argv
 and `--deepspeed ds_config.json`). `launches` finds them in a shell script
 (`engines/shell` splits it), and `parse_flags` reads a `--key value` argv as
 HfArgumentParser does. The launchers' bare flags (those taking no value) were read
-from their installed argparse parsers; `tests/test_launch_scripts.py` reads them again.
+from their installed argparse parsers; `tests/test_lint_auto.py` reads them again.
 Pure: nothing here opens a file or imports an engine.
 """
 

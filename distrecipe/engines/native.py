@@ -15,6 +15,7 @@ from typing import Any
 
 from distrecipe.engines import Kind
 from distrecipe.engines.accelerate import MARKERS as ACCELERATE_MARKERS
+from distrecipe.engines.argv import LAUNCHER_WORDS, launches, training_arguments
 from distrecipe.engines.deepspeed import MARKERS as DS_MARKERS
 from distrecipe.engines.hf import MARKERS as HF_MARKERS
 from distrecipe.engines.hydra import read_overrides
@@ -60,8 +61,23 @@ def read(path: Path, text: str) -> Document:
     name = str(path)
     suffix = path.suffix.lower()
     if suffix in OVERRIDE_SUFFIXES:
-        return read_overrides(text, name)
+        overrides = read_overrides(text, name)
+        if overrides.data or suffix != ".sh":
+            return overrides
+        return script_arguments(text, name) or overrides
     return parse_text(text, name)
+
+
+def script_arguments(text: str, file: str) -> Document | None:
+    """The TrainingArguments of a launch script's first launch command that passes any."""
+    if not any(word in text for word in LAUNCHER_WORDS):
+        return None
+    lines = tuple(text.splitlines())
+    for launch in launches(text, file):
+        doc = training_arguments(launch, file, lines)
+        if doc.data:
+            return doc
+    return None
 
 
 def ds_reference(kind: Kind, data: Any) -> str | None:

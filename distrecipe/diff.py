@@ -22,7 +22,7 @@ from typing import Any
 
 from distrecipe.api import plan_of_document
 from distrecipe.engines import KINDS, Kind
-from distrecipe.engines.defaults import Lookup, canonical, lookup
+from distrecipe.engines.defaults import Lookup, canonical, lookup, modelled
 from distrecipe.engines.tables import is_comment_key
 from distrecipe.errors import DistrecipeError, Position
 from distrecipe.keys import get, joined
@@ -204,14 +204,15 @@ def _against_default(key: str, path: tuple[str, ...], value: Any, unstated: Look
 
 def _leaves(kind: Kind, data: Any) -> dict[tuple[str, ...], tuple[tuple[str, ...], Any]]:
     """Canonical path → (path as written, value) of every value that is not a mapping
-    with keys (an empty one is a value: `"params": {}` is not an absent `params`)."""
+    with keys; an empty mapping is a value unless the engine fills it with a section's
+    defaults (`"params": {}` is not an absent `params`, `"fp16": {}` is no `fp16`)."""
     return {canon: (written, value) for canon, written, value in _walk(kind, data, (), ())}
 
 
 def _walk(kind: Kind, node: Any, canon: tuple[str, ...], written: tuple[str, ...]) -> Iterator[
         tuple[tuple[str, ...], tuple[str, ...], Any]]:
     if not isinstance(node, dict) or not node:
-        if written:
+        if written and not (node == {} and modelled(kind, canon)):
             yield canon, written, node
         return
     for key, value in node.items():

@@ -55,6 +55,12 @@ def canonical(kind: Kind, path: Path) -> Path:
     return path
 
 
+def modelled(kind: Kind, path: Path) -> bool:
+    """Whether the engine reads the mapping at `path` as a section with defaults, so an
+    empty one (`"fp16": {}`) is the same as none; `"params": {}` under `optimizer` is not."""
+    return kind in ("deepspeed", "accelerate") and section(kind, path) is not None
+
+
 def lookup(kind: Kind, data: Any, lines: Sequence[str] = ()) -> Lookup:
     """The default lookup for one side of a diff: its engine, and for verl its composed
     config (`ppo_megatron_trainer` or `ppo_trainer`) completed with the side's own values."""
@@ -127,8 +133,7 @@ class _Verl:
 
     def _effective(self, path: Path) -> Any:
         """The side's value at `path`, else the default: what an interpolation reads."""
-        stated = self._at(self.data, path)
-        return stated if stated is not _MISSING else self._at(self.tree, path)
+        return _merged(self._at(self.tree, path), self._at(self.data, path))
 
     @staticmethod
     def _at(node: Any, path: Path) -> Any:
@@ -172,6 +177,15 @@ class _Verl:
         dots = len(reference) - len(reference.lstrip("."))
         base = node[: len(node) - (dots - 1)] if dots > 1 else node
         return (*base, *reference[dots:].split("."))
+
+
+def _merged(default: Any, stated: Any) -> Any:
+    """A stated value over the default, mapping into mapping as Hydra merges overrides."""
+    if stated is _MISSING:
+        return default
+    if isinstance(default, dict) and isinstance(stated, dict):
+        return {**default, **{k: _merged(default.get(k, _MISSING), v) for k, v in stated.items()}}
+    return stated
 
 
 def _whole(value: str) -> str | None:

@@ -23,6 +23,10 @@ OVERRIDES_FILE = "verl_overrides.txt"
 ACTOR_FILE = "verl_actor.yaml"
 """The file names `compile` writes the overrides under, as Hydra lines and as YAML."""
 
+ENTRY = "verl.trainer.main_ppo"
+"""verl's trainer module: a script that runs it (`python3 -m verl.trainer.main_ppo ...`)
+passes verl overrides, whichever groups they set."""
+
 VERL_ROOTS = ("actor_rollout_ref", "data", "trainer", "algorithm", "critic", "reward_model", "model_engine")
 """verl's top-level config groups: only overrides under them are read from a script."""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from distrecipe.engines.deepspeed import ACCELERATE_FILLS, autos, enabled
-from distrecipe.engines.tables import removed_keys
+from distrecipe.engines.tables import removed_keys, section
 from distrecipe.keys import integer, joined
 from distrecipe.lint.rule import Problem, Source
 
@@ -19,7 +19,8 @@ def auto_in_raw_deepspeed(src: Source) -> Iterator[Problem]:
 
     `"auto"` is a placeholder for the Hugging Face Trainer (which fills every one from
     TrainingArguments) and, partly, for Accelerate. Raw DeepSpeed does not know it: at
-    the top level it fails with a TypeError; inside a block it is dropped without a
+    a top-level key it reads (`train_batch_size`) it fails with a TypeError (one it does
+    not read is ignored, "auto" or not: DR311); inside a block it is dropped without a
     word and the default is used, so `"zero_optimization": {"stage": "auto"}` trains
     with ZeRO stage 0 (no sharding at all). Through Accelerate without the Trainer,
     only the batch, clipping, precision, bucket, optimizer lr/weight decay and
@@ -36,11 +37,15 @@ def auto_in_raw_deepspeed(src: Source) -> Iterator[Problem]:
     users = {sibling.kind for sibling in src.workspace.consumers(src.path)}
     if "hf" in users:
         return
+    top = section("deepspeed", ())
+    top_level = top.keys if top is not None else {}
     for path in autos(src.data):
         if "accelerate" in users:
             if path not in ACCELERATE_FILLS:
                 yield Problem(path, f'"auto" at {joined(path)}: Accelerate (without the HF Trainer) '
                                     "cannot fill it and raises at start-up")
+        elif len(path) == 1 and path[0] not in top_level:
+            continue  # DeepSpeed ignores an unknown top-level key, "auto" or not: DR311 says so
         elif len(path) == 1:
             yield Problem(path, f'"auto" at top-level {path[0]}: raw DeepSpeed fails with a TypeError')
         else:

@@ -2,7 +2,8 @@
 
 Kinds are told apart by the keys only one of them writes, so a file needs no naming
 convention: `recipe:` marks a recipe, `distributed_type` an Accelerate config,
-`actor_rollout_ref` (or `data` with `trainer`) verl, TrainingArguments' own names an
+`actor_rollout_ref` (or `data` with `trainer`, or any of verl's groups in a script
+that runs `verl.trainer.main_ppo`) verl, TrainingArguments' own names an
 HF file, and DeepSpeed's keys (or a near miss of one: `zero_optimisation`) a
 ds_config. verl is also written as Hydra overrides (`key=value` lines, or a launch
 script); those are read into the same nested mapping, with each override's position.
@@ -19,6 +20,8 @@ from distrecipe.engines.argv import LAUNCHER_WORDS, launches, training_arguments
 from distrecipe.engines.deepspeed import MARKERS as DS_MARKERS
 from distrecipe.engines.hf import MARKERS as HF_MARKERS
 from distrecipe.engines.hydra import read_overrides
+from distrecipe.engines.verl import ENTRY as VERL_ENTRY
+from distrecipe.engines.verl import VERL_ROOTS
 from distrecipe.keys import get
 from distrecipe.source import Document, parse_text, read_text
 
@@ -36,13 +39,19 @@ def detect(doc: Document) -> Kind | None:
         return "recipe"
     if keys & ACCELERATE_MARKERS:
         return "accelerate"
-    if "actor_rollout_ref" in keys or {"data", "trainer"} <= keys:
+    if "actor_rollout_ref" in keys or {"data", "trainer"} <= keys or _runs_verl(doc, keys):
         return "verl"
     if keys & HF_MARKERS:
         return "hf"
     if keys & DS_MARKERS or _near_deepspeed(keys):
         return "deepspeed"
     return None
+
+
+def _runs_verl(doc: Document, keys: set[str]) -> bool:
+    """Overrides a script passes to verl's trainer: any of verl's groups (a critic-only or
+    `algorithm.*` run sets neither `actor_rollout_ref` nor `data` with `trainer`)."""
+    return bool(keys) and keys <= set(VERL_ROOTS) and any(VERL_ENTRY in line for line in doc.lines)
 
 
 def _near_deepspeed(keys: set[str]) -> bool:

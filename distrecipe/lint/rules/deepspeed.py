@@ -60,10 +60,14 @@ def auto_in_raw_deepspeed(src: Source) -> Iterator[Problem]:
     """
     found = list(autos(src.data))
     use = src.workspace.use(src.path) if found else None
+    top = section("deepspeed", ())
     for path in found:
         source = _filler(path, use.consumer if use else None)
         if source is not None:
             continue
+        unread = len(path) == 1 and top is not None and path[0] not in top.keys
+        if unread and (use is None or use.consumer != "accelerate"):
+            continue  # DeepSpeed ignores an unknown top-level key, "auto" or not: DR311 says so
         if use is None and (trainer := TRAINER_FILLS.get(path)) is not None:
             yield Problem(path, f'"auto" at {joined(path)}: only the HF Trainer fills it (from {trainer}); '
                                 'Accelerate alone raises "not found in kwargs" and '

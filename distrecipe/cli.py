@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import click
 
 from distrecipe import __version__
-from distrecipe.errors import DistrecipeError
+from distrecipe.errors import DistrecipeError, one_line
 
 COMMANDS: dict[str, str] = {
     "compile": "distrecipe.commands.compile",
@@ -56,12 +56,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                           prog_name="distrecipe", standalone_mode=False)
     except DistrecipeError as exc:
         prefix = f"{exc.where}: " if exc.where else "distrecipe: "
-        click.echo(f"{prefix}error: {exc.message}", err=True)
+        click.echo(one_line(f"{prefix}error: {exc.message}"), err=True)
         return exc.exit_code
     except click.exceptions.Exit as exc:
         return exc.exit_code
-    except click.ClickException as exc:
-        exc.show()
+    except click.ClickException as exc:  # a usage error: the same one line as every other error
+        click.echo(one_line(f"distrecipe: error: {exc.format_message()}"), err=True)
         return exc.exit_code
     except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("distrecipe: interrupted", err=True)

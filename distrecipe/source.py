@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -117,9 +118,21 @@ def parse_text(text: str, file: str) -> Document:
     if file.endswith(".json"):
         from distrecipe.jsonpos import fast_document  # imports this module: import here
 
-        fast = fast_document(text, file)
-        return fast if fast is not None else careful_json(text, file)
+        try:
+            fast = fast_document(text, file)
+            return fast if fast is not None else careful_json(text, file)
+        except ValueError:  # Python's int-string limit; JSON's own errors are SourceErrors by now
+            raise _too_many_digits(text, file) from None
     return _compose(text, file)
+
+
+def _too_many_digits(text: str, file: str) -> SourceError:
+    limit = sys.get_int_max_str_digits()
+    found = re.search(f"[0-9]{{{limit + 1},}}", text)
+    at = found.start() if found else 0
+    before = text[:at]
+    return SourceError(f"number with more than {limit:,} digits: no config value needs that many",
+                       Position(file, before.count("\n") + 1, at - before.rfind("\n")))
 
 
 def careful_json(text: str, file: str) -> Document:
@@ -247,5 +260,11 @@ class _Builder:
         except yaml.constructor.ConstructorError:
             raise SourceError(
                 f"refused tag {node.tag!r}: only plain YAML values are allowed",
+                _pos(self.doc.file, node.start_mark),
+            ) from None
+        except ValueError:  # Python's int-string limit: more digits than any value needs
+            raise SourceError(
+                f"number with {len(node.value):,} digits: no config value needs more than "
+                f"{sys.get_int_max_str_digits():,}",
                 _pos(self.doc.file, node.start_mark),
             ) from None

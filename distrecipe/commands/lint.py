@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from distrecipe.errors import one_line
 from distrecipe.lint.config import find_pyproject, load_config
 from distrecipe.lint.engine import lint
 from distrecipe.lint.formats import FORMATS, pick
@@ -31,7 +32,7 @@ def lint_paths(
     config = load_config(find_pyproject(project or Path.cwd()), frozenset(RULES), formats)
     report = lint(paths, config=config, world=world, kind=kind, ignore_unknown=ignore_unknown)
     for problem in report.unusable:
-        click.echo(f"{problem.where}: error: {problem.message}", err=True)
+        click.echo(one_line(f"{problem.where}: error: {problem.message}"), err=True)
     click.echo(pick(output_format or config.format or "auto")(report), nl=False)
     return report.exit_code
 

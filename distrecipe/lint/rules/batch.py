@@ -104,6 +104,10 @@ def batch_not_exact(src: Source) -> Iterator[Problem]:
         divisor, missing, given = b.dp, 1, b.dp_text
     else:
         return
+    if divisor < 1:
+        yield Problem(b.paths[0], f"{given} = {divisor}: a batch factor below 1 leaves nothing to derive "
+                                  f"{b.names[missing]} from (every engine needs it > 0)")
+        return
     if b.total % divisor == 0:
         return
     floored = b.total // divisor

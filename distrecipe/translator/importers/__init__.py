@@ -17,7 +17,8 @@ from typing import Any
 
 from distrecipe.errors import DistrecipeError, Position
 from distrecipe.lint.rule import get
-from distrecipe.source import Document
+from distrecipe.schemas import dotted, shown
+from distrecipe.source import Document, KeyPath
 
 
 class NotImportable(DistrecipeError):
@@ -53,9 +54,21 @@ class Context:
     via: str | None = None
     """The kind of config that named this file, when it is a companion."""
 
-    def companion(self, ref: str, via: str, world: World) -> Context:
-        """The context of the file this config names as `ref` (its ds_config)."""
-        doc = self.read(referenced_path(Path(self.doc.file), ref))
+    def companion(self, ref: str, via: str, world: World, at: KeyPath) -> Context:
+        """The context of the file this config names as `ref` (its ds_config) at key `at`.
+
+        A file that cannot be read is reported at the reference, where the fix goes.
+        """
+        try:
+            doc = self.read(referenced_path(Path(self.doc.file), ref))
+        except DistrecipeError as exc:
+            if exc.where is not None:  # a position inside the companion: the fault is there
+                raise
+            raise NotImportable(f"{dotted(at)} names {shown(ref)}: {exc.message}",
+                                self.doc.where(at)) from None
+        except ValueError:  # a NUL or a lone surrogate: no file has such a name
+            raise NotImportable(f"{dotted(at)} {shown(ref)} is not a usable file name",
+                                self.doc.where(at)) from None
         return Context(doc=doc, world=world, read=self.read, via=via)
 
     def need_world(self, what: str) -> World:
@@ -81,7 +94,15 @@ def referenced_path(referrer: Path, ref: str) -> Path:
     referring file's own directory is tried first, as configs kept side by side use it.
     """
     beside = referrer.parent / ref
-    return beside if beside.is_file() or not Path(ref).is_file() else Path(ref)
+    return beside if _is_file(beside) or not _is_file(Path(ref)) else Path(ref)
+
+
+def _is_file(path: Path) -> bool:
+    """`path.is_file()`, False also for names no file can have (too long, NUL, surrogates)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def section(data: dict[str, Any], *path: str) -> dict[str, Any]:

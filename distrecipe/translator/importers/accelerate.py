@@ -103,5 +103,5 @@ def _deepspeed(data: dict[str, Any], context: Context, world: World) -> Imported
         raise NotImportable("distributed_type DEEPSPEED without deepspeed_config.deepspeed_config_file: "
                             "the ZeRO settings live in the accelerate YAML; write them into a ds_config",
                             context.doc.where(("deepspeed_config",)))
-    ds = context.companion(ref, "accelerate", world)
+    ds = context.companion(ref, "accelerate", world, ("deepspeed_config", "deepspeed_config_file"))
     return ds_importer.to_recipe(ds.doc.data if isinstance(ds.doc.data, dict) else {}, ds)

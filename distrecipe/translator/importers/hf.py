@@ -31,7 +31,7 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
         "weight_decay": args["weight_decay"],
     }
     if isinstance(data.get("deepspeed"), str):
-        ds = context.companion(data["deepspeed"], "hf", world)
+        ds = context.companion(data["deepspeed"], "hf", world, ("deepspeed",))
         zero = ds_importer.to_recipe(ds.doc.data if isinstance(ds.doc.data, dict) else {}, ds)
         notes += zero.notes
         zero_side = ("model", "strategy", "stage", "offload", "parallel")

@@ -2,11 +2,12 @@
 
 A compile that fails half-way must not leave a new ds_config.json beside a stale
 accelerate config, so everything is rendered in memory first and written last, each
-file through a temporary name and `os.replace`.
+file through an exclusively created temporary and `os.replace`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Mapping
@@ -26,17 +27,27 @@ def to_json(data: Any) -> str:
 
 
 def write_files(directory: str | Path, files: Mapping[str, str]) -> list[Path]:
-    """Write `files` into `directory` (created if needed); returns the paths written."""
+    """Write `files` into `directory` (created if needed), all or nothing; returns the paths.
+
+    Every destination is checked before anything is written (a directory in the way,
+    a parent that is a file); each file is written to a fresh temporary beside it,
+    created exclusively (`O_EXCL | O_NOFOLLOW`, a random name: a planted symlink cannot
+    redirect it), and only when all are written are they renamed into place. On any
+    error the temporaries are removed and a directory created here is removed again,
+    so the destination is as it was.
+    """
     out = Path(directory)
+    finals = [out / name for name in files]
+    for final in finals:
+        if final.is_dir() and not final.is_symlink():
+            raise DistrecipeError(f"cannot write {final}: a directory is in the way")
+    created = [p for p in (out, *out.parents) if not p.exists()]
     staged: list[tuple[str, Path]] = []
     try:
         out.mkdir(parents=True, exist_ok=True)
-        for name, text in files.items():
-            # The pid makes the name ours alone while we live; a leftover of a dead
-            # process with the same pid is simply overwritten (tempfile costs 5 ms to import).
-            tmp = str(out / f".{name}.{os.getpid()}.tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            staged.append((tmp, out / name))
+        for final, text in zip(finals, files.values(), strict=True):
+            fd, tmp = _exclusive(final)
+            staged.append((tmp, final))
             with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
                 handle.write(text)
         for tmp, final in staged:
@@ -44,5 +55,24 @@ def write_files(directory: str | Path, files: Mapping[str, str]) -> list[Path]:
     except OSError as exc:
         for tmp, _ in staged:
             Path(tmp).unlink(missing_ok=True)
+        for made in created:  # innermost first; only what this call created
+            with contextlib.suppress(OSError):
+                made.rmdir()
         raise DistrecipeError(f"cannot write into {out}: {exc.strerror or exc}") from None
-    return [final for _, final in staged]
+    return finals
+
+
+def _exclusive(final: Path) -> tuple[int, str]:
+    """A new file beside `final` that did not exist before, opened for writing.
+
+    Like `tempfile.mkstemp` (whose import costs more than compile's own work): a random
+    name, created with `O_EXCL | O_NOFOLLOW`, mode 0644 less the umask.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    for _ in range(100):
+        tmp = str(final.parent / f".{final.name}.{os.urandom(6).hex()}.tmp")
+        try:
+            return os.open(tmp, flags, 0o644), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {final}")

@@ -72,8 +72,10 @@ def load_config(pyproject: Path | None, codes: frozenset[str], formats: frozense
         table = tomllib.loads(text).get("tool", {}).get("distrecipe", {})
     except tomllib.TOMLDecodeError as exc:
         found = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
-        at = Position(name, int(found[1]), int(found[2])) if found else Position(name, 1, 1)
-        raise ConfigError(f"invalid TOML: {str(exc).split(' (at ')[0]}", at) from None
+        lines = text.splitlines() or [""]
+        where = (Position(name, int(found[1]), int(found[2])) if found  # else "(at end of document)"
+                 else Position(name, len(lines), len(lines[-1]) + 1))
+        raise ConfigError(f"invalid TOML: {str(exc).split(' (at ')[0]}", where) from None
     except ValueError:  # Python's int-string limit
         raise ConfigError("a number with more digits than any setting needs", Position(name, 1, 1)) from None
     if not isinstance(table, dict):

@@ -220,8 +220,8 @@ def _read_hf_config(path: Path, where: Position) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise RecipeError(f"model.hf_config {name} is not a JSON object", where)
     # Multimodal configs keep the language model's shape under `text_config`.
-    text = data.get("text_config")
-    return {**data, **text} if isinstance(text, dict) else data
+    inner = data.get("text_config")
+    return {**data, **inner} if isinstance(inner, dict) else data
 
 
 def count_parameters(model: Model) -> int | None:

@@ -84,6 +84,11 @@ def batch_rules(src: Source) -> Iterator[Problem]:
     n = integer(src.get("actor_rollout_ref", "rollout", "n")) or 1
     if shape is None:
         return
+    for path, value in ((PROMPTS, prompts), (MINI, mini), (MICRO, micro)):
+        if value is not None and value < 1:  # every rule below divides by it
+            yield Problem(path, f"{'.'.join(map(str, path))} is {value}; verl needs at least 1 "
+                                "(its workers divide by it)")
+            return
     if shape.dp == 0:
         yield Problem(ULYSSES, f"{shape.world} GPUs are not divisible by the model-parallel size "
                                "(checked only inside the workers)")

@@ -22,7 +22,8 @@ from typing import Any
 
 from distrecipe.errors import DistrecipeError, Position
 from distrecipe.findings import SEVERITIES, Severity
-from distrecipe.schemas import did_you_mean, recipe_schema, shown
+from distrecipe.keys import did_you_mean
+from distrecipe.schemas import recipe_schema, shown
 from distrecipe.source import read_text
 
 if sys.version_info >= (3, 11):

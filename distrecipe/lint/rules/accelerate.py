@@ -1,98 +1,17 @@
 """Accelerate config YAML (1.15): what `accelerate launch` refuses, ignores, or rewrites.
 
-Key sets read from the installed Accelerate: the fields of `ClusterConfig` (top-level
-keys, checked), the `fsdp_*` launch arguments (inside `fsdp_config`, not checked) and
-the `parallelism_config_*` names (inside `parallelism_config`, not checked).
+Unknown keys are judged in `unknown_keys.py`, from the key tables generated from the
+installed Accelerate (`engines/tables`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from distrecipe.lint.rule import Problem, Source, integer
-from distrecipe.lint.workspace import ds_reference
-from distrecipe.schemas import did_you_mean
-
-TOP_LEVEL = frozenset({
-    "command_file", "commands", "compute_environment", "debug", "deepspeed_config",
-    "distributed_type", "downcast_bf16", "dynamo_config", "enable_cpu_affinity", "fp8_config",
-    "fsdp_config", "gpu_ids", "machine_rank", "main_process_ip", "main_process_port",
-    "main_training_function", "megatron_lm_config", "mixed_precision", "mpirun_config",
-    "num_machines", "num_processes", "parallelism_config", "rdzv_backend", "same_network",
-    "tpu_env", "tpu_name", "tpu_use_cluster", "tpu_use_sudo", "tpu_vm", "tpu_zone", "use_cpu",
-})
-LEGACY_TOP_LEVEL = frozenset({"fp16", "dynamo_backend"})
-"""Old keys `ClusterConfig.process_config` still converts (to `mixed_precision`, `dynamo_config`)."""
-FSDP_KEYS = frozenset({
-    "fsdp_activation_checkpointing", "fsdp_activation_checkpointing_offload", "fsdp_auto_wrap_policy",
-    "fsdp_backward_prefetch", "fsdp_cpu_ram_efficient_loading", "fsdp_forward_prefetch",
-    "fsdp_ignored_modules", "fsdp_min_num_params", "fsdp_offload_params", "fsdp_reshard_after_forward",
-    "fsdp_sharding_strategy", "fsdp_state_dict_type", "fsdp_sync_module_states",
-    "fsdp_transformer_layer_cls_to_wrap", "fsdp_use_orig_params", "fsdp_version",
-})
-PARALLELISM_KEYS = frozenset({
-    "parallelism_config_cp_backend", "parallelism_config_cp_comm_strategy", "parallelism_config_cp_size",
-    "parallelism_config_dp_replicate_size", "parallelism_config_dp_shard_size",
-    "parallelism_config_sp_attn_implementation", "parallelism_config_sp_backend",
-    "parallelism_config_sp_seq_length", "parallelism_config_sp_seq_length_is_variable",
-    "parallelism_config_sp_size", "parallelism_config_tp_size",
-})
-FSDP1_ONLY = ("fsdp_sharding_strategy", "fsdp_backward_prefetch", "fsdp_forward_prefetch")
-"""FSDP1 keys whose request FSDP2 silently drops (`use_orig_params` and `sync_module_states`
-are dropped too, but FSDP2 behaves as if they were on, so nothing is lost)."""
-RESHARD_OF = {"FULL_SHARD": True, "SHARD_GRAD_OP": False, "NO_SHARD": False}
-"""`accelerate to-fsdp2`'s mapping from a sharding strategy to `reshard_after_forward`."""
-DS_FILE_CONFLICTS = (
-    "gradient_accumulation_steps", "gradient_clipping", "zero_stage", "offload_optimizer_device",
-    "offload_param_device", "offload_param_nvme_path", "offload_optimizer_nvme_path",
-    "zero3_save_16bit_model",
-)
-"""`deepspeed_config` keys Accelerate refuses beside `deepspeed_config_file` (and `mixed_precision`)."""
-
-
-def unknown_top_level_key(src: Source) -> Iterator[Problem]:
-    """A top-level key Accelerate does not know (or a missing `distributed_type`): refused.
-
-    Accelerate checks its config's top level ("The config file at ... had unknown
-    keys"), typically a key that belongs inside `fsdp_config` or a typo. The legacy
-    `fp16` and `dynamo_backend` keys are still converted; `distributed_type` is required.
-
-    Fails: `fsdp_version: 2` at the top level. Fix: move it into `fsdp_config`.
-    """
-    if "distributed_type" not in src.data:
-        yield Problem((), "distributed_type is required; accelerate launch refuses the file")
-    for key in src.data:
-        if key not in TOP_LEVEL and key not in LEGACY_TOP_LEVEL:
-            inner = f"fsdp_{key.removeprefix('fsdp_')}"
-            hint = ("; it belongs inside fsdp_config" if inner in FSDP_KEYS
-                    else did_you_mean(key, sorted(TOP_LEVEL)))
-            yield Problem((key,), f"accelerate launch refuses unknown top-level key {key!r}{hint}", key=True)
-
-
-def ignored_key(src: Source) -> Iterator[Problem]:
-    """A key inside `fsdp_config` or `parallelism_config` that Accelerate silently ignores.
-
-    Unlike the top level, these sections are not checked: an unknown key just
-    vanishes. `fsdp_` is added when missing, but parallelism keys must be spelt in
-    full, so `dp_shard_size: 4` is ignored and the job is not hybrid-sharded.
-
-    Fails: `parallelism_config: {dp_shard_size: 4}`, `fsdp_config: {fsdp_offload_param: true}`.
-    Fix: `parallelism_config_dp_shard_size`, `fsdp_offload_params`.
-    """
-    fsdp = src.get("fsdp_config")
-    for key in fsdp if isinstance(fsdp, dict) else ():
-        full = key if key.startswith("fsdp_") else f"fsdp_{key}"
-        if full not in FSDP_KEYS:
-            yield Problem(("fsdp_config", key), f"Accelerate silently ignores unknown key fsdp_config.{key}"
-                          f"{did_you_mean(full, sorted(FSDP_KEYS))}", key=True)
-    parallel = src.get("parallelism_config")
-    for key in parallel if isinstance(parallel, dict) else ():
-        if key not in PARALLELISM_KEYS:
-            full = f"parallelism_config_{key}"
-            hint = f"; did you mean {full!r}?" if full in PARALLELISM_KEYS else did_you_mean(
-                key, sorted(PARALLELISM_KEYS))
-            yield Problem(("parallelism_config", key),
-                          f"Accelerate silently ignores unknown key parallelism_config.{key}{hint}", key=True)
+from distrecipe.engines.accelerate import DS_FILE_CONFLICTS, FSDP1_ONLY, RESHARD_OF
+from distrecipe.engines.native import ds_reference
+from distrecipe.keys import integer
+from distrecipe.lint.rule import Problem, Source
 
 
 def fsdp1_key_under_fsdp2(src: Source) -> Iterator[Problem]:

@@ -1,11 +1,12 @@
 """Native config (+ world size) → recipe document: the emitters run backwards.
 
 One module per engine, each a function `to_recipe(data, context) -> Imported`, listed
-in `IMPORTERS` by the kind lint detects. They invert the emitters' own mapping tables
-(`translator/deepspeed.py`, `accelerate.py`, `verl.py`, `hf.py`) instead of restating
-them, so recipe → emit → import → resolve gives the same Plan (a property test holds
-them to it). What a native config cannot say (the model's size, the sequence length)
-is left out of the recipe; what a recipe cannot hold is named in `notes`.
+in `IMPORTERS` by the kind `engines.native.detect` tells. They invert the engines'
+mapping tables (`engines/deepspeed.py`, `accelerate.py`, `verl.py`, `hf.py`) that the
+emitters write from, instead of restating them, so recipe → emit → import → resolve
+gives the same Plan (a property test holds them to it). What a native config cannot
+say (the model's size, the sequence length) is left out of the recipe; what a recipe
+cannot hold is named in `notes`.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from distrecipe.engines.native import is_file, referenced_path
 from distrecipe.errors import DistrecipeError, Position
-from distrecipe.lint.rule import get
-from distrecipe.schemas import dotted, shown
+from distrecipe.keys import dotted
+from distrecipe.schemas import shown
 from distrecipe.source import Document, KeyPath
 
 
@@ -57,19 +59,14 @@ class Context:
     def companion(self, ref: str, via: str, world: World, at: KeyPath) -> Context:
         """The context of the file this config names as `ref` (its ds_config) at key `at`.
 
-        A file that cannot be read is reported at the reference, where the fix goes.
+        A name that is no regular file is reported at the reference, where the fix goes;
+        a fault inside the file, at its own position there.
         """
-        try:
-            doc = self.read(referenced_path(Path(self.doc.file), ref))
-        except DistrecipeError as exc:
-            if exc.where is not None:  # a position inside the companion: the fault is there
-                raise
-            raise NotImportable(f"{dotted(at)} names {shown(ref)}: {exc.message}",
-                                self.doc.where(at)) from None
-        except ValueError:  # a NUL or a lone surrogate: no file has such a name
-            raise NotImportable(f"{dotted(at)} {shown(ref)} is not a usable file name",
-                                self.doc.where(at)) from None
-        return Context(doc=doc, world=world, read=self.read, via=via)
+        path = referenced_path(Path(self.doc.file), ref)
+        if not is_file(path):
+            raise NotImportable(f"{dotted(at)} names {shown(ref)}, which is not a regular file",
+                                self.doc.where(at))
+        return Context(doc=self.read(path), world=world, read=self.read, via=via)
 
     def need_world(self, what: str) -> World:
         if self.world is None:
@@ -84,31 +81,6 @@ class Imported:
 
     recipe: dict[str, Any]
     notes: list[str] = field(default_factory=list)
-
-
-def referenced_path(referrer: Path, ref: str) -> Path:
-    """Where a config's reference to another file points.
-
-    The engines open it relative to the directory the job is launched from, which
-    is usually where lint runs too (the repository root); a path relative to the
-    referring file's own directory is tried first, as configs kept side by side use it.
-    """
-    beside = referrer.parent / ref
-    return beside if _is_file(beside) or not _is_file(Path(ref)) else Path(ref)
-
-
-def _is_file(path: Path) -> bool:
-    """`path.is_file()`, False also for names no file can have (too long, NUL, surrogates)."""
-    try:
-        return path.is_file()
-    except (OSError, ValueError):
-        return False
-
-
-def section(data: dict[str, Any], *path: str) -> dict[str, Any]:
-    """The mapping at `path`, else an empty one (a missing or malformed block)."""
-    value = get(data, *path)
-    return value if isinstance(value, dict) else {}
 
 
 def cluster(world: World) -> dict[str, int]:

@@ -1,0 +1,113 @@
+"""DeepSpeed (0.19) as facts: the ds_config's keys, names, defaults and refusals.
+
+Which keys each section accepts, and their defaults, are in the generated key tables
+(`engines/tables`, read from the installed DeepSpeed). `zero_optimization` is the one
+Plan → ZeRO block mapping: the emitter writes it and
+the planner reads the knobs it sets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from distrecipe.engines import TORCH_OPTIMIZERS
+from distrecipe.recipe import Plan
+from distrecipe.source import KeyPath
+
+CONFIG_FILE = "ds_config.json"
+"""The file name every target writes the ds_config under and points at."""
+
+OPTIMIZER_TYPE = TORCH_OPTIMIZERS
+"""DeepSpeed's `optimizer.type` names: torch's class names."""
+
+FP16_LOSS_SCALING = {
+    "loss_scale": 0,
+    "initial_scale_power": 16,
+    "loss_scale_window": 1000,
+    "hysteresis": 2,
+    "min_loss_scale": 1,
+}
+"""Dynamic loss scaling as DeepSpeed's docs recommend (`loss_scale: 0` = dynamic)."""
+
+
+BATCH_KEYS = {"global": "train_batch_size", "micro": "train_micro_batch_size_per_gpu",
+              "accumulation": "gradient_accumulation_steps"}
+"""A recipe's `batch.*` name → the ds_config key for the same number (lint and import read it)."""
+
+
+MARKERS = frozenset({
+    "train_batch_size", "train_micro_batch_size_per_gpu", "zero_optimization", "gradient_clipping",
+    "fp16", "bf16", "optimizer", "scheduler", "steps_per_print", "wall_clock_breakdown",
+    "gradient_accumulation_steps", "zero_allow_untested_optimizer", "activation_checkpointing",
+})
+"""Keys that make a file a ds_config (`distrecipe.engines.native.detect`)."""
+
+IGNORE_KEY = "//distrecipe-ignore"
+"""The JSON suppression list (`"//distrecipe-ignore": ["DR311"]`); DeepSpeed ignores it too."""
+
+ACCELERATE_FILLS = frozenset({
+    ("train_batch_size",), ("train_micro_batch_size_per_gpu",), ("gradient_accumulation_steps",),
+    ("gradient_clipping",), ("fp16", "enabled"), ("bf16", "enabled"),
+    ("zero_optimization", "reduce_bucket_size"), ("zero_optimization", "stage3_prefetch_bucket_size"),
+    ("zero_optimization", "stage3_param_persistence_threshold"),
+    ("zero_optimization", "stage3_gather_16bit_weights_on_model_save"),
+    ("optimizer", "params", "lr"), ("optimizer", "params", "weight_decay"),
+    ("scheduler", "params", "warmup_min_lr"), ("scheduler", "params", "warmup_max_lr"),
+    ("scheduler", "params", "warmup_num_steps"), ("scheduler", "params", "total_num_steps"),
+})
+"""`"auto"` values `Accelerator.prepare` fills (from the DataLoader, its state, the model's
+hidden size, DummyOptim and DummyScheduler); any other `"auto"` makes it raise."""
+
+
+def autos(node: Any, path: KeyPath = ()) -> Iterator[KeyPath]:
+    """The key path of every `"auto"` value in `node`, in document order."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from autos(value, (*path, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from autos(value, (*path, index))
+    elif node == "auto":
+        yield path
+
+
+def enabled(block: Any) -> bool:
+    """A ds_config block (`fp16`, `bf16`) whose `enabled` is true."""
+    return isinstance(block, dict) and block.get("enabled") is True
+
+
+def zero_optimization(plan: Plan, *, hf_auto: bool = False) -> dict[str, Any]:
+    """The `zero_optimization` block for `plan`; `hf_auto` leaves the HF-filled buckets "auto"."""
+    stage = plan.stage
+    zero: dict[str, Any] = {"stage": stage}
+    if stage == 0:
+        return zero
+    b = plan.buckets
+    zero["overlap_comm"] = True
+    zero["contiguous_gradients"] = True
+    if b.reduce_bucket_size is not None:
+        zero["reduce_bucket_size"] = "auto" if hf_auto else b.reduce_bucket_size
+    off = plan.offload
+    if off.optimizer != "none":
+        zero["offload_optimizer"] = _offload(off.optimizer, plan)
+    if off.params != "none":
+        zero["offload_param"] = _offload(off.params, plan)
+    if stage == 3:
+        if b.stage3_prefetch_bucket_size is not None:
+            zero["stage3_prefetch_bucket_size"] = "auto" if hf_auto else b.stage3_prefetch_bucket_size
+        if b.stage3_param_persistence_threshold is not None:
+            zero["stage3_param_persistence_threshold"] = (
+                "auto" if hf_auto else b.stage3_param_persistence_threshold
+            )
+        zero["stage3_gather_16bit_weights_on_model_save"] = True
+        if plan.hybrid:
+            zero["zero_hpz_partition_size"] = plan.shard_group
+    return zero
+
+
+def _offload(device: str, plan: Plan) -> dict[str, Any]:
+    block: dict[str, Any] = {"device": device, "pin_memory": plan.offload.pin_memory}
+    if device == "nvme":
+        block["nvme_path"] = plan.offload.nvme_path
+    return block

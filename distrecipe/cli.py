@@ -16,7 +16,8 @@ from collections.abc import Sequence
 import click
 
 from distrecipe import __version__
-from distrecipe.errors import DistrecipeError, one_line
+from distrecipe.errors import DistrecipeError
+from distrecipe.output import one_line
 
 COMMANDS: dict[str, str] = {
     "compile": "distrecipe.commands.compile",

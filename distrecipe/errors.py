@@ -45,15 +45,3 @@ class StrictError(DistrecipeError):
 
 class LaunchError(DistrecipeError):
     """The job could not be started (launcher missing, no GPUs found, ...)."""
-
-
-_BREAKS = {ord(c): c.encode("unicode_escape").decode("ascii")
-           for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029\x00\x1b"}
-
-
-def one_line(text: str) -> str:
-    """`text` with every line break and terminal escape written as its escape sequence.
-
-    An error is one line, whatever file name or value from the input it quotes.
-    """
-    return text.translate(_BREAKS)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,48 @@ def to_json(data: Any) -> str:
     here, so the same data always gives the same bytes.
     """
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+_BREAKS = {ord(c): c.encode("unicode_escape").decode("ascii")
+           for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029\x00\x1b"}
+
+
+def one_line(text: str) -> str:
+    """`text` with every line break and terminal escape written as its escape sequence.
+
+    An error is one line, whatever file name or value from the input it quotes.
+    """
+    return text.translate(_BREAKS)
+
+
+def shell_word(text: str) -> str:
+    """One shell word, quoted by `shlex.quote`, for a line that must stay one line
+    (an `#SBATCH` directive ends at the line break whatever quotes surround it)."""
+    import shlex
+
+    if text != one_line(text):
+        raise DistrecipeError(f"{text!r} cannot be written on one shell line")
+    return shlex.quote(text)
+
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
+"""What formats inline Markdown (emphasis, code, links, HTML, table cells, strike-through).
+Line-start syntax (`#`, `-`, `1.`) cannot arise: a value never starts a line."""
+
+
+def markdown_text(text: str) -> str:
+    """Literal text in Markdown: every character Markdown gives a meaning backslash-escaped,
+    line breaks written as escapes, so a value can neither format nor end a line."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", one_line(text))
+
+
+def markdown_code(text: str) -> str:
+    """An inline code span holding `text` literally, also inside a table cell: the fence
+    is longer than any run of backticks inside, and `|` (which ends a cell) is escaped."""
+    body = one_line(text).replace("|", "\\|")
+    fence = "`" * (max((len(run) for run in re.findall("`+", body)), default=0) + 1)
+    pad = " " if body.startswith("`") or body.endswith("`") else ""
+    return f"{fence}{pad}{body}{pad}{fence}"
 
 
 def write_files(directory: str | Path, files: Mapping[str, str]) -> list[Path]:

@@ -8,11 +8,11 @@ from pathlib import Path
 import click
 
 from distrecipe.engines import KINDS, Kind
-from distrecipe.errors import one_line
 from distrecipe.lint.config import find_pyproject, load_config
 from distrecipe.lint.engine import lint
 from distrecipe.lint.formats import FORMATS, pick
 from distrecipe.lint.rules import RULES
+from distrecipe.output import one_line
 
 
 def lint_paths(

@@ -119,3 +119,21 @@ def test_accelerate_yaml_and_summary_carry_a_hostile_name_as_data(cli: Cli, tmp_
     summary = (out / "summary.md").read_text()
     assert "\ngpu_ids" not in summary and "\n#" not in summary.split("\n", 1)[1].replace("\n## ", "")
     assert summary.startswith("# x\\\\ngpu\\_ids: 7")
+
+
+@pytest.mark.parametrize(("code", "want"), [
+    ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", Outcome(exit_code=137, signal="SIGKILL")),
+    ("import sys; sys.exit(-9)", Outcome(exit_code=137, signal="SIGKILL")),  # DeepSpeed's wrapped 247
+    ("import sys; sys.exit(-11)", Outcome(exit_code=139, signal="SIGSEGV")),
+    ("import sys; sys.exit(-1)", Outcome(exit_code=255)),  # a program's own 255 stays 255
+    ("import sys; sys.exit(3)", Outcome(exit_code=3)),
+])
+def test_a_rank_killed_by_a_signal_exits_128_plus_n_and_names_it(code: str, want: Outcome) -> None:
+    import os
+    import sys
+
+    from distrecipe.launch.supervise import LAUNCH_ID, new_launch_id, supervise
+
+    launch_id = new_launch_id()
+    env = {**os.environ, LAUNCH_ID: launch_id}
+    assert supervise([sys.executable, "-c", code], env, launch_id=launch_id, timeout=60) == want

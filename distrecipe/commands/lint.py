@@ -12,6 +12,7 @@ from distrecipe.lint.config import CONSUMERS, Consumer, find_pyproject, load_con
 from distrecipe.lint.engine import lint
 from distrecipe.lint.formats import FORMATS, pick
 from distrecipe.lint.rules import RULES
+from distrecipe.output import one_line
 
 
 def lint_paths(
@@ -33,7 +34,7 @@ def lint_paths(
     report = lint(paths, config=config, world=world, kind=kind, ignore_unknown=ignore_unknown,
                   consumer=consumer)
     for problem in report.unusable:
-        click.echo(f"{problem.where}: error: {problem.message}", err=True)
+        click.echo(one_line(f"{problem.where}: error: {problem.message}"), err=True)
     click.echo(pick(output_format or config.format or "auto")(report), nl=False)
     return report.exit_code
 

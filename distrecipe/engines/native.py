@@ -104,4 +104,12 @@ def referenced_path(referrer: Path, ref: str) -> Path:
     referring file's own directory is tried first, as configs kept side by side use it.
     """
     beside = referrer.parent / ref
-    return beside if beside.is_file() or not Path(ref).is_file() else Path(ref)
+    return beside if is_file(beside) or not is_file(Path(ref)) else Path(ref)
+
+
+def is_file(path: Path) -> bool:
+    """`path.is_file()`, and False for names no file can have (too long, NUL, surrogates)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False

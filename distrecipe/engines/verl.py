@@ -67,8 +67,8 @@ def verl_config(data: dict[str, Any], lines: Sequence[str]) -> VerlConfig:
     return "ppo_megatron_trainer" if megatron else "ppo_trainer"
 
 
-Rule = Literal["model-parallel", "rollout-split", "whole-mini-batches", "mini-exceeds-prompts",
-               "mini-split", "micro-split", "fsdp-size"]
+Rule = Literal["below-one", "model-parallel", "rollout-split", "whole-mini-batches",
+               "mini-exceeds-prompts", "mini-split", "micro-split", "fsdp-size"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +110,9 @@ def batch_violations(b: VerlBatch) -> list[Violation]:
     (Megatron: by DP × m) and P ≥ M; the workers want P a multiple of M, M × n
     divisible by DP, M × n / DP divisible by m, and N divisible by `fsdp_size`.
     """
+    for path, size in ((PROMPTS, b.prompts), (MINI, b.mini), (MICRO, b.micro)):
+        if size is not None and size < 1:  # every rule below divides by it
+            return [Violation("below-one", path, worker_side=True)]
     dp = b.dp
     if dp is None:
         return [Violation("model-parallel", ULYSSES, worker_side=True)]

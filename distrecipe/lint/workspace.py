@@ -19,7 +19,7 @@ from pathlib import Path
 from distrecipe.engines import Kind
 from distrecipe.engines.argv import LAUNCHER_WORDS, Launch, launches
 from distrecipe.engines.hf import FLAG_TYPES
-from distrecipe.engines.native import DATA_SUFFIXES, detect, ds_reference, read, referenced_path
+from distrecipe.engines.native import DATA_SUFFIXES, detect, ds_reference, is_file, read, referenced_path
 from distrecipe.keys import integer
 from distrecipe.lint.config import Consumer, LintConfig
 from distrecipe.lint.rule import Source
@@ -99,7 +99,7 @@ class Workspace:
         """The ds_config `referrer` names as `ref`, or None when it cannot be found or read."""
         path = self.resolve(referrer, ref)
         try:
-            return self.source(path, "deepspeed") if path is not None else None
+            return self.source(path, "deepspeed") if path is not None and is_file(path) else None
         except SourceError:
             return None
 

@@ -17,6 +17,7 @@ import yaml
 from distrecipe.engines.accelerate import CONFIG_FILE, MIXED_PRECISION, DistributedType
 from distrecipe.engines.deepspeed import CONFIG_FILE as DS_CONFIG_FILE
 from distrecipe.findings import Finding
+from distrecipe.output import one_line
 from distrecipe.recipe import Plan
 from distrecipe.translator.equivalence import finding, offload_findings, refuse_errors
 from distrecipe.translator.native import merge
@@ -170,7 +171,7 @@ def text(plan: Plan) -> str:
     """The YAML, headed by what it cannot hold (batch numbers), as comments."""
     env = " ".join(f"{key}={value}" for key, value in launch_env(plan).items())
     header = [
-        f"# distrecipe: {plan.name}. accelerate launch --config_file accelerate_config.yaml SCRIPT",
+        f"# distrecipe: {one_line(plan.name)}. accelerate launch --config_file accelerate_config.yaml SCRIPT",
         f"# Batch (no Accelerate keys): micro {plan.micro} per GPU (the DataLoader's batch_size)"
         f" x accumulation {plan.accumulation} x DP {plan.dp} = global {plan.global_batch}.",
     ]

@@ -217,7 +217,7 @@ def _shard_group(recipe: Recipe, stage: int, dp: int, prov: dict[str, str]) -> i
     if stage == 0:
         raise RecipeError("parallel.shard_group needs a sharded stage (≥ 1); stage 0 shards nothing", where)
     if declared > dp or dp % declared:
-        valid = [d for d in range(1, dp + 1) if dp % d == 0]
+        valid = divisors(dp)
         raise RecipeError(
             f"parallel.shard_group {declared} must divide the data-parallel world DP = {dp}; "
             f"valid: {', '.join(map(str, valid))} (or all)",
@@ -286,6 +286,13 @@ def _exact(recipe: Recipe, glob: int, divisor: int, name: str, formula: str, pro
         f"(distrecipe never rounds); nearest valid batch.global: {_or(nearest_multiples(glob, step))}",
         recipe.at("batch.global", "batch"),
     )
+
+
+def divisors(n: int) -> list[int]:
+    """The divisors of `n` in order, found up to √n: an error message about a huge
+    world must not do work proportional to the world."""
+    low = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return low + [n // d for d in reversed(low) if d * d != n]
 
 
 def nearest_multiples(total: int, divisor: int) -> tuple[int, ...]:

@@ -26,7 +26,7 @@ from distrecipe.engines.verl import (
     batch_violations,
     uses_megatron,
 )
-from distrecipe.keys import did_you_mean, integer, joined
+from distrecipe.keys import did_you_mean, dotted, integer, joined
 from distrecipe.lint.rule import Problem, Source
 
 
@@ -88,6 +88,8 @@ def _message(v: Violation, b: VerlBatch) -> str:
     """The violation in verl's own key names, and where verl would find it."""
     where = "checked only inside the workers" if v.worker_side else "validate_config refuses it"
     dp, prompts, mini, micro, n = b.dp or 0, b.prompts or 0, b.mini or 0, b.micro, b.n
+    if v.rule == "below-one":
+        return f"{dotted(v.path)} is below 1; verl's workers divide the batch by it ({where})"
     if v.rule == "model-parallel":
         return f"{b.world} GPUs are not divisible by the model-parallel size ({where})"
     if v.rule == "rollout-split":

@@ -132,7 +132,7 @@ def _deepspeed(data: dict[str, Any], context: Context, world: World) -> Imported
     ref = inline.get("deepspeed_config_file")
     if not isinstance(ref, str):
         return _inline(data, inline, context, world)
-    ds = context.companion(ref, "accelerate", world)
+    ds = context.companion(ref, "accelerate", world, ("deepspeed_config", "deepspeed_config_file"))
     data = ds.doc.data if isinstance(ds.doc.data, dict) else {}
     imported = ds_importer.to_recipe(data, ds)
     imported.companions["deepspeed"] = data

@@ -115,8 +115,8 @@ def _model(zero: dict[str, Any], notes: list[str]) -> dict[str, Any]:
     size = zero.get("reduce_bucket_size")
     if not isinstance(size, int) or isinstance(size, bool):
         return {}
-    hidden = math.isqrt(size)
-    if hidden * hidden == size:
+    hidden = math.isqrt(size) if size > 0 else 0
+    if hidden and hidden * hidden == size:
         return {"hidden_size": hidden}
     notes.append(f"zero_optimization.reduce_bucket_size {size} is not hidden²: model.hidden_size stays "
                  "unknown, and the size is carried in native.deepspeed")

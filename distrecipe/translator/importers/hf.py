@@ -33,7 +33,7 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
         "weight_decay": args["weight_decay"],
     }
     if isinstance(data.get("deepspeed"), str):
-        ds = context.companion(data["deepspeed"], "hf", world)
+        ds = context.companion(data["deepspeed"], "hf", world, ("deepspeed",))
         companions["deepspeed"] = ds.doc.data if isinstance(ds.doc.data, dict) else {}
         zero = ds_importer.to_recipe(companions["deepspeed"], ds)
         notes += zero.notes

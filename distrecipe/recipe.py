@@ -24,6 +24,9 @@ Device = Literal["gpu", "cpu"]
 Recompute = Literal["none", "selective", "full"]
 Attention = Literal["eager", "sdpa", "flash"]
 Backend = Literal["deepspeed", "accelerate", "accelerate-deepspeed", "torchrun", "verl"]
+ProgramKind = Literal["hf", "accelerate", "deepspeed", "torchrun", "verl"]
+"""How a training program reads its settings: Trainer flags, `accelerate launch`'s config,
+`--deepspeed_config`, environment variables (plain torchrun), or Hydra overrides (verl)."""
 OptimizerName = Literal["adamw", "adam", "sgd"]
 AutoInt = int | Literal["auto"]
 
@@ -168,6 +171,8 @@ class Launch:
     """TCP port of the rendezvous on `master_addr`. Default 29500."""
     hostfile: str | None = None
     """DeepSpeed hostfile for several nodes outside SLURM. Default: none."""
+    program_kind: ProgramKind | Literal["auto"] = AUTO
+    """How the script reads the recipe; `auto` (the default) infers it from the script's imports."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -57,7 +57,10 @@ def test_deepspeed_one_cpu_node(dry: DryRun) -> None:
         "--master_addr", "127.0.0.1", "--master_port", "29500",
         "--module", "distrecipe.launch.tiny_train", "--deepspeed_config", f"{RUN}/ds_config.json",
     ]
-    assert got["env"] == {"DISTRECIPE_RUN_DIR": str(RUN), "OMP_NUM_THREADS": CPU_THREADS}
+    assert got["env"] == {"DISTRECIPE_RUN_DIR": str(RUN), "DISTRECIPE_PLAN": f"{RUN}/plan.json",
+                          "DISTRECIPE_DS_CONFIG": f"{RUN}/ds_config.json", "OMP_NUM_THREADS": CPU_THREADS}
+    assert got["program_kind"] == "deepspeed"
+    assert got["program_kind_reason"] == "distrecipe's reference trainer under deepspeed"
     assert got["files"] == ["ds_config.json", "plan.json", "recipe.yaml", "run.json"]
     assert not RUN.exists(), "a dry run writes nothing"
 
@@ -89,7 +92,8 @@ def test_deepspeed_several_nodes_with_a_hostfile(dry: DryRun) -> None:
         executable("deepspeed"), "--hostfile", "/etc/hosts.ds", "--num_nodes", "4", "--num_gpus", "8",
         "--master_addr", "10.0.0.1", "--master_port", "29500",
     ]
-    assert got["env"] == {"DISTRECIPE_RUN_DIR": str(RUN)}
+    assert got["env"] == {"DISTRECIPE_RUN_DIR": str(RUN), "DISTRECIPE_PLAN": f"{RUN}/plan.json",
+                          "DISTRECIPE_DS_CONFIG": f"{RUN}/ds_config.json"}
 
 
 SLURM_NODE_1 = {"SLURM_JOB_ID": "77", "SLURM_JOB_NODELIST": "gpu[07-09,12]", "SLURM_NODEID": "1",
@@ -152,7 +156,8 @@ def test_accelerate_fsdp_machine_fields(dry: DryRun) -> None:
         "--num_machines", "4", "--machine_rank", "1", "--num_processes", "32",
         "--main_process_ip", "gpu07", "--main_process_port", "29500", "train.py", "--bf16",
     ]
-    assert got["env"] == {"DISTRECIPE_RUN_DIR": str(RUN), "ACCELERATE_GRADIENT_ACCUMULATION_STEPS": "4"}
+    assert got["env"] == {"DISTRECIPE_RUN_DIR": str(RUN), "DISTRECIPE_PLAN": f"{RUN}/plan.json",
+                          "ACCELERATE_GRADIENT_ACCUMULATION_STEPS": "4"}
 
 
 def test_accelerate_deepspeed_passes_the_config_absolute(dry: DryRun) -> None:

@@ -25,8 +25,10 @@ from distrecipe.errors import LaunchError
 from distrecipe.launch.launchers import LAUNCHERS
 from distrecipe.launch.prepare import (
     build_request,
+    choose_kind,
     dry_run_text,
     emit_configs,
+    hand_off,
     parse_program,
     run_directory,
     slurm_argv,
@@ -34,12 +36,14 @@ from distrecipe.launch.prepare import (
 from distrecipe.launch.rundir import WRITTEN, RunDir
 from distrecipe.launch.slurm import batch_script
 from distrecipe.launch.supervise import LAUNCH_ID, new_launch_id, supervise
-from distrecipe.recipe import Backend, Plan
+from distrecipe.recipe import Backend, Plan, ProgramKind
 
 NOT_STARTED = 127
 """Recorded as the exit code when the launcher itself could not be started (the shell's code)."""
 BACKENDS: tuple[Backend, ...] = get_args(Backend)
 """The recipe's `launch.backend` vocabulary, offered as `--target`."""
+KINDS: tuple[ProgramKind, ...] = get_args(ProgramKind)
+"""The recipe's `launch.program_kind` vocabulary, offered as `--program-kind`."""
 
 
 def load(recipe: str, overrides: Sequence[str], target: Backend | None,
@@ -58,31 +62,42 @@ def _say(line: str) -> None:
 def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str] = (),
            target: Backend | None = None, run_dir: str | None = None, runs_root: str = "runs",
            node_rank: int | None = None, timeout: float | None = None, dry_run: bool = False,
-           slurm: bool = False, environ: Mapping[str, str] | None = None) -> int:
+           slurm: bool = False, environ: Mapping[str, str] | None = None,
+           program_kind: ProgramKind | None = None, allow_override: bool = False) -> int:
     """Launch RECIPE's job (or describe it); returns the job's exit code."""
     env = dict(os.environ if environ is None else environ)
     plan = load(recipe, overrides, target, env)
+    user_program = parse_program(plan, program)
+    plan, kind = choose_kind(plan, user_program, kind=program_kind, backend_given=target is not None)
     if slurm:
         argv = slurm_argv(plan, recipe=recipe, overrides=overrides, runs_root=runs_root,
                           timeout=timeout, program=program)
         click.echo(batch_script(plan, argv), nl=False)
         return 0
     path = run_directory(plan, run_dir=run_dir, runs_root=runs_root, node_rank=node_rank, environ=env)
-    configs = emit_configs(plan)
+    configs = emit_configs(plan, kind.kind)
     echo_findings(plan.source, configs.findings)
-    request = build_request(plan, program=parse_program(plan, program), run_dir=path,
+    _say(f"distrecipe: program kind {kind.kind}: {kind.reason}")
+    user_program, given = hand_off(plan, user_program, kind.kind, run_dir=path, configs=configs.files,
+                                   allow_override=allow_override)
+    for item in given.overridden:
+        _say(f"distrecipe: --allow-override: {item.argument} {item.given} replaces the recipe's "
+             f"{item.recipe} ({item.key})")
+    request = build_request(plan, program=user_program, run_dir=path,
                             configs=configs.files, node_rank=node_rank, environ=env,
                             probe_port=not dry_run, say=_say)
     spec = LAUNCHERS[plan.launch.backend](request)
     files = {**configs.files, **spec.files}
     if dry_run:
-        click.echo(dry_run_text(spec, path, [*files, *WRITTEN]))
+        click.echo(dry_run_text(spec, path, [*files, *WRITTEN], kind))
         return 0
     launch_id = new_launch_id()
     job_env = {**env, **spec.env, LAUNCH_ID: launch_id}
     record = RunDir(path)
     record.start(plan=plan, recipe_text=Path(recipe).read_text(encoding="utf-8"), files=files,
-                 argv=spec.argv, env=job_env, cwd=os.getcwd(), overrides=overrides)
+                 argv=spec.argv, env=job_env, cwd=os.getcwd(), overrides=overrides,
+                 overridden=[dataclasses.asdict(item) for item in given.overridden],
+                 program_kind=dataclasses.asdict(kind))
     click.echo(f"distrecipe: run directory {path}", err=True)
     click.echo(f"distrecipe: {shlex.join(spec.argv)}", err=True)
     sys.stderr.flush()
@@ -102,6 +117,11 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
 @overrides_option
 @click.option("--target", "-t", type=click.Choice(BACKENDS), default=None,
               help="Launcher to use instead of the recipe's launch.backend.")
+@click.option("--program-kind", type=click.Choice(KINDS), default=None,
+              help="How the script reads the recipe (default: launch.program_kind, else inferred "
+                   "from the script's imports).")
+@click.option("--allow-override", is_flag=True,
+              help="Let program arguments replace values the recipe decided (recorded in run.json).")
 @click.option("--dry-run", is_flag=True, help="Print the exact argv and env as JSON; run and write nothing.")
 @click.option("--slurm", is_flag=True, help="Print an sbatch script that runs this launch on every node.")
 @click.option("--run-dir", type=click.Path(file_okay=False), default=None,
@@ -113,7 +133,7 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
               help="Seconds before the job is stopped (exit code 124).")
 def command(recipe: str, program: tuple[str, ...], overrides: tuple[str, ...], target: str | None,
             dry_run: bool, slurm: bool, run_dir: str | None, runs_root: str, node_rank: int | None,
-            timeout: float | None) -> int:
+            timeout: float | None, program_kind: str | None, allow_override: bool) -> int:
     """Run RECIPE's job through its engine's own launcher.
 
     PROGRAM, after `--`, is `script.py ARGS...` or `-m module ARGS...` (for verl: more
@@ -122,6 +142,7 @@ def command(recipe: str, program: tuple[str, ...], overrides: tuple[str, ...], t
     Exit code: the job's; 128+N after signal N; 124 on --timeout.
     """
     backend = next((b for b in BACKENDS if b == target), None)  # click checked the choice
+    kind = next((k for k in KINDS if k == program_kind), None)
     return launch(recipe=recipe, program=program, overrides=overrides, target=backend, run_dir=run_dir,
                   runs_root=runs_root, node_rank=node_rank, timeout=timeout, dry_run=dry_run,
-                  slurm=slurm)
+                  slurm=slurm, program_kind=kind, allow_override=allow_override)

@@ -83,7 +83,8 @@ class RunDir:
 
     def start(self, *, plan: Plan, recipe_text: str, files: Mapping[str, str],
               argv: tuple[str, ...], env: Mapping[str, str], cwd: str,
-              overrides: Sequence[str] = ()) -> None:
+              overrides: Sequence[str] = (), overridden: Sequence[Mapping[str, str]] = (),
+              program_kind: Mapping[str, str] | None = None) -> None:
         if self.path.exists() and any(self.path.iterdir()):
             raise LaunchError(f"run directory {self.path} already holds a run; choose another --run-dir")
         self._started = time.monotonic()
@@ -91,6 +92,8 @@ class RunDir:
             "argv": list(argv),
             "cwd": cwd,
             "overrides": list(overrides),
+            "program_kind": dict(program_kind or {}),
+            "overridden": [dict(item) for item in overridden],
             "env": redact(env),
             "versions": versions(),
             "start": now(),

@@ -132,5 +132,5 @@ def backend_for(kind: ProgramKind, backend: Backend, *, defaulted: bool, strateg
         return backend
     if defaulted and kind == "accelerate":
         return "accelerate-deepspeed" if strategy == "zero" else "accelerate"
-    raise LaunchError(f"a {kind} program cannot run under launch.backend {backend}: use one of "
+    raise LaunchError(f"program kind {kind} cannot run under launch.backend {backend}: use one of "
                       f"{', '.join(COMPATIBLE[kind])} (launch.backend or --target), or --program-kind")

@@ -10,6 +10,7 @@ engines, and start time; end time and exit code are added when it ends.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import time
@@ -22,7 +23,7 @@ from typing import Any
 from distrecipe import __version__
 from distrecipe.errors import LaunchError
 from distrecipe.output import to_json, write_files
-from distrecipe.recipe import Plan
+from distrecipe.recipe import RL, Buckets, Launch, Model, Offload, Optimizer, Plan
 
 SECRET = re.compile(r"TOKEN|SECRET|KEY|PASSWORD", re.IGNORECASE)
 REDACTED = "<redacted>"
@@ -55,6 +56,21 @@ def plan_json(plan: Plan) -> str:
     data = dataclasses.asdict(plan)
     data["world"] = plan.world
     return to_json(data)
+
+
+SECTIONS: dict[str, type[Any]] = {"offload": Offload, "model": Model, "optimizer": Optimizer,
+                                  "rl": RL, "launch": Launch, "buckets": Buckets}
+"""The Plan's fields that are sections, rebuilt from their JSON objects by `read_plan`."""
+
+
+def read_plan(text: str) -> Plan:
+    """The Plan `plan_json` wrote (JSON lists back to the sections' tuples)."""
+    data: dict[str, Any] = json.loads(text)
+    data.pop("world")  # derived, a property of the Plan
+    for key, section in SECTIONS.items():
+        if data[key] is not None:
+            data[key] = section(**{k: tuple(v) if isinstance(v, list) else v for k, v in data[key].items()})
+    return Plan(**data)
 
 
 def default_run_dir(root: Path, name: str, *, slurm_run: str | None = None, node_rank: int = 0) -> Path:

@@ -1,8 +1,11 @@
-"""The library's front door: a recipe in, a resolved Plan and each engine's settings out.
+"""The library's front door: a recipe (file or document) in, a resolved Plan and each
+engine's settings out.
 
-Every command (compile, resolve, plan, launch, lint, diff) starts at `load_plan`, so
-loading, overrides and resolution behave identically everywhere. A training script
-uses the rest (README, "Use it from your training script"):
+Every command (compile, resolve, plan, launch, lint, diff, import) starts here, so
+loading, overrides and resolution behave identically everywhere: a file goes through
+`load_plan`, a document already in memory (a recipe lint read, a native config
+imported into recipe form) through `plan_of_document`. A training script uses the
+rest (README, "Use it from your training script"):
 
     from distrecipe import api
     plan = api.current()                      # inside `distrecipe launch`, else api.load("r.yaml")
@@ -21,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from distrecipe.errors import LaunchError
-from distrecipe.recipe import AUTO, Plan
-from distrecipe.translator.load import load_recipe
+from distrecipe.recipe import AUTO, Plan, Recipe
+from distrecipe.source import Document
+from distrecipe.translator.load import apply_overrides, load_recipe, recipe_from_document
 from distrecipe.translator.resolve import resolve
 
 __all__ = [
@@ -34,6 +38,8 @@ __all__ = [
     "fsdp_plugin_kwargs",
     "load",
     "load_plan",
+    "plan_of_document",
+    "review_plan",
     "training_arguments",
     "verl_overrides",
 ]
@@ -63,7 +69,46 @@ def load_plan(
         except LaunchError:
             if must_detect:
                 raise
-    return resolve(recipe, detected_gpus=detected_gpus)
+    return _fitted(recipe, resolve(recipe, detected_gpus=detected_gpus))
+
+
+def plan_of_document(doc: Document, base_dir: Path, *, world: int | None = None,
+                     overrides: Sequence[str] = ()) -> Plan:
+    """Override, validate and resolve a recipe document (diff's sides, import's result).
+
+    Never probes the machine: a document is reviewed, not run, so `gpus_per_node: auto`
+    needs `world` (or the resolver says what to write instead).
+    """
+    recipe = recipe_from_document(apply_overrides(doc, overrides), base_dir)
+    return _fitted(recipe, resolve(recipe, world=world))
+
+
+def review_plan(doc: Document, base_dir: Path, *, world: int | None) -> Plan | None:
+    """Lint's view of a recipe document: its Plan, or None when there is none to check yet.
+
+    `gpus_per_node: auto` with no world known is answered at launch, on the machine;
+    a recipe that says so is not wrong, so there is nothing to resolve (or report).
+    """
+    recipe = recipe_from_document(doc, base_dir)
+    if recipe.cluster.gpus_per_node == AUTO and world is None:
+        return None
+    return _fitted(recipe, resolve(recipe, world=world))
+
+
+def _fitted(recipe: Recipe, plan: Plan) -> Plan:
+    """`plan` with `batch.micro: auto` chosen by memory where the recipe lets memory decide.
+
+    The batch algebra alone (the resolver) takes accumulation 1 and the largest micro-batch
+    when both are `auto`; with the model, sequence and GPU known, the largest micro-batch
+    that fits is the one a user means. The memory model sits above the resolver, so the
+    choice is made here, on the one path every command takes.
+    """
+    batch = recipe.batch
+    if batch.micro != AUTO or batch.accumulation != AUTO or batch.global_ == AUTO:
+        return plan
+    from distrecipe.plan.fit import judgeable, largest_micro  # the memory model, only when asked
+
+    return largest_micro(plan) if judgeable(plan) else plan
 
 
 def load(path: str | Path, overrides: Sequence[str] = ()) -> Plan:
@@ -125,7 +170,7 @@ def training_arguments(plan: Plan) -> dict[str, Any]:
 
 def accelerator_kwargs(plan: Plan) -> dict[str, Any]:
     """`Accelerator(**accelerator_kwargs(plan), fsdp_plugin=...)`: precision and accumulation."""
-    from distrecipe.translator.accelerate import MIXED_PRECISION
+    from distrecipe.engines.accelerate import MIXED_PRECISION
 
     return {"mixed_precision": MIXED_PRECISION[plan.precision],
             "gradient_accumulation_steps": plan.accumulation}

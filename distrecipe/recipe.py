@@ -207,6 +207,8 @@ class Recipe:
     """verl's RL batch; `None` (the default) for supervised training."""
     launch: Launch = field(default_factory=Launch)
     """How the job starts. Default: the strategy's launcher running the reference trainer."""
+    checkpoint_every: int | None = None
+    """With `selective`: wrap every k-th block whole (layer level); None is op level."""
     source: str = "<recipe>"
     """The file the recipe came from, for messages."""
     where: dict[str, Position] = field(default_factory=dict, compare=False, repr=False)
@@ -267,6 +269,8 @@ class Plan:
     rl: RL | None
     launch: Launch
     buckets: Buckets
+    checkpoint_every: int | None = None
+    """With `selective` checkpointing: every k-th block wrapped whole; None is op level."""
     provenance: dict[str, str] = field(default_factory=dict)
     """Dotted key → how its value was obtained, e.g. "256 / (2 × 32), from global, micro, DP"."""
     source: str = "<recipe>"
@@ -294,6 +298,23 @@ class Plan:
         """Every resolved value with where it came from, in a stable order."""
         values = plan_values(self)
         return [(key, values[key], self.provenance.get(key, "recipe")) for key in values]
+
+    @property
+    def reshard_after_forward(self) -> bool:
+        """FSDP2 frees the gathered parameters after forward (and gathers again for
+        backward) exactly at stage 3: that is what ZeRO-3 means in FSDP's words. The
+        importers' inverse is `distrecipe.engines.stage_of_reshard`."""
+        return self.stage == 3
+
+    @property
+    def gradient_bytes(self) -> int:
+        """Bytes per gradient element (see `gradient_bytes`)."""
+        return gradient_bytes(self.strategy, self.precision)
+
+
+def gradient_bytes(strategy: Strategy, precision: Precision) -> int:
+    """Bytes per gradient element: Megatron keeps fp32 gradients, the rest the training dtype."""
+    return 4 if strategy == "megatron" else PRECISION_BYTES[precision]
 
 
 def plan_values(plan: Plan) -> dict[str, object]:
@@ -330,6 +351,8 @@ def plan_values(plan: Plan) -> dict[str, object]:
         "zero.stage3_param_persistence_threshold": plan.buckets.stage3_param_persistence_threshold,
         "launch.backend": plan.launch.backend,
     }
+    if plan.checkpoint_every is not None:
+        values["activation_checkpointing.every"] = plan.checkpoint_every
     if plan.rl is not None:
         values["rl.rollout_n"] = plan.rl.rollout_n
         values["rl.prompts_per_step"] = plan.rl.prompts_per_step

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from distrecipe.engines.hydra import format_value
 from distrecipe.errors import RecipeError
 from distrecipe.recipe import Plan
 from distrecipe.translator import accelerate, equivalence, hf, verl
@@ -223,7 +224,7 @@ def test_no_clipping_becomes_infinite_clip_in_verl_and_zero_in_hf() -> None:
 
 
 def test_hydra_values_have_no_spaces() -> None:
-    assert verl.hydra_value({"a": [0.9, 0.95], "b": True}) == "{a:[0.9,0.95],b:true}"
+    assert format_value({"a": [0.9, 0.95], "b": True}) == "{a:[0.9,0.95],b:true}"
 
 
 @pytest.mark.parametrize("target", ["accelerate", "verl"])

@@ -19,6 +19,7 @@ from unittest import mock
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from distrecipe.engines.hf import OPTIM
 from distrecipe.launch.handoff import handoff
 from distrecipe.recipe import Plan
 from distrecipe.translator import deepspeed, hf
@@ -65,7 +66,7 @@ def test_the_trainer_parses_the_plans_numbers(tmp_path: Path, doc: dict[str, Any
     assert (args.learning_rate, args.weight_decay) == (opt.lr, opt.weight_decay)
     assert (args.adam_beta1, args.adam_beta2, args.adam_epsilon) == (*opt.betas, opt.eps)
     assert args.max_grad_norm == (plan.grad_clip or 0.0)
-    assert args.optim.value == hf.OPTIM[opt.name]
+    assert args.optim.value == OPTIM[opt.name]
     if plan.strategy == "zero":
         config = args.hf_deepspeed_config.config
         assert (config["train_micro_batch_size_per_gpu"], config["gradient_accumulation_steps"],

@@ -10,14 +10,14 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from distrecipe.engines.hydra import parse_value as hydra_value
+from distrecipe.engines.hydra import read_overrides
+from distrecipe.engines.native import DATA_SUFFIXES, OVERRIDE_SUFFIXES
 from distrecipe.errors import DistrecipeError
-from distrecipe.jsonpos import fast_document
 from distrecipe.lint.config import LintConfig, load_config
 from distrecipe.lint.engine import lint
 from distrecipe.lint.formats import FORMATS
-from distrecipe.lint.kinds import DATA_SUFFIXES, OVERRIDE_SUFFIXES, hydra_value, read_overrides
 from distrecipe.lint.rules import RULES
-from distrecipe.source import careful_json, parse_text
 from tests.conftest import Result
 
 SCHEMA = json.loads((Path(__file__).parent / "sarif-2.1.0.schema.json").read_text())
@@ -210,30 +210,6 @@ def test_every_rule_documents_itself() -> None:
     for code, rule in RULES.items():
         assert rule.summary.endswith("."), code
         assert "Fix" in rule.explanation or "Fails" in rule.explanation or code in ("DR100",), code
-
-
-TRICKY_JSON = [
-    '{"a\\"b": {"c": [1, {"d": "x,y:z"}, [], {}]}, "e": -1.5e-3, "f": [[true], [null]]}',
-    '[\n  1,\n  {"k": "\\u00e9t\\u00e9"}\n]', '{}', '"just a string"', '{"a": 1, "a": 2}', '{"a": }',
-]
-
-
-@pytest.mark.parametrize("text", TRICKY_JSON + [p.read_text() for p in sorted(
-    (Path(__file__).parent / "lint_corpus").rglob("*.json"))])
-def test_fast_json_reader_agrees_with_the_loader(text: str) -> None:
-    try:
-        careful = careful_json(text, "x.json")
-    except DistrecipeError as exc:
-        assert fast_document(text, "x.json") is None, "the fast path accepts only what parses"
-        with pytest.raises(DistrecipeError) as loaded:
-            parse_text(text, "x.json")
-        assert (loaded.value.message, loaded.value.where) == (exc.message, exc.where)
-        return
-    fast_doc = fast_document(text, "x.json")
-    assert fast_doc is not None
-    assert dict(fast_doc.positions) == careful.positions
-    assert fast_document(text, "x.json") == careful
-    assert parse_text(text, "x.json") == careful
 
 
 def test_pre_commit_hook_runs_on_any_json_and_yaml(cli: Callable[..., Result], tmp_path: Path) -> None:

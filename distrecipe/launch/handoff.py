@@ -23,15 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from distrecipe.engines.deepspeed import CONFIG_FILE
 from distrecipe.engines.hf_argv import find_flags, flag_value, same_value
+from distrecipe.engines.hydra import parse_value
+from distrecipe.engines.verl import OVERRIDES_FILE
 from distrecipe.errors import LaunchError
 from distrecipe.launch.rundir import PLAN_FILE
 from distrecipe.recipe import Plan, ProgramKind
 from distrecipe.translator import hf
-from distrecipe.translator.deepspeed import CONFIG_FILE
-from distrecipe.translator.verl import OVERRIDES_FILE
 
 HF_RECIPE_KEYS = {
     "per_device_train_batch_size": "batch.micro",
@@ -120,13 +119,6 @@ def _hydra(word: str) -> tuple[str, str] | None:
     return key.lstrip("+~"), value
 
 
-def _hydra_equal(left: str, right: str) -> bool:
-    try:
-        return bool(yaml.safe_load(left) == yaml.safe_load(right))
-    except yaml.YAMLError:
-        return left == right
-
-
 def merge_verl(emitted: Sequence[str], user: Sequence[str], *, allow_override: bool) -> Handoff:
     """The emitted overrides then the user's; one that sets an emitted key differently is checked."""
     recipe = {key: value for key, value in filter(None, map(_hydra, emitted))}
@@ -138,7 +130,7 @@ def merge_verl(emitted: Sequence[str], user: Sequence[str], *, allow_override: b
             continue
         key, value = parsed
         replaced.add(key)
-        if _hydra_equal(value, recipe[key]):
+        if parse_value(value) == parse_value(recipe[key]):
             continue
         if not allow_override:
             raise _refuse(key, value, recipe[key], "verl override")

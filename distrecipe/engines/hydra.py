@@ -1,0 +1,100 @@
+"""Hydra's override grammar, both ways: reading `key=value` lines (verl launch
+scripts and override files) into a nested mapping with positions, and writing a
+value so that Hydra reads it back the same.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from distrecipe.engines.verl import VERL_ROOTS
+from distrecipe.errors import Position
+from distrecipe.source import Document, KeyPath
+
+_OVERRIDE = re.compile(r"(?:^|(?<=\s))([+~]{0,2})([A-Za-z_][\w.\-]*)=(\"[^\"]*\"|'[^']*'|\S+)")
+
+
+def read_overrides(text: str, file: str) -> Document:
+    """Hydra `key=value` overrides (one per line, or in a shell launch command) as a mapping.
+
+    Only keys under verl's top-level groups are read, so the script name, `python3 -m`
+    and shell variables around them are left alone.
+    """
+    data: dict[str, Any] = {}
+    positions: dict[KeyPath, Position] = {(): Position(file, 1, 1)}
+    key_positions: dict[KeyPath, Position] = {}
+    lines = tuple(text.splitlines())
+    for number, line in enumerate(lines, start=1):
+        code = line.split(" #", 1)[0]
+        if code.lstrip().startswith("#"):
+            continue
+        for match in _OVERRIDE.finditer(code):
+            prefix, dotted, raw = match.groups()
+            path = tuple(dotted.split("."))
+            if path[0] not in VERL_ROOTS or prefix == "~":
+                continue
+            node = data
+            for depth, part in enumerate(path[:-1]):
+                child = node.setdefault(part, {})
+                if not isinstance(child, dict):
+                    break
+                positions.setdefault(path[: depth + 1], Position(file, number, match.start(2) + 1))
+                node = child
+            else:
+                node[path[-1]] = parse_value(raw.rstrip("\\"))
+                key_positions[path] = Position(file, number, match.start(2) + 1)
+                positions[path] = Position(file, number, match.start(3) + 1)
+    return Document(data, file, positions, key_positions, lines)
+
+
+def parse_value(raw: str) -> Any:
+    """A value in Hydra's override grammar: scalars, `[a,b]` lists, `{k:v}` mappings."""
+    raw = raw.strip()
+    if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "\"'":
+        return raw[1:-1]
+    if raw.startswith("[") and raw.endswith("]"):
+        return [parse_value(part) for part in _split(raw[1:-1])]
+    if raw.startswith("{") and raw.endswith("}"):
+        pairs = (part.partition(":") for part in _split(raw[1:-1]))
+        return {key.strip(): parse_value(value) for key, _, value in pairs}
+    lowered = raw.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered in ("null", "none", ""):
+        return None
+    for number in (int, float):
+        try:
+            return number(raw)
+        except ValueError:
+            pass
+    return raw
+
+
+def _split(body: str) -> list[str]:
+    """Split on commas outside brackets; an empty body is an empty list."""
+    parts, depth, current = [], 0, ""
+    for char in body:
+        depth += char in "[{"
+        depth -= char in "]}"
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    if current.strip():
+        parts.append(current)
+    return parts
+
+
+def format_value(value: Any) -> str:
+    """A value in Hydra's override grammar, with no spaces so `$(cat file)` splits on lines."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return "inf" if value == float("inf") else repr(value)
+    if isinstance(value, list):
+        return "[" + ",".join(format_value(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{key}:{format_value(item)}" for key, item in value.items()) + "}"
+    return str(value)

@@ -191,20 +191,53 @@ def test_verl_on_several_nodes_needs_ray(dry: DryRun) -> None:
 
 
 def test_slurm_batch_script(capsys: pytest.CaptureFixture[str]) -> None:
-    assert launch(recipe=str(SEED), overrides=("stage=3",), slurm=True, program=("train.py", "--a b"),
-                  environ={}) == 0
-    script = capsys.readouterr().out
-    lines = script.splitlines()
+    settings = ("stage=3", "launch.slurm.partition=gpu", "launch.slurm.account=proj",
+                "launch.slurm.time=2-00:00:00")
+    assert launch(recipe=str(SEED), overrides=settings, slurm=True, program=("train.py", "--a b"),
+                  runs_root="/scratch/runs", environ={}) == 0
+    lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "#!/bin/bash"
-    assert {"#SBATCH --nodes=4", "#SBATCH --ntasks-per-node=1", "#SBATCH --gpus-per-node=8"} <= set(lines)
+    assert [line for line in lines if line.startswith("#SBATCH")] == [
+        "#SBATCH --job-name=seed-8b-32gpu-zero2", "#SBATCH --nodes=4", "#SBATCH --ntasks-per-node=1",
+        "#SBATCH --gpus-per-node=8", "#SBATCH --cpus-per-task=64",
+        "#SBATCH --output=/scratch/runs/seed-8b-32gpu-zero2-slurm%j.out",
+        "#SBATCH --error=/scratch/runs/seed-8b-32gpu-zero2-slurm%j.err", "#SBATCH --open-mode=append",
+        "#SBATCH --partition=gpu", "#SBATCH --account=proj", "#SBATCH --time=2-00:00:00",
+    ]
     srun = lines[-1]
-    assert srun.startswith("srun --ntasks-per-node=1 distrecipe launch ")
-    assert f"{SEED} --set stage=3 --target deepspeed" in srun and srun.endswith("-- train.py '--a b'")
+    assert srun.startswith(f"srun --ntasks-per-node=1 --cpus-per-task=64 --kill-on-bad-exit=1 "
+                           f"{sys.executable} -m distrecipe launch ")
+    assert f"{SEED} --set stage=3 --set launch.slurm.partition=gpu" in srun
+    assert srun.endswith("--target deepspeed --runs-root /scratch/runs -- train.py '--a b'")
+    assert not any(line.startswith("echo") for line in lines)
 
 
-def test_slurm_refuses_verl_on_several_nodes() -> None:
-    with pytest.raises(LaunchError, match="Ray cluster"):
-        launch(recipe=str(SEED), overrides=RL, target="verl", slurm=True, environ={})
+def test_slurm_placeholders_fail_loudly(capsys: pytest.CaptureFixture[str]) -> None:
+    assert launch(recipe=str(TINY), overrides=("launch.slurm.account=default",), slurm=True,
+                  environ={}) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "#SBATCH --partition=SET-launch.slurm.partition" in lines
+    assert "#SBATCH --time=SET-launch.slurm.time" in lines
+    assert not any("--account" in line for line in lines), "default: the cluster's own"
+    assert "#SBATCH --cpus-per-task=2" in lines, "one CPU per CPU rank"
+    guard = lines[lines.index("set -euo pipefail") + 1]
+    assert guard.startswith("echo 'distrecipe: set launch.slurm.partition, launch.slurm.time")
+    assert guard.endswith("exit 2")
+
+
+def test_slurm_verl_starts_a_ray_cluster_first(capsys: pytest.CaptureFixture[str]) -> None:
+    settings = (*RL, "launch.slurm.partition=default", "launch.slurm.account=default",
+                "launch.slurm.time=default")
+    assert launch(recipe=str(SEED), overrides=settings, target="verl", slurm=True, environ={}) == 0
+    script = capsys.readouterr().out
+    ray = executable("ray")
+    assert f'srun --nodes=1 --ntasks=1 -w "$head" {ray} start --head --node-ip-address="$head_ip" ' \
+           "--port=6379 --num-cpus=64 --num-gpus=8 --block &" in script
+    assert f'srun --nodes=1 --ntasks=1 -w "$node" {ray} start --address="$head_ip:6379"' in script
+    last = script.splitlines()[-1]
+    assert last.startswith(f'RAY_ADDRESS="$head_ip:6379" srun --overlap --nodes=1 --ntasks=1 -w "$head" '
+                           f"{sys.executable} -m distrecipe launch ")
+    assert "--target verl" in last
 
 
 def test_cli_dry_run(cli: Callable[..., Any]) -> None:

@@ -13,6 +13,7 @@ import os
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import get_args
 
 import click
@@ -34,6 +35,7 @@ from distrecipe.launch.prepare import (
 )
 from distrecipe.launch.rundir import WRITTEN, RunDir
 from distrecipe.launch.slurm import batch_script
+from distrecipe.launch.spec import executable
 from distrecipe.launch.supervise import LAUNCH_ID, new_launch_id, supervise
 from distrecipe.recipe import Backend, Plan, ProgramKind
 from distrecipe.source import read_text
@@ -71,8 +73,10 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
     plan, kind = choose_kind(plan, user_program, kind=program_kind, backend_given=target is not None)
     if slurm:
         argv = slurm_argv(plan, recipe=recipe, overrides=overrides, runs_root=runs_root,
-                          timeout=timeout, program=program)
-        click.echo(batch_script(plan, argv), nl=False)
+                          timeout=timeout, program=program, program_kind=program_kind,
+                          allow_override=allow_override)
+        click.echo(batch_script(plan, argv, runs_root=Path(runs_root).resolve(), ray=executable("ray")),
+                   nl=False)
         return 0
     path = run_directory(plan, run_dir=run_dir, runs_root=runs_root, node_rank=node_rank, environ=env)
     configs = emit_configs(plan, kind.kind)

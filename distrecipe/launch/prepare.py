@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -171,18 +172,18 @@ def build_request(plan: Plan, *, program: Program, run_dir: Path, configs: dict[
 
 
 def slurm_argv(plan: Plan, *, recipe: str, overrides: Sequence[str], runs_root: str,
-               timeout: float | None, program: Sequence[str]) -> list[str]:
+               timeout: float | None, program: Sequence[str], program_kind: ProgramKind | None,
+               allow_override: bool) -> list[str]:
     """The `distrecipe launch` each node of an sbatch job runs: this launch, pinned down.
 
-    Paths become absolute (the batch job starts elsewhere) and the backend is spelled
-    out, so every node runs what this command resolved.
+    The interpreter and paths are absolute (the batch job starts elsewhere, with another
+    PATH) and the backend is spelled out, so every node runs what this command resolved.
     """
-    if plan.launch.backend == "verl" and plan.nodes > 1:
-        raise LaunchError("--slurm with verl: verl runs from node 0 on a Ray cluster; start Ray on "
-                          "every node (ray start) and launch on node 0 with RAY_ADDRESS set")
-    argv = ["distrecipe", "launch", str(Path(recipe).resolve())]
+    argv = [sys.executable, "-m", "distrecipe", "launch", str(Path(recipe).resolve())]
     argv += [word for key in overrides for word in ("--set", key)]
     argv += ["--target", plan.launch.backend, "--runs-root", str(Path(runs_root).resolve())]
+    argv += ["--program-kind", program_kind] if program_kind is not None else []
+    argv += ["--allow-override"] if allow_override else []
     argv += ["--timeout", str(timeout)] if timeout is not None else []
     argv += ["--", *program] if program else []
     return argv

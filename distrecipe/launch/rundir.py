@@ -23,7 +23,7 @@ from typing import Any
 from distrecipe import __version__
 from distrecipe.errors import LaunchError
 from distrecipe.output import to_json, write_files
-from distrecipe.recipe import RL, Buckets, Launch, Model, Offload, Optimizer, Plan
+from distrecipe.recipe import RL, Buckets, Launch, Model, Offload, Optimizer, Plan, Slurm
 
 SECRET = re.compile(r"TOKEN|SECRET|KEY|PASSWORD", re.IGNORECASE)
 REDACTED = "<redacted>"
@@ -67,6 +67,7 @@ def read_plan(text: str) -> Plan:
     """The Plan `plan_json` wrote (JSON lists back to the sections' tuples)."""
     data: dict[str, Any] = json.loads(text)
     data.pop("world")  # derived, a property of the Plan
+    data["launch"]["slurm"] = Slurm(**data["launch"]["slurm"])
     for key, section in SECTIONS.items():
         if data[key] is not None:
             data[key] = section(**{k: tuple(v) if isinstance(v, list) else v for k, v in data[key].items()})

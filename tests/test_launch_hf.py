@@ -19,6 +19,7 @@ from unittest import mock
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from distrecipe.engines.deepspeed import CONFIG_FILE
 from distrecipe.engines.hf import OPTIM
 from distrecipe.launch.handoff import handoff
 from distrecipe.recipe import Plan
@@ -33,7 +34,7 @@ hf_argparser = pytest.importorskip("transformers.hf_argparser")
 
 def parse(plan: Plan, run_dir: Path, user: tuple[str, ...] = ()) -> Any:
     """The TrainingArguments a Trainer script builds from launch's argv, at the plan's world."""
-    configs = {deepspeed.CONFIG_FILE: json.dumps(deepspeed.emit(plan))} if plan.strategy == "zero" else {}
+    configs = {CONFIG_FILE: json.dumps(deepspeed.emit(plan))} if plan.strategy == "zero" else {}
     for name, text in configs.items():
         (run_dir / name).write_text(text, encoding="utf-8")
     argv = handoff("hf", plan, user_args=("--output_dir", str(run_dir), "--report_to", "none", *user),

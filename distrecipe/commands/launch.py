@@ -75,8 +75,9 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
         argv = slurm_argv(plan, recipe=recipe, overrides=overrides, runs_root=runs_root,
                           timeout=timeout, program=program, program_kind=program_kind,
                           allow_override=allow_override)
-        click.echo(batch_script(plan, argv, runs_root=Path(runs_root).resolve(), ray=executable("ray")),
-                   nl=False)
+        root = Path(runs_root).resolve()
+        root.mkdir(parents=True, exist_ok=True)  # SLURM writes --output there and creates no directory
+        click.echo(batch_script(plan, argv, runs_root=root, ray=executable("ray")), nl=False)
         return 0
     path = run_directory(plan, run_dir=run_dir, runs_root=runs_root, node_rank=node_rank, environ=env)
     configs = emit_configs(plan, kind.kind)

@@ -225,6 +225,17 @@ def test_slurm_placeholders_fail_loudly(capsys: pytest.CaptureFixture[str]) -> N
     assert guard.endswith("exit 2")
 
 
+def test_slurm_settings_as_options(cli: Callable[..., Any]) -> None:
+    result = cli("launch", TINY, "--slurm", "--partition", "debug", "--account", "default", "--time", "0:30:00",
+                 "--cpus-per-task", "2")
+    assert result.code == 0, result.err
+    sbatch = [line for line in result.out.splitlines() if line.startswith("#SBATCH")]
+    assert {"#SBATCH --partition=debug", "#SBATCH --time=0:30:00", "#SBATCH --cpus-per-task=2"} <= set(sbatch)
+    assert not any("--account" in line for line in sbatch)
+    bad = cli("launch", TINY, "--slurm", "--time", "soon")
+    assert bad.code == 2 and "launch.slurm.time" in bad.err
+
+
 def test_slurm_verl_starts_a_ray_cluster_first(capsys: pytest.CaptureFixture[str]) -> None:
     settings = (*RL, "launch.slurm.partition=default", "launch.slurm.account=default",
                 "launch.slurm.time=default")

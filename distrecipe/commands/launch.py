@@ -129,6 +129,12 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
               help="Let program arguments replace values the recipe decided (recorded in run.json).")
 @click.option("--dry-run", is_flag=True, help="Print the exact argv and env as JSON; run and write nothing.")
 @click.option("--slurm", is_flag=True, help="Print an sbatch script that runs this launch on every node.")
+@click.option("--partition", default=None, help="--slurm: the partition (= --set launch.slurm.partition=…).")
+@click.option("--account", default=None, help="--slurm: the account (= --set launch.slurm.account=...).")
+@click.option("--time", "time_limit", default=None,
+              help="--slurm: the wall-time limit, e.g. 2-00:00:00 (= --set launch.slurm.time=...).")
+@click.option("--cpus-per-task", type=click.IntRange(min=1), default=None,
+              help="--slurm: CPUs per node's launch (= --set launch.slurm.cpus_per_task=...).")
 @click.option("--run-dir", type=click.Path(file_okay=False), default=None,
               help="Run directory (default: RUNS_ROOT/<name>-<time>-<pid>).")
 @click.option("--runs-root", type=click.Path(file_okay=False), default="runs", show_default=True)
@@ -138,7 +144,8 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
               help="Seconds before the job is stopped (exit code 124).")
 def command(recipe: str, program: tuple[str, ...], overrides: tuple[str, ...], target: str | None,
             dry_run: bool, slurm: bool, run_dir: str | None, runs_root: str, node_rank: int | None,
-            timeout: float | None, program_kind: str | None, allow_override: bool) -> int:
+            timeout: float | None, program_kind: str | None, allow_override: bool, partition: str | None,
+            account: str | None, time_limit: str | None, cpus_per_task: int | None) -> int:
     """Run RECIPE's job through its engine's own launcher.
 
     PROGRAM, after `--`, is `script.py ARGS...` or `-m module ARGS...` (for verl: more
@@ -148,6 +155,10 @@ def command(recipe: str, program: tuple[str, ...], overrides: tuple[str, ...], t
     """
     backend = next((b for b in BACKENDS if b == target), None)  # click checked the choice
     kind = next((k for k in KINDS if k == program_kind), None)
+    slurm_settings = {"partition": partition, "account": account, "time": time_limit,
+                      "cpus_per_task": cpus_per_task}
+    overrides += tuple(f"launch.slurm.{key}={value}" for key, value in slurm_settings.items()
+                       if value is not None)
     return launch(recipe=recipe, program=program, overrides=overrides, target=backend, run_dir=run_dir,
                   runs_root=runs_root, node_rank=node_rank, timeout=timeout, dry_run=dry_run,
                   slurm=slurm, program_kind=kind, allow_override=allow_override)

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 
 from distrecipe.engines.deepspeed import CONFIG_FILE
 from distrecipe.engines.hf import OPTIM
+from distrecipe.engines.hf_argv import find_flags, same_value
 from distrecipe.launch.handoff import handoff
 from distrecipe.recipe import Plan
 from distrecipe.translator import deepspeed, hf
@@ -95,3 +96,28 @@ def test_an_allowed_override_reaches_the_trainer(tmp_path: Path) -> None:
     (args,) = hf_argparser.HfArgumentParser(training_args.TrainingArguments).parse_args_into_dataclasses(
         args=list(argv))
     assert args.per_device_train_batch_size == 4 and args.gradient_accumulation_steps == 2
+
+
+@pytest.mark.parametrize("argv", [
+    ("--bf16", "--per_device_train_batch_size", "3", "--use_cpu"),
+    ("--bf16=no", "--fp16", "--gradient_checkpointing"),
+    ("--per_device_train_batch_size=5", "--learning_rate", "0.5", "--per_device_train_batch_size", "6"),
+    ("--fsdp", "--fsdp_config", '{"version": 2}', "--use_cpu", "yes"),
+    ("--fsdp", "full_shard auto_wrap", "--gradient_accumulation_steps", "7", "--use_cpu"),
+])
+def test_reading_a_users_flags_agrees_with_the_trainers_parser(argv: tuple[str, ...]) -> None:
+    """What `find_flags` + `same_value` conclude is what HfArgumentParser makes of the argv."""
+    names = ["bf16", "fp16", "gradient_checkpointing", "use_cpu", "fsdp", "fsdp_config",
+             "per_device_train_batch_size", "gradient_accumulation_steps", "learning_rate"]
+    (args,) = hf_argparser.HfArgumentParser(training_args.TrainingArguments).parse_args_into_dataclasses(
+        args=["--output_dir", "unused", "--report_to", "none", *argv])
+    last = {flag.name: flag.text for flag in find_flags(argv, names)}
+    assert last, argv
+    for name, text in last.items():
+        parsed = getattr(args, name)
+        if name == "fsdp_config":
+            assert same_value(text, {"version": 2}) and parsed["version"] == 2
+        elif name == "fsdp":  # a bare --fsdp is read as "true"; the Trainer turns either on
+            assert parsed and text in ("true", "full_shard auto_wrap")
+        else:
+            assert same_value(text, parsed), (name, text, parsed)

@@ -12,7 +12,7 @@ importing transformers; tests/test_launch_hf.py parses the same argv with
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,9 +33,9 @@ def flag_value(value: Any) -> str:
     return str(value)
 
 
-def to_argv(kwargs: Mapping[str, Any]) -> list[str]:
-    """`--name value` for each keyword argument, in the mapping's order."""
-    return [word for name, value in kwargs.items() for word in (f"--{name}", flag_value(value))]
+def flag_words(name: str, value: Any) -> list[str]:
+    """`--name value`; `fsdp=True` is the bare `--fsdp` (a str field whose `const` is True)."""
+    return [f"--{name}"] if name == "fsdp" and value is True else [f"--{name}", flag_value(value)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from distrecipe.engines.deepspeed import CONFIG_FILE
-from distrecipe.engines.hf_argv import find_flags, flag_value, same_value
+from distrecipe.engines.hf_argv import find_flags, flag_value, flag_words, same_value
 from distrecipe.engines.hydra import parse_value
 from distrecipe.engines.verl import OVERRIDES_FILE
 from distrecipe.errors import LaunchError
@@ -107,7 +107,7 @@ def merge_flags(decided: Mapping[str, Any], user: Sequence[str], *, allow_overri
             raise _refuse(f"--{name}", flag.text, recipe, keys.get(name, name))
         overridden.append(Overridden(f"--{name}", recipe, flag.text, keys.get(name, name)))
     ours = [word for name, value in decided.items() if value is not None and name not in given
-            for word in (f"--{name}", *([] if value is True and name == "fsdp" else [flag_value(value)]))]
+            for word in flag_words(name, value)]
     return Handoff(tuple([*user, *ours]), {}, tuple(overridden))
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from distrecipe.commands import launch as launch_command
 from distrecipe.commands.launch import launch
-from distrecipe.errors import LaunchError
+from distrecipe.errors import LaunchError, RecipeError
 from distrecipe.launch.kinds import infer
 from distrecipe.launch.spec import TINY_TRAINER, Program
 from distrecipe.launch.supervise import Outcome
@@ -141,6 +141,13 @@ def test_hf_arguments_that_contradict_the_recipe_are_refused(
     path = script(tmp_path, "hf")
     with pytest.raises(LaunchError, match=re.escape("program argument " + message)):
         dry(capsys, TINY, program=(str(path), *words))
+
+
+def test_a_recipe_the_trainer_cannot_run_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = script(tmp_path, "hf")
+    with pytest.raises(RecipeError, match="DR208"):
+        dry(capsys, SEED, "strategy=megatron", "stage=1", "parallel.tensor=2", program=(str(path),),
+            target="torchrun")
 
 
 def test_agreeing_and_unknown_arguments_pass_untouched(tmp_path: Path,

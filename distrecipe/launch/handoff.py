@@ -31,6 +31,7 @@ from distrecipe.errors import LaunchError
 from distrecipe.launch.rundir import PLAN_FILE
 from distrecipe.recipe import Plan, ProgramKind
 from distrecipe.translator import hf
+from distrecipe.translator.equivalence import refuse_errors
 
 HF_RECIPE_KEYS = {
     "per_device_train_batch_size": "batch.micro",
@@ -80,7 +81,12 @@ def run_files_env(run_dir: Path, configs: Mapping[str, str]) -> dict[str, str]:
 
 
 def hf_decided(plan: Plan, run_dir: Path) -> dict[str, Any]:
-    """The TrainingArguments the recipe decides; None marks a field it decides to leave unset."""
+    """The TrainingArguments the recipe decides; None marks a field it decides to leave unset.
+
+    A recipe the Trainer cannot express (Megatron, pipeline stages, …) is refused here,
+    as `compile --target hf` refuses it.
+    """
+    refuse_errors(hf.findings(plan))
     decided: dict[str, Any] = {"deepspeed": None, "fsdp": None, "fsdp_config": None}
     decided.update(hf.emit(plan))
     if decided["deepspeed"] is not None:

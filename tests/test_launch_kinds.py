@@ -33,6 +33,7 @@ SCRIPTS = {
     "accelerate": "from accelerate import Accelerator\naccelerator = Accelerator()\n",
     "deepspeed": "import deepspeed\n\nengine, *_ = deepspeed.initialize(model=m)\n",
     "ds_args": "import argparse, deepspeed\np = argparse.ArgumentParser()\ndeepspeed.add_config_arguments(p)\n",
+    "ds_sub": "import deepspeed.comm\n\ndeepspeed.initialize(model=m)\n",
     "plain": "import torch.distributed as dist\ndist.init_process_group('gloo')\n",
     "both": "from accelerate import Accelerator\nfrom transformers import Trainer\n",
 }
@@ -51,6 +52,7 @@ def script(tmp_path: Path, name: str) -> Path:
     ("accelerate", "accelerate", ":1 imports Accelerator from accelerate"),
     ("deepspeed", "deepspeed", ":3 uses deepspeed.initialize"),
     ("ds_args", "deepspeed", ":3 uses deepspeed.add_config_arguments"),
+    ("ds_sub", "deepspeed", ":3 uses deepspeed.initialize"),
     ("plain", "torchrun", " uses no Trainer, Accelerator or deepspeed.initialize"),
     ("both", "hf", ":2 imports Trainer from transformers"),
 ])

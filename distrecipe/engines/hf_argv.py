@@ -40,14 +40,11 @@ def flag_words(name: str, value: Any) -> list[str]:
 
 @dataclass(frozen=True, slots=True)
 class Given:
-    """One flag a user's argv sets: the text as given, and where its words are."""
+    """One flag a user's argv sets, and the value's word as given."""
 
     name: str
     text: str
     """The value's word (`"true"` for a bool flag given alone)."""
-    start: int
-    stop: int
-    """`argv[start:stop]` are the flag's words (one for `--x=v` or a lone flag, else two)."""
 
 
 def find_flags(argv: Sequence[str], names: Sequence[str]) -> list[Given]:
@@ -61,15 +58,15 @@ def find_flags(argv: Sequence[str], names: Sequence[str]) -> list[Given]:
             index += 1
             continue
         if eq:
-            found.append(Given(name, inline, index, index + 1))
+            found.append(Given(name, inline))
             index += 1
         elif index + 1 < len(argv) and not (
             name in OPTIONAL_VALUE and argv[index + 1].startswith("--")
         ):
-            found.append(Given(name, argv[index + 1], index, index + 2))
+            found.append(Given(name, argv[index + 1]))
             index += 2
         else:
-            found.append(Given(name, "true", index, index + 1))
+            found.append(Given(name, "true"))
             index += 1
     return found
 

@@ -70,7 +70,8 @@ def _uses(tree: ast.AST, package: str, names: frozenset[str]) -> Iterator[tuple[
                 if alias.name in names:
                     yield node.lineno, f"imports {alias.name} from {node.module}"
         elif isinstance(node, ast.Import):
-            aliases.update(a.asname or a.name for a in node.names if a.name.split(".")[0] == package)
+            # `import deepspeed.ops` binds `deepspeed`; `import deepspeed as ds` binds `ds`.
+            aliases.update(a.asname or package for a in node.names if a.name.split(".")[0] == package)
     for node in ast.walk(tree):
         if (isinstance(node, ast.Attribute) and node.attr in names
                 and isinstance(node.value, ast.Name) and node.value.id in aliases):
@@ -107,7 +108,7 @@ def infer(program: Program, backend: Backend) -> KindChoice:
         return KindChoice(usual, f"{path} is over {MAX_BYTES} bytes; the {backend} launcher's usual")
     try:
         found = scan(data.decode("utf-8", errors="replace"), str(path))
-    except (SyntaxError, ValueError) as exc:
+    except (SyntaxError, ValueError, RecursionError) as exc:
         return KindChoice(usual, f"cannot parse {path} ({exc}); the {backend} launcher's usual")
     return found or KindChoice("torchrun", f"{path} uses no Trainer, Accelerator or deepspeed.initialize")
 

@@ -25,6 +25,13 @@ def test_the_run_directorys_plan_reads_back_as_the_plan(recipe: Path) -> None:
     assert read_plan(plan_json(plan)) == plan
 
 
+def test_native_settings_read_back_too() -> None:
+    plan = api.load(SEED3, ["native.deepspeed={steps_per_print: 5}", "native.verl=[trainer.total_epochs=2]"])
+    assert plan.native.verl == ("trainer.total_epochs=2",)
+    assert read_plan(plan_json(plan)) == plan
+    assert api.deepspeed_config(plan)["steps_per_print"] == 5
+
+
 def test_current_is_the_runs_own_plan(tmp_path: Path) -> None:
     plan = api.load(SEED3, ["batch.global=512"])
     (tmp_path / "plan.json").write_text(plan_json(plan), encoding="utf-8")

@@ -31,3 +31,41 @@ DS_FILE_CONFLICTS = (
     "zero3_save_16bit_model",
 )
 """`deepspeed_config` keys Accelerate refuses beside `deepspeed_config_file` (and `mixed_precision`)."""
+
+FSDP1_SHARDING = ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2")
+"""Accelerate's `FSDP_SHARDING_STRATEGY` list: a name, or its position + 1 (torch's
+`ShardingStrategy` values 1..5, `_HYBRID_SHARD_ZERO2` being the fifth)."""
+FSDP1_STAGE = {"FULL_SHARD": (3, False), "SHARD_GRAD_OP": (2, False), "NO_SHARD": (0, False),
+               "HYBRID_SHARD": (3, True), "HYBRID_SHARD_ZERO2": (2, True)}
+"""An FSDP1 sharding strategy → (recipe stage, hybrid: shards span one node and replicate across)."""
+
+
+def fsdp1_strategy(value: object) -> str | None:
+    """The strategy name an FSDP1 `fsdp_sharding_strategy` / `fsdp_reshard_after_forward`
+    value means, the way `FullyShardedDataParallelPlugin.__post_init__` reads it; None if
+    it names none (a bool is FSDP2's spelling, which FSDP1 refuses)."""
+    if isinstance(value, bool):
+        return None
+    text = str(value).strip().upper().lstrip("_")
+    if text.isdigit():
+        return FSDP1_SHARDING[int(text) - 1] if 1 <= int(text) <= len(FSDP1_SHARDING) else None
+    return text if text in FSDP1_STAGE else None
+
+
+FSDP_VERSION_DEFAULT = 1
+"""`fsdp_version` when a config does not say: FSDP1 (the plugin's `FSDP_VERSION` default)."""
+EMITTED_DEFAULTS: dict[tuple[str | int, ...], object] = {
+    ("compute_environment",): "LOCAL_MACHINE",
+    ("use_cpu",): False,
+    ("machine_rank",): 0,
+    ("num_machines",): 1,
+    ("main_process_port",): 29500,
+    ("rdzv_backend",): "static",
+    ("same_network",): True,
+    ("fsdp_config", "fsdp_reshard_after_forward"): True,
+    ("fsdp_config", "fsdp_offload_params"): False,
+    ("fsdp_config", "fsdp_activation_checkpointing"): False,
+    ("deepspeed_config", "zero3_init_flag"): False,
+}
+"""Accelerate's default for a key the emitter writes (`accelerate launch`'s argument
+defaults); `import` does not carry an added key whose emitted value is this."""

@@ -23,7 +23,7 @@ from typing import Any
 from distrecipe import __version__
 from distrecipe.errors import LaunchError
 from distrecipe.output import to_json, write_files
-from distrecipe.recipe import RL, Buckets, Launch, Model, Offload, Optimizer, Plan, Slurm
+from distrecipe.recipe import RL, Buckets, Launch, Model, Native, Offload, Optimizer, Plan, Slurm
 
 SECRET = re.compile(r"TOKEN|SECRET|KEY|PASSWORD", re.IGNORECASE)
 REDACTED = "<redacted>"
@@ -59,7 +59,7 @@ def plan_json(plan: Plan) -> str:
 
 
 SECTIONS: dict[str, type[Any]] = {"offload": Offload, "model": Model, "optimizer": Optimizer,
-                                  "rl": RL, "launch": Launch, "buckets": Buckets}
+                                  "rl": RL, "launch": Launch, "buckets": Buckets, "native": Native}
 """The Plan's fields that are sections, rebuilt from their JSON objects by `read_plan`."""
 
 

@@ -19,6 +19,7 @@ from distrecipe.engines.deepspeed import CONFIG_FILE as DS_CONFIG_FILE
 from distrecipe.findings import Finding
 from distrecipe.recipe import Plan
 from distrecipe.translator.equivalence import finding, offload_findings, refuse_errors
+from distrecipe.translator.native import merge
 from distrecipe.translator.targets import EmitOptions, Output, render_deepspeed
 
 TARGET = "accelerate"
@@ -90,7 +91,8 @@ def _fsdp_findings(plan: Plan) -> list[Finding]:
 
 
 def emit(plan: Plan) -> dict[str, Any]:
-    """The accelerate config for `plan`, assuming `findings(plan)` holds no error."""
+    """The accelerate config for `plan`, assuming `findings(plan)` holds no error;
+    the recipe's `native.accelerate` merged in last."""
     kind = distributed_type(plan)
     config: dict[str, Any] = {"compute_environment": "LOCAL_MACHINE", "distributed_type": kind}
     if kind != "DEEPSPEED":
@@ -124,7 +126,7 @@ def emit(plan: Plan) -> dict[str, Any]:
         if plan.nodes > 1:
             deepspeed["deepspeed_multinode_launcher"] = "standard"
         config["deepspeed_config"] = deepspeed
-    return config
+    return merge(config, plan.native.accelerate)
 
 
 def fsdp_config(plan: Plan) -> dict[str, Any]:

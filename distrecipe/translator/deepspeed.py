@@ -14,10 +14,14 @@ from typing import Any
 from distrecipe.engines.deepspeed import BATCH_KEYS, FP16_LOSS_SCALING, OPTIMIZER_TYPE, zero_optimization
 from distrecipe.findings import Finding
 from distrecipe.recipe import Plan
+from distrecipe.translator.native import merge
 
 
 def emit(plan: Plan, *, hf_auto: bool = False) -> dict[str, Any]:
-    """The ds_config for `plan`; `hf_auto` leaves HF-Trainer-filled values as "auto"."""
+    """The ds_config for `plan`; `hf_auto` leaves HF-Trainer-filled values as "auto".
+
+    The recipe's `native.deepspeed` is merged in last (`translator/native.py`).
+    """
 
     def auto(value: Any) -> Any:
         return "auto" if hf_auto else value
@@ -42,7 +46,7 @@ def emit(plan: Plan, *, hf_auto: bool = False) -> dict[str, Any]:
         }
     config["steps_per_print"] = 10
     config["wall_clock_breakdown"] = False
-    return config
+    return merge(config, plan.native.deepspeed)
 
 
 def _optimizer(plan: Plan, auto: Any) -> dict[str, Any]:

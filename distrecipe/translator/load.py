@@ -24,6 +24,7 @@ from distrecipe.recipe import (
     Cluster,
     Launch,
     Model,
+    Native,
     Offload,
     Optimizer,
     Parallel,
@@ -126,6 +127,11 @@ def recipe_from_document(doc: Document, base_dir: Path) -> Recipe:
             written["checkpoint_every"] = ac["every"]
     if d.get("rl"):
         written["rl"] = RL(**d["rl"])
+    if d.get("native"):
+        native: dict[str, Any] = d["native"]
+        written["native"] = Native(deepspeed=native.get("deepspeed", {}),
+                                   accelerate=native.get("accelerate", {}),
+                                   hf=native.get("hf", {}), verl=tuple(native.get("verl", ())))
     for key, section in (("optimizer", Optimizer), ("launch", Launch)):
         if key in d:  # lists in YAML, tuples in the frozen sections
             values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in d[key].items()}

@@ -18,6 +18,7 @@ from dataclasses import replace
 from distrecipe.engines import data_parallel
 from distrecipe.errors import RecipeError
 from distrecipe.recipe import AUTO, Backend, Buckets, Plan, Recipe, plan_values
+from distrecipe.translator.native import conflicts
 
 NATURAL_STAGE = {"ddp": 0, "zero": 2, "fsdp": 3, "megatron": 1}
 """The stage a strategy means when `stage` is omitted (megatron 1 = distributed optimizer)."""
@@ -76,16 +77,38 @@ def resolve(recipe: Recipe, *, detected_gpus: int | None = None, world: int | No
         grad_clip=recipe.grad_clip,
         activation_checkpointing=recipe.activation_checkpointing,
         checkpoint_every=recipe.checkpoint_every,
+        native=recipe.native,
         rl=recipe.rl,
         launch=replace(recipe.launch, backend=backend),
         buckets=_buckets(recipe, stage, prov),
         provenance=prov,
         source=recipe.source,
     )
+    _check_native(plan, recipe)
     for key, value in plan_values(plan).items():
         if key not in prov:
             prov[key] = "recipe" if key in recipe.where else "not set" if value is None else "default"
     return plan
+
+
+def _check_native(plan: Plan, recipe: Recipe) -> None:
+    """A native key restating a decided value in the engine's spelling passes; one that
+    contradicts it would make the engine do something other than the recipe says."""
+    if not plan.native:
+        return
+    for written, key, value, ours in conflicts(plan):
+        raise RecipeError(
+            f"{written}: {key} = {value!r} contradicts the recipe's {ours} "
+            f"({_decided(plan, ours)}); the recipe decides it: drop the native key or change {ours}",
+            recipe.at(written, "native"),
+        )
+
+
+def _decided(plan: Plan, ours: str) -> str:
+    values = plan_values(plan)
+    if ours in values:
+        return f"{ours} = {values[ours]}"
+    return ", ".join(f"{k} = {v}" for k, v in values.items() if k.startswith(ours + "."))
 
 
 def _stage(recipe: Recipe, prov: dict[str, str]) -> int:

@@ -29,7 +29,25 @@ def auto_in_raw_deepspeed(src: Source) -> Iterator[Problem]:
     JSON (`"deepspeed": "ds_config.json"`) or an Accelerate config
     (`deepspeed_config_file`) in the same directory names it.
 
-    Fails: `{"train_batch_size": 32, "zero_optimization": {"stage": "auto"}}`.
+    Fails: deepspeed --world 8
+    ```json
+    {"train_batch_size": 32, "zero_optimization": {"stage": "auto"}}
+    ```
+
+    Passes: deepspeed --world 8
+    ```json
+    {"train_batch_size": 32, "zero_optimization": {"stage": 2}}
+    ```
+
+    Passes: deepspeed --world 8
+    ```json ds_config.json
+    {"train_batch_size": "auto", "zero_optimization": {"stage": 2}}
+    ```
+    ```json training_args.json
+    {"output_dir": "out", "per_device_train_batch_size": 4, "deepspeed": "ds_config.json"}
+    ```
+    (The Trainer fills every `"auto"`.)
+
     Fix: write the number (`distrecipe compile` writes all of them), or suppress
     with `"//distrecipe-ignore": ["DR310"]` when another tool fills them.
     """
@@ -58,8 +76,18 @@ def removed_key(src: Source) -> Iterator[Problem]:
     MiCS (`zero_optimization.mics_shard_size`, `mics_hierarchical_params_gather`) and
     LoCo (`zeropp_loco_param`); a config that still has one fails in `deepspeed.initialize`.
 
-    Fails: `"amp": {"enabled": true}`. Fix: remove the block (use `bf16`/`fp16` for
-    AMP; `data_efficiency.data_sampling.curriculum_learning` for curriculum learning).
+    Fails: deepspeed --world 8
+    ```json
+    {"train_batch_size": 32, "amp": {"enabled": true}}
+    ```
+
+    Passes: deepspeed --world 8
+    ```json
+    {"train_batch_size": 32, "bf16": {"enabled": true}}
+    ```
+
+    Fix: remove the block (use `bf16`/`fp16` for AMP;
+    `data_efficiency.data_sampling.curriculum_learning` for curriculum learning).
     """
     for key in src.data:
         if key in removed_keys(()):
@@ -79,7 +107,16 @@ def offload_param_below_stage3(src: Source) -> Iterator[Problem]:
     stages 0-2 DeepSpeed accepts the block and ignores it, and the parameters stay
     on the GPU. (`offload_optimizer` works from stage 1.)
 
-    Fails: `"zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}}`.
+    Fails: deepspeed --world 8
+    ```json
+    {"train_batch_size": 32, "zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}}}
+    ```
+
+    Passes: deepspeed --world 8
+    ```json
+    {"train_batch_size": 32, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}
+    ```
+
     Fix: stage 3, or remove `offload_param` (offload the optimizer instead).
     """
     zero = src.get("zero_optimization")
@@ -102,7 +139,18 @@ def zero_setting_refused_at_stage(src: Source) -> Iterator[Problem]:
     stages 1 and 2; a partial optimizer offload (`offload_optimizer.ratio` below 1)
     only at stage 3; `gradient_allreduce_op: "sum"` not at stage 3.
 
-    Fails: `"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu", "ratio": 0.3}}`.
+    Fails: deepspeed --world 8
+    ```json
+    {"train_batch_size": 32,
+     "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu", "ratio": 0.3}}}
+    ```
+
+    Passes: deepspeed --world 8
+    ```json
+    {"train_batch_size": 32,
+     "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "ratio": 0.3}}}
+    ```
+
     Fix: the stage the setting needs, or drop the setting.
     """
     zero = src.section("zero_optimization")
@@ -132,7 +180,21 @@ def fp16_and_bf16(src: Source) -> Iterator[Problem]:
     simultaneously enabled" in `deepspeed.initialize`; TrainingArguments raises the
     same in its constructor, inside every rank of the launched job.
 
-    Fails: `"fp16": {"enabled": true}, "bf16": {"enabled": true}`.
+    Fails: deepspeed --world 8
+    ```json
+    {"train_batch_size": 32, "fp16": {"enabled": true}, "bf16": {"enabled": true}}
+    ```
+
+    Fails: hf
+    ```json
+    {"output_dir": "out", "fp16": true, "bf16": true}
+    ```
+
+    Passes: deepspeed --world 8
+    ```json
+    {"train_batch_size": 32, "bf16": {"enabled": true}}
+    ```
+
     Fix: keep bf16 on GPUs that have it (A100, H100), fp16 on older ones.
     """
     if src.kind == "deepspeed":

@@ -21,7 +21,22 @@ def deepspeed_mismatch(src: Source) -> Iterator[Problem]:
     that mismatch TrainingArguments values" only when training starts, on every rank.
     It compares without type coercion, so `"8"` and `8` differ too.
 
-    Fails: `"per_device_train_batch_size": 4` beside `"train_micro_batch_size_per_gpu": 2`.
+    Fails: hf
+    ```json
+    {"output_dir": "out", "per_device_train_batch_size": 4, "deepspeed": "ds_config.json"}
+    ```
+    ```json ds_config.json
+    {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2}}
+    ```
+
+    Passes: hf
+    ```json
+    {"output_dir": "out", "per_device_train_batch_size": 4, "deepspeed": "ds_config.json"}
+    ```
+    ```json ds_config.json
+    {"train_micro_batch_size_per_gpu": "auto", "zero_optimization": {"stage": 2}}
+    ```
+
     Fix: make them equal, or write `"auto"` in the ds_config.
     """
     ref = ds_reference(src.kind, src.data)

@@ -72,6 +72,9 @@ class Imported:
 
     recipe: dict[str, Any]
     notes: list[str] = field(default_factory=list)
+    companions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Engine → a companion file's data the import read (the ds_config a YAML names), so
+    its unmapped keys are carried too (`residue`)."""
 
 
 def cluster(world: World) -> dict[str, int]:

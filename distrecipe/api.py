@@ -1,9 +1,19 @@
-"""The library's front door: a recipe (file or document) in, a resolved Plan out.
+"""The library's front door: a recipe (file or document) in, a resolved Plan and each
+engine's settings out.
 
 Every command (compile, resolve, plan, launch, lint, diff, import) starts here, so
 loading, overrides and resolution behave identically everywhere: a file goes through
 `load_plan`, a document already in memory (a recipe lint read, a native config
-imported into recipe form) through `plan_of_document`.
+imported into recipe form) through `plan_of_document`. A training script uses the
+rest (README, "Use it from your training script"):
+
+    from distrecipe import api
+    plan = api.current()                      # inside `distrecipe launch`, else api.load("r.yaml")
+    engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
+                                      config=api.deepspeed_config(plan))
+
+Importing it imports neither torch nor an engine; each function returns plain dicts
+and lists, in the engines' own spelling, so the script passes them on unchanged.
 """
 
 from __future__ import annotations
@@ -11,12 +21,28 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from distrecipe.errors import LaunchError
 from distrecipe.recipe import AUTO, Plan, Recipe
 from distrecipe.source import Document
 from distrecipe.translator.load import apply_overrides, load_recipe, recipe_from_document
 from distrecipe.translator.resolve import resolve
+
+__all__ = [
+    "Plan",
+    "accelerator_kwargs",
+    "current",
+    "deepspeed_config",
+    "deepspeed_plugin_kwargs",
+    "fsdp_plugin_kwargs",
+    "load",
+    "load_plan",
+    "plan_of_document",
+    "review_plan",
+    "training_arguments",
+    "verl_overrides",
+]
 
 
 def load_plan(
@@ -83,3 +109,99 @@ def _fitted(recipe: Recipe, plan: Plan) -> Plan:
     from distrecipe.plan.fit import judgeable, largest_micro  # the memory model, only when asked
 
     return largest_micro(plan) if judgeable(plan) else plan
+
+
+def load(path: str | Path, overrides: Sequence[str] = ()) -> Plan:
+    """The resolved Plan of a recipe file; `overrides` are `--set` style `key=value` strings."""
+    return load_plan(path, overrides)
+
+
+def current(environ: Mapping[str, str] | None = None) -> Plan:
+    """The Plan of the run this process belongs to, as `distrecipe launch` resolved it.
+
+    Read from the run directory's `plan.json` (`DISTRECIPE_PLAN`, else
+    `DISTRECIPE_RUN_DIR/plan.json`), so every rank sees exactly what was launched,
+    GPU detection included, without resolving the recipe again.
+    """
+    from distrecipe.launch.rundir import PLAN_FILE, read_plan
+
+    env = os.environ if environ is None else environ
+    if "DISTRECIPE_PLAN" in env:
+        path = Path(env["DISTRECIPE_PLAN"])
+    elif "DISTRECIPE_RUN_DIR" in env:
+        path = Path(env["DISTRECIPE_RUN_DIR"]) / PLAN_FILE
+    else:
+        raise LaunchError("not inside a job started by `distrecipe launch` (neither DISTRECIPE_PLAN "
+                          "nor DISTRECIPE_RUN_DIR is set); use distrecipe.api.load(RECIPE)")
+    try:
+        return read_plan(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise LaunchError(f"cannot read the run's plan {path}: {exc.strerror}") from None
+
+
+def _refuse_inexact(findings: Sequence[Any]) -> None:
+    from distrecipe.translator.equivalence import refuse_errors
+
+    refuse_errors(list(findings))
+
+
+def deepspeed_config(plan: Plan) -> dict[str, Any]:
+    """The ds_config dict, for `deepspeed.initialize(config=...)` (what `compile` writes)."""
+    from distrecipe.translator import deepspeed
+
+    _refuse_inexact(deepspeed.findings(plan))
+    return deepspeed.emit(plan)
+
+
+def training_arguments(plan: Plan) -> dict[str, Any]:
+    """`TrainingArguments(output_dir=..., **training_arguments(plan))` keyword arguments.
+
+    On a ZeRO plan `deepspeed` is the ds_config dict itself (the Trainer accepts a dict),
+    so no file has to be found at run time.
+    """
+    from distrecipe.translator import hf
+
+    _refuse_inexact(hf.findings(plan))
+    kwargs = hf.emit(plan)
+    if "deepspeed" in kwargs:
+        kwargs["deepspeed"] = deepspeed_config(plan)
+    return kwargs
+
+
+def accelerator_kwargs(plan: Plan) -> dict[str, Any]:
+    """`Accelerator(**accelerator_kwargs(plan), fsdp_plugin=...)`: precision and accumulation."""
+    from distrecipe.engines.accelerate import MIXED_PRECISION
+
+    return {"mixed_precision": MIXED_PRECISION[plan.precision],
+            "gradient_accumulation_steps": plan.accumulation}
+
+
+PLUGIN_KEYS = {"fsdp_offload_params": "cpu_offload",
+               "fsdp_transformer_layer_cls_to_wrap": "transformer_cls_names_to_wrap"}
+"""Accelerate's YAML `fsdp_config` key → `FullyShardedDataParallelPlugin` field, where the
+plugin's name is not the YAML's without `fsdp_`."""
+
+
+def fsdp_plugin_kwargs(plan: Plan) -> dict[str, Any]:
+    """`FullyShardedDataParallelPlugin(**...)`: the FSDP2 choices the Accelerate config makes."""
+    from distrecipe.translator import accelerate
+
+    _refuse_inexact(accelerate.findings(plan))
+    kwargs: dict[str, Any] = {}
+    for key, value in accelerate.fsdp_config(plan).items():
+        name = PLUGIN_KEYS.get(key, key if key == "fsdp_version" else key.removeprefix("fsdp_"))
+        kwargs[name] = [value] if name == "transformer_cls_names_to_wrap" else value
+    return kwargs
+
+
+def deepspeed_plugin_kwargs(plan: Plan) -> dict[str, Any]:
+    """`DeepSpeedPlugin(**...)`: the ds_config as `hf_ds_config`, which then decides everything."""
+    return {"hf_ds_config": deepspeed_config(plan), "zero3_init_flag": plan.stage == 3}
+
+
+def verl_overrides(plan: Plan) -> list[str]:
+    """verl's Hydra overrides (`key=value`), as `verl_overrides.txt` lists them."""
+    from distrecipe.translator import verl
+
+    _refuse_inexact(verl.findings(plan))
+    return verl.overrides_text(plan).splitlines()

@@ -52,7 +52,20 @@ def cli() -> None:
     """One declarative recipe for distributed training: validate, resolve, emit, launch."""
 
 
+def _never_fail_to_print() -> None:
+    """Print what a terminal's encoding cannot show as escapes instead of crashing.
+
+    Output holds Ψ, ×, → and names from user files; on a cp1252 or ASCII console
+    Python's default `strict` handler would turn a finished command into a traceback.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and getattr(stream, "errors", "strict") == "strict":
+            reconfigure(errors="backslashreplace")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _never_fail_to_print()
     try:
         result = cli.main(args=list(argv) if argv is not None else None,
                           prog_name="distrecipe", standalone_mode=False)

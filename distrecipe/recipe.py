@@ -24,6 +24,9 @@ Device = Literal["gpu", "cpu"]
 Recompute = Literal["none", "selective", "full"]
 Attention = Literal["eager", "sdpa", "flash"]
 Backend = Literal["deepspeed", "accelerate", "accelerate-deepspeed", "torchrun", "verl"]
+ProgramKind = Literal["hf", "accelerate", "deepspeed", "torchrun", "verl"]
+"""How a training program reads its settings: Trainer flags, `accelerate launch`'s config,
+`--deepspeed_config`, environment variables (plain torchrun), or Hydra overrides (verl)."""
 OptimizerName = Literal["adamw", "adam", "sgd"]
 AutoInt = int | Literal["auto"]
 
@@ -153,6 +156,25 @@ class RL:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Slurm:
+    """The `#SBATCH` lines of `launch --slurm` that only the cluster's owners can decide.
+
+    Unset, `partition`, `account` and `time` are written as `SET-launch.slurm.<key>`
+    placeholders, which sbatch rejects and the script refuses to run past; `default`
+    leaves the line out, so the cluster's own default applies.
+    """
+
+    partition: str | None = None
+    """The partition (queue). Default: a placeholder; `default` for the cluster's."""
+    account: str | None = None
+    """The account charged. Default: a placeholder; `default` for your default account."""
+    time: str | None = None
+    """Wall-time limit (`HH:MM:SS`, `D-HH:MM:SS`). Default: a placeholder; `default` for the partition's."""
+    cpus_per_task: int | None = None
+    """CPUs for each node's launcher and its ranks. Default: 8 per GPU, or 1 per CPU rank."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Native:
     """Engine settings the recipe does not model, carried verbatim into that engine's output.
 
@@ -195,6 +217,10 @@ class Launch:
     """TCP port of the rendezvous on `master_addr`. Default 29500."""
     hostfile: str | None = None
     """DeepSpeed hostfile for several nodes outside SLURM. Default: none."""
+    program_kind: ProgramKind | Literal["auto"] = AUTO
+    """How the script reads the recipe; `auto` (the default) infers it from the script's imports."""
+    slurm: Slurm = field(default_factory=Slurm)
+    """`#SBATCH` settings for `launch --slurm`. Default: placeholders where only the cluster knows."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

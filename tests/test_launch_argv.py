@@ -57,7 +57,10 @@ def test_deepspeed_one_cpu_node(dry: DryRun) -> None:
         "--master_addr", "127.0.0.1", "--master_port", "29500",
         "--module", "distrecipe.launch.tiny_train", "--deepspeed_config", f"{RUN}/ds_config.json",
     ]
-    assert got["env"] == {"DISTRECIPE_RUN_DIR": str(RUN), "OMP_NUM_THREADS": CPU_THREADS}
+    assert got["env"] == {"DISTRECIPE_RUN_DIR": str(RUN), "DISTRECIPE_PLAN": f"{RUN}/plan.json",
+                          "DISTRECIPE_DS_CONFIG": f"{RUN}/ds_config.json", "OMP_NUM_THREADS": CPU_THREADS}
+    assert got["program_kind"] == "deepspeed"
+    assert got["program_kind_reason"] == "distrecipe's reference trainer under deepspeed"
     assert got["files"] == ["ds_config.json", "plan.json", "recipe.yaml", "run.json"]
     assert not RUN.exists(), "a dry run writes nothing"
 
@@ -89,7 +92,8 @@ def test_deepspeed_several_nodes_with_a_hostfile(dry: DryRun) -> None:
         executable("deepspeed"), "--hostfile", "/etc/hosts.ds", "--num_nodes", "4", "--num_gpus", "8",
         "--master_addr", "10.0.0.1", "--master_port", "29500",
     ]
-    assert got["env"] == {"DISTRECIPE_RUN_DIR": str(RUN)}
+    assert got["env"] == {"DISTRECIPE_RUN_DIR": str(RUN), "DISTRECIPE_PLAN": f"{RUN}/plan.json",
+                          "DISTRECIPE_DS_CONFIG": f"{RUN}/ds_config.json"}
 
 
 SLURM_NODE_1 = {"SLURM_JOB_ID": "77", "SLURM_JOB_NODELIST": "gpu[07-09,12]", "SLURM_NODEID": "1",
@@ -152,7 +156,8 @@ def test_accelerate_fsdp_machine_fields(dry: DryRun) -> None:
         "--num_machines", "4", "--machine_rank", "1", "--num_processes", "32",
         "--main_process_ip", "gpu07", "--main_process_port", "29500", "train.py", "--bf16",
     ]
-    assert got["env"] == {"DISTRECIPE_RUN_DIR": str(RUN), "ACCELERATE_GRADIENT_ACCUMULATION_STEPS": "4"}
+    assert got["env"] == {"DISTRECIPE_RUN_DIR": str(RUN), "DISTRECIPE_PLAN": f"{RUN}/plan.json",
+                          "ACCELERATE_GRADIENT_ACCUMULATION_STEPS": "4"}
 
 
 def test_accelerate_deepspeed_passes_the_config_absolute(dry: DryRun) -> None:
@@ -186,20 +191,64 @@ def test_verl_on_several_nodes_needs_ray(dry: DryRun) -> None:
 
 
 def test_slurm_batch_script(capsys: pytest.CaptureFixture[str]) -> None:
-    assert launch(recipe=str(SEED), overrides=("stage=3",), slurm=True, program=("train.py", "--a b"),
-                  environ={}) == 0
-    script = capsys.readouterr().out
-    lines = script.splitlines()
+    settings = ("stage=3", "launch.slurm.partition=gpu", "launch.slurm.account=proj",
+                "launch.slurm.time=2-00:00:00")
+    assert launch(recipe=str(SEED), overrides=settings, slurm=True, program=("train.py", "--a b"),
+                  runs_root="/scratch/runs", environ={}) == 0
+    lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "#!/bin/bash"
-    assert {"#SBATCH --nodes=4", "#SBATCH --ntasks-per-node=1", "#SBATCH --gpus-per-node=8"} <= set(lines)
+    assert [line for line in lines if line.startswith("#SBATCH")] == [
+        "#SBATCH --job-name=seed-8b-32gpu-zero2", "#SBATCH --nodes=4", "#SBATCH --ntasks-per-node=1",
+        "#SBATCH --gpus-per-node=8", "#SBATCH --cpus-per-task=64",
+        "#SBATCH --output=/scratch/runs/seed-8b-32gpu-zero2-slurm%j.out",
+        "#SBATCH --error=/scratch/runs/seed-8b-32gpu-zero2-slurm%j.err", "#SBATCH --open-mode=append",
+        "#SBATCH --partition=gpu", "#SBATCH --account=proj", "#SBATCH --time=2-00:00:00",
+    ]
     srun = lines[-1]
-    assert srun.startswith("srun --ntasks-per-node=1 distrecipe launch ")
-    assert f"{SEED} --set stage=3 --target deepspeed" in srun and srun.endswith("-- train.py '--a b'")
+    assert srun.startswith(f"srun --ntasks-per-node=1 --cpus-per-task=64 --kill-on-bad-exit=1 "
+                           f"{sys.executable} -m distrecipe launch ")
+    assert f"{SEED} --set stage=3 --set launch.slurm.partition=gpu" in srun
+    assert srun.endswith("--target deepspeed --runs-root /scratch/runs -- train.py '--a b'")
+    assert not any(line.startswith("echo") for line in lines)
 
 
-def test_slurm_refuses_verl_on_several_nodes() -> None:
-    with pytest.raises(LaunchError, match="Ray cluster"):
-        launch(recipe=str(SEED), overrides=RL, target="verl", slurm=True, environ={})
+def test_slurm_placeholders_fail_loudly(capsys: pytest.CaptureFixture[str]) -> None:
+    assert launch(recipe=str(TINY), overrides=("launch.slurm.account=default",), slurm=True,
+                  environ={}) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "#SBATCH --partition=SET-launch.slurm.partition" in lines
+    assert "#SBATCH --time=SET-launch.slurm.time" in lines
+    assert not any("--account" in line for line in lines), "default: the cluster's own"
+    assert "#SBATCH --cpus-per-task=2" in lines, "one CPU per CPU rank"
+    guard = lines[lines.index("set -euo pipefail") + 1]
+    assert guard.startswith("echo 'distrecipe: set launch.slurm.partition, launch.slurm.time")
+    assert guard.endswith("exit 2")
+
+
+def test_slurm_settings_as_options(cli: Callable[..., Any]) -> None:
+    result = cli("launch", TINY, "--slurm", "--partition", "debug", "--account", "default", "--time", "0:30:00",
+                 "--cpus-per-task", "2")
+    assert result.code == 0, result.err
+    sbatch = [line for line in result.out.splitlines() if line.startswith("#SBATCH")]
+    assert {"#SBATCH --partition=debug", "#SBATCH --time=0:30:00", "#SBATCH --cpus-per-task=2"} <= set(sbatch)
+    assert not any("--account" in line for line in sbatch)
+    bad = cli("launch", TINY, "--slurm", "--time", "soon")
+    assert bad.code == 2 and "launch.slurm.time" in bad.err
+
+
+def test_slurm_verl_starts_a_ray_cluster_first(capsys: pytest.CaptureFixture[str]) -> None:
+    settings = (*RL, "launch.slurm.partition=default", "launch.slurm.account=default",
+                "launch.slurm.time=default")
+    assert launch(recipe=str(SEED), overrides=settings, target="verl", slurm=True, environ={}) == 0
+    script = capsys.readouterr().out
+    ray = executable("ray")
+    assert f'srun --nodes=1 --ntasks=1 -w "$head" {ray} start --head --node-ip-address="$head_ip" ' \
+           "--port=6379 --num-cpus=64 --num-gpus=8 --block &" in script
+    assert f'srun --nodes=1 --ntasks=1 -w "$node" {ray} start --address="$head_ip:6379"' in script
+    last = script.splitlines()[-1]
+    assert last.startswith(f'RAY_ADDRESS="$head_ip:6379" srun --overlap --nodes=1 --ntasks=1 -w "$head" '
+                           f"{sys.executable} -m distrecipe launch ")
+    assert "--target verl" in last
 
 
 def test_cli_dry_run(cli: Callable[..., Any]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import click
 
@@ -40,8 +41,13 @@ def compile_recipe(
             raise click.UsageError(f"--target {target} writes several files; give -o DIR")
         click.echo(next(iter(result.files.values())), nl=False)
         return 0
+    existed = {name for name in result.files if (Path(output) / name).exists()}
+    others = sorted(p.name for p in Path(output).iterdir() if p.name not in result.files) \
+        if Path(output).is_dir() else []
     for path in write_files(output, result.files):
-        click.echo(f"wrote {path}", err=True)
+        click.echo(f"{'overwrote' if path.name in existed else 'wrote'} {path}", err=True)
+    if others:
+        click.echo(f"distrecipe: {output} also holds {', '.join(others)}, left as they were", err=True)
     return 0
 
 

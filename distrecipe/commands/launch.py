@@ -13,6 +13,7 @@ import os
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import get_args
 
 import click
@@ -24,8 +25,10 @@ from distrecipe.errors import LaunchError
 from distrecipe.launch.launchers import LAUNCHERS
 from distrecipe.launch.prepare import (
     build_request,
+    choose_kind,
     dry_run_text,
     emit_configs,
+    hand_off,
     parse_program,
     run_directory,
     slurm_argv,
@@ -33,14 +36,17 @@ from distrecipe.launch.prepare import (
 from distrecipe.launch.rundir import WRITTEN, RunDir
 from distrecipe.launch.secrets import redact_argv
 from distrecipe.launch.slurm import batch_script
+from distrecipe.launch.spec import executable
 from distrecipe.launch.supervise import LAUNCH_ID, new_launch_id, supervise
-from distrecipe.recipe import Backend, Plan
+from distrecipe.recipe import Backend, Plan, ProgramKind
 from distrecipe.source import read_text
 
 NOT_STARTED = 127
 """Recorded as the exit code when the launcher itself could not be started (the shell's code)."""
 BACKENDS: tuple[Backend, ...] = get_args(Backend)
 """The recipe's `launch.backend` vocabulary, offered as `--target`."""
+KINDS: tuple[ProgramKind, ...] = get_args(ProgramKind)
+"""The recipe's `launch.program_kind` vocabulary, offered as `--program-kind`."""
 
 
 def load(recipe: str, overrides: Sequence[str], target: Backend | None,
@@ -59,31 +65,45 @@ def _say(line: str) -> None:
 def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str] = (),
            target: Backend | None = None, run_dir: str | None = None, runs_root: str = "runs",
            node_rank: int | None = None, timeout: float | None = None, dry_run: bool = False,
-           slurm: bool = False, environ: Mapping[str, str] | None = None) -> int:
+           slurm: bool = False, environ: Mapping[str, str] | None = None,
+           program_kind: ProgramKind | None = None, allow_override: bool = False) -> int:
     """Launch RECIPE's job (or describe it); returns the job's exit code."""
     env = dict(os.environ if environ is None else environ)
     plan = load(recipe, overrides, target, env)
+    user_program = parse_program(plan, program)
+    plan, kind = choose_kind(plan, user_program, kind=program_kind, backend_given=target is not None)
     if slurm:
         argv = slurm_argv(plan, recipe=recipe, overrides=overrides, runs_root=runs_root,
-                          timeout=timeout, program=program)
-        click.echo(batch_script(plan, argv), nl=False)
+                          timeout=timeout, program=program, program_kind=program_kind,
+                          allow_override=allow_override)
+        root = Path(runs_root).resolve()
+        root.mkdir(parents=True, exist_ok=True)  # SLURM writes --output there and creates no directory
+        click.echo(batch_script(plan, argv, runs_root=root, ray=executable("ray")), nl=False)
         return 0
     path = run_directory(plan, run_dir=run_dir, runs_root=runs_root, node_rank=node_rank, environ=env)
-    configs = emit_configs(plan)
+    configs = emit_configs(plan, kind.kind)
     echo_findings(plan.source, configs.findings)
-    request = build_request(plan, program=parse_program(plan, program), run_dir=path,
+    _say(f"distrecipe: program kind {kind.kind}: {kind.reason}")
+    user_program, given = hand_off(plan, user_program, kind.kind, run_dir=path, configs=configs.files,
+                                   allow_override=allow_override)
+    for item in given.overridden:
+        _say(f"distrecipe: --allow-override: {item.argument} {item.given} replaces the recipe's "
+             f"{item.recipe} ({item.key})")
+    request = build_request(plan, program=user_program, run_dir=path,
                             configs=configs.files, node_rank=node_rank, environ=env,
                             probe_port=not dry_run, say=_say)
     spec = LAUNCHERS[plan.launch.backend](request)
     files = {**configs.files, **spec.files}
     if dry_run:
-        click.echo(dry_run_text(spec, path, [*files, *WRITTEN]))
+        click.echo(dry_run_text(spec, path, [*files, *WRITTEN], kind))
         return 0
     launch_id = new_launch_id()
     job_env = {**env, **spec.env, LAUNCH_ID: launch_id}
     record = RunDir(path)
     record.start(plan=plan, recipe_text=read_text(recipe), files=files,
-                 argv=spec.argv, env=job_env, cwd=os.getcwd(), overrides=overrides)
+                 argv=spec.argv, env=job_env, cwd=os.getcwd(), overrides=overrides,
+                 overridden=[dataclasses.asdict(item) for item in given.overridden],
+                 program_kind=dataclasses.asdict(kind))
     click.echo(f"distrecipe: run directory {path}", err=True)
     click.echo(f"distrecipe: {shlex.join(redact_argv(spec.argv))}", err=True)
     sys.stderr.flush()
@@ -103,8 +123,19 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
 @overrides_option
 @click.option("--target", "-t", type=click.Choice(BACKENDS), default=None,
               help="Launcher to use instead of the recipe's launch.backend.")
+@click.option("--program-kind", type=click.Choice(KINDS), default=None,
+              help="How the script reads the recipe (default: launch.program_kind, else inferred "
+                   "from the script's imports).")
+@click.option("--allow-override", is_flag=True,
+              help="Let program arguments replace values the recipe decided (recorded in run.json).")
 @click.option("--dry-run", is_flag=True, help="Print the exact argv and env as JSON; run and write nothing.")
 @click.option("--slurm", is_flag=True, help="Print an sbatch script that runs this launch on every node.")
+@click.option("--partition", default=None, help="--slurm: the partition (= --set launch.slurm.partition=…).")
+@click.option("--account", default=None, help="--slurm: the account (= --set launch.slurm.account=...).")
+@click.option("--time", "time_limit", default=None,
+              help="--slurm: the wall-time limit, e.g. 2-00:00:00 (= --set launch.slurm.time=...).")
+@click.option("--cpus-per-task", type=click.IntRange(min=1), default=None,
+              help="--slurm: CPUs per node's launch (= --set launch.slurm.cpus_per_task=...).")
 @click.option("--run-dir", type=click.Path(file_okay=False), default=None,
               help="Run directory (default: RUNS_ROOT/<name>-<time>-<pid>).")
 @click.option("--runs-root", type=click.Path(file_okay=False), default="runs", show_default=True)
@@ -114,7 +145,8 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
               help="Seconds before the job is stopped (exit code 124).")
 def command(recipe: str, program: tuple[str, ...], overrides: tuple[str, ...], target: str | None,
             dry_run: bool, slurm: bool, run_dir: str | None, runs_root: str, node_rank: int | None,
-            timeout: float | None) -> int:
+            timeout: float | None, program_kind: str | None, allow_override: bool, partition: str | None,
+            account: str | None, time_limit: str | None, cpus_per_task: int | None) -> int:
     """Run RECIPE's job through its engine's own launcher.
 
     PROGRAM, after `--`, is `script.py ARGS...` or `-m module ARGS...` (for verl: more
@@ -123,6 +155,11 @@ def command(recipe: str, program: tuple[str, ...], overrides: tuple[str, ...], t
     Exit code: the job's; 128+N after signal N; 124 on --timeout.
     """
     backend = next((b for b in BACKENDS if b == target), None)  # click checked the choice
+    kind = next((k for k in KINDS if k == program_kind), None)
+    slurm_settings = {"partition": partition, "account": account, "time": time_limit,
+                      "cpus_per_task": cpus_per_task}
+    overrides += tuple(f"launch.slurm.{key}={value}" for key, value in slurm_settings.items()
+                       if value is not None)
     return launch(recipe=recipe, program=program, overrides=overrides, target=backend, run_dir=run_dir,
                   runs_root=runs_root, node_rank=node_rank, timeout=timeout, dry_run=dry_run,
-                  slurm=slurm)
+                  slurm=slurm, program_kind=kind, allow_override=allow_override)

@@ -10,33 +10,37 @@ from __future__ import annotations
 
 import json
 import shlex
+import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import cast
 
 from distrecipe.errors import LaunchError
 from distrecipe.findings import Finding
 from distrecipe.launch.detect import local_port
+from distrecipe.launch.handoff import Handoff, handoff
+from distrecipe.launch.kinds import KindChoice, backend_for, infer
 from distrecipe.launch.launchers.verl import ENTRY as VERL_ENTRY
 from distrecipe.launch.rundir import default_run_dir
 from distrecipe.launch.secrets import REDACTED, is_secret, redact_argv
 from distrecipe.launch.slurm import Allocation
 from distrecipe.launch.spec import TINY_TRAINER, LaunchRequest, LaunchSpec, Program
-from distrecipe.recipe import Plan
+from distrecipe.recipe import Backend, Plan, ProgramKind
 from distrecipe.translator.targets import TARGETS, EmitOptions
 
 Say = Callable[[str], None]
 """Where a one-line note for the user goes (the command prints it to stderr)."""
 
 
-def emitted_targets(plan: Plan) -> tuple[str, ...]:
+def emitted_targets(plan: Plan, kind: ProgramKind | None = None) -> tuple[str, ...]:
     """Which emitters' files the backend's job reads.
 
     torchrun carries no engine config of its own, but a ZeRO plan's script (the
-    reference trainer included) still reads DeepSpeed's.
+    reference trainer included) and any raw DeepSpeed script still read DeepSpeed's.
     """
     backend = plan.launch.backend
-    if backend == "deepspeed" or (backend == "torchrun" and plan.strategy == "zero"):
+    if backend == "deepspeed" or kind == "deepspeed" or (backend == "torchrun" and plan.strategy == "zero"):
         return ("deepspeed",)
     if backend in ("accelerate", "accelerate-deepspeed"):
         return ("accelerate",)  # on the DeepSpeed path it also writes the ds_config it names
@@ -53,7 +57,7 @@ class Configs:
     findings: tuple[Finding, ...]
 
 
-def emit_configs(plan: Plan) -> Configs:
+def emit_configs(plan: Plan, kind: ProgramKind | None = None) -> Configs:
     """Every config file the job reads.
 
     An emitter that cannot express the recipe raises (`equivalence.refuse_errors`), so
@@ -61,7 +65,7 @@ def emit_configs(plan: Plan) -> Configs:
     """
     files: dict[str, str] = {}
     findings: list[Finding] = []
-    for name in emitted_targets(plan):
+    for name in emitted_targets(plan, kind):
         output = TARGETS[name](plan, EmitOptions())
         findings += output.findings
         files.update(output.files)
@@ -88,6 +92,33 @@ def parse_program(plan: Plan, words: Sequence[str]) -> Program:
     if plan.launch.backend == "verl":
         return Program(target=VERL_ENTRY, module=True, args=plan.launch.args)
     return Program(target=TINY_TRAINER, module=True, args=plan.launch.args)
+
+
+def choose_kind(plan: Plan, program: Program, *, kind: ProgramKind | None,
+                backend_given: bool) -> tuple[Plan, KindChoice]:
+    """The program's kind (`--program-kind`, `launch.program_kind`, else read from the script),
+    and the plan with a launcher that can serve it (only a defaulted launcher is changed)."""
+    current = cast(Backend, plan.launch.backend)  # resolve never leaves "auto" in a Plan
+    if kind is not None:
+        choice = KindChoice(kind, "--program-kind")
+    elif plan.launch.program_kind != "auto":
+        choice = KindChoice(plan.launch.program_kind, "launch.program_kind in the recipe")
+    else:
+        choice = infer(program, current)
+    defaulted = not backend_given and "launch.backend" in plan.provenance
+    backend = backend_for(choice.kind, current, defaulted=defaulted, strategy=plan.strategy)
+    if backend != current:
+        plan = replace(plan, launch=replace(plan.launch, backend=backend),
+                       provenance={**plan.provenance, "launch.backend": f"the {choice.kind} program's"})
+    return plan, choice
+
+
+def hand_off(plan: Plan, program: Program, kind: ProgramKind, *, run_dir: Path,
+             configs: Mapping[str, str], allow_override: bool) -> tuple[Program, Handoff]:
+    """The program with what its kind reads from the recipe, the user's arguments checked."""
+    given = handoff(kind, plan, user_args=program.args, run_dir=run_dir, configs=configs,
+                    allow_override=allow_override)
+    return replace(program, args=given.args, env=given.env), given
 
 
 def run_directory(plan: Plan, *, run_dir: str | None, runs_root: str, node_rank: int | None,
@@ -142,28 +173,31 @@ def build_request(plan: Plan, *, program: Program, run_dir: Path, configs: dict[
 
 
 def slurm_argv(plan: Plan, *, recipe: str, overrides: Sequence[str], runs_root: str,
-               timeout: float | None, program: Sequence[str]) -> list[str]:
+               timeout: float | None, program: Sequence[str], program_kind: ProgramKind | None,
+               allow_override: bool) -> list[str]:
     """The `distrecipe launch` each node of an sbatch job runs: this launch, pinned down.
 
-    Paths become absolute (the batch job starts elsewhere) and the backend is spelled
-    out, so every node runs what this command resolved.
+    The interpreter and paths are absolute (the batch job starts elsewhere, with another
+    PATH) and the backend is spelled out, so every node runs what this command resolved.
     """
-    if plan.launch.backend == "verl" and plan.nodes > 1:
-        raise LaunchError("--slurm with verl: verl runs from node 0 on a Ray cluster; start Ray on "
-                          "every node (ray start) and launch on node 0 with RAY_ADDRESS set")
-    argv = ["distrecipe", "launch", str(Path(recipe).resolve())]
+    argv = [sys.executable, "-m", "distrecipe", "launch", str(Path(recipe).resolve())]
     argv += [word for key in overrides for word in ("--set", key)]
     argv += ["--target", plan.launch.backend, "--runs-root", str(Path(runs_root).resolve())]
+    argv += ["--program-kind", program_kind] if program_kind is not None else []
+    argv += ["--allow-override"] if allow_override else []
     argv += ["--timeout", str(timeout)] if timeout is not None else []
     argv += ["--", *program] if program else []
     return argv
 
 
-def dry_run_text(spec: LaunchSpec, run_dir: Path, files: Sequence[str]) -> str:
-    """Exact argv and added env as JSON, plus a copy-pasteable shell line; secrets redacted."""
+def dry_run_text(spec: LaunchSpec, run_dir: Path, files: Sequence[str], kind: KindChoice) -> str:
+    """Exact argv and added env as JSON, the program's kind and why, and a copy-pasteable
+    shell line; secrets redacted."""
     env = {name: REDACTED if is_secret(name, value) else value for name, value in spec.env.items()}
     argv = redact_argv(spec.argv)
     return json.dumps({
+        "program_kind": kind.kind,
+        "program_kind_reason": kind.reason,
         "argv": argv,
         "env": env,
         "run_dir": str(run_dir),

@@ -10,6 +10,7 @@ engines, and start time; end time and exit code are added when it ends.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -22,7 +23,7 @@ from distrecipe import __version__
 from distrecipe.errors import LaunchError
 from distrecipe.launch.secrets import redact_argv, redact_env
 from distrecipe.output import to_json, write_files
-from distrecipe.recipe import Plan
+from distrecipe.recipe import RL, Buckets, Launch, Model, Native, Offload, Optimizer, Plan, Slurm
 
 ENGINES = ("torch", "deepspeed", "accelerate", "transformers", "verl", "ray")
 RUN_RECORD = "run.json"
@@ -48,6 +49,22 @@ def plan_json(plan: Plan) -> str:
     data = dataclasses.asdict(plan)
     data["world"] = plan.world
     return to_json(data)
+
+
+SECTIONS: dict[str, type[Any]] = {"offload": Offload, "model": Model, "optimizer": Optimizer,
+                                  "rl": RL, "launch": Launch, "buckets": Buckets, "native": Native}
+"""The Plan's fields that are sections, rebuilt from their JSON objects by `read_plan`."""
+
+
+def read_plan(text: str) -> Plan:
+    """The Plan `plan_json` wrote (JSON lists back to the sections' tuples)."""
+    data: dict[str, Any] = json.loads(text)
+    data.pop("world")  # derived, a property of the Plan
+    data["launch"]["slurm"] = Slurm(**data["launch"]["slurm"])
+    for key, section in SECTIONS.items():
+        if data[key] is not None:
+            data[key] = section(**{k: tuple(v) if isinstance(v, list) else v for k, v in data[key].items()})
+    return Plan(**data)
 
 
 def default_run_dir(root: Path, name: str, *, slurm_run: str | None = None, node_rank: int = 0) -> Path:
@@ -83,7 +100,8 @@ class RunDir:
 
     def start(self, *, plan: Plan, recipe_text: str, files: Mapping[str, str],
               argv: tuple[str, ...], env: Mapping[str, str], cwd: str,
-              overrides: Sequence[str] = ()) -> None:
+              overrides: Sequence[str] = (), overridden: Sequence[Mapping[str, str]] = (),
+              program_kind: Mapping[str, str] | None = None) -> None:
         if self.path.exists() and any(self.path.iterdir()):
             raise LaunchError(f"run directory {self.path} already holds a run; choose another --run-dir")
         self._started = time.monotonic()
@@ -91,6 +109,8 @@ class RunDir:
             "argv": redact_argv(argv),
             "cwd": cwd,
             "overrides": list(overrides),
+            "program_kind": dict(program_kind or {}),
+            "overridden": [dict(item) for item in overridden],
             "env": redact_env(env),
             "versions": versions(),
             "start": now(),

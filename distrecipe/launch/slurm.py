@@ -3,8 +3,8 @@
 Inside an allocation, distrecipe runs once per node (`srun --ntasks-per-node=1`);
 each copy reads its node rank and the node list from SLURM and starts the recipe's
 own launcher for its node, so the engines' rendezvous does the rest. The batch
-script is therefore short: `#SBATCH` lines from the plan and one `srun distrecipe
-launch …` line.
+script is therefore short: `#SBATCH` lines from the plan and `launch.slurm`, and one
+`srun python -m distrecipe launch …` line (verl: a Ray cluster first).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from distrecipe.errors import LaunchError
 from distrecipe.output import shell_word
@@ -106,23 +107,74 @@ class Allocation:
                    restarts=int(env.get("SLURM_RESTART_COUNT") or 0))
 
 
-def batch_script(plan: Plan, launch_argv: Sequence[str]) -> str:
-    """An sbatch script: the plan's nodes and GPUs, then one distrecipe per node.
+PLACEHOLDER = "SET-launch.slurm.{key}"
+"""What an unset cluster-specific `#SBATCH` value is written as: sbatch rejects it (an
+unknown partition, a malformed time) and the script's first command refuses to go on."""
+CPUS_PER_GPU = 8
+"""Default CPUs per GPU rank: the launcher, the rank, and its data-loader workers."""
+RAY_PORT = 6379
 
-    `launch_argv` is the `distrecipe launch …` command (without `--slurm`) each node runs.
-    """
-    lines = [
-        "#!/bin/bash",
-        f"#SBATCH --job-name={shell_word(plan.name)}",
-        f"#SBATCH --nodes={plan.nodes}",
-        "#SBATCH --ntasks-per-node=1",
-    ]
+
+def sbatch_lines(plan: Plan, runs_root: Path) -> tuple[list[str], list[str]]:
+    """The `#SBATCH` lines, and the recipe keys still written as placeholders."""
+    slurm = plan.launch.slurm
+    cpus = slurm.cpus_per_task or plan.gpus_per_node * (CPUS_PER_GPU if plan.device == "gpu" else 1)
+    log = runs_root / f"{plan.name}-slurm%j"
+    lines = [f"--job-name={shell_word(plan.name)}", f"--nodes={plan.nodes}", "--ntasks-per-node=1"]
     if plan.device == "gpu":
-        lines.append(f"#SBATCH --gpus-per-node={plan.gpus_per_node}")
-    lines += [
-        "set -euo pipefail",
-        "# Each node's distrecipe reads SLURM_JOB_NODELIST / SLURM_NODEID and starts the",
-        f"# {plan.launch.backend} launcher for its node; node 0's host is the rendezvous.",
-        f"srun --ntasks-per-node=1 {shlex.join(launch_argv)}",
-    ]
+        lines.append(f"--gpus-per-node={plan.gpus_per_node}")
+    lines += [f"--cpus-per-task={cpus}", f"--output={shell_word(f'{log}.out')}",
+              f"--error={shell_word(f'{log}.err')}",
+              "--open-mode=append"]  # a requeued job adds to its log instead of truncating it
+    placeholders = []
+    for key, value in (("partition", slurm.partition), ("account", slurm.account), ("time", slurm.time)):
+        if value is None:
+            placeholders.append(f"launch.slurm.{key}")
+            value = PLACEHOLDER.format(key=key)
+        if value != "default":
+            lines.append(f"--{key}={shell_word(value)}")
+    return [f"#SBATCH {line}" for line in lines], placeholders
+
+
+def batch_script(plan: Plan, launch_argv: Sequence[str], *, runs_root: Path, ray: str = "ray") -> str:
+    """An sbatch script: the plan's nodes, GPUs and CPUs, then one distrecipe per node.
+
+    `launch_argv` is the `distrecipe launch …` command (without `--slurm`) each node
+    runs, with an absolute interpreter. verl on several nodes instead starts a Ray head
+    on the first node and Ray workers on the others, then one launch on the head, as
+    verl's multi-node guide does; `ray` is the Ray command to use.
+    """
+    sbatch, placeholders = sbatch_lines(plan, runs_root)
+    lines = ["#!/bin/bash", *sbatch, "set -euo pipefail"]
+    if placeholders:
+        lines.append(f"echo 'distrecipe: set {', '.join(placeholders)} (or pass --set KEY=VALUE to "
+                     "launch --slurm); this script still has placeholders' >&2; exit 2")
+    cpus = next(line for line in sbatch if "--cpus-per-task=" in line).split("=")[1]
+    # srun does not inherit --cpus-per-task from the batch step (SLURM 22.05+), so it is repeated.
+    step = f"srun --ntasks-per-node=1 --cpus-per-task={cpus} --kill-on-bad-exit=1"
+    if plan.launch.backend == "verl" and plan.nodes > 1:
+        gpus = f"--num-cpus={cpus} --num-gpus={plan.gpus_per_node} --block &"
+        join = f'{shlex.quote(ray)} start --address="$head_ip:{RAY_PORT}"'
+        lines += [
+            "# verl's multi-node recipe: a Ray head on the first node, workers on the others,",
+            "# then verl's trainer (through distrecipe) on the head.",
+            'mapfile -t nodes < <(scontrol show hostnames "$SLURM_JOB_NODELIST")',
+            'head=${nodes[0]}',
+            'head_ip=$(srun --nodes=1 --ntasks=1 -w "$head" hostname --ip-address | cut -d" " -f1)',
+            f'srun --nodes=1 --ntasks=1 -w "$head" {shlex.quote(ray)} start --head '
+            f'--node-ip-address="$head_ip" --port={RAY_PORT} {gpus}',
+            "sleep 10",
+            'for node in "${nodes[@]:1}"; do',
+            f'  srun --nodes=1 --ntasks=1 -w "$node" {join} {gpus}',
+            "done",
+            "sleep 10",
+            f'RAY_ADDRESS="$head_ip:{RAY_PORT}" srun --overlap --nodes=1 --ntasks=1 -w "$head" '
+            f"{shlex.join(launch_argv)}",
+        ]
+    else:
+        lines += [
+            "# Each node's distrecipe reads SLURM_JOB_NODELIST / SLURM_NODEID and starts the",
+            f"# {plan.launch.backend} launcher for its node; node 0's host is the rendezvous.",
+            f"{step} {shlex.join(launch_argv)}",
+        ]
     return "\n".join(lines) + "\n"

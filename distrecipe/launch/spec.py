@@ -28,6 +28,9 @@ class Program:
     module: bool = False
     """Run `target` as `python -m target` (every launcher has a flag for that)."""
     args: tuple[str, ...] = ()
+    """Its arguments: the user's, with what its kind reads from the recipe (`launch.handoff`)."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Variables its kind reads (the run's plan and config paths)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -84,8 +87,8 @@ def executable(name: str) -> str:
 
 
 def job_env(request: LaunchRequest) -> dict[str, str]:
-    """Variables every launcher passes on: where the run directory is, CPU threading."""
-    env = {"DISTRECIPE_RUN_DIR": str(request.run_dir)}
+    """Variables every launcher passes on: the run directory and files, CPU threading."""
+    env = {"DISTRECIPE_RUN_DIR": str(request.run_dir), **request.program.env}
     if request.plan.device == "cpu" and "OMP_NUM_THREADS" not in request.environ:
         # N CPU ranks on one machine each default to every core; oversubscription makes
         # a 2-rank demo many times slower. torchrun sets 1, DeepSpeed sets nothing.

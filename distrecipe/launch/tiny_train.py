@@ -169,11 +169,6 @@ def deepspeed_stepper(settings: TrainSettings, model: nn.Module, ds_config: dict
 
     quiet_deepspeed(settings)
     config = copy.deepcopy(ds_config)
-    optimizer_type = str(config.get("optimizer", {}).get("type", "")).lower()
-    if settings.device == "cpu" and optimizer_type in ("adam", "adamw"):
-        # DeepSpeed's fused/CPU Adam are JIT-compiled C++ ops (minutes on a fresh
-        # machine); `torch_adam` is DeepSpeed's own switch to torch's Adam/AdamW.
-        config["optimizer"].setdefault("params", {})["torch_adam"] = True
     if "optimizer" in config:
         engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=config)
     else:

@@ -58,6 +58,10 @@ def _optimizer(plan: Plan, auto: Any) -> dict[str, Any]:
     if opt.name == "adam":
         # DeepSpeed's "Adam" silently runs AdamW (decoupled decay) unless told otherwise.
         params["adam_w_mode"] = False
+    if opt.name != "sgd" and plan.device == "cpu":
+        # On CPU, DeepSpeed's fused and CPU Adam are C++ ops it JIT-compiles (minutes, in
+        # every script that reads this file); `torch_adam` is its switch to torch's own.
+        params["torch_adam"] = True
     return {"type": OPTIMIZER_TYPE[opt.name], "params": params}
 
 

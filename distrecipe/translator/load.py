@@ -31,6 +31,7 @@ from distrecipe.recipe import (
     Parallel,
     Recipe,
     Recompute,
+    Slurm,
 )
 from distrecipe.schemas import coerce_integers, recipe_schema, validate_recipe
 from distrecipe.source import Document, SourceError, parse_text, read_document, read_text
@@ -167,6 +168,8 @@ def recipe_from_document(doc: Document, base_dir: Path) -> Recipe:
     for key, section in (("optimizer", Optimizer), ("launch", Launch)):
         if key in d:  # lists in YAML, tuples in the frozen sections
             values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in d[key].items()}
+            if isinstance(values.get("slurm"), dict):
+                values["slurm"] = Slurm(**values["slurm"])
             written[key] = section(**values)
     return Recipe(
         name=d.get("name") or Path(doc.file).stem,

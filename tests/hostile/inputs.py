@@ -310,7 +310,7 @@ def name_cases() -> list[Case]:
     cases = []
     for name in HOSTILE_NAMES:
         text = recipe_text(("name",), f'"{name}"').encode()
-        for args in (("launch", "in/recipe.yaml", "--dry-run"), ("launch", "in/recipe.yaml", "--slurm"),
+        for args in (("launch", "in/recipe.yaml", "--dry-run"), ("launch", "in/recipe.yaml", "--slurm", "--runs-root", "out/runs"),
                      ("compile", "in/recipe.yaml", "-t", "all", "-o", "out"), ("resolve", "in/recipe.yaml"),
                      ("plan", "in/recipe.yaml", "--format", "json")):
             cases.append(Case(f"name={name[:30]}", args, {"in/recipe.yaml": text}))

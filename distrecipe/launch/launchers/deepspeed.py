@@ -3,8 +3,8 @@
 On one node the runner starts the ranks itself; on several it fans out over ssh
 (pdsh) from node 0 using the hostfile, or, when distrecipe already runs once per node
 under srun, each node starts its own ranks (`--no_ssh --node_rank`). On CPU the same
-command starts gloo ranks. The program gets `--deepspeed_config` (DeepSpeed's
-convention) pointing at the emitted ds_config in the run directory.
+command starts gloo ranks. The program's arguments (a raw DeepSpeed script's
+`--deepspeed_config`, a Trainer's `--deepspeed`) come from `launch.handoff`.
 """
 
 from __future__ import annotations
@@ -60,5 +60,4 @@ def build(request: LaunchRequest) -> LaunchSpec:
     argv += one_node_gpus(request) or ["--num_nodes", str(plan.nodes), "--num_gpus", str(plan.gpus_per_node)]
     argv += ["--master_addr", request.master(), "--master_port", str(request.master_port)]
     argv += program_argv(request.program, "--module")
-    argv += ["--deepspeed_config", str(request.run_dir / DS_CONFIG)]
     return LaunchSpec(argv=tuple(argv), env=job_env(request), files=files)

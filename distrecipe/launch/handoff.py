@@ -1,0 +1,167 @@
+"""How the recipe reaches each kind of program, and what a user's own arguments may change.
+
+Every kind gets the run's files in the environment (`DISTRECIPE_RUN_DIR`,
+`DISTRECIPE_PLAN`, `DISTRECIPE_DS_CONFIG` when a ds_config is written); beyond that:
+
+* `hf` (Trainer): the TrainingArguments flags the recipe decides, and
+  `--deepspeed ds_config.json` or `--fsdp --fsdp_config {...}`;
+* `deepspeed` (raw): `--deepspeed_config ds_config.json`, DeepSpeed's own flag;
+* `verl`: the emitted Hydra overrides, before the user's;
+* `accelerate` and `torchrun`: nothing more (the launcher's config file, or the
+  environment and `distrecipe.api`).
+
+A user argument after `--` that sets one of those values differently is refused,
+naming both values, unless `allow_override`; then the user's value replaces the
+recipe's (the recipe's word is dropped, so no "last one wins" rule decides) and the
+run directory records it. Arguments the recipe does not decide pass untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from distrecipe.engines.deepspeed import CONFIG_FILE
+from distrecipe.engines.hf_argv import find_flags, flag_value, flag_words, same_value
+from distrecipe.engines.hydra import parse_value
+from distrecipe.engines.verl import OVERRIDES_FILE
+from distrecipe.errors import LaunchError
+from distrecipe.launch.rundir import PLAN_FILE
+from distrecipe.recipe import Plan, ProgramKind
+from distrecipe.translator import hf
+from distrecipe.translator.equivalence import refuse_errors
+
+HF_RECIPE_KEYS = {
+    "per_device_train_batch_size": "batch.micro",
+    "gradient_accumulation_steps": "batch.accumulation",
+    "bf16": "precision",
+    "fp16": "precision",
+    "learning_rate": "optimizer.lr",
+    "weight_decay": "optimizer.weight_decay",
+    "optim": "optimizer.name",
+    "adam_beta1": "optimizer.betas",
+    "adam_beta2": "optimizer.betas",
+    "adam_epsilon": "optimizer.eps",
+    "max_grad_norm": "grad_clip",
+    "use_cpu": "cluster.device",
+    "gradient_checkpointing": "activation_checkpointing",
+    "deepspeed": "strategy/stage/offload (the ds_config)",
+    "fsdp": "strategy",
+    "fsdp_config": "stage/offload/activation_checkpointing (FSDP2)",
+}
+"""Each TrainingArguments field distrecipe sets → the recipe key that decided it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Overridden:
+    """A recipe value a user argument replaced under `--allow-override`."""
+
+    argument: str
+    recipe: str
+    given: str
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class Handoff:
+    args: tuple[str, ...]
+    """The program's arguments: the user's and the recipe's, merged."""
+    env: dict[str, str]
+    overridden: tuple[Overridden, ...] = ()
+
+
+def run_files_env(run_dir: Path, configs: Mapping[str, str]) -> dict[str, str]:
+    """The documented variables naming the run's plan and ds_config (read by `distrecipe.api`)."""
+    env = {"DISTRECIPE_PLAN": str(run_dir / PLAN_FILE)}
+    if CONFIG_FILE in configs:
+        env["DISTRECIPE_DS_CONFIG"] = str(run_dir / CONFIG_FILE)
+    return env
+
+
+def hf_decided(plan: Plan, run_dir: Path) -> dict[str, Any]:
+    """The TrainingArguments the recipe decides; None marks a field it decides to leave unset.
+
+    A recipe the Trainer cannot express (Megatron, pipeline stages, …) is refused here,
+    as `compile --target hf` refuses it.
+    """
+    refuse_errors(hf.findings(plan))
+    decided: dict[str, Any] = {"deepspeed": None, "fsdp": None, "fsdp_config": None}
+    decided.update(hf.emit(plan))
+    if decided["deepspeed"] is not None:
+        decided["deepspeed"] = str(run_dir / CONFIG_FILE)
+    return decided
+
+
+def _refuse(argument: str, given: str, recipe: str, key: str) -> LaunchError:
+    return LaunchError(f"program argument {argument} {given} contradicts the recipe's {recipe} ({key}); "
+                       "drop it, change the recipe (--set), or pass --allow-override")
+
+
+def merge_flags(decided: Mapping[str, Any], user: Sequence[str], *, allow_override: bool,
+                keys: Mapping[str, str]) -> Handoff:
+    """The user's argv, then `--name value` for each decided value the user did not set."""
+    given = {g.name: g for g in find_flags(user, list(decided))}  # the last occurrence wins
+    overridden: list[Overridden] = []
+    for name, flag in given.items():
+        value = decided[name]
+        recipe = "no value" if value is None else flag_value(value)
+        if value is not None and same_value(flag.text, value):
+            continue
+        if not allow_override:
+            raise _refuse(f"--{name}", flag.text, recipe, keys.get(name, name))
+        overridden.append(Overridden(f"--{name}", recipe, flag.text, keys.get(name, name)))
+    ours = [word for name, value in decided.items() if value is not None and name not in given
+            for word in flag_words(name, value)]
+    return Handoff(tuple([*user, *ours]), {}, tuple(overridden))
+
+
+def _hydra(word: str) -> tuple[str, str] | None:
+    """(key, value) of a Hydra override `[+|++]key=value`; None for anything else."""
+    if word.startswith("-") or "=" not in word:
+        return None
+    key, _, value = word.partition("=")
+    return key.lstrip("+~"), value
+
+
+def merge_verl(emitted: Sequence[str], user: Sequence[str], *, allow_override: bool) -> Handoff:
+    """The emitted overrides then the user's; one that sets an emitted key differently is checked."""
+    recipe = {key: value for key, value in filter(None, map(_hydra, emitted))}
+    overridden: list[Overridden] = []
+    replaced: set[str] = set()
+    for word in user:
+        parsed = _hydra(word)
+        if parsed is None or parsed[0] not in recipe:
+            continue
+        key, value = parsed
+        replaced.add(key)
+        if parse_value(value) == parse_value(recipe[key]):
+            continue
+        if not allow_override:
+            raise _refuse(key, value, recipe[key], "verl override")
+        overridden.append(Overridden(key, recipe[key], value, "verl override"))
+    ours = [word for word in emitted if (parsed := _hydra(word)) is None or parsed[0] not in replaced]
+    return Handoff(tuple([*ours, *user]), {}, tuple(overridden))
+
+
+def handoff(kind: ProgramKind, plan: Plan, *, user_args: Sequence[str], run_dir: Path,
+            configs: Mapping[str, str], allow_override: bool = False) -> Handoff:
+    """The program's arguments and added environment for `kind`."""
+    env = run_files_env(run_dir, configs)
+    if kind == "hf":
+        merged = merge_flags(hf_decided(plan, run_dir), user_args, allow_override=allow_override,
+                             keys=HF_RECIPE_KEYS)
+    elif kind == "deepspeed":
+        if CONFIG_FILE not in configs:
+            raise LaunchError(f"a raw DeepSpeed program needs a ds_config; launch.backend "
+                              f"{plan.launch.backend} with strategy {plan.strategy} writes none")
+        merged = merge_flags({"deepspeed_config": str(run_dir / CONFIG_FILE)}, user_args,
+                             allow_override=allow_override, keys={"deepspeed_config": "the ds_config"})
+    elif kind == "verl":
+        if OVERRIDES_FILE not in configs:
+            raise LaunchError(f"verl needs the emitted {OVERRIDES_FILE}; the verl emitter gave none")
+        merged = merge_verl(configs[OVERRIDES_FILE].splitlines(), user_args, allow_override=allow_override)
+    else:
+        merged = Handoff(tuple(user_args), {})
+    return Handoff(merged.args, env, merged.overridden)

@@ -1,0 +1,54 @@
+"""A plain torchrun script that reads its settings through `distrecipe.api`, trained with FSDP2.
+
+`api.current()` gives the Plan `distrecipe launch` resolved; the script takes the
+micro-batch, accumulation, stage (re-shard after forward), learning rate and clipping
+from it. Rank 0 prints the samples each optimizer step consumed over all ranks.
+"""
+
+from __future__ import annotations
+
+import json
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.fsdp import fully_shard
+
+from distrecipe import api
+
+
+def main() -> None:
+    plan = api.current()
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 32), nn.Tanh(), nn.Linear(32, 1))
+    for layer in model:
+        if isinstance(layer, nn.Linear):
+            fully_shard(layer, reshard_after_forward=plan.stage == 3)
+    fully_shard(model, reshard_after_forward=plan.stage == 3)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=plan.optimizer.lr,
+                                  betas=plan.optimizer.betas, weight_decay=plan.optimizer.weight_decay)
+    generator = torch.Generator().manual_seed(1 + rank)
+    samples, losses = [], []
+    for _ in range(3):
+        seen = torch.zeros(1)
+        for _ in range(plan.accumulation):
+            x = torch.randn(plan.micro, 8, generator=generator)
+            loss = nn.functional.mse_loss(model(x), x.sum(dim=1, keepdim=True).sin()) / plan.accumulation
+            loss.backward()
+            seen += plan.micro
+        if plan.grad_clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), plan.grad_clip)
+        optimizer.step()
+        optimizer.zero_grad()
+        dist.all_reduce(seen)
+        samples.append(int(seen.item()))
+        losses.append(loss.item() * plan.accumulation)
+    if rank == 0:
+        print(json.dumps({"world": world, "samples": samples, "losses": losses}), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

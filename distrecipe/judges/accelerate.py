@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -82,8 +83,10 @@ def judge(config_file: Path, *, directory: Path | None = None, flags: tuple[str,
         try:
             load_config_from_file(str(config_file))
         except refusals() as exc:
-            message = first_line(exc)
-            return Verdict("refuses", engine, f"loader: {message}", (Note((), message),), context)
+            message = first_line(exc).replace(str(config_file), config_file.name)
+            keys = re.findall(r"'([^']+)'", message.partition("unknown keys")[2].partition(")")[0])
+            notes = tuple(Note((key,), f"{key}: not a key Accelerate's config knows") for key in keys)
+            return Verdict("refuses", engine, f"loader: {message}", notes or (Note((), message),), context)
         try:
             args, env = launch_env(config_file, flags)
         except RuntimeError as exc:  # the machine lacks something (FP8 kernels), not the file
@@ -96,7 +99,7 @@ def judge(config_file: Path, *, directory: Path | None = None, flags: tuple[str,
         except refusals() as exc:
             return Verdict("refuses", engine, f"{_plugin_name(args)}: {first_line(exc)}",
                            (Note((), first_line(exc)),), context)
-    differs = _differences(args, env, plugin)
+        differs = _differences(args, env, plugin)
     if differs:
         return Verdict("differs", engine, "; ".join(n.message for n in differs), tuple(differs), context)
     return Verdict("accepts", engine, "", (), context)

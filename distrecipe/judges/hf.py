@@ -14,7 +14,7 @@ import contextlib
 import dataclasses
 import os
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 from unittest import mock
 
@@ -32,10 +32,13 @@ def field_names() -> frozenset[str]:
 
 @contextlib.contextmanager
 def on_gpus(world: int) -> Iterator[None]:
-    """TrainingArguments as built on a GPU machine of `world` ranks (bf16 probe, world size)."""
+    """TrainingArguments as built on an Ampere GPU machine of `world` ranks: the bf16 and
+    tf32 probes say yes (tf32 is not switched on in this process), the world is `world`."""
     from transformers import TrainingArguments, training_args
 
     with mock.patch.object(training_args, "is_torch_bf16_gpu_available", return_value=True), \
+            mock.patch.object(training_args, "is_torch_tf32_available", return_value=True), \
+            mock.patch.object(training_args, "enable_tf32"), \
             mock.patch.object(TrainingArguments, "world_size", new_callable=mock.PropertyMock,
                               return_value=world):
         yield
@@ -64,6 +67,16 @@ def training_arguments(values: Mapping[str, Any], world: int, *, deepspeed: Any 
         kept.setdefault("report_to", "none")
         (args,) = HfArgumentParser(TrainingArguments).parse_dict(kept, allow_extra_keys=False)
     return args
+
+
+def flag_values(flags: Sequence[str]) -> dict[str, Any]:
+    """Command-line `--name value` flags as the TrainingArguments values they parse to
+    (argparse's types: `--bf16 True` is a bool), keyed by the names the flags give."""
+    from transformers import HfArgumentParser, TrainingArguments
+
+    names = [flag[2:].split("=", 1)[0] for flag in flags if flag.startswith("--")]
+    parsed, _ = HfArgumentParser(TrainingArguments).parse_known_args([*flags, "--output_dir", "unused"])
+    return {name: getattr(parsed, name) for name in names if hasattr(parsed, name)}
 
 
 def judge(values: Mapping[str, Any], world: int = WORLD_DEFAULT) -> Verdict:

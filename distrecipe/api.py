@@ -1,7 +1,9 @@
-"""The library's front door: a recipe file in, a resolved Plan out.
+"""The library's front door: a recipe (file or document) in, a resolved Plan out.
 
-Every command (compile, resolve, plan, launch, lint, diff) starts here, so loading,
-overrides and resolution behave identically everywhere.
+Every command (compile, resolve, plan, launch, lint, diff, import) starts here, so
+loading, overrides and resolution behave identically everywhere: a file goes through
+`load_plan`, a document already in memory (a recipe lint read, a native config
+imported into recipe form) through `plan_of_document`.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from pathlib import Path
 
 from distrecipe.errors import LaunchError
 from distrecipe.recipe import AUTO, Plan
-from distrecipe.translator.load import load_recipe
+from distrecipe.source import Document
+from distrecipe.translator.load import apply_overrides, load_recipe, recipe_from_document
 from distrecipe.translator.resolve import resolve
 
 
@@ -41,3 +44,25 @@ def load_plan(
             if must_detect:
                 raise
     return resolve(recipe, detected_gpus=detected_gpus)
+
+
+def plan_of_document(doc: Document, base_dir: Path, *, world: int | None = None,
+                     overrides: Sequence[str] = ()) -> Plan:
+    """Override, validate and resolve a recipe document (diff's sides, import's result).
+
+    Never probes the machine: a document is reviewed, not run, so `gpus_per_node: auto`
+    needs `world` (or the resolver says what to write instead).
+    """
+    return resolve(recipe_from_document(apply_overrides(doc, overrides), base_dir), world=world)
+
+
+def review_plan(doc: Document, base_dir: Path, *, world: int | None) -> Plan | None:
+    """Lint's view of a recipe document: its Plan, or None when there is none to check yet.
+
+    `gpus_per_node: auto` with no world known is answered at launch, on the machine;
+    a recipe that says so is not wrong, so there is nothing to resolve (or report).
+    """
+    recipe = recipe_from_document(doc, base_dir)
+    if recipe.cluster.gpus_per_node == AUTO and world is None:
+        return None
+    return resolve(recipe, world=world)

@@ -16,14 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from distrecipe.api import plan_of_document
 from distrecipe.errors import DistrecipeError, Position
-from distrecipe.lint.rule import get
+from distrecipe.keys import get
 from distrecipe.recipe import Plan, plan_values
 from distrecipe.source import Document
 from distrecipe.translator.importers import World
 from distrecipe.translator.importers.registry import import_document, read_native
-from distrecipe.translator.load import apply_overrides, recipe_from_document
-from distrecipe.translator.resolve import resolve
 
 IGNORED = frozenset({"name"})
 """Keys whose change means nothing to the job."""
@@ -99,9 +98,8 @@ def _borrow(side: Side, other: Side, notes: list[str]) -> Document:
 
 def plan_of(doc: Document, base: str, *, world: int | None, overrides: Sequence[str]) -> Plan:
     """Resolve one side; a native side's own world is in its cluster already."""
-    recipe = recipe_from_document(apply_overrides(doc, overrides), Path(base).parent)
     try:
-        return resolve(recipe, world=world)
+        return plan_of_document(doc, Path(base).parent, world=world, overrides=overrides)
     except DistrecipeError as exc:
         raise DistrecipeError(exc.message, exc.where or Position(base, 1, 1)) from None
 

@@ -7,11 +7,13 @@ same type, so every output format (text, JSON, SARIF, GitHub) serves both.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from distrecipe.errors import Position
 
 Severity = Literal["error", "warning", "info"]
+SEVERITIES: tuple[Severity, ...] = get_args(Severity)
+"""Most severe first, the order reports count them in."""
 
 
 @dataclass(frozen=True, slots=True)

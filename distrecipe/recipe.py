@@ -11,7 +11,7 @@ means no consumer ever has to ask "was this resolved yet?".
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 from distrecipe.errors import Position
 
@@ -27,54 +27,70 @@ Backend = Literal["deepspeed", "accelerate", "accelerate-deepspeed", "torchrun",
 OptimizerName = Literal["adamw", "adam", "sgd"]
 AutoInt = int | Literal["auto"]
 
-STRATEGIES: tuple[Strategy, ...] = ("ddp", "zero", "fsdp", "megatron")
+STRATEGIES: tuple[Strategy, ...] = get_args(Strategy)
 PRECISION_BYTES: dict[Precision, int] = {"bf16": 2, "fp16": 2, "fp32": 4}
 
+# Each section's defaults are its fields' defaults and nowhere else: `translator.load`
+# passes on only the keys a recipe wrote, and tests/test_recipe_schema.py holds the JSON
+# schema's keys, enums and required keys to these classes and `Literal`s.
 
-@dataclass(frozen=True, kw_only=True)
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Model:
     """The model's shape; enough for bucket sizes, memory and activation estimates."""
 
     params: int | None = None
     """Parameter count Ψ. Computed from the shape when a Hugging Face config is given."""
     hidden_size: int | None = None
+    """Width of the residual stream (d_model); sizes DeepSpeed's buckets. Default: unknown."""
     layers: int | None = None
+    """Number of transformer blocks. Default: unknown."""
     heads: int | None = None
+    """Attention (query) heads. Default: unknown."""
     kv_heads: int | None = None
     """Key/value heads (grouped-query attention); defaults to `heads`."""
     intermediate_size: int | None = None
+    """Width of the MLP's hidden layer. Default: unknown."""
     vocab: int | None = None
+    """Vocabulary size (rows of the embedding). Default: unknown."""
     layer_cls: str | None = None
     """The transformer block's class name, for FSDP's transformer auto-wrap policy."""
     attention: Attention = "flash"
-    """Attention kernel: `eager` stores the s² scores, `sdpa`/`flash` do not."""
+    """Attention kernel: `eager` stores the s² scores, `sdpa`/`flash` do not. Default `flash`."""
     tied_embeddings: bool = False
+    """The output projection shares the input embedding's weights. Default false."""
     hf_config: str | None = None
     """Path of the Hugging Face `config.json` the shape was read from, if any."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Cluster:
     """Where the job runs. `gpus_per_node` counts ranks per node (CPU processes on `cpu`)."""
 
     nodes: int = 1
+    """Machines in the job. Default 1."""
     gpus_per_node: AutoInt = AUTO
+    """Ranks per node; `auto` (the default) counts this machine's GPUs at launch."""
     gpu_memory: int | None = None
-    """Bytes of memory per accelerator, for the `fits?` verdict."""
+    """Bytes of memory per accelerator, for the `fits?` verdict. Default: unknown."""
     cpu_memory: int | None = None
-    """Bytes of host memory per node, for offload."""
+    """Bytes of host memory per node, for offload. Default: unknown."""
     device: Device = "gpu"
-    """`cpu` runs every rank as a CPU process with the gloo backend (laptops, CI, demo)."""
+    """`cpu` runs every rank as a CPU process with gloo (laptops, CI, demo). Default `gpu`."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Offload:
     """Where optimizer state and parameters live between uses."""
 
     optimizer: OffloadDevice = "none"
+    """Where optimizer state (and its step) lives: `none` (on the GPU, the default), `cpu`, `nvme`."""
     params: OffloadDevice = "none"
+    """Where parameters live between uses: `none` (the default), `cpu`, `nvme`."""
     nvme_path: str | None = None
+    """Directory for NVMe offload, used when either device is `nvme`. Default: none."""
     pin_memory: bool = True
+    """Page-locked host buffers: faster copies, more host memory. Default true."""
 
     @property
     def enabled(self) -> bool:
@@ -82,73 +98,110 @@ class Offload:
         return self.optimizer != "none" or self.params != "none"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Parallel:
     """Model-parallel degrees; what is left of the world is data parallel."""
 
     tensor: int = 1
+    """Tensor-parallel degree (ranks splitting each layer's matrices). Default 1."""
     pipeline: int = 1
+    """Pipeline-parallel degree (stages of consecutive layers). Default 1."""
     sequence: int = 1
+    """Sequence-parallel degree (ranks splitting each sample's tokens). Default 1."""
     shard_group: int | Literal["all"] = "all"
-    """Ranks one shard is split over; fewer than the DP world means hybrid sharding."""
+    """Ranks one shard is split over; fewer than the DP world means hybrid sharding. Default `all`."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Batch:
     """`micro × accumulation × DP = global`; any one or two may be `auto`."""
 
     micro: AutoInt = AUTO
+    """Samples per rank per forward pass. Default `auto` (derived)."""
     accumulation: AutoInt = AUTO
+    """Micro-batches per optimizer step. Default `auto` (derived)."""
     global_: AutoInt = AUTO
+    """Samples per optimizer step over all data-parallel ranks (`batch.global`). Default `auto`."""
     seq_len: int | None = None
+    """Tokens per sample, for activation memory. Default: unknown."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Optimizer:
+    """The optimizer and its hyper-parameters, as the emitted configs name them."""
+
     name: OptimizerName = "adamw"
+    """`adamw` (decoupled weight decay, the default), `adam` (coupled L2 decay) or `sgd`."""
     lr: float = 1.0e-5
+    """Learning rate. Default 1e-5."""
     betas: tuple[float, float] = (0.9, 0.999)
+    """Adam's moment decay rates (β1, β2). Default (0.9, 0.999)."""
     eps: float = 1.0e-8
+    """Adam's denominator epsilon. Default 1e-8."""
     weight_decay: float = 0.0
+    """Weight decay coefficient. Default 0."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class RL:
     """verl only: a step's global batch counts sequences, data counts prompts."""
 
     rollout_n: int
+    """Responses sampled per prompt (the GRPO group size). Required in `rl`."""
     prompts_per_step: int
+    """Prompts per optimizer step, each giving `rollout_n` sequences. Required in `rl`."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Launch:
+    """How `distrecipe launch` starts the job."""
+
     backend: Backend | Literal["auto"] = AUTO
+    """The engine's launcher; `auto` (the default) picks the strategy's natural one."""
     script: str | None = None
+    """Training script to run. Default: the reference trainer (verl: its PPO entry point)."""
     args: tuple[str, ...] = ()
+    """Arguments passed to the script. Default: none."""
     master_addr: str | None = None
+    """Address of rank 0's node; several nodes need it (or SLURM). Default: none."""
     master_port: int = 29500
+    """TCP port of the rendezvous on `master_addr`. Default 29500."""
     hostfile: str | None = None
+    """DeepSpeed hostfile for several nodes outside SLURM. Default: none."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Recipe:
     """A recipe as declared (format version 1), after schema validation."""
 
     name: str
+    """The job's name, for run directories; defaults to the recipe file's stem."""
     model: Model
+    """The model's shape. Required."""
     cluster: Cluster
+    """Nodes and ranks per node. Required."""
     strategy: Strategy
-    stage: int | None
-    """ZeRO stage 0..3; `None` means the strategy's natural stage."""
-    offload: Offload
-    parallel: Parallel
+    """How the model is distributed: `ddp`, `zero`, `fsdp` or `megatron`. Required."""
+    stage: int | None = None
+    """ZeRO stage 0..3; `None` (the default) means the strategy's natural stage."""
+    offload: Offload = field(default_factory=Offload)
+    """Where optimizer state and parameters live. Default: all on the accelerator."""
+    parallel: Parallel = field(default_factory=Parallel)
+    """Model-parallel degrees. Default: none (every rank is data parallel)."""
     batch: Batch
-    precision: Precision
-    optimizer: Optimizer
-    grad_clip: float | None
-    activation_checkpointing: Recompute
-    rl: RL | None
-    launch: Launch
+    """The batch arithmetic. Required."""
+    precision: Precision = "bf16"
+    """Training dtype of parameters and activations: `bf16` (the default), `fp16`, `fp32`."""
+    optimizer: Optimizer = field(default_factory=Optimizer)
+    """The optimizer. Default: AdamW with `Optimizer`'s defaults."""
+    grad_clip: float | None = 1.0
+    """Max gradient norm; `None` (written 0 or null) disables clipping. Default 1.0."""
+    activation_checkpointing: Recompute = "none"
+    """What the backward recomputes: `none` (the default), `selective`, `full` (written true)."""
+    rl: RL | None = None
+    """verl's RL batch; `None` (the default) for supervised training."""
+    launch: Launch = field(default_factory=Launch)
+    """How the job starts. Default: the strategy's launcher running the reference trainer."""
     source: str = "<recipe>"
     """The file the recipe came from, for messages."""
     where: dict[str, Position] = field(default_factory=dict, compare=False, repr=False)
@@ -162,7 +215,7 @@ class Recipe:
         return Position(self.source, 1, 1)
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Buckets:
     """DeepSpeed's size knobs, resolved from the hidden size the way HF's Trainer does.
 
@@ -236,6 +289,23 @@ class Plan:
         """Every resolved value with where it came from, in a stable order."""
         values = plan_values(self)
         return [(key, values[key], self.provenance.get(key, "recipe")) for key in values]
+
+    @property
+    def reshard_after_forward(self) -> bool:
+        """FSDP2 frees the gathered parameters after forward (and gathers again for
+        backward) exactly at stage 3: that is what ZeRO-3 means in FSDP's words. The
+        importers' inverse is `distrecipe.engines.stage_of_reshard`."""
+        return self.stage == 3
+
+    @property
+    def gradient_bytes(self) -> int:
+        """Bytes per gradient element (see `gradient_bytes`)."""
+        return gradient_bytes(self.strategy, self.precision)
+
+
+def gradient_bytes(strategy: Strategy, precision: Precision) -> int:
+    """Bytes per gradient element: Megatron keeps fp32 gradients, the rest the training dtype."""
+    return 4 if strategy == "megatron" else PRECISION_BYTES[precision]
 
 
 def plan_values(plan: Plan) -> dict[str, object]:

@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from distrecipe.commands.launch import build_request, launch
+from distrecipe.commands.launch import launch
 from distrecipe.errors import LaunchError
 from distrecipe.launch.launchers import LAUNCHERS
+from distrecipe.launch.prepare import build_request
 from distrecipe.launch.spec import LaunchRequest, Program, executable
 from distrecipe.translator.load import load_recipe
 from distrecipe.translator.resolve import resolve
@@ -113,7 +114,7 @@ def real_request(*overrides: str) -> LaunchRequest:
     """What a real launch (not a dry run) builds outside SLURM: no hosts are invented."""
     plan = resolve(load_recipe(SEED, overrides))
     return build_request(plan, program=Program(target="train.py"), run_dir=RUN, configs={}, node_rank=None,
-                         environ={}, probe_port=True)
+                         environ={}, probe_port=True, say=pytest.fail)
 
 
 def test_deepspeed_several_nodes_need_a_hostfile() -> None:

@@ -10,12 +10,14 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from distrecipe.engines.hydra import parse_value as hydra_value
+from distrecipe.engines.hydra import read_overrides
+from distrecipe.engines.native import DATA_SUFFIXES, OVERRIDE_SUFFIXES
 from distrecipe.errors import DistrecipeError
 from distrecipe.jsonpos import fast_document
 from distrecipe.lint.config import LintConfig, load_config
 from distrecipe.lint.engine import lint
 from distrecipe.lint.formats import FORMATS
-from distrecipe.lint.kinds import DATA_SUFFIXES, OVERRIDE_SUFFIXES, hydra_value, read_overrides
 from distrecipe.lint.rules import RULES
 from distrecipe.source import careful_json, parse_text
 from tests.conftest import Result

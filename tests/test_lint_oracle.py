@@ -1,6 +1,6 @@
 """The engines are the judges of lint: its key sets and batch verdicts come from them.
 
-* The key sets in `lint/rules/deepspeed.py` and `accelerate.py` are derived again
+* The key sets in `engines/deepspeed.py` and `accelerate.py` are derived again
   from the installed DeepSpeed and Accelerate and must match.
 * For random batch triples at random world sizes, `DeepSpeedConfig` refuses exactly
   the configs lint gives a batch error (DR101-DR104), and accepts the others.
@@ -20,11 +20,11 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from distrecipe.engines import accelerate as accelerate_rules
+from distrecipe.engines import deepspeed as deepspeed_rules
 from distrecipe.judges import deepspeed as deepspeed_judge
 from distrecipe.lint.config import LintConfig
 from distrecipe.lint.engine import lint
-from distrecipe.lint.rules import accelerate as accelerate_rules
-from distrecipe.lint.rules import deepspeed as deepspeed_rules
 
 pytestmark = pytest.mark.slow  # imports deepspeed and accelerate (torch)
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import click
 
 from distrecipe.api import load_plan
+from distrecipe.commands.echo import echo_findings
 from distrecipe.commands.options import overrides_option, recipe_argument
 from distrecipe.errors import StrictError
 from distrecipe.output import write_files
@@ -25,8 +26,7 @@ def compile_recipe(
     """Emit `target`'s files; print them when no output directory is given and there is one."""
     plan = load_plan(recipe, overrides)
     result = TARGETS[target](plan, EmitOptions(hf_auto=hf_auto))
-    for finding in result.findings:
-        click.echo(f"{recipe}: {finding}", err=True)
+    echo_findings(recipe, result.findings)
     inexact = [f for f in result.findings if f.severity != "info"]
     if strict and inexact:
         codes = ", ".join(sorted({f.code for f in inexact}))

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import click
 
+from distrecipe.engines import ENGINES
 from distrecipe.errors import DistrecipeError
+from distrecipe.keys import did_you_mean
 from distrecipe.lint.rules import RULES
-from distrecipe.schemas import did_you_mean
 from distrecipe.translator.equivalence import CODES, TABLE
 
 
@@ -25,17 +26,16 @@ def explain(*, code: str | None, list_all: bool = False) -> int:
         rule = RULES[code]
         click.echo(f"{code} ({rule.name}, {rule.severity}; lint: {', '.join(sorted(rule.kinds))})\n")
         click.echo(rule.explanation)
-        return 0
-    if code in CODES:
-        rows = [row.recipe for row in TABLE for engine in ("deepspeed", "accelerate", "verl")
-                if row.cell(engine).code == code]
+    elif code in CODES:
         click.echo(f"{code} ({CODES[code].severity}; reported by compile)\n")
         click.echo(CODES[code].summary[0].upper() + CODES[code].summary[1:] + ".")
-        if rows:
-            click.echo("\nEquivalence table rows: " + "; ".join(dict.fromkeys(rows)) + ".")
-        return 0
-    codes = sorted(set(RULES) | set(CODES))
-    raise DistrecipeError(f"unknown code {code!r}{did_you_mean(code, codes)} (distrecipe explain --list)")
+    else:
+        codes = sorted(set(RULES) | set(CODES))
+        raise DistrecipeError(f"unknown code {code!r}{did_you_mean(code, codes)} (distrecipe explain --list)")
+    rows = [row.recipe for row in TABLE for engine in ENGINES if row.cell(engine).code == code]
+    if rows:
+        click.echo("\nEquivalence table rows: " + "; ".join(dict.fromkeys(rows)) + ".")
+    return 0
 
 
 def _severity(code: str) -> str:

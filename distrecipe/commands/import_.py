@@ -13,13 +13,13 @@ from pathlib import Path
 import click
 import yaml
 
+from distrecipe.api import plan_of_document
 from distrecipe.commands.options import overrides_option
 from distrecipe.errors import DistrecipeError, Position
 from distrecipe.source import Document
 from distrecipe.translator.importers import World
 from distrecipe.translator.importers.registry import NotNative, import_document, read_native
-from distrecipe.translator.load import apply_overrides, recipe_from_document
-from distrecipe.translator.resolve import resolve
+from distrecipe.translator.load import apply_overrides
 
 
 def import_config(*, path: str, world: int | None = None, nodes: int = 1,
@@ -42,7 +42,7 @@ def recipe_text(path: str, *, world: int | None, nodes: int, overrides: Sequence
               **{k: v for k, v in imported.recipe.items() if k != "recipe"}}
     checked = apply_overrides(Document(recipe, f"{path} (imported)"), overrides)
     try:
-        resolve(recipe_from_document(checked, Path(path).parent))
+        plan_of_document(checked, Path(path).parent)
     except DistrecipeError as exc:
         raise DistrecipeError(f"the imported recipe does not resolve: {exc.message}",
                               Position(path, 1, 1)) from None

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import click
 
+from distrecipe.engines import KINDS, Kind
 from distrecipe.lint.config import find_pyproject, load_config
 from distrecipe.lint.engine import lint
 from distrecipe.lint.formats import FORMATS, pick
-from distrecipe.lint.rule import KINDS, Kind
 from distrecipe.lint.rules import RULES
 
 

@@ -72,7 +72,3 @@ def find_auto(data: object, path: KeyPath = ()) -> list[KeyPath]:
     if isinstance(data, list):
         return [p for index, value in enumerate(data) for p in find_auto(value, (*path, index))]
     return [path] if isinstance(data, str) and data.lower() == "auto" else []
-
-
-def dotted(path: KeyPath) -> str:
-    return ".".join(str(part) for part in path)

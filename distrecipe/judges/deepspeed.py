@@ -22,8 +22,9 @@ from types import SimpleNamespace
 from typing import Any
 from unittest import mock
 
-from distrecipe.judges import Note, Verdict, dotted, find_auto, first_line, version
+from distrecipe.judges import Note, Verdict, find_auto, first_line, version
 from distrecipe.judges import hf as hf_judge
+from distrecipe.keys import dotted, integer
 from distrecipe.source import KeyPath
 
 READ_ELSEWHERE = frozenset({"optimizer", "scheduler", "activation_checkpointing", "aio", "flops_profiler",
@@ -255,9 +256,10 @@ def implied_world(config: Mapping[str, Any]) -> tuple[int, str]:
     All three batch numbers state it; otherwise one node of 8 is assumed, or, when the
     file's numbers cannot be met on 8, the largest world below 8 that meets them.
     """
-    total, micro, accumulation = (_integer(config.get(key)) for key in (
+    total, micro, accumulation = (integer(config.get(key)) for key in (
         "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"))
-    if total and micro and accumulation and total % (micro * accumulation) == 0:
+    if (total and micro and accumulation and total % (micro * accumulation) == 0
+            and total // (micro * accumulation) >= 1):
         return total // (micro * accumulation), "the file's three batch numbers"
     if total and micro:
         for world in range(hf_judge.WORLD_DEFAULT, 0, -1):
@@ -265,10 +267,6 @@ def implied_world(config: Mapping[str, Any]) -> tuple[int, str]:
                 largest = ", the largest up to 8 its batch numbers allow"
                 return world, "assumed" + ("" if world == hf_judge.WORLD_DEFAULT else largest)
     return hf_judge.WORLD_DEFAULT, "assumed"
-
-
-def _integer(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def judge(config: Mapping[str, Any], world: int = hf_judge.WORLD_DEFAULT, *,

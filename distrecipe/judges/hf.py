@@ -15,7 +15,7 @@ import dataclasses
 import os
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 from unittest import mock
 
 from distrecipe.judges import Note, Verdict, first_line, version
@@ -65,7 +65,7 @@ def training_arguments(values: Mapping[str, Any], world: int, *, deepspeed: Any 
             mock.patch.dict(os.environ, {**clean, **(env or {})}, clear=True):
         kept.setdefault("output_dir", tmp)
         kept.setdefault("report_to", "none")
-        (args,) = HfArgumentParser(TrainingArguments).parse_dict(kept, allow_extra_keys=False)
+        (args,) = HfArgumentParser(cast(Any, TrainingArguments)).parse_dict(kept, allow_extra_keys=False)
     return args
 
 
@@ -75,7 +75,8 @@ def flag_values(flags: Sequence[str]) -> dict[str, Any]:
     from transformers import HfArgumentParser, TrainingArguments
 
     names = [flag[2:].split("=", 1)[0] for flag in flags if flag.startswith("--")]
-    parsed, _ = HfArgumentParser(TrainingArguments).parse_known_args([*flags, "--output_dir", "unused"])
+    parser = HfArgumentParser(cast(Any, TrainingArguments))
+    parsed, _ = parser.parse_known_args([*flags, "--output_dir", "unused"])
     return {name: getattr(parsed, name) for name in names if hasattr(parsed, name)}
 
 

@@ -95,7 +95,7 @@ class VerlJudge:
     @staticmethod
     def dtype(name: str) -> str:
         """The torch dtype verl's engines build from a precision name."""
-        return str(PrecisionType.to_dtype(name))
+        return str(PrecisionType.to_dtype(name))  # type: ignore[no-untyped-call]
 
     @staticmethod
     def actor(cfg: DictConfig) -> Any:
@@ -167,7 +167,7 @@ def script_overrides(text: str) -> tuple[str, list[str], list[tuple[int, str]], 
     substituted from the script's plain assignments (`X=8`, `X=${X:-8}`) or the default
     of its use (`${X:-8}`); `$(...)` and arithmetic are left unresolved.
     """
-    from distrecipe.lint.kinds import override_matches
+    from distrecipe.engines.hydra import override_matches
 
     lines = text.replace("\\\n", " \\\n").splitlines()
     assigned: dict[str, str] = {}

@@ -20,15 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from distrecipe.errors import DistrecipeError
-from distrecipe.findings import Severity
-from distrecipe.schemas import did_you_mean
+from distrecipe.findings import SEVERITIES, Severity
+from distrecipe.keys import did_you_mean
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10: the tomli backport is a dependency there
     import tomli as tomllib
-
-SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
 
 
 class ConfigError(DistrecipeError):

@@ -13,11 +13,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from distrecipe.engines import Kind
+from distrecipe.engines.native import DATA_SUFFIXES, OVERRIDE_SUFFIXES
 from distrecipe.errors import DistrecipeError, Position
 from distrecipe.findings import Finding
 from distrecipe.lint.config import LintConfig
-from distrecipe.lint.kinds import DATA_SUFFIXES, OVERRIDE_SUFFIXES
-from distrecipe.lint.rule import Kind, Source
+from distrecipe.lint.rule import Source
 from distrecipe.lint.rules import RULES
 from distrecipe.lint.suppress import suppressions
 from distrecipe.lint.workspace import Workspace
@@ -93,14 +94,11 @@ def _with_plan(src: Source) -> Source:
     """A recipe source with its Plan (or the reason it has none) attached."""
     if src.kind != "recipe":
         return src
-    from distrecipe.translator.load import recipe_from_document
-    from distrecipe.translator.resolve import resolve
+    from distrecipe.api import review_plan
 
     try:
-        recipe = recipe_from_document(src.doc, base_dir=src.path.parent)
-        if recipe.cluster.gpus_per_node == "auto" and src.workspace.world is None:
-            return src  # resolved at launch, on the machine: nothing to check here
-        return replace(src, plan=resolve(recipe, world=src.workspace.world))
+        plan = review_plan(src.doc, src.path.parent, world=src.workspace.world)
+        return src if plan is None else replace(src, plan=plan)
     except DistrecipeError as exc:
         return replace(src, error=exc)
 

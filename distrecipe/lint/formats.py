@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from distrecipe import __version__
-from distrecipe.findings import Finding
-from distrecipe.lint.config import SEVERITIES
+from distrecipe.findings import SEVERITIES, Finding
 from distrecipe.lint.engine import Report
 from distrecipe.lint.rule import Rule
 from distrecipe.lint.rules import RULES

@@ -11,19 +11,17 @@ import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
+from distrecipe.engines import Kind
 from distrecipe.errors import DistrecipeError, Position
 from distrecipe.findings import Severity
+from distrecipe.keys import get, section
 from distrecipe.source import Document, KeyPath
 
 if TYPE_CHECKING:
     from distrecipe.lint.workspace import Workspace
     from distrecipe.recipe import Plan
-
-Kind = Literal["recipe", "deepspeed", "accelerate", "verl", "hf"]
-KINDS: tuple[Kind, ...] = ("recipe", "deepspeed", "accelerate", "verl", "hf")
-
 
 @dataclass(frozen=True, slots=True)
 class Problem:
@@ -66,8 +64,7 @@ class Source:
 
     def section(self, *path: str | int) -> dict[str, Any]:
         """The mapping at `path`, or an empty one when it is missing or not a mapping."""
-        value = self.get(*path)
-        return value if isinstance(value, dict) else {}
+        return section(self.data, *path)
 
 
 Check = Callable[[Source], Iterable[Problem]]
@@ -94,18 +91,3 @@ class Rule:
     @property
     def summary(self) -> str:
         return self.explanation.split("\n", 1)[0]
-
-
-def integer(value: Any) -> int | None:
-    """`value` when it is a real integer (not a bool, not "auto"), else None."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def get(data: Any, *path: str | int, default: Any = None) -> Any:
-    """The value at `path` in nested mappings, or `default` when a section or the key is missing."""
-    node = data
-    for part in path:
-        if not isinstance(node, dict) or part not in node:
-            return default
-        node = node[part]
-    return node

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from distrecipe.lint.rules.deepspeed import IGNORE_KEY
+from distrecipe.engines.deepspeed import IGNORE_KEY
 from distrecipe.source import Document
 
 _COMMENT = re.compile(r"#\s*distrecipe:\s*ignore(-file)?(?:\[([A-Za-z0-9_,\s]*)\])?")

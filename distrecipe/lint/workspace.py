@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from distrecipe.lint.kinds import DATA_SUFFIXES, detect, read
-from distrecipe.lint.rule import Kind, Source, get, integer
+from distrecipe.engines import Kind
+from distrecipe.engines.native import DATA_SUFFIXES, detect, ds_reference, read, referenced_path
+from distrecipe.keys import integer
+from distrecipe.lint.rule import Source
 from distrecipe.source import Document, SourceError, read_text
-from distrecipe.translator.importers import referenced_path
 
 _SIBLING_HINTS = ("distributed_type", "per_device_train_batch_size", '"deepspeed"')
 """Text that must occur in a file for it to be an Accelerate or HF sibling worth parsing."""
@@ -33,13 +33,6 @@ class Sibling:
         """The ds_config this Accelerate or HF config points at (see `referenced_path`)."""
         ref = ds_reference(self.kind, self.doc.data)
         return referenced_path(self.path, ref) if ref else None
-
-
-def ds_reference(kind: Kind, data: Any) -> str | None:
-    """The ds_config an Accelerate (`deepspeed_config_file`) or HF (`deepspeed`) config names."""
-    path = ("deepspeed_config", "deepspeed_config_file") if kind == "accelerate" else ("deepspeed",)
-    ref = get(data, *path) if kind in ("accelerate", "hf") else None
-    return ref if isinstance(ref, str) and ref else None
 
 
 class Workspace:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from distrecipe.plan.shapes import llama
+from distrecipe.model_shapes import kv_width, llama
 from distrecipe.recipe import Plan
 
 
@@ -91,7 +91,7 @@ def plan_activations(plan: Plan) -> tuple[Activations, ...]:
                        recompute=recompute, tensor=t)
     if m.intermediate_size is None:
         return (seed,)
-    kv = (m.kv_heads or a) * (h // a)
+    kv = kv_width(h, a, m.kv_heads)
     measured = hf_llama(s=s, b=b, h=h, a=a, kv=kv, inter=m.intermediate_size, layers=layers,
                         vocab=vocab, flash=flash, recompute=recompute, tensor=t)
     return (measured, seed)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from distrecipe.model_shapes import llama
 from distrecipe.plan.report import HEADROOM, Estimate, compare, estimate
-from distrecipe.plan.shapes import llama
 from distrecipe.plan.units import gb
 from distrecipe.recipe import Offload, Plan
 
@@ -21,7 +21,7 @@ from distrecipe.recipe import Offload, Plan
 def advise(plan: Plan) -> list[str]:
     """Advice lines for `plan`, most important first."""
     current = estimate(plan)
-    lines = _batch(plan)
+    lines: list[str] = []
     if current.budget is None:
         return [*lines, "cluster.gpu_memory is not set: cannot say whether it fits"]
     budget = current.budget
@@ -96,10 +96,3 @@ def _tensor_parallel(plan: Plan, best: Estimate) -> str:
     return (f"nothing fits even with ZeRO-3, offload and recompute ({gb(best.need)} per GPU)"
             f"{layer}: split layers with tensor parallelism (parallel.tensor)")
 
-
-def _batch(plan: Plan) -> list[str]:
-    """Data parallelism is bounded by the batch: every rank needs at least one sample."""
-    if plan.dp > plan.global_batch:
-        return [f"{plan.dp} data-parallel ranks > global batch {plan.global_batch}: "
-                "some ranks would get no sample"]
-    return []

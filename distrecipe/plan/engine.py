@@ -39,8 +39,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from distrecipe.model_shapes import llama
 from distrecipe.plan.memory import local_params, plan_model_state
-from distrecipe.plan.shapes import llama
 from distrecipe.recipe import Plan
 
 POINTS = ("rest", "forward", "backward", "step")
@@ -221,7 +221,7 @@ def plan_engine_view(plan: Plan, zero: DeepSpeedZero | None = None) -> EngineVie
     if plan.strategy == "megatron":
         return formula_only(plan)
     if plan.strategy == "fsdp":
-        return fsdp2(psi, plan.shard_group, reshard=plan.stage >= 3, lp=lp, offload=offloaded)
+        return fsdp2(psi, plan.shard_group, reshard=plan.reshard_after_forward, lp=lp, offload=offloaded)
     if not uses_deepspeed(plan):
         return ddp(psi)
     settings = zero if zero is not None else DeepSpeedZero(stage=plan.stage)

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from distrecipe.errors import RecipeError
-from distrecipe.recipe import PRECISION_BYTES, Plan, Precision, Strategy
+from distrecipe.recipe import PRECISION_BYTES, Plan, Precision, Strategy, gradient_bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +53,7 @@ class FormulaView:
 def terms(strategy: Strategy, stage: int, precision: Precision) -> tuple[Term, Term, Term]:
     """Bytes per parameter of parameters, gradients, optimizer, and which are sharded."""
     lp = PRECISION_BYTES[precision]
-    grads = 4 if strategy == "megatron" else lp
+    grads = gradient_bytes(strategy, precision)
     optimizer = 8 if precision == "fp32" else 12
     stage = 1 if strategy == "megatron" else stage
     return (

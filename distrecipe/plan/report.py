@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from distrecipe.engines.deepspeed import zero_optimization
 from distrecipe.plan import traffic
 from distrecipe.plan.activations import Activations, plan_activations, working_set
 from distrecipe.plan.engine import DeepSpeedZero, EngineView, plan_engine_view, uses_deepspeed
 from distrecipe.plan.memory import FormulaView, local_params, plan_model_state
 from distrecipe.recipe import Offload, Plan, Strategy
-from distrecipe.translator.deepspeed import emit
 
 HEADROOM = 0.10
 """Share of GPU memory kept free for the CUDA context, NCCL buffers and allocator
@@ -60,7 +60,7 @@ def label(plan: Plan) -> str:
     if plan.strategy == "megatron":
         name = "Megatron"
     elif plan.strategy == "fsdp":
-        name = f"FSDP2 ({'reshard' if plan.stage >= 3 else 'no reshard'})"
+        name = f"FSDP2 ({'reshard' if plan.reshard_after_forward else 'no reshard'})"
     elif plan.stage == 0 or plan.strategy == "ddp":
         name = "DDP"
     else:
@@ -72,12 +72,12 @@ def deepspeed_zero(plan: Plan) -> DeepSpeedZero | None:
     """The ZeRO knobs exactly as `compile --target deepspeed` writes them for this plan."""
     if not uses_deepspeed(plan):
         return None
-    return DeepSpeedZero.from_config(emit(plan)["zero_optimization"])
+    return DeepSpeedZero.from_config(zero_optimization(plan))
 
 
 def estimate(plan: Plan) -> Estimate:
     zero = deepspeed_zero(plan)
-    reshard = plan.stage >= 3 and plan.strategy in ("zero", "fsdp")
+    reshard = plan.reshard_after_forward and plan.strategy in ("zero", "fsdp")
     return Estimate(
         plan=plan,
         label=label(plan),

@@ -60,7 +60,7 @@ def formula(plan: Plan, *, no_sync: bool = True) -> Traffic:
     """The seed's volumes: once per step with `no_sync`, every micro-step without."""
     psi = local_params(plan)
     lp = plan.precision_bytes
-    grads = psi * (4 if plan.strategy == "megatron" else lp)
+    grads = psi * plan.gradient_bytes
     params = psi * lp
     reductions = 1 if no_sync else plan.accumulation
     n, s = plan.dp, plan.shard_group
@@ -68,7 +68,7 @@ def formula(plan: Plan, *, no_sync: bool = True) -> Traffic:
         return Traffic({"all-reduce gradients": reductions * 2 * ring(n) * grads}, reductions)
     sent = {"reduce-scatter gradients": reductions * ring(s) * grads,
             "all-gather parameters": ring(s) * params}
-    if plan.stage >= 3 and plan.strategy != "megatron":
+    if plan.reshard_after_forward and plan.strategy != "megatron":
         sent["all-gather parameters (backward)"] = ring(s) * params
     intra = None
     if plan.hybrid:
@@ -99,7 +99,7 @@ def engine(plan: Plan, zero: DeepSpeedZero | None = None) -> Traffic:
         reduce_bytes = 4 if plan.launch.backend == "verl" else lp  # verl reduces in fp32
         sent = {"all-gather parameters": m * ring(s) * lp * psi,
                 "reduce-scatter gradients": m * ring(s) * reduce_bytes * psi}
-        if plan.stage >= 3:
+        if plan.reshard_after_forward:
             sent["all-gather parameters (backward)"] = m * ring(s) * lp * psi
         if plan.hybrid:  # HSDP: the shard's gradients are all-reduced across replicas
             sent["all-reduce shard across replicas"] = (

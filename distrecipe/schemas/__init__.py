@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from distrecipe.errors import RecipeError
+from distrecipe.keys import did_you_mean, dotted
 from distrecipe.schemas.conforms import conforms
 from distrecipe.source import Document, KeyPath
 
@@ -22,21 +23,6 @@ def recipe_schema() -> dict[str, Any]:
     text = (Path(__file__).parent / "recipe.schema.json").read_text("utf-8")
     schema: dict[str, Any] = json.loads(text)
     return schema
-
-
-def dotted(path: KeyPath) -> str:
-    """`("batch", "micro")` → `batch.micro`; list indices as `[i]`."""
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "the document"
-
-
-def did_you_mean(word: str, choices: list[str]) -> str:
-    import difflib  # only error messages need it
-
-    match = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
-    return f"; did you mean {match[0]!r}?" if match else ""
 
 
 def describe(schema: dict[str, Any]) -> str:

@@ -10,21 +10,18 @@ DataLoader and accumulation to `ACCELERATE_GRADIENT_ACCUMULATION_STEPS` (`launch
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 
+from distrecipe.engines.accelerate import CONFIG_FILE, MIXED_PRECISION, DistributedType
+from distrecipe.engines.deepspeed import CONFIG_FILE as DS_CONFIG_FILE
 from distrecipe.findings import Finding
 from distrecipe.recipe import Plan
-from distrecipe.translator.deepspeed import CONFIG_FILE
 from distrecipe.translator.equivalence import finding, offload_findings, refuse_errors
 from distrecipe.translator.targets import EmitOptions, Output, render_deepspeed
 
 TARGET = "accelerate"
-
-DistributedType = Literal["NO", "MULTI_GPU", "FSDP", "DEEPSPEED"]
-
-MIXED_PRECISION = {"bf16": "bf16", "fp16": "fp16", "fp32": "no"}
 
 
 def distributed_type(plan: Plan) -> DistributedType:
@@ -121,7 +118,7 @@ def emit(plan: Plan) -> dict[str, Any]:
             }
     elif kind == "DEEPSPEED":
         deepspeed: dict[str, Any] = {
-            "deepspeed_config_file": CONFIG_FILE,
+            "deepspeed_config_file": DS_CONFIG_FILE,
             "zero3_init_flag": plan.stage == 3,
         }
         if plan.nodes > 1:
@@ -141,7 +138,7 @@ def fsdp_config(plan: Plan) -> dict[str, Any]:
     efficient_loading = plan.stage == 3
     fsdp: dict[str, Any] = {
         "fsdp_version": 2,
-        "fsdp_reshard_after_forward": plan.stage == 3,
+        "fsdp_reshard_after_forward": plan.reshard_after_forward,
         "fsdp_offload_params": plan.offload.enabled,
         "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
     }
@@ -163,7 +160,7 @@ def render(plan: Plan, options: EmitOptions) -> Output:
         found += ds.findings
         files.update(ds.files)
     refuse_errors(found)
-    files["accelerate_config.yaml"] = text(plan)
+    files[CONFIG_FILE] = text(plan)
     return Output(files=files, findings=tuple(found))
 
 

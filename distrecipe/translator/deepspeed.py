@@ -11,28 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from distrecipe.engines.deepspeed import BATCH_KEYS, FP16_LOSS_SCALING, OPTIMIZER_TYPE, zero_optimization
 from distrecipe.findings import Finding
 from distrecipe.recipe import Plan
-
-CONFIG_FILE = "ds_config.json"
-"""The file name every target writes the ds_config under and points at."""
-
-OPTIMIZER_TYPE = {"adamw": "AdamW", "adam": "Adam", "sgd": "SGD"}
-"""DeepSpeed's optimizer names; `SGD` is not built in and resolves to `torch.optim.SGD`."""
-
-FP16_LOSS_SCALING = {
-    "loss_scale": 0,
-    "initial_scale_power": 16,
-    "loss_scale_window": 1000,
-    "hysteresis": 2,
-    "min_loss_scale": 1,
-}
-"""Dynamic loss scaling as DeepSpeed's docs recommend (`loss_scale: 0` = dynamic)."""
-
-
-BATCH_KEYS = {"global": "train_batch_size", "micro": "train_micro_batch_size_per_gpu",
-              "accumulation": "gradient_accumulation_steps"}
-"""A recipe's `batch.*` name → the ds_config key for the same number (lint and import read it)."""
 
 
 def emit(plan: Plan, *, hf_auto: bool = False) -> dict[str, Any]:
@@ -50,7 +31,7 @@ def emit(plan: Plan, *, hf_auto: bool = False) -> dict[str, Any]:
     elif plan.precision == "fp16":
         config["fp16"] = {"enabled": auto(True), **FP16_LOSS_SCALING}
     config["optimizer"] = _optimizer(plan, auto)
-    config["zero_optimization"] = _zero(plan, hf_auto)
+    config["zero_optimization"] = zero_optimization(plan, hf_auto=hf_auto)
     if plan.sequence > 1:
         config["sequence_parallel_size"] = plan.sequence
     if plan.activation_checkpointing != "none":
@@ -74,41 +55,6 @@ def _optimizer(plan: Plan, auto: Any) -> dict[str, Any]:
         # DeepSpeed's "Adam" silently runs AdamW (decoupled decay) unless told otherwise.
         params["adam_w_mode"] = False
     return {"type": OPTIMIZER_TYPE[opt.name], "params": params}
-
-
-def _zero(plan: Plan, hf_auto: bool) -> dict[str, Any]:
-    stage = plan.stage
-    zero: dict[str, Any] = {"stage": stage}
-    if stage == 0:
-        return zero
-    b = plan.buckets
-    zero["overlap_comm"] = True
-    zero["contiguous_gradients"] = True
-    if b.reduce_bucket_size is not None:
-        zero["reduce_bucket_size"] = "auto" if hf_auto else b.reduce_bucket_size
-    off = plan.offload
-    if off.optimizer != "none":
-        zero["offload_optimizer"] = _offload(off.optimizer, plan)
-    if off.params != "none":
-        zero["offload_param"] = _offload(off.params, plan)
-    if stage == 3:
-        if b.stage3_prefetch_bucket_size is not None:
-            zero["stage3_prefetch_bucket_size"] = "auto" if hf_auto else b.stage3_prefetch_bucket_size
-        if b.stage3_param_persistence_threshold is not None:
-            zero["stage3_param_persistence_threshold"] = (
-                "auto" if hf_auto else b.stage3_param_persistence_threshold
-            )
-        zero["stage3_gather_16bit_weights_on_model_save"] = True
-        if plan.hybrid:
-            zero["zero_hpz_partition_size"] = plan.shard_group
-    return zero
-
-
-def _offload(device: str, plan: Plan) -> dict[str, Any]:
-    block: dict[str, Any] = {"device": device, "pin_memory": plan.offload.pin_memory}
-    if device == "nvme":
-        block["nvme_path"] = plan.offload.nvme_path
-    return block
 
 
 def findings(plan: Plan) -> list[Finding]:

@@ -15,14 +15,11 @@ target cannot express the recipe at all, so nothing is written for it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
+from distrecipe.engines import ENGINES, Engine
 from distrecipe.errors import RecipeError
 from distrecipe.findings import Finding, Severity
 from distrecipe.recipe import Offload
-
-Engine = Literal["deepspeed", "accelerate", "verl", "hf"]
-ENGINES: tuple[Engine, ...] = ("deepspeed", "accelerate", "verl", "hf")
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,18 +15,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from distrecipe.engines.deepspeed import CONFIG_FILE as DS_CONFIG_FILE
+from distrecipe.engines.hf import CONFIG_FILE, OPTIM, TRAINER_FSDP_KEYS
 from distrecipe.findings import Finding
 from distrecipe.output import to_json
 from distrecipe.recipe import Plan
 from distrecipe.translator import accelerate
-from distrecipe.translator.deepspeed import CONFIG_FILE
 from distrecipe.translator.equivalence import finding, offload_findings, refuse_errors
 from distrecipe.translator.targets import EmitOptions, Output, render_deepspeed
 
 TARGET = "hf"
-
-OPTIM = {"adamw": "adamw_torch", "adam": "adamw_torch", "sgd": "sgd"}
-"""TrainingArguments' optimizer names; it has no coupled-L2 Adam (DR215 when it matters)."""
 
 
 def uses_fsdp(plan: Plan) -> bool:
@@ -96,22 +94,8 @@ def emit(plan: Plan) -> dict[str, Any]:
         # FSDP has its own recompute; the Trainer warns that both would gather twice.
         args["gradient_checkpointing"] = plan.activation_checkpointing != "none"
     if plan.strategy == "zero":
-        args["deepspeed"] = CONFIG_FILE
+        args["deepspeed"] = DS_CONFIG_FILE
     return args
-
-
-TRAINER_FSDP_KEYS = {
-    "fsdp_version": "version",
-    "fsdp_reshard_after_forward": "reshard_after_forward",
-    "fsdp_offload_params": "cpu_offload",
-    "fsdp_auto_wrap_policy": "auto_wrap_policy",
-    "fsdp_transformer_layer_cls_to_wrap": "transformer_layer_cls_to_wrap",
-    "fsdp_state_dict_type": "state_dict_type",
-    "fsdp_cpu_ram_efficient_loading": "cpu_ram_efficient_loading",
-    "fsdp_activation_checkpointing": "activation_checkpointing",
-}
-"""Accelerate's FSDP2 key → the Trainer's `fsdp_config` key (it reads no
-`sync_module_states` under FSDP2, and wants the layer classes as a list)."""
 
 
 def _fsdp_config(plan: Plan) -> dict[str, Any]:
@@ -132,5 +116,5 @@ def render(plan: Plan, options: EmitOptions) -> Output:
         found += ds.findings
         files.update(ds.files)
     refuse_errors(found)
-    files["training_args.json"] = to_json(emit(plan))
+    files[CONFIG_FILE] = to_json(emit(plan))
     return Output(files=files, findings=tuple(found))

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from distrecipe.errors import Position, RecipeError
-from distrecipe.plan.shapes import llama
+from distrecipe.keys import dotted
+from distrecipe.model_shapes import llama
 from distrecipe.recipe import (
     RL,
     Batch,
@@ -28,7 +29,7 @@ from distrecipe.recipe import (
     Parallel,
     Recipe,
 )
-from distrecipe.schemas import coerce_integers, dotted, recipe_schema, validate_recipe
+from distrecipe.schemas import coerce_integers, recipe_schema, validate_recipe
 from distrecipe.source import Document, SourceError, parse_text, read_document
 
 _UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
@@ -101,61 +102,41 @@ def apply_overrides(doc: Document, overrides: Sequence[str]) -> Document:
 
 
 def recipe_from_document(doc: Document, base_dir: Path) -> Recipe:
-    """Validate against the schema, then build typed sections with defaults filled."""
+    """Validate against the schema, then build typed sections with defaults filled.
+
+    Only the keys the recipe wrote are passed on: every default is the dataclass
+    field's (`distrecipe.recipe`), so no default is written twice.
+    """
     if not isinstance(doc.data, dict):
         raise RecipeError("a recipe must be a mapping (key: value pairs)", doc.where(()))
     validate_recipe(doc)
     d: dict[str, Any] = coerce_integers(doc.data, recipe_schema())
-    model = _model(d.get("model", {}), base_dir, doc)
-    cluster_d = d.get("cluster", {})
-    batch_d = d.get("batch", {})
-    opt_d = d.get("optimizer", {})
-    launch_d = d.get("launch", {})
-    ac = d.get("activation_checkpointing", False)
-    rl_d = d.get("rl")
+    cluster: dict[str, Any] = {k: _size(v) if k in ("gpu_memory", "cpu_memory") else v
+               for k, v in d.get("cluster", {}).items()}
+    batch: dict[str, Any] = {"global_" if k == "global" else k: v for k, v in d.get("batch", {}).items()}
+    written: dict[str, Any] = {k: d[k] for k in ("stage", "precision") if k in d}
+    if "grad_clip" in d:
+        written["grad_clip"] = d["grad_clip"] or None  # 0 and null both mean "no clipping"
+    if "activation_checkpointing" in d:
+        ac = d["activation_checkpointing"]
+        written["activation_checkpointing"] = "full" if ac is True else "none" if ac is False else ac
+    if d.get("rl"):
+        written["rl"] = RL(**d["rl"])
+    for key, section in (("optimizer", Optimizer), ("launch", Launch)):
+        if key in d:  # lists in YAML, tuples in the frozen sections
+            values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in d[key].items()}
+            written[key] = section(**values)
     return Recipe(
         name=d.get("name") or Path(doc.file).stem,
-        model=model,
-        cluster=Cluster(
-            nodes=cluster_d.get("nodes", 1),
-            gpus_per_node=cluster_d.get("gpus_per_node", "auto"),
-            gpu_memory=_size(cluster_d.get("gpu_memory")),
-            cpu_memory=_size(cluster_d.get("cpu_memory")),
-            device=cluster_d.get("device", "gpu"),
-        ),
+        model=_model(d.get("model", {}), base_dir, doc),
+        cluster=Cluster(**cluster),
         strategy=d["strategy"],
-        stage=d.get("stage"),
         offload=Offload(**d.get("offload", {})),
         parallel=Parallel(**d.get("parallel", {})),
-        batch=Batch(
-            micro=batch_d.get("micro", "auto"),
-            accumulation=batch_d.get("accumulation", "auto"),
-            global_=batch_d.get("global", "auto"),
-            seq_len=batch_d.get("seq_len"),
-        ),
-        precision=d.get("precision", "bf16"),
-        optimizer=_optimizer(opt_d),
-        grad_clip=d.get("grad_clip", 1.0) or None,
-        activation_checkpointing="full" if ac is True else "none" if ac is False else ac,
-        rl=RL(**rl_d) if rl_d else None,
-        launch=Launch(
-            **{k: v for k, v in launch_d.items() if k != "args"},
-            args=tuple(launch_d.get("args", ())),
-        ),
+        batch=Batch(**batch),
+        **written,
         source=doc.file,
         where={dotted(path): pos for path, pos in doc.positions.items() if path},
-    )
-
-
-def _optimizer(d: dict[str, Any]) -> Optimizer:
-    defaults = Optimizer()
-    betas = d.get("betas", defaults.betas)
-    return Optimizer(
-        name=d.get("name", defaults.name),
-        lr=d.get("lr", defaults.lr),
-        betas=(betas[0], betas[1]),
-        eps=d.get("eps", defaults.eps),
-        weight_decay=d.get("weight_decay", defaults.weight_decay),
     )
 
 
@@ -208,7 +189,7 @@ def _read_hf_config(path: Path, where: Position) -> dict[str, Any]:
 def count_parameters(model: Model) -> int | None:
     """Ψ of a Llama-style decoder from its shape (biases ignored), or None if unknown.
 
-    The sum of the tensors `plan.shapes.llama` lists, so Ψ and the memory model's
+    The sum of the tensors `model_shapes.llama` lists, so Ψ and the memory model's
     per-tensor sizes cannot disagree.
     """
     inventory = llama(model)

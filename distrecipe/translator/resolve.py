@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from distrecipe.engines import data_parallel
 from distrecipe.errors import RecipeError
 from distrecipe.recipe import AUTO, Backend, Buckets, Plan, Recipe, plan_values
 
@@ -167,13 +168,13 @@ def _data_parallel(recipe: Recipe, gpus: int, prov: dict[str, str]) -> int:
         f"nodes({nodes}) × gpus_per_node({gpus}) = {world} ranks; "
         f"tensor({par.tensor}) × pipeline({par.pipeline}) × sequence({par.sequence}) = {model_parallel}"
     )
-    if world % model_parallel:
+    dp = data_parallel(world, model_parallel)
+    if dp is None:
         raise RecipeError(
             f"the world does not split into data-parallel replicas: {factors}, "
             f"and {world} / {model_parallel} is not an integer",
             recipe.at("parallel.tensor", "parallel.pipeline", "parallel.sequence", "parallel"),
         )
-    dp = world // model_parallel
     prov["parallel.dp"] = (
         f"nodes × gpus_per_node / (tensor × pipeline × sequence) = "
         f"{nodes} × {gpus} / ({par.tensor} × {par.pipeline} × {par.sequence})"

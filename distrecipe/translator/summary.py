@@ -9,6 +9,7 @@ a difference would be a bug in an emitter, never the user's problem.
 
 from __future__ import annotations
 
+from distrecipe.engines import accelerate, deepspeed, hf, verl
 from distrecipe.errors import DistrecipeError
 from distrecipe.findings import Finding
 from distrecipe.recipe import Plan
@@ -18,11 +19,11 @@ from distrecipe.translator.targets import TARGETS, EmitOptions, Output
 ALL = "all"
 
 USAGE = {
-    "ds_config.json": "DeepSpeed: `deepspeed SCRIPT --deepspeed ds_config.json`",
-    "accelerate_config.yaml": "Accelerate: `accelerate launch --config_file accelerate_config.yaml SCRIPT`",
-    "verl_overrides.txt": "verl: `python3 -m verl.trainer.main_ppo $(cat verl_overrides.txt)`",
-    "verl_actor.yaml": "verl: the same overrides as one YAML fragment",
-    "training_args.json": "HF Trainer: `TrainingArguments(output_dir=..., **json.load(f))`",
+    deepspeed.CONFIG_FILE: f"DeepSpeed: `deepspeed SCRIPT --deepspeed {deepspeed.CONFIG_FILE}`",
+    accelerate.CONFIG_FILE: f"Accelerate: `accelerate launch --config_file {accelerate.CONFIG_FILE} SCRIPT`",
+    verl.OVERRIDES_FILE: f"verl: `python3 -m verl.trainer.main_ppo $(cat {verl.OVERRIDES_FILE})`",
+    verl.ACTOR_FILE: "verl: the same overrides as one YAML fragment",
+    hf.CONFIG_FILE: "HF Trainer: `TrainingArguments(output_dir=..., **json.load(f))`",
 }
 
 

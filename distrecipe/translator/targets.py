@@ -11,6 +11,7 @@ import importlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
+from distrecipe.engines.deepspeed import CONFIG_FILE
 from distrecipe.findings import Finding
 from distrecipe.output import to_json
 from distrecipe.recipe import Plan
@@ -36,7 +37,7 @@ Render = Callable[[Plan, EmitOptions], Output]
 
 def render_deepspeed(plan: Plan, options: EmitOptions) -> Output:
     return Output(
-        files={deepspeed.CONFIG_FILE: to_json(deepspeed.emit(plan, hf_auto=options.hf_auto))},
+        files={CONFIG_FILE: to_json(deepspeed.emit(plan, hf_auto=options.hf_auto))},
         findings=tuple(deepspeed.findings(plan)),
     )
 

@@ -19,6 +19,18 @@ from typing import Any
 
 import yaml
 
+from distrecipe.engines.hydra import format_value
+from distrecipe.engines.verl import (
+    ACTOR_FILE,
+    FSDP_DTYPE,
+    FSDP_OPTIMIZER,
+    MEGATRON_DTYPE,
+    MEGATRON_OPTIMIZER,
+    OVERRIDES_FILE,
+    VerlBatch,
+    Violation,
+    batch_violations,
+)
 from distrecipe.findings import Finding
 from distrecipe.recipe import Plan
 from distrecipe.translator.equivalence import finding, offload_findings, refuse_errors
@@ -26,15 +38,6 @@ from distrecipe.translator.targets import EmitOptions, Output
 
 TARGET = "verl"
 ACTOR = "actor_rollout_ref.actor"
-
-OVERRIDES_FILE = "verl_overrides.txt"
-ACTOR_FILE = "verl_actor.yaml"
-
-FSDP_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp32": "fp32"}
-MEGATRON_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
-FSDP_OPTIMIZER = {"adamw": "AdamW", "adam": "Adam", "sgd": "SGD"}
-MEGATRON_OPTIMIZER = {"adamw": "adam", "adam": "adam", "sgd": "sgd"}
-"""Megatron's `adam` is decoupled (AdamW) weight decay, so adamw and adam share it."""
 
 Override = tuple[str, Any]
 
@@ -103,23 +106,20 @@ def _batch_findings(plan: Plan) -> list[Finding]:
     """
     assert plan.rl is not None
     n, prompts = plan.rl.rollout_n, plan.rl.prompts_per_step
-    mini = mini_batch(plan)
-    sequences = prompts * n
-    # validate_config: the whole rollout must split over the GPUs (Megatron: DP × micro).
-    minimal = plan.dp * plan.micro if plan.strategy == "megatron" else plan.world
-    rules = [
-        (
-            sequences % minimal == 0,
-            f"prompts_per_step × rollout_n = {prompts} × {n} = {sequences} "
-            f"is not divisible by {minimal}",
-        ),
-        # Worker-side: each rank's rollout share splits into whole mini-batches.
-        (
-            prompts % mini == 0,
-            f"prompts_per_step {prompts} is not a whole number of mini-batches of {mini} prompts",
-        ),
-    ]
-    return [finding("DR220", TARGET, message) for ok, message in rules if not ok]
+    model_parallel = plan.tensor * plan.pipeline * plan.sequence
+    batch = VerlBatch(world=plan.world, model_parallel=model_parallel, megatron=plan.strategy == "megatron",
+                      prompts=prompts, n=n, mini=mini_batch(plan), micro=plan.micro)
+    return [finding("DR220", TARGET, _message(v, batch)) for v in batch_violations(batch)]
+
+
+def _message(v: Violation, b: VerlBatch) -> str:
+    """The violation in the recipe's words (`resolve` has ruled out the others)."""
+    if v.rule == "rollout-split":
+        return (f"prompts_per_step × rollout_n = {b.prompts} × {b.n} = {(b.prompts or 0) * b.n} "
+                f"is not divisible by {v.divisor}")
+    if v.rule == "whole-mini-batches":
+        return f"prompts_per_step {b.prompts} is not a whole number of mini-batches of {b.mini} prompts"
+    raise AssertionError(f"resolve admitted a plan that breaks verl's {v.rule} rule")
 
 
 def overrides(plan: Plan) -> list[Override]:
@@ -153,7 +153,7 @@ def _fsdp(plan: Plan) -> list[Override]:
     fsdp = f"{ACTOR}.fsdp_config"
     out: list[Override] = [
         (f"{ACTOR}.strategy", "fsdp2"),
-        (f"{fsdp}.reshard_after_forward", plan.stage == 3),
+        (f"{fsdp}.reshard_after_forward", plan.reshard_after_forward),
         (f"{fsdp}.fsdp_size", 1 if ddp else plan.world // plan.replicas),
         (f"{fsdp}.offload_policy", plan.offload.enabled),
         (f"{fsdp}.param_offload", False),
@@ -196,22 +196,9 @@ def _megatron(plan: Plan) -> list[Override]:
     return out
 
 
-def hydra_value(value: Any) -> str:
-    """A value in Hydra's override grammar, with no spaces so `$(cat file)` splits on lines."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return "inf" if value == float("inf") else repr(value)
-    if isinstance(value, list):
-        return "[" + ",".join(hydra_value(item) for item in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{key}:{hydra_value(item)}" for key, item in value.items()) + "}"
-    return str(value)
-
-
 def overrides_text(plan: Plan) -> str:
     """`verl_overrides.txt`: one override per line."""
-    return "".join(f"{key}={hydra_value(value)}\n" for key, value in overrides(plan))
+    return "".join(f"{key}={format_value(value)}\n" for key, value in overrides(plan))
 
 
 def nested(plan: Plan) -> dict[str, Any]:

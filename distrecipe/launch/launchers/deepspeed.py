@@ -9,9 +9,9 @@ convention) pointing at the emitted ds_config in the run directory.
 
 from __future__ import annotations
 
+from distrecipe.engines.deepspeed import CONFIG_FILE
 from distrecipe.errors import LaunchError
 from distrecipe.launch.spec import LaunchRequest, LaunchSpec, executable, job_env, program_argv
-from distrecipe.translator.deepspeed import CONFIG_FILE
 
 DS_CONFIG = CONFIG_FILE
 """The ds_config in the run directory, under the name the emitter gives it."""

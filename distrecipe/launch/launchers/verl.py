@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import sys
 
+from distrecipe.engines.verl import OVERRIDES_FILE
 from distrecipe.errors import LaunchError
 from distrecipe.launch.spec import LaunchRequest, LaunchSpec, job_env
-from distrecipe.translator.verl import OVERRIDES_FILE
 
 ENTRY = "verl.trainer.main_ppo"
 

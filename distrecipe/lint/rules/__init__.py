@@ -8,7 +8,8 @@ applies `[tool.distrecipe] severity` over it.
 
 from __future__ import annotations
 
-from distrecipe.lint.rule import KINDS, Kind, Rule
+from distrecipe.engines import KINDS, Kind
+from distrecipe.lint.rule import Rule
 from distrecipe.lint.rules import accelerate, batch, deepspeed, hf, plan, recipe, verl
 
 RECIPE, DEEPSPEED, ACCELERATE, VERL, HF = (frozenset({kind}) for kind in KINDS)

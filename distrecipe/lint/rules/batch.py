@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from distrecipe.lint.rule import Problem, Source, integer
+from distrecipe.engines import data_parallel
+from distrecipe.engines.deepspeed import BATCH_KEYS
+from distrecipe.keys import integer
+from distrecipe.lint.rule import Problem, Source
 from distrecipe.source import KeyPath
-from distrecipe.translator.deepspeed import BATCH_KEYS
 from distrecipe.translator.resolve import nearest_multiples
 
 
@@ -33,7 +35,7 @@ def facts(src: Source) -> Batch | None:
     if src.kind == "deepspeed":
         keys = tuple(BATCH_KEYS.values())
         sp = integer(src.get("sequence_parallel_size")) or 1
-        dp = src.world // sp if src.world and src.world % sp == 0 else None
+        dp = data_parallel(src.world, sp) if src.world else None
         by_sp = f" / sequence_parallel_size {sp})" if sp > 1 else ")"
         text = f"DP {dp} (world {src.world} from {src.world_from}{by_sp}"
         values = [integer(src.get(k)) for k in keys]
@@ -44,7 +46,7 @@ def facts(src: Source) -> Batch | None:
         split = [integer(parallel.get(k, 1)) or 1 for k in ("tensor", "pipeline", "sequence")]
         model_parallel = split[0] * split[1] * split[2]
         world = nodes * gpus if nodes and gpus else None
-        dp = world // model_parallel if world and world % model_parallel == 0 else None
+        dp = data_parallel(world, model_parallel) if world else None
         text = f"DP {dp} (nodes {nodes} × gpus_per_node {gpus}" + (
             f" / model parallel {model_parallel})" if model_parallel > 1 else ")")
         keys = tuple(BATCH_KEYS)

@@ -1,98 +1,26 @@
 """What raw DeepSpeed (0.19) accepts silently, or refuses only at start-up on the cluster.
 
-The key sets were read from the installed DeepSpeed: the top-level keys
-`DeepSpeedConfig` looks up (recorded by loading a config through a recording dict),
-and the fields and aliases of its pydantic ZeRO models, which forbid extra keys.
-`tests/test_lint_oracle.py` derives them again from DeepSpeed and compares.
+The key sets these rules check against are DeepSpeed's own, kept in
+`engines/deepspeed.py` (where `import` and the suppressions read them too).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
-from distrecipe.lint.rule import Problem, Source, integer
-from distrecipe.schemas import did_you_mean
-from distrecipe.source import KeyPath
-
-IGNORE_KEY = "//distrecipe-ignore"
-"""The JSON suppression list (`"//distrecipe-ignore": ["DR311"]`); DeepSpeed ignores it too."""
-
-TOP_LEVEL = frozenset({
-    "activation_checkpointing", "aio", "autotuning", "bf16", "bfloat16", "checkpoint", "comet",
-    "comms_logger", "communication_data_type", "compile", "csv_monitor", "data_efficiency",
-    "data_types", "dataloader_drop_last", "datastates_ckpt", "disable_allgather",
-    "disable_python_gc", "dump_state", "expert_parallel", "flops_profiler", "fp16",
-    "gradient_accumulation_steps", "gradient_allreduce_op", "gradient_clipping",
-    "gradient_predivide_factor", "hybrid_engine", "log_level", "managed_gradient_accumulation",
-    "memory_breakdown", "optimizer", "pipeline", "prescale_gradients", "scheduler",
-    "seq_parallel_communication_data_type", "sequence_parallel_size", "steps_per_print",
-    "tensor_parallel", "tensorboard", "timers", "torch_autocast", "train_batch_size",
-    "train_micro_batch_size_per_gpu", "use_data_before_expert_parallelism", "vocabulary_size",
-    "wall_clock_breakdown", "wandb", "weight_quantization", "zero_allow_untested_optimizer",
-    "zero_force_ds_cpu_optimizer", "zero_optimization",
-})
-"""Top-level keys DeepSpeed reads; any other is ignored without a word."""
-
-REMOVED_TOP_LEVEL = frozenset({
-    "amp", "compression_training", "curriculum_learning", "eigenvalue", "elasticity",
-    "graph_harvesting", "nebula", "progressive_layer_drop", "quantize_training",
-    "sparse_attention", "sparse_gradients",
-})
-REMOVED_ZERO = frozenset({"mics_hierarchical_params_gather", "mics_shard_size", "zeropp_loco_param"})
-
-ZERO_KEYS = frozenset({
-    "allgather_bucket_size", "allgather_partitions", "allgather_sequential", "compute_grad_norm",
-    "contiguous_gradients", "cpu_offload", "cpu_offload_param", "cpu_offload_use_pin_memory",
-    "elastic_checkpoint", "enable_sanity_checks", "gather_16bit_weights_on_model_save",
-    "ignore_unused_parameters", "leaf_module", "legacy_stage1", "load_from_fp32_weights",
-    "log_trace_cache_warnings", "max_live_parameters", "max_reuse_distance",
-    "memory_efficient_linear", "model_persistence_threshold", "module_granularity_threshold",
-    "offload_optimizer", "offload_param", "overlap_comm", "override_module_apply",
-    "param_persistence_threshold", "parameter_alignment", "pipeline_loading_checkpoint",
-    "prefetch_bucket_size", "reduce_bucket_size", "reduce_scatter", "round_robin_gradients",
-    "save_muon_momentum_buffer_in_memory", "stage", "stage3_allgather_sequential",
-    "stage3_gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save",
-    "stage3_max_live_parameters", "stage3_max_reuse_distance", "stage3_model_persistence_threshold",
-    "stage3_module_granularity_threshold", "stage3_param_persistence_threshold",
-    "stage3_prefetch_bucket_size", "stage3_use_all_reduce_for_fetch_params", "sub_group_size",
-    "use_all_reduce_for_fetch_params", "use_multi_rank_bucket_allreduce", "zenflow",
-    "zero_hpz_partition_size", "zero_quantized_gradients", "zero_quantized_nontrainable_weights",
-    "zero_quantized_weights",
-})
-"""`DeepSpeedZeroConfig` fields and aliases (pydantic, extra keys forbidden)."""
-OFFLOAD_KEYS = {
-    "offload_param": frozenset({"buffer_count", "buffer_size", "device", "max_in_cpu", "nvme_path",
-                                "pin_memory"}),
-    "offload_optimizer": frozenset({"buffer_count", "cpuadam_cores_perc", "device", "fast_init",
-                                    "nvme_path", "pin_memory", "pipeline_read", "pipeline_write",
-                                    "ratio", "super_offload"}),
-}
-
-ACCELERATE_FILLS = frozenset({
-    ("train_batch_size",), ("train_micro_batch_size_per_gpu",), ("gradient_accumulation_steps",),
-    ("gradient_clipping",), ("fp16", "enabled"), ("bf16", "enabled"),
-    ("zero_optimization", "reduce_bucket_size"), ("zero_optimization", "stage3_prefetch_bucket_size"),
-    ("zero_optimization", "stage3_param_persistence_threshold"),
-    ("zero_optimization", "stage3_gather_16bit_weights_on_model_save"),
-    ("optimizer", "params", "lr"), ("optimizer", "params", "weight_decay"),
-    ("scheduler", "params", "warmup_min_lr"), ("scheduler", "params", "warmup_max_lr"),
-    ("scheduler", "params", "warmup_num_steps"), ("scheduler", "params", "total_num_steps"),
-})
-"""`"auto"` values `Accelerator.prepare` fills (from the DataLoader, its state, the model's
-hidden size, DummyOptim and DummyScheduler); any other `"auto"` makes it raise."""
-
-
-def autos(node: Any, path: KeyPath = ()) -> Iterator[KeyPath]:
-    """The key path of every `"auto"` value in `node`, in document order."""
-    if isinstance(node, dict):
-        for key, value in node.items():
-            yield from autos(value, (*path, key))
-    elif isinstance(node, list):
-        for index, value in enumerate(node):
-            yield from autos(value, (*path, index))
-    elif node == "auto":
-        yield path
+from distrecipe.engines.deepspeed import (
+    ACCELERATE_FILLS,
+    IGNORE_KEY,
+    OFFLOAD_KEYS,
+    REMOVED_TOP_LEVEL,
+    REMOVED_ZERO,
+    TOP_LEVEL,
+    ZERO_KEYS,
+    autos,
+    enabled,
+)
+from distrecipe.keys import did_you_mean, integer, joined
+from distrecipe.lint.rule import Problem, Source
 
 
 def auto_in_raw_deepspeed(src: Source) -> Iterator[Problem]:
@@ -120,13 +48,13 @@ def auto_in_raw_deepspeed(src: Source) -> Iterator[Problem]:
     for path in autos(src.data):
         if "accelerate" in users:
             if path not in ACCELERATE_FILLS:
-                yield Problem(path, f'"auto" at {_dotted(path)}: Accelerate (without the HF Trainer) '
+                yield Problem(path, f'"auto" at {joined(path)}: Accelerate (without the HF Trainer) '
                                     "cannot fill it and raises at start-up")
         elif len(path) == 1:
             yield Problem(path, f'"auto" at top-level {path[0]}: raw DeepSpeed fails with a TypeError')
         else:
             stage = " (stage 0: no sharding)" if path == ("zero_optimization", "stage") else ""
-            yield Problem(path, f'"auto" at {_dotted(path)}: raw DeepSpeed silently drops it and uses '
+            yield Problem(path, f'"auto" at {joined(path)}: raw DeepSpeed silently drops it and uses '
                                 f"its default{stage}")
 
 
@@ -270,10 +198,3 @@ def fp16_and_bf16(src: Source) -> Iterator[Problem]:
         yield Problem(("bf16",), "bf16 and fp16 are both true")
 
 
-def enabled(block: Any) -> bool:
-    """A ds_config block (`fp16`, `bf16`) whose `enabled` is true."""
-    return isinstance(block, dict) and block.get("enabled") is True
-
-
-def _dotted(path: KeyPath) -> str:
-    return ".".join(str(part) for part in path)

@@ -5,15 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from distrecipe.lint.rule import Problem, Source, integer
-from distrecipe.lint.workspace import ds_reference
-
-DEFAULTS: dict[str, Any] = {
-    "per_device_train_batch_size": 8, "gradient_accumulation_steps": 1, "max_grad_norm": 1.0,
-    "learning_rate": 5e-5, "adam_beta1": 0.9, "adam_beta2": 0.999, "adam_epsilon": 1e-8,
-    "weight_decay": 0.0, "fp16": False, "bf16": False,
-}
-"""TrainingArguments' defaults (transformers), for the keys the Trainer matches (and `import` reads)."""
+from distrecipe.engines.hf import DEFAULTS
+from distrecipe.engines.native import ds_reference
+from distrecipe.keys import integer
+from distrecipe.lint.rule import Problem, Source
 
 
 def deepspeed_mismatch(src: Source) -> Iterator[Problem]:

@@ -1,63 +1,33 @@
 """verl (0.9.1) actor batch rules, including those only its GPU workers check.
 
 verl counts `data.train_batch_size` in prompts; each is rolled out `rollout.n` times,
-and one optimizer step consumes `ppo_mini_batch_size × n` sequences (see
-`translator/verl.py`). `validate_config` checks some divisibility before any GPU is
-used; the rest are asserted inside the workers, after Ray, the rollout engine and the
-model have started on the cluster. A rule runs only on numbers the file writes.
+and one optimizer step consumes `ppo_mini_batch_size × n` sequences. The batch rules
+themselves are `engines.verl.batch_violations`, which `compile --target verl` also
+applies; here they are worded in verl's key names. A rule runs only on numbers the
+file writes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
 
-from distrecipe.lint.rule import Problem, Source, get, integer
-from distrecipe.schemas import did_you_mean
-from distrecipe.source import KeyPath
-
-ACTOR: KeyPath = ("actor_rollout_ref", "actor")
-MINI: KeyPath = (*ACTOR, "ppo_mini_batch_size")
-MICRO: KeyPath = (*ACTOR, "ppo_micro_batch_size_per_gpu")
-PROMPTS: KeyPath = ("data", "train_batch_size")
-ULYSSES: KeyPath = (*ACTOR, "ulysses_sequence_parallel_size")
-FSDP_SIZE: KeyPath = (*ACTOR, "fsdp_config", "fsdp_size")
-DEPRECATED: tuple[tuple[KeyPath, str], ...] = (
-    ((*ACTOR, "ppo_micro_batch_size"), "ppo_micro_batch_size_per_gpu"),
-    (("critic", "ppo_micro_batch_size"), "ppo_micro_batch_size_per_gpu"),
-    (("actor_rollout_ref", "rollout", "log_prob_micro_batch_size"), "log_prob_micro_batch_size_per_gpu"),
-    (("actor_rollout_ref", "ref", "log_prob_micro_batch_size"), "log_prob_micro_batch_size_per_gpu"),
+from distrecipe.engines.verl import (
+    ACTOR,
+    ACTOR_STRATEGIES,
+    DEPRECATED,
+    FSDP_SIZE,
+    MICRO,
+    MINI,
+    PROMPTS,
+    ROLLOUT_N,
+    ULYSSES,
+    VerlBatch,
+    Violation,
+    batch_violations,
+    uses_megatron,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Shape:
-    world: int
-    dp: int
-    megatron: bool
-    sp: int
-
-
-def uses_megatron(data: dict[str, Any]) -> bool:
-    """verl trains the actor with Megatron (`model_engine=megatron` or the actor's strategy)."""
-    return data.get("model_engine") == "megatron" or get(data, *ACTOR, "strategy") == "megatron"
-
-
-def _shape(src: Source) -> Shape | None:
-    if src.world is None:
-        return None
-    megatron = uses_megatron(src.data)
-    if megatron:
-        split = [integer(src.get(*ACTOR, "megatron", f"{k}_parallel_size")) or 1
-                 for k in ("tensor_model", "pipeline_model", "context")]
-        model_parallel = split[0] * split[1] * split[2]
-        sp = 1
-    else:
-        model_parallel = sp = integer(src.get(*ULYSSES)) or 1
-    if src.world % model_parallel:
-        return Shape(src.world, 0, megatron, sp)
-    return Shape(src.world, src.world // model_parallel, megatron, sp)
+from distrecipe.keys import did_you_mean, integer, joined
+from distrecipe.lint.rule import Problem, Source
 
 
 def batch_rules(src: Source) -> Iterator[Problem]:
@@ -79,43 +49,46 @@ def batch_rules(src: Source) -> Iterator[Problem]:
     rollout.n=2` (12 × 2 = 24 sequences split over 8 ranks as 3, but micro 2 does not
     divide 3). Fix: the message names the numbers; keep M × n a multiple of DP × m.
     """
-    shape = _shape(src)
-    prompts, mini, micro = (integer(src.get(*p)) for p in (PROMPTS, MINI, MICRO))
-    n = integer(src.get("actor_rollout_ref", "rollout", "n")) or 1
-    if shape is None:
+    if src.world is None:
         return
-    if shape.dp == 0:
-        yield Problem(ULYSSES, f"{shape.world} GPUs are not divisible by the model-parallel size "
-                               "(checked only inside the workers)")
-        return
-    if prompts is not None:
-        minimal = shape.dp * micro if shape.megatron and micro else shape.world
-        if prompts * n % minimal:
-            what = f"DP {shape.dp} × micro {micro}" if shape.megatron else f"{shape.world} GPUs"
-            yield Problem(PROMPTS, f"train_batch_size × rollout.n = {prompts} × {n} = {prompts * n} "
-                                   f"is not divisible by {what} (validate_config refuses it)")
-        elif mini and prompts % mini and prompts > mini:
-            yield Problem(PROMPTS, f"data.train_batch_size {prompts} is not a whole number of mini-batches "
-                                   f"of {mini} prompts (checked only inside the workers)")
-        if mini is not None and prompts < mini:
-            yield Problem(MINI, f"ppo_mini_batch_size {mini} > data.train_batch_size {prompts} "
-                                "(validate_config refuses it)")
-    if mini is not None:
-        sequences = mini * n
-        if sequences % shape.dp:
-            yield Problem(MINI, f"ppo_mini_batch_size × rollout.n = {mini} × {n} = {sequences} sequences "
-                                f"do not split over DP {shape.dp} ranks (checked only inside the workers)")
-        elif micro is not None and sequences // shape.dp % micro:
-            yield Problem(MICRO, f"per-rank mini-batch {sequences} / DP {shape.dp} = {sequences // shape.dp} "
-                                 f"is not divisible by ppo_micro_batch_size_per_gpu {micro} "
-                                 "(checked only inside the workers)")
-    fsdp_size = integer(src.get(*FSDP_SIZE))
-    if not shape.megatron and fsdp_size and 0 < fsdp_size < shape.world and shape.world % fsdp_size:
-        yield Problem(FSDP_SIZE, f"{shape.world} GPUs are not divisible by fsdp_size {fsdp_size} "
-                                 "(checked only inside the workers)")
+    megatron = uses_megatron(src.data)
+    if megatron:
+        split = [integer(src.get(*ACTOR, "megatron", f"{k}_parallel_size")) or 1
+                 for k in ("tensor_model", "pipeline_model", "context")]
+        model_parallel = split[0] * split[1] * split[2]
+    else:
+        model_parallel = integer(src.get(*ULYSSES)) or 1
+    b = VerlBatch(world=src.world, model_parallel=model_parallel, megatron=megatron,
+                  prompts=integer(src.get(*PROMPTS)), n=integer(src.get(*ROLLOUT_N)) or 1,
+                  mini=integer(src.get(*MINI)), micro=integer(src.get(*MICRO)),
+                  fsdp_size=integer(src.get(*FSDP_SIZE)))
+    for v in batch_violations(b):
+        yield Problem(v.path, _message(v, b))
 
 
-ACTOR_STRATEGIES = ("fsdp", "fsdp2", "fsdp_turbo", "megatron", "veomni", "torchtitan")
+def _message(v: Violation, b: VerlBatch) -> str:
+    """The violation in verl's own key names, and where verl would find it."""
+    where = "checked only inside the workers" if v.worker_side else "validate_config refuses it"
+    dp, prompts, mini, micro, n = b.dp or 0, b.prompts or 0, b.mini or 0, b.micro, b.n
+    if v.rule == "model-parallel":
+        return f"{b.world} GPUs are not divisible by the model-parallel size ({where})"
+    if v.rule == "rollout-split":
+        what = f"DP {dp} × micro {micro}" if b.megatron else f"{b.world} GPUs"
+        return (f"train_batch_size × rollout.n = {prompts} × {n} = {prompts * n} "
+                f"is not divisible by {what} ({where})")
+    if v.rule == "whole-mini-batches":
+        return (f"data.train_batch_size {prompts} is not a whole number of mini-batches "
+                f"of {mini} prompts ({where})")
+    if v.rule == "mini-exceeds-prompts":
+        return f"ppo_mini_batch_size {mini} > data.train_batch_size {prompts} ({where})"
+    sequences = mini * n
+    if v.rule == "mini-split":
+        return (f"ppo_mini_batch_size × rollout.n = {mini} × {n} = {sequences} sequences "
+                f"do not split over DP {dp} ranks ({where})")
+    if v.rule == "micro-split":
+        return (f"per-rank mini-batch {sequences} / DP {dp} = {sequences // dp} "
+                f"is not divisible by ppo_micro_batch_size_per_gpu {micro} ({where})")
+    return f"{b.world} GPUs are not divisible by fsdp_size {b.fsdp_size} ({where})"
 
 
 def unknown_actor_strategy(src: Source) -> Iterator[Problem]:
@@ -154,5 +127,4 @@ def deprecated_micro_batch(src: Source) -> Iterator[Problem]:
         both = src.get(*path[:-1], replacement) is not None
         consequence = ("both forms are set, validate_config refuses it" if both else
                        "the workers never convert it and fail without the _per_gpu value")
-        dotted = ".".join(map(str, path))
-        yield Problem(path, f"{dotted} is deprecated: use {replacement} ({consequence})", key=True)
+        yield Problem(path, f"{joined(path)} is deprecated: use {replacement} ({consequence})", key=True)

@@ -1,11 +1,12 @@
 """Native config (+ world size) → recipe document: the emitters run backwards.
 
 One module per engine, each a function `to_recipe(data, context) -> Imported`, listed
-in `IMPORTERS` by the kind lint detects. They invert the emitters' own mapping tables
-(`translator/deepspeed.py`, `accelerate.py`, `verl.py`, `hf.py`) instead of restating
-them, so recipe → emit → import → resolve gives the same Plan (a property test holds
-them to it). What a native config cannot say (the model's size, the sequence length)
-is left out of the recipe; what a recipe cannot hold is named in `notes`.
+in `IMPORTERS` by the kind `engines.native.detect` tells. They invert the engines'
+mapping tables (`engines/deepspeed.py`, `accelerate.py`, `verl.py`, `hf.py`) that the
+emitters write from, instead of restating them, so recipe → emit → import → resolve
+gives the same Plan (a property test holds them to it). What a native config cannot
+say (the model's size, the sequence length) is left out of the recipe; what a recipe
+cannot hold is named in `notes`.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from distrecipe.engines.native import referenced_path
 from distrecipe.errors import DistrecipeError, Position
-from distrecipe.lint.rule import get
 from distrecipe.source import Document
 
 
@@ -71,23 +72,6 @@ class Imported:
 
     recipe: dict[str, Any]
     notes: list[str] = field(default_factory=list)
-
-
-def referenced_path(referrer: Path, ref: str) -> Path:
-    """Where a config's reference to another file points.
-
-    The engines open it relative to the directory the job is launched from, which
-    is usually where lint runs too (the repository root); a path relative to the
-    referring file's own directory is tried first, as configs kept side by side use it.
-    """
-    beside = referrer.parent / ref
-    return beside if beside.is_file() or not Path(ref).is_file() else Path(ref)
-
-
-def section(data: dict[str, Any], *path: str) -> dict[str, Any]:
-    """The mapping at `path`, else an empty one (a missing or malformed block)."""
-    value = get(data, *path)
-    return value if isinstance(value, dict) else {}
 
 
 def cluster(world: World) -> dict[str, int]:

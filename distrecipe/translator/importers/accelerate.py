@@ -13,11 +13,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from distrecipe.translator import accelerate as emitter
-from distrecipe.translator.importers import Context, Imported, NotImportable, World, cluster, inverse, section
+from distrecipe.engines import FSDP2_RESHARDS_BY_DEFAULT, stage_of_reshard
+from distrecipe.engines.accelerate import MIXED_PRECISION
+from distrecipe.keys import section
+from distrecipe.translator.importers import Context, Imported, NotImportable, World, cluster, inverse
 from distrecipe.translator.importers import deepspeed as ds_importer
 
-PRECISIONS = inverse(emitter.MIXED_PRECISION)
+PRECISIONS = inverse(MIXED_PRECISION)
 BATCH_COMMENT = re.compile(r"#.*\bmicro (\d+) per GPU\b.*\baccumulation (\d+)\b")
 """The header line `accelerate.text` writes: `# Batch ...: micro 2 per GPU ... x accumulation 4 ...`."""
 
@@ -63,7 +65,7 @@ def _fsdp(data: dict[str, Any], world: World, recipe: dict[str, Any], notes: lis
     fsdp = section(data, "fsdp_config")
     if str(fsdp.get("fsdp_version", 1)) != "2":
         notes.append("fsdp_version 1: read as FSDP2 (the stage from fsdp_sharding_strategy is not imported)")
-    stage = 3 if fsdp.get("fsdp_reshard_after_forward", True) is True else 2
+    stage = stage_of_reshard(fsdp.get("fsdp_reshard_after_forward", FSDP2_RESHARDS_BY_DEFAULT))
     out: dict[str, Any] = {"strategy": "fsdp", "stage": stage}
     if fsdp.get("fsdp_offload_params") is True:
         # One CPU offload moves parameters, gradients and the optimizer step; a recipe

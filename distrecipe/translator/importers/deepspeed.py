@@ -12,11 +12,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from distrecipe.lint.rules.deepspeed import IGNORE_KEY, autos, enabled
-from distrecipe.translator import deepspeed as emitter
-from distrecipe.translator.importers import Context, Imported, cluster, inverse, section, stage_strategy
+from distrecipe.engines import deepspeed as engine
+from distrecipe.engines.deepspeed import IGNORE_KEY, autos, enabled
+from distrecipe.keys import section
+from distrecipe.translator.importers import Context, Imported, cluster, inverse, stage_strategy
 
-OPTIMIZERS = inverse(emitter.OPTIMIZER_TYPE)
+OPTIMIZERS = inverse(engine.OPTIMIZER_TYPE)
 HANDLED = frozenset({
     "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
     "gradient_clipping", "bf16", "bfloat16", "fp16", "optimizer", "zero_optimization",
@@ -66,7 +67,7 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
 def batch(data: dict[str, Any]) -> dict[str, Any]:
     """The three batch numbers; one DeepSpeed would derive becomes `auto`."""
     return {ours: data[theirs] if isinstance(data.get(theirs), int) else "auto"
-            for ours, theirs in emitter.BATCH_KEYS.items()}
+            for ours, theirs in engine.BATCH_KEYS.items()}
 
 
 def precision(data: dict[str, Any]) -> str:

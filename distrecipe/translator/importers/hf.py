@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from distrecipe.lint.rules.hf import DEFAULTS
-from distrecipe.translator import hf as emitter
-from distrecipe.translator.importers import Context, Imported, cluster, inverse, section
+from distrecipe.engines import FSDP2_RESHARDS_BY_DEFAULT, stage_of_reshard
+from distrecipe.engines.hf import DEFAULTS, OPTIM
+from distrecipe.keys import section
+from distrecipe.translator.importers import Context, Imported, cluster, inverse
 from distrecipe.translator.importers import deepspeed as ds_importer
 
-OPTIMIZERS = inverse(emitter.OPTIM)
+OPTIMIZERS = inverse(OPTIM)
 
 
 def to_recipe(data: dict[str, Any], context: Context) -> Imported:
@@ -54,7 +55,7 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
 
 
 def _fsdp(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
-    stage = 3 if config.get("reshard_after_forward", True) is True else 2
+    stage = stage_of_reshard(config.get("reshard_after_forward", FSDP2_RESHARDS_BY_DEFAULT))
     out: dict[str, Any] = {"strategy": "fsdp", "stage": stage}
     if config.get("cpu_offload") is True:
         out["offload"] = {"optimizer": "cpu", "params": "cpu" if stage == 3 else "none"}

@@ -6,8 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from distrecipe.engines.native import detect, read_file
 from distrecipe.errors import DistrecipeError
-from distrecipe.lint.kinds import detect, read_file
 from distrecipe.source import Document, read_document
 from distrecipe.translator.importers import Context, Imported, World, accelerate, deepspeed, hf, verl
 
@@ -19,7 +19,7 @@ IMPORTERS: dict[str, Importer] = {
     "verl": verl.to_recipe,
     "hf": hf.to_recipe,
 }
-"""Native kind (as lint detects it) → importer."""
+"""Native kind (as `engines.native.detect` tells it) → importer."""
 
 
 class NotNative(DistrecipeError):

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from distrecipe.lint.rule import get, integer
-from distrecipe.lint.rules.verl import uses_megatron
-from distrecipe.translator import verl as emitter
-from distrecipe.translator.importers import Context, Imported, NotImportable, World, cluster, inverse, section
+from distrecipe.engines import FSDP2_RESHARDS_BY_DEFAULT, stage_of_reshard
+from distrecipe.engines import verl as engine
+from distrecipe.engines.verl import uses_megatron
+from distrecipe.keys import get, integer, section
+from distrecipe.translator.importers import Context, Imported, NotImportable, World, cluster, inverse
 
-FSDP_OPTIMIZERS = inverse(emitter.FSDP_OPTIMIZER)
-MEGATRON_OPTIMIZERS = inverse(emitter.MEGATRON_OPTIMIZER)
-FSDP_PRECISIONS = inverse(emitter.FSDP_DTYPE)
-MEGATRON_PRECISIONS = inverse(emitter.MEGATRON_DTYPE)
+FSDP_OPTIMIZERS = inverse(engine.FSDP_OPTIMIZER)
+MEGATRON_OPTIMIZERS = inverse(engine.MEGATRON_OPTIMIZER)
+FSDP_PRECISIONS = inverse(engine.FSDP_DTYPE)
+MEGATRON_PRECISIONS = inverse(engine.MEGATRON_DTYPE)
 
 
 def to_recipe(data: dict[str, Any], context: Context) -> Imported:
@@ -62,7 +63,7 @@ def _fsdp(actor: dict[str, Any], world: World) -> dict[str, Any]:
     if size == 1:
         ddp: dict[str, Any] = {"strategy": "ddp", "stage": 0}
         return {**ddp, "parallel": {"sequence": sequence}} if sequence > 1 else ddp
-    stage = 3 if fsdp.get("reshard_after_forward", True) is True else 2
+    stage = stage_of_reshard(fsdp.get("reshard_after_forward", FSDP2_RESHARDS_BY_DEFAULT))
     out: dict[str, Any] = {"strategy": "fsdp", "stage": stage}
     if fsdp.get("offload_policy") is True:
         out["offload"] = {"optimizer": "cpu", "params": "cpu" if stage == 3 else "none"}

@@ -4,7 +4,8 @@ Engines do not treat all parameters alike: DeepSpeed ZeRO-3 keeps every tensor o
 most `stage3_param_persistence_threshold` elements gathered on every rank, and FSDP
 gathers one transformer block at a time. Both need tensor sizes, not just Ψ; the
 recipe's shape (hidden, layers, heads, kv heads, intermediate, vocab) gives them for
-the Llama / Qwen / Mistral family that the recipes describe.
+the Llama / Qwen / Mistral family that the recipes describe. `load` counts Ψ from
+the same inventory when a recipe gives the shape but not `model.params`.
 """
 
 from __future__ import annotations
@@ -45,7 +46,12 @@ def llama(model: Model) -> Inventory | None:
     )
     if h is None or layers is None or heads is None or vocab is None or inter is None:
         return None
-    kv = (model.kv_heads or heads) * (h // heads)
+    kv = kv_width(h, heads, model.kv_heads)
     block = (h * h, h * kv, h * kv, h * h, h * inter, h * inter, inter * h, h, h)
     outer = (vocab * h, h) if model.tied_embeddings else (vocab * h, h, vocab * h)
     return Inventory(outer=outer, block=block, layers=layers)
+
+
+def kv_width(hidden: int, heads: int, kv_heads: int | None) -> int:
+    """Width of the K (and V) projection: kv heads (every head without GQA) × head dim."""
+    return (kv_heads or heads) * (hidden // heads)

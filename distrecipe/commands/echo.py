@@ -1,0 +1,19 @@
+"""What several commands print the same way, written once so they cannot drift apart."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import click
+
+from distrecipe.findings import Finding
+
+
+def echo_findings(source: str, findings: Iterable[Finding]) -> None:
+    """One stderr line per finding, prefixed with the recipe it is about.
+
+    Emitter findings carry no position of their own (they are about the recipe as a
+    whole), so the recipe's path is what tells the user where to look.
+    """
+    for finding in findings:
+        click.echo(f"{source}: {finding}", err=True)

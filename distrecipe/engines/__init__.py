@@ -1,0 +1,42 @@
+"""What the engines are, as facts: one module per engine, and what several share.
+
+Everything distrecipe knows about DeepSpeed, Accelerate, the HF Trainer and verl
+(key sets, defaults, file names, enumerations, what each refuses, the rules both the
+emitters and lint apply) lives in this package, read from the installed engines'
+sources. Emitters (`translator/`), importers, lint rules and the planner read it;
+it reads nothing above itself, so a fact has one home whoever needs it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+Engine = Literal["deepspeed", "accelerate", "verl", "hf"]
+"""The engines distrecipe emits for (and the columns of the equivalence table)."""
+ENGINES: tuple[Engine, ...] = get_args(Engine)
+
+Kind = Literal["recipe", "deepspeed", "accelerate", "verl", "hf"]
+"""The kinds of file distrecipe reads: a recipe, or one engine's native config."""
+KINDS: tuple[Kind, ...] = get_args(Kind)
+
+TORCH_OPTIMIZERS = {"adamw": "AdamW", "adam": "Adam", "sgd": "SGD"}
+"""A recipe optimizer → its `torch.optim` class name, which DeepSpeed's `optimizer.type`
+and verl's FSDP `optim.optimizer` both take (DeepSpeed has no built-in SGD and
+resolves `SGD` to `torch.optim.SGD`)."""
+
+FSDP2_RESHARDS_BY_DEFAULT = True
+"""FSDP2's `reshard_after_forward` default (Accelerate, the Trainer and verl alike)."""
+
+
+def stage_of_reshard(reshard: object) -> int:
+    """The recipe stage an FSDP2 `reshard_after_forward` value means (inverse of
+    `Plan.reshard_after_forward`): resharding is ZeRO-3; anything but an explicit
+    `true` keeps the gathered parameters, ZeRO-2."""
+    return 3 if reshard is True else 2
+
+
+def data_parallel(world: int, model_parallel: int) -> int | None:
+    """Data-parallel ranks: the world divided by the model-parallel size (tensor ×
+    pipeline × sequence, or DeepSpeed's and verl's sequence-parallel size); None when
+    it does not divide, which every engine refuses."""
+    return world // model_parallel if world % model_parallel == 0 else None

@@ -1,0 +1,82 @@
+"""Which kind of config a file is, reading it with positions, and the files it names.
+
+Kinds are told apart by the keys only one of them writes, so a file needs no naming
+convention: `recipe:` marks a recipe, `distributed_type` an Accelerate config,
+`actor_rollout_ref` (or `data` with `trainer`) verl, TrainingArguments' own names an
+HF file, and DeepSpeed's keys (or a near miss of one: `zero_optimisation`) a
+ds_config. verl is also written as Hydra overrides (`key=value` lines, or a launch
+script); those are read into the same nested mapping, with each override's position.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from distrecipe.engines import Kind
+from distrecipe.engines.accelerate import MARKERS as ACCELERATE_MARKERS
+from distrecipe.engines.deepspeed import MARKERS as DS_MARKERS
+from distrecipe.engines.hf import MARKERS as HF_MARKERS
+from distrecipe.engines.hydra import read_overrides
+from distrecipe.keys import get
+from distrecipe.source import Document, parse_text, read_text
+
+DATA_SUFFIXES = (".json", ".yaml", ".yml")
+OVERRIDE_SUFFIXES = (".txt", ".sh", ".args")
+
+
+def detect(doc: Document) -> Kind | None:
+    """The config's kind from its keys, or None for a file that is none of ours."""
+    data = doc.data
+    if not isinstance(data, dict):
+        return None
+    keys = set(data)
+    if "recipe" in keys:
+        return "recipe"
+    if keys & ACCELERATE_MARKERS:
+        return "accelerate"
+    if "actor_rollout_ref" in keys or {"data", "trainer"} <= keys:
+        return "verl"
+    if keys & HF_MARKERS:
+        return "hf"
+    if keys & DS_MARKERS or _near_deepspeed(keys):
+        return "deepspeed"
+    return None
+
+
+def _near_deepspeed(keys: set[str]) -> bool:
+    import difflib  # only files with no known key get here
+
+    return any(difflib.get_close_matches(key, DS_MARKERS, n=1, cutoff=0.85) for key in keys)
+
+
+def read_file(path: Path) -> Document:
+    """Read and parse a config file of any kind distrecipe knows (see `read`)."""
+    return read(path, read_text(path))
+
+
+def read(path: Path, text: str) -> Document:
+    """Parse `text` by its file's suffix: JSON fast, YAML carefully, overrides line by line."""
+    name = str(path)
+    suffix = path.suffix.lower()
+    if suffix in OVERRIDE_SUFFIXES:
+        return read_overrides(text, name)
+    return parse_text(text, name)
+
+
+def ds_reference(kind: Kind, data: Any) -> str | None:
+    """The ds_config an Accelerate (`deepspeed_config_file`) or HF (`deepspeed`) config names."""
+    path = ("deepspeed_config", "deepspeed_config_file") if kind == "accelerate" else ("deepspeed",)
+    ref = get(data, *path) if kind in ("accelerate", "hf") else None
+    return ref if isinstance(ref, str) and ref else None
+
+
+def referenced_path(referrer: Path, ref: str) -> Path:
+    """Where a config's reference to another file points.
+
+    The engines open it relative to the directory the job is launched from, which
+    is usually where lint runs too (the repository root); a path relative to the
+    referring file's own directory is tried first, as configs kept side by side use it.
+    """
+    beside = referrer.parent / ref
+    return beside if beside.is_file() or not Path(ref).is_file() else Path(ref)

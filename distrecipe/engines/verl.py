@@ -1,0 +1,121 @@
+"""verl (0.9.1) as facts: its override keys, names, and the batch rules it enforces.
+
+verl counts `data.train_batch_size` in prompts; each is rolled out `rollout.n` times,
+and one optimizer step consumes `ppo_mini_batch_size × n` sequences. `validate_config`
+checks some divisibility before any GPU is used; the rest are asserted inside the
+workers, after Ray, the rollout engine and the model have started on the cluster.
+`batch_violations` is the one statement of those rules: `compile --target verl` and
+lint's DR220 both call it and word what it returns in their own vocabulary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from distrecipe.engines import TORCH_OPTIMIZERS, data_parallel
+from distrecipe.keys import get
+from distrecipe.source import KeyPath
+
+OVERRIDES_FILE = "verl_overrides.txt"
+ACTOR_FILE = "verl_actor.yaml"
+"""The file names `compile` writes the overrides under, as Hydra lines and as YAML."""
+
+VERL_ROOTS = ("actor_rollout_ref", "data", "trainer", "algorithm", "critic", "reward_model", "model_engine")
+"""verl's top-level config groups: only overrides under them are read from a script."""
+
+ACTOR: KeyPath = ("actor_rollout_ref", "actor")
+MINI: KeyPath = (*ACTOR, "ppo_mini_batch_size")
+MICRO: KeyPath = (*ACTOR, "ppo_micro_batch_size_per_gpu")
+PROMPTS: KeyPath = ("data", "train_batch_size")
+ROLLOUT_N: KeyPath = ("actor_rollout_ref", "rollout", "n")
+ULYSSES: KeyPath = (*ACTOR, "ulysses_sequence_parallel_size")
+FSDP_SIZE: KeyPath = (*ACTOR, "fsdp_config", "fsdp_size")
+DEPRECATED: tuple[tuple[KeyPath, str], ...] = (
+    ((*ACTOR, "ppo_micro_batch_size"), "ppo_micro_batch_size_per_gpu"),
+    (("critic", "ppo_micro_batch_size"), "ppo_micro_batch_size_per_gpu"),
+    (("actor_rollout_ref", "rollout", "log_prob_micro_batch_size"), "log_prob_micro_batch_size_per_gpu"),
+    (("actor_rollout_ref", "ref", "log_prob_micro_batch_size"), "log_prob_micro_batch_size_per_gpu"),
+)
+
+ACTOR_STRATEGIES = ("fsdp", "fsdp2", "fsdp_turbo", "megatron", "veomni", "torchtitan")
+"""`actor.strategy` values verl has an engine for."""
+
+FSDP_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp32": "fp32"}
+MEGATRON_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+FSDP_OPTIMIZER = TORCH_OPTIMIZERS
+"""The FSDP engine's `optim.optimizer` names: torch's class names."""
+MEGATRON_OPTIMIZER = {"adamw": "adam", "adam": "adam", "sgd": "sgd"}
+"""Megatron's `adam` is decoupled (AdamW) weight decay, so adamw and adam share it."""
+
+
+def uses_megatron(data: dict[str, Any]) -> bool:
+    """verl trains the actor with Megatron (`model_engine=megatron` or the actor's strategy)."""
+    return data.get("model_engine") == "megatron" or get(data, *ACTOR, "strategy") == "megatron"
+
+
+Rule = Literal["model-parallel", "rollout-split", "whole-mini-batches", "mini-exceeds-prompts",
+               "mini-split", "micro-split", "fsdp-size"]
+
+
+@dataclass(frozen=True, slots=True)
+class VerlBatch:
+    """The numbers verl's batch rules read; None where the config does not write one."""
+
+    world: int
+    model_parallel: int
+    """Ulysses size (FSDP) or tensor × pipeline × context (Megatron)."""
+    megatron: bool
+    prompts: int | None
+    n: int
+    mini: int | None
+    micro: int | None
+    fsdp_size: int | None = None
+
+    @property
+    def dp(self) -> int | None:
+        return data_parallel(self.world, self.model_parallel)
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One broken rule: which, the key it is about, and where verl finds it."""
+
+    rule: Rule
+    path: KeyPath
+    worker_side: bool
+    """True when only the GPU workers check it (after a cluster start-up)."""
+    divisor: int = 0
+    """The number that does not divide (rollout-split: the GPUs or DP × micro)."""
+
+
+def batch_violations(b: VerlBatch) -> list[Violation]:
+    """Every batch rule `b` breaks, in the order verl checks them.
+
+    With P prompts, n rollouts, M = ppo_mini_batch_size prompts, m = micro per GPU,
+    N GPUs and DP = N / model parallel: `validate_config` wants P × n divisible by N
+    (Megatron: by DP × m) and P ≥ M; the workers want P a multiple of M, M × n
+    divisible by DP, M × n / DP divisible by m, and N divisible by `fsdp_size`.
+    """
+    dp = b.dp
+    if dp is None:
+        return [Violation("model-parallel", ULYSSES, worker_side=True)]
+    out: list[Violation] = []
+    if b.prompts is not None:
+        minimal = dp * b.micro if b.megatron and b.micro else b.world
+        if b.prompts * b.n % minimal:
+            out.append(Violation("rollout-split", PROMPTS, worker_side=False, divisor=minimal))
+        elif b.mini and b.prompts % b.mini and b.prompts > b.mini:
+            out.append(Violation("whole-mini-batches", PROMPTS, worker_side=True))
+        if b.mini is not None and b.prompts < b.mini:
+            out.append(Violation("mini-exceeds-prompts", MINI, worker_side=False))
+    if b.mini is not None:
+        sequences = b.mini * b.n
+        if sequences % dp:
+            out.append(Violation("mini-split", MINI, worker_side=True))
+        elif b.micro is not None and sequences // dp % b.micro:
+            out.append(Violation("micro-split", MICRO, worker_side=True))
+    size = b.fsdp_size
+    if not b.megatron and size and 0 < size < b.world and b.world % size:
+        out.append(Violation("fsdp-size", FSDP_SIZE, worker_side=True))
+    return out

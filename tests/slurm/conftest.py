@@ -1,0 +1,1 @@
+from tests.slurm.fixture import slurm_cluster  # noqa: F401

@@ -1,0 +1,103 @@
+"""The JSON schema (what editors and validation read) and the `Recipe` dataclasses agree.
+
+Each closed vocabulary is a `Literal` in `distrecipe.recipe`; the schema spells the
+same words again for editors. These tests walk both, so a value added to one and not
+the other fails here instead of being rejected (or accepted) by only one of them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from distrecipe import recipe
+from distrecipe.schemas import recipe_schema
+
+NOT_WRITTEN = {"source", "where"}
+"""`Recipe` fields filled by the loader, never written in a recipe."""
+
+
+def literal_words(hint: Any) -> set[Any]:
+    """Every value a type annotation spells as a `Literal`, through unions and aliases."""
+    if typing.get_origin(hint) is typing.Literal:
+        return set(typing.get_args(hint))
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return set().union(*(literal_words(arg) for arg in typing.get_args(hint)))
+    return set()
+
+
+def schema_words(schema: dict[str, Any]) -> set[Any]:
+    """Every string the schema accepts by name (`enum` and `const`), through oneOf/anyOf."""
+    words = {v for v in schema.get("enum", ()) if isinstance(v, str)}
+    if isinstance(schema.get("const"), str):
+        words.add(schema["const"])
+    for combinator in ("oneOf", "anyOf"):
+        for option in schema.get(combinator, ()):
+            words |= schema_words(option)
+    return words
+
+
+def key(field: dataclasses.Field[Any]) -> str:
+    """The recipe key a field is written as (`global_` avoids a Python keyword)."""
+    return field.name.removesuffix("_")
+
+
+def sections() -> Iterator[tuple[str, type[Any], dict[str, Any]]]:
+    """(dotted prefix, dataclass, schema properties) for the recipe and each section."""
+    properties = recipe_schema()["properties"]
+    yield "", recipe.Recipe, properties
+    hints = typing.get_type_hints(recipe.Recipe)
+    for field in dataclasses.fields(recipe.Recipe):
+        if field.name in NOT_WRITTEN:
+            continue
+        section = hints[field.name]
+        section = next((a for a in typing.get_args(section) if dataclasses.is_dataclass(a)), section)
+        if dataclasses.is_dataclass(section):
+            yield f"{key(field)}.", typing.cast(type[Any], section), properties[key(field)]["properties"]
+
+
+SECTIONS = list(sections())
+
+
+@pytest.mark.parametrize(("prefix", "cls", "properties"), SECTIONS, ids=[s[1].__name__ for s in SECTIONS])
+def test_every_field_is_a_schema_key_and_back(prefix: str, cls: type[Any],
+                                              properties: dict[str, Any]) -> None:
+    fields = {key(f) for f in dataclasses.fields(cls)} - NOT_WRITTEN
+    written = set(properties) - ({"recipe"} if cls is recipe.Recipe else set())  # the format version
+    assert fields == written, f"{prefix or 'top level'}: dataclass {sorted(fields - written)}, " \
+                              f"schema {sorted(written - fields)}"
+
+
+@pytest.mark.parametrize(("prefix", "cls", "properties"), SECTIONS, ids=[s[1].__name__ for s in SECTIONS])
+def test_schema_enums_are_the_literals(prefix: str, cls: type[Any], properties: dict[str, Any]) -> None:
+    hints = typing.get_type_hints(cls)
+    checked = 0
+    for field in dataclasses.fields(cls):
+        if field.name in NOT_WRITTEN:
+            continue
+        words = literal_words(hints[field.name])
+        assert schema_words(properties[key(field)]) == words, f"{prefix}{key(field)}"
+        checked += bool(words)
+    assert checked or cls in (recipe.RL,), f"{cls.__name__} has no closed vocabulary to compare"
+
+
+def test_every_precision_has_a_width() -> None:
+    assert set(recipe.PRECISION_BYTES) == set(typing.get_args(recipe.Precision))
+
+
+def test_required_keys_are_the_fields_without_a_default() -> None:
+    """A schema-required key has no dataclass default, and the other way round."""
+    schema = recipe_schema()
+    for prefix, cls, _ in SECTIONS:
+        no_default = {key(f) for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING
+                      and f.default_factory is dataclasses.MISSING} - NOT_WRITTEN
+        required = set((schema if not prefix else schema["properties"][prefix[:-1]]).get("required", ()))
+        if cls is recipe.Recipe:
+            required -= {"recipe"}
+            no_default -= {"name"}  # the file's stem when absent, not a constant default
+        assert no_default == required, f"{prefix or 'top level'}"

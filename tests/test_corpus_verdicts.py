@@ -146,3 +146,25 @@ def test_lint_agrees_with_the_engine(row: dict[str, str]) -> None:
         assert not errors, f"the engine accepts this file as written; lint says {errors}"
     else:
         assert errors, f"the engine {row['verdict']}: {row['message']}; lint reports no error"
+
+
+def test_lint_engines_reports_the_verdicts() -> None:
+    """`lint --engines` gives DR900 exactly on refusals and DR901 exactly on differences.
+
+    Judged as `lint` sees a file alone (no launch script, no repository layout), so the
+    files whose table verdict depends on such context are left out: ds_configs a
+    corpus script names, and Accelerate YAMLs (launched from their repository's layout).
+    """
+    rows = [row for row in TABLE if row["kind"] in ("deepspeed", "hf", "verl")
+            and row["file"] not in corpus_verdicts.PAIRS and row["verdict"] != "not-judgeable"]
+    paths = [corpus_verdicts.CORPUS / row["file"] for row in rows]
+    report = lint(paths, config=LintConfig(), engines=True)
+    found: dict[str, set[str]] = {}
+    for finding in report.findings:
+        if finding.where is not None:
+            found.setdefault(finding.where.file, set()).add(finding.code)
+    expected = {"refuses": {"DR900"}, "differs": {"DR901"}, "accepts": set()}
+    wrong = {row["file"]: (row["verdict"], sorted(found.get(str(path), set()) & {"DR900", "DR901"}))
+             for row, path in zip(rows, paths, strict=True)
+             if found.get(str(path), set()) & {"DR900", "DR901"} != expected[row["verdict"]]}
+    assert not wrong

@@ -22,14 +22,17 @@ def lint_paths(
     output_format: str | None = None,
     project: Path | None = None,
     ignore_unknown: bool = False,
+    engines: bool = False,
 ) -> int:
     """Lint `paths`, print the findings, return 0 (clean), 1 (errors) or 2 (unusable input).
 
     `project` is where to look for pyproject.toml (default: the working directory).
+    `engines` also runs the installed engines' own validators (DR900, DR901).
     """
     formats = frozenset(FORMATS) | {"auto"}
     config = load_config(find_pyproject(project or Path.cwd()), frozenset(RULES), formats)
-    report = lint(paths, config=config, world=world, kind=kind, ignore_unknown=ignore_unknown)
+    report = lint(paths, config=config, world=world, kind=kind, ignore_unknown=ignore_unknown,
+                  engines=engines)
     for problem in report.unusable:
         click.echo(f"{problem.where}: error: {problem.message}", err=True)
     click.echo(pick(output_format or config.format or "auto")(report), nl=False)
@@ -48,8 +51,11 @@ def lint_paths(
                    "github inside GitHub Actions, text elsewhere).")
 @click.option("--ignore-unknown", is_flag=True,
               help="Skip named files that are no config distrecipe knows (for pre-commit).")
+@click.option("--engines", is_flag=True,
+              help="Also run the installed engines' own validators in-process (DeepSpeed, the HF "
+                   "Trainer, Accelerate, verl): slow, imports torch; DR900/DR901.")
 def command(paths: tuple[str, ...], world: int | None, kind: Kind | None, output_format: str | None,
-            ignore_unknown: bool) -> int:
+            ignore_unknown: bool, engines: bool) -> int:
     """Check recipes, ds_configs, accelerate/verl configs and TrainingArguments JSON."""
     return lint_paths(paths=paths, world=world, kind=kind, output_format=output_format,
-                      ignore_unknown=ignore_unknown)
+                      ignore_unknown=ignore_unknown, engines=engines)

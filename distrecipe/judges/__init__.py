@@ -45,6 +45,10 @@ class Verdict:
     """What the judge assumed that the file does not say (world size, TrainingArguments)."""
 
 
+EXTRAS = {"transformers": "hf"}
+"""The pyproject extra that installs a package, where its name is not the package's."""
+
+
 class EngineMissing(Exception):
     """An engine a judge needs is not installed; the message names the pip extra."""
 
@@ -54,7 +58,8 @@ def version(package: str) -> str:
     try:
         return f"{package} {metadata.version(package)}"
     except metadata.PackageNotFoundError:
-        raise EngineMissing(f"{package} is not installed (pip install 'distrecipe[{package}]')") from None
+        extra = EXTRAS.get(package, package)
+        raise EngineMissing(f"{package} is not installed (pip install 'distrecipe[{extra}]')") from None
 
 
 def first_line(exc: BaseException) -> str:

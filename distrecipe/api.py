@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from distrecipe.errors import LaunchError
-from distrecipe.recipe import AUTO, Plan
+from distrecipe.recipe import AUTO, Plan, Recipe
 from distrecipe.source import Document
 from distrecipe.translator.load import apply_overrides, load_recipe, recipe_from_document
 from distrecipe.translator.resolve import resolve
@@ -43,7 +43,7 @@ def load_plan(
         except LaunchError:
             if must_detect:
                 raise
-    return resolve(recipe, detected_gpus=detected_gpus)
+    return _fitted(recipe, resolve(recipe, detected_gpus=detected_gpus))
 
 
 def plan_of_document(doc: Document, base_dir: Path, *, world: int | None = None,
@@ -53,7 +53,8 @@ def plan_of_document(doc: Document, base_dir: Path, *, world: int | None = None,
     Never probes the machine: a document is reviewed, not run, so `gpus_per_node: auto`
     needs `world` (or the resolver says what to write instead).
     """
-    return resolve(recipe_from_document(apply_overrides(doc, overrides), base_dir), world=world)
+    recipe = recipe_from_document(apply_overrides(doc, overrides), base_dir)
+    return _fitted(recipe, resolve(recipe, world=world))
 
 
 def review_plan(doc: Document, base_dir: Path, *, world: int | None) -> Plan | None:
@@ -65,4 +66,20 @@ def review_plan(doc: Document, base_dir: Path, *, world: int | None) -> Plan | N
     recipe = recipe_from_document(doc, base_dir)
     if recipe.cluster.gpus_per_node == AUTO and world is None:
         return None
-    return resolve(recipe, world=world)
+    return _fitted(recipe, resolve(recipe, world=world))
+
+
+def _fitted(recipe: Recipe, plan: Plan) -> Plan:
+    """`plan` with `batch.micro: auto` chosen by memory where the recipe lets memory decide.
+
+    The batch algebra alone (the resolver) takes accumulation 1 and the largest micro-batch
+    when both are `auto`; with the model, sequence and GPU known, the largest micro-batch
+    that fits is the one a user means. The memory model sits above the resolver, so the
+    choice is made here, on the one path every command takes.
+    """
+    batch = recipe.batch
+    if batch.micro != AUTO or batch.accumulation != AUTO or batch.global_ == AUTO:
+        return plan
+    from distrecipe.plan.fit import judgeable, largest_micro  # the memory model, only when asked
+
+    return largest_micro(plan) if judgeable(plan) else plan

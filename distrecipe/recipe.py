@@ -202,6 +202,8 @@ class Recipe:
     """verl's RL batch; `None` (the default) for supervised training."""
     launch: Launch = field(default_factory=Launch)
     """How the job starts. Default: the strategy's launcher running the reference trainer."""
+    checkpoint_every: int | None = None
+    """With `selective`: wrap every k-th block whole (layer level); None is op level."""
     source: str = "<recipe>"
     """The file the recipe came from, for messages."""
     where: dict[str, Position] = field(default_factory=dict, compare=False, repr=False)
@@ -262,6 +264,8 @@ class Plan:
     rl: RL | None
     launch: Launch
     buckets: Buckets
+    checkpoint_every: int | None = None
+    """With `selective` checkpointing: every k-th block wrapped whole; None is op level."""
     provenance: dict[str, str] = field(default_factory=dict)
     """Dotted key → how its value was obtained, e.g. "256 / (2 × 32), from global, micro, DP"."""
     source: str = "<recipe>"
@@ -342,6 +346,8 @@ def plan_values(plan: Plan) -> dict[str, object]:
         "zero.stage3_param_persistence_threshold": plan.buckets.stage3_param_persistence_threshold,
         "launch.backend": plan.launch.backend,
     }
+    if plan.checkpoint_every is not None:
+        values["activation_checkpointing.every"] = plan.checkpoint_every
     if plan.rl is not None:
         values["rl.rollout_n"] = plan.rl.rollout_n
         values["rl.prompts_per_step"] = plan.rl.prompts_per_step

@@ -4,16 +4,26 @@ Recipes and native configs (ds_config.json, accelerate YAML, verl YAML) are all 
 here, so every later message can point at `file:line:col`. Loading is safe and
 bounded on purpose: these files arrive in code review from anyone.
 
+* Every file is read by `read_text`: regular files only, at most `MAX_BYTES` + 1
+  bytes whatever the file claims its size is, UTF-8 only.
 * Only YAML's safe types: a `!!python/object` tag is refused, never constructed.
 * Duplicate keys are an error (PyYAML keeps the last one silently).
 * Size and alias expansion are bounded: a billion-laughs file fails fast.
 * YAML 1.2 numbers: `1e-5` and `8.2e9` are floats (YAML 1.1 reads them as strings).
+* JSON is read by `json.loads` (ds_configs are most of what is read, and most have
+  no finding); its positions are composed by libyaml only when a message asks.
 """
 
 from __future__ import annotations
 
+import codecs
+import errno
 import json
+import os
 import re
+import stat
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,41 +34,101 @@ from distrecipe.errors import DistrecipeError, Position
 
 MAX_BYTES = 1 << 20
 """Largest file read: real configs are a few KiB; 1 MiB leaves room for comments."""
-MAX_NODES = 100_000
-"""Largest number of values after alias expansion; a billion-laughs file has 10⁹."""
+MAX_NODES = 20_000
+"""Largest number of values, after alias expansion; a billion-laughs file has 10⁹. Real
+configs hold hundreds (verl's whole composed PPO config about 1,500), and reading is
+linear in this bound, so a hostile file is refused in well under a second."""
+MAX_DEPTH = 64
+"""Deepest nesting read; real configs nest four or five levels."""
 
 KeyPath = tuple[str | int, ...]
+Tables = tuple[dict[KeyPath, Position], dict[KeyPath, Position]]
+"""A document's value positions and key positions (see `Document`)."""
 
 
 class SourceError(DistrecipeError):
     """The text is not a well-formed, safe YAML or JSON document."""
 
 
-@dataclass(frozen=True, slots=True)
+class _Located:
+    """A document's position tables: given, or built once, on first use.
+
+    Lint reads a thousand ds_configs and asks for a position only in those with a
+    finding, so JSON documents are built with `locate` and most never run it.
+    """
+
+    __slots__ = ("_locate", "_tables")
+
+    def __init__(self, tables: Tables | None, locate: Callable[[], Tables] | None) -> None:
+        self._tables = tables
+        self._locate = locate
+
+    def tables(self) -> Tables:
+        if self._tables is None:
+            self._tables = self._locate() if self._locate is not None else ({}, {})
+            self._locate = None
+        return self._tables
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Located) and self.tables() == other.tables()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable tables, as a dict's
+
+    def __repr__(self) -> str:
+        return "<positions>" if self._tables is None else f"<{len(self._tables[0])} positions>"
+
+
+@dataclass(frozen=True, slots=True, init=False)
 class Document:
     """Plain data (dicts, lists, scalars) plus the position of every key path.
 
     `positions[path]` is where the *value* at `path` starts; `key_positions[path]`
     is where its key is written (what a message about an unknown key points at).
+    Both come from `locate` on first use when the document was read without them.
     """
 
     data: Any
     file: str
-    positions: dict[KeyPath, Position] = field(default_factory=dict)
-    key_positions: dict[KeyPath, Position] = field(default_factory=dict)
-    lines: tuple[str, ...] = ()
+    lines: tuple[str, ...]
+    _located: _Located = field(repr=False)
+
+    def __init__(
+        self,
+        data: Any,
+        file: str,
+        positions: dict[KeyPath, Position] | None = None,
+        key_positions: dict[KeyPath, Position] | None = None,
+        lines: tuple[str, ...] = (),
+        *,
+        locate: Callable[[], Tables] | None = None,
+    ) -> None:
+        given = None if locate is not None else (
+            {} if positions is None else positions, {} if key_positions is None else key_positions)
+        object.__setattr__(self, "data", data)
+        object.__setattr__(self, "file", file)
+        object.__setattr__(self, "lines", lines)
+        object.__setattr__(self, "_located", _Located(given, locate))
+
+    @property
+    def positions(self) -> dict[KeyPath, Position]:
+        return self._located.tables()[0]
+
+    @property
+    def key_positions(self) -> dict[KeyPath, Position]:
+        return self._located.tables()[1]
 
     def where(self, path: KeyPath, *, key: bool = False) -> Position:
         """The closest known position for `path` (a parent's, if the path is absent)."""
-        table = self.key_positions if key else self.positions
+        positions, key_positions = self._located.tables()
+        table = key_positions if key else positions
         probe = tuple(path)
         while probe:
             if probe in table:
                 return table[probe]
-            if probe in self.positions:
-                return self.positions[probe]
+            if probe in positions:
+                return positions[probe]
             probe = probe[:-1]
-        return self.positions.get((), Position(self.file, 1, 1))
+        return positions.get((), Position(self.file, 1, 1))
 
 
 class _Loader(yaml.SafeLoader):
@@ -80,7 +150,8 @@ _Loader.yaml_implicit_resolvers = {
 }
 
 
-def _pos(file: str, mark: yaml.Mark | None) -> Position:
+def _pos(file: str, mark: Any) -> Position:
+    """A YAML mark (PyYAML's or libyaml's, both with 0-based `line` and `column`) as a Position."""
     if mark is None:
         return Position(file, 1, 1)
     return Position(file, mark.line + 1, mark.column + 1)
@@ -92,71 +163,279 @@ def read_document(path: str | Path) -> Document:
 
 
 def read_text(path: str | Path) -> str:
-    """A config file's text, refused before reading when it is larger than `MAX_BYTES`."""
-    p = Path(path)
-    name = str(path)
+    """A user's file as text: the one reader every file distrecipe is given goes through.
+
+    Only a regular file is read (a FIFO would hang, `/dev/zero` never ends), checked
+    on the opened descriptor so it cannot be swapped between check and read; at most
+    `MAX_BYTES` + 1 bytes are read whatever size the file claims; the text must be
+    UTF-8. Every refusal is a `SourceError` at `path:1:1` (or at the bad byte).
+    """
+    name = _printable(str(path))
+    where = Position(name, 1, 1)
     try:
-        size = p.stat().st_size
+        # O_NONBLOCK: opening a FIFO with no writer would otherwise wait forever.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except ValueError:  # a NUL byte or a lone surrogate in the path
+        raise SourceError("cannot read: the path contains a character no file name can hold", where) from None
     except OSError as exc:
-        raise SourceError(f"cannot read {name}: {exc.strerror or exc}") from None
-    if size > MAX_BYTES:
-        raise SourceError(
-            f"file is {size:,} bytes; configs larger than {MAX_BYTES:,} bytes are refused",
-            Position(name, 1, 1),
-        )
+        reason = _REASONS.get(exc.errno or 0, exc.strerror or str(exc))
+        raise SourceError(f"cannot read: {reason}", where) from None
     try:
-        return p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SourceError(f"cannot read {name} as UTF-8 text: {exc}", Position(name, 1, 1)) from None
+        kind = _kind(os.fstat(fd).st_mode)
+        if kind:
+            raise SourceError(f"cannot read: it is {kind}, not a regular file", where)
+        chunks: list[bytes] = []
+        size = 0
+        while size <= MAX_BYTES:
+            chunk = os.read(fd, MAX_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise SourceError(f"cannot read: {exc.strerror or exc}", where) from None
+    finally:
+        os.close(fd)
+    if size > MAX_BYTES:
+        raise SourceError(f"file is larger than {MAX_BYTES:,} bytes; larger configs are refused", where)
+    return _decode(b"".join(chunks), name)
+
+
+_REASONS = {
+    errno.ENOENT: "no such file",
+    errno.ELOOP: "too many levels of symbolic links (a symlink loop?)",
+    errno.ENXIO: "it is a socket or a device with nothing behind it, not a regular file",
+}
+
+
+def _kind(mode: int) -> str:
+    """What a non-regular file is, in words; empty for a regular file."""
+    if stat.S_ISREG(mode):
+        return ""
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISSOCK, "a socket"))
+    return next((words for test, words in kinds if test(mode)), "not a file")
+
+
+def _printable(name: str) -> str:
+    """`name` safe to print on one line: NUL, newlines and lone surrogates escaped."""
+    escaped = name.encode("utf-8", "backslashreplace").decode("utf-8")
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in escaped)
+
+
+def _decode(data: bytes, name: str) -> str:
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        raise SourceError("cannot read: the file is UTF-16 (it starts with a UTF-16 byte-order mark); "
+                          "save it as UTF-8", Position(name, 1, 1))
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        before = data[: exc.start]
+        start = before.rfind(b"\n") + 1
+        col = len(before[start:].decode("utf-8", "replace")) + 1
+        raise SourceError(f"not UTF-8 text: byte 0x{data[exc.start]:02X} is not valid here; "
+                          "save the file as UTF-8", Position(name, before.count(b"\n") + 1, col)) from None
 
 
 def parse_text(text: str, file: str) -> Document:
-    """Parse YAML or JSON text; JSON is checked as JSON first for exact error messages."""
+    """Parse YAML or JSON text (by the file's name); JSON is read as JSON."""
     if len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
         raise SourceError(f"text is larger than {MAX_BYTES:,} bytes", Position(file, 1, 1))
     if file.endswith(".json"):
-        from distrecipe.jsonpos import fast_document  # imports this module: import here
-
-        fast = fast_document(text, file)
-        return fast if fast is not None else careful_json(text, file)
+        return _json(text, file)
     return _compose(text, file)
 
 
-def careful_json(text: str, file: str) -> Document:
-    """JSON checked as JSON (exact error messages), then composed with every position.
-
-    The reference the fast path is held to, and its fallback for anything unusual.
-    """
-    _check_json(text, file)
-    # Raw tabs are illegal inside JSON strings, so outside them they are mere
-    # whitespace: turning them into spaces keeps columns and satisfies YAML.
-    return _compose(text.replace("\t", " "), file)
-
-
-def _check_json(text: str, file: str) -> None:
-    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        seen: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in seen:
-                raise _DuplicateKey(key)
-            seen[key] = value
-        return seen
-
+def _json(text: str, file: str) -> Document:
+    """JSON data from `json.loads`, its positions built only when first asked for."""
     try:
-        json.loads(text, object_pairs_hook=no_duplicates)
+        data = _loads(text, file, _unique)
+    except _DuplicateKey as exc:
+        key = exc.key
+    else:
+        _check_size(data, file)
+        lines = tuple(text.splitlines())
+        return Document(data, file, lines=lines, locate=lambda: _located_json(text, file, data))
+    # Read again keeping every pair: the positions pass reports the repeated key.
+    _json_tables(text, file, _loads(text, file, _Pairs))
+    raise SourceError(f"duplicate key {key!r}; a YAML loader would silently keep only the last one",
+                      Position(file, 1, 1))
+
+
+def _loads(text: str, file: str, hook: Callable[[list[tuple[str, Any]]], Any]) -> Any:
+    try:
+        return json.loads(text, object_pairs_hook=hook)
     except json.JSONDecodeError as exc:
         raise SourceError(f"invalid JSON: {exc.msg}", Position(file, exc.lineno, exc.colno)) from None
-    except _DuplicateKey:
-        pass  # reported with its exact position by the YAML pass
+    except ValueError as exc:  # an integer longer than Python reads (`sys.get_int_max_str_digits`)
+        long_int = rf"(?<![\d.])-?\d{{{sys.get_int_max_str_digits() + 1},}}(?![\d.eE])"
+        digits = re.search(long_int, _blank_strings(text))
+        where = _offset_position(text, digits.start(), file) if digits else Position(file, 1, 1)
+        raise SourceError(f"invalid JSON: {str(exc).split(';')[0]}", where) from None
     except RecursionError:
         raise SourceError("JSON nested too deeply", Position(file, 1, 1)) from None
 
 
 class _DuplicateKey(Exception):
-    pass
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+class _Pairs(list[tuple[str, Any]]):
+    """A JSON object as its pairs in order, duplicates kept (to find where one is)."""
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return out
+
+
+_STRING = re.compile(r'("(?:[^"\\]|\\.)*")(\s*:)?')
+_Composer: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml where PyYAML was built with it (about 10× faster than PyYAML's own composer)."""
+
+
+def _blank_strings(text: str) -> str:
+    """`text` with the same shape and columns, every JSON string blanked, for YAML to compose.
+
+    Only the structure matters for positions. Blank strings keep YAML from judging
+    their content differently from JSON (`"\\ud800"`, control and line-separator
+    characters), and a key becomes `"":` right away, so a key over YAML's 1,024
+    characters or a line break before its colon still composes.
+    """
+
+    def blank(match: re.Match[str]) -> str:
+        string, colon = match[1], match[2]
+        if colon and len(string) > 2:  # '"key"  :' → '"":   ' + the same blanks
+            return '"":' + " " * (len(string) - 3) + colon[:-1] + " "
+        return '"' + " " * (len(string) - 2) + '"' + (colon or "")
+
+    return _STRING.sub(blank, text).replace("\t", " ")
+
+
+def _offset_position(text: str, offset: int, file: str) -> Position:
+    start = text.rfind("\n", 0, offset) + 1
+    return Position(file, text.count("\n", 0, offset) + 1, offset - start + 1)
+
+
+def _located_json(text: str, file: str, data: Any) -> Tables:
+    """`_json_tables`, or the document's start for every path where YAML cannot compose it."""
+    tables = _json_tables(text, file, data)
+    return tables if tables is not None else ({(): Position(file, 1, 1)}, {})
+
+
+def _json_tables(text: str, file: str, data: Any) -> Tables | None:
+    """Positions of JSON `data` from libyaml's marks over `text` (JSON is YAML here).
+
+    The composed nodes give only positions: keys and values are `data`'s, walked in
+    step, so YAML's different reading of a scalar cannot matter. None when YAML cannot
+    compose valid JSON: a key longer than 1,024 characters, a line break before a colon.
+    Raises the duplicate-key error when `data` holds `_Pairs` with a repeated key.
+    """
+    loader = _Composer(_blank_strings(text))
+    try:
+        root = loader.get_single_node()
+    except (yaml.YAMLError, RecursionError):
+        return None
+    finally:
+        loader.dispose()
+    if root is None:
+        return None
+    positions: dict[KeyPath, Position] = {}
+    keys: dict[KeyPath, Position] = {}
+    stack: list[tuple[yaml.Node, Any, KeyPath, yaml.Node | None]] = [(root, data, (), None)]
+    while stack:  # a loop, not recursion: JSON nests as deep as `json.loads` allows
+        node, value, path, key_node = stack.pop()
+        if key_node is not None:
+            at = _pos(file, key_node.start_mark)
+            if path in keys:
+                raise SourceError(_duplicate(path[-1], keys[path]), at)
+            keys[path] = at
+        positions[path] = _pos(file, node.start_mark)
+        if isinstance(value, (dict, _Pairs)):
+            pairs = list(value.items()) if isinstance(value, dict) else value
+            if not isinstance(node, yaml.MappingNode) or len(node.value) != len(pairs):
+                return None
+            stack.extend((v_node, v, (*path, k), k_node)
+                         for (k_node, v_node), (k, v) in reversed(list(zip(node.value, pairs, strict=True))))
+        elif isinstance(value, list):
+            if not isinstance(node, yaml.SequenceNode) or len(node.value) != len(value):
+                return None
+            stack.extend((n, v, (*path, i), None)
+                         for i, (n, v) in reversed(list(enumerate(zip(node.value, value, strict=True)))))
+        elif not isinstance(node, yaml.ScalarNode):
+            return None
+    return positions, keys
+
+
+def _duplicate(key: str | int, first: Position) -> str:
+    return (f"duplicate key {key!r} (first defined at line {first.line}); "
+            "a YAML loader would silently keep only the last one")
+
+
+def _check_size(data: Any, file: str) -> None:
+    """Refuse JSON data with more than MAX_NODES values or nested deeper than MAX_DEPTH
+    (`json.loads` itself is fast; what follows it, positions and rules, is not)."""
+    count, stack = 0, [(data, 0)]
+    while stack:
+        node, depth = stack.pop()
+        count += 1
+        if count > MAX_NODES:
+            raise SourceError(f"more than {MAX_NODES:,} values: a training config holds hundreds",
+                              Position(file, 1, 1))
+        if depth > MAX_DEPTH:
+            raise SourceError(f"document nested more than {MAX_DEPTH} levels", Position(file, 1, 1))
+        if isinstance(node, dict):
+            stack.extend((value, depth + 1) for value in node.values())
+        elif isinstance(node, list):
+            stack.extend((value, depth + 1) for value in node)
+
+
+def _prescan(text: str, file: str) -> None:
+    """Refuse YAML with too many values or too deep a nesting before PyYAML composes it.
+
+    PyYAML's pure-Python scanner takes seconds on 60,000 keys or 100,000 open brackets;
+    libyaml's event parser (C) counts them in milliseconds. Where libyaml cannot parse a
+    text at all, PyYAML, the reader the engines use, has the last word on it.
+    """
+    if not hasattr(yaml, "CBaseLoader"):
+        return
+    parser = yaml.CBaseLoader(text)
+    count = depth = 0
+    try:
+        while (event := parser.get_event()) is not None:
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise SourceError(f"document nested more than {MAX_DEPTH} levels",
+                                      _pos(file, event.start_mark))
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+            if isinstance(event, (yaml.ScalarEvent, yaml.AliasEvent, yaml.CollectionStartEvent)):
+                count += 1
+                if count > MAX_NODES:
+                    raise SourceError(f"more than {MAX_NODES:,} values: a training config holds hundreds",
+                                      _pos(file, event.start_mark))
+    except yaml.YAMLError as exc:
+        if "depth" in str(exc):  # libyaml's own nesting limit, far above MAX_DEPTH
+            raise SourceError(f"document nested more than {MAX_DEPTH} levels",
+                              _pos(file, getattr(exc, "problem_mark", None))) from None
+    finally:
+        parser.dispose()
 
 
 def _compose(text: str, file: str) -> Document:
+    """YAML composed by PyYAML itself, the reader Accelerate and verl use (libyaml reads some
+    texts differently: tabs as separators, `?` in flow scalars, the marks of empty values)."""
+    _prescan(text, file)
     try:
         loader = _Loader(text)  # the reader already rejects control characters here
     except yaml.reader.ReaderError as exc:
@@ -204,8 +483,9 @@ class _Builder:
                 f"document expands to more than {MAX_NODES:,} values (alias bomb?)",
                 _pos(self.doc.file, node.start_mark),
             )
-        if depth > 64:
-            raise SourceError("document nested more than 64 levels", _pos(self.doc.file, node.start_mark))
+        if depth > MAX_DEPTH:
+            raise SourceError(f"document nested more than {MAX_DEPTH} levels",
+                              _pos(self.doc.file, node.start_mark))
         self.doc.positions.setdefault(path, _pos(self.doc.file, node.start_mark))
         if not isinstance(node, yaml.ScalarNode) and node.tag not in _PLAIN_TAGS:
             raise SourceError(
@@ -230,11 +510,7 @@ class _Builder:
             key = str(key) if not isinstance(key, str) else key
             if key in out:
                 first = self.doc.key_positions[(*path, key)]
-                raise SourceError(
-                    f"duplicate key {key!r} (first defined at line {first.line}); "
-                    "a YAML loader would silently keep only the last one",
-                    _pos(self.doc.file, key_node.start_mark),
-                )
+                raise SourceError(_duplicate(key, first), _pos(self.doc.file, key_node.start_mark))
             self.doc.key_positions[(*path, key)] = _pos(self.doc.file, key_node.start_mark)
             out[key] = self.build(value_node, (*path, key), depth + 1)
         return out
@@ -249,3 +525,6 @@ class _Builder:
                 f"refused tag {node.tag!r}: only plain YAML values are allowed",
                 _pos(self.doc.file, node.start_mark),
             ) from None
+        except ValueError as exc:  # an integer longer than Python reads (`sys.get_int_max_str_digits`)
+            message = str(exc).split(";")[0]
+            raise SourceError(f"invalid number: {message}", _pos(self.doc.file, node.start_mark)) from None

@@ -13,13 +13,12 @@ import pytest
 from distrecipe.engines.hydra import parse_value as hydra_value
 from distrecipe.engines.hydra import read_overrides
 from distrecipe.engines.native import DATA_SUFFIXES, OVERRIDE_SUFFIXES
+from distrecipe.engines.tables import table
 from distrecipe.errors import DistrecipeError
-from distrecipe.jsonpos import fast_document
 from distrecipe.lint.config import LintConfig, load_config
 from distrecipe.lint.engine import lint
 from distrecipe.lint.formats import FORMATS
 from distrecipe.lint.rules import RULES
-from distrecipe.source import careful_json, parse_text
 from tests.conftest import Result
 
 SCHEMA = json.loads((Path(__file__).parent / "sarif-2.1.0.schema.json").read_text())
@@ -79,11 +78,12 @@ def test_every_format_is_deterministic(cli: Callable[..., Result], write: Callab
 def test_text_and_github_formats(cli: Callable[..., Result], write: Callable[[str, str], Path]) -> None:
     bad = write("ds_config.json", BROKEN)
     text = cli("lint", bad, "--world", "4", "--format", "text").out.splitlines()
-    assert text[1] == (f"{bad}:4:3: error DR311: DeepSpeed silently ignores unknown top-level key "
-                       "'zero_optimisation'; did you mean 'zero_optimization'?")
-    assert text[-1] == "1 file checked: 2 errors, 1 warning, 0 infos"
+    assert text[1] == (f"{bad}:4:3: warning DR311: 'zero_optimisation' is not a key of DeepSpeed "
+                       f"{table('deepspeed')['version']}'s top level: silently ignored; did you mean "
+                       "'zero_optimization'?")
+    assert text[-1] == "1 file checked: 1 error, 2 warnings, 0 infos"
     github = cli("lint", bad, "--world", "4", "--format", "github").out.splitlines()
-    assert github[1].startswith(f"::error title=DR311,file={bad},line=4,col=3::DeepSpeed silently")
+    assert github[1].startswith(f"::warning title=DR311,file={bad},line=4,col=3::'zero_optimisation' is not")
     assert github[2].startswith("::warning title=DR320,")
 
 
@@ -116,7 +116,7 @@ def test_json_format(cli: Callable[..., Result], write: Callable[[str, str], Pat
     data = json.loads(cli("lint", bad, "--world", "4", "--format", "json").out)
     assert data["files"] == 1
     assert [(f["line"], f["code"], f["name"], f["severity"]) for f in data["findings"]] == [
-        (2, "DR102", "batch-not-exact", "error"), (4, "DR311", "deepspeed-unknown-key", "error"),
+        (2, "DR102", "batch-not-exact", "error"), (4, "DR311", "deepspeed-unknown-key", "warning"),
         (5, "DR320", "offload-param-below-stage3", "warning")]
 
 
@@ -212,30 +212,6 @@ def test_every_rule_documents_itself() -> None:
     for code, rule in RULES.items():
         assert rule.summary.endswith("."), code
         assert "Fix" in rule.explanation or "Fails" in rule.explanation or code in ("DR100",), code
-
-
-TRICKY_JSON = [
-    '{"a\\"b": {"c": [1, {"d": "x,y:z"}, [], {}]}, "e": -1.5e-3, "f": [[true], [null]]}',
-    '[\n  1,\n  {"k": "\\u00e9t\\u00e9"}\n]', '{}', '"just a string"', '{"a": 1, "a": 2}', '{"a": }',
-]
-
-
-@pytest.mark.parametrize("text", TRICKY_JSON + [p.read_text() for p in sorted(
-    (Path(__file__).parent / "lint_corpus").rglob("*.json"))])
-def test_fast_json_reader_agrees_with_the_loader(text: str) -> None:
-    try:
-        careful = careful_json(text, "x.json")
-    except DistrecipeError as exc:
-        assert fast_document(text, "x.json") is None, "the fast path accepts only what parses"
-        with pytest.raises(DistrecipeError) as loaded:
-            parse_text(text, "x.json")
-        assert (loaded.value.message, loaded.value.where) == (exc.message, exc.where)
-        return
-    fast_doc = fast_document(text, "x.json")
-    assert fast_doc is not None
-    assert dict(fast_doc.positions) == careful.positions
-    assert fast_document(text, "x.json") == careful
-    assert parse_text(text, "x.json") == careful
 
 
 def test_pre_commit_hook_runs_on_any_json_and_yaml(cli: Callable[..., Result], tmp_path: Path) -> None:

@@ -59,3 +59,24 @@ def test_hf_formula_matches_saved_tensors(attention: str) -> None:
     print(f"{attention}: measured {measured} B, formula {formula.total:.0f} B, "
           f"error {formula.total / measured - 1:+.2%}")
     assert formula.total == pytest.approx(measured, rel=0.03)
+
+
+def test_checkpointing_modes_order_and_the_recipe_forms() -> None:
+    """Llama 3.1 8B, micro 2 × 8192: full < op-level selective < every 2nd layer < none."""
+    from distrecipe.errors import RecipeError
+    from distrecipe.plan.activations import plan_activations
+    from distrecipe.translator.load import recipe_from_text
+    from distrecipe.translator.resolve import resolve
+
+    base = ("recipe: 1\nmodel: {params: 8.03e9, hidden_size: 4096, layers: 32, heads: 32, "
+            "kv_heads: 8, intermediate_size: 14336, vocab: 128256}\n"
+            "cluster: {nodes: 1, gpus_per_node: 8, gpu_memory: 95GiB}\nstrategy: fsdp\n"
+            "batch: {micro: 2, global: 16, seq_len: 8192}\nactivation_checkpointing: ")
+    saved = {}
+    for form in ("full", "selective", "{mode: selective, every: 2}", "none"):
+        plan = resolve(recipe_from_text(base + form + "\n"))
+        saved[form] = plan_activations(plan)[0].layers
+    assert list(saved.values()) == sorted(saved.values())
+    assert saved["selective"] == 32 * (2 * 16384 * (4 * 4096 + 1024 + 14336) + 4 * 32 * 16384)
+    with pytest.raises(RecipeError, match="does not go with mode full"):
+        recipe_from_text(base + "{mode: full, every: 2}\n")

@@ -20,7 +20,9 @@ def test_text_shows_both_views_and_the_verdict(cli: Callable[..., Result]) -> No
     assert result.code == 0, result.err
     assert "formula (seed)  2Ψ + 14Ψ/N = 19.5 GB" in result.out
     assert "engine          DeepSpeed ZeRO-2: rest 19 GB" in result.out
-    assert "fits? yes: needs 43.89 GB" in result.out  # two 8K sequences per micro-batch, recomputed
+    # Two 8K sequences per micro-batch, recomputed; the loss's logits and fp32 gradients
+    # (14 bytes per token × vocab), reserved × 1.10 and the CUDA context: what a GPU shows.
+    assert "fits? yes: needs 67.91 GB = reserved 65.76 GB" in result.out
     result = cli("plan", SEED_ZERO2, "--set", "activation_checkpointing=none")
     assert "fits? no" in result.out
     assert "turn on activation_checkpointing: full" in result.out
@@ -86,3 +88,15 @@ def test_plan_imports_no_engine_and_no_matplotlib() -> None:
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stderr.strip().splitlines()[-1] == "HEAVY:"
+
+
+def test_plan_exits_1_when_it_does_not_fit_and_compile_says_dr370(cli: Callable[..., Result]) -> None:
+    """A script can gate a booking on `plan`; `compile` writes the config but says so."""
+    assert cli("plan", SEED_ZERO2).code == 0
+    ddp = RECIPES / "seed-8b-32gpu-ddp.yaml"
+    assert cli("plan", ddp).code == 1
+    result = cli("compile", ddp)
+    assert result.code == 0 and '"zero_optimization"' in result.out
+    assert "DR370 error: DDP needs" in result.err
+    assert cli("compile", ddp, "--strict").code != 0
+    assert "DR370" not in cli("compile", SEED_ZERO2).err

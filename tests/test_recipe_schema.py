@@ -18,8 +18,11 @@ import pytest
 from distrecipe import recipe
 from distrecipe.schemas import recipe_schema
 
-NOT_WRITTEN = {"source", "where"}
-"""`Recipe` fields filled by the loader, never written in a recipe."""
+WRITTEN_INSIDE = {"checkpoint_every": ("activation_checkpointing", "every")}
+"""`Recipe` fields written as a key of another one's mapping form
+(`activation_checkpointing: {mode: selective, every: 2}`)."""
+NOT_WRITTEN = {"source", "where", *WRITTEN_INSIDE}
+"""`Recipe` fields filled by the loader, never written at the top level of a recipe."""
 
 
 def literal_words(hint: Any) -> set[Any]:
@@ -101,3 +104,11 @@ def test_required_keys_are_the_fields_without_a_default() -> None:
             required -= {"recipe"}
             no_default -= {"name"}  # the file's stem when absent, not a constant default
         assert no_default == required, f"{prefix or 'top level'}"
+
+
+def test_fields_written_inside_another_key_are_in_its_mapping_form() -> None:
+    properties = recipe_schema()["properties"]
+    for name, (outer, inner) in WRITTEN_INSIDE.items():
+        assert name in {f.name for f in dataclasses.fields(recipe.Recipe)}
+        forms = [o for o in properties[outer]["oneOf"] if o.get("type") == "object"]
+        assert any(inner in form["properties"] for form in forms), (name, outer, inner)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -197,3 +198,26 @@ def test_integral_floats_count_as_integers() -> None:
     plan = resolve(recipe_from_text(text, "r.yaml"))
     assert (plan.micro, plan.global_batch, plan.nodes, plan.gpu_memory) == (2, 64, 1, 1)
     assert all(type(v) is int for v in (plan.micro, plan.global_batch, plan.nodes, plan.gpu_memory))
+
+
+def test_nearest_valid_globals_respect_rollout_n() -> None:
+    """Every suggested batch.global resolves: a multiple of DP × micro and of rollout_n."""
+    rl = "rl: {rollout_n: 3, prompts_per_step: 1000}\n"
+    for micro, acc, glob in ((2, 4, 60), ("auto", 1, 60), (2, "auto", 60), (2, 1, "auto")):
+        try:
+            plan_of(micro, acc, glob, extra=rl)
+        except RecipeError as exc:
+            if "nearest valid batch.global" in exc.message:
+                offered = exc.message.rsplit("nearest valid batch.global", 1)[1].split(":", 1)[1]
+                numbers = [int(n) for n in re.findall(r"\d+", offered)]
+                assert numbers, exc.message
+                for n in numbers:
+                    assert plan_of(micro, acc, n, extra=rl).global_batch % 3 == 0
+            else:  # "accumulation K with global G" or "accumulation K (global G)"
+                assert "global 64" not in exc.message, exc.message  # 64 is not a multiple of 3
+                found = re.search(r"accumulation (\d+) (?:with global|\(global) (\d+)", exc.message)
+                assert found, exc.message
+                k, g = map(int, found.groups())
+                assert plan_of(micro, k, "auto" if glob == "auto" else g, extra=rl).global_batch == g
+        else:
+            raise AssertionError(f"{micro} {acc} {glob} resolved")

@@ -11,6 +11,7 @@ from distrecipe.commands.echo import echo_findings
 from distrecipe.commands.options import overrides_option, recipe_argument
 from distrecipe.errors import StrictError
 from distrecipe.output import write_files
+from distrecipe.recipe import Plan
 from distrecipe.translator.targets import TARGETS, EmitOptions
 
 
@@ -27,9 +28,12 @@ def compile_recipe(
     plan = load_plan(recipe, overrides)
     result = TARGETS[target](plan, EmitOptions(hf_auto=hf_auto))
     echo_findings(recipe, result.findings)
+    memory = _memory_findings(plan)
+    for message in memory:
+        click.echo(f"{recipe}: DR370 error: {message}", err=True)
     inexact = [f for f in result.findings if f.severity != "info"]
-    if strict and inexact:
-        codes = ", ".join(sorted({f.code for f in inexact}))
+    if strict and (inexact or memory):
+        codes = ", ".join(sorted({f.code for f in inexact} | ({"DR370"} if memory else set())))
         raise StrictError(f"--strict: {target} cannot express this recipe exactly ({codes})")
     if output is None:
         if len(result.files) != 1:
@@ -39,6 +43,15 @@ def compile_recipe(
     for path in write_files(output, result.files):
         click.echo(f"wrote {path}", err=True)
     return 0
+
+
+def _memory_findings(plan: Plan) -> list[str]:
+    """Lint's DR370 on the recipe being compiled: a config that runs out of memory in its
+    first step is written, but never without a word (`--strict` refuses it)."""
+    from distrecipe.lint.rules.plan import does_not_fit
+
+    message = does_not_fit(plan)
+    return [] if message is None else [message]
 
 
 @click.command("compile")

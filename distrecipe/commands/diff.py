@@ -91,8 +91,8 @@ FORMATS: dict[str, Callable[[Diff, str, str], str]] = {"text": text, "json": as_
 
 
 @click.command("diff")
-@click.argument("old", type=click.Path(dir_okay=False, path_type=str))
-@click.argument("new", type=click.Path(dir_okay=False, path_type=str))
+@click.argument("old", type=click.Path(path_type=str))
+@click.argument("new", type=click.Path(path_type=str))
 @click.option("--world", type=click.IntRange(min=1), default=None,
               help="Total ranks, for native configs that do not say (ds_config, TrainingArguments).")
 @click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True)

@@ -51,7 +51,7 @@ def recipe_text(path: str, *, world: int | None, nodes: int, overrides: Sequence
 
 
 @click.command("import")
-@click.argument("path", type=click.Path(dir_okay=False, path_type=str))
+@click.argument("path", type=click.Path(path_type=str))
 @click.option("--world", type=click.IntRange(min=1), default=None,
               help="Total ranks (ds_config and TrainingArguments do not say; "
                    "Accelerate and verl files do).")

@@ -13,7 +13,6 @@ import os
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import get_args
 
 import click
@@ -35,6 +34,7 @@ from distrecipe.launch.rundir import WRITTEN, RunDir
 from distrecipe.launch.slurm import batch_script
 from distrecipe.launch.supervise import LAUNCH_ID, new_launch_id, supervise
 from distrecipe.recipe import Backend, Plan
+from distrecipe.source import read_text
 
 NOT_STARTED = 127
 """Recorded as the exit code when the launcher itself could not be started (the shell's code)."""
@@ -81,7 +81,7 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
     launch_id = new_launch_id()
     job_env = {**env, **spec.env, LAUNCH_ID: launch_id}
     record = RunDir(path)
-    record.start(plan=plan, recipe_text=Path(recipe).read_text(encoding="utf-8"), files=files,
+    record.start(plan=plan, recipe_text=read_text(recipe), files=files,
                  argv=spec.argv, env=job_env, cwd=os.getcwd(), overrides=overrides)
     click.echo(f"distrecipe: run directory {path}", err=True)
     click.echo(f"distrecipe: {shlex.join(spec.argv)}", err=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-recipe_argument = click.argument("recipe", type=click.Path(dir_okay=False, path_type=str))
+recipe_argument = click.argument("recipe", type=click.Path(path_type=str))
 
 overrides_option = click.option(
     "--set",

@@ -16,7 +16,10 @@ from distrecipe.plan.report import compare, estimate
 
 def plan_recipe(*, recipe: str, overrides: Sequence[str] = (), compare_all: bool = False,
                 output_format: str = "text", plot_path: str | None = None) -> int:
-    """Print the estimate (and with `compare_all` every strategy side by side)."""
+    """Print the estimate (and with `compare_all` every strategy side by side).
+
+    Exit code 1 when the plan says "fits? no", so a script can gate a booking on it;
+    0 when it fits or cannot say (no `cluster.gpu_memory`)."""
     plan = load_plan(recipe, overrides)
     current = estimate(plan)
     advice = advise(plan)
@@ -34,7 +37,7 @@ def plan_recipe(*, recipe: str, overrides: Sequence[str] = (), compare_all: bool
         from distrecipe.plan.plot import plot
 
         click.echo(f"wrote {plot(rows, plot_path, current=current.label)}", err=True)
-    return 0
+    return 1 if current.fits is False else 0
 
 
 @click.command("plan")

@@ -22,6 +22,7 @@ from typing import Any
 from distrecipe.errors import DistrecipeError
 from distrecipe.findings import SEVERITIES, Severity
 from distrecipe.keys import did_you_mean
+from distrecipe.source import read_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -56,8 +57,8 @@ def load_config(pyproject: Path | None, codes: frozenset[str], formats: frozense
     if pyproject is None:
         return LintConfig()
     try:
-        table = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("tool", {}).get("distrecipe", {})
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        table = tomllib.loads(read_text(pyproject)).get("tool", {}).get("distrecipe", {})
+    except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{pyproject}: cannot read [tool.distrecipe]: {exc}") from None
     where = f"{pyproject}: [tool.distrecipe]"
     allowed = ["world", "disable", "severity", "format", "exclude"]

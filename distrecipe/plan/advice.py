@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from distrecipe.model_shapes import llama
-from distrecipe.plan.report import HEADROOM, Estimate, compare, estimate
+from distrecipe.plan.report import Estimate, compare, estimate
 from distrecipe.plan.units import gb
 from distrecipe.recipe import Offload, Plan
 
@@ -68,7 +68,7 @@ def _first_fit(rows: list[Estimate]) -> Estimate | None:
 
 
 def _verdict(current: Estimate, pick: Estimate, budget: float) -> str:
-    usable = f"{gb(budget)} usable ({HEADROOM:.0%} headroom)"
+    usable = f"{gb(budget)}"
     if current.fits and pick.label == current.label:
         return f"fits: {current.label} needs {gb(current.need)} of {usable}"
     if current.fits:

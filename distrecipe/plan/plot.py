@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from distrecipe.errors import DistrecipeError
-from distrecipe.plan.report import HEADROOM, Estimate
+from distrecipe.plan.allocator import CONTEXT
+from distrecipe.plan.report import Estimate
 from distrecipe.plan.units import GB
 
 STACK = {
@@ -21,13 +22,13 @@ STACK = {
 
 
 def stacks(rows: list[Estimate]) -> dict[str, list[float]]:
-    """GB per category per row, at each row's engine peak; activations include the working set."""
+    """GB per category per row, at each row's engine peak; activations at their backward peak."""
     out: dict[str, list[float]] = {name: [] for name in (*STACK, "activations")}
     for row in rows:
         parts = row.engine.points[row.engine.peak_point]
         for name, members in STACK.items():
             out[name].append(sum(parts.get(m, 0.0) for m in members) / GB)
-        out["activations"].append((row.activation + row.working_set) / GB)
+        out["activations"].append(row.activation / GB)
     return out
 
 
@@ -47,12 +48,12 @@ def plot(rows: list[Estimate], path: str, *, current: str) -> Path:
     for name, values in stacks(rows).items():
         ax.bar(labels, values, bottom=bottom, label=name)
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
-    memory, budget = rows[0].plan.gpu_memory, rows[0].budget
-    if memory is not None and budget is not None:
+    memory = rows[0].plan.gpu_memory
+    if memory is not None:
         ax.axhline(memory / GB, color="black", linewidth=1, label=f"GPU memory {memory / GB:g} GB")
-        usable = budget / GB
+        usable = (memory - CONTEXT) / GB
         ax.axhline(usable, color="black", linewidth=1, linestyle="--",
-                   label=f"usable {usable:g} GB ({HEADROOM:.0%} headroom)")
+                   label=f"for PyTorch's allocator {usable:.3g} GB")
     ax.set_ylabel("GB per GPU at the engine's peak (10⁹ bytes)")
     ax.set_title(f"{rows[0].plan.name}: per-GPU memory (current: {current})")
     ax.legend(fontsize="small")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from distrecipe.plan.allocator import CONTEXT, FRAGMENTATION
 from distrecipe.plan.engine import POINTS
-from distrecipe.plan.report import HEADROOM, Estimate
+from distrecipe.plan.report import Estimate
 from distrecipe.plan.traffic import DDP_BUCKET
 from distrecipe.plan.units import GiB, MiB, gb
 
@@ -52,49 +53,58 @@ def text(est: Estimate, advice: list[str]) -> str:
     lines.append(f"activations per GPU (micro {p.micro} × {p.seq_len or '?'} tokens)")
     for i, act in enumerate(est.activations):
         used = "  ← used" if i == 0 else ""
-        lines.append(f"  {act.formula}: layers {gb(act.layers)} + head {gb(act.head)} = "
-                     f"{gb(act.total)}{used}")
+        backward = f"; + {gb(act.backward)} in backward = {gb(act.peak)}" if act.backward else ""
+        lines.append(f"  {act.formula}: saved: layers {gb(act.layers)} + head {gb(act.head)} = "
+                     f"{gb(act.total)}{backward}{used}")
     if not est.activations:
         lines.append("  unknown: the recipe needs model shape and batch.seq_len")
-    if est.working_set:
-        lines.append(f"  gathered working set (current + prefetched layer): {gb(est.working_set)}")
+    mem = est.memory
+    lines += [
+        "memory per GPU (allocated: live tensors; reserved: PyTorch's cache; needed: + CUDA context)",
+        f"  start of backward  allocated {gb(sum(mem.backward.values()))}: {_parts(mem.backward)}",
+        f"  optimizer step     allocated {gb(sum(mem.step.values()))}: {_parts(mem.step)}",
+        f"  reserved           {gb(mem.reserved)} = (allocated {gb(mem.allocated)} at the "
+        f"{mem.moment} moment" + (f" + stranded gradient blocks {gb(mem.stranded)}"
+                                  if mem.stranded and mem.moment == "backward" else "")
+        + f") × {1 + FRAGMENTATION:g} fragmentation",
+    ]
     tf, te = est.traffic_formula, est.traffic_engine
     lines += [
         "traffic per rank per step",
         f"  formula (seed)  {gb(tf.total)}: {_parts(tf.sent)}",
         f"  engine          {gb(te.total)}: {_parts(te.sent)}; "
         f"{te.reductions} gradient reduction(s) per step",
-        f"  accumulation    {p.accumulation} micro-steps: 1 gradient reduction per step with "
-        f"no_sync, {p.accumulation} without",
     ]
     if tf.intra is not None:
         lines.append(f"  within a node {gb(tf.intra)}, between nodes {gb(tf.total - tf.intra)}")
-    grads = est.psi * p.precision_bytes
-    lines.append(f"  DDP buckets     ≈{est.ddp_buckets:.3g} of {DDP_BUCKET / MiB:g} MiB for {gb(grads)} "
-                 "of gradients")
+    if p.strategy == "ddp":  # no_sync and 25 MiB buckets are torch DDP's alone
+        grads = est.psi * p.precision_bytes
+        lines += [f"  accumulation    {p.accumulation} micro-steps: 1 gradient reduction per step "
+                  f"with no_sync, {p.accumulation} without",
+                  f"  DDP buckets     ≈{est.ddp_buckets:.3g} of {DDP_BUCKET / MiB:g} MiB for "
+                  f"{gb(grads)} of gradients"]
     lines.append(_fits(est))
     lines += ["advice", *[f"  - {line}" for line in advice]]
     return "\n".join(lines) + "\n"
 
 
 def _fits(est: Estimate) -> str:
-    breakdown = (f"engine peak {gb(est.engine.peak)} + activations {gb(est.activation)}"
-                 + (f" + working set {gb(est.working_set)}" if est.working_set else ""))
+    breakdown = f"reserved {gb(est.memory.reserved)} + CUDA context and NCCL {gb(CONTEXT)}"
     if est.budget is None or est.plan.gpu_memory is None:
         return f"fits? unknown (no cluster.gpu_memory): needs {gb(est.need)} = {breakdown}"
     verdict = "yes" if est.fits else "no"
-    return (f"fits? {verdict}: needs {gb(est.need)} = {breakdown}; usable {gb(est.budget)} "
-            f"of {_memory(est.plan.gpu_memory)} ({HEADROOM:.0%} headroom)")
+    return (f"fits? {verdict}: needs {gb(est.need)} = {breakdown}, of "
+            f"{_memory(est.plan.gpu_memory)}")
 
 
 def compare_text(rows: list[Estimate]) -> str:
-    header = ("strategy", "formula", "state", "engine peak", "act.+gathered", "needs",
+    header = ("strategy", "formula", "state", "engine peak", "activations", "needs",
               "sent (seed)", "sent (engine)", "fits")
     table = [header]
     for row in rows:
         fits = "?" if row.fits is None else ("yes" if row.fits else "no")
         table.append((row.label, row.formula.formula, gb(row.formula.total), gb(row.engine.peak),
-                      gb(row.activation + row.working_set), gb(row.need),
+                      gb(row.activation), gb(row.need),
                       gb(row.traffic_formula.total), gb(row.traffic_engine.total), fits))
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     out = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
@@ -120,8 +130,13 @@ def as_json(est: Estimate, advice: list[str] | None = None) -> dict[str, Any]:
                                       "parts": est.engine.points[point]} for point in POINTS},
                    "cpu": est.engine.cpu, "notes": list(est.engine.notes)},
         "activations": [{"formula": a.formula, "layers": a.layers, "head": a.head,
-                         "total": a.total} for a in est.activations],
-        "working_set": est.working_set,
+                         "saved": a.total, "backward": a.backward, "peak": a.peak}
+                        for a in est.activations],
+        "memory": {"backward": est.memory.backward, "step": est.memory.step,
+                   "moment": est.memory.moment, "allocated": est.memory.allocated,
+                   "stranded": est.memory.stranded, "fragmentation": FRAGMENTATION,
+                   "reserved": est.memory.reserved, "context": CONTEXT,
+                   "needed": est.memory.needed},
         "traffic": {
             "formula": {"total": est.traffic_formula.total, "sent": est.traffic_formula.sent,
                         "reductions": est.traffic_formula.reductions,
@@ -133,7 +148,6 @@ def as_json(est: Estimate, advice: list[str] | None = None) -> dict[str, Any]:
         },
         "need": est.need,
         "gpu_memory": p.gpu_memory,
-        "headroom": HEADROOM,
         "fits": est.fits,
     }
     if advice is not None:

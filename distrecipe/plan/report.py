@@ -1,8 +1,9 @@
 """One Plan's estimate: both memory views, activations, traffic, and the fit verdict.
 
 Everything `plan` prints, writes as JSON or plots comes from an `Estimate`, so the
-three outputs cannot disagree. "Fits?" uses the engine view's peak plus activations
-and the ZeRO-3/FSDP working set, against the GPU's memory less a stated headroom.
+three outputs cannot disagree. "Fits?" compares what the GPU needs (the allocator's
+reserved bytes at the worse of the backward and optimizer-step moments, plus the
+CUDA context and NCCL: `allocator.py`) with `cluster.gpu_memory`.
 """
 
 from __future__ import annotations
@@ -11,14 +12,11 @@ from dataclasses import dataclass, replace
 
 from distrecipe.engines.deepspeed import zero_optimization
 from distrecipe.plan import traffic
-from distrecipe.plan.activations import Activations, plan_activations, working_set
+from distrecipe.plan.activations import Activations, plan_activations
+from distrecipe.plan.allocator import Memory, memory
 from distrecipe.plan.engine import DeepSpeedZero, EngineView, plan_engine_view, uses_deepspeed
 from distrecipe.plan.memory import FormulaView, local_params, plan_model_state
 from distrecipe.recipe import Offload, Plan, Strategy
-
-HEADROOM = 0.10
-"""Share of GPU memory kept free for the CUDA context, NCCL buffers and allocator
-fragmentation; a plan that needs more than the rest does not fit."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,24 +29,25 @@ class Estimate:
     engine: EngineView
     activations: tuple[Activations, ...]
     """Estimates by formula; the first is the one used for the verdict."""
-    working_set: float
+    memory: Memory
+    """Allocated at the backward and step moments, reserved, needed."""
     traffic_formula: traffic.Traffic
     traffic_engine: traffic.Traffic
     ddp_buckets: float
 
     @property
     def activation(self) -> float:
-        return self.activations[0].total if self.activations else 0.0
+        """Activation bytes at their backward peak (the first formula's)."""
+        return self.activations[0].peak if self.activations else 0.0
 
     @property
     def need(self) -> float:
-        """Per-GPU bytes at the peak: engine view + activations + gathered working set."""
-        return self.engine.peak + self.activation + self.working_set
+        """Per-GPU bytes the job needs: reserved by the allocator + CUDA context and NCCL."""
+        return self.memory.needed
 
     @property
     def budget(self) -> float | None:
-        memory = self.plan.gpu_memory
-        return None if memory is None else memory * (1 - HEADROOM)
+        return None if self.plan.gpu_memory is None else float(self.plan.gpu_memory)
 
     @property
     def fits(self) -> bool | None:
@@ -77,15 +76,17 @@ def deepspeed_zero(plan: Plan) -> DeepSpeedZero | None:
 
 def estimate(plan: Plan) -> Estimate:
     zero = deepspeed_zero(plan)
-    reshard = plan.reshard_after_forward and plan.strategy in ("zero", "fsdp")
+    psi = local_params(plan)
+    engine = plan_engine_view(plan, zero)
+    activations = plan_activations(plan)
     return Estimate(
         plan=plan,
         label=label(plan),
-        psi=local_params(plan),
+        psi=psi,
         formula=plan_model_state(plan),
-        engine=plan_engine_view(plan, zero),
-        activations=plan_activations(plan),
-        working_set=working_set(plan, reshard=reshard),
+        engine=engine,
+        activations=activations,
+        memory=memory(plan, engine, activations[0] if activations else None, psi),
         traffic_formula=traffic.formula(plan),
         traffic_engine=traffic.engine(plan, zero),
         ddp_buckets=traffic.ddp_buckets(plan),

@@ -28,9 +28,10 @@ from distrecipe.recipe import (
     Optimizer,
     Parallel,
     Recipe,
+    Recompute,
 )
 from distrecipe.schemas import coerce_integers, recipe_schema, validate_recipe
-from distrecipe.source import Document, SourceError, parse_text, read_document
+from distrecipe.source import Document, SourceError, parse_text, read_document, read_text
 
 _UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
           "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
@@ -119,7 +120,9 @@ def recipe_from_document(doc: Document, base_dir: Path) -> Recipe:
         written["grad_clip"] = d["grad_clip"] or None  # 0 and null both mean "no clipping"
     if "activation_checkpointing" in d:
         ac = d["activation_checkpointing"]
-        written["activation_checkpointing"] = "full" if ac is True else "none" if ac is False else ac
+        written["activation_checkpointing"] = _recompute(ac, doc)
+        if isinstance(ac, dict) and "every" in ac:
+            written["checkpoint_every"] = ac["every"]
     if d.get("rl"):
         written["rl"] = RL(**d["rl"])
     for key, section in (("optimizer", Optimizer), ("launch", Launch)):
@@ -138,6 +141,21 @@ def recipe_from_document(doc: Document, base_dir: Path) -> Recipe:
         source=doc.file,
         where={dotted(path): pos for path, pos in doc.positions.items() if path},
     )
+
+
+def _recompute(ac: bool | str | dict[str, Any], doc: Document) -> Recompute:
+    """`true`/`false`, a mode, or `{mode, every}`; `every` only means something for
+    selective (which blocks to wrap whole), so it is refused beside another mode."""
+    if isinstance(ac, bool):
+        return "full" if ac else "none"
+    if isinstance(ac, str):
+        return ac  # type: ignore[return-value]  # the schema allows only the three modes
+    mode: Recompute = ac["mode"]
+    if "every" in ac and mode != "selective":
+        raise RecipeError(f"activation_checkpointing.every picks which blocks selective "
+                          f"checkpointing wraps; it does not go with mode {mode}",
+                          doc.where(("activation_checkpointing", "every")))
+    return mode
 
 
 def _size(value: int | str | None) -> int | None:
@@ -174,11 +192,16 @@ def _model(m: dict[str, Any], base_dir: Path, doc: Document) -> Model:
 
 def _read_hf_config(path: Path, where: Position) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise RecipeError(f"cannot read model.hf_config {path}: {exc.strerror}", where) from None
+        data = json.loads(read_text(path))
+    except SourceError as exc:  # its position names the path, escaped to print on one line
+        name = exc.where.file if exc.where else path
+        raise RecipeError(f"model.hf_config {name}: {exc.message}", where) from None
     except json.JSONDecodeError as exc:
         raise RecipeError(f"model.hf_config {path} is not JSON: {exc.msg}", where) from None
+    except ValueError as exc:  # an integer longer than Python reads (`sys.get_int_max_str_digits`)
+        raise RecipeError(f"model.hf_config {path} is not JSON: {str(exc).split(';')[0]}", where) from None
+    except RecursionError:
+        raise RecipeError(f"model.hf_config {path} is not JSON: nested too deeply", where) from None
     if not isinstance(data, dict):
         raise RecipeError(f"model.hf_config {path} is not a JSON object", where)
     # Multimodal configs keep the language model's shape under `text_config`.

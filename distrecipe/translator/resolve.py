@@ -12,6 +12,7 @@ choices, before any GPU is booked.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from distrecipe.engines import data_parallel
@@ -41,7 +42,7 @@ def resolve(recipe: Recipe, *, detected_gpus: int | None = None, world: int | No
     dp = _data_parallel(recipe, gpus, prov)
     shard_group = _shard_group(recipe, stage, dp, prov)
     micro, accumulation, global_batch = _batch(recipe, dp, prov)
-    _check_rl(recipe, global_batch)
+    _check_rl(recipe, global_batch, dp)
     backend = recipe.launch.backend
     if backend == AUTO:
         backend = "verl" if recipe.rl else DEFAULT_BACKEND[recipe.strategy]
@@ -74,6 +75,7 @@ def resolve(recipe: Recipe, *, detected_gpus: int | None = None, world: int | No
         optimizer=recipe.optimizer,
         grad_clip=recipe.grad_clip,
         activation_checkpointing=recipe.activation_checkpointing,
+        checkpoint_every=recipe.checkpoint_every,
         rl=recipe.rl,
         launch=replace(recipe.launch, backend=backend),
         buckets=_buckets(recipe, stage, prov),
@@ -204,6 +206,7 @@ def _shard_group(recipe: Recipe, stage: int, dp: int, prov: dict[str, str]) -> i
 def _batch(recipe: Recipe, dp: int, prov: dict[str, str]) -> tuple[int, int, int]:
     """Solve micro × accumulation × DP = global for what is `auto`; never floor."""
     b = recipe.batch
+    rl_n = recipe.rl.rollout_n if recipe.rl else 1
     micro = None if b.micro == AUTO else b.micro
     acc = None if b.accumulation == AUTO else b.accumulation
     glob = None if b.global_ == AUTO else b.global_
@@ -233,7 +236,7 @@ def _batch(recipe: Recipe, dp: int, prov: dict[str, str]) -> tuple[int, int, int
     elif micro * acc * dp != glob:
         raise RecipeError(
             f"micro × accumulation × DP = {micro} × {acc} × {dp} = {micro * acc * dp}, "
-            f"but batch.global is {glob}; {_suggest(glob, micro, acc, dp)}",
+            f"but batch.global is {glob}; {_suggest(glob, micro, acc, dp, rl_n)}",
             recipe.at("batch.global", "batch"),
         )
     return micro, acc, glob
@@ -252,9 +255,12 @@ def _exact(recipe: Recipe, glob: int, divisor: int, name: str, formula: str, pro
     if glob % divisor == 0 and glob >= divisor:
         prov[f"batch.{name}"] = formula
         return glob // divisor
+    # With rl the global batch must also split into rollout groups: offer only globals
+    # that pass that check too, so following a suggestion never meets the next error.
+    step = math.lcm(divisor, recipe.rl.rollout_n) if recipe.rl else divisor
     raise RecipeError(
         f"batch.{name} = {formula} = {glob / divisor:g} is not a positive integer "
-        f"(distrecipe never rounds); nearest valid batch.global: {_or(nearest_multiples(glob, divisor))}",
+        f"(distrecipe never rounds); nearest valid batch.global: {_or(nearest_multiples(glob, step))}",
         recipe.at("batch.global", "batch"),
     )
 
@@ -266,24 +272,31 @@ def nearest_multiples(total: int, divisor: int) -> tuple[int, ...]:
     return tuple(v for v in dict.fromkeys((lower, upper)) if v > 0)
 
 
-def _suggest(glob: int, micro: int, acc: int, dp: int) -> str:
-    """Nearest valid choices for a mismatched triple, changing one number at a time."""
-    tips = [f"global {micro * acc * dp}"]
-    if glob % (micro * dp) == 0 and glob >= micro * dp:
+def _suggest(glob: int, micro: int, acc: int, dp: int, rollout_n: int = 1) -> str:
+    """Nearest valid choices for a mismatched triple, changing one number at a time; with
+    rl, only choices whose global batch also splits into `rollout_n` groups."""
+    tips = []
+    if (micro * acc * dp) % rollout_n == 0:
+        tips.append(f"global {micro * acc * dp}")
+    if glob % rollout_n == 0 and glob % (micro * dp) == 0 and glob >= micro * dp:
         tips.append(f"accumulation {glob // (micro * dp)}")
-    if glob % (acc * dp) == 0 and glob >= acc * dp:
+    if glob % rollout_n == 0 and glob % (acc * dp) == 0 and glob >= acc * dp:
         tips.append(f"micro {glob // (acc * dp)}")
+    if not tips:  # two numbers must change: the least accumulation that splits into groups
+        k = next(k for k in range(acc, acc + rollout_n + 1) if (micro * k * dp) % rollout_n == 0)
+        tips.append(f"accumulation {k} with global {micro * k * dp}")
     return "set " + _or(tips)
 
 
-def _check_rl(recipe: Recipe, global_batch: int) -> None:
+def _check_rl(recipe: Recipe, global_batch: int, dp: int) -> None:
     rl = recipe.rl
     if rl is None:
         return
     if global_batch % rl.rollout_n:
         raise RecipeError(
             f"with rl, a step's global batch counts sequences = ppo_mini_batch_size (prompts) × "
-            f"rollout_n; batch.global {global_batch} is not divisible by rl.rollout_n {rl.rollout_n}",
+            f"rollout_n; batch.global {global_batch} is not divisible by rl.rollout_n {rl.rollout_n}; "
+            f"{_rl_suggestion(recipe, global_batch, dp)}",
             recipe.at("rl.rollout_n", "rl"),
         )
     mini = global_batch // rl.rollout_n
@@ -294,6 +307,19 @@ def _check_rl(recipe: Recipe, global_batch: int) -> None:
             "verl requires train_batch_size ≥ ppo_mini_batch_size",
             recipe.at("rl.prompts_per_step", "rl"),
         )
+
+
+def _rl_suggestion(recipe: Recipe, global_batch: int, dp: int) -> str:
+    """Choices that satisfy the batch equation and rollout_n at once: the nearest globals
+    that the fixed batch numbers divide, or (global derived) an accumulation that works."""
+    assert recipe.rl is not None
+    n, b = recipe.rl.rollout_n, recipe.batch
+    fixed = dp * (b.micro if b.micro != AUTO else 1) * (b.accumulation if b.accumulation != AUTO else 1)
+    if b.global_ != AUTO:
+        return f"nearest valid batch.global: {_or(nearest_multiples(global_batch, math.lcm(fixed, n)))}"
+    per_acc = global_batch // (b.accumulation if b.accumulation != AUTO else 1)
+    k = next(k for k in range(1, n + 1) if (per_acc * k) % n == 0)
+    return f"set batch.accumulation {k} (global {per_acc * k})"
 
 
 def _buckets(recipe: Recipe, stage: int, prov: dict[str, str]) -> Buckets:

@@ -7,30 +7,39 @@ from dataclasses import replace
 
 from distrecipe.lint.rule import Problem, Source
 from distrecipe.plan.units import gb
+from distrecipe.recipe import Plan
 
 
 def memory_does_not_fit(src: Source) -> Iterator[Problem]:
     """The plan needs more memory per GPU than `cluster.gpu_memory` offers.
 
-    The estimate is `distrecipe plan`'s engine view (what DeepSpeed, FSDP2 or DDP
-    really hold at the step's peak) plus activations and the gathered ZeRO-3 working
-    set, against the GPU's memory less 10 % headroom for the CUDA context, NCCL
-    buffers and fragmentation. Without the check, the job runs out of memory in its
-    first step, after the model has loaded on every node.
+    The estimate is `distrecipe plan`'s: what PyTorch's allocator reserves at the worse
+    of the start of backward (engine view, activations, loss gradients, gathered and
+    reduce buffers) and the optimizer step, plus the CUDA context and NCCL. Without the
+    check, the job runs out of memory in its first step, after the model has loaded on
+    every node.
 
     Fails: an 8B model with DDP on 80 GB GPUs (about 128 GB of model state alone).
     Fix: `distrecipe plan FILE` names the least sharded stage that fits, or
     recompute, offload, tensor parallelism.
     """
-    if src.plan is None or src.plan.model.params is None:
-        return
-    from distrecipe.plan.report import HEADROOM, estimate  # only recipes that size a model need it
+    message = does_not_fit(src.plan) if src.plan is not None else None
+    if message is not None:
+        yield Problem(("cluster", "gpu_memory"), message)
 
-    current = estimate(src.plan)
-    if current.fits is False and current.budget is not None:
-        yield Problem(("cluster", "gpu_memory"), (
-            f"{current.label} needs {gb(current.need)} per GPU, more than {gb(current.budget)} usable of "
-            f"{gb(src.plan.gpu_memory or 0)} ({HEADROOM:.0%} headroom); see distrecipe plan"))
+
+def does_not_fit(plan: Plan) -> str | None:
+    """DR370's message when the plan needs more than `cluster.gpu_memory`; `compile`
+    reports the same for the recipe it compiles."""
+    if plan.model.params is None:
+        return None
+    from distrecipe.plan.report import estimate  # only recipes that size a model need it
+
+    current = estimate(plan)
+    if current.fits is not False or current.budget is None:
+        return None
+    return (f"{current.label} needs {gb(current.need)} per GPU (reserved + CUDA context), more "
+            f"than cluster.gpu_memory {gb(current.budget)}; see distrecipe plan")
 
 
 def zero3_where_zero2_fits(src: Source) -> Iterator[Problem]:
@@ -56,5 +65,5 @@ def zero3_where_zero2_fits(src: Source) -> Iterator[Problem]:
     if lighter.fits:
         extra = current.traffic_formula.total - lighter.traffic_formula.total
         yield Problem(("stage",), (
-            f"stage 2 also fits ({gb(lighter.need)} of {gb(lighter.budget or 0)} usable per GPU) and "
+            f"stage 2 also fits ({gb(lighter.need)} of {gb(lighter.budget or 0)} per GPU) and "
             f"sends {gb(extra)} less per step than stage 3"))

@@ -1,0 +1,138 @@
+"""From what tensors hold to what the GPU must have: allocated, reserved, needed.
+
+Three numbers, always named apart:
+
+* **allocated**: the most bytes live tensors hold at once (`torch.cuda.max_memory_allocated`).
+  The larger of two moments: the start of backward (model state after forward, every
+  layer's saved activations, the loss's gradients or one recomputed layer, and the
+  engine's communication buffers) and inside the optimizer step (the engine view's
+  peak plus a torch optimizer's `foreach` temporaries).
+* **reserved**: what PyTorch's caching allocator has taken from the driver
+  (`torch.cuda.max_memory_reserved`, what torchtitan and most published tables report).
+  It exceeds allocated by freed blocks the cache cannot reuse: FSDP2's gradient shards
+  from the previous step live in one buffer per block, each smaller than an activation
+  tensor, so after `zero_grad` they stay cached beside the activations (*stranded*), and
+  a calibrated share for splitting and rounding (`FRAGMENTATION`).
+* **needed**: reserved plus what lives outside the allocator (CUDA context, cuBLAS
+  and NCCL buffers: `CONTEXT`). "Fits?" compares this with `cluster.gpu_memory`.
+
+Communication buffers, per engine, at the start of backward:
+
+* FSDP2 (`fully_shard` per block, one unit for norm + output head, as torchtitan and
+  Accelerate wrap Llama): the head's unit is gathered whole (16-bit), the block being
+  computed and the one prefetched are gathered (2 blocks), and the reduce-scatter of a
+  block holds its unsharded 16-bit gradient and the copy in the reduce dtype.
+* DeepSpeed ZeRO-3: the block being computed and the prefetched one, and the output head
+  (gathered module by module). Its reduce bucket is in the engine view.
+* ZeRO-1/2, DDP: their buckets are in the engine view; nothing is gathered.
+
+`FRAGMENTATION` and `CONTEXT` are calibrated on the published runs in
+`tests/corpus/gpu/published.csv` (`tests/test_plan_gpu.py` states the error of every row).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from distrecipe.model_shapes import llama
+from distrecipe.plan.activations import Activations
+from distrecipe.plan.engine import EngineView, uses_deepspeed
+from distrecipe.plan.units import GiB
+from distrecipe.recipe import Plan
+
+FRAGMENTATION = 0.10
+"""Reserved beyond allocated (+ stranded) for block rounding and splitting; calibrated."""
+CONTEXT = 2 * GiB
+"""Per-GPU memory outside PyTorch's allocator: CUDA context, cuBLAS workspaces, NCCL."""
+AUTO_HEADROOM = 0.10
+"""`batch.micro: auto` keeps this share of the GPU free beyond `needed`: the calibration's
+error band, so a micro-batch chosen for the user does not run on the edge."""
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """Per-GPU bytes: allocated at each moment, reserved and needed."""
+
+    backward: dict[str, float]
+    """Live at the start of backward, by part."""
+    step: dict[str, float]
+    """Live inside the optimizer step, by part."""
+    stranded: float
+    """Freed, but cached in blocks too small for the activations (counted in reserved)."""
+
+    @property
+    def moment(self) -> str:
+        return "backward" if sum(self.backward.values()) >= sum(self.step.values()) else "step"
+
+    @property
+    def parts(self) -> dict[str, float]:
+        return self.backward if self.moment == "backward" else self.step
+
+    @property
+    def allocated(self) -> float:
+        return sum(self.parts.values())
+
+    @property
+    def reserved(self) -> float:
+        stranded = self.stranded if self.moment == "backward" else 0.0
+        return (self.allocated + stranded) * (1 + FRAGMENTATION)
+
+    @property
+    def needed(self) -> float:
+        return self.reserved + CONTEXT
+
+
+def buffers(plan: Plan) -> dict[str, float]:
+    """Communication buffers alive at the start of backward (see the module's list)."""
+    inventory = llama(plan.model)
+    sharded = plan.strategy == "fsdp" or (plan.strategy == "zero" and plan.stage == 3)
+    if inventory is None or not sharded or plan.strategy == "megatron":
+        return {}
+    lp, t = plan.precision_bytes, plan.tensor
+    block = inventory.block_params / t
+    head = inventory.outer[-1] / t if not plan.model.tied_embeddings else inventory.outer[0] / t
+    out = {"gathered blocks": 2 * lp * block, "gathered head": lp * head}
+    if plan.strategy == "fsdp":
+        reduce_bytes = 4 if reduce_fp32(plan) else lp
+        out["reduce-scatter"] = (lp + reduce_bytes) * block
+    return out
+
+
+def reduce_fp32(plan: Plan) -> bool:
+    """FSDP2 reduces in fp32 under verl and torchtitan (`mixed_precision_reduce`), in
+    the parameters' 16-bit dtype under Accelerate."""
+    return plan.launch.backend in ("verl", "torchrun")
+
+
+def foreach_temporaries(plan: Plan, engine: EngineView) -> float:
+    """torch's `foreach` AdamW (Hugging Face's and Accelerate's default `adamw_torch`)
+    makes one fp32 list the size of Adam's v (`_foreach_sqrt`): half the optimizer
+    state on the GPU. DeepSpeed's FusedAdam and torchtitan's `fused` AdamW work in place."""
+    if uses_deepspeed(plan) or plan.launch.backend == "torchrun":
+        return 0.0
+    return engine.points["step"].get("optimizer", 0.0) / 2
+
+
+def stranded(plan: Plan, psi: float, act: Activations | None) -> float:
+    """FSDP2's fp32 gradient shards (4Ψ/N), freed by `zero_grad` and kept in per-block
+    segments smaller than one activation tensor (2·s·b·h bytes)."""
+    inventory = llama(plan.model)
+    if plan.strategy != "fsdp" or plan.offload.enabled or inventory is None or act is None:
+        return 0.0
+    h, s = plan.model.hidden_size or 0, plan.seq_len or 0
+    per_block = 4.0 * inventory.block_params / plan.tensor / plan.shard_group
+    return 4.0 * psi / plan.shard_group if per_block < 2.0 * s * plan.micro * h else 0.0
+
+
+def memory(plan: Plan, engine: EngineView, act: Activations | None, psi: float) -> Memory:
+    """Allocated at both moments, and what stays stranded in the cache."""
+    backward = dict(engine.points["forward"])
+    if act is not None:
+        backward["activations (saved)"] = act.total
+        backward["loss / recompute (backward)"] = act.backward
+    backward.update(buffers(plan))
+    step = dict(engine.points["step"])
+    temporaries = foreach_temporaries(plan, engine)
+    if temporaries:
+        step["optimizer temporaries"] = temporaries
+    return Memory({k: v for k, v in backward.items() if v}, step, stranded(plan, psi, act))

@@ -1,0 +1,56 @@
+"""`batch.micro: auto` by memory: the largest micro-batch that fits, accumulation follows.
+
+With the global batch fixed and both micro and accumulation left `auto`, the batch
+algebra alone would pick accumulation 1 and the largest micro-batch, which for an 8B
+model at 8K tokens needs several times a GPU. When the recipe says enough to judge
+memory (parameters, shape, `batch.seq_len`, `cluster.gpu_memory`), the resolver asks
+this module instead: every micro-batch that divides the samples each rank takes per
+step, largest first, estimated exactly as `distrecipe plan` does, and the first that
+needs at most `gpu_memory × (1 − AUTO_HEADROOM)` wins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from distrecipe.plan.allocator import AUTO_HEADROOM
+from distrecipe.plan.report import estimate
+from distrecipe.plan.units import gb
+from distrecipe.recipe import Plan
+
+
+def judgeable(plan: Plan) -> bool:
+    """Whether memory can be estimated at all: a size, a shape, a sequence, a GPU."""
+    m = plan.model
+    return None not in (m.params, m.hidden_size, m.layers, m.heads, m.vocab, plan.seq_len,
+                        plan.gpu_memory) and plan.device == "gpu"
+
+
+def largest_micro(plan: Plan) -> Plan:
+    """`plan` with the largest fitting micro-batch and the accumulation it implies, and
+    both choices explained in the provenance. Micro 1 when none fits (`plan` then says
+    what else to change)."""
+    assert plan.gpu_memory is not None  # judgeable() is the caller's guard
+    per_rank = plan.global_batch // plan.dp
+    limit = plan.gpu_memory * (1 - AUTO_HEADROOM)
+    tried: list[tuple[int, float]] = []
+    for micro in sorted((d for d in range(1, per_rank + 1) if per_rank % d == 0), reverse=True):
+        trial = replace(plan, micro=micro, accumulation=per_rank // micro)
+        need = estimate(trial).need
+        if need <= limit:
+            bigger = f"; micro {tried[-1][0]} would need {gb(tried[-1][1])}" if tried else ""
+            why = (f"largest that fits {gb(plan.gpu_memory)} with {AUTO_HEADROOM:.0%} headroom: "
+                   f"needs {gb(need)}{bigger}")
+            return _chosen(trial, why)
+        tried.append((micro, need))
+    smallest = replace(plan, micro=1, accumulation=per_rank)
+    return _chosen(smallest, f"none fits {gb(plan.gpu_memory)} with {AUTO_HEADROOM:.0%} headroom "
+                             f"(micro 1 needs {gb(tried[-1][1])}): see distrecipe plan")
+
+
+def _chosen(plan: Plan, why: str) -> Plan:
+    prov = dict(plan.provenance)
+    prov["batch.micro"] = why
+    prov["batch.accumulation"] = (f"global / (micro × DP) = {plan.global_batch} / "
+                                  f"({plan.micro} × {plan.dp}), micro chosen for memory")
+    return replace(plan, provenance=prov)

@@ -1,0 +1,103 @@
+"""Published GPU measurements (`tests/corpus/gpu/published.csv`) as distrecipe Plans.
+
+Each row states a model's shape, the parallelism, micro-batch, sequence length,
+checkpointing mode and precision of a real run, and what it measured: peak memory
+(`memory_GiB`, mostly torch's `max_memory_reserved`) and throughput. `plan_for_row`
+writes the recipe a user would write for that run; `tests/test_plan_gpu.py` compares
+the plan's prediction with each measurement.
+
+Which rows the memory model is judged on (`memory_rows`): bf16 runs of Llama-shaped
+models with FSDP2 or DDP/ZeRO and a stated memory kind. Float8 (torchao) changes what
+linears save and gather, and context parallelism shards differently: distrecipe models
+neither, so those rows are reported apart (`not_modelled`), never silently dropped.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from distrecipe.recipe import Plan
+from distrecipe.translator.load import recipe_from_text
+from distrecipe.translator.resolve import resolve
+
+CSV = Path(__file__).resolve().parent / "corpus" / "gpu" / "published.csv"
+
+GPU_GIB = {"H100 SXM HBM2e 96GB": 95.0, "H100 SXM HBM2e 95GB": 95.0, "H200": 140.0,
+           "H100 80GB": 79.1, "A100 80GB": 79.1, "A100 40GB": 39.4, "DGX-H100": 79.1}
+"""What torch reports as total memory for each card the rows name (GiB)."""
+
+CHECKPOINTING: dict[str, Any] = {"none": "none", "full": "full", "selective_op": "selective",
+                                 "selective_layer": {"mode": "selective", "every": 2}}
+"""torchtitan's `selective_ac_option` for layer SAC in its A100 table is 2."""
+
+
+@dataclass(frozen=True)
+class Row:
+    data: dict[str, str]
+
+    @property
+    def name(self) -> str:
+        d = self.data
+        return (f"{d['source_id']} {d['model']} {d['gpus']} GPUs tp{d['tp'] or 1} "
+                f"micro {d['micro']} s{d['seq_len']} {d['checkpointing']}"
+                f"{' compile' if d['compile'] == 'yes' else ''}")
+
+    @property
+    def float8(self) -> bool:
+        return "float8" in self.data["precision"].lower() or "fp8" in self.data["precision"].lower()
+
+    @property
+    def gpu_gib(self) -> float | None:
+        if self.data["gpu_memory_GiB"]:
+            return float(self.data["gpu_memory_GiB"])
+        return next((v for k, v in GPU_GIB.items() if self.data["gpu"].startswith(k)), None)
+
+
+def rows() -> list[Row]:
+    with CSV.open(encoding="utf-8", newline="") as handle:
+        return [Row(d) for d in csv.DictReader(handle)]
+
+
+def modelled(row: Row) -> bool:
+    """Whether distrecipe's model describes the run (see the module's docstring)."""
+    d = row.data
+    return (not row.float8 and d["strategy"] in ("fsdp2", "fsdp", "ddp", "zero")
+            and d["checkpointing"] in CHECKPOINTING and (d["cp"] or "1") == "1"
+            and bool(d["ffn"]) and bool(d["micro"]) and bool(d["layers"])
+            and (d["pp"] or "1") == "1" and row.gpu_gib is not None)
+
+
+def plan_for_row(row: Row) -> Plan:
+    """The recipe a user would write for the published run, resolved."""
+    d = row.data
+    gpus, tp = int(d["gpus"]), int(d["tp"] or 1)
+    per_node = min(gpus, 4 if "4 per node" in d["gpu"] else 8)
+    h, heads = int(d["hidden"]), int(d["heads"])
+    model: dict[str, Any] = {
+        "hidden_size": h, "layers": int(d["layers"]), "heads": heads,
+        "kv_heads": int(d["kv_heads"] or heads), "intermediate_size": int(d["ffn"]),
+        "vocab": int(d["vocab"]),
+    }
+    if d["params"]:
+        model["params"] = int(float(d["params"]))
+    strategy = {"fsdp2": "fsdp", "fsdp": "fsdp", "ddp": "ddp", "zero": "zero"}[d["strategy"]]
+    stage = int(d["zero_stage"]) if d["zero_stage"] else {"fsdp": 3, "ddp": 0, "zero": 2}[strategy]
+    micro = int(d["micro"])
+    backend = {"fsdp": "torchrun", "ddp": "accelerate", "zero": "deepspeed"}[strategy]
+    doc: dict[str, Any] = {
+        "recipe": 1, "name": "published", "model": model,
+        "cluster": {"nodes": gpus // per_node, "gpus_per_node": per_node,
+                    "gpu_memory": f"{row.gpu_gib}GiB"},
+        "strategy": strategy, "stage": stage,
+        "parallel": {"tensor": tp},
+        "batch": {"micro": micro, "accumulation": 1, "global": micro * gpus // tp,
+                  "seq_len": int(d["seq_len"])},
+        "precision": "bf16", "activation_checkpointing": CHECKPOINTING[d["checkpointing"]],
+        "launch": {"backend": backend},
+    }
+    return resolve(recipe_from_text(yaml.safe_dump(doc, sort_keys=False), row.name))

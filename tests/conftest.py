@@ -57,9 +57,9 @@ def write(tmp_path: Path) -> Callable[[str, str], Path]:
 
 @pytest.fixture(scope="session")
 def judge() -> Iterator[Any]:
-    """verl's judge (tests/verl_oracle.py): one verl import and one Hydra context for the
+    """verl's judge (distrecipe/judges/verl.py): one verl import and one Hydra context for the
     session, shared by the emitter's and lint's verl oracles (the import costs ≈ 8 s)."""
-    oracle = pytest.importorskip("tests.verl_oracle", reason="verl is not installed")
+    oracle = pytest.importorskip("distrecipe.judges.verl", reason="verl is not installed")
     verl_judge = oracle.VerlJudge()
     yield verl_judge
     verl_judge.close()

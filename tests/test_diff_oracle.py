@@ -20,8 +20,8 @@ from distrecipe.engines.native import read_file
 from distrecipe.engines.tables import verl_tree
 from distrecipe.engines.verl import verl_config
 from distrecipe.errors import DistrecipeError
+from distrecipe.judges import deepspeed as deepspeed_judge
 from distrecipe.source import Document
-from tests import deepspeed_judge
 
 pytestmark = pytest.mark.slow  # imports DeepSpeed and OmegaConf
 

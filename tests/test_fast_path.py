@@ -7,7 +7,7 @@ import sys
 
 from tests.conftest import RECIPES
 
-HEAVY = ("torch", "deepspeed", "accelerate", "verl", "transformers", "matplotlib")
+HEAVY = ("torch", "deepspeed", "accelerate", "verl", "transformers", "matplotlib", "distrecipe.judges")
 
 PROBE = """
 import sys

@@ -20,6 +20,7 @@ import yaml
 from distrecipe.engines.accelerate import EMITTED_DEFAULTS as ACCELERATE_DEFAULTS
 from distrecipe.engines.deepspeed import NO_DEFAULT, emitted_default
 from distrecipe.engines.native import read_file
+from distrecipe.judges import deepspeed as deepspeed_judge
 from distrecipe.source import Document
 from distrecipe.translator.importers import World
 from distrecipe.translator.importers.registry import import_document
@@ -28,7 +29,6 @@ from distrecipe.translator.load import apply_overrides, recipe_from_document
 from distrecipe.translator.native import leaves, same
 from distrecipe.translator.resolve import resolve
 from distrecipe.translator.targets import TARGETS, EmitOptions
-from tests import deepspeed_judge
 
 CORPUS = Path(__file__).parent / "corpus" / "real"
 WORLD = World(1, 8)

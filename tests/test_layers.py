@@ -24,6 +24,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"api", "lint", "diff", "launch"}),
     frozenset({"plan"}),
     frozenset({"translator"}),
+    frozenset({"judges"}),
     frozenset({"engines"}),
     frozenset({"recipe", "schemas", "model_shapes"}),
     frozenset({"keys", "source"}),

@@ -2,9 +2,9 @@
 
 For each generated pair (keys written beside `deepspeed_config_file`, a top-level
 `mixed_precision` or none, a ds_config with or without `gradient_accumulation_steps`
-and a ZeRO block), Accelerate's own path decides: `accelerate launch`'s argument
-merge and the environment it exports, then `DeepSpeedPlugin()` built from that
-environment, as every worker builds it. Accelerate stops at its first problem (the
+and a ZeRO block), Accelerate's own path decides (`distrecipe/judges/accelerate.py`):
+`accelerate launch`'s argument merge and the environment it exports, then
+`DeepSpeedPlugin()` built from that environment, as every worker builds it. Accelerate stops at its first problem (the
 ZeRO block is checked before the conflicting keys), so:
 
 * refused for the missing ZeRO block  ⇔ lint reports DR345;
@@ -17,27 +17,22 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import tempfile
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import pytest
 import yaml
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from distrecipe.judges import accelerate as accelerate_judge
 from distrecipe.lint.config import LintConfig
 from distrecipe.lint.engine import lint
 
 pytestmark = pytest.mark.slow  # imports accelerate (torch)
 
-launch = pytest.importorskip("accelerate.commands.launch")
-launch_utils = pytest.importorskip("accelerate.utils.launch")
-dataclasses_mod = pytest.importorskip("accelerate.utils.dataclasses")
-
-PARSER = launch.launch_command_parser()
+pytest.importorskip("accelerate")
 CORPUS = Path(__file__).resolve().parent / "lint_corpus"
 CODES = {"DR343", "DR344", "DR345"}
 
@@ -56,23 +51,15 @@ BESIDE_FILE = {
 def accelerate_verdict(directory: Path, config: str) -> str:
     """`refused-zero`, `refused-ignored`, `forced-accumulation` or `accepted`."""
     with contextlib.chdir(directory):
-        args = PARSER.parse_args(["--config_file", config, "train.py"])
-        args, defaults, mp_from_config = launch._validate_launch_command(args)
-        # What launch_command does before deepspeed_launcher (accelerate/commands/launch.py).
-        fields = list(defaults.deepspeed_config.keys())
-        if mp_from_config:
-            fields.append("mixed_precision")
-        args.deepspeed_fields_from_accelerate_config = ",".join(fields)
-        _, env = launch_utils.prepare_deepspeed_cmd_env(args)
-        file_config = json.loads(Path(defaults.deepspeed_config["deepspeed_config_file"]).read_text())
-        with mock.patch.dict(os.environ, env, clear=True):
-            try:
-                plugin = dataclasses_mod.DeepSpeedPlugin()
-            except ValueError as exc:
-                if "ZeRO optimization config" in str(exc):
-                    return "refused-zero"
-                assert "will be ignored" in str(exc), exc
-                return "refused-ignored"
+        args, env = accelerate_judge.launch_env(Path(config))
+        file_config = json.loads(Path(env["ACCELERATE_DEEPSPEED_CONFIG_FILE"]).read_text())
+        try:
+            plugin = accelerate_judge.worker_plugin(args, env)
+        except ValueError as exc:
+            if "ZeRO optimization config" in str(exc):
+                return "refused-zero"
+            assert "will be ignored" in str(exc), exc
+            return "refused-ignored"
     if "gradient_accumulation_steps" not in file_config:
         assert plugin.deepspeed_config["gradient_accumulation_steps"] == 1
         return "forced-accumulation"

@@ -49,4 +49,7 @@ def test_every_rule_has_two_cases() -> None:
         per_code[case.parent.name] = per_code.get(case.parent.name, 0) + 1
         assert case.parent.name in RULES, case
         assert any(code == case.parent.name for *_, code in expected(case)[1]), case
-    assert {code for code, n in per_code.items() if n >= 2} == set(RULES)
+    # The engines' own verdicts (`lint --engines`) are held to the real-world corpus instead,
+    # in tests/test_corpus_verdicts.py (slow: they import the engines).
+    by_engines = {code for code, rule in RULES.items() if rule.check.__module__.endswith("rules.engines")}
+    assert {code for code, n in per_code.items() if n >= 2} == set(RULES) - by_engines

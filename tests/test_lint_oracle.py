@@ -18,9 +18,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from distrecipe.judges import deepspeed as deepspeed_judge
 from distrecipe.lint.config import LintConfig
 from distrecipe.lint.engine import lint
-from tests import deepspeed_judge
 
 pytestmark = pytest.mark.slow  # imports deepspeed and accelerate (torch)
 

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from distrecipe.engines.tables import table, verl_tree
+from distrecipe.judges import deepspeed as deepspeed_judge
 from distrecipe.lint.config import LintConfig
 from distrecipe.lint.engine import lint
-from tests import deepspeed_judge
 
 pytestmark = pytest.mark.slow  # imports DeepSpeed, Accelerate and verl
 

@@ -2,7 +2,7 @@
 
 Random FSDP actor batches (prompts, rollout.n, mini- and micro-batch, GPUs, Ulysses
 size) are written as the override lines a user keeps, linted, and handed to verl's
-own `validate_config` and worker-side splitting (`tests/verl_oracle.py`). A rule lint
+own `validate_config` and worker-side splitting (`distrecipe/judges/verl.py`). A rule lint
 lacks, or one it invents, breaks the agreement.
 """
 

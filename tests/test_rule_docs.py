@@ -86,13 +86,20 @@ def test_every_rule_shows_a_failing_and_a_passing_example(code: str) -> None:
     assert verdicts == {True, False}, f"{code} needs at least one Fails: and one Passes: example"
 
 
-@pytest.mark.parametrize("example", ALL, ids=[example_id(n) for n in range(len(ALL))])
+ENGINE_RULES = frozenset({"DR900", "DR901"})
+"""Rules only `lint --engines` runs: their examples run the installed engines (slow)."""
+
+
+@pytest.mark.parametrize("example", [
+    pytest.param(e, marks=pytest.mark.slow) if e.code in ENGINE_RULES else e for e in ALL
+], ids=[example_id(n) for n in range(len(ALL))])
 def test_example_does_what_it_says(example: Example, tmp_path: Path) -> None:
     for name, text in example.files:
         (tmp_path / name).write_text(text, encoding="utf-8")
     linted = tmp_path / example.files[0][0]
     assert detect(read_file(linted)) == example.kind
-    report = lint([linted], config=LintConfig(), world=example.world)
+    report = lint([linted], config=LintConfig(), world=example.world,
+                  engines=example.code in ENGINE_RULES)
     assert not report.unusable, report.unusable
     codes = {finding.code for finding in report.findings}
     if example.fails:

@@ -24,15 +24,17 @@ def lint_paths(
     project: Path | None = None,
     ignore_unknown: bool = False,
     consumer: Consumer | None = None,
+    engines: bool = False,
 ) -> int:
     """Lint `paths`, print the findings, return 0 (clean), 1 (errors) or 2 (unusable input).
 
     `project` is where to look for pyproject.toml (default: the working directory).
+    `engines` also runs the installed engines' own validators (DR900, DR901).
     """
     formats = frozenset(FORMATS) | {"auto"}
     config = load_config(find_pyproject(project or Path.cwd()), frozenset(RULES), formats)
     report = lint(paths, config=config, world=world, kind=kind, ignore_unknown=ignore_unknown,
-                  consumer=consumer)
+                  consumer=consumer, engines=engines)
     for problem in report.unusable:
         click.echo(one_line(f"{problem.where}: error: {problem.message}"), err=True)
     click.echo(pick(output_format or config.format or "auto")(report), nl=False)
@@ -54,8 +56,11 @@ def lint_paths(
 @click.option("--ds-config-consumer", "consumer", type=click.Choice(CONSUMERS), default=None,
               help='Who reads the ds_configs, so which "auto" values get filled (else: '
                    "[tool.distrecipe] ds_config, or the files and launch scripts that name them).")
+@click.option("--engines", is_flag=True,
+              help="Also run the installed engines' own validators in-process (DeepSpeed, the HF "
+                   "Trainer, Accelerate, verl): slow, imports torch; DR900/DR901.")
 def command(paths: tuple[str, ...], world: int | None, kind: Kind | None, output_format: str | None,
-            ignore_unknown: bool, consumer: Consumer | None) -> int:
+            ignore_unknown: bool, consumer: Consumer | None, engines: bool) -> int:
     """Check recipes, ds_configs, accelerate/verl configs, TrainingArguments and launch scripts."""
     return lint_paths(paths=paths, world=world, kind=kind, output_format=output_format,
-                      ignore_unknown=ignore_unknown, consumer=consumer)
+                      ignore_unknown=ignore_unknown, consumer=consumer, engines=engines)

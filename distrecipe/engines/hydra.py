@@ -6,6 +6,7 @@ value so that Hydra reads it back the same.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from distrecipe.engines.verl import VERL_ROOTS
@@ -25,27 +26,35 @@ def read_overrides(text: str, file: str) -> Document:
     positions: dict[KeyPath, Position] = {(): Position(file, 1, 1)}
     key_positions: dict[KeyPath, Position] = {}
     lines = tuple(text.splitlines())
+    for number, match in override_matches(lines):
+        prefix, dotted, raw = match.groups()
+        path = tuple(dotted.split("."))
+        if prefix == "~":
+            continue
+        node = data
+        for depth, part in enumerate(path[:-1]):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                break
+            positions.setdefault(path[: depth + 1], Position(file, number, match.start(2) + 1))
+            node = child
+        else:
+            node[path[-1]] = parse_value(raw.rstrip("\\"))
+            key_positions[path] = Position(file, number, match.start(2) + 1)
+            positions[path] = Position(file, number, match.start(3) + 1)
+    return Document(data, file, positions, key_positions, lines)
+
+
+def override_matches(lines: Iterable[str]) -> Iterator[tuple[int, re.Match[str]]]:
+    """Each `[+~]key=value` under one of verl's top-level groups, with its 1-based line
+    number: the Hydra overrides of an override file or a launch script, comments skipped."""
     for number, line in enumerate(lines, start=1):
         code = line.split(" #", 1)[0]
         if code.lstrip().startswith("#"):
             continue
         for match in _OVERRIDE.finditer(code):
-            prefix, dotted, raw = match.groups()
-            path = tuple(dotted.split("."))
-            if path[0] not in VERL_ROOTS or prefix == "~":
-                continue
-            node = data
-            for depth, part in enumerate(path[:-1]):
-                child = node.setdefault(part, {})
-                if not isinstance(child, dict):
-                    break
-                positions.setdefault(path[: depth + 1], Position(file, number, match.start(2) + 1))
-                node = child
-            else:
-                node[path[-1]] = parse_value(raw.rstrip("\\"))
-                key_positions[path] = Position(file, number, match.start(2) + 1)
-                positions[path] = Position(file, number, match.start(3) + 1)
-    return Document(data, file, positions, key_positions, lines)
+            if match.group(2).split(".", 1)[0] in VERL_ROOTS:
+                yield number, match
 
 
 def parse_value(raw: str) -> Any:

@@ -45,16 +45,26 @@ class Report:
 
 
 def lint(paths: Sequence[str | Path], *, config: LintConfig, world: int | None = None,
-         kind: Kind | None = None, ignore_unknown: bool = False, consumer: Consumer | None = None) -> Report:
+         kind: Kind | None = None, ignore_unknown: bool = False, consumer: Consumer | None = None,
+         engines: bool = False) -> Report:
     """Lint files and directories; `world` (ranks), `kind` and `consumer` (who reads
     the ds_configs) override detection.
 
     A file named explicitly must be a config, unless `ignore_unknown` (pre-commit
-    passes every JSON and YAML file of a commit, configs or not).
+    passes every JSON and YAML file of a commit, configs or not). `engines` also runs
+    the engines' own judges (DR900, DR901); an engine that is not installed is an error.
     """
     workspace = Workspace(world if world is not None else config.world,
                           "--world" if world is not None else "[tool.distrecipe] world",
-                          consumer=consumer, config=config)
+                          consumer=consumer, config=config, engines=engines)
+    try:
+        return _lint(paths, workspace, config, kind, ignore_unknown)
+    finally:
+        workspace.close()
+
+
+def _lint(paths: Sequence[str | Path], workspace: Workspace, config: LintConfig, kind: Kind | None,
+          ignore_unknown: bool) -> Report:
     findings: list[Finding] = []
     unusable: list[DistrecipeError] = []
     count = 0

@@ -15,6 +15,7 @@ import fnmatch
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from distrecipe.engines import Kind
 from distrecipe.engines.argv import LAUNCHER_WORDS, Launch, launches
@@ -24,6 +25,9 @@ from distrecipe.keys import integer
 from distrecipe.lint.config import Consumer, LintConfig
 from distrecipe.lint.rule import Source
 from distrecipe.source import Document, SourceError, read_text
+
+if TYPE_CHECKING:
+    from distrecipe.judges import Verdict
 
 _SIBLING_HINTS = ("distributed_type", "per_device_train_batch_size", '"deepspeed"')
 """Text that must occur in a file for it to be an Accelerate or HF sibling worth parsing."""
@@ -66,13 +70,19 @@ class Workspace:
     """Reads, caches and relates the files of one lint run."""
 
     def __init__(self, world: int | None = None, world_from: str = "--world", *,
-                 consumer: Consumer | None = None, config: LintConfig | None = None) -> None:
+                 consumer: Consumer | None = None, config: LintConfig | None = None,
+                 engines: bool = False) -> None:
         self.world = world
         self.world_from = world_from
         self.consumer = consumer
         self.config = config or LintConfig()
         self._uses: dict[str, list[Use]] = {}
         self._launches: dict[str, list[Launch]] = {}
+        self.engines = engines
+        """Run the engines' own judges too (`lint --engines`: DR900, DR901)."""
+        self.verdicts: dict[str, Verdict] = {}
+        """Each file's engine verdict, judged once for both engine rules."""
+        self._verl: Any = None
         self._documents: dict[str, Document] = {}
         self._siblings: dict[str, list[Sibling]] = {}
         self._texts: dict[str, str] = {}
@@ -231,3 +241,17 @@ class Workspace:
                 return n, f"num_processes in {sibling.path.name}"
         return None, None
 
+    def verl_verdict(self, path: Path, text: str) -> Verdict:
+        """verl's verdict on override lines; one verl judge (≈ 8 s to start) per run."""
+        from distrecipe.judges import verl
+
+        if self._verl is None:
+            self._verl = verl.VerlJudge()
+        verdict: Verdict = verl.judge_script(self._verl, text)
+        return verdict
+
+    def close(self) -> None:
+        """Release what the judges hold (verl's Hydra context)."""
+        if self._verl is not None:
+            self._verl.close()
+            self._verl = None

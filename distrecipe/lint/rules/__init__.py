@@ -2,18 +2,19 @@
 
 Codes are stable forever (suppressions and CI configs name them). DR1xx is the batch
 arithmetic shared with recipes, DR220 is the verl batch fact `compile --target verl`
-also reports, DR3xx are lint's own. The severity here is the default; the engine
-applies `[tool.distrecipe] severity` over it.
+also reports, DR3xx are lint's own, DR9xx the engines' own verdicts (`lint --engines`).
+The severity here is the default; the engine applies `[tool.distrecipe] severity` over it.
 """
 
 from __future__ import annotations
 
 from distrecipe.engines import KINDS, Kind
 from distrecipe.lint.rule import Rule
-from distrecipe.lint.rules import accelerate, batch, deepspeed, hf, plan, recipe, unknown_keys, verl
+from distrecipe.lint.rules import accelerate, batch, deepspeed, engines, hf, plan, recipe, unknown_keys, verl
 
 RECIPE, DEEPSPEED, ACCELERATE, VERL, HF = (frozenset({kind}) for kind in KINDS)
 RECIPE_DS: frozenset[Kind] = RECIPE | DEEPSPEED
+NATIVE: frozenset[Kind] = DEEPSPEED | ACCELERATE | VERL | HF
 
 RULES: dict[str, Rule] = {rule.code: rule for rule in (
     Rule("DR100", "recipe-invalid", "error", RECIPE, recipe.recipe_invalid),
@@ -49,5 +50,7 @@ RULES: dict[str, Rule] = {rule.code: rule for rule in (
     Rule("DR360", "trainer-deepspeed-mismatch", "error", HF, hf.deepspeed_mismatch),
     Rule("DR370", "memory-does-not-fit", "error", RECIPE, plan.memory_does_not_fit),
     Rule("DR371", "zero3-where-zero2-fits", "info", RECIPE, plan.zero3_where_zero2_fits),
+    Rule("DR900", "engine-refuses", "error", NATIVE, engines.engine_refuses),
+    Rule("DR901", "engine-differs", "error", NATIVE, engines.engine_differs),
 )}
 """Every rule, in code order (the order `explain --list` prints)."""

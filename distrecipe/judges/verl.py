@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import re
 import zlib
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +47,7 @@ class WorkerSplit:
 
     optimizer_steps: int
     micro_batches_per_step: int
+    """0 with `use_dynamic_bsz`: micro-batches are cut by token count at run time."""
     micro_batch_size: int
     data_parallel: int
 
@@ -93,7 +95,7 @@ class VerlJudge:
     @staticmethod
     def dtype(name: str) -> str:
         """The torch dtype verl's engines build from a precision name."""
-        return str(PrecisionType.to_dtype(name))
+        return str(PrecisionType.to_dtype(name))  # type: ignore[no-untyped-call]
 
     @staticmethod
     def actor(cfg: DictConfig) -> Any:
@@ -138,11 +140,125 @@ class VerlJudge:
         assert mini_batch_size % dp == 0, f"{mini_batch_size=} not divisible by {dp=}"
         steps, micro_counts = 0, set()
         for mini in tu.make_iterator(shard, mini_batch_size // dp, epochs=actor.ppo_epochs):
+            steps += 1
+            if actor.use_dynamic_bsz:
+                continue  # token-based micro-batches: split per batch at run time, by length
             tu.assign_non_tensor(
                 mini, use_dynamic_bsz=False, micro_batch_size_per_gpu=actor.ppo_micro_batch_size_per_gpu
             )
             micro_batches, _ = prepare_micro_batches(mini)
-            steps += 1
             micro_counts.add(len(micro_batches))
+        if actor.use_dynamic_bsz:
+            return WorkerSplit(steps, 0, 0, dp)
         assert len(micro_counts) == 1
         return WorkerSplit(steps, micro_counts.pop(), actor.ppo_micro_batch_size_per_gpu, dp)
+
+
+_ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_]\w*)=(.*)$")
+_VAR = re.compile(r"\$\{([A-Za-z_]\w*)(?::?-([^}]*))?\}|\$([A-Za-z_]\w*)")
+_CONFIG_NAME = re.compile(r"--config-name[= ]['\"]?([\w-]+)")
+
+
+def script_overrides(text: str) -> tuple[str, list[str], list[tuple[int, str]], list[str]]:
+    """A verl launch script's config name, its Hydra overrides with shell variables
+    substituted, each override's (line, key), and the variables nothing defines.
+
+    The overrides are found by lint's own reader (`override_matches`). A variable is
+    substituted from the script's plain assignments (`X=8`, `X=${X:-8}`) or the default
+    of its use (`${X:-8}`); `$(...)` and arithmetic are left unresolved.
+    """
+    from distrecipe.engines.hydra import override_matches
+
+    lines = text.replace("\\\n", " \\\n").splitlines()
+    assigned: dict[str, str] = {}
+    for line in lines:
+        if (m := _ASSIGN.match(line.split(" #", 1)[0])) and "$(" not in m.group(2):
+            raw = m.group(2).strip()
+            value = raw[1:-1].replace('\\"', '"') if raw[:1] == raw[-1:] == '"' else raw.strip("'")
+            assigned[m.group(1)] = _substitute(value, assigned, [])
+    unresolved: list[str] = []
+    overrides, where = [], []
+    for number, match in override_matches(lines):
+        prefix, dotted, raw = match.groups()
+        value = _substitute(raw.rstrip("\\"), assigned, unresolved)
+        overrides.append(f"{prefix}{dotted}={value}")
+        where.append((number, dotted))
+    name = m.group(1) if (m := _CONFIG_NAME.search(text)) else "ppo_trainer"
+    return name, overrides, where, sorted(set(unresolved))
+
+
+def _substitute(value: str, assigned: dict[str, str], unresolved: list[str]) -> str:
+    def one(m: re.Match[str]) -> str:
+        name = m.group(1) or m.group(3)
+        if name in assigned:
+            return assigned[name]
+        if m.group(2) is not None and m.group(2) != "":
+            return m.group(2)
+        unresolved.append(name)
+        return f"UNSET_{name}"
+
+    return _VAR.sub(one, value)
+
+
+def judge_script(verl: VerlJudge, text: str) -> Any:
+    """verl's verdict on a launch script: Hydra's compose of its overrides on its config,
+    `validate_config`, and the workers' batch split."""
+    from distrecipe.judges import Note, Verdict, first_line, version
+
+    engine = version("verl")
+    name, lines, where, unresolved = script_overrides(text)
+    context = f"config {name}"
+    if unresolved:
+        context += "; unresolved: " + ", ".join(f"${v}" for v in unresolved)
+    try:
+        cfg = compose(name, overrides=lines)
+    except Exception as exc:  # Hydra's override errors have no common base below Exception
+        message = first_line(exc)
+        if unresolved and type(exc).__name__ in ("OverrideParseException", "LexerNoViableAltException"):
+            return Verdict("not-judgeable", engine, f"not judgeable: an override with a shell variable "
+                           f"does not parse once substituted: {message}", (), context)
+        path = next((tuple(key.split(".")) for _, key in where if f"'{key}'" in str(exc)), ())
+        return Verdict("refuses", engine, f"compose: {message}", (Note(path, message),), context)
+    numeric = [var for var in unresolved if _feeds_non_string(cfg, var)]
+    if numeric:
+        return Verdict("not-judgeable", engine, "not judgeable: " + ", ".join(f"${v}" for v in numeric),
+                       (), context)
+    try:
+        verl.validate(cfg)
+        verl.split(cfg)
+    except (AssertionError, ValueError, TypeError) as exc:
+        message = first_line(exc)
+        return Verdict("refuses", engine, message, (Note((), message),), context)
+    return Verdict("accepts", engine, "", (), context)
+
+
+def _feeds_non_string(cfg: DictConfig, var: str) -> bool:
+    """Whether the unresolved `$var` stands where verl reads a number or a flag."""
+    placeholder = f"UNSET_{var}"
+    container = OmegaConf.to_container(cfg, resolve=False)
+
+    def walk(node: Any) -> bool:
+        if isinstance(node, dict):
+            return any(walk(value) for value in node.values())
+        if isinstance(node, list):
+            return any(walk(value) for value in node)
+        return isinstance(node, str) and placeholder in node and node != placeholder and "/" not in node
+
+    return walk(container) or _typed_slot(cfg, placeholder)
+
+
+def _typed_slot(cfg: DictConfig, placeholder: str) -> bool:
+    base = compose("ppo_trainer", overrides=BASE_OVERRIDES)
+    flat_cfg = _flatten(OmegaConf.to_container(cfg, resolve=False))
+    flat_base = _flatten(OmegaConf.to_container(base, resolve=False))
+    return any(value == placeholder and isinstance(flat_base.get(key), (int, float, bool))
+               for key, value in flat_cfg.items())
+
+
+def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(node, dict):
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            out.update(_flatten(value, f"{prefix}{key}."))
+        return out
+    return {prefix.rstrip("."): node}

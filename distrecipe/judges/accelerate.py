@@ -1,0 +1,122 @@
+"""Accelerate as a judge, without GPUs: its loader, `accelerate launch`'s environment,
+and the plugin every worker then builds from that environment.
+
+Three steps, each Accelerate's own code: `load_config_from_file` (unknown keys, bad
+values), `accelerate launch`'s argument merge and the environment it exports
+(`_validate_launch_command`, then `prepare_deepspeed_cmd_env` or
+`prepare_multi_gpu_env`), and `DeepSpeedPlugin()` / `FullyShardedDataParallelPlugin()`
+constructed under that environment, as `Accelerator()` does in each worker. What
+needs a live process group (the Accelerator itself) is not run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+from distrecipe.judges import Note, Verdict, first_line, version
+
+SCRIPT = "train.py"
+"""The training script named on the launch command line; never run."""
+
+
+def launch_env(config_file: Path, flags: tuple[str, ...] = ()) -> tuple[Any, dict[str, str]]:
+    """`accelerate launch --config_file FILE [flags] train.py`: the merged arguments and
+    the environment the workers get. Raises what `accelerate launch` raises."""
+    from accelerate.commands import launch
+    from accelerate.utils import launch as launch_utils
+
+    args = launch.launch_command_parser().parse_args(["--config_file", str(config_file), *flags, SCRIPT])
+    args, defaults, mp_from_config = launch._validate_launch_command(args)
+    if args.use_deepspeed:
+        # What launch_command does before deepspeed_launcher (accelerate/commands/launch.py).
+        fields = list(defaults.deepspeed_config.keys()) if defaults else []
+        if mp_from_config:
+            fields.append("mixed_precision")
+        args.deepspeed_fields_from_accelerate_config = ",".join(fields)
+        _, env = launch_utils.prepare_deepspeed_cmd_env(args)
+    elif args.use_fsdp or args.multi_gpu or args.use_megatron_lm:
+        env = launch_utils.prepare_multi_gpu_env(args)
+    else:
+        _, env = launch_utils.prepare_simple_launcher_cmd_env(args)
+    return args, {key: str(value) for key, value in env.items()}
+
+
+def worker_plugin(args: Any, env: Mapping[str, str]) -> Any:
+    """The plugin a worker builds from `env` (None for plain DDP); raises what it raises.
+
+    Built as on a CUDA machine: FSDP's `sync_module_states` asks for the current CUDA
+    device, the one thing here a CPU cannot answer.
+    """
+    import torch
+    from accelerate.utils import dataclasses as plugins
+
+    with mock.patch.dict(os.environ, dict(env), clear=True), \
+            mock.patch.object(plugins, "is_cuda_available", return_value=True), \
+            mock.patch.object(torch.cuda, "current_device", return_value=0):
+        if args.use_deepspeed:
+            return plugins.DeepSpeedPlugin()
+        if args.use_fsdp:
+            return plugins.FullyShardedDataParallelPlugin()
+    return None
+
+
+def refusals() -> tuple[type[BaseException], ...]:
+    return ValueError, TypeError, KeyError, AssertionError, NotImplementedError, FileNotFoundError
+
+
+def judge(config_file: Path, *, directory: Path | None = None, flags: tuple[str, ...] = ()) -> Verdict:
+    """Accelerate's verdict on one config file, launched from `directory` (where a
+    relative `deepspeed_config_file` is found; default: the file's own directory)."""
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    engine = version("accelerate")
+    config_file = config_file.resolve()
+    context = "launched from " + ("the file's directory" if directory is None else str(directory))
+    with contextlib.chdir(directory or config_file.parent):
+        try:
+            load_config_from_file(str(config_file))
+        except refusals() as exc:
+            message = first_line(exc).replace(str(config_file), config_file.name)
+            keys = re.findall(r"'([^']+)'", message.partition("unknown keys")[2].partition(")")[0])
+            notes = tuple(Note((key,), f"{key}: not a key Accelerate's config knows") for key in keys)
+            return Verdict("refuses", engine, f"loader: {message}", notes or (Note((), message),), context)
+        try:
+            args, env = launch_env(config_file, flags)
+        except RuntimeError as exc:  # the machine lacks something (FP8 kernels), not the file
+            return Verdict("not-judgeable", engine, f"launch: {first_line(exc)}", (), context)
+        except refusals() as exc:
+            return Verdict("refuses", engine, f"launch: {first_line(exc)}", (Note((), first_line(exc)),),
+                           context)
+        try:
+            plugin = worker_plugin(args, env)
+        except refusals() as exc:
+            return Verdict("refuses", engine, f"{_plugin_name(args)}: {first_line(exc)}",
+                           (Note((), first_line(exc)),), context)
+        differs = _differences(args, env, plugin)
+    if differs:
+        return Verdict("differs", engine, "; ".join(n.message for n in differs), tuple(differs), context)
+    return Verdict("accepts", engine, "", (), context)
+
+
+def _plugin_name(args: Any) -> str:
+    return "DeepSpeedPlugin()" if args.use_deepspeed else "FullyShardedDataParallelPlugin()"
+
+
+def _differences(args: Any, env: Mapping[str, str], plugin: Any) -> list[Note]:
+    """What the worker runs that the file does not say: a ds_config file without
+    `gradient_accumulation_steps` is run with 1, whatever else the config says."""
+    ds_file = env.get("ACCELERATE_DEEPSPEED_CONFIG_FILE", "none")
+    if plugin is None or not args.use_deepspeed or ds_file == "none":
+        return []
+    written = json.loads(Path(ds_file).read_text())
+    if "gradient_accumulation_steps" in written:
+        return []
+    return [Note(("deepspeed_config", "deepspeed_config_file"),
+                 "the ds_config states no gradient_accumulation_steps: DeepSpeedPlugin runs with 1")]

@@ -1,0 +1,94 @@
+"""The HF Trainer as a judge: `TrainingArguments` as `HfArgumentParser` builds them.
+
+Training scripts parse a recipe file (or command-line flags) into a *set* of
+dataclasses, of which `TrainingArguments` is one; keys for the others (model, data,
+LoRA, TRL's trainer configs) are not the Trainer's business. So a file is judged on
+the `TrainingArguments` keys only, and the others are named in the context, never
+called errors. A machine without a GPU must still judge `bf16: true`, so the GPU
+probe is answered "yes" and the world size is the one the caller states.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, cast
+from unittest import mock
+
+from distrecipe.judges import Note, Verdict, first_line, version
+
+WORLD_DEFAULT = 8
+"""Ranks assumed when nothing states the world size: one node of 8 GPUs."""
+
+
+def field_names() -> frozenset[str]:
+    from transformers import TrainingArguments
+
+    return frozenset(f.name for f in dataclasses.fields(TrainingArguments) if f.init)
+
+
+@contextlib.contextmanager
+def on_gpus(world: int) -> Iterator[None]:
+    """TrainingArguments as built on an Ampere GPU machine of `world` ranks: the bf16 and
+    tf32 probes say yes (tf32 is not switched on in this process), the world is `world`."""
+    from transformers import TrainingArguments, training_args
+
+    with mock.patch.object(training_args, "is_torch_bf16_gpu_available", return_value=True), \
+            mock.patch.object(training_args, "is_torch_tf32_available", return_value=True), \
+            mock.patch.object(training_args, "enable_tf32"), \
+            mock.patch.object(TrainingArguments, "world_size", new_callable=mock.PropertyMock,
+                              return_value=world):
+        yield
+
+
+def training_arguments(values: Mapping[str, Any], world: int, *, deepspeed: Any = None,
+                       env: Mapping[str, str] | None = None) -> Any:
+    """`TrainingArguments` from `values` (only its own fields), through `HfArgumentParser`.
+
+    Raises what the parser or `TrainingArguments.__post_init__` raises. `deepspeed`
+    replaces the file's own reference (a path the judge cannot follow); with it,
+    `__post_init__` runs the Trainer's `"auto"` fill and builds Accelerate's
+    `DeepSpeedPlugin`, which reads the environment `accelerate launch` exported:
+    `env`, or none (a plain `deepspeed`/`torchrun` launch).
+    """
+    from transformers import HfArgumentParser, TrainingArguments
+
+    own = field_names()
+    kept = {key: value for key, value in values.items() if key in own and key != "deepspeed"}
+    if deepspeed is not None:
+        kept["deepspeed"] = deepspeed
+    clean = {key: value for key, value in os.environ.items() if not key.startswith("ACCELERATE_")}
+    with tempfile.TemporaryDirectory() as tmp, on_gpus(world), \
+            mock.patch.dict(os.environ, {**clean, **(env or {})}, clear=True):
+        kept.setdefault("output_dir", tmp)
+        kept.setdefault("report_to", "none")
+        (args,) = HfArgumentParser(cast(Any, TrainingArguments)).parse_dict(kept, allow_extra_keys=False)
+    return args
+
+
+def flag_values(flags: Sequence[str]) -> dict[str, Any]:
+    """Command-line `--name value` flags as the TrainingArguments values they parse to
+    (argparse's types: `--bf16 True` is a bool), keyed by the names the flags give."""
+    from transformers import HfArgumentParser, TrainingArguments
+
+    names = [flag[2:].split("=", 1)[0] for flag in flags if flag.startswith("--")]
+    parser = HfArgumentParser(cast(Any, TrainingArguments))
+    parsed, _ = parser.parse_known_args([*flags, "--output_dir", "unused"])
+    return {name: getattr(parsed, name) for name in names if hasattr(parsed, name)}
+
+
+def judge(values: Mapping[str, Any], world: int = WORLD_DEFAULT) -> Verdict:
+    """The Trainer's verdict on a TrainingArguments file (a dict of its keys)."""
+    engine = version("transformers")
+    others = sorted(key for key in values if key not in field_names())
+    context = f"world {world}"
+    if others:
+        context += "; not TrainingArguments fields (the script's other dataclasses): " + ", ".join(others)
+    try:
+        training_arguments(values, world)
+    except (ValueError, TypeError) as exc:
+        return Verdict("refuses", engine, first_line(exc), (Note((), first_line(exc)),), context)
+    return Verdict("accepts", engine, "", (), context)

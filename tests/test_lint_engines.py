@@ -1,0 +1,39 @@
+"""`lint --engines`: the engines' verdicts as findings, and a clear line when one is missing.
+
+The verdicts themselves are checked against the corpus in `tests/test_corpus_verdicts.py`
+(slow); here, what needs no engine: the flag's failure mode and that without it the
+engine rules report nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from distrecipe import judges
+from distrecipe.lint.config import LintConfig
+from distrecipe.lint.engine import lint
+from tests.conftest import Result
+
+TEMPLATE = '{"bfloat16": {"enabled": "auto"}, "train_micro_batch_size_per_gpu": "auto"}\n'
+"""A ds_config DeepSpeed accepts but reads otherwise (DR901 under --engines)."""
+
+
+def test_a_missing_engine_is_one_line_and_exit_2(cli: Callable[..., Result], write: Callable[[str, str], Path],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    def not_installed(package: str) -> str:
+        raise metadata.PackageNotFoundError(package)
+
+    monkeypatch.setattr(judges.metadata, "version", not_installed)
+    result = cli("lint", "--engines", write("ds_config.json", TEMPLATE))
+    assert result.code == 2
+    assert result.err.strip().splitlines() == [
+        "distrecipe: error: lint --engines: deepspeed is not installed (pip install 'distrecipe[deepspeed]')"]
+
+
+def test_without_engines_the_engine_rules_are_silent(write: Callable[[str, str], Path]) -> None:
+    report = lint([write("ds_config.json", TEMPLATE)], config=LintConfig(), world=8)
+    assert not {f.code for f in report.findings} & {"DR900", "DR901"}

@@ -3,8 +3,9 @@
 DeepSpeed states the batch (all of it, or two numbers and DeepSpeed derives the
 third: the recipe says `auto` there and resolves it exactly, where DeepSpeed floors),
 precision, optimizer, clipping, ZeRO stage, offload, the ZeRO++ partition (the
-recipe's `shard_group`) and the sequence-parallel size. The bucket sizes are HF's
-function of the hidden size, so `reduce_bucket_size = h²` gives back `hidden_size`.
+recipe's `shard_group`), the sequence-parallel size and AutoTP's tensor degree (whose
+ranks `train_batch_size` counts once each: the recipe's global batch is it ÷ tensor).
+The bucket sizes are HF's function of the hidden size, so `reduce_bucket_size = h²` gives back `hidden_size`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ OPTIMIZERS = inverse(engine.OPTIMIZER_TYPE)
 HANDLED = frozenset({
     "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
     "gradient_clipping", "bf16", "bfloat16", "fp16", "optimizer", "zero_optimization",
-    "sequence_parallel_size", "activation_checkpointing", "steps_per_print", "wall_clock_breakdown",
+    "sequence_parallel_size", "tensor_parallel", "activation_checkpointing", "steps_per_print",
+    "wall_clock_breakdown",
     IGNORE_KEY,
 })
 
@@ -46,9 +48,12 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
         parallel["sequence"] = sequence
     if stage == 3 and isinstance(partition, int) and partition > 1:
         parallel["shard_group"] = partition
+    tensor = section(data, "tensor_parallel").get("autotp_size")
+    if isinstance(tensor, int) and not isinstance(tensor, bool) and tensor > 1:
+        parallel["tensor"] = tensor
     if parallel:
         recipe["parallel"] = parallel
-    recipe["batch"] = batch(data)
+    recipe["batch"] = batch(data, parallel.get("tensor", 1))
     recipe["precision"] = precision(data)
     optimizer = _optimizer(data.get("optimizer"), notes)
     if optimizer:
@@ -64,10 +69,19 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     return Imported(recipe, notes)
 
 
-def batch(data: dict[str, Any]) -> dict[str, Any]:
-    """The three batch numbers; one DeepSpeed would derive becomes `auto`."""
-    return {ours: data[theirs] if isinstance(data.get(theirs), int) else "auto"
-            for ours, theirs in engine.BATCH_KEYS.items()}
+def batch(data: dict[str, Any], tensor: int = 1) -> dict[str, Any]:
+    """The three batch numbers; one DeepSpeed would derive becomes `auto`.
+
+    Under AutoTP `train_batch_size` counts each of a tensor group's `tensor` ranks
+    (`engine.batch_ranks`); a count they do not divide stays as written, so the
+    recipe's batch check reports it.
+    """
+    numbers = {ours: data[theirs] if isinstance(data.get(theirs), int) else "auto"
+               for ours, theirs in engine.BATCH_KEYS.items()}
+    total = numbers["global"]
+    if isinstance(total, int) and total % tensor == 0:
+        numbers["global"] = total // tensor
+    return numbers
 
 
 def precision(data: dict[str, Any]) -> str:

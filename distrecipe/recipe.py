@@ -26,6 +26,9 @@ Attention = Literal["eager", "sdpa", "flash"]
 Backend = Literal["deepspeed", "accelerate", "accelerate-deepspeed", "torchrun", "verl"]
 OptimizerName = Literal["adamw", "adam", "sgd"]
 AutoInt = int | Literal["auto"]
+Gpu = Literal["a100-40gb", "a100-80gb", "h100", "h100-pcie", "h200", "gh200", "b200", "l40s", "l4",
+              "a10g", "mi300x"]
+"""GPU models `plan` knows the peak and bandwidths of (`distrecipe.plan.hardware.GPUS`)."""
 
 STRATEGIES: tuple[Strategy, ...] = get_args(Strategy)
 PRECISION_BYTES: dict[Precision, int] = {"bf16": 2, "fp16": 2, "fp32": 4}
@@ -77,6 +80,14 @@ class Cluster:
     """Bytes of host memory per node, for offload. Default: unknown."""
     device: Device = "gpu"
     """`cpu` runs every rank as a CPU process with gloo (laptops, CI, demo). Default `gpu`."""
+    gpu: Gpu | None = None
+    """The GPU model, for step time (peak FLOPS, NVLink and network bandwidth). Default: unknown."""
+    peak_tflops: float | None = None
+    """Dense bf16 peak per GPU in TFLOPS, overriding `gpu`'s. Default: `gpu`'s."""
+    intra_node_bandwidth: float | None = None
+    """GB/s one GPU sends to its node's peers (per direction), overriding `gpu`'s. Default: `gpu`'s."""
+    inter_node_bandwidth: float | None = None
+    """GB/s one GPU sends to other nodes (per direction), overriding `gpu`'s. Default: `gpu`'s."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -266,6 +277,10 @@ class Plan:
     buckets: Buckets
     checkpoint_every: int | None = None
     """With `selective` checkpointing: every k-th block wrapped whole; None is op level."""
+    gpu: Gpu | None = None
+    peak_tflops: float | None = None
+    intra_node_bandwidth: float | None = None
+    inter_node_bandwidth: float | None = None
     provenance: dict[str, str] = field(default_factory=dict)
     """Dotted key → how its value was obtained, e.g. "256 / (2 × 32), from global, micro, DP"."""
     source: str = "<recipe>"
@@ -326,6 +341,7 @@ def plan_values(plan: Plan) -> dict[str, object]:
         "cluster.gpus_per_node": plan.gpus_per_node,
         "cluster.world": plan.world,
         "cluster.gpu_memory": plan.gpu_memory,
+        "cluster.gpu": plan.gpu,
         "parallel.tensor": plan.tensor,
         "parallel.pipeline": plan.pipeline,
         "parallel.sequence": plan.sequence,

@@ -28,7 +28,7 @@ demo: $(VENV)/.demo-installed
 	$(BIN)/distrecipe launch recipes/tiny-cpu.yaml
 
 lint: $(VENV)/.test-installed
-	$(BIN)/ruff check distrecipe tests benchmarks
+	$(BIN)/ruff check distrecipe tests benchmarks scripts
 	$(BIN)/mypy
 
 test: lint

@@ -34,8 +34,12 @@ from distrecipe.errors import DistrecipeError, Position
 
 MAX_BYTES = 1 << 20
 """Largest file read: real configs are a few KiB; 1 MiB leaves room for comments."""
-MAX_NODES = 100_000
-"""Largest number of values after alias expansion; a billion-laughs file has 10⁹."""
+MAX_NODES = 20_000
+"""Largest number of values, after alias expansion; a billion-laughs file has 10⁹. Real
+configs hold hundreds (verl's whole composed PPO config about 1,500), and reading is
+linear in this bound, so a hostile file is refused in well under a second."""
+MAX_DEPTH = 64
+"""Deepest nesting read; real configs nest four or five levels."""
 
 KeyPath = tuple[str | int, ...]
 Tables = tuple[dict[KeyPath, Position], dict[KeyPath, Position]]
@@ -146,7 +150,8 @@ _Loader.yaml_implicit_resolvers = {
 }
 
 
-def _pos(file: str, mark: yaml.Mark | None) -> Position:
+def _pos(file: str, mark: Any) -> Position:
+    """A YAML mark (PyYAML's or libyaml's, both with 0-based `line` and `column`) as a Position."""
     if mark is None:
         return Position(file, 1, 1)
     return Position(file, mark.line + 1, mark.column + 1)
@@ -249,6 +254,7 @@ def _json(text: str, file: str) -> Document:
     except _DuplicateKey as exc:
         key = exc.key
     else:
+        _check_size(data, file)
         lines = tuple(text.splitlines())
         return Document(data, file, lines=lines, locate=lambda: _located_json(text, file, data))
     # Read again keeping every pair: the positions pass reports the repeated key.
@@ -375,9 +381,61 @@ def _duplicate(key: str | int, first: Position) -> str:
             "a YAML loader would silently keep only the last one")
 
 
+def _check_size(data: Any, file: str) -> None:
+    """Refuse JSON data with more than MAX_NODES values or nested deeper than MAX_DEPTH
+    (`json.loads` itself is fast; what follows it, positions and rules, is not)."""
+    count, stack = 0, [(data, 0)]
+    while stack:
+        node, depth = stack.pop()
+        count += 1
+        if count > MAX_NODES:
+            raise SourceError(f"more than {MAX_NODES:,} values: a training config holds hundreds",
+                              Position(file, 1, 1))
+        if depth > MAX_DEPTH:
+            raise SourceError(f"document nested more than {MAX_DEPTH} levels", Position(file, 1, 1))
+        if isinstance(node, dict):
+            stack.extend((value, depth + 1) for value in node.values())
+        elif isinstance(node, list):
+            stack.extend((value, depth + 1) for value in node)
+
+
+def _prescan(text: str, file: str) -> None:
+    """Refuse YAML with too many values or too deep a nesting before PyYAML composes it.
+
+    PyYAML's pure-Python scanner takes seconds on 60,000 keys or 100,000 open brackets;
+    libyaml's event parser (C) counts them in milliseconds. Where libyaml cannot parse a
+    text at all, PyYAML, the reader the engines use, has the last word on it.
+    """
+    if not hasattr(yaml, "CBaseLoader"):
+        return
+    parser = yaml.CBaseLoader(text)
+    count = depth = 0
+    try:
+        while (event := parser.get_event()) is not None:
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise SourceError(f"document nested more than {MAX_DEPTH} levels",
+                                      _pos(file, event.start_mark))
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+            if isinstance(event, (yaml.ScalarEvent, yaml.AliasEvent, yaml.CollectionStartEvent)):
+                count += 1
+                if count > MAX_NODES:
+                    raise SourceError(f"more than {MAX_NODES:,} values: a training config holds hundreds",
+                                      _pos(file, event.start_mark))
+    except yaml.YAMLError as exc:
+        if "depth" in str(exc):  # libyaml's own nesting limit, far above MAX_DEPTH
+            raise SourceError(f"document nested more than {MAX_DEPTH} levels",
+                              _pos(file, getattr(exc, "problem_mark", None))) from None
+    finally:
+        parser.dispose()
+
+
 def _compose(text: str, file: str) -> Document:
     """YAML composed by PyYAML itself, the reader Accelerate and verl use (libyaml reads some
     texts differently: tabs as separators, `?` in flow scalars, the marks of empty values)."""
+    _prescan(text, file)
     try:
         loader = _Loader(text)  # the reader already rejects control characters here
     except yaml.reader.ReaderError as exc:
@@ -425,8 +483,9 @@ class _Builder:
                 f"document expands to more than {MAX_NODES:,} values (alias bomb?)",
                 _pos(self.doc.file, node.start_mark),
             )
-        if depth > 64:
-            raise SourceError("document nested more than 64 levels", _pos(self.doc.file, node.start_mark))
+        if depth > MAX_DEPTH:
+            raise SourceError(f"document nested more than {MAX_DEPTH} levels",
+                              _pos(self.doc.file, node.start_mark))
         self.doc.positions.setdefault(path, _pos(self.doc.file, node.start_mark))
         if not isinstance(node, yaml.ScalarNode) and node.tag not in _PLAIN_TAGS:
             raise SourceError(

@@ -1,16 +1,14 @@
 """The engines are the judges of lint: its key sets and batch verdicts come from them.
 
-* The key sets in `engines/deepspeed.py` and `accelerate.py` are derived again
-  from the installed DeepSpeed and Accelerate and must match.
+* The key sets lint reads are the engine tables (`tests/test_engine_tables.py` and
+  `tests/test_lint_tables_oracle.py` judge them).
 * For random batch triples at random world sizes, `DeepSpeedConfig` refuses exactly
   the configs lint gives a batch error (DR101-DR104), and accepts the others.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -20,8 +18,6 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from distrecipe.engines import accelerate as accelerate_rules
-from distrecipe.engines import deepspeed as deepspeed_rules
 from distrecipe.lint.config import LintConfig
 from distrecipe.lint.engine import lint
 from tests import deepspeed_judge
@@ -29,78 +25,13 @@ from tests import deepspeed_judge
 pytestmark = pytest.mark.slow  # imports deepspeed and accelerate (torch)
 
 ds_config = pytest.importorskip("deepspeed.runtime.config")
-zero_config = pytest.importorskip("deepspeed.runtime.zero.config")
-offload_config = pytest.importorskip("deepspeed.runtime.zero.offload_config")
 config_args = pytest.importorskip("accelerate.commands.config.config_args")
-launch = pytest.importorskip("accelerate.commands.launch")
-launch_utils = pytest.importorskip("accelerate.utils.launch")
-
-READ_ELSEWHERE = {"optimizer", "scheduler", "activation_checkpointing", "aio", "flops_profiler", "autotuning"}
-"""Top-level keys that modules other than `DeepSpeedConfig.__init__`'s lookups read."""
-
 
 def lint_codes(config: dict[str, Any], world: int) -> set[str]:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "ds_config.json"
         path.write_text(json.dumps(config))
         return {f.code for f in lint([path], config=LintConfig(), world=world).findings}
-
-
-def test_deepspeed_top_level_keys() -> None:
-    seen: set[str] = set()
-
-    class Recording(dict[str, Any]):
-        def get(self, key: str, *default: Any) -> Any:
-            seen.add(key)
-            return super().get(key, *default)
-
-        def __getitem__(self, key: str) -> Any:
-            seen.add(key)
-            return super().__getitem__(key)
-
-        def __contains__(self, key: object) -> bool:
-            seen.add(str(key))
-            return super().__contains__(key)
-
-    with deepspeed_judge.world_of(4):
-        ds_config.DeepSpeedConfig(Recording({"train_batch_size": 8, "zero_optimization": {"stage": 2}}))
-    removed = set(ds_config._REMOVED_TOP_LEVEL_CONFIG_KEYS)
-    assert removed == deepspeed_rules.REMOVED_TOP_LEVEL
-    assert set(ds_config._REMOVED_ZERO_CONFIG_KEYS) == deepspeed_rules.REMOVED_ZERO
-    assert seen - removed <= deepspeed_rules.TOP_LEVEL
-    assert deepspeed_rules.TOP_LEVEL - seen == READ_ELSEWHERE
-    source = "".join(p.read_text() for p in Path(ds_config.__file__).parents[1].rglob("*.py"))
-    for key in READ_ELSEWHERE:
-        assert f'"{key}"' in source or f"'{key}'" in source, key
-
-
-def fields_and_aliases(model: Any) -> set[str]:
-    names = set()
-    for name, info in model.model_fields.items():
-        names.add(name)
-        if info.alias:
-            names.add(info.alias)
-    return names
-
-
-def test_zero_keys_are_pydantic_fields() -> None:
-    assert fields_and_aliases(zero_config.DeepSpeedZeroConfig) == deepspeed_rules.ZERO_KEYS
-    assert deepspeed_rules.OFFLOAD_KEYS["offload_param"] == fields_and_aliases(
-        offload_config.DeepSpeedZeroOffloadParamConfig)
-    assert deepspeed_rules.OFFLOAD_KEYS["offload_optimizer"] == fields_and_aliases(
-        offload_config.DeepSpeedZeroOffloadOptimizerConfig)
-
-
-def test_accelerate_key_sets() -> None:
-    assert {f.name for f in dataclasses.fields(config_args.ClusterConfig)} == accelerate_rules.TOP_LEVEL
-    dests = set(vars(launch.launch_command_parser().parse_args(["train.py"])))
-    # The launcher copies every fsdp_config key onto its arguments; the environment it
-    # exports reads the parser's options and, by getattr, a few more.
-    exported = set(re.findall(r"\bargs\.(fsdp_\w+)|getattr\(args, \"(fsdp_\w+)\"", Path(
-        launch_utils.__file__).read_text()))
-    read = {name for pair in exported for name in pair if name}
-    assert {d for d in dests if d.startswith("fsdp_")} | read == accelerate_rules.FSDP_KEYS
-    assert {d for d in dests if d.startswith("parallelism_config_")} == accelerate_rules.PARALLELISM_KEYS
 
 
 BATCH_CODES = {"DR101", "DR102", "DR103", "DR104"}

@@ -102,9 +102,11 @@ def test_json_errors_are_positioned(text: str, where: str, fragment: str) -> Non
     assert fragment in raised.value.message
 
 
-def test_deep_json_within_pythons_reach_has_positions() -> None:
-    doc = parse_text('{"a": ' + "[" * 600 + "1" + "]" * 600 + "}", "x.json")
-    assert str(doc.where(("a", *[0] * 600))) == "x.json:1:607"
+def test_json_as_deep_as_yaml_may_be_has_positions_and_deeper_is_refused() -> None:
+    doc = parse_text('{"a": ' + "[" * 63 + "1" + "]" * 63 + "}", "x.json")
+    assert str(doc.where(("a", *[0] * 63))) == "x.json:1:70"
+    with pytest.raises(DistrecipeError, match="nested more than 64 levels"):
+        parse_text('{"a": ' + "[" * 64 + "1" + "]" * 64 + "}", "x.json")
 
 
 def test_yaml_integers_longer_than_python_reads_are_refused_in_place() -> None:
@@ -163,10 +165,8 @@ SPECIAL = {
     "utf-16": ("1:1", "UTF-16"),
     "latin-1": ("2:10", "not UTF-8 text: byte 0xE9"),
     "nul": ("2:8", "control character U+0000"),
-    "deep yaml": ("1:1", "nested too deeply"),
+    "deep yaml": ("1:1001", "nested more than 64 levels"),
 }
-SLOW = {"deep yaml": 20.0}
-"""PyYAML's scanner is quadratic in flow nesting: 100k `[` take seconds before it fails."""
 
 
 @pytest.mark.parametrize(("kind", "command"), [
@@ -180,7 +180,7 @@ def test_hostile_files_are_one_positioned_line(
     where, fragment = SPECIAL[kind]
     start = time.perf_counter()
     result = cli(command, path)
-    assert time.perf_counter() - start < SLOW.get(kind, 2)
+    assert time.perf_counter() - start < 2
     assert result.code == 2, result
     assert result.err.count("\n") == 1 and "Traceback" not in result.err, result.err
     assert result.err.startswith(f"{path}:{where}: error: "), result.err
@@ -228,7 +228,6 @@ def test_the_size_on_disk_is_not_trusted(tmp_path: Path, monkeypatch: pytest.Mon
     assert len(read_text(path)) == MAX_BYTES
 
 
-@pytest.mark.xfail(strict=True, reason="composing 60k keys takes seconds: libyaml here, PyYAML for YAML")
 @pytest.mark.parametrize("command", ["lint", "compile"])
 @pytest.mark.parametrize("suffix", [".json", ".yaml"])
 def test_wide_files_are_quick(command: str, suffix: str, cli: Callable[..., Result], tmp_path: Path) -> None:
@@ -247,5 +246,5 @@ def test_wide_files_are_quick(command: str, suffix: str, cli: Callable[..., Resu
     start = time.perf_counter()
     result = cli(command, path, *(["--world", "8"] if command == "lint" else []))
     elapsed = time.perf_counter() - start
-    assert result.code in (1, 2) and "Traceback" not in result.err
+    assert result.code == 2 and "more than 20,000 values" in result.err
     assert elapsed < 2, f"{elapsed:.1f} s"

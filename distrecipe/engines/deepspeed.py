@@ -1,10 +1,8 @@
 """DeepSpeed (0.19) as facts: the ds_config's keys, names, defaults and refusals.
 
-The key sets were read from the installed DeepSpeed: the top-level keys
-`DeepSpeedConfig` looks up (recorded by loading a config through a recording dict),
-and the fields and aliases of its pydantic ZeRO models, which forbid extra keys.
-`tests/test_lint_oracle.py` derives them again from DeepSpeed and compares.
-`zero_optimization` is the one Plan → ZeRO block mapping: the emitter writes it and
+Which keys each section accepts, and their defaults, are in the generated key tables
+(`engines/tables`, read from the installed DeepSpeed). `zero_optimization` is the one
+Plan → ZeRO block mapping: the emitter writes it and
 the planner reads the knobs it sets.
 """
 
@@ -47,57 +45,6 @@ MARKERS = frozenset({
 
 IGNORE_KEY = "//distrecipe-ignore"
 """The JSON suppression list (`"//distrecipe-ignore": ["DR311"]`); DeepSpeed ignores it too."""
-
-TOP_LEVEL = frozenset({
-    "activation_checkpointing", "aio", "autotuning", "bf16", "bfloat16", "checkpoint", "comet",
-    "comms_logger", "communication_data_type", "compile", "csv_monitor", "data_efficiency",
-    "data_types", "dataloader_drop_last", "datastates_ckpt", "disable_allgather",
-    "disable_python_gc", "dump_state", "expert_parallel", "flops_profiler", "fp16",
-    "gradient_accumulation_steps", "gradient_allreduce_op", "gradient_clipping",
-    "gradient_predivide_factor", "hybrid_engine", "log_level", "managed_gradient_accumulation",
-    "memory_breakdown", "optimizer", "pipeline", "prescale_gradients", "scheduler",
-    "seq_parallel_communication_data_type", "sequence_parallel_size", "steps_per_print",
-    "tensor_parallel", "tensorboard", "timers", "torch_autocast", "train_batch_size",
-    "train_micro_batch_size_per_gpu", "use_data_before_expert_parallelism", "vocabulary_size",
-    "wall_clock_breakdown", "wandb", "weight_quantization", "zero_allow_untested_optimizer",
-    "zero_force_ds_cpu_optimizer", "zero_optimization",
-})
-"""Top-level keys DeepSpeed reads; any other is ignored without a word."""
-
-REMOVED_TOP_LEVEL = frozenset({
-    "amp", "compression_training", "curriculum_learning", "eigenvalue", "elasticity",
-    "graph_harvesting", "nebula", "progressive_layer_drop", "quantize_training",
-    "sparse_attention", "sparse_gradients",
-})
-REMOVED_ZERO = frozenset({"mics_hierarchical_params_gather", "mics_shard_size", "zeropp_loco_param"})
-
-ZERO_KEYS = frozenset({
-    "allgather_bucket_size", "allgather_partitions", "allgather_sequential", "compute_grad_norm",
-    "contiguous_gradients", "cpu_offload", "cpu_offload_param", "cpu_offload_use_pin_memory",
-    "elastic_checkpoint", "enable_sanity_checks", "gather_16bit_weights_on_model_save",
-    "ignore_unused_parameters", "leaf_module", "legacy_stage1", "load_from_fp32_weights",
-    "log_trace_cache_warnings", "max_live_parameters", "max_reuse_distance",
-    "memory_efficient_linear", "model_persistence_threshold", "module_granularity_threshold",
-    "offload_optimizer", "offload_param", "overlap_comm", "override_module_apply",
-    "param_persistence_threshold", "parameter_alignment", "pipeline_loading_checkpoint",
-    "prefetch_bucket_size", "reduce_bucket_size", "reduce_scatter", "round_robin_gradients",
-    "save_muon_momentum_buffer_in_memory", "stage", "stage3_allgather_sequential",
-    "stage3_gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save",
-    "stage3_max_live_parameters", "stage3_max_reuse_distance", "stage3_model_persistence_threshold",
-    "stage3_module_granularity_threshold", "stage3_param_persistence_threshold",
-    "stage3_prefetch_bucket_size", "stage3_use_all_reduce_for_fetch_params", "sub_group_size",
-    "use_all_reduce_for_fetch_params", "use_multi_rank_bucket_allreduce", "zenflow",
-    "zero_hpz_partition_size", "zero_quantized_gradients", "zero_quantized_nontrainable_weights",
-    "zero_quantized_weights",
-})
-"""`DeepSpeedZeroConfig` fields and aliases (pydantic, extra keys forbidden)."""
-OFFLOAD_KEYS = {
-    "offload_param": frozenset({"buffer_count", "buffer_size", "device", "max_in_cpu", "nvme_path",
-                                "pin_memory"}),
-    "offload_optimizer": frozenset({"buffer_count", "cpuadam_cores_perc", "device", "fast_init",
-                                    "nvme_path", "pin_memory", "pipeline_read", "pipeline_write",
-                                    "ratio", "super_offload"}),
-}
 
 ACCELERATE_FILLS = frozenset({
     ("train_batch_size",), ("train_micro_batch_size_per_gpu",), ("gradient_accumulation_steps",),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from distrecipe.engines import KINDS, Kind
 from distrecipe.lint.rule import Rule
-from distrecipe.lint.rules import accelerate, batch, deepspeed, hf, plan, recipe, verl
+from distrecipe.lint.rules import accelerate, batch, deepspeed, hf, plan, recipe, unknown_keys, verl
 
 RECIPE, DEEPSPEED, ACCELERATE, VERL, HF = (frozenset({kind}) for kind in KINDS)
 RECIPE_DS: frozenset[Kind] = RECIPE | DEEPSPEED
@@ -24,15 +24,17 @@ RULES: dict[str, Rule] = {rule.code: rule for rule in (
     Rule("DR220", "verl-batch", "error", VERL, verl.batch_rules),
     Rule("DR300", "world-unknown", "info", DEEPSPEED, batch.world_unknown),
     Rule("DR310", "auto-in-raw-deepspeed", "error", DEEPSPEED, deepspeed.auto_in_raw_deepspeed),
-    Rule("DR311", "deepspeed-unknown-key", "error", DEEPSPEED, deepspeed.unknown_key),
+    Rule("DR311", "deepspeed-unknown-key", "warning", DEEPSPEED, unknown_keys.deepspeed_ignored_key),
     Rule("DR312", "deepspeed-removed-key", "error", DEEPSPEED, deepspeed.removed_key),
-    Rule("DR313", "zero-unknown-key", "error", DEEPSPEED, deepspeed.unknown_zero_key),
+    Rule("DR313", "deepspeed-refused-key", "error", DEEPSPEED, unknown_keys.deepspeed_refused_key),
+    Rule("DR314", "comment-key", "info", DEEPSPEED | ACCELERATE, unknown_keys.comment_key),
     Rule("DR320", "offload-param-below-stage3", "warning", DEEPSPEED, deepspeed.offload_param_below_stage3),
     Rule("DR321", "fp16-and-bf16", "error", DEEPSPEED | HF, deepspeed.fp16_and_bf16),
     Rule("DR322", "zero-setting-refused-at-stage", "error", DEEPSPEED,
          deepspeed.zero_setting_refused_at_stage),
-    Rule("DR340", "accelerate-ignored-key", "error", ACCELERATE, accelerate.ignored_key),
-    Rule("DR341", "accelerate-unknown-key", "error", ACCELERATE, accelerate.unknown_top_level_key),
+    Rule("DR340", "accelerate-ignored-key", "warning", ACCELERATE, unknown_keys.accelerate_ignored_key),
+    Rule("DR341", "accelerate-unknown-key", "error", ACCELERATE,
+         unknown_keys.accelerate_unknown_top_level_key),
     Rule("DR342", "fsdp1-key-under-fsdp2", "error", ACCELERATE, accelerate.fsdp1_key_under_fsdp2),
     Rule("DR343", "deepspeed-file-conflict", "error", ACCELERATE, accelerate.deepspeed_file_conflict),
     Rule("DR344", "deepspeed-file-without-accumulation", "warning", ACCELERATE,
@@ -42,6 +44,7 @@ RULES: dict[str, Rule] = {rule.code: rule for rule in (
     Rule("DR347", "accelerate-processes-per-machine", "error", ACCELERATE, accelerate.processes_per_machine),
     Rule("DR350", "verl-deprecated-micro-batch", "error", VERL, verl.deprecated_micro_batch),
     Rule("DR351", "verl-unknown-actor-strategy", "error", VERL, verl.unknown_actor_strategy),
+    Rule("DR352", "verl-unknown-key", "error", VERL, unknown_keys.verl_unknown_key),
     Rule("DR360", "trainer-deepspeed-mismatch", "error", HF, hf.deepspeed_mismatch),
     Rule("DR370", "memory-does-not-fit", "error", RECIPE, plan.memory_does_not_fit),
     Rule("DR371", "zero3-where-zero2-fits", "info", RECIPE, plan.zero3_where_zero2_fits),

@@ -1,70 +1,17 @@
 """Accelerate config YAML (1.15): what `accelerate launch` refuses, ignores, or rewrites.
 
-The top level is checked by Accelerate, `fsdp_config` and `parallelism_config` are
-not; the key sets of each are Accelerate's own, kept in `engines/accelerate.py`.
+Unknown keys are judged in `unknown_keys.py`, from the key tables generated from the
+installed Accelerate (`engines/tables`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from distrecipe.engines.accelerate import (
-    DS_FILE_CONFLICTS,
-    FSDP1_ONLY,
-    FSDP_KEYS,
-    LEGACY_TOP_LEVEL,
-    PARALLELISM_KEYS,
-    RESHARD_OF,
-    TOP_LEVEL,
-)
+from distrecipe.engines.accelerate import DS_FILE_CONFLICTS, FSDP1_ONLY, RESHARD_OF
 from distrecipe.engines.native import ds_reference
-from distrecipe.keys import did_you_mean, integer
+from distrecipe.keys import integer
 from distrecipe.lint.rule import Problem, Source
-
-
-def unknown_top_level_key(src: Source) -> Iterator[Problem]:
-    """A top-level key Accelerate does not know (or a missing `distributed_type`): refused.
-
-    Accelerate checks its config's top level ("The config file at ... had unknown
-    keys"), typically a key that belongs inside `fsdp_config` or a typo. The legacy
-    `fp16` and `dynamo_backend` keys are still converted; `distributed_type` is required.
-
-    Fails: `fsdp_version: 2` at the top level. Fix: move it into `fsdp_config`.
-    """
-    if "distributed_type" not in src.data:
-        yield Problem((), "distributed_type is required; accelerate launch refuses the file")
-    for key in src.data:
-        if key not in TOP_LEVEL and key not in LEGACY_TOP_LEVEL:
-            inner = f"fsdp_{key.removeprefix('fsdp_')}"
-            hint = ("; it belongs inside fsdp_config" if inner in FSDP_KEYS
-                    else did_you_mean(key, sorted(TOP_LEVEL)))
-            yield Problem((key,), f"accelerate launch refuses unknown top-level key {key!r}{hint}", key=True)
-
-
-def ignored_key(src: Source) -> Iterator[Problem]:
-    """A key inside `fsdp_config` or `parallelism_config` that Accelerate silently ignores.
-
-    Unlike the top level, these sections are not checked: an unknown key just
-    vanishes. `fsdp_` is added when missing, but parallelism keys must be spelt in
-    full, so `dp_shard_size: 4` is ignored and the job is not hybrid-sharded.
-
-    Fails: `parallelism_config: {dp_shard_size: 4}`, `fsdp_config: {fsdp_offload_param: true}`.
-    Fix: `parallelism_config_dp_shard_size`, `fsdp_offload_params`.
-    """
-    fsdp = src.get("fsdp_config")
-    for key in fsdp if isinstance(fsdp, dict) else ():
-        full = key if key.startswith("fsdp_") else f"fsdp_{key}"
-        if full not in FSDP_KEYS:
-            yield Problem(("fsdp_config", key), f"Accelerate silently ignores unknown key fsdp_config.{key}"
-                          f"{did_you_mean(full, sorted(FSDP_KEYS))}", key=True)
-    parallel = src.get("parallelism_config")
-    for key in parallel if isinstance(parallel, dict) else ():
-        if key not in PARALLELISM_KEYS:
-            full = f"parallelism_config_{key}"
-            hint = f"; did you mean {full!r}?" if full in PARALLELISM_KEYS else did_you_mean(
-                key, sorted(PARALLELISM_KEYS))
-            yield Problem(("parallelism_config", key),
-                          f"Accelerate silently ignores unknown key parallelism_config.{key}{hint}", key=True)
 
 
 def fsdp1_key_under_fsdp2(src: Source) -> Iterator[Problem]:

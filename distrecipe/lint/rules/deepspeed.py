@@ -1,25 +1,16 @@
 """What raw DeepSpeed (0.19) accepts silently, or refuses only at start-up on the cluster.
 
-The key sets these rules check against are DeepSpeed's own, kept in
-`engines/deepspeed.py` (where `import` and the suppressions read them too).
+Unknown keys are judged in `unknown_keys.py`, from the key tables generated from the
+installed DeepSpeed (`engines/tables`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from distrecipe.engines.deepspeed import (
-    ACCELERATE_FILLS,
-    IGNORE_KEY,
-    OFFLOAD_KEYS,
-    REMOVED_TOP_LEVEL,
-    REMOVED_ZERO,
-    TOP_LEVEL,
-    ZERO_KEYS,
-    autos,
-    enabled,
-)
-from distrecipe.keys import did_you_mean, integer, joined
+from distrecipe.engines.deepspeed import ACCELERATE_FILLS, autos, enabled
+from distrecipe.engines.tables import removed_keys
+from distrecipe.keys import integer, joined
 from distrecipe.lint.rule import Problem, Source
 
 
@@ -58,23 +49,6 @@ def auto_in_raw_deepspeed(src: Source) -> Iterator[Problem]:
                                 f"its default{stage}")
 
 
-def unknown_key(src: Source) -> Iterator[Problem]:
-    """A top-level key DeepSpeed does not read, so it is silently ignored.
-
-    DeepSpeed checks the keys inside `zero_optimization`, but not the top level: a
-    misspelt block simply has no effect. `"zero_optimisation": {"stage": 3}` trains
-    with ZeRO stage 0 and runs out of memory on the cluster, with nothing in the log.
-
-    Fails: `"zero_optimisation": {"stage": 3}`. Passes: `"zero_optimization"`.
-    Fix: the spelling in the message; a key your own script reads can be suppressed
-    with `"//distrecipe-ignore": ["DR311"]`.
-    """
-    for key in src.data:
-        if key not in TOP_LEVEL and key not in REMOVED_TOP_LEVEL and key != IGNORE_KEY:
-            yield Problem((key,), f"DeepSpeed silently ignores unknown top-level key {key!r}"
-                                  f"{did_you_mean(key, sorted(TOP_LEVEL))}", key=True)
-
-
 def removed_key(src: Source) -> Iterator[Problem]:
     """A feature removed from DeepSpeed 0.19, whose key it now refuses at start-up.
 
@@ -88,42 +62,14 @@ def removed_key(src: Source) -> Iterator[Problem]:
     AMP; `data_efficiency.data_sampling.curriculum_learning` for curriculum learning).
     """
     for key in src.data:
-        if key in REMOVED_TOP_LEVEL:
+        if key in removed_keys(()):
             yield Problem((key,), f"{key!r} was removed in DeepSpeed 0.19; it refuses the config", key=True)
     zero = src.get("zero_optimization")
     for key in zero if isinstance(zero, dict) else ():
-        if key in REMOVED_ZERO:
+        if key in removed_keys(("zero_optimization",)):
             yield Problem(("zero_optimization", key),
                           f"zero_optimization.{key} was removed in DeepSpeed 0.19; it refuses the config",
                           key=True)
-
-
-def unknown_zero_key(src: Source) -> Iterator[Problem]:
-    """An unknown key inside `zero_optimization` or its offload blocks.
-
-    These blocks are pydantic models that forbid extra keys, so DeepSpeed refuses the
-    config when the job starts on the cluster ("Extra inputs are not permitted"),
-    after the allocation has been paid for. The `stage3_` prefixes are optional.
-
-    Fails: `"zero_optimization": {"stage": 3, "offload_params": {"device": "cpu"}}`.
-    Fix: `offload_param` (as the message suggests).
-    """
-    zero = src.get("zero_optimization")
-    if not isinstance(zero, dict):
-        return
-    for key, value in zero.items():
-        if key not in ZERO_KEYS and key not in REMOVED_ZERO:
-            yield Problem(("zero_optimization", key),
-                          f"DeepSpeed refuses unknown key {key!r} in zero_optimization at start-up"
-                          f"{did_you_mean(key, sorted(ZERO_KEYS))}", key=True)
-        elif key in OFFLOAD_KEYS and isinstance(value, dict):
-            allowed = OFFLOAD_KEYS[key]
-            for inner in value:
-                if inner not in allowed:
-                    yield Problem(("zero_optimization", key, inner),
-                                  f"DeepSpeed refuses unknown key {inner!r} in zero_optimization.{key} at "
-                                  f"start-up{did_you_mean(inner, sorted(allowed))}",
-                                  key=True)
 
 
 def offload_param_below_stage3(src: Source) -> Iterator[Problem]:

@@ -1,0 +1,246 @@
+"""Keys an engine does not know, judged by the engine's own key tables.
+
+Which keys each section accepts, and whether the engine refuses an unknown one at
+start-up or silently ignores it, is read from `distrecipe/engines/tables` (generated
+from the installed engines), so these rules say what the installed engine would do,
+and name its version. A key written as a comment (`_comment`, `//…`, `#…`) is
+reported as such where the engine ignores it, never with a typo suggestion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Literal
+
+from distrecipe.engines.deepspeed import IGNORE_KEY
+from distrecipe.engines.tables import (
+    Section,
+    is_comment_key,
+    label,
+    removed_keys,
+    section,
+    table,
+    verl_tree,
+)
+from distrecipe.keys import did_you_mean
+from distrecipe.lint.rule import Problem, Source
+from distrecipe.source import KeyPath
+
+Verdict = Literal["refused", "ignored", "comment", "auto-dropped"]
+
+
+def _where(path: KeyPath) -> str:
+    return f"{'.'.join(map(str, path))}" if path else "top level"
+
+
+def _deepspeed_unknown(node: dict[str, Any], path: tuple[str, ...] = ()) -> Iterator[
+        tuple[KeyPath, Section, Verdict]]:
+    """Every key of a ds_config DeepSpeed does not read where it is written, with what
+    DeepSpeed does about it; keys of sections DeepSpeed passes on unread (`optimizer.params`)
+    are not judged."""
+    found = section("deepspeed", path)
+    if found is None:
+        return
+    removed = removed_keys(path)
+    for key, value in node.items():
+        if key in found.keys:
+            if isinstance(value, dict):
+                yield from _deepspeed_unknown(value, (*path, key))
+        elif key in removed or (not path and key == IGNORE_KEY):
+            continue  # DR312 reports removed keys by name
+        elif not found.refuses_unknown:
+            yield (*path, key), found, "comment" if is_comment_key(key) else "ignored"
+        elif value == "auto" and found.auto_dropped:
+            yield (*path, key), found, "auto-dropped"
+        else:
+            yield (*path, key), found, "refused"
+
+
+def _suggestion(key: str, found: Section, engine: Literal["deepspeed", "accelerate"]) -> str:
+    """Did-you-mean among the section's keys; for a top-level key, the section it belongs in."""
+    if not found.name:
+        for name, other in sorted(table(engine)["sections"].items()):
+            if name and "." not in name and key in other["keys"]:
+                return f"; it belongs inside {name}"
+    return did_you_mean(key, sorted(found.keys))
+
+
+def deepspeed_refused_key(src: Source) -> Iterator[Problem]:
+    """A key DeepSpeed refuses at start-up: unknown in a section that forbids extra keys.
+
+    `zero_optimization` and its offload blocks, `bf16`/`fp16`, `compile`,
+    `tensor_parallel`, the monitors (`tensorboard`, `wandb`, `csv_monitor`, `comet`),
+    `comms_logger`, `hybrid_engine`, `weight_quantization` and `timers.throughput` are
+    pydantic models that forbid extra keys, so DeepSpeed refuses the config when the job
+    starts on the cluster ("Extra inputs are not permitted"), after the allocation has
+    been paid for; even a `_comment` there is refused. The `stage3_` prefixes of ZeRO
+    keys are optional. Which sections forbid extras is read from the installed DeepSpeed.
+
+    Fails: `"zero_optimization": {"stage": 3, "offload_params": {"device": "cpu"}}`.
+    Fix: `offload_param` (as the message suggests).
+    """
+    for path, found, verdict in _deepspeed_unknown(src.data):
+        if verdict == "refused":
+            key = str(path[-1])
+            hint = "" if is_comment_key(key) else _suggestion(key, found, "deepspeed")
+            yield Problem(path, f"{key!r} is not a key of {label('deepspeed')}'s {_where(path[:-1])}: "
+                                f"DeepSpeed refuses the config at start-up{hint}", key=True)
+
+
+def deepspeed_ignored_key(src: Source) -> Iterator[Problem]:
+    """A key DeepSpeed does not read, so it is silently ignored.
+
+    DeepSpeed checks some sections' keys (see DR313), but not the top level nor the
+    sections it reads key by key (`activation_checkpointing`, `flops_profiler`,
+    `checkpoint`, `data_efficiency`, `aio`, ...): a misspelt key there simply has no
+    effect. `"zero_optimisation": {"stage": 3}` trains with ZeRO stage 0 and runs out of
+    memory on the cluster, with nothing in the log. An unknown key whose value is
+    `"auto"` is dropped unread even in a checked section.
+
+    Fails: `"zero_optimisation": {"stage": 3}`. Passes: `"zero_optimization"`.
+    Fix: the spelling in the message; a key your own script reads can be suppressed
+    with `"//distrecipe-ignore": ["DR311"]`.
+    """
+    for path, found, verdict in _deepspeed_unknown(src.data):
+        key = str(path[-1])
+        if verdict == "ignored":
+            yield Problem(path, f"{key!r} is not a key of {label('deepspeed')}'s {_where(path[:-1])}: "
+                                f"silently ignored{_suggestion(key, found, 'deepspeed')}", key=True)
+        elif verdict == "auto-dropped":
+            yield Problem(path, f"{key!r} is not a key of {label('deepspeed')}'s {_where(path[:-1])}: "
+                                f'its "auto" is dropped unread{_suggestion(key, found, "deepspeed")}',
+                          key=True)
+
+
+def comment_key(src: Source) -> Iterator[Problem]:
+    """A key written as a comment (`_comment`, `comment`, `//…`, `#…`), which the engine ignores.
+
+    JSON has no comments, so people write them as keys. Where the engine ignores unknown
+    keys that is harmless and said once as information; where it refuses them (inside
+    `zero_optimization`, or at the top level of an Accelerate config) it is an error
+    under DR313 or DR341.
+
+    Passes (info): `{"_comment": "ZeRO-3 for 8 GPUs", "zero_optimization": {...}}`.
+    Fix: nothing to fix; suppress with `"//distrecipe-ignore": ["DR314"]` to silence it.
+    """
+    if src.kind == "deepspeed":
+        for path, _, verdict in _deepspeed_unknown(src.data):
+            if verdict == "comment":
+                yield Problem(path, f"{path[-1]!r} reads as a comment; DeepSpeed ignores it", key=True)
+    else:
+        for path, _, verdict in _accelerate_nested_unknown(src.data):
+            if verdict == "comment":
+                yield Problem(path, f"{path[-1]!r} reads as a comment; Accelerate ignores it", key=True)
+
+
+def accelerate_unknown_top_level_key(src: Source) -> Iterator[Problem]:
+    """A top-level key Accelerate does not know (or a missing `distributed_type`): refused.
+
+    Accelerate checks its config's top level ("The config file at ... had unknown
+    keys"), typically a key that belongs inside `fsdp_config` or a typo; a `_comment`
+    is refused too. The legacy `fp16` and `dynamo_backend` keys are still converted;
+    `distributed_type` is required.
+
+    Fails: `fsdp_version: 2` at the top level. Fix: move it into `fsdp_config`.
+    """
+    if "distributed_type" not in src.data:
+        yield Problem((), "distributed_type is required; accelerate launch refuses the file")
+    top = section("accelerate", ())
+    assert top is not None
+    legacy = table("accelerate")["sections"][""]["legacy_keys"]
+    for key in src.data:
+        if key in top.keys or key in legacy:
+            continue
+        if is_comment_key(key):
+            hint = " (comment or not)"
+        else:
+            inner = [name for name, (prefix, keys) in _accelerate_sections().items()
+                     if key in keys or f"{prefix}{key}" in keys]
+            hint = f"; it belongs inside {inner[0]}" if inner else did_you_mean(str(key), sorted(top.keys))
+        yield Problem((key,), f"{key!r} is not a top-level key of {label('accelerate')}: accelerate launch "
+                              f"refuses the file{hint}", key=True)
+
+
+def _accelerate_sections() -> dict[str, tuple[str, dict[str, Any]]]:
+    """Each nested section of an Accelerate config: the prefix the launcher adds, its keys."""
+    return {name: (found["prefix"], found["keys"])
+            for name, found in table("accelerate")["sections"].items() if name}
+
+
+def _accelerate_nested_unknown(data: dict[str, Any]) -> Iterator[tuple[KeyPath, str, Verdict]]:
+    """Keys of the nested sections (`fsdp_config`, `deepspeed_config`, ...) that no launch
+    option receives: the launcher copies each onto its arguments, where nothing reads it."""
+    options = set(table("accelerate")["launch_options"])
+    for name, (prefix, keys) in _accelerate_sections().items():
+        block = data.get(name)
+        for key in block if isinstance(block, dict) else ():
+            full = key if not prefix or str(key).startswith(prefix) else f"{prefix}{key}"
+            if full in keys or (not prefix and full in options):
+                continue
+            yield (name, key), full, "comment" if is_comment_key(key) else "ignored"
+
+
+def accelerate_ignored_key(src: Source) -> Iterator[Problem]:
+    """A key inside a nested section of an Accelerate config that no launch option takes.
+
+    `accelerate launch` copies every key of `fsdp_config`, `deepspeed_config`,
+    `megatron_lm_config`, `fp8_config`, `dynamo_config`, `parallelism_config` and
+    `mpirun_config` onto its arguments, adding `fsdp_`/`fp8_`/`dynamo_` when missing;
+    a key no option has is set and never read, so it vanishes. Parallelism keys must be
+    spelt in full, so `dp_shard_size: 4` is ignored and the job is not hybrid-sharded.
+
+    Fails: `parallelism_config: {dp_shard_size: 4}`, `fsdp_config: {fsdp_offload_param: true}`.
+    Fix: `parallelism_config_dp_shard_size`, `fsdp_offload_params`.
+    """
+    sections = _accelerate_sections()
+    for path, full, verdict in _accelerate_nested_unknown(src.data):
+        if verdict != "ignored":
+            continue
+        name, key = str(path[0]), path[1]
+        keys = sorted(sections[name][1])
+        spelled = f"{name.removesuffix('_config')}_config_{key}"
+        hint = f"; did you mean {spelled!r}?" if spelled in keys else did_you_mean(full, keys)
+        yield Problem(path, f"{key!r} is not a key of {label('accelerate')}'s {name}: silently "
+                            f"ignored{hint}", key=True)
+
+
+def verl_unknown_key(src: Source) -> Iterator[Problem]:
+    """An override naming a key that verl's composed config does not have: Hydra refuses it.
+
+    verl builds its config with Hydra, which refuses to set a key the composed config
+    lacks ("Could not override 'critic.model.fsdp_config.param_offload'. To append to
+    your config use +critic.model...") before anything starts. Keys move between verl
+    versions (`critic.model.fsdp_config` moved in 0.9), so a script written for another
+    version fails. The key tree is the installed verl's `ppo_trainer` config, or
+    `ppo_megatron_trainer` with `model_engine=megatron` or that config name. A YAML
+    fragment is not judged: it does not say which keys it adds (`+`).
+
+    Fails: `critic.model.fsdp_config.param_offload=True` (verl 0.9).
+    Fix: the key's new place (the message suggests the nearest), or `+key=value` to add one.
+    """
+    if src.path.suffix in (".yaml", ".yml", ".json"):
+        return
+    megatron = src.data.get("model_engine") == "megatron" or any(
+        "ppo_megatron_trainer" in line for line in src.doc.lines)
+    tree = verl_tree("ppo_megatron_trainer" if megatron else "ppo_trainer")
+    reported: set[KeyPath] = set()
+    for path, where in sorted(src.doc.key_positions.items(), key=lambda item: (item[1].line, item[1].col)):
+        line = src.doc.lines[where.line - 1] if 0 < where.line <= len(src.doc.lines) else ""
+        if line[: where.col - 1].endswith("+"):
+            continue  # `+key=value` adds a key: Hydra allows it
+        node: Any = tree
+        for depth, part in enumerate(path):
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+                continue
+            unknown = tuple(path[: depth + 1])
+            if unknown not in reported:
+                reported.add(unknown)
+                choices = sorted(map(str, node)) if isinstance(node, dict) else []
+                parent = ".".join(map(str, unknown[:-1]))
+                what = (f"a key of {parent}" if isinstance(node, dict)
+                        else f"settable: {parent} is not a mapping")
+                yield Problem(unknown, f"{'.'.join(map(str, unknown))} is not {what} in {label('verl')}'s "
+                                       f"config: Hydra refuses the override (prefix + to add a key)"
+                                       f"{did_you_mean(str(part), choices)}", key=True)
+            break

@@ -1,0 +1,434 @@
+"""Write the key tables lint reads, from the engines installed here (DeepSpeed, Accelerate, verl).
+
+    python scripts/engine_tables.py           # (re)write distrecipe/engines/tables/*.json
+    python scripts/engine_tables.py --check   # exit 1 and name the keys that differ
+
+Every fact comes from running or introspecting the installed engine, never from its
+documentation, so an engine upgrade changes the tables, and `--check` (run by a slow
+test) names what changed:
+
+* DeepSpeed: `DeepSpeedConfig` is fed dictionaries that record every key it looks up,
+  section by section (the section's own keys, with the default each lookup passes).
+  A section DeepSpeed hands to a pydantic model is read from the model instead:
+  fields, aliases, defaults, deprecated names and whether extra keys are forbidden.
+  Whether an unknown key is refused is then *observed*: a made-up key is put in each
+  section and `DeepSpeedConfig` must raise for exactly the sections that say so.
+* Accelerate: `ClusterConfig`'s fields (the loader refuses other top-level keys; that
+  too is observed), and for each nested dict the launch options it is copied onto
+  (`accelerate launch` sets every key of e.g. `fsdp_config` as an argument, so a key
+  that is no option is silently ignored), with their defaults and choices, and the
+  values the plugins accept.
+* verl: the composed `ppo_trainer` and `ppo_megatron_trainer` Hydra configs, whole,
+  with their defaults (interpolations kept as written).
+
+Output is sorted, indented JSON ending in a newline: the same engines give the same bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import enum
+import importlib.metadata
+import inspect
+import json
+import re
+import sys
+import types
+import typing
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+TABLES = Path(__file__).resolve().parents[1] / "distrecipe" / "engines" / "tables"
+PROBE = "__distrecipe_probe__"
+"""A key no engine knows: put in a section to see whether the engine refuses it."""
+BATCH = {"train_batch_size": 1, "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1}
+"""The least a ds_config needs for `DeepSpeedConfig` to get past its batch checks (world 1)."""
+
+
+def jsonable(value: Any) -> Any:
+    """A default as JSON: enums by value, dtypes and other objects by their name."""
+    if isinstance(value, enum.Enum):
+        return jsonable(value.value)
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else str(value)
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if isinstance(value, set | frozenset):
+        return sorted(jsonable(v) for v in value)
+    if hasattr(value, "model_dump"):
+        return jsonable(value.model_dump())
+    text = str(value)
+    if re.search(r"0x[0-9a-f]{6,}", text):
+        raise ValueError(f"default {value!r} has no stable text")
+    return text
+
+
+# --- DeepSpeed ---------------------------------------------------------------------------
+
+
+class Recording(dict[str, Any]):
+    """A ds_config section that writes down every key DeepSpeed looks up in it."""
+
+    def __init__(self, data: dict[str, Any], path: str, log: dict[str, dict[str, Any]]) -> None:
+        super().__init__(data)
+        self.path = path
+        self.log = log
+        log.setdefault(path, {})
+
+    def _seen(self, key: object, default: Any = ...) -> None:
+        if isinstance(key, str) and key != PROBE:
+            known = self.log[self.path]
+            if default is not ... or key not in known:
+                known[key] = default
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self._seen(key, default)
+        return super().get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        self._seen(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key: object) -> bool:
+        self._seen(key)
+        return super().__contains__(key)
+
+    def keys(self) -> Any:
+        return RecordingKeys(self)
+
+    def __copy__(self) -> Recording:
+        return Recording(dict(self), self.path, self.log)
+
+
+class RecordingKeys:
+    """`section.keys()` whose `in` is recorded too (`if "type" in d["optimizer"].keys()`)."""
+
+    def __init__(self, owner: Recording) -> None:
+        self.owner = owner
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.owner
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.keys(self.owner))
+
+    def __len__(self) -> int:
+        return dict.__len__(self.owner)
+
+
+@contextlib.contextmanager
+def models_fed_probes(fed: dict[str, type], path: str) -> Iterator[None]:
+    """Note which pydantic model the section at `path` is handed to (`Model(**section)`, seen
+    by the probe key, or `Model(name=section)`), by wrapping `BaseModel.__init__` meanwhile."""
+    import pydantic
+
+    original = pydantic.BaseModel.__init__
+
+    def init(self: Any, /, **data: Any) -> None:
+        if PROBE in data:
+            fed.setdefault(path, type(self))
+        for name, value in data.items():
+            if isinstance(value, Recording):
+                field = type(self).model_fields.get(name) or _by_alias(type(self), name)
+                model = _model_in(field.annotation) if field is not None else None
+                if model is not None:
+                    fed.setdefault(value.path, model)
+        original(self, **data)
+
+    with contextlib.ExitStack() as stack:
+        stack.callback(setattr, pydantic.BaseModel, "__init__", original)
+        pydantic.BaseModel.__init__ = init  # type: ignore[method-assign]
+        yield
+
+
+def _by_alias(model: type, name: str) -> Any:
+    for info in model.model_fields.values():  # type: ignore[attr-defined]
+        if info.alias == name:
+            return info
+    return None
+
+
+def _model_in(annotation: Any) -> type | None:
+    """The pydantic model a field holds (`X`, `Optional[X]`, `X | None`), if any."""
+    import pydantic
+
+    if isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel):
+        return annotation
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        found = [m for m in map(_model_in, typing.get_args(annotation)) if m is not None]
+        return found[0] if len(found) == 1 else None
+    return None
+
+
+def model_keys(model: type) -> dict[str, dict[str, Any]]:
+    """A pydantic model's accepted keys: fields, their aliases and deprecated names."""
+    keys: dict[str, dict[str, Any]] = {}
+    for name, info in model.model_fields.items():  # type: ignore[attr-defined]
+        entry: dict[str, Any] = {}
+        if info.is_required():
+            entry["required"] = True
+        else:
+            entry["default"] = jsonable(info.get_default(call_default_factory=True))
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        if extra.get("deprecated"):
+            entry["deprecated"] = True
+            if extra.get("new_param"):
+                entry["replaced_by"] = extra["new_param"]
+        keys[name] = entry
+        if info.alias and info.alias != name:
+            keys[info.alias] = {**entry, "alias_of": name}
+    return keys
+
+
+def _nested(path: str, leaf: Any) -> dict[str, Any]:
+    """`{"a": {"b": leaf}}` for path `a.b`."""
+    head, _, rest = path.partition(".")
+    return {head: _nested(rest, leaf) if rest else leaf}
+
+
+def deepspeed_refuses(config: dict[str, Any]) -> str | None:
+    """DeepSpeed's error for `config`, or None when it accepts it."""
+    from deepspeed.runtime.config import DeepSpeedConfig
+
+    try:
+        DeepSpeedConfig({**BATCH, **config})
+    except Exception as exc:  # any exception is a refusal at start-up
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def deepspeed_table() -> dict[str, Any]:
+    import logging
+
+    import deepspeed.runtime.config as ds_config
+
+    logging.getLogger("DeepSpeed").setLevel(logging.ERROR)
+    log: dict[str, dict[str, Any]] = {}
+    # With a process group (faked), DeepSpeed also looks up `sequence_parallel_size`.
+    with mock.patch.object(ds_config.dist, "get_world_size", return_value=1), \
+            mock.patch.object(ds_config.dist, "get_rank", return_value=0):
+        ds_config.DeepSpeedConfig(Recording(dict(BATCH), "", log))
+    sections: dict[str, dict[str, Any]] = {}
+    top = {k: v for k, v in log[""].items() if k not in ds_config._REMOVED_TOP_LEVEL_CONFIG_KEYS}
+    sections[""] = {"keys": {k: {"default": jsonable(v)} if v is not ... else {}
+                             for k, v in sorted(top.items())}}
+    pending = sorted(top)
+    while pending:
+        path = pending.pop(0)
+        fed: dict[str, type] = {}
+        filled: dict[str, Any] = {}
+        while True:
+            # Some keys are read only when another is set (`optimizer.params` once `type` is):
+            # probe again with every key read without a default given a value, until no new key.
+            before = set(log.get(path, {}))
+            probe = Recording({PROBE: 1, **filled}, path, log)
+            with models_fed_probes(fed, path), contextlib.suppress(Exception):
+                ds_config.DeepSpeedConfig({**BATCH, **_nested(path, probe)})
+            filled = {k: "probe" for k, v in log[path].items() if v is None or v is ...}
+            if set(log[path]) == before or path in fed:
+                break
+        if path in fed:
+            add_model_sections(sections, path, fed[path])
+        elif log.get(path):
+            sections[path] = {"keys": {k: {"default": jsonable(v)} if v is not ... else {}
+                                       for k, v in sorted(log[path].items())}}
+            pending += [f"{path}.{k}" for k in sorted(log[path])]
+        log.pop(path, None)
+    for path, section in sections.items():
+        refusal = deepspeed_refuses(_nested(path, {PROBE: 1})) if path else deepspeed_refuses({PROBE: 1})
+        section["unknown_keys"] = "refused" if refusal and PROBE in refusal else "ignored"
+        if section["unknown_keys"] == "refused":
+            # DeepSpeed's models drop "auto" values (left for the HF Trainer) before validating.
+            refusal = deepspeed_refuses(_nested(path, {PROBE: "auto"}) if path else {PROBE: "auto"})
+            section["auto_dropped"] = not (refusal and PROBE in refusal)
+        if "model" in section:
+            forbids = section.pop("forbids_extra")
+            if forbids != (section["unknown_keys"] == "refused"):
+                raise SystemExit(f"DeepSpeed {path}: model_config extra={forbids} but DeepSpeed "
+                                 f"{section['unknown_keys']} an unknown key")
+    removed = {"": sorted(ds_config._REMOVED_TOP_LEVEL_CONFIG_KEYS),
+               "zero_optimization": sorted(ds_config._REMOVED_ZERO_CONFIG_KEYS)}
+    return {"engine": "deepspeed", "version": importlib.metadata.version("deepspeed"),
+            "removed": removed, "sections": dict(sorted(sections.items()))}
+
+
+def add_model_sections(sections: dict[str, dict[str, Any]], path: str, model: type) -> None:
+    """`path` and, recursively, each sub-model field of `model` (under name and alias)."""
+    config = model.model_config  # type: ignore[attr-defined]
+    sections[path] = {"model": f"{model.__module__}.{model.__qualname__}", "keys": model_keys(model),
+                      "forbids_extra": config.get("extra") == "forbid"}
+    for name, info in model.model_fields.items():  # type: ignore[attr-defined]
+        inner = _model_in(info.annotation)
+        if inner is not None:
+            for spelling in {name, info.alias or name}:
+                add_model_sections(sections, f"{path}.{spelling}", inner)
+
+
+# --- Accelerate ----------------------------------------------------------------------------
+
+ACCELERATE_SECTIONS = {
+    "deepspeed_config": ("DeepSpeed Arguments", ""),
+    "fsdp_config": ("FSDP Arguments", "fsdp_"),
+    "megatron_lm_config": ("Megatron-LM Arguments", ""),
+    "fp8_config": ("FP8 Arguments", "fp8_"),
+    "mpirun_config": ("MPI Arguments", ""),
+    "parallelism_config": ("ParallelismConfig Arguments", ""),
+    "dynamo_config": (None, "dynamo_"),
+}
+"""Each nested dict of an Accelerate config, the launch-option group its keys are copied
+onto, and the prefix the launcher adds to a key that lacks it (commands/launch.py)."""
+
+
+def accelerate_table() -> dict[str, Any]:
+    from accelerate.commands import launch
+    from accelerate.commands.config import config_args
+    from accelerate.utils import constants
+
+    parser = launch.launch_command_parser()
+    groups: dict[str | None, dict[str, argparse.Action]] = {}
+    for group in parser._action_groups:
+        groups[group.title] = {a.dest: a for a in group._group_actions if a.dest != "help"}
+    every = {dest: action for group in groups.values() for dest, action in group.items()}
+    # Options the launcher reads by getattr with no argparse option behind them.
+    source = Path(inspect.getfile(launch)).read_text() + Path(
+        inspect.getfile(importlib.import_module("accelerate.utils.launch"))).read_text()
+    read_by_getattr = set(re.findall(r"getattr\(args, \"(\w+)\"", source)) - set(every)
+
+    fields = {f.name: f for f in dataclasses.fields(config_args.ClusterConfig)}
+    top: dict[str, Any] = {}
+    for name, field in sorted(fields.items()):
+        if field.default is not dataclasses.MISSING:
+            top[name] = {"default": jsonable(field.default)}
+        elif field.default_factory is not dataclasses.MISSING:
+            top[name] = {"default": jsonable(field.default_factory())}
+        else:
+            top[name] = {"required": True}
+    legacy = sorted(set(re.findall(r"\"(\w+)\" in config_dict", inspect.getsource(
+        config_args.BaseConfig.process_config))) - set(fields))
+    sections: dict[str, Any] = {"": {"model": "accelerate.commands.config.config_args.ClusterConfig",
+                                     "keys": top, "legacy_keys": legacy,
+                                     "unknown_keys": "refused" if accelerate_refuses(PROBE) else "ignored"}}
+    for section, (title, prefix) in ACCELERATE_SECTIONS.items():
+        if title is None:
+            options = {d: a for d, a in every.items() if d.startswith(prefix)}
+        else:
+            options = dict(groups[title])
+        options.update({d: None for d in read_by_getattr if prefix and d.startswith(prefix)})
+        keys = {}
+        for dest, action in sorted(options.items()):
+            if dest.startswith("use_") and dest.endswith(("_deepspeed", "_fsdp", "_megatron_lm")):
+                continue  # the switch that selects the section, not a key of it
+            entry: dict[str, Any] = {}
+            if action is not None:
+                entry["default"] = jsonable(action.default)
+                if action.choices:
+                    entry["choices"] = [jsonable(c) for c in action.choices]
+            keys[dest] = entry
+        sections[section] = {"keys": keys, "prefix": prefix, "unknown_keys": "ignored"}
+    values = {name: jsonable(value) for name, value in sorted(vars(constants).items())
+              if re.fullmatch(r"(FSDP|FSDP2|DEEPSPEED|TORCH_DYNAMO)_[A-Z_]+", name)
+              and isinstance(value, list | tuple)}
+    from accelerate.utils import dataclasses as acc_dc
+    for enum_name in ("ComputeEnvironment", "DistributedType", "DynamoBackend", "PrecisionType"):
+        values[enum_name] = sorted(str(m.value) for m in getattr(acc_dc, enum_name))
+    return {"engine": "accelerate", "version": importlib.metadata.version("accelerate"),
+            "launch_options": sorted(every), "sections": sections, "values": dict(sorted(values.items()))}
+
+
+def accelerate_refuses(key: str) -> bool:
+    """Whether Accelerate's loader refuses a MULTI_GPU config with top-level `key`."""
+    import tempfile
+
+    from accelerate.commands.config.config_args import ClusterConfig
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "config.yaml"
+        path.write_text(json.dumps({"compute_environment": "LOCAL_MACHINE", "distributed_type": "MULTI_GPU",
+                                    key: 1}))
+        try:
+            ClusterConfig.from_yaml_file(str(path))
+        except ValueError as exc:
+            return "unknown keys" in str(exc)
+    return False
+
+
+# --- verl ----------------------------------------------------------------------------------
+
+VERL_CONFIGS = ("ppo_trainer", "ppo_megatron_trainer")
+
+
+def verl_table() -> dict[str, Any]:
+    from hydra import compose, initialize_config_module
+    from omegaconf import OmegaConf
+
+    trees = {}
+    with initialize_config_module("verl.trainer.config", version_base=None):
+        for name in VERL_CONFIGS:
+            trees[name] = jsonable(OmegaConf.to_container(compose(name), resolve=False))
+    return {"engine": "verl", "version": importlib.metadata.version("verl"), "configs": trees}
+
+
+# --- writing and checking --------------------------------------------------------------------
+
+BUILDERS = {"deepspeed": deepspeed_table, "accelerate": accelerate_table, "verl": verl_table}
+
+
+def render(table: dict[str, Any]) -> str:
+    return json.dumps(table, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def changes(old: Any, new: Any, path: str = "") -> Iterator[str]:
+    """The dotted paths where two tables differ, for a message a person can act on."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in sorted(set(old) | set(new)):
+            where = f"{path}.{key}" if path else str(key)
+            if key not in old:
+                yield f"+ {where}"
+            elif key not in new:
+                yield f"- {where}"
+            else:
+                yield from changes(old[key], new[key], where)
+    elif isinstance(old, list) and isinstance(new, list) and all(isinstance(v, str) for v in old + new) \
+            and len(set(old)) == len(old) and len(set(new)) == len(new) and set(old) != set(new):
+        yield from (f"- {path}: {v}" for v in old if v not in new)
+        yield from (f"+ {path}: {v}" for v in new if v not in old)
+    elif old != new:
+        yield f"~ {path}: {json.dumps(old)} -> {json.dumps(new)}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="compare with the stored tables, write nothing")
+    parser.add_argument("engines", nargs="*", help=f"some of {', '.join(sorted(BUILDERS))} (default: all)")
+    args = parser.parse_args(argv)
+    unknown = set(args.engines) - set(BUILDERS)
+    if unknown:
+        parser.error(f"unknown engine {sorted(unknown)[0]!r}")
+    status = 0
+    for engine in args.engines or sorted(BUILDERS):
+        text = render(BUILDERS[engine]())
+        path = TABLES / f"{engine}.json"
+        if args.check:
+            stored = json.loads(path.read_text()) if path.exists() else {}
+            diff = list(changes(stored, json.loads(text)))
+            if diff:
+                status = 1
+                print(f"{path.name}: the installed {engine} differs from the stored table:")
+                print("\n".join(f"  {line}" for line in diff[:200]))
+        else:
+            TABLES.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            print(f"wrote {path}")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

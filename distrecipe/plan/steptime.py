@@ -13,7 +13,11 @@
   `plan` prints) over the bandwidth they cross: NVLink inside a node, the network
   once the data-parallel group spans nodes; plus tensor parallelism's activation
   all-reduces, inside the node. The engine hides part of it behind compute
-  (`OVERLAP`); the rest adds to the step.
+  (`overlap`); the rest adds to the step.
+* **Offload** adds, unhidden, the PCIe copies (16-bit gradients down and parameters up
+  once per step; at stage 3 with parameters offloaded, every micro-step's gathers come
+  up too) and the CPU optimizer step (`CPU_ADAM_PARAMS_PER_S` per rank). Read from the
+  engines' sources, not measured: an estimate of its order only.
 """
 
 from __future__ import annotations
@@ -24,6 +28,26 @@ from distrecipe.plan import traffic
 from distrecipe.plan.engine import DeepSpeedZero, uses_deepspeed
 from distrecipe.plan.hardware import Hardware, hardware
 from distrecipe.recipe import Plan
+
+PCIE = 25e9
+"""Bytes per second one GPU copies to or from host memory (PCIe 4 ×16, achieved)."""
+CPU_ADAM_PARAMS_PER_S = 1e9
+"""Parameters per second one rank's CPU Adam updates (DeepSpeed's vectorised CPUAdam:
+about a second per billion parameters on a server core group)."""
+
+
+def offload_seconds(plan: Plan) -> float:
+    """Seconds an offloaded step spends on PCIe and in the CPU optimizer (not hidden)."""
+    if not plan.offload.enabled or plan.model.params is None:
+        return 0.0
+    shard = plan.model.params / (plan.tensor * plan.pipeline) / plan.shard_group
+    lp = plan.precision_bytes
+    seconds = 0.0
+    if plan.offload.optimizer != "none" or plan.strategy == "fsdp":
+        seconds += 2 * lp * shard / PCIE + shard / CPU_ADAM_PARAMS_PER_S
+    if plan.offload.params != "none":
+        seconds += 2 * plan.accumulation * lp * shard / PCIE
+    return seconds
 
 
 def overlap(plan: Plan, zero: DeepSpeedZero | None) -> float:
@@ -115,7 +139,7 @@ def step_time(plan: Plan, engine_traffic: traffic.Traffic, zero: DeepSpeedZero |
                   else intra / hw.intra + (dp_bytes - intra) / hw.inter)
     tp_seconds = tensor_parallel_bytes(plan) / hw.intra
     exposed = max(0.0, dp_seconds - overlap(plan, zero) * compute) + tp_seconds
-    seconds = compute + exposed
+    seconds = compute + exposed + offload_seconds(plan)
     return StepTime(
         seconds=seconds,
         compute=compute,

@@ -9,6 +9,7 @@ traceback was saved, never a raw traceback. Ctrl-C exits 130.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -16,6 +17,7 @@ import click
 
 from distrecipe import __version__
 from distrecipe.errors import DistrecipeError
+from distrecipe.output import one_line
 
 COMMANDS: dict[str, str] = {
     "compile": "distrecipe.commands.compile",
@@ -56,23 +58,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                           prog_name="distrecipe", standalone_mode=False)
     except DistrecipeError as exc:
         prefix = f"{exc.where}: " if exc.where else "distrecipe: "
-        click.echo(f"{prefix}error: {exc.message}", err=True)
+        click.echo(one_line(f"{prefix}error: {exc.message}"), err=True)
         return exc.exit_code
     except click.exceptions.Exit as exc:
         return exc.exit_code
-    except click.ClickException as exc:
-        exc.show()
+    except click.ClickException as exc:  # a usage error: the same one line as every other error
+        click.echo(one_line(f"distrecipe: error: {exc.format_message()}"), err=True)
         return exc.exit_code
     except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("distrecipe: interrupted", err=True)
         return 130
     except Exception:  # the one place that turns a bug into a report
-        import tempfile
-        import traceback
-        from pathlib import Path
-
-        log = Path(tempfile.gettempdir()) / "distrecipe-crash.log"
-        log.write_text(traceback.format_exc(), encoding="utf-8")
+        log = save_crash_report()
         kind = sys.exc_info()[0]
         click.echo(
             f"distrecipe: internal error ({kind.__name__ if kind else 'unknown'}); this is a bug "
@@ -81,3 +78,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 3
     return result if isinstance(result, int) else 0
+
+
+def save_crash_report() -> str:
+    """Save the current traceback to a new file only this user can read; returns its path.
+
+    The file is per user (the user's cache directory, `$XDG_CACHE_HOME/distrecipe`)
+    and per run (`crash-<pid>-<time>.log`), created exclusively with mode 0600 and
+    without following symlinks: concurrent crashes never overwrite each other, and a
+    link planted by another user cannot redirect the write. Without a usable cache
+    directory a fresh temporary file (`tempfile.mkstemp`, the same guarantees) is used.
+    """
+    import time
+    import traceback
+    from pathlib import Path
+
+    text = traceback.format_exc().encode("utf-8", "backslashreplace")
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "distrecipe"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        cache.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path = str(cache / f"crash-{os.getpid()}-{time.time_ns()}.log")
+        fd = os.open(path, flags, 0o600)
+    except (OSError, RuntimeError):  # no home, a read-only cache: a private temporary instead
+        import tempfile
+
+        fd, path = tempfile.mkstemp(prefix="distrecipe-crash-", suffix=".log")
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(text)
+    return path

@@ -2,13 +2,15 @@
 
 A compile that fails half-way must not leave a new ds_config.json beside a stale
 accelerate config, so everything is rendered in memory first and written last, each
-file through a temporary name and `os.replace`.
+file through an exclusively created temporary and `os.replace`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -25,18 +27,70 @@ def to_json(data: Any) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
+_BREAKS = {ord(c): c.encode("unicode_escape").decode("ascii")
+           for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029\x00\x1b"}
+
+
+def one_line(text: str) -> str:
+    """`text` with every line break and terminal escape written as its escape sequence.
+
+    An error is one line, whatever file name or value from the input it quotes.
+    """
+    return text.translate(_BREAKS)
+
+
+def shell_word(text: str) -> str:
+    """One shell word, quoted by `shlex.quote`, for a line that must stay one line
+    (an `#SBATCH` directive ends at the line break whatever quotes surround it)."""
+    import shlex
+
+    if text != one_line(text):
+        raise DistrecipeError(f"{text!r} cannot be written on one shell line")
+    return shlex.quote(text)
+
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
+"""What formats inline Markdown (emphasis, code, links, HTML, table cells, strike-through).
+Line-start syntax (`#`, `-`, `1.`) cannot arise: a value never starts a line."""
+
+
+def markdown_text(text: str) -> str:
+    """Literal text in Markdown: every character Markdown gives a meaning backslash-escaped,
+    line breaks written as escapes, so a value can neither format nor end a line."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", one_line(text))
+
+
+def markdown_code(text: str) -> str:
+    """An inline code span holding `text` literally, also inside a table cell: the fence
+    is longer than any run of backticks inside, and `|` (which ends a cell) is escaped."""
+    body = one_line(text).replace("|", "\\|")
+    fence = "`" * (max((len(run) for run in re.findall("`+", body)), default=0) + 1)
+    pad = " " if body.startswith("`") or body.endswith("`") else ""
+    return f"{fence}{pad}{body}{pad}{fence}"
+
+
 def write_files(directory: str | Path, files: Mapping[str, str]) -> list[Path]:
-    """Write `files` into `directory` (created if needed); returns the paths written."""
+    """Write `files` into `directory` (created if needed), all or nothing; returns the paths.
+
+    Every destination is checked before anything is written (a directory in the way,
+    a parent that is a file); each file is written to a fresh temporary beside it,
+    created exclusively (`O_EXCL | O_NOFOLLOW`, a random name: a planted symlink cannot
+    redirect it), and only when all are written are they renamed into place. On any
+    error the temporaries are removed and a directory created here is removed again,
+    so the destination is as it was.
+    """
     out = Path(directory)
+    finals = [out / name for name in files]
+    for final in finals:
+        if final.is_dir() and not final.is_symlink():
+            raise DistrecipeError(f"cannot write {final}: a directory is in the way")
+    created = [p for p in (out, *out.parents) if not p.exists()]
     staged: list[tuple[str, Path]] = []
     try:
         out.mkdir(parents=True, exist_ok=True)
-        for name, text in files.items():
-            # The pid makes the name ours alone while we live; a leftover of a dead
-            # process with the same pid is simply overwritten (tempfile costs 5 ms to import).
-            tmp = str(out / f".{name}.{os.getpid()}.tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            staged.append((tmp, out / name))
+        for final, text in zip(finals, files.values(), strict=True):
+            fd, tmp = _exclusive(final)
+            staged.append((tmp, final))
             with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
                 handle.write(text)
         for tmp, final in staged:
@@ -44,5 +98,24 @@ def write_files(directory: str | Path, files: Mapping[str, str]) -> list[Path]:
     except OSError as exc:
         for tmp, _ in staged:
             Path(tmp).unlink(missing_ok=True)
+        for made in created:  # innermost first; only what this call created
+            with contextlib.suppress(OSError):
+                made.rmdir()
         raise DistrecipeError(f"cannot write into {out}: {exc.strerror or exc}") from None
-    return [final for _, final in staged]
+    return finals
+
+
+def _exclusive(final: Path) -> tuple[int, str]:
+    """A new file beside `final` that did not exist before, opened for writing.
+
+    Like `tempfile.mkstemp` (whose import costs more than compile's own work): a random
+    name, created with `O_EXCL | O_NOFOLLOW`, mode 0644 less the umask.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    for _ in range(100):
+        tmp = str(final.parent / f".{final.name}.{os.urandom(6).hex()}.tmp")
+        try:
+            return os.open(tmp, flags, 0o644), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {final}")

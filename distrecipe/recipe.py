@@ -11,7 +11,7 @@ means no consumer ever has to ask "was this resolved yet?".
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from distrecipe.errors import Position
 
@@ -164,6 +164,33 @@ class RL:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Native:
+    """Engine settings the recipe does not model, carried verbatim into that engine's output.
+
+    What `import` could not map into the recipe's own fields lands here, so nothing
+    an input said is lost or silently replaced by a default; a user may write it too.
+    At compile each engine's section is deep-merged into what distrecipe emits for
+    that engine, the native value winning, and `null` removing the emitted key (the
+    engine's own default then applies). A native key that contradicts a value the
+    recipe decides (batch, stage, precision, offload, world) is refused at resolve,
+    naming both; `"auto"` there is not a contradiction (the Trainer fills it from
+    the same recipe). `translator/native.py` holds the merge and the decided keys.
+    """
+
+    deepspeed: dict[str, Any] = field(default_factory=dict)
+    """Merged into every ds_config (the DeepSpeed, Accelerate-DeepSpeed and Trainer targets)."""
+    accelerate: dict[str, Any] = field(default_factory=dict)
+    """Merged into `accelerate_config.yaml`."""
+    hf: dict[str, Any] = field(default_factory=dict)
+    """Merged into the TrainingArguments JSON."""
+    verl: tuple[str, ...] = ()
+    """Hydra `key=value` overrides: each replaces distrecipe's override of the same key, or is appended."""
+
+    def __bool__(self) -> bool:
+        return bool(self.deepspeed or self.accelerate or self.hf or self.verl)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Launch:
     """How `distrecipe launch` starts the job."""
 
@@ -215,6 +242,8 @@ class Recipe:
     """How the job starts. Default: the strategy's launcher running the reference trainer."""
     checkpoint_every: int | None = None
     """With `selective`: wrap every k-th block whole (layer level); None is op level."""
+    native: Native = field(default_factory=Native)
+    """Engine settings carried verbatim (see `Native`). Default: none."""
     source: str = "<recipe>"
     """The file the recipe came from, for messages."""
     where: dict[str, Position] = field(default_factory=dict, compare=False, repr=False)
@@ -281,6 +310,8 @@ class Plan:
     peak_tflops: float | None = None
     intra_node_bandwidth: float | None = None
     inter_node_bandwidth: float | None = None
+    native: Native = field(default_factory=Native)
+    """Engine settings carried verbatim into each engine's output (see `Native`)."""
     provenance: dict[str, str] = field(default_factory=dict)
     """Dotted key → how its value was obtained, e.g. "256 / (2 × 32), from global, micro, DP"."""
     source: str = "<recipe>"

@@ -10,7 +10,9 @@ import pytest
 
 from distrecipe.errors import LaunchError
 from distrecipe.launch.detect import detect_gpus, local_port
-from distrecipe.launch.rundir import REDACTED, RunDir, default_run_dir, redact
+from distrecipe.launch.rundir import RunDir, default_run_dir
+from distrecipe.launch.secrets import REDACTED
+from distrecipe.launch.secrets import redact_env as redact
 from distrecipe.launch.slurm import Allocation, expand_nodelist
 from distrecipe.translator.load import load_recipe
 from distrecipe.translator.resolve import resolve

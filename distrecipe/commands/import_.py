@@ -35,12 +35,19 @@ def recipe_text(path: str, *, world: int | None, nodes: int, overrides: Sequence
     kind, doc = read_native(path)
     if kind == "recipe":
         raise NotNative("this is a recipe already", doc.where(()))
-    imported = import_document(kind, doc, World.of(world, nodes) if world is not None else None)
+    imported = import_document(kind, doc, World.of(world, nodes) if world is not None else None, overrides)
     for note in imported.notes:
         click.echo(f"{path}: note: {note}", err=True)
     recipe = {"recipe": 1, "name": Path(path).stem,
               **{k: v for k, v in imported.recipe.items() if k != "recipe"}}
     checked = apply_overrides(Document(recipe, f"{path} (imported)"), overrides)
+    batch = checked.data.get("batch", {}) if isinstance(checked.data, dict) else {}
+    if batch.get("micro") == "auto" and batch.get("global", "auto") == "auto":
+        raise DistrecipeError(
+            f"{kind} file states no batch size (its batch values are \"auto\" or absent: the HF Trainer or "
+            "the script's DataLoader sets them): give --set batch.micro=N (per GPU: the Trainer's "
+            "--per_device_train_batch_size) and, unless it is 1, --set batch.accumulation=N",
+            Position(path, 1, 1))
     try:
         plan_of_document(checked, Path(path).parent)
     except DistrecipeError as exc:

@@ -31,6 +31,7 @@ from distrecipe.launch.prepare import (
     slurm_argv,
 )
 from distrecipe.launch.rundir import WRITTEN, RunDir
+from distrecipe.launch.secrets import redact_argv
 from distrecipe.launch.slurm import batch_script
 from distrecipe.launch.supervise import LAUNCH_ID, new_launch_id, supervise
 from distrecipe.recipe import Backend, Plan
@@ -84,7 +85,7 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
     record.start(plan=plan, recipe_text=read_text(recipe), files=files,
                  argv=spec.argv, env=job_env, cwd=os.getcwd(), overrides=overrides)
     click.echo(f"distrecipe: run directory {path}", err=True)
-    click.echo(f"distrecipe: {shlex.join(spec.argv)}", err=True)
+    click.echo(f"distrecipe: {shlex.join(redact_argv(spec.argv))}", err=True)
     sys.stderr.flush()
     try:
         outcome = supervise(spec.argv, job_env, launch_id=launch_id, timeout=timeout)

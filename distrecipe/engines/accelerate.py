@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from distrecipe.source import KeyPath
+
 CONFIG_FILE = "accelerate_config.yaml"
 """The file name `compile` writes the Accelerate config under."""
 
@@ -31,3 +33,75 @@ DS_FILE_CONFLICTS = (
     "zero3_save_16bit_model",
 )
 """`deepspeed_config` keys Accelerate refuses beside `deepspeed_config_file` (and `mixed_precision`)."""
+
+FSDP1_SHARDING = ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2")
+"""Accelerate's `FSDP_SHARDING_STRATEGY` list: a name, or its position + 1 (torch's
+`ShardingStrategy` values 1..5, `_HYBRID_SHARD_ZERO2` being the fifth)."""
+FSDP1_STAGE = {"FULL_SHARD": (3, False), "SHARD_GRAD_OP": (2, False), "NO_SHARD": (0, False),
+               "HYBRID_SHARD": (3, True), "HYBRID_SHARD_ZERO2": (2, True)}
+"""An FSDP1 sharding strategy → (recipe stage, hybrid: shards span one node and replicate across)."""
+
+
+def fsdp1_strategy(value: object) -> str | None:
+    """The strategy name an FSDP1 `fsdp_sharding_strategy` / `fsdp_reshard_after_forward`
+    value means, the way `FullyShardedDataParallelPlugin.__post_init__` reads it; None if
+    it names none (a bool is FSDP2's spelling, which FSDP1 refuses)."""
+    if isinstance(value, bool):
+        return None
+    text = str(value).strip().upper().lstrip("_")
+    if text.isdigit():
+        return FSDP1_SHARDING[int(text) - 1] if 1 <= int(text) <= len(FSDP1_SHARDING) else None
+    return text if text in FSDP1_STAGE else None
+
+
+FSDP_VERSION_DEFAULT = 1
+"""`fsdp_version` when a config does not say: FSDP1 (the plugin's `FSDP_VERSION` default)."""
+EMITTED_DEFAULTS: dict[tuple[str | int, ...], object] = {
+    ("compute_environment",): "LOCAL_MACHINE",
+    ("use_cpu",): False,
+    ("machine_rank",): 0,
+    ("num_machines",): 1,
+    ("main_process_port",): 29500,
+    ("rdzv_backend",): "static",
+    ("same_network",): True,
+    ("fsdp_config", "fsdp_reshard_after_forward"): True,
+    ("fsdp_config", "fsdp_offload_params"): False,
+    ("fsdp_config", "fsdp_activation_checkpointing"): False,
+    ("deepspeed_config", "zero3_init_flag"): False,
+}
+"""Accelerate's default for a key the emitter writes (`accelerate launch`'s argument
+defaults); `import` does not carry an added key whose emitted value is this."""
+
+DEEPSPEED_FILLS: dict[KeyPath, str] = {
+    ("train_micro_batch_size_per_gpu",): "the prepared DataLoader's batch_size",
+    ("train_batch_size",): "micro × gradient_accumulation_steps × num_processes",
+    ("gradient_accumulation_steps",): "the Accelerator's gradient_accumulation_steps (else 1)",
+    ("gradient_clipping",): "deepspeed_config.gradient_clipping, else 1.0",
+    ("fp16", "enabled"): "mixed_precision",
+    ("bf16", "enabled"): "mixed_precision",
+    ("zero_optimization", "stage"): "deepspeed_config.zero_stage, else 2",
+    ("zero_optimization", "offload_optimizer", "device"):
+        "deepspeed_config.offload_optimizer_device, else none",
+    ("zero_optimization", "offload_param", "device"): "deepspeed_config.offload_param_device, else none",
+    ("zero_optimization", "offload_optimizer", "nvme_path"): "deepspeed_config.offload_optimizer_nvme_path",
+    ("zero_optimization", "offload_param", "nvme_path"): "deepspeed_config.offload_param_nvme_path",
+    ("zero_optimization", "stage3_gather_16bit_weights_on_model_save"):
+        "deepspeed_config.zero3_save_16bit_model, else false",
+    ("zero_optimization", "reduce_bucket_size"): "the model's hidden_size²",
+    ("zero_optimization", "stage3_prefetch_bucket_size"): "0.9 × the model's hidden_size²",
+    ("zero_optimization", "stage3_param_persistence_threshold"): "10 × the model's hidden_size",
+    ("optimizer", "params", "lr"): "DummyOptim's lr",
+    ("optimizer", "params", "weight_decay"): "DummyOptim's weight_decay",
+    ("scheduler", "params", "warmup_min_lr"): "0 (a constant)",
+    ("scheduler", "params", "warmup_max_lr"): "the optimizer's lr",
+    ("scheduler", "params", "warmup_num_steps"): "DummyScheduler's warmup_num_steps",
+    ("scheduler", "params", "total_num_steps"):
+        "DummyScheduler's total_num_steps (it raises if none is given)",
+    ("steps_per_print",): "infinity, always (Accelerate turns DeepSpeed's step logging off)",
+}
+"""Every `"auto"` Accelerate (1.15) fills in a ds_config, and from what: `DeepSpeedPlugin`
+from the config YAML's `deepspeed_config` (environment `ACCELERATE_DEEPSPEED_*`),
+`set_mixed_precision`, and `Accelerator._prepare_deepspeed` from the DataLoader, the
+model's hidden size, DummyOptim and DummyScheduler. Any other `"auto"` leaf makes
+`deepspeed_config_process` raise "not found in kwargs" at start-up.
+`tests/test_auto_fill.py` runs Accelerate on an all-`"auto"` template and compares."""

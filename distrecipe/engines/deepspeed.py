@@ -46,19 +46,6 @@ MARKERS = frozenset({
 IGNORE_KEY = "//distrecipe-ignore"
 """The JSON suppression list (`"//distrecipe-ignore": ["DR311"]`); DeepSpeed ignores it too."""
 
-ACCELERATE_FILLS = frozenset({
-    ("train_batch_size",), ("train_micro_batch_size_per_gpu",), ("gradient_accumulation_steps",),
-    ("gradient_clipping",), ("fp16", "enabled"), ("bf16", "enabled"),
-    ("zero_optimization", "reduce_bucket_size"), ("zero_optimization", "stage3_prefetch_bucket_size"),
-    ("zero_optimization", "stage3_param_persistence_threshold"),
-    ("zero_optimization", "stage3_gather_16bit_weights_on_model_save"),
-    ("optimizer", "params", "lr"), ("optimizer", "params", "weight_decay"),
-    ("scheduler", "params", "warmup_min_lr"), ("scheduler", "params", "warmup_max_lr"),
-    ("scheduler", "params", "warmup_num_steps"), ("scheduler", "params", "total_num_steps"),
-})
-"""`"auto"` values `Accelerator.prepare` fills (from the DataLoader, its state, the model's
-hidden size, DummyOptim and DummyScheduler); any other `"auto"` makes it raise."""
-
 
 AUTOTP_STAGES = frozenset({0, 1, 2, 3})
 """ZeRO stages DeepSpeed 0.19 trains under AutoTP (`tensor_parallel.autotp_size`): all of
@@ -155,3 +142,38 @@ def _offload(device: str, plan: Plan) -> dict[str, Any]:
     if device == "nvme":
         block["nvme_path"] = plan.offload.nvme_path
     return block
+
+
+def emitted_default(path: KeyPath, stage: int) -> object:
+    """DeepSpeed's own default for a key the emitter writes, or `NO_DEFAULT`.
+
+    `import` leaves out of a recipe's `native` section a key the emitter adds that
+    the input did not state, when the emitted value is what DeepSpeed would have used
+    anyway; any other added key is removed at compile (`null`). Read from DeepSpeed
+    0.19's pydantic models and constants; only the keys `translator/deepspeed.py` writes.
+    """
+    if path == ("zero_optimization", "overlap_comm"):
+        return stage == 3  # DeepSpeedZeroConfig's validator: on at stage 3 only
+    return _EMITTED_DEFAULTS.get(path, NO_DEFAULT)
+
+
+NO_DEFAULT = object()
+"""`emitted_default`'s answer for a key it knows no engine default of."""
+_EMITTED_DEFAULTS: dict[KeyPath, object] = {
+    ("gradient_clipping",): 1.0,
+    ("wall_clock_breakdown",): False,
+    ("zero_optimization", "stage"): 0,
+    ("zero_optimization", "contiguous_gradients"): True,
+    ("zero_optimization", "reduce_bucket_size"): 500_000_000,
+    ("zero_optimization", "stage3_prefetch_bucket_size"): 50_000_000,
+    ("zero_optimization", "stage3_param_persistence_threshold"): 100_000,
+    ("zero_optimization", "stage3_gather_16bit_weights_on_model_save"): False,
+    ("zero_optimization", "zero_hpz_partition_size"): 1,
+    ("zero_optimization", "offload_optimizer", "pin_memory"): True,
+    ("zero_optimization", "offload_param", "pin_memory"): True,
+    **{("fp16", key): value for key, value in FP16_LOSS_SCALING.items()},
+    ("activation_checkpointing", "partition_activations"): False,
+    ("activation_checkpointing", "contiguous_memory_optimization"): False,
+    ("activation_checkpointing", "cpu_checkpointing"): False,
+    ("optimizer", "params", "adam_w_mode"): True,
+}

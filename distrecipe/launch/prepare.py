@@ -19,6 +19,7 @@ from distrecipe.findings import Finding
 from distrecipe.launch.detect import local_port
 from distrecipe.launch.launchers.verl import ENTRY as VERL_ENTRY
 from distrecipe.launch.rundir import default_run_dir
+from distrecipe.launch.secrets import REDACTED, is_secret, redact_argv
 from distrecipe.launch.slurm import Allocation
 from distrecipe.launch.spec import TINY_TRAINER, LaunchRequest, LaunchSpec, Program
 from distrecipe.recipe import Plan
@@ -159,12 +160,13 @@ def slurm_argv(plan: Plan, *, recipe: str, overrides: Sequence[str], runs_root: 
 
 
 def dry_run_text(spec: LaunchSpec, run_dir: Path, files: Sequence[str]) -> str:
-    """Exact argv and added env as JSON, plus a copy-pasteable shell line."""
-    assignments = [f"{name}={value}" for name, value in spec.env.items()]
+    """Exact argv and added env as JSON, plus a copy-pasteable shell line; secrets redacted."""
+    env = {name: REDACTED if is_secret(name, value) else value for name, value in spec.env.items()}
+    argv = redact_argv(spec.argv)
     return json.dumps({
-        "argv": list(spec.argv),
-        "env": spec.env,
+        "argv": argv,
+        "env": env,
         "run_dir": str(run_dir),
         "files": sorted(files),
-        "shell": shlex.join(["env", *assignments, *spec.argv]),
+        "shell": shlex.join(["env", *[f"{name}={value}" for name, value in env.items()], *argv]),
     }, indent=2)

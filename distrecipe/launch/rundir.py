@@ -3,7 +3,7 @@
 Written before the job starts, so a job that hangs or is killed still leaves its
 provenance: the resolved plan (`plan.json`, also the reference trainer's input),
 the recipe text as written, every emitted config, and `run.json` with argv, the
-environment the job got (secrets redacted), the versions of distrecipe and the
+environment the job got (secrets redacted: `launch/secrets.py`), the versions of distrecipe and the
 engines, and start time; end time and exit code are added when it ends.
 """
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
@@ -21,22 +20,16 @@ from typing import Any
 
 from distrecipe import __version__
 from distrecipe.errors import LaunchError
+from distrecipe.launch.secrets import redact_argv, redact_env
 from distrecipe.output import to_json, write_files
 from distrecipe.recipe import Plan
 
-SECRET = re.compile(r"TOKEN|SECRET|KEY|PASSWORD", re.IGNORECASE)
-REDACTED = "<redacted>"
 ENGINES = ("torch", "deepspeed", "accelerate", "transformers", "verl", "ray")
 RUN_RECORD = "run.json"
 PLAN_FILE = "plan.json"
 RECIPE_FILE = "recipe.yaml"
 WRITTEN = (PLAN_FILE, RECIPE_FILE, RUN_RECORD)
 """What `RunDir.start` writes besides the emitted configs (a dry run lists them too)."""
-
-
-def redact(env: Mapping[str, str]) -> dict[str, str]:
-    """The environment with the values of secret-looking names replaced."""
-    return {name: REDACTED if SECRET.search(name) else value for name, value in sorted(env.items())}
 
 
 def versions() -> dict[str, str | None]:
@@ -64,9 +57,16 @@ def default_run_dir(root: Path, name: str, *, slurm_run: str | None = None, node
     without talking to the others, and a requeued job or a later step gets a new one.
     """
     if slurm_run is not None:
-        return root / f"{name}-slurm{slurm_run}" / f"node{node_rank}"
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return root / f"{name}-{stamp}-{os.getpid()}"
+        path = root / f"{name}-slurm{slurm_run}" / f"node{node_rank}"
+    else:
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+        path = root / f"{name}-{stamp}-{os.getpid()}"
+    # The name is a slug by the schema and SLURM's ids are numbers, but the directory
+    # is where the run writes: it is checked, resolved, to lie inside the runs root.
+    inside = root.resolve()
+    if inside not in path.resolve().parents:
+        raise LaunchError(f"run directory {path} would lie outside the runs root {inside}")
+    return path
 
 
 def now() -> str:
@@ -88,10 +88,10 @@ class RunDir:
             raise LaunchError(f"run directory {self.path} already holds a run; choose another --run-dir")
         self._started = time.monotonic()
         self.record = {
-            "argv": list(argv),
+            "argv": redact_argv(argv),
             "cwd": cwd,
             "overrides": list(overrides),
-            "env": redact(env),
+            "env": redact_env(env),
             "versions": versions(),
             "start": now(),
             "end": None,

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from distrecipe.errors import LaunchError
+from distrecipe.output import shell_word
 from distrecipe.recipe import Plan
 
 _GROUP = re.compile(r"\[([^\]]*)\]")
@@ -112,7 +113,7 @@ def batch_script(plan: Plan, launch_argv: Sequence[str]) -> str:
     """
     lines = [
         "#!/bin/bash",
-        f"#SBATCH --job-name={plan.name}",
+        f"#SBATCH --job-name={shell_word(plan.name)}",
         f"#SBATCH --nodes={plan.nodes}",
         "#SBATCH --ntasks-per-node=1",
     ]

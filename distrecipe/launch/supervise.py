@@ -41,7 +41,8 @@ REAP_SECONDS = 30.0
 class Outcome:
     exit_code: int
     signal: str | None = None
-    """The first signal distrecipe received and forwarded, by name."""
+    """The signal that ended the job, by name: the first one distrecipe received and
+    forwarded, else the one that killed the launcher or (passed on by it) a rank."""
     timed_out: bool = False
 
 
@@ -224,9 +225,29 @@ def _wait(job: _Job, received: list[int], timeout: float | None) -> Outcome:
         # Wait until the kernel has torn the ranks down, so that a launch that follows
         # finds their GPUs and ports free.
         await_gone(job.seen, REAP_SECONDS)
-    code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
     if timed_out:
         return Outcome(exit_code=TIMEOUT_EXIT, timed_out=True)
     if received:
         return Outcome(exit_code=128 + received[0], signal=signal.Signals(received[0]).name)
-    return Outcome(exit_code=code)
+    return exit_outcome(proc.returncode)
+
+
+WRAPPED: dict[int, signal.Signals] = {256 - s: s for s in (
+    signal.SIGKILL, signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGFPE, signal.SIGILL,
+    signal.SIGTERM, signal.SIGINT)}
+"""Exit statuses 256 − N that mean "a rank died of signal N": DeepSpeed's launcher passes a
+rank's −9 to `sys.exit`, which the system wraps to 247. Only the signals that end ranks
+(kill, crash, abort, stop) are read this way; a program's own 255 (`exit(-1)`) is not."""
+
+
+def exit_outcome(status: int) -> Outcome:
+    """The launcher's status as the README promises it: 128+N after signal N, named.
+
+    `subprocess` reports a launcher killed by N as −N; a launcher that passed a rank's
+    −N on gives 256 − N (see `WRAPPED`).
+    """
+    if status < 0:
+        return Outcome(exit_code=128 - status, signal=signal.Signals(-status).name)
+    if status in WRAPPED:
+        return Outcome(exit_code=128 + WRAPPED[status], signal=WRAPPED[status].name)
+    return Outcome(exit_code=status)

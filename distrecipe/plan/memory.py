@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from distrecipe.errors import RecipeError
+from distrecipe.errors import Position, RecipeError
 from distrecipe.recipe import PRECISION_BYTES, Plan, Precision, Strategy, gradient_bytes
 
 
@@ -102,7 +102,8 @@ def model_state(
 def local_params(plan: Plan) -> float:
     """Ψ one rank's model replica holds: tensor and pipeline parallel divide the model."""
     if plan.model.params is None:
-        raise RecipeError(f"{plan.source}: plan needs model.params (or model.hf_config)")
+        raise RecipeError("plan needs model.params (or model.hf_config, or the model's shape)",
+                          Position(plan.source, 1, 1))
     return plan.model.params / (plan.tensor * plan.pipeline)
 
 

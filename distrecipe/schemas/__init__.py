@@ -8,6 +8,7 @@ position, the allowed values and a did-you-mean.
 from __future__ import annotations
 
 import json
+import math
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -36,16 +37,19 @@ def describe(schema: dict[str, Any]) -> str:
             return " or ".join(describe(s) for s in schema[combinator])
     kind = schema.get("type")
     if kind == "string" and "pattern" in schema:
-        return "a string like " + ("80GiB" if "iB" in schema["pattern"] else "8.2B")
+        return str(schema.get("title") or f"a string like {schema['examples'][0]}")
     words = {"integer": "an integer", "number": "a number", "string": "a string",
              "boolean": "true or false", "null": "null", "array": "a list", "object": "a mapping"}
     text = words.get(str(kind), str(kind))
-    if "minimum" in schema:
-        text += f" ≥ {schema['minimum']}"
+    low, high = schema.get("minimum"), schema.get("maximum")
+    if low is not None and high is not None:
+        return f"{text} from {low:,} to {high:,}"
+    if low is not None:
+        text += f" ≥ {low:,}"
     if "exclusiveMinimum" in schema:
-        text += f" > {schema['exclusiveMinimum']}"
-    if "maximum" in schema:
-        text += f" ≤ {schema['maximum']}"
+        text += f" > {schema['exclusiveMinimum']:,}"
+    if high is not None:
+        text += f" ≤ {high:,}"
     return text
 
 
@@ -56,7 +60,12 @@ _SHAPE_CHECKS = frozenset({
 
 
 def validate_recipe(doc: Document) -> None:
-    """Raise a `RecipeError` for the first schema violation in document order."""
+    """Raise a `RecipeError` for the first schema violation in document order.
+
+    Non-finite numbers are refused first: JSON Schema's bounds cannot catch NaN (every
+    comparison with it is false), and `1e400` reads as infinity.
+    """
+    _finite(doc, doc.data, ())
     if conforms(doc.data, recipe_schema()):
         return
     import jsonschema  # deferred: the full validator is only needed to explain a failure
@@ -77,6 +86,23 @@ def validate_recipe(doc: Document) -> None:
     raise RecipeError(message + more, doc.where(path, key=at_key))
 
 
+def _finite(doc: Document, data: Any, path: KeyPath) -> None:
+    if isinstance(data, float) and not math.isfinite(data):
+        raise RecipeError(f"{dotted(path)} must be a finite number, got {data}", doc.where(path))
+    if isinstance(data, dict):
+        for key, value in data.items():
+            _finite(doc, value, (*path, key))
+    elif isinstance(data, list):
+        for i, value in enumerate(data):
+            _finite(doc, value, (*path, i))
+
+
+def shown(value: Any) -> str:
+    """`repr(value)` cut to a readable length: a message never echoes 100,000 characters."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:60] + f"… ({len(text):,} characters)"
+
+
 def _message(err: Any) -> tuple[str, KeyPath, bool]:
     path: KeyPath = tuple(err.absolute_path)
     where = dotted(path)
@@ -87,7 +113,7 @@ def _message(err: Any) -> tuple[str, KeyPath, bool]:
         key = extra[0]
         section = f" in {where}" if path else ""
         return (
-            f"unknown key {key!r}{section}{did_you_mean(key, allowed)} "
+            f"unknown key {shown(key)}{section}{did_you_mean(key, allowed)} "
             f"(allowed: {', '.join(allowed)})",
             (*path, key),
             True,
@@ -97,9 +123,9 @@ def _message(err: Any) -> tuple[str, KeyPath, bool]:
         return f"{where} is missing required key {missing!r}", path, False
     if err.validator in ("enum", "const"):
         hint = did_you_mean(str(err.instance), [str(v) for v in schema.get("enum", [])])
-        return f"{where} must be {describe(schema)}, got {err.instance!r}{hint}", path, False
+        return f"{where} must be {describe(schema)}, got {shown(err.instance)}{hint}", path, False
     if err.validator in _SHAPE_CHECKS:
-        return f"{where} must be {describe(schema)}, got {err.instance!r}", path, False
+        return f"{where} must be {describe(schema)}, got {shown(err.instance)}", path, False
     return f"{where}: {err.message}", path, False
 
 

@@ -17,7 +17,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "object": (dict,), "array": (list,), "string": (str,), "boolean": (bool,),
     "number": (int, float), "integer": (int, float), "null": (type(None),),
 }
-_ANNOTATIONS = frozenset({"$schema", "$id", "title", "description", "default"})
+_ANNOTATIONS = frozenset({"$schema", "$id", "title", "description", "default", "examples"})
 
 
 def conforms(instance: Any, schema: dict[str, Any]) -> bool:

@@ -17,9 +17,11 @@ import yaml
 from distrecipe.engines.accelerate import CONFIG_FILE, MIXED_PRECISION, DistributedType
 from distrecipe.engines.deepspeed import CONFIG_FILE as DS_CONFIG_FILE
 from distrecipe.findings import Finding
+from distrecipe.output import one_line
 from distrecipe.recipe import Plan
 from distrecipe.translator import deepspeed
 from distrecipe.translator.equivalence import finding, offload_findings, refuse_errors
+from distrecipe.translator.native import merge
 from distrecipe.translator.targets import EmitOptions, Output, render_deepspeed
 
 TARGET = "accelerate"
@@ -93,7 +95,8 @@ def _fsdp_findings(plan: Plan) -> list[Finding]:
 
 
 def emit(plan: Plan) -> dict[str, Any]:
-    """The accelerate config for `plan`, assuming `findings(plan)` holds no error."""
+    """The accelerate config for `plan`, assuming `findings(plan)` holds no error;
+    the recipe's `native.accelerate` merged in last."""
     kind = distributed_type(plan)
     config: dict[str, Any] = {"compute_environment": "LOCAL_MACHINE", "distributed_type": kind}
     if kind != "DEEPSPEED":
@@ -127,7 +130,7 @@ def emit(plan: Plan) -> dict[str, Any]:
         if plan.nodes > 1:
             deepspeed["deepspeed_multinode_launcher"] = "standard"
         config["deepspeed_config"] = deepspeed
-    return config
+    return merge(config, plan.native.accelerate)
 
 
 def fsdp_config(plan: Plan) -> dict[str, Any]:
@@ -169,7 +172,7 @@ def text(plan: Plan) -> str:
     """The YAML, headed by what it cannot hold (batch numbers), as comments."""
     env = " ".join(f"{key}={value}" for key, value in launch_env(plan).items())
     header = [
-        f"# distrecipe: {plan.name}. accelerate launch --config_file accelerate_config.yaml SCRIPT",
+        f"# distrecipe: {one_line(plan.name)}. accelerate launch --config_file accelerate_config.yaml SCRIPT",
         f"# Batch (no Accelerate keys): micro {plan.micro} per GPU (the DataLoader's batch_size)"
         f" x accumulation {plan.accumulation} x DP {plan.dp} = global {plan.global_batch}.",
     ]

@@ -23,10 +23,14 @@ from distrecipe.engines.deepspeed import (
 )
 from distrecipe.findings import Finding
 from distrecipe.recipe import Plan
+from distrecipe.translator.native import merge
 
 
 def emit(plan: Plan, *, hf_auto: bool = False) -> dict[str, Any]:
-    """The ds_config for `plan`; `hf_auto` leaves HF-Trainer-filled values as "auto"."""
+    """The ds_config for `plan`; `hf_auto` leaves HF-Trainer-filled values as "auto".
+
+    The recipe's `native.deepspeed` is merged in last (`translator/native.py`).
+    """
 
     def auto(value: Any) -> Any:
         return "auto" if hf_auto else value
@@ -54,7 +58,7 @@ def emit(plan: Plan, *, hf_auto: bool = False) -> dict[str, Any]:
         }
     config["steps_per_print"] = 10
     config["wall_clock_breakdown"] = False
-    return config
+    return merge(config, plan.native.deepspeed)
 
 
 def _optimizer(plan: Plan, auto: Any) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from distrecipe.output import to_json
 from distrecipe.recipe import Plan
 from distrecipe.translator import accelerate
 from distrecipe.translator.equivalence import finding, offload_findings, refuse_errors
+from distrecipe.translator.native import merge
 from distrecipe.translator.targets import EmitOptions, Output, render_deepspeed
 
 TARGET = "hf"
@@ -69,7 +70,8 @@ def findings(plan: Plan) -> list[Finding]:
 
 
 def emit(plan: Plan) -> dict[str, Any]:
-    """The TrainingArguments kwargs for `plan` (minus `output_dir`, which is the user's)."""
+    """The TrainingArguments kwargs for `plan` (minus `output_dir`, which is the user's),
+    with the recipe's `native.hf` merged in last."""
     opt = plan.optimizer
     args: dict[str, Any] = {
         "per_device_train_batch_size": plan.micro,
@@ -95,7 +97,7 @@ def emit(plan: Plan) -> dict[str, Any]:
         args["gradient_checkpointing"] = plan.activation_checkpointing != "none"
     if plan.strategy == "zero":
         args["deepspeed"] = DS_CONFIG_FILE
-    return args
+    return merge(args, plan.native.hf)
 
 
 def _fsdp_config(plan: Plan) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import replace
@@ -24,6 +25,7 @@ from distrecipe.recipe import (
     Cluster,
     Launch,
     Model,
+    Native,
     Offload,
     Optimizer,
     Parallel,
@@ -45,17 +47,48 @@ def parse_size(value: int | str) -> int:
     m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?i?B)\s*", value, re.I)
     if not m:
         raise ValueError(f"not a size: {value!r}")
-    return round(float(m.group(1)) * _UNITS[m.group(2).upper()])
+    return _whole(float(m.group(1)) * _UNITS[m.group(2).upper()], value)
 
 
 def parse_count(value: int | float | str) -> int:
     """A parameter count from `8.2e9`, `8.2B`, `350M` or an integer."""
-    if isinstance(value, (int, float)):
-        return round(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return _whole(value, value)
     m = re.fullmatch(r"\s*([0-9.eE+]+)\s*([KMBT]?)\s*", value)
     if not m:
         raise ValueError(f"not a count: {value!r}")
-    return round(float(m.group(1)) * _COUNT_SUFFIX[m.group(2)])
+    return _whole(float(m.group(1)) * _COUNT_SUFFIX[m.group(2)], value)
+
+
+def _whole(number: float, written: object) -> int:
+    if not math.isfinite(number):
+        raise ValueError(f"not a finite number: {written!r}")
+    return round(number)
+
+
+def _bounded(value: int | None, path: tuple[str, ...], doc: Document) -> int | None:
+    """`value` when it is within the schema's maximum for `path`, else an error there.
+
+    A size or count written as a string (`80GiB`, `8.2B`), or read from a Hugging
+    Face config, is held to the same bound as the integer form the schema checks.
+    """
+    limit = _maximum(path)
+    if value is not None and limit is not None and not 1 <= value <= limit:
+        raise RecipeError(f"{dotted(path)} is {value:.4g}; it must be between 1 and {limit:,} "
+                          "(more than any machine or model has)", doc.where(path))
+    return value
+
+
+def _maximum(path: tuple[str, ...]) -> int | None:
+    node = recipe_schema()
+    for key in path:
+        node = node["properties"][key]
+    for branch in node.get("oneOf") or node.get("anyOf") or [node]:
+        if branch.get("type") == "integer":
+            return int(branch["maximum"])
+    return None
 
 
 def load_recipe(path: str | Path, overrides: Sequence[str] = ()) -> Recipe:
@@ -112,8 +145,9 @@ def recipe_from_document(doc: Document, base_dir: Path) -> Recipe:
         raise RecipeError("a recipe must be a mapping (key: value pairs)", doc.where(()))
     validate_recipe(doc)
     d: dict[str, Any] = coerce_integers(doc.data, recipe_schema())
-    cluster: dict[str, Any] = {k: _size(v) if k in ("gpu_memory", "cpu_memory") else v
-               for k, v in d.get("cluster", {}).items()}
+    cluster: dict[str, Any] = {
+        k: _bounded(parse_size(v), ("cluster", k), doc) if k in ("gpu_memory", "cpu_memory") else v
+        for k, v in d.get("cluster", {}).items()}
     batch: dict[str, Any] = {"global_" if k == "global" else k: v for k, v in d.get("batch", {}).items()}
     written: dict[str, Any] = {k: d[k] for k in ("stage", "precision") if k in d}
     if "grad_clip" in d:
@@ -125,6 +159,11 @@ def recipe_from_document(doc: Document, base_dir: Path) -> Recipe:
             written["checkpoint_every"] = ac["every"]
     if d.get("rl"):
         written["rl"] = RL(**d["rl"])
+    if d.get("native"):
+        native: dict[str, Any] = d["native"]
+        written["native"] = Native(deepspeed=native.get("deepspeed", {}),
+                                   accelerate=native.get("accelerate", {}),
+                                   hf=native.get("hf", {}), verl=tuple(native.get("verl", ())))
     for key, section in (("optimizer", Optimizer), ("launch", Launch)):
         if key in d:  # lists in YAML, tuples in the frozen sections
             values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in d[key].items()}
@@ -158,10 +197,6 @@ def _recompute(ac: bool | str | dict[str, Any], doc: Document) -> Recompute:
     return mode
 
 
-def _size(value: int | str | None) -> int | None:
-    return None if value is None else parse_size(value)
-
-
 _HF_KEYS = {
     "hidden_size": "hidden_size",
     "layers": "num_hidden_layers",
@@ -179,14 +214,15 @@ def _model(m: dict[str, Any], base_dir: Path, doc: Document) -> Model:
         hf = _read_hf_config(base_dir / m["hf_config"], doc.where(("model", "hf_config")))
         for ours, theirs in _HF_KEYS.items():
             if ours not in shape and isinstance(hf.get(theirs), int):
-                shape[ours] = hf[theirs]
+                shape[ours] = _bounded(hf[theirs], ("model", ours), doc)
         if "tied_embeddings" not in shape and isinstance(hf.get("tie_word_embeddings"), bool):
             shape["tied_embeddings"] = hf["tie_word_embeddings"]
         arch = (hf.get("architectures") or [""])[0]
         if "layer_cls" not in shape and isinstance(arch, str) and arch.endswith("ForCausalLM"):
             shape["layer_cls"] = arch.removesuffix("ForCausalLM") + "DecoderLayer"
     model = Model(**shape)
-    params = parse_count(m["params"]) if "params" in m else count_parameters(model)
+    params = _bounded(parse_count(m["params"]), ("model", "params"), doc) if "params" in m \
+        else count_parameters(model)
     return replace(model, params=params)
 
 

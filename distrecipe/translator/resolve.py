@@ -18,6 +18,7 @@ from dataclasses import replace
 from distrecipe.engines import data_parallel
 from distrecipe.errors import RecipeError
 from distrecipe.recipe import AUTO, Backend, Buckets, Plan, Recipe, plan_values
+from distrecipe.translator.native import conflicts
 
 NATURAL_STAGE = {"ddp": 0, "zero": 2, "fsdp": 3, "megatron": 1}
 """The stage a strategy means when `stage` is omitted (megatron 1 = distributed optimizer)."""
@@ -80,16 +81,38 @@ def resolve(recipe: Recipe, *, detected_gpus: int | None = None, world: int | No
         grad_clip=recipe.grad_clip,
         activation_checkpointing=recipe.activation_checkpointing,
         checkpoint_every=recipe.checkpoint_every,
+        native=recipe.native,
         rl=recipe.rl,
         launch=replace(recipe.launch, backend=backend),
         buckets=_buckets(recipe, stage, prov),
         provenance=prov,
         source=recipe.source,
     )
+    _check_native(plan, recipe)
     for key, value in plan_values(plan).items():
         if key not in prov:
             prov[key] = "recipe" if key in recipe.where else "not set" if value is None else "default"
     return plan
+
+
+def _check_native(plan: Plan, recipe: Recipe) -> None:
+    """A native key restating a decided value in the engine's spelling passes; one that
+    contradicts it would make the engine do something other than the recipe says."""
+    if not plan.native:
+        return
+    for written, key, value, ours in conflicts(plan):
+        raise RecipeError(
+            f"{written}: {key} = {value!r} contradicts the recipe's {ours} "
+            f"({_decided(plan, ours)}); the recipe decides it: drop the native key or change {ours}",
+            recipe.at(written, "native"),
+        )
+
+
+def _decided(plan: Plan, ours: str) -> str:
+    values = plan_values(plan)
+    if ours in values:
+        return f"{ours} = {values[ours]}"
+    return ", ".join(f"{k} = {v}" for k, v in values.items() if k.startswith(ours + "."))
 
 
 def _stage(recipe: Recipe, prov: dict[str, str]) -> int:
@@ -198,7 +221,7 @@ def _shard_group(recipe: Recipe, stage: int, dp: int, prov: dict[str, str]) -> i
     if stage == 0:
         raise RecipeError("parallel.shard_group needs a sharded stage (≥ 1); stage 0 shards nothing", where)
     if declared > dp or dp % declared:
-        valid = [d for d in range(1, dp + 1) if dp % d == 0]
+        valid = divisors(dp)
         raise RecipeError(
             f"parallel.shard_group {declared} must divide the data-parallel world DP = {dp}; "
             f"valid: {', '.join(map(str, valid))} (or all)",
@@ -267,6 +290,13 @@ def _exact(recipe: Recipe, glob: int, divisor: int, name: str, formula: str, pro
         f"(distrecipe never rounds); nearest valid batch.global: {_or(nearest_multiples(glob, step))}",
         recipe.at("batch.global", "batch"),
     )
+
+
+def divisors(n: int) -> list[int]:
+    """The divisors of `n` in order, found up to √n: an error message about a huge
+    world must not do work proportional to the world."""
+    low = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return low + [n // d for d in reversed(low) if d * d != n]
 
 
 def nearest_multiples(total: int, divisor: int) -> tuple[int, ...]:

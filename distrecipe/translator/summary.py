@@ -12,6 +12,7 @@ from __future__ import annotations
 from distrecipe.engines import accelerate, deepspeed, hf, verl
 from distrecipe.errors import DistrecipeError
 from distrecipe.findings import Finding
+from distrecipe.output import markdown_code, markdown_text
 from distrecipe.recipe import Plan
 from distrecipe.translator.equivalence import finding
 from distrecipe.translator.targets import TARGETS, EmitOptions, Output
@@ -54,9 +55,9 @@ def render_all(plan: Plan, options: EmitOptions) -> Output:
 def markdown(plan: Plan, targets: list[str], files: dict[str, str], found: list[Finding]) -> str:
     """The resolved numbers, the files and every finding, readable in a pull request."""
     lines = [
-        f"# {plan.name}: compiled by distrecipe",
+        f"# {markdown_text(plan.name)}: compiled by distrecipe",
         "",
-        f"Source: `{plan.source}`. Targets: {', '.join(targets)}.",
+        f"Source: {markdown_code(plan.source)}. Targets: {', '.join(targets)}.",
         "",
         "## Batch",
         "",
@@ -72,12 +73,13 @@ def markdown(plan: Plan, targets: list[str], files: dict[str, str], found: list[
             f"ppo_mini_batch_size {plan.global_batch // n} prompts = {plan.global_batch} sequences."
         )
     lines += ["", "## Files", ""]
-    lines += [f"- `{file}`: {USAGE.get(file, '')}".rstrip(": ") for file in files]
+    lines += [f"- {markdown_code(file)}: {USAGE.get(file, '')}".rstrip(": ") for file in files]
     lines += ["- `summary.md`: this file", "", "## Findings", ""]
     if found:
-        lines += [f"- **{f.severity}** `{f.code}` {f.message}" for f in found]
+        lines += [f"- **{f.severity}** `{f.code}` {markdown_text(f.message)}" for f in found]
     else:
         lines.append("None: every target expresses this recipe exactly.")
     lines += ["", "## Resolved plan", "", "| key | value | from |", "|---|---|---|"]
-    lines += [f"| `{key}` | {value} | {source} |" for key, value, source in plan.explain()]
+    lines += [f"| {markdown_code(key)} | {markdown_text(str(value))} | {markdown_text(source)} |"
+              for key, value, source in plan.explain()]
     return "\n".join(lines) + "\n"

@@ -34,6 +34,7 @@ from distrecipe.engines.verl import (
 from distrecipe.findings import Finding
 from distrecipe.recipe import Plan
 from distrecipe.translator.equivalence import finding, offload_findings, refuse_errors
+from distrecipe.translator.native import merge_overrides
 from distrecipe.translator.targets import EmitOptions, Output
 
 TARGET = "verl"
@@ -123,7 +124,8 @@ def _message(v: Violation, b: VerlBatch) -> str:
 
 
 def overrides(plan: Plan) -> list[Override]:
-    """The Hydra overrides, in a stable order; assumes `findings(plan)` holds no error."""
+    """The Hydra overrides, in a stable order, the recipe's `native.verl` merged in last;
+    assumes `findings(plan)` holds no error."""
     assert plan.rl is not None
     out: list[Override] = []
     if plan.strategy == "megatron":
@@ -145,7 +147,7 @@ def overrides(plan: Plan) -> list[Override]:
         ("trainer.nnodes", plan.nodes),
         ("trainer.n_gpus_per_node", plan.gpus_per_node),
     ]
-    return out
+    return merge_overrides(out, plan.native.verl)
 
 
 def _fsdp(plan: Plan) -> list[Override]:

@@ -25,7 +25,27 @@ def fsdp1_key_under_fsdp2(src: Source) -> Iterator[Problem]:
     loses nothing and is not reported, nor are `fsdp_use_orig_params` and
     `fsdp_sync_module_states`, which FSDP2 no longer needs.
 
-    Fails: `fsdp_config: {fsdp_version: 2, fsdp_sharding_strategy: HYBRID_SHARD}`.
+    Fails: accelerate
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 8
+    fsdp_config:
+      fsdp_version: 2
+      fsdp_sharding_strategy: HYBRID_SHARD
+    ```
+
+    Passes: accelerate
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 8
+    fsdp_config:
+      fsdp_version: 2
+      fsdp_reshard_after_forward: true
+    parallelism_config:
+      parallelism_config_dp_replicate_size: 2
+      parallelism_config_dp_shard_size: 4
+    ```
+
     Fix: `fsdp_reshard_after_forward: true|false`; for hybrid sharding,
     `parallelism_config_dp_replicate_size` × `parallelism_config_dp_shard_size`.
     """
@@ -66,7 +86,29 @@ def deepspeed_file_conflict(src: Source) -> Iterator[Problem]:
     `zero3_save_16bit_model`, or a top-level `mixed_precision` (even `no`; only an
     absent or null one is left to the ds_config).
 
-    Fails: `deepspeed_config: {deepspeed_config_file: ds.json, zero_stage: 2}`.
+    Fails: accelerate
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 8
+    deepspeed_config:
+      deepspeed_config_file: ds.json
+      zero_stage: 2
+    ```
+    ```json ds.json
+    {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1, "zero_optimization": {"stage": 2}}
+    ```
+
+    Passes: accelerate
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 8
+    deepspeed_config:
+      deepspeed_config_file: ds.json
+    ```
+    ```json ds.json
+    {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1, "zero_optimization": {"stage": 2}}
+    ```
+
     Fix: delete the key from the YAML and set it in the ds_config.
     """
     ds = src.get("deepspeed_config")
@@ -90,7 +132,28 @@ def deepspeed_file_without_accumulation(src: Source) -> Iterator[Problem]:
     the log says so): the job steps the optimizer every micro-batch, with a global
     batch smaller than intended by the accumulation factor.
 
-    Fails: `deepspeed_config_file: ds_config.json` naming a file without the key.
+    Fails: accelerate
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 8
+    deepspeed_config:
+      deepspeed_config_file: ds.json
+    ```
+    ```json ds.json
+    {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2}}
+    ```
+
+    Passes: accelerate
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 8
+    deepspeed_config:
+      deepspeed_config_file: ds.json
+    ```
+    ```json ds.json
+    {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4, "zero_optimization": {"stage": 2}}
+    ```
+
     Fix: write `gradient_accumulation_steps` in the ds_config.
     """
     for ds in _referenced(src):
@@ -106,7 +169,28 @@ def deepspeed_file_without_zero(src: Source) -> Iterator[Problem]:
     Accelerate's DeepSpeed plugin refuses a config file without one (it reads the ZeRO
     stage from it), when `accelerate launch` starts the job.
 
-    Fails: `deepspeed_config_file` naming `{"train_micro_batch_size_per_gpu": 2}`.
+    Fails: accelerate
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 8
+    deepspeed_config:
+      deepspeed_config_file: ds.json
+    ```
+    ```json ds.json
+    {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1}
+    ```
+
+    Passes: accelerate
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 8
+    deepspeed_config:
+      deepspeed_config_file: ds.json
+    ```
+    ```json ds.json
+    {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1, "zero_optimization": {"stage": 0}}
+    ```
+
     Fix: add `"zero_optimization": {"stage": 0}` (or the stage you mean).
     """
     for ds in _referenced(src):
@@ -127,8 +211,29 @@ def parallelism_size(src: Source) -> Iterator[Problem]:
     DeepSpeed's sequence parallelism (the default `sp_backend`, which sizes its own
     groups); and FSDP2 needs dp_shard or cp above 1 to shard over.
 
-    Fails (16 processes): `parallelism_config_dp_replicate_size: 2,
-    parallelism_config_dp_shard_size: 4`. Fix: sizes whose product is 16.
+    Fails: accelerate
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 16
+    fsdp_config:
+      fsdp_version: 2
+    parallelism_config:
+      parallelism_config_dp_replicate_size: 2
+      parallelism_config_dp_shard_size: 4
+    ```
+
+    Passes: accelerate
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 16
+    fsdp_config:
+      fsdp_version: 2
+    parallelism_config:
+      parallelism_config_dp_replicate_size: 2
+      parallelism_config_dp_shard_size: 8
+    ```
+
+    Fix: sizes whose product is `num_processes`.
     """
     mesh = src.section("parallelism_config")
     if not mesh:
@@ -176,7 +281,21 @@ def processes_per_machine(src: Source) -> Iterator[Problem]:
     fewer ranks than the config says, and every batch number derived from the world
     size is off, without an error.
 
-    Fails: `num_machines: 4, num_processes: 30` (7 per machine: 28 ranks).
+    Fails: accelerate
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_machines: 4
+    num_processes: 30
+    ```
+    (7 per machine: 28 ranks.)
+
+    Passes: accelerate
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_machines: 4
+    num_processes: 32
+    ```
+
     Fix: a multiple of `num_machines` (the total, not the per-machine count).
     """
     processes, machines = integer(src.get("num_processes")), integer(src.get("num_machines"))

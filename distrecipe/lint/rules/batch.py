@@ -66,8 +66,17 @@ def batch_mismatch(src: Source) -> Iterator[Problem]:
     recipe. DP is the data-parallel world: the world size divided by the sequence
     parallel size (DeepSpeed) or by tensor × pipeline × sequence (recipe).
 
-    Fails (at 4 GPUs): `{"train_batch_size": 32, "train_micro_batch_size_per_gpu": 4,
-    "gradient_accumulation_steps": 4}` (4 × 4 × 4 = 64). Passes: `train_batch_size: 64`.
+    Fails: deepspeed --world 4
+    ```json
+    {"train_batch_size": 32, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 4}
+    ```
+    (4 × 4 × 4 = 64.)
+
+    Passes: deepspeed --world 4
+    ```json
+    {"train_batch_size": 64, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 4}
+    ```
+
     Fix: change one number, or write only two and let the third be derived.
     """
     b = facts(src)
@@ -90,13 +99,29 @@ def batch_not_exact(src: Source) -> Iterator[Problem]:
     "30 != 7 * 1 * 4"; train_batch_size 32 with micro 16 at DP 4 gives
     "Gradient accumulation steps: 0". distrecipe never rounds either.
 
-    Fails (at 4 GPUs): `{"train_batch_size": 30, "gradient_accumulation_steps": 1}`.
-    Passes: `{"train_batch_size": 32, "gradient_accumulation_steps": 1}` (micro 8).
+    Fails: deepspeed --world 4
+    ```json
+    {"train_batch_size": 30, "gradient_accumulation_steps": 1}
+    ```
+
+    Passes: deepspeed --world 4
+    ```json
+    {"train_batch_size": 32, "gradient_accumulation_steps": 1}
+    ```
+    (micro 8.)
+
     Fix: a global batch that DP × the written factor divides; the message names the
     nearest ones.
     """
     b = facts(src)
-    if b is None or b.total is None or b.dp is None or b.dp > b.total:
+    if b is None:
+        return
+    written = [(i, v) for i, v in enumerate((b.total, b.micro, b.accumulation)) if v is not None and v <= 0]
+    for i, value in written:
+        yield Problem(b.paths[i], f"{b.name(i, value)} must be a positive integer: "
+                                  + ("DeepSpeed refuses it at start-up" if src.kind == "deepspeed"
+                                     else "a batch of no samples trains nothing"))
+    if written or b.total is None or b.dp is None or b.dp > b.total:
         return
     if b.micro is not None and b.accumulation is None:
         divisor, missing, given = b.micro * b.dp, 2, f"{b.name(1, b.micro)} × {b.dp_text}"
@@ -127,7 +152,16 @@ def dp_exceeds_global(src: Source) -> Iterator[Problem]:
     below DP, DeepSpeed floors the derived micro-batch (or accumulation) to 0 and then
     asserts it is greater than 0 (`Micro batch size per gpu: 0 has to be greater than 0`).
 
-    Fails (at 32 GPUs): `"train_batch_size": 16`. Passes: `"train_batch_size": 32`.
+    Fails: deepspeed --world 32
+    ```json
+    {"train_batch_size": 16}
+    ```
+
+    Passes: deepspeed --world 32
+    ```json
+    {"train_batch_size": 32}
+    ```
+
     Fix: a global batch ≥ DP, or fewer data-parallel ranks (more tensor or sequence
     parallelism, fewer GPUs).
     """
@@ -146,8 +180,17 @@ def no_batch_size(src: Source) -> Iterator[Problem]:
     a recipe needs `batch.global` or `batch.micro` (with both `auto`, nothing fixes the
     batch). `gradient_accumulation_steps` alone is not enough.
 
-    Fails: `{"gradient_accumulation_steps": 4, "zero_optimization": {"stage": 2}}`.
-    Fix: add `"train_micro_batch_size_per_gpu": 2` (or the global batch).
+    Fails: deepspeed --world 8
+    ```json
+    {"gradient_accumulation_steps": 4, "zero_optimization": {"stage": 2}}
+    ```
+
+    Passes: deepspeed --world 8
+    ```json
+    {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4, "zero_optimization": {"stage": 2}}
+    ```
+
+    Fix: add `"train_micro_batch_size_per_gpu"` (or the global batch).
     """
     b = facts(src)
     if b is None or b.total is not None or b.micro is not None:
@@ -164,6 +207,16 @@ def world_unknown(src: Source) -> Iterator[Problem]:
     A ds_config does not say how many ranks it runs on; DeepSpeed takes it from the
     launcher. distrecipe takes it from `--world N`, from `world` in `[tool.distrecipe]`,
     or from `num_processes` of an Accelerate config in the same directory.
+
+    Fails: deepspeed
+    ```json
+    {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2}}
+    ```
+
+    Passes: deepspeed --world 32
+    ```json
+    {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2}}
+    ```
 
     Fix: `distrecipe lint ds_config.json --world 32`.
     """

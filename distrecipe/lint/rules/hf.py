@@ -21,7 +21,22 @@ def deepspeed_mismatch(src: Source) -> Iterator[Problem]:
     that mismatch TrainingArguments values" only when training starts, on every rank.
     It compares without type coercion, so `"8"` and `8` differ too.
 
-    Fails: `"per_device_train_batch_size": 4` beside `"train_micro_batch_size_per_gpu": 2`.
+    Fails: hf
+    ```json
+    {"output_dir": "out", "per_device_train_batch_size": 4, "deepspeed": "ds_config.json"}
+    ```
+    ```json ds_config.json
+    {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2}}
+    ```
+
+    Passes: hf
+    ```json
+    {"output_dir": "out", "per_device_train_batch_size": 4, "deepspeed": "ds_config.json"}
+    ```
+    ```json ds_config.json
+    {"train_micro_batch_size_per_gpu": "auto", "zero_optimization": {"stage": 2}}
+    ```
+
     Fix: make them equal, or write `"auto"` in the ds_config.
     """
     ref = ds_reference(src.kind, src.data)
@@ -49,7 +64,9 @@ def deepspeed_mismatch(src: Source) -> Iterator[Problem]:
         pairs.append((("train_batch_size",), "per_device_train_batch_size", total))
     for ds_path, key, expected in pairs:
         written = ds.get(*ds_path, default="auto")
-        if written == "auto" or written == expected:
+        # None: a value a launch script leaves to a `$VAR` from outside, never a default
+        unknown = expected is None or (isinstance(expected, list) and None in expected)
+        if written == "auto" or written == expected or unknown:
             continue
         at = (key,) if key in src.data else ("deepspeed",)
         origin = "" if ds_path != ("train_batch_size",) else f" (world {src.world} × micro × accumulation)"

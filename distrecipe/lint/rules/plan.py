@@ -19,7 +19,26 @@ def memory_does_not_fit(src: Source) -> Iterator[Problem]:
     check, the job runs out of memory in its first step, after the model has loaded on
     every node.
 
-    Fails: an 8B model with DDP on 80 GB GPUs (about 128 GB of model state alone).
+    Fails: recipe
+    ```yaml
+    recipe: 1
+    model: {params: 8.0e9, hidden_size: 4096, layers: 36, heads: 32}
+    cluster: {nodes: 4, gpus_per_node: 8, gpu_memory: 80GB}
+    strategy: ddp
+    batch: {micro: 1, global: 32, seq_len: 4096}
+    ```
+    (DDP keeps all of the 8B model's state on every GPU: about 128 GB.)
+
+    Passes: recipe
+    ```yaml
+    recipe: 1
+    model: {params: 8.0e9, hidden_size: 4096, layers: 36, heads: 32}
+    cluster: {nodes: 4, gpus_per_node: 8, gpu_memory: 80GB}
+    strategy: zero
+    stage: 2
+    batch: {micro: 1, global: 32, seq_len: 4096}
+    ```
+
     Fix: `distrecipe plan FILE` names the least sharded stage that fits, or
     recompute, offload, tensor parallelism.
     """
@@ -49,6 +68,26 @@ def zero3_where_zero2_fits(src: Source) -> Iterator[Problem]:
     forward and in backward: per-rank traffic grows from 2(N−1)/N to 3(N−1)/N of the
     gradient bytes (the seed's 31 → 46.5 GB for 8B on 32 GPUs). When stage 2 fits in
     the same GPUs, the extra traffic buys nothing; this is advice, not an error.
+
+    Fails: recipe
+    ```yaml
+    recipe: 1
+    model: {params: 8.0e9, hidden_size: 4096, layers: 36, heads: 32}
+    cluster: {nodes: 4, gpus_per_node: 8, gpu_memory: 80GB}
+    strategy: zero
+    stage: 3
+    batch: {micro: 1, global: 32, seq_len: 4096}
+    ```
+
+    Passes: recipe
+    ```yaml
+    recipe: 1
+    model: {params: 8.0e9, hidden_size: 4096, layers: 36, heads: 32}
+    cluster: {nodes: 4, gpus_per_node: 8, gpu_memory: 80GB}
+    strategy: zero
+    stage: 2
+    batch: {micro: 1, global: 32, seq_len: 4096}
+    ```
 
     Fix: `stage: 2` (or suppress when the memory is wanted for a larger batch).
     """

@@ -17,6 +17,26 @@ def recipe_invalid(src: Source) -> Iterator[Problem]:
     same message and position. Batch arithmetic has its own codes (DR101 to DR104),
     so a recipe refused for its batch is reported once, under those.
 
+    Fails: recipe
+    ```yaml
+    recipe: 1
+    model: {params: 1.3e9}
+    cluster: {nodes: 1, gpus_per_node: 8}
+    strategy: ddp
+    stage: 3
+    batch: {micro: 4, global: 32}
+    ```
+
+    Passes: recipe
+    ```yaml
+    recipe: 1
+    model: {params: 1.3e9}
+    cluster: {nodes: 1, gpus_per_node: 8}
+    strategy: zero
+    stage: 3
+    batch: {micro: 4, global: 32}
+    ```
+
     Fix: the message says what to change; `distrecipe resolve FILE` shows the rest.
     """
     if src.error is None:

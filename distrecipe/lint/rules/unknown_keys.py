@@ -22,6 +22,7 @@ from distrecipe.engines.tables import (
     table,
     verl_tree,
 )
+from distrecipe.engines.verl import verl_config
 from distrecipe.keys import did_you_mean
 from distrecipe.lint.rule import Problem, Source
 from distrecipe.source import KeyPath
@@ -76,7 +77,16 @@ def deepspeed_refused_key(src: Source) -> Iterator[Problem]:
     been paid for; even a `_comment` there is refused. The `stage3_` prefixes of ZeRO
     keys are optional. Which sections forbid extras is read from the installed DeepSpeed.
 
-    Fails: `"zero_optimization": {"stage": 3, "offload_params": {"device": "cpu"}}`.
+    Fails: deepspeed --world 8
+    ```json
+    {"train_batch_size": 32, "zero_optimization": {"stage": 3, "offload_params": {"device": "cpu"}}}
+    ```
+
+    Passes: deepspeed --world 8
+    ```json
+    {"train_batch_size": 32, "zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}}}
+    ```
+
     Fix: `offload_param` (as the message suggests).
     """
     for path, found, verdict in _deepspeed_unknown(src.data):
@@ -97,7 +107,16 @@ def deepspeed_ignored_key(src: Source) -> Iterator[Problem]:
     memory on the cluster, with nothing in the log. An unknown key whose value is
     `"auto"` is dropped unread even in a checked section.
 
-    Fails: `"zero_optimisation": {"stage": 3}`. Passes: `"zero_optimization"`.
+    Fails: deepspeed --world 8
+    ```json
+    {"train_batch_size": 32, "zero_optimisation": {"stage": 3}}
+    ```
+
+    Passes: deepspeed --world 8
+    ```json
+    {"train_batch_size": 32, "zero_optimization": {"stage": 3}}
+    ```
+
     Fix: the spelling in the message; a key your own script reads can be suppressed
     with `"//distrecipe-ignore": ["DR311"]`.
     """
@@ -120,7 +139,16 @@ def comment_key(src: Source) -> Iterator[Problem]:
     `zero_optimization`, or at the top level of an Accelerate config) it is an error
     under DR313 or DR341.
 
-    Passes (info): `{"_comment": "ZeRO-3 for 8 GPUs", "zero_optimization": {...}}`.
+    Fails: deepspeed --world 8
+    ```json
+    {"_comment": "ZeRO-3 for 8 GPUs", "train_batch_size": 32, "zero_optimization": {"stage": 3}}
+    ```
+
+    Passes: deepspeed --world 8
+    ```json
+    {"train_batch_size": 32, "zero_optimization": {"stage": 3}}
+    ```
+
     Fix: nothing to fix; suppress with `"//distrecipe-ignore": ["DR314"]` to silence it.
     """
     if src.kind == "deepspeed":
@@ -141,7 +169,22 @@ def accelerate_unknown_top_level_key(src: Source) -> Iterator[Problem]:
     is refused too. The legacy `fp16` and `dynamo_backend` keys are still converted;
     `distributed_type` is required.
 
-    Fails: `fsdp_version: 2` at the top level. Fix: move it into `fsdp_config`.
+    Fails: accelerate
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 8
+    fsdp_version: 2
+    ```
+
+    Passes: accelerate
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 8
+    fsdp_config:
+      fsdp_version: 2
+    ```
+
+    Fix: move it into `fsdp_config`.
     """
     if "distributed_type" not in src.data:
         yield Problem((), "distributed_type is required; accelerate launch refuses the file")
@@ -189,7 +232,24 @@ def accelerate_ignored_key(src: Source) -> Iterator[Problem]:
     a key no option has is set and never read, so it vanishes. Parallelism keys must be
     spelt in full, so `dp_shard_size: 4` is ignored and the job is not hybrid-sharded.
 
-    Fails: `parallelism_config: {dp_shard_size: 4}`, `fsdp_config: {fsdp_offload_param: true}`.
+    Fails: accelerate
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 8
+    fsdp_config:
+      fsdp_version: 2
+      fsdp_offload_param: true
+    ```
+
+    Passes: accelerate
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 8
+    fsdp_config:
+      fsdp_version: 2
+      fsdp_offload_params: true
+    ```
+
     Fix: `parallelism_config_dp_shard_size`, `fsdp_offload_params`.
     """
     sections = _accelerate_sections()
@@ -215,14 +275,23 @@ def verl_unknown_key(src: Source) -> Iterator[Problem]:
     `ppo_megatron_trainer` with `model_engine=megatron` or that config name. A YAML
     fragment is not judged: it does not say which keys it adds (`+`).
 
-    Fails: `critic.model.fsdp_config.param_offload=True` (verl 0.9).
+    Fails: verl
+    ```text
+    actor_rollout_ref.actor.fsdp_config.grad_offload=True
+    trainer.n_gpus_per_node=8
+    ```
+
+    Passes: verl
+    ```text
+    actor_rollout_ref.actor.fsdp_config.param_offload=True
+    trainer.n_gpus_per_node=8
+    ```
+
     Fix: the key's new place (the message suggests the nearest), or `+key=value` to add one.
     """
     if src.path.suffix in (".yaml", ".yml", ".json"):
         return
-    megatron = src.data.get("model_engine") == "megatron" or any(
-        "ppo_megatron_trainer" in line for line in src.doc.lines)
-    tree = verl_tree("ppo_megatron_trainer" if megatron else "ppo_trainer")
+    tree = verl_tree(verl_config(src.data, src.doc.lines))
     reported: set[KeyPath] = set()
     for path, where in sorted(src.doc.key_positions.items(), key=lambda item: (item[1].line, item[1].col)):
         line = src.doc.lines[where.line - 1] if 0 < where.line <= len(src.doc.lines) else ""

@@ -26,7 +26,7 @@ from distrecipe.engines.verl import (
     batch_violations,
     uses_megatron,
 )
-from distrecipe.keys import did_you_mean, integer, joined
+from distrecipe.keys import did_you_mean, dotted, integer, joined
 from distrecipe.lint.rule import Problem, Source
 
 
@@ -45,9 +45,27 @@ def batch_rules(src: Source) -> Iterator[Problem]:
     the model load) before the assertion. Same fact as DR220, which `compile --target
     verl` reports for recipes.
 
-    Fails (8 GPUs): `data.train_batch_size=60 actor.ppo_mini_batch_size=12
-    rollout.n=2` (12 × 2 = 24 sequences split over 8 ranks as 3, but micro 2 does not
-    divide 3). Fix: the message names the numbers; keep M × n a multiple of DP × m.
+    Fails: verl
+    ```text
+    data.train_batch_size=60
+    actor_rollout_ref.rollout.n=2
+    actor_rollout_ref.actor.ppo_mini_batch_size=12
+    actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2
+    trainer.n_gpus_per_node=8
+    ```
+    (12 × 2 = 24 sequences split over 8 ranks as 3, but micro 2 does not divide 3.)
+
+    Passes: verl
+    ```text
+    data.train_batch_size=64
+    actor_rollout_ref.rollout.n=2
+    actor_rollout_ref.actor.ppo_mini_batch_size=16
+    actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2
+    trainer.n_gpus_per_node=8
+    ```
+    (16 × 2 = 32 sequences, 4 per rank, two micro-batches of 2.)
+
+    Fix: the message names the numbers; keep M × n a multiple of DP × m.
     """
     if src.world is None:
         return
@@ -70,6 +88,8 @@ def _message(v: Violation, b: VerlBatch) -> str:
     """The violation in verl's own key names, and where verl would find it."""
     where = "checked only inside the workers" if v.worker_side else "validate_config refuses it"
     dp, prompts, mini, micro, n = b.dp or 0, b.prompts or 0, b.mini or 0, b.micro, b.n
+    if v.rule == "below-one":
+        return f"{dotted(v.path)} is below 1; verl's workers divide the batch by it ({where})"
     if v.rule == "model-parallel":
         return f"{b.world} GPUs are not divisible by the model-parallel size ({where})"
     if v.rule == "rollout-split":
@@ -100,7 +120,17 @@ def unknown_actor_strategy(src: Source) -> Iterator[Problem]:
     `validate_config` and fails only when the workers build the actor, after Ray and
     the rollout engine have started.
 
-    Fails: `actor_rollout_ref.actor.strategy=deepspeed`. Fix: `fsdp2` (or `megatron`).
+    Fails: verl
+    ```text
+    actor_rollout_ref.actor.strategy=deepspeed
+    ```
+
+    Passes: verl
+    ```text
+    actor_rollout_ref.actor.strategy=fsdp2
+    ```
+
+    Fix: `fsdp2` (or `megatron`).
     """
     strategy = src.get(*ACTOR, "strategy")
     if isinstance(strategy, str) and strategy not in ACTOR_STRATEGIES:
@@ -117,7 +147,18 @@ def deprecated_micro_batch(src: Source) -> Iterator[Problem]:
     one, it passes `validate_config` but the workers never convert it and fail for
     lack of the `_per_gpu` value, after the cluster has started.
 
-    Fails: `actor_rollout_ref.actor.ppo_micro_batch_size=64`.
+    Fails: verl
+    ```text
+    actor_rollout_ref.actor.ppo_micro_batch_size=64
+    trainer.n_gpus_per_node=8
+    ```
+
+    Passes: verl
+    ```text
+    actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8
+    trainer.n_gpus_per_node=8
+    ```
+
     Fix: `ppo_micro_batch_size_per_gpu` = the global value / number of GPUs.
     """
     for path, replacement in DEPRECATED:

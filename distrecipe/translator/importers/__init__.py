@@ -16,9 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from distrecipe.engines.native import referenced_path
+from distrecipe.engines.native import is_file, referenced_path
 from distrecipe.errors import DistrecipeError, Position
-from distrecipe.source import Document
+from distrecipe.keys import dotted
+from distrecipe.schemas import shown
+from distrecipe.source import Document, KeyPath
 
 
 class NotImportable(DistrecipeError):
@@ -54,10 +56,17 @@ class Context:
     via: str | None = None
     """The kind of config that named this file, when it is a companion."""
 
-    def companion(self, ref: str, via: str, world: World) -> Context:
-        """The context of the file this config names as `ref` (its ds_config)."""
-        doc = self.read(referenced_path(Path(self.doc.file), ref))
-        return Context(doc=doc, world=world, read=self.read, via=via)
+    def companion(self, ref: str, via: str, world: World, at: KeyPath) -> Context:
+        """The context of the file this config names as `ref` (its ds_config) at key `at`.
+
+        A name that is no regular file is reported at the reference, where the fix goes;
+        a fault inside the file, at its own position there.
+        """
+        path = referenced_path(Path(self.doc.file), ref)
+        if not is_file(path):
+            raise NotImportable(f"{dotted(at)} names {shown(ref)}, which is not a regular file",
+                                self.doc.where(at))
+        return Context(doc=self.read(path), world=world, read=self.read, via=via)
 
     def need_world(self, what: str) -> World:
         if self.world is None:
@@ -72,6 +81,9 @@ class Imported:
 
     recipe: dict[str, Any]
     notes: list[str] = field(default_factory=list)
+    companions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Engine → a companion file's data the import read (the ds_config a YAML names), so
+    its unmapped keys are carried too (`residue`)."""
 
 
 def cluster(world: World) -> dict[str, int]:

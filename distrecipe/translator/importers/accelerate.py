@@ -14,9 +14,23 @@ import re
 from typing import Any
 
 from distrecipe.engines import FSDP2_RESHARDS_BY_DEFAULT, stage_of_reshard
-from distrecipe.engines.accelerate import MIXED_PRECISION
+from distrecipe.engines.accelerate import (
+    FSDP1_SHARDING,
+    FSDP1_STAGE,
+    FSDP_VERSION_DEFAULT,
+    MIXED_PRECISION,
+    fsdp1_strategy,
+)
 from distrecipe.keys import section
-from distrecipe.translator.importers import Context, Imported, NotImportable, World, cluster, inverse
+from distrecipe.translator.importers import (
+    Context,
+    Imported,
+    NotImportable,
+    World,
+    cluster,
+    inverse,
+    stage_strategy,
+)
 from distrecipe.translator.importers import deepspeed as ds_importer
 
 PRECISIONS = inverse(MIXED_PRECISION)
@@ -39,14 +53,14 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     recipe: dict[str, Any] = {"recipe": 1, "model": {}, "cluster": cluster(world)}
     notes: list[str] = []
     if kind == "FSDP":
-        recipe.update(_fsdp(data, world, recipe, notes))
+        recipe.update(_fsdp(data, world, recipe, context))
     else:
         recipe.update(strategy="ddp", stage=0)
     recipe["batch"] = _batch(context)
     if recipe["batch"]["micro"] == "auto":
         notes.append("an Accelerate config holds no batch numbers: give them with "
                      "--set batch.micro=N --set batch.accumulation=N")
-    recipe["precision"] = PRECISIONS.get(str(data.get("mixed_precision", "no")).lower(), "fp32")
+    recipe["precision"] = _precision(data, notes)
     recipe["launch"] = launch
     return Imported(recipe, notes)
 
@@ -61,12 +75,26 @@ def _world(data: dict[str, Any], context: Context) -> World:
     return context.need_world("this accelerate config")
 
 
-def _fsdp(data: dict[str, Any], world: World, recipe: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+def _fsdp(data: dict[str, Any], world: World, recipe: dict[str, Any], context: Context) -> dict[str, Any]:
     fsdp = section(data, "fsdp_config")
-    if str(fsdp.get("fsdp_version", 1)) != "2":
-        notes.append("fsdp_version 1: read as FSDP2 (the stage from fsdp_sharding_strategy is not imported)")
-    stage = stage_of_reshard(fsdp.get("fsdp_reshard_after_forward", FSDP2_RESHARDS_BY_DEFAULT))
+    hybrid = False
+    if str(fsdp.get("fsdp_version", FSDP_VERSION_DEFAULT)) == "2":
+        stage = stage_of_reshard(fsdp.get("fsdp_reshard_after_forward", FSDP2_RESHARDS_BY_DEFAULT))
+    else:
+        # FSDP1: `accelerate launch` always exports FSDP_SHARDING_STRATEGY (default FULL_SHARD),
+        # and the plugin prefers it to fsdp_reshard_after_forward.
+        written = fsdp.get("fsdp_sharding_strategy", FSDP1_SHARDING[0])
+        name = fsdp1_strategy(written)
+        if name is None:
+            raise NotImportable(f"fsdp_sharding_strategy {written!r} is none of Accelerate's "
+                                f"{', '.join(FSDP1_SHARDING)} (or 1..5)",
+                                context.doc.where(("fsdp_config", "fsdp_sharding_strategy")))
+        stage, hybrid = FSDP1_STAGE[name]
+        if stage == 0:
+            return {"strategy": "ddp", "stage": 0}
     out: dict[str, Any] = {"strategy": "fsdp", "stage": stage}
+    if hybrid:  # HYBRID_SHARD shards within a node and replicates across nodes
+        out["parallel"] = {"shard_group": world.gpus_per_node}
     if fsdp.get("fsdp_offload_params") is True:
         # One CPU offload moves parameters, gradients and the optimizer step; a recipe
         # offloads parameters only at stage 3 (DR202/DR203 report the other direction).
@@ -85,7 +113,7 @@ def _fsdp(data: dict[str, Any], world: World, recipe: dict[str, Any], notes: lis
     if isinstance(replicate, int) and replicate > 1:
         parallel["shard_group"] = mesh.get("parallelism_config_dp_shard_size", world.size // replicate)
     if parallel:
-        out["parallel"] = parallel
+        out["parallel"] = {**out.get("parallel", {}), **parallel}
     return out
 
 
@@ -100,10 +128,50 @@ def _batch(context: Context) -> dict[str, Any]:
 
 
 def _deepspeed(data: dict[str, Any], context: Context, world: World) -> Imported:
-    ref = section(data, "deepspeed_config").get("deepspeed_config_file")
+    inline = section(data, "deepspeed_config")
+    ref = inline.get("deepspeed_config_file")
     if not isinstance(ref, str):
-        raise NotImportable("distributed_type DEEPSPEED without deepspeed_config.deepspeed_config_file: "
-                            "the ZeRO settings live in the accelerate YAML; write them into a ds_config",
-                            context.doc.where(("deepspeed_config",)))
-    ds = context.companion(ref, "accelerate", world)
-    return ds_importer.to_recipe(ds.doc.data if isinstance(ds.doc.data, dict) else {}, ds)
+        return _inline(data, inline, context, world)
+    ds = context.companion(ref, "accelerate", world, ("deepspeed_config", "deepspeed_config_file"))
+    data = ds.doc.data if isinstance(ds.doc.data, dict) else {}
+    imported = ds_importer.to_recipe(data, ds)
+    imported.companions["deepspeed"] = data
+    return imported
+
+
+def _inline(data: dict[str, Any], inline: dict[str, Any], context: Context, world: World) -> Imported:
+    """DEEPSPEED with the settings in the YAML (TRL's and open-r1's form): Accelerate's
+    `DeepSpeedPlugin` builds the ds_config from them (zero_stage default 2, no offload)
+    and fills the batch from the DataLoader; compile writes the same keys back inline."""
+    stage = inline.get("zero_stage", 2)
+    if not isinstance(stage, int) or isinstance(stage, bool) or not 0 <= stage <= 3:
+        raise NotImportable(f"deepspeed_config.zero_stage {stage!r} is not 0..3",
+                            context.doc.where(("deepspeed_config", "zero_stage")))
+    recipe: dict[str, Any] = {"recipe": 1, "model": {}, "cluster": cluster(world),
+                              "strategy": stage_strategy(stage), "stage": stage}
+    offload = {ours: inline[f"offload_{theirs}_device"] for ours, theirs in (("optimizer", "optimizer"),
+               ("params", "param")) if inline.get(f"offload_{theirs}_device", "none") != "none"}
+    if stage < 3:
+        offload.pop("params", None)  # DeepSpeed reads offload_param only at stage 3
+    if offload:
+        recipe["offload"] = offload
+    recipe["batch"] = _batch(context)
+    accumulation = inline.get("gradient_accumulation_steps")
+    if isinstance(accumulation, int) and not isinstance(accumulation, bool):
+        recipe["batch"]["accumulation"] = accumulation
+    notes: list[str] = []
+    recipe["precision"] = _precision(data, notes)
+    clip = inline.get("gradient_clipping")
+    if isinstance(clip, (int, float)) and not isinstance(clip, bool):
+        recipe["grad_clip"] = clip
+    return Imported(recipe, notes)
+
+
+def _precision(data: dict[str, Any], notes: list[str]) -> str:
+    """`mixed_precision`; fp8 runs its matmuls in fp8 and the rest in bf16, which the plan counts."""
+    written = str(data.get("mixed_precision", "no")).lower()
+    if written == "fp8":
+        notes.append("mixed_precision fp8: the recipe says bf16 (what fp8 training keeps outside its "
+                     "matmuls); mixed_precision and fp8_config are carried in native.accelerate")
+        return "bf16"
+    return PRECISIONS.get(written, "fp32")

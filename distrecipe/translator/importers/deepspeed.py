@@ -14,18 +14,11 @@ import math
 from typing import Any
 
 from distrecipe.engines import deepspeed as engine
-from distrecipe.engines.deepspeed import IGNORE_KEY, autos, enabled
+from distrecipe.engines.deepspeed import autos, enabled
 from distrecipe.keys import section
 from distrecipe.translator.importers import Context, Imported, cluster, inverse, stage_strategy
 
 OPTIMIZERS = inverse(engine.OPTIMIZER_TYPE)
-HANDLED = frozenset({
-    "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
-    "gradient_clipping", "bf16", "bfloat16", "fp16", "optimizer", "zero_optimization",
-    "sequence_parallel_size", "tensor_parallel", "activation_checkpointing", "steps_per_print",
-    "wall_clock_breakdown",
-    IGNORE_KEY,
-})
 
 
 def to_recipe(data: dict[str, Any], context: Context) -> Imported:
@@ -33,13 +26,15 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     notes: list[str] = []
     zero = section(data, "zero_optimization")
     stage = zero.get("stage", 0)
+    if isinstance(stage, str) and stage.isdigit():
+        stage = int(stage)  # DeepSpeed's pydantic model reads "1" as stage 1
     if not isinstance(stage, int) or isinstance(stage, bool):
         notes.append(f"zero_optimization.stage {stage!r}: raw DeepSpeed drops it and runs stage 0, "
                      "and so does this recipe")
         stage = 0
     recipe: dict[str, Any] = {"recipe": 1, "model": _model(zero, notes), "cluster": cluster(world),
                               "strategy": stage_strategy(stage), "stage": stage}
-    offload = _offload(zero)
+    offload = _offload(zero, stage)
     if offload:
         recipe["offload"] = offload
     parallel: dict[str, Any] = {}
@@ -55,6 +50,11 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
         recipe["parallel"] = parallel
     recipe["batch"] = batch(data, parallel.get("tensor", 1))
     recipe["precision"] = precision(data)
+    precision_autos = [k for k in ("bf16", "bfloat16", "fp16") if section(data, k).get("enabled") == "auto"]
+    if context.via is None and precision_autos:
+        notes.append('fp16/bf16 enabled "auto": the Trainer turns them on from --bf16/--fp16; compile keeps '
+                     f'"auto", and the recipe says precision {recipe["precision"]} for the plan only: '
+                     "--set precision=... to match the TrainingArguments")
     optimizer = _optimizer(data.get("optimizer"), notes)
     if optimizer:
         recipe["optimizer"] = optimizer
@@ -62,7 +62,6 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     if clip != "auto":
         recipe["grad_clip"] = clip
     recipe["activation_checkpointing"] = "activation_checkpointing" in data
-    notes += [f"{key}: not part of a recipe, not imported" for key in data if key not in HANDLED]
     if context.via is None and next(autos(data), None) is not None:
         notes.append('"auto" values are filled by the HF Trainer or Accelerate, not by this file: import the '
                      "TrainingArguments JSON that names it instead, for their values")
@@ -90,10 +89,14 @@ def precision(data: dict[str, Any]) -> str:
     return "fp16" if enabled(data.get("fp16")) else "fp32"
 
 
-def _offload(zero: dict[str, Any]) -> dict[str, Any]:
+def _offload(zero: dict[str, Any], stage: int) -> dict[str, Any]:
+    """Offload as DeepSpeed applies it: `offload_param` only at stage 3 (below, it is inert
+    and carried natively as written)."""
     out: dict[str, Any] = {}
     for ours, theirs in (("optimizer", "offload_optimizer"), ("params", "offload_param")):
         block = zero.get(theirs)
+        if ours == "params" and stage < 3:
+            continue
         if isinstance(block, dict) and block.get("device", "none") != "none":
             out[ours] = block["device"]
             if "nvme_path" in block:
@@ -109,7 +112,9 @@ def _optimizer(block: Any, notes: list[str]) -> dict[str, Any]:
     kind = str(block.get("type", "")).lower()
     params = section(block, "params")
     if kind not in OPTIMIZERS:
-        notes.append(f"optimizer.type {block.get('type')!r} has no recipe name; the recipe's default is used")
+        notes.append(f"optimizer.type {block.get('type')!r} has no recipe name: the block is carried in "
+                     "native.deepspeed and compiles as written; the recipe's optimizer fields do not "
+                     "describe it (plan counts AdamW's state)")
         return {}
     out: dict[str, Any] = {"name": OPTIMIZERS[kind]}
     for key in ("lr", "betas", "eps", "weight_decay"):
@@ -123,9 +128,9 @@ def _model(zero: dict[str, Any], notes: list[str]) -> dict[str, Any]:
     size = zero.get("reduce_bucket_size")
     if not isinstance(size, int) or isinstance(size, bool):
         return {}
-    hidden = math.isqrt(size)
-    if hidden * hidden == size:
+    hidden = math.isqrt(size) if size > 0 else 0
+    if hidden and hidden * hidden == size:
         return {"hidden_size": hidden}
-    notes.append(f"zero_optimization.reduce_bucket_size {size} is not hidden²; a recipe derives the buckets "
-                 "from model.hidden_size, so it is not imported")
+    notes.append(f"zero_optimization.reduce_bucket_size {size} is not hidden²: model.hidden_size stays "
+                 "unknown, and the size is carried in native.deepspeed")
     return {}

@@ -22,6 +22,7 @@ OPTIMIZERS = inverse(OPTIM)
 def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     world = context.need_world("TrainingArguments")
     notes: list[str] = []
+    companions: dict[str, dict[str, Any]] = {}
     recipe: dict[str, Any] = {"recipe": 1, "model": {}, "cluster": cluster(world)}
     args = {**DEFAULTS, **data}
     optimizer = {
@@ -32,8 +33,9 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
         "weight_decay": args["weight_decay"],
     }
     if isinstance(data.get("deepspeed"), str):
-        ds = context.companion(data["deepspeed"], "hf", world)
-        zero = ds_importer.to_recipe(ds.doc.data if isinstance(ds.doc.data, dict) else {}, ds)
+        ds = context.companion(data["deepspeed"], "hf", world, ("deepspeed",))
+        companions["deepspeed"] = ds.doc.data if isinstance(ds.doc.data, dict) else {}
+        zero = ds_importer.to_recipe(companions["deepspeed"], ds)
         notes += zero.notes
         zero_side = ("model", "strategy", "stage", "offload", "parallel")
         recipe.update({k: v for k, v in zero.recipe.items() if k in zero_side})
@@ -51,7 +53,7 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     checkpointing = data.get("gradient_checkpointing") or section(data, "fsdp_config").get(
         "activation_checkpointing")
     recipe["activation_checkpointing"] = checkpointing is True
-    return Imported(recipe, notes)
+    return Imported(recipe, notes, companions)
 
 
 def _fsdp(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:

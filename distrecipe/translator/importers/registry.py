@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +10,9 @@ from distrecipe.engines.native import detect, read_file
 from distrecipe.errors import DistrecipeError
 from distrecipe.source import Document, read_document
 from distrecipe.translator.importers import Context, Imported, World, accelerate, deepspeed, hf, verl
+from distrecipe.translator.importers.residue import residue
+from distrecipe.translator.load import apply_overrides, recipe_from_document
+from distrecipe.translator.resolve import resolve
 
 Importer = Callable[[dict[str, Any], Context], Imported]
 
@@ -36,6 +39,29 @@ def read_native(path: str | Path) -> tuple[str, Document]:
     return kind, doc
 
 
-def import_document(kind: str, doc: Document, world: World | None) -> Imported:
-    """Run the importer for `kind` on a document read by `read_native`."""
-    return IMPORTERS[kind](doc.data, Context(doc=doc, world=world, read=read_document))
+def import_document(kind: str, doc: Document, world: World | None,
+                    overrides: Sequence[str] = ()) -> Imported:
+    """Run the importer for `kind` on a document read by `read_native`, then carry what it
+    did not map into the recipe's `native` section (`residue`).
+
+    `overrides` (`--set`) complete what the input cannot say (an Accelerate YAML's batch)
+    before the recipe is resolved for the comparison; they are not written into it. A
+    recipe that does not resolve is returned as mapped: the caller reports why.
+    """
+    imported = IMPORTERS[kind](doc.data, Context(doc=doc, world=world, read=read_document))
+    sources = {kind: doc.data, **imported.companions}
+    checked = apply_overrides(Document({**imported.recipe, "recipe": 1}, doc.file), overrides)
+    try:
+        plan = resolve(recipe_from_document(checked, Path(doc.file).parent))
+    except DistrecipeError:
+        return imported
+    native: dict[str, Any] = {}
+    for engine, data in sources.items():
+        if isinstance(data, dict):
+            carried, notes = residue(engine, data, plan)
+            imported.notes += notes
+            if carried:
+                native[engine] = carried
+    if native:
+        imported.recipe["native"] = native
+    return imported

@@ -1,0 +1,109 @@
+"""What an import did not map, carried verbatim: the recipe's `native` section.
+
+An importer maps what the recipe models. This module closes the gap by running the
+emitter backwards against the input: it resolves the imported recipe, emits the
+same engine's config from it, and compares key by key. A key of the input the
+emitter does not write with the same value goes into `native.ENGINE` verbatim; a key
+the emitter adds that the input did not state goes in as `null` (removed at compile),
+unless its value is the engine's own default. So `compile` gives back every key the
+input set, with its value, and nothing else the engine reads differently; where a
+carried key would contradict a value the recipe decided, it is not carried and a
+note names it (the importer's mapping, not the input, is then wrong).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from distrecipe.engines.accelerate import EMITTED_DEFAULTS as ACCELERATE_DEFAULTS
+from distrecipe.engines.deepspeed import BATCH_KEYS, NO_DEFAULT, emitted_default
+from distrecipe.recipe import Plan
+from distrecipe.source import KeyPath
+from distrecipe.translator import accelerate, deepspeed, hf, verl
+from distrecipe.translator.native import DECIDED, leaves, override_line, same
+
+EMITTERS: dict[str, Callable[[Plan], Any]] = {
+    "deepspeed": deepspeed.emit,
+    "accelerate": accelerate.emit,
+    "hf": hf.emit,
+    "verl": verl.nested,
+}
+"""Engine → the emitter whose output the input is compared with (on a plan without `native`)."""
+FILE_REFERENCES: dict[str, frozenset[KeyPath]] = {
+    "accelerate": frozenset({("deepspeed_config", "deepspeed_config_file")}),
+    "hf": frozenset({("deepspeed",)}),
+}
+"""Keys naming a companion file: compile writes its own, holding the companion's settings."""
+DERIVED: dict[str, frozenset[KeyPath]] = {
+    "deepspeed": frozenset((key,) for key in BATCH_KEYS.values()),
+}
+"""Keys the engine derives from the others exactly as the recipe does (DeepSpeed's third
+batch number): written by compile where the input left them out, with the same value."""
+
+
+def default(engine: str, path: KeyPath, plan: Plan) -> object:
+    """The engine's own value for a key the input did not state, or `NO_DEFAULT`."""
+    if engine == "deepspeed":
+        return emitted_default(path, plan.stage)
+    if engine == "accelerate":
+        return ACCELERATE_DEFAULTS.get(path, NO_DEFAULT)
+    return NO_DEFAULT
+
+
+def residue(engine: str, given: dict[str, Any], plan: Plan) -> tuple[Any, list[str]]:
+    """`native.ENGINE` for an input `given` imported as `plan` (which has no `native` yet),
+    and notes on what could not be carried."""
+    emitted = dict(leaves(EMITTERS[engine](plan)))
+    stated = dict(leaves(given))
+    skip = FILE_REFERENCES.get(engine, frozenset())
+    carried: dict[KeyPath, Any] = {}
+    for path, value in stated.items():
+        if path not in skip and not (path in emitted and same(emitted[path], value)):
+            carried[path] = value
+    for path, value in emitted.items():
+        covered = any(path[:n] in stated for n in range(1, len(path) + 1)) or any(
+            key[: len(path)] == path for key in stated)
+        if covered or path in DERIVED.get(engine, frozenset()):
+            continue
+        if not same(default(engine, path, plan), value):
+            # Remove the outermost block the input did not state at all (`optimizer`), not each leaf.
+            top = next(path[:n] for n in range(1, len(path) + 1)
+                       if not any(key[:n] == path[:n] for key in stated))
+            carried[top] = None
+    notes: list[str] = []
+    for path in list(carried):
+        decided = DECIDED[engine].get(path)
+        if decided is not None and carried[path] is not None and not decided[1](plan, carried[path]):
+            notes.append(f"{'.'.join(map(str, path))} = {carried[path]!r} disagrees with the imported "
+                         f"{decided[0]} and is not carried: check the recipe's {decided[0]}")
+            del carried[path]
+    if engine == "verl":
+        return _verl(carried, notes)
+    if carried:
+        notes.append(f"carried verbatim in native.{engine} (compile writes them back): "
+                     + ", ".join(".".join(map(str, p)) for p in carried if carried[p] is not None))
+    return _nested(carried), notes
+
+
+def _nested(carried: dict[KeyPath, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for path, value in carried.items():
+        node = out
+        for part in path[:-1]:
+            node = node.setdefault(str(part), {})
+        node[str(path[-1])] = value
+    return out
+
+
+def _verl(carried: dict[KeyPath, Any], notes: list[str]) -> tuple[list[str], list[str]]:
+    """verl's native section is override lines; an added key cannot be removed from
+    Hydra's composed config by an override, so it is named instead."""
+    lines = [override_line(".".join(map(str, p)), v) for p, v in carried.items() if v is not None]
+    added = [".".join(map(str, p)) for p, v in carried.items() if v is None]
+    if lines:
+        keys = ", ".join(line.partition("=")[0] for line in lines)
+        notes.append(f"carried verbatim in native.verl: {keys}")
+    if added:
+        notes.append("compile also writes overrides the input left to verl's defaults: " + ", ".join(added))
+    return lines, notes

@@ -1,0 +1,167 @@
+"""A recipe's `native` section: merged into each engine's output, and held to the recipe.
+
+`native` carries engine settings the recipe does not model, verbatim (see
+`recipe.Native`). Two rules make it safe:
+
+* **merge** — at compile the engine's section is deep-merged into what the emitter
+  wrote: a native value wins, a mapping merges key by key, `null` removes the key
+  (the engine's own default then applies); verl overrides replace the emitted
+  override of the same key or are appended.
+* **decided keys** — a native key whose value the recipe decides (batch, stage,
+  precision, offload, world, the FSDP sharding) may restate it, in the engine's own
+  spelling (`"auto"` for what the HF Trainer fills, `FULL_SHARD` for stage 3), but
+  never contradict it: `conflicts` names both, and resolve refuses the recipe.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from distrecipe.engines.accelerate import FSDP1_STAGE, MIXED_PRECISION, fsdp1_strategy
+from distrecipe.engines.deepspeed import BATCH_KEYS, batch_ranks
+from distrecipe.engines.hydra import format_value, parse_value
+from distrecipe.recipe import Plan
+from distrecipe.source import KeyPath
+
+Check = Callable[[Plan, Any], bool]
+"""Whether a native value agrees with the plan (the engine's spelling of the same decision)."""
+
+
+def _auto_or(expected: Callable[[Plan], Any]) -> Check:
+    return lambda plan, value: value == "auto" or same(value, expected(plan))
+
+
+def _enabled(precision: str) -> Check:
+    return lambda plan, value: value == "auto" or same(value, plan.precision == precision)
+
+
+def _device(which: str) -> Check:
+    # DeepSpeed reads offload_param only at stage 3; below it the block is inert.
+    return lambda plan, value: (which == "params" and plan.stage < 3) or value == getattr(plan.offload, which)
+
+
+def _fsdp1(plan: Plan, value: Any) -> bool:
+    name = fsdp1_strategy(value)
+    if name is None:
+        return isinstance(value, bool) and value == plan.reshard_after_forward
+    stage, hybrid = FSDP1_STAGE[name]
+    return stage == (plan.stage if plan.strategy == "fsdp" else 0) and hybrid == plan.hybrid
+
+
+_BATCH = {"micro": lambda p: p.micro, "accumulation": lambda p: p.accumulation,
+          # In DeepSpeed's count of ranks (AutoTP's tensor ranks each once: `batch_ranks`).
+          "global": lambda p: p.micro * p.accumulation * batch_ranks(p)}
+DECIDED: dict[str, dict[KeyPath, tuple[str, Check]]] = {
+    "deepspeed": {
+        **{(key,): (f"batch.{ours}", _auto_or(_BATCH[ours])) for ours, key in BATCH_KEYS.items()},
+        ("zero_optimization", "stage"): ("stage", lambda p, v: same(v, p.stage) or v == str(p.stage)),
+        ("bf16", "enabled"): ("precision", _enabled("bf16")),
+        ("bfloat16", "enabled"): ("precision", _enabled("bf16")),
+        ("fp16", "enabled"): ("precision", _enabled("fp16")),
+        ("zero_optimization", "offload_optimizer", "device"): ("offload.optimizer", _device("optimizer")),
+        ("zero_optimization", "offload_param", "device"): ("offload.params", _device("params")),
+    },
+    "accelerate": {
+        ("num_processes",): ("cluster", lambda p, v: same(v, p.world)),
+        ("num_machines",): ("cluster.nodes", lambda p, v: same(v, p.nodes)),
+        ("mixed_precision",): ("precision", lambda p, v: v == MIXED_PRECISION[p.precision]
+                               or (v == "fp8" and p.precision == "bf16")),
+        ("fsdp_config", "fsdp_sharding_strategy"): ("stage", _fsdp1),
+        ("fsdp_config", "fsdp_reshard_after_forward"): ("stage", _fsdp1),
+        ("fsdp_config", "fsdp_offload_params"): ("offload", lambda p, v: same(v, p.offload.enabled)),
+        ("deepspeed_config", "zero_stage"): ("stage", lambda p, v: same(v, p.stage)),
+        ("deepspeed_config", "gradient_accumulation_steps"): ("batch.accumulation",
+                                                              _auto_or(_BATCH["accumulation"])),
+        ("deepspeed_config", "offload_optimizer_device"): ("offload.optimizer", _device("optimizer")),
+        ("deepspeed_config", "offload_param_device"): ("offload.params", _device("params")),
+    },
+    "hf": {
+        ("per_device_train_batch_size",): ("batch.micro", lambda p, v: same(v, p.micro)),
+        ("gradient_accumulation_steps",): ("batch.accumulation", lambda p, v: same(v, p.accumulation)),
+        ("bf16",): ("precision", lambda p, v: same(v, p.precision == "bf16")),
+        ("fp16",): ("precision", lambda p, v: same(v, p.precision == "fp16")),
+    },
+    "verl": {
+        ("actor_rollout_ref", "actor", "ppo_micro_batch_size_per_gpu"): (
+            "batch.micro", lambda p, v: same(v, p.micro)),
+        ("actor_rollout_ref", "rollout", "n"): (
+            "rl.rollout_n", lambda p, v: p.rl is not None and same(v, p.rl.rollout_n)),
+        ("data", "train_batch_size"): (
+            "rl.prompts_per_step", lambda p, v: p.rl is not None and same(v, p.rl.prompts_per_step)),
+        ("trainer", "nnodes"): ("cluster.nodes", lambda p, v: same(v, p.nodes)),
+        ("trainer", "n_gpus_per_node"): ("cluster.gpus_per_node", lambda p, v: same(v, p.gpus_per_node)),
+    },
+}
+"""Engine → native key → (the recipe key that decides it, whether a value agrees)."""
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal and of one kind: `1 == True` in Python, not in a config (`1.0` and `1` are one number)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    return bool(a == b)
+
+
+def leaves(node: Any, path: KeyPath = ()) -> Iterator[tuple[KeyPath, Any]]:
+    """Every (key path, value) below `node`; a list, a scalar or an empty mapping is a leaf."""
+    if isinstance(node, dict) and node:
+        for key, value in node.items():
+            yield from leaves(value, (*path, key))
+    elif path:
+        yield path, node
+
+
+def verl_pairs(lines: tuple[str, ...] | list[str]) -> Iterator[tuple[str, str, Any]]:
+    """(as written, dotted key without Hydra's `+`/`++`, value) of each native verl override."""
+    for line in lines:
+        key, _, raw = line.partition("=")
+        yield key, key.lstrip("+"), parse_value(raw)
+
+
+def conflicts(plan: Plan) -> Iterator[tuple[str, str, Any, str]]:
+    """(`native.ENGINE.key`, the key as dotted, its value, the recipe key it contradicts)."""
+    native = plan.native
+    for engine in ("deepspeed", "accelerate", "hf"):
+        section: dict[str, Any] = getattr(native, engine)
+        for path, value in leaves(section):
+            decided = DECIDED[engine].get(path)
+            if decided is not None and value is not None and not decided[1](plan, value):
+                key = ".".join(map(str, path))
+                yield f"native.{engine}.{key}", key, value, decided[0]
+    for index, (_written, key, value) in enumerate(verl_pairs(native.verl)):
+        decided = DECIDED["verl"].get(tuple(key.split(".")))
+        if decided is not None and not decided[1](plan, value):
+            yield f"native.verl.{index}", key, value, decided[0]
+
+
+def merge(emitted: dict[str, Any], native: dict[str, Any]) -> dict[str, Any]:
+    """`emitted` with `native` deep-merged in: native wins, `None` deletes, order kept."""
+    out = copy.deepcopy(emitted)
+    for key, value in native.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def merge_overrides(emitted: list[tuple[str, Any]], native: tuple[str, ...]) -> list[tuple[str, Any]]:
+    """verl's overrides with the native ones: same key replaced in place, others appended."""
+    out = list(emitted)
+    index = {key.lstrip("+"): i for i, (key, _value) in enumerate(out)}
+    for written, key, value in verl_pairs(native):
+        if key in index:
+            out[index[key]] = (written, value)
+        else:
+            index[key] = len(out)
+            out.append((written, value))
+    return out
+
+
+def override_line(key: str, value: Any) -> str:
+    """One native verl override as `import` writes it."""
+    return f"{key}={format_value(value)}"

@@ -1,0 +1,139 @@
+"""Launch against a hostile recipe and a hostile machine: no escape, no injection, no leak.
+
+The job itself is not what is tested here, so `supervise` is replaced by a stub that
+returns at once: every file the launch writes and every line it prints is real.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from distrecipe.errors import LaunchError
+from distrecipe.launch.rundir import default_run_dir
+from distrecipe.launch.secrets import REDACTED, redact_argv, redact_env
+from distrecipe.launch.supervise import Outcome
+from tests.conftest import Result
+from tests.hostile.inputs import recipe_text
+
+Cli = Callable[..., Result]
+
+TINY = (Path(__file__).parents[2] / "recipes" / "tiny-cpu.yaml").read_text()
+
+SECRETS_ENV = {
+    "DATABASE_URL": "postgres://admin:hunter2-db@db.internal:5432/prod",
+    "HTTPS_PROXY": "http://proxyuser:hunter2-proxy@proxy:3128",
+    "SLACK_WEBHOOK_URL": "https://hooks.example/services/T000/B000/hunter2webhook",
+    "SENTRY_DSN": "https://hunter2sentry@o1.ingest.example/1",
+    "PGPASSWD": "hunter2-pg",
+    "SMTP_PASSWD": "hunter2-smtp",
+    "GOOGLE_CREDENTIALS": "hunter2-gcp",
+    "NPM_AUTH": "hunter2-npm",
+    "AZURE_STORAGE_CONNECTION_STRING": "AccountName=x;AccountKey=hunter2azure",
+    "DEPLOY_CERT": "-----BEGIN RSA PRIVATE KEY-----\nhunter2pem\n-----END RSA PRIVATE KEY-----",
+    "INNOCENT_LOOKING": "Bearer hunter2bearer0123456789",
+    "HF_HOME_MIRROR": "hf_hunter2abcdefghijklmnopqrstuv",
+}
+SECRETS_ARGV = ["--hf_token", "hunter2-argv-token", "--db-password=hunter2-argv-pass",
+                "--api_key", "hunter2-argv-key", "--remote", "https://u:hunter2-argv-url@git.example/r"]
+
+
+def _values() -> list[str]:
+    found = [v for v in SECRETS_ENV.values()]
+    found += ["hunter2-argv-token", "hunter2-argv-pass", "hunter2-argv-key", "hunter2-argv-url"]
+    return found
+
+
+def test_redaction_by_name_and_by_value() -> None:
+    env = redact_env({**SECRETS_ENV, "PATH": "/bin", "MASTER_PORT": "29500"})
+    assert {k for k, v in env.items() if v != REDACTED} == {"PATH", "MASTER_PORT"}
+    assert redact_argv(["train.py", *SECRETS_ARGV, "--lr", "1e-4"]) == [
+        "train.py", "--hf_token", REDACTED, f"--db-password={REDACTED}", "--api_key", REDACTED,
+        "--remote", REDACTED, "--lr", "1e-4"]
+
+
+def test_secrets_never_reach_the_run_directory_or_the_terminal(
+        cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each kind of secret is planted in the environment and the program's argv; then the
+    whole run directory, stdout and stderr of a launch and of a dry run are searched."""
+    from distrecipe.commands import launch
+
+    monkeypatch.setattr(launch, "supervise", lambda *a, **k: Outcome(exit_code=0))
+    for name, value in SECRETS_ENV.items():
+        monkeypatch.setenv(name, value)
+    recipe = tmp_path / "tiny.yaml"
+    recipe.write_text(TINY)
+    runs = tmp_path / "runs"
+    real = cli("launch", recipe, "--runs-root", runs, "--", "train.py", *SECRETS_ARGV)
+    dry = cli("launch", recipe, "--dry-run", "--", "train.py", *SECRETS_ARGV)
+    assert real.code == 0 and dry.code == 0, (real, dry)
+    written = [p for p in runs.rglob("*") if p.is_file()]
+    assert any(p.name == "run.json" for p in written)
+    texts = [p.read_text() for p in written] + [real.out, real.err, dry.out, dry.err]
+    for secret in _values():
+        for line in secret.splitlines():
+            assert not any(line in text for text in texts), f"{line!r} leaked"
+
+
+@pytest.mark.parametrize("name", ["../../x", "/abs/path", "a/b", "..", "a\\nb"])
+def test_a_name_never_places_the_run_outside_the_runs_root(cli: Cli, tmp_path: Path, name: str) -> None:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(TINY.replace("name: tiny-cpu", f'name: "{name}"'))
+    result = cli("launch", recipe, "--runs-root", tmp_path / "runs", "--dry-run")
+    assert result.code == 2 and "name must be a safe slug" in result.err, result
+    assert result.err.startswith(f"{recipe}:5:7: error: ")
+
+
+def test_slurm_ids_from_the_environment_cannot_escape_the_runs_root(tmp_path: Path) -> None:
+    with pytest.raises(LaunchError, match="outside the runs root"):
+        default_run_dir(tmp_path / "runs", "job", slurm_run="../../../escaped")
+
+
+def _named(tmp_path: Path, stem: str) -> Path:
+    """A recipe without `name`, so the name comes from the file's own (hostile) name."""
+    recipe = tmp_path / f"{stem}.yaml"
+    recipe.write_text(recipe_text().replace("name: hostile\n", ""))
+    return recipe
+
+
+def test_sbatch_script_quotes_the_job_name(cli: Cli, tmp_path: Path) -> None:
+    result = cli("launch", _named(tmp_path, "a b;touch pwned"), "--slurm")
+    assert result.code == 0, result
+    assert "#SBATCH --job-name='a b;touch pwned'\n" in result.out
+
+
+def test_sbatch_refuses_a_name_that_would_end_the_directive(cli: Cli, tmp_path: Path) -> None:
+    result = cli("launch", _named(tmp_path, "x\n#SBATCH --wrap=touch pwned\n"), "--slurm")
+    assert result.code == 2 and len(result.err.splitlines()) == 1 and not result.out, result
+
+
+def test_accelerate_yaml_and_summary_carry_a_hostile_name_as_data(cli: Cli, tmp_path: Path) -> None:
+    stem = "x\ngpu_ids: 7\nmain_training_function: pwn\n# |a|`b`*c*"
+    out = tmp_path / "out"
+    assert cli("compile", _named(tmp_path, stem), "-t", "all", "-o", out).code == 0
+    accelerate = yaml.safe_load((out / "accelerate_config.yaml").read_text())
+    assert "gpu_ids" not in accelerate and "main_training_function" not in accelerate
+    summary = (out / "summary.md").read_text()
+    assert "\ngpu_ids" not in summary and "\n#" not in summary.split("\n", 1)[1].replace("\n## ", "")
+    assert summary.startswith("# x\\\\ngpu\\_ids: 7")
+
+
+@pytest.mark.parametrize(("code", "want"), [
+    ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", Outcome(exit_code=137, signal="SIGKILL")),
+    ("import sys; sys.exit(-9)", Outcome(exit_code=137, signal="SIGKILL")),  # DeepSpeed's wrapped 247
+    ("import sys; sys.exit(-11)", Outcome(exit_code=139, signal="SIGSEGV")),
+    ("import sys; sys.exit(-1)", Outcome(exit_code=255)),  # a program's own 255 stays 255
+    ("import sys; sys.exit(3)", Outcome(exit_code=3)),
+])
+def test_a_rank_killed_by_a_signal_exits_128_plus_n_and_names_it(code: str, want: Outcome) -> None:
+    import os
+    import sys
+
+    from distrecipe.launch.supervise import LAUNCH_ID, new_launch_id, supervise
+
+    launch_id = new_launch_id()
+    env = {**os.environ, LAUNCH_ID: launch_id}
+    assert supervise([sys.executable, "-c", code], env, launch_id=launch_id, timeout=60) == want

@@ -51,13 +51,15 @@ class Change:
 
 @dataclass(frozen=True, slots=True)
 class Impact:
-    """Per-GPU figures before and after, in bytes; `fits` from the engine view."""
+    """Per-GPU figures before and after, in bytes (traffic: the engine's view, as `plan`
+    prices it); `step` in seconds, None where the GPU is unknown."""
 
     label: tuple[str, str]
     memory: tuple[float, float]
     traffic: tuple[float, float]
     peak: tuple[float, float]
     fits: tuple[bool | None, bool | None]
+    step: tuple[float | None, float | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +74,7 @@ class Diff:
 
 UNSTATED = (("model", "params"), ("model", "hidden_size"), ("model", "layers"), ("model", "heads"),
             ("model", "kv_heads"), ("model", "intermediate_size"), ("model", "vocab"),
-            ("batch", "seq_len"), ("cluster", "gpu_memory"))
+            ("batch", "seq_len"), ("cluster", "gpu_memory"), ("cluster", "gpu"))
 """What no native config states; a native side takes it from the other side."""
 
 NATIVE: dict[str, Kind] = {kind: kind for kind in KINDS if kind != "recipe"}
@@ -251,7 +253,8 @@ def _impact(old: Plan, new: Plan) -> Impact | None:
     return Impact(
         label=(a.label, b.label),
         memory=(a.formula.total, b.formula.total),
-        traffic=(a.traffic_formula.total, b.traffic_formula.total),
+        traffic=(a.traffic_engine.total, b.traffic_engine.total),
         peak=(a.need, b.need),
         fits=(a.fits, b.fits),
+        step=(a.step.seconds if a.step else None, b.step.seconds if b.step else None),
     )

@@ -29,6 +29,9 @@ ProgramKind = Literal["hf", "accelerate", "deepspeed", "torchrun", "verl"]
 `--deepspeed_config`, environment variables (plain torchrun), or Hydra overrides (verl)."""
 OptimizerName = Literal["adamw", "adam", "sgd"]
 AutoInt = int | Literal["auto"]
+Gpu = Literal["a100-40gb", "a100-80gb", "h100", "h100-pcie", "h200", "gh200", "b200", "l40s", "l4",
+              "a10g", "mi300x"]
+"""GPU models `plan` knows the peak and bandwidths of (`distrecipe.plan.hardware.GPUS`)."""
 
 STRATEGIES: tuple[Strategy, ...] = get_args(Strategy)
 PRECISION_BYTES: dict[Precision, int] = {"bf16": 2, "fp16": 2, "fp32": 4}
@@ -80,6 +83,14 @@ class Cluster:
     """Bytes of host memory per node, for offload. Default: unknown."""
     device: Device = "gpu"
     """`cpu` runs every rank as a CPU process with gloo (laptops, CI, demo). Default `gpu`."""
+    gpu: Gpu | None = None
+    """The GPU model, for step time (peak FLOPS, NVLink and network bandwidth). Default: unknown."""
+    peak_tflops: float | None = None
+    """Dense bf16 peak per GPU in TFLOPS, overriding `gpu`'s. Default: `gpu`'s."""
+    intra_node_bandwidth: float | None = None
+    """GB/s one GPU sends to its node's peers (per direction), overriding `gpu`'s. Default: `gpu`'s."""
+    inter_node_bandwidth: float | None = None
+    """GB/s one GPU sends to other nodes (per direction), overriding `gpu`'s. Default: `gpu`'s."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -321,6 +332,10 @@ class Plan:
     buckets: Buckets
     checkpoint_every: int | None = None
     """With `selective` checkpointing: every k-th block wrapped whole; None is op level."""
+    gpu: Gpu | None = None
+    peak_tflops: float | None = None
+    intra_node_bandwidth: float | None = None
+    inter_node_bandwidth: float | None = None
     native: Native = field(default_factory=Native)
     """Engine settings carried verbatim into each engine's output (see `Native`)."""
     provenance: dict[str, str] = field(default_factory=dict)
@@ -383,6 +398,7 @@ def plan_values(plan: Plan) -> dict[str, object]:
         "cluster.gpus_per_node": plan.gpus_per_node,
         "cluster.world": plan.world,
         "cluster.gpu_memory": plan.gpu_memory,
+        "cluster.gpu": plan.gpu,
         "parallel.tensor": plan.tensor,
         "parallel.pipeline": plan.pipeline,
         "parallel.sequence": plan.sequence,

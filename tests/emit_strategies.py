@@ -2,7 +2,7 @@
 
 `tests/strategies.py` draws the batch side of recipes (with `auto`s); these draw the
 side the non-DeepSpeed emitters branch on: sequence parallelism, hybrid sharding,
-Megatron shapes, recompute, wrap classes, the accelerate-deepspeed backend and `rl`.
+tensor parallelism (Megatron's, DeepSpeed AutoTP, FSDP2's), pipeline stages, recompute, wrap classes, the accelerate-deepspeed backend and `rl`.
 Batch numbers are written out, and `rl` is drawn around verl's rules so that most
 recipes satisfy them and some break exactly one, so the oracles see both sides.
 """
@@ -32,9 +32,11 @@ def engine_documents(
     gpus = draw(st.sampled_from([1, 2, 4, 8]))
     world = nodes * gpus
     divisors = [d for d in (1, 2, 4) if world % d == 0]
-    tensor = pipeline = 1
+    # Tensor parallelism for every strategy (DeepSpeed AutoTP, FSDP2 + TP, refusals for
+    # DDP); pipeline stages only under Megatron.
+    tensor = draw(st.sampled_from(divisors))
+    pipeline = 1
     if strategy == "megatron":
-        tensor = draw(st.sampled_from(divisors))
         pipeline = draw(st.sampled_from([d for d in divisors if world % (tensor * d) == 0]))
     sequence = draw(
         st.sampled_from([d for d in divisors if world % (tensor * pipeline * d) == 0])
@@ -101,6 +103,18 @@ def rl_sections(draw: st.DrawFn, glob: int) -> dict[str, int]:
         )
     )
     return {"rollout_n": n, "prompts_per_step": prompts}
+
+
+def launch_world(plan: Plan) -> int:
+    """The world a ds_config for `plan` is read at when the job starts.
+
+    A Megatron strategy hands DeepSpeed its mpu, which reports the data-parallel ranks
+    (sequence ranks included, as `sequence_parallel_size` then divides them out); every
+    other strategy is launched on all ranks (AutoTP's tensor ranks included).
+    """
+    if plan.strategy == "megatron":
+        return plan.world // (plan.tensor * plan.pipeline)
+    return plan.world
 
 
 def plan_of(doc: dict[str, Any]) -> Plan:

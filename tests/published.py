@@ -31,6 +31,11 @@ GPU_GIB = {"H100 SXM HBM2e 96GB": 95.0, "H100 SXM HBM2e 95GB": 95.0, "H200": 140
            "H100 80GB": 79.1, "A100 80GB": 79.1, "A100 40GB": 39.4, "DGX-H100": 79.1}
 """What torch reports as total memory for each card the rows name (GiB)."""
 
+GPU_MODEL = {"H100 SXM": "h100", "H100 80GB": "h100", "DGX-H100": "h100", "H200": "h200",
+             "A100 80GB": "a100-80gb", "A100 40GB": "a100-40gb", "A100 (": "a100-80gb",
+             "DGX-B200": "b200"}
+"""Each row's card as a `cluster.gpu` (an A100 of unstated memory has the same peak)."""
+
 CHECKPOINTING: dict[str, Any] = {"none": "none", "full": "full", "selective_op": "selective",
                                  "selective_layer": {"mode": "selective", "every": 2}}
 """torchtitan's `selective_ac_option` for layer SAC in its A100 table is 2."""
@@ -56,6 +61,16 @@ class Row:
         if self.data["gpu_memory_GiB"]:
             return float(self.data["gpu_memory_GiB"])
         return next((v for k, v in GPU_GIB.items() if self.data["gpu"].startswith(k)), None)
+
+
+    @property
+    def gpu_model(self) -> str | None:
+        return next((v for k, v in GPU_MODEL.items() if self.data["gpu"].startswith(k)), None)
+
+    @property
+    def throughput(self) -> float | None:
+        value = self.data["tokens_per_s_per_gpu"]
+        return float(value) if value else None
 
 
 def rows() -> list[Row]:
@@ -91,8 +106,7 @@ def plan_for_row(row: Row) -> Plan:
     backend = {"fsdp": "torchrun", "ddp": "accelerate", "zero": "deepspeed"}[strategy]
     doc: dict[str, Any] = {
         "recipe": 1, "name": "published", "model": model,
-        "cluster": {"nodes": gpus // per_node, "gpus_per_node": per_node,
-                    "gpu_memory": f"{row.gpu_gib}GiB"},
+        "cluster": {"nodes": gpus // per_node, "gpus_per_node": per_node},
         "strategy": strategy, "stage": stage,
         "parallel": {"tensor": tp},
         "batch": {"micro": micro, "accumulation": 1, "global": micro * gpus // tp,
@@ -100,4 +114,8 @@ def plan_for_row(row: Row) -> Plan:
         "precision": "bf16", "activation_checkpointing": CHECKPOINTING[d["checkpointing"]],
         "launch": {"backend": backend},
     }
+    if row.gpu_gib is not None:
+        doc["cluster"]["gpu_memory"] = f"{row.gpu_gib}GiB"
+    if row.gpu_model is not None:
+        doc["cluster"]["gpu"] = row.gpu_model
     return resolve(recipe_from_text(yaml.safe_dump(doc, sort_keys=False), row.name))

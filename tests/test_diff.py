@@ -1,4 +1,4 @@
-"""`distrecipe diff`: semantic changes with the seed's impact numbers, in three formats."""
+"""`distrecipe diff`: semantic changes with their impact (engine-view traffic), in three formats."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 
 from distrecipe.commands.diff import FORMATS
@@ -28,7 +29,9 @@ def test_stage_change_is_priced_as_in_the_seed(cli: Callable[..., Result]) -> No
     lines = result.out.splitlines()
     assert lines[0] == "stage: 2 → 3"
     assert "  per-GPU model state 19.5 GB → 4 GB (−15.5 GB)" in lines
-    assert "  traffic per GPU per step 31 GB → 46.5 GB (+15.5 GB)" in lines
+    # Traffic as the engine sends it (one view everywhere; the seed's formula is `plan`'s alone):
+    # DeepSpeed ZeRO-2 all-reduces on each of the 4 micro-steps, ZeRO-3 gathers and reduces on each.
+    assert "  traffic per GPU per step (engine view) 139.5 GB → 178.25 GB (+38.75 GB)" in lines
 
 
 def test_native_configs_diff_key_by_key_and_are_priced_with_a_model(cli: Callable[..., Result],
@@ -147,7 +150,7 @@ def test_json_impact_and_determinism(cli: Callable[..., Result]) -> None:
     first = cli("diff", ZERO2, ZERO3, "--format", "json")
     assert first == cli("diff", ZERO2, ZERO3, "--format", "json")
     impact = json.loads(first.out)["impact"]
-    assert impact["memory_bytes"] == [19.5e9, 4e9] and impact["traffic_bytes"] == [31e9, 46.5e9]
+    assert impact["memory_bytes"] == [19.5e9, 4e9] and impact["traffic_bytes"] == pytest.approx([139.5e9, 178.25e9])
     assert impact["label"] == ["ZeRO-2", "ZeRO-3"]
 
 

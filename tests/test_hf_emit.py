@@ -21,6 +21,7 @@ from unittest import mock
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 
+from distrecipe.engines.deepspeed import autotp_size
 from distrecipe.errors import RecipeError
 from distrecipe.recipe import Plan
 from distrecipe.translator import accelerate, deepspeed, hf
@@ -75,7 +76,7 @@ def test_trainer_accepts_what_distrecipe_emits(doc: dict[str, Any]) -> None:
         assert (args.bf16, args.fp16) == (plan.precision == "bf16", plan.precision == "fp16")
         if plan.strategy == "zero":
             config = args.hf_deepspeed_config.config
-            assert config["train_batch_size"] == plan.global_batch
+            assert config["train_batch_size"] == plan.global_batch * (autotp_size(plan) or 1)
             assert config["gradient_accumulation_steps"] == plan.accumulation
     if hf.uses_fsdp(plan):
         check_fsdp_matches_accelerate(plan, args)

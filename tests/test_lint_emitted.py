@@ -20,7 +20,7 @@ from distrecipe.lint.config import LintConfig
 from distrecipe.lint.engine import lint
 from distrecipe.translator.summary import ALL
 from distrecipe.translator.targets import TARGETS, EmitOptions
-from tests.emit_strategies import engine_documents, plan_of
+from tests.emit_strategies import engine_documents, launch_world, plan_of
 from tests.strategies import recipe_documents
 
 
@@ -34,9 +34,7 @@ def errors_in_emitted(doc: dict[str, Any], hf_auto: bool) -> list[str]:
     with tempfile.TemporaryDirectory() as tmp:
         for name, text in output.files.items():
             (Path(tmp) / name).write_text(text, encoding="utf-8")
-        # Megatron's tensor and pipeline groups reach DeepSpeed through its mpu, which then
-        # reports the data-parallel world; a ds_config for it is linted at that world.
-        report = lint([tmp], config=LintConfig(), world=plan.world // (plan.tensor * plan.pipeline))
+        report = lint([tmp], config=LintConfig(), world=launch_world(plan))
     assert not report.unusable, report.unusable
     return [str(f) for f in report.findings if f.severity == "error"]
 

@@ -23,18 +23,27 @@ def test_small_model_on_one_gpu_keeps_ddp_and_skips_empty_trade_offs() -> None:
     assert not any("saves" in line for line in lines)  # one rank: sharding saves nothing
 
 
-def test_activations_too_big_means_recompute() -> None:
-    lines = advise(load_plan(ZERO2, ("activation_checkpointing=none",)))
-    # 144 GB: the saved 124 GB plus the loss's fp32 gradients in backward (allocator.py)
-    assert lines[0].startswith("no stage fits with activations of 144.18 GB: turn on "
-                               "activation_checkpointing: full")
+def test_activations_too_big_means_micro_then_recompute_not_a_stage() -> None:
+    """Micro 1 alone does not fit (72 GB of activations); op-level selective at micro 1 does,
+    so nothing is said about stages, which is what made the old advice contradict itself."""
+    (line,) = advise(load_plan(ZERO2, ("activation_checkpointing=none",)))
+    assert line.startswith("does not fit: ZeRO-2 needs 182.27 GB of 80 GB; it fits with batch.micro 1 "
+                           "(batch.accumulation 8), activation_checkpointing: selective (ZeRO-2 then needs")
+    assert "stage" not in line.split("; it fits with")[1]
 
 
 def test_two_gpus_need_offload_and_say_host_memory_per_node() -> None:
     plan = load_plan(ZERO2, ("cluster.nodes=1", "cluster.gpus_per_node=2"))
     (line,) = advise(plan)
-    assert line.startswith("nothing fits on the GPUs alone: ZeRO-3 + offload with full recompute")
-    assert line.endswith("and 144 GB of host memory per node")  # (4 + 8 + 4 + 2)Ψ/2 × 2 ranks
+    assert "it fits with strategy zero, stage 3, offload.optimizer: cpu" in line
+    # (4 + 8 + 4 + 2)Ψ/2 × 2 ranks
+    assert line.endswith("and 144 GB of host memory per node (cluster.cpu_memory not set: not checked))")
+
+
+def test_offload_is_not_advised_beyond_the_host_memory() -> None:
+    plan = load_plan(ZERO2, ("cluster.nodes=1", "cluster.gpus_per_node=2", "cluster.cpu_memory=100GB"))
+    (line,) = advise(plan)
+    assert "it fits with" not in line and "split layers with tensor parallelism" in line
 
 
 def test_nothing_fits_means_tensor_parallel() -> None:

@@ -25,7 +25,7 @@ def test_text_shows_both_views_and_the_verdict(cli: Callable[..., Result]) -> No
     assert "fits? yes: needs 67.91 GB = reserved 65.76 GB" in result.out
     result = cli("plan", SEED_ZERO2, "--set", "activation_checkpointing=none")
     assert "fits? no" in result.out
-    assert "turn on activation_checkpointing: full" in result.out
+    assert "it fits with batch.micro 1 (batch.accumulation 8), activation_checkpointing: selective" in result.out
 
 
 def test_compare_lists_every_strategy_with_the_seed_numbers(cli: Callable[..., Result]) -> None:

@@ -81,7 +81,9 @@ def test_one_8k_sample_with_flash_attention_is_41_gb_and_zero2_fits() -> None:
 
 def test_keep_zero2_when_it_fits() -> None:
     plan = load_plan(SEED["zero2"], ("activation_checkpointing=full",))
-    assert ("ZeRO-3 saves 15.5 GB per GPU and costs 15.5 GB more traffic per step; "
+    # The trade-off in the engine's numbers (needed memory, traffic as DeepSpeed sends it:
+    # ZeRO-2 all-reduces every micro-step); the seed's 15.5 GB / 15.5 GB are plan's formula lines.
+    assert ("ZeRO-3 saves 12.67 GB per GPU and costs 38.75 GB more traffic per step; "
             "ZeRO-2 already fits: keep ZeRO-2") in advise(plan)
 
 

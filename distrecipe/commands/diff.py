@@ -46,9 +46,12 @@ def impact_lines(impact: Impact) -> list[str]:
     (m0, m1), (t0, t1), (p0, p1) = impact.memory, impact.traffic, impact.peak
     lines = [
         f"per-GPU model state {gb(m0)} → {gb(m1)} ({_signed(m1 - m0)})",
-        f"traffic per GPU per step {gb(t0)} → {gb(t1)} ({_signed(t1 - t0)})",
+        f"traffic per GPU per step (engine view) {gb(t0)} → {gb(t1)} ({_signed(t1 - t0)})",
         f"peak per GPU (engine view) {gb(p0)} → {gb(p1)} ({_signed(p1 - p0)})",
     ]
+    s0, s1 = impact.step
+    if s0 is not None and s1 is not None:
+        lines.append(f"step time {s0:.3g} s → {s1:.3g} s ({s1 / s0 - 1:+.0%})")
     if impact.fits != (None, None):
         words = {True: "fits", False: "does not fit", None: "unknown"}
         lines.append(f"{impact.label[0]} {words[impact.fits[0]]} → {impact.label[1]} {words[impact.fits[1]]}")
@@ -98,6 +101,7 @@ def as_json(result: Diff, old: str, new: str) -> str:
             "traffic_bytes": list(impact.traffic),
             "peak_bytes": list(impact.peak),
             "fits": list(impact.fits),
+            "step_seconds": list(impact.step),
         },
     }
     return to_json(data)

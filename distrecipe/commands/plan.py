@@ -47,10 +47,20 @@ def plan_recipe(*, recipe: str, overrides: Sequence[str] = (), compare_all: bool
               help="Also show DDP / ZeRO-1 / ZeRO-2 / ZeRO-3 / Megatron side by side.")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="Text in GB (10⁹ bytes), or JSON in bytes.")
+@click.option("--search", "search_all", is_flag=True,
+              help="Rank every valid recipe for this model, cluster and global batch that fits.")
+@click.option("--write", "write_path", type=click.Path(dir_okay=False), default=None,
+              help="With --search: write the fastest as a recipe file.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="Write stacked per-GPU memory bars (svg/png/pdf); needs distrecipe[plot].")
-def command(recipe: str, overrides: tuple[str, ...], compare_all: bool, output_format: str,
-            plot_path: str | None) -> int:
+def command(recipe: str, overrides: tuple[str, ...], compare_all: bool, search_all: bool,
+            write_path: str | None, output_format: str, plot_path: str | None) -> int:
     """Per-GPU memory (formula and engine views), activations, traffic, fit and advice."""
+    if write_path and not search_all:
+        raise click.UsageError("--write needs --search")
+    if search_all:
+        from distrecipe.commands.search import search_recipe
+
+        return search_recipe(recipe=recipe, overrides=overrides, write=write_path)
     return plan_recipe(recipe=recipe, overrides=overrides, compare_all=compare_all,
                        output_format=output_format, plot_path=plot_path)

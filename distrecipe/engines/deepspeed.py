@@ -47,6 +47,50 @@ IGNORE_KEY = "//distrecipe-ignore"
 """The JSON suppression list (`"//distrecipe-ignore": ["DR311"]`); DeepSpeed ignores it too."""
 
 
+AUTOTP_STAGES = frozenset({0, 1, 2, 3})
+"""ZeRO stages DeepSpeed 0.19 trains under AutoTP (`tensor_parallel.autotp_size`): all of
+them (`DeepSpeedEngine._configure_tensor_parallel_states`: "AutoTP + ZeRO stage 3 is
+supported for both inference and training"; the 0.16 tutorial named stages 0-2)."""
+
+
+def autotp_size(plan: Plan) -> int:
+    """The `tensor_parallel.autotp_size` for `plan`: its tensor degree, or 0 (AutoTP off).
+
+    A Megatron strategy brings its own mpu to `deepspeed.initialize` (DR218), so only
+    the other strategies split layers with AutoTP.
+    """
+    return plan.tensor if plan.tensor > 1 and plan.strategy != "megatron" else 0
+
+
+def autotp_refusal(plan: Plan) -> str | None:
+    """Why DeepSpeed cannot run `plan` under AutoTP, or None when it can.
+
+    AutoTP builds a two-dimensional (data, tensor) device mesh with data = world //
+    autotp_size (`groups._init_tp_mesh_device`): no pipeline stages and no Ulysses
+    sequence group have a place in it.
+    """
+    if not autotp_size(plan):
+        return None
+    if plan.stage not in AUTOTP_STAGES:
+        return f"AutoTP does not train with ZeRO stage {plan.stage}"
+    if plan.pipeline > 1 or plan.sequence > 1:
+        return (f"AutoTP's (data, tensor) mesh has no pipeline or sequence dimension "
+                f"(tensor {plan.tensor}, pipeline {plan.pipeline}, sequence {plan.sequence})")
+    return None
+
+
+def batch_ranks(plan: Plan) -> int:
+    """The ranks `DeepSpeedConfig` multiplies micro × accumulation by for `train_batch_size`.
+
+    `deepspeed.initialize` builds the config before AutoTP makes its groups and passes
+    it no mpu, so the config counts every rank (world / `sequence_parallel_size`), a
+    tensor-parallel group's ranks each once, although they share one batch: the
+    samples per step are still `plan.global_batch`. A Megatron mpu, and the plain data
+    parallel case, count the data-parallel ranks.
+    """
+    return plan.dp * (autotp_size(plan) or 1)
+
+
 def autos(node: Any, path: KeyPath = ()) -> Iterator[KeyPath]:
     """The key path of every `"auto"` value in `node`, in document order."""
     if isinstance(node, dict):

@@ -1,83 +1,150 @@
-"""Fit verdict and the seed's decision tree, with the trade-off said in numbers.
+"""Fit verdict and what to change, one lever at a time, with the trade-off in numbers.
 
-The tree (seed, "决策树"): the model fits on one GPU → DDP; otherwise ZeRO / FSDP,
-the least sharding that fits (each stage buys memory with traffic or latency); still
-not → offload; a single layer too large for one GPU → tensor parallel. Activations do
-not shard, so when they alone break the budget the answer is recompute, not a stage.
-Trade-offs use the seed's formula numbers ("ZeRO-3 saves 15.5 GB per GPU and costs
-15.5 GB more traffic per step"); fitting uses the engine view (`report.Estimate.need`).
+When the recipe does not fit, the levers are tried in the order they cost the least:
+the micro-batch (accumulation follows, the global batch stays), then checkpointing
+(selective, then full), then the ZeRO / FSDP stage (more sharding, more traffic), then
+offload (host memory checked against `cluster.cpu_memory`), and only then tensor
+parallelism. Each level keeps the earlier levers free, and the first combination that
+fits is the one advised, in one line: nothing is said about a lever that was not
+needed, so the advice cannot contradict itself. When it fits, the next stage's saving
+is priced against its traffic. Traffic and memory are the engine view throughout (the
+formula view is `plan`'s alone); fitting is `report.Estimate.need`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 
 from distrecipe.model_shapes import llama
 from distrecipe.plan.report import Estimate, compare, estimate
 from distrecipe.plan.units import gb
-from distrecipe.recipe import Offload, Plan
+from distrecipe.recipe import Offload, Plan, Recompute, Strategy
+
+RECOMPUTE_ORDER: tuple[Recompute, ...] = ("none", "selective", "full")
 
 
 def advise(plan: Plan) -> list[str]:
     """Advice lines for `plan`, most important first."""
     current = estimate(plan)
-    lines: list[str] = []
     if current.budget is None:
-        return [*lines, "cluster.gpu_memory is not set: cannot say whether it fits"]
+        return ["cluster.gpu_memory is not set: cannot say whether it fits"]
     budget = current.budget
-    rows = [row for row in compare(plan) if row.plan.strategy != "megatron"]
-    pick = _first_fit(rows)
-    if pick is None and plan.activation_checkpointing != "full":
-        recomputed = [estimate(replace(r.plan, activation_checkpointing="full")) for r in rows]
-        pick = _first_fit(recomputed)
-        if pick is not None:
-            mine = estimate(replace(plan, activation_checkpointing="full"))
-            lines.append(
-                f"no stage fits with activations of {gb(current.activation)}: turn on "
-                f"activation_checkpointing: full (activations {gb(pick.activation)}); "
-                + (f"{mine.label} then needs {gb(mine.need)} of {gb(budget)}" if mine.fits else
-                   f"then {pick.label} fits with {gb(pick.need)} of {gb(budget)}"))
-            if mine.fits and pick.label != mine.label:
-                lines.append(f"{pick.label} would fit too with less sharding ({gb(pick.need)}, "
-                             f"sending {gb(pick.traffic_engine.total)} per step against "
-                             f"{gb(mine.traffic_engine.total)})")
-            return lines
-    if pick is None:
-        offloaded = estimate(replace(rows[3].plan, activation_checkpointing="full",
-                                     offload=Offload(optimizer="cpu")))
-        if offloaded.fits:
-            lines.append(f"nothing fits on the GPUs alone: {offloaded.label} with full "
-                         f"recompute needs {gb(offloaded.need)} per GPU and "
-                         f"{gb(sum(offloaded.engine.cpu.values()) * plan.gpus_per_node)} "
-                         "of host memory per node")
-        else:
-            lines.append(_tensor_parallel(plan, offloaded))
-        return lines
-    lines.append(_verdict(current, pick, budget))
+    if current.fits:
+        return _when_it_fits(current, budget)
+    for trial in _levers(plan):
+        est = estimate(trial)
+        if est.fits and _host_fits(est):
+            return [f"does not fit: {current.label} needs {gb(current.need)} of {gb(budget)}; "
+                    f"it fits with {_changes(plan, trial)} ({est.label} then needs {gb(est.need)}"
+                    f"{_host(est)})"]
+    best = estimate(replace(_most_sharded(plan), micro=1, accumulation=_per_rank(plan),
+                            activation_checkpointing="full", offload=Offload(optimizer="cpu")))
+    return [_tensor_parallel(plan, best)]
+
+
+def _when_it_fits(current: Estimate, budget: float) -> list[str]:
+    rows = [row for row in compare(current.plan) if row.plan.strategy != "megatron"]
+    lines = [f"fits: {current.label} needs {gb(current.need)} of {gb(budget)}"]
+    less = next((row for row in rows if row.fits), None)
+    if less is not None and less.label != current.label and _rank(rows, less) < _rank(rows, current):
+        lines[0] += (f"; {less.label} also fits with less sharding ({gb(less.need)}, sending "
+                     f"{gb(less.traffic_engine.total)} per step against "
+                     f"{gb(current.traffic_engine.total)})")
     following = _next_stage(rows, current)
-    saved = 0.0 if following is None else current.formula.total - following.formula.total
-    if following is not None and current.fits and saved > 0:
-        extra = following.traffic_formula.total - current.traffic_formula.total
-        lines.append(f"{following.label} saves {gb(saved)} per GPU and costs {gb(extra)} more "
+    if following is not None and following.need < current.need:
+        extra = following.traffic_engine.total - current.traffic_engine.total
+        lines.append(f"{following.label} saves {gb(current.need - following.need)} per GPU and "
+                     f"{'costs ' + gb(extra) + ' more' if extra > 0 else 'sends ' + gb(-extra) + ' less'} "
                      f"traffic per step; {current.label} already fits: keep {current.label}")
     return lines
 
 
-def _first_fit(rows: list[Estimate]) -> Estimate | None:
-    return next((row for row in rows if row.fits), None)
+def _levers(plan: Plan) -> Iterator[Plan]:
+    """The plan changed by one more lever at a time, cheapest first."""
+    micros = [m for m in _micros(plan) if m < plan.micro]
+    start = RECOMPUTE_ORDER.index(plan.activation_checkpointing)
+    recomputes = [r for r in RECOMPUTE_ORDER[start:] if r != plan.activation_checkpointing]
+    for micro in micros:
+        yield _with_micro(plan, micro)
+    for recompute in recomputes:
+        for micro in [plan.micro, *micros]:
+            yield replace(_with_micro(plan, micro), activation_checkpointing=recompute,
+                                           checkpoint_every=None)
+    for stage_plan in _more_sharded(plan):
+        for recompute in [plan.activation_checkpointing, *recomputes]:
+            for micro in [plan.micro, *micros]:
+                yield replace(_with_micro(stage_plan, micro),
+                                               activation_checkpointing=recompute, checkpoint_every=None)
+    sharded = _most_sharded(plan)
+    for offload in (Offload(optimizer="cpu"), Offload(optimizer="cpu", params="cpu")):
+        for recompute in [plan.activation_checkpointing, *recomputes]:
+            for micro in [plan.micro, *micros]:
+                yield replace(_with_micro(sharded, micro), offload=offload,
+                                         activation_checkpointing=recompute, checkpoint_every=None)
 
 
-def _verdict(current: Estimate, pick: Estimate, budget: float) -> str:
-    usable = f"{gb(budget)}"
-    if current.fits and pick.label == current.label:
-        return f"fits: {current.label} needs {gb(current.need)} of {usable}"
-    if current.fits:
-        return (f"fits: {current.label} needs {gb(current.need)} of {usable}; {pick.label} "
-                f"also fits with less sharding ({gb(pick.need)}, sending "
-                f"{gb(pick.traffic_engine.total)} per step against "
-                f"{gb(current.traffic_engine.total)})")
-    return (f"does not fit: {current.label} needs {gb(current.need)} of {usable}; "
-            f"{pick.label} fits with {gb(pick.need)}")
+def _per_rank(plan: Plan) -> int:
+    return plan.global_batch // plan.dp
+
+
+def _micros(plan: Plan) -> list[int]:
+    """Micro-batches that divide a rank's share of the global batch, largest first."""
+    per_rank = _per_rank(plan)
+    return [m for m in range(per_rank, 0, -1) if per_rank % m == 0]
+
+
+def _with_micro(plan: Plan, micro: int) -> Plan:
+    return replace(plan, micro=micro, accumulation=_per_rank(plan) // micro)
+
+
+def _more_sharded(plan: Plan) -> list[Plan]:
+    """The stages above the plan's, in its family (FSDP2 stays FSDP2), least first."""
+    if plan.strategy == "megatron":
+        return []
+    family: Strategy = "fsdp" if plan.strategy == "fsdp" else "zero"
+    stages = (2, 3) if family == "fsdp" else (1, 2, 3)
+    return [replace(plan, strategy=family, stage=s, offload=Offload()) for s in stages if s > plan.stage]
+
+
+def _most_sharded(plan: Plan) -> Plan:
+    more = _more_sharded(plan)
+    return more[-1] if more else plan
+
+
+def _changes(old: Plan, new: Plan) -> str:
+    said = []
+    if (new.strategy, new.stage) != (old.strategy, old.stage):
+        said.append(f"strategy {new.strategy}, stage {new.stage}")
+    if new.micro != old.micro:
+        said.append(f"batch.micro {new.micro} (batch.accumulation {new.accumulation})")
+    if new.activation_checkpointing != old.activation_checkpointing:
+        said.append(f"activation_checkpointing: {new.activation_checkpointing}")
+    if new.offload != old.offload:
+        said.append(f"offload.optimizer: {new.offload.optimizer}"
+                    + (f", offload.params: {new.offload.params}" if new.offload.params != "none" else ""))
+    return ", ".join(said)
+
+
+def _host_bytes(est: Estimate) -> float:
+    return sum(est.engine.cpu.values()) * est.plan.gpus_per_node
+
+
+def _host_fits(est: Estimate) -> bool:
+    cpu = est.plan.cpu_memory
+    return not est.plan.offload.enabled or cpu is None or _host_bytes(est) <= cpu
+
+
+def _host(est: Estimate) -> str:
+    if not est.plan.offload.enabled:
+        return ""
+    cpu = est.plan.cpu_memory
+    of = f" of {gb(cpu)}" if cpu is not None else " (cluster.cpu_memory not set: not checked)"
+    return f" per GPU and {gb(_host_bytes(est))} of host memory per node{of}"
+
+
+def _rank(rows: list[Estimate], row: Estimate) -> int:
+    return [r.label for r in rows].index(row.label) if row.label in [r.label for r in rows] else len(rows)
 
 
 def _next_stage(rows: list[Estimate], current: Estimate) -> Estimate | None:
@@ -93,6 +160,6 @@ def _tensor_parallel(plan: Plan, best: Estimate) -> str:
     inventory = llama(plan.model)
     layer = "" if inventory is None else (
         f"; one layer alone holds {gb(inventory.block_params * plan.precision_bytes)} of weights")
-    return (f"nothing fits even with ZeRO-3, offload and recompute ({gb(best.need)} per GPU)"
-            f"{layer}: split layers with tensor parallelism (parallel.tensor)")
-
+    return (f"nothing fits with micro 1, full recompute, the most sharding and offload "
+            f"({gb(best.need)} per GPU){layer}: split layers with tensor parallelism "
+            "(parallel.tensor)")

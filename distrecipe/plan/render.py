@@ -83,9 +83,22 @@ def text(est: Estimate, advice: list[str]) -> str:
                   f"with no_sync, {p.accumulation} without",
                   f"  DDP buckets     ≈{est.ddp_buckets:.3g} of {DDP_BUCKET / MiB:g} MiB for "
                   f"{gb(grads)} of gradients"]
+    lines.append(_step(est))
     lines.append(_fits(est))
     lines += ["advice", *[f"  - {line}" for line in advice]]
     return "\n".join(lines) + "\n"
+
+
+def _step(est: Estimate) -> str:
+    st = est.step
+    if st is None:
+        return ("step time: unknown (needs cluster.gpu or cluster.peak_tflops, batch.seq_len "
+                "and model.params)")
+    hw = st.hardware
+    return (f"step time: {st.seconds:.3g} s = compute {st.compute:.3g} s ({hw.efficiency:g} of "
+            f"{hw.name}'s {hw.peak_tflops:g} TFLOPS, recompute included) + exposed traffic "
+            f"{st.exposed:.3g} s (of {st.communication:.3g} s, engine view); "
+            f"{st.tokens_per_s_per_gpu:,.0f} tokens/s/GPU, MFU {st.mfu:.1%}")
 
 
 def _fits(est: Estimate) -> str:
@@ -99,17 +112,25 @@ def _fits(est: Estimate) -> str:
 
 def compare_text(rows: list[Estimate]) -> str:
     header = ("strategy", "formula", "state", "engine peak", "activations", "needs",
-              "sent (seed)", "sent (engine)", "fits")
+              "sent (seed)", "sent (engine)", "step", "tokens/s/GPU", "MFU", "fits")
     table = [header]
     for row in rows:
         fits = "?" if row.fits is None else ("yes" if row.fits else "no")
         table.append((row.label, row.formula.formula, gb(row.formula.total), gb(row.engine.peak),
                       gb(row.activation), gb(row.need),
-                      gb(row.traffic_formula.total), gb(row.traffic_engine.total), fits))
+                      gb(row.traffic_formula.total), gb(row.traffic_engine.total),
+                      *_step_cells(row), fits))
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     out = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
            for r in table]
     return "\n".join(out) + "\n"
+
+
+def _step_cells(est: Estimate) -> tuple[str, str, str]:
+    st = est.step
+    if st is None:
+        return ("?", "?", "?")
+    return (f"{st.seconds:.3g} s", f"{st.tokens_per_s_per_gpu:,.0f}", f"{st.mfu:.1%}")
 
 
 def as_json(est: Estimate, advice: list[str] | None = None) -> dict[str, Any]:
@@ -145,6 +166,14 @@ def as_json(est: Estimate, advice: list[str] | None = None) -> dict[str, Any]:
                        "reductions": est.traffic_engine.reductions},
             "ddp_buckets": est.ddp_buckets,
             "ddp_bucket_bytes": DDP_BUCKET,
+        },
+        "step_time": None if est.step is None else {
+            "seconds": est.step.seconds, "compute_seconds": est.step.compute,
+            "communication_seconds": est.step.communication,
+            "exposed_seconds": est.step.exposed,
+            "tokens_per_s_per_gpu": est.step.tokens_per_s_per_gpu, "mfu": est.step.mfu,
+            "gpu": est.step.hardware.name, "peak_tflops": est.step.hardware.peak_tflops,
+            "efficiency": est.step.hardware.efficiency,
         },
         "need": est.need,
         "gpu_memory": p.gpu_memory,

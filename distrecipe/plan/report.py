@@ -16,6 +16,7 @@ from distrecipe.plan.activations import Activations, plan_activations
 from distrecipe.plan.allocator import Memory, memory
 from distrecipe.plan.engine import DeepSpeedZero, EngineView, plan_engine_view, uses_deepspeed
 from distrecipe.plan.memory import FormulaView, local_params, plan_model_state
+from distrecipe.plan.steptime import StepTime, step_time
 from distrecipe.recipe import Offload, Plan, Strategy
 
 
@@ -34,6 +35,8 @@ class Estimate:
     traffic_formula: traffic.Traffic
     traffic_engine: traffic.Traffic
     ddp_buckets: float
+    step: StepTime | None
+    """Seconds per step, tokens/s/GPU and MFU; None without a GPU model or peak."""
 
     @property
     def activation(self) -> float:
@@ -79,6 +82,7 @@ def estimate(plan: Plan) -> Estimate:
     psi = local_params(plan)
     engine = plan_engine_view(plan, zero)
     activations = plan_activations(plan)
+    traffic_engine = traffic.engine(plan, zero)
     return Estimate(
         plan=plan,
         label=label(plan),
@@ -88,8 +92,9 @@ def estimate(plan: Plan) -> Estimate:
         activations=activations,
         memory=memory(plan, engine, activations[0] if activations else None, psi),
         traffic_formula=traffic.formula(plan),
-        traffic_engine=traffic.engine(plan, zero),
+        traffic_engine=traffic_engine,
         ddp_buckets=traffic.ddp_buckets(plan),
+        step=step_time(plan, traffic_engine, zero),
     )
 
 

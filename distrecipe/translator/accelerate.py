@@ -19,6 +19,7 @@ from distrecipe.engines.deepspeed import CONFIG_FILE as DS_CONFIG_FILE
 from distrecipe.findings import Finding
 from distrecipe.output import one_line
 from distrecipe.recipe import Plan
+from distrecipe.translator import deepspeed
 from distrecipe.translator.equivalence import finding, offload_findings, refuse_errors
 from distrecipe.translator.native import merge
 from distrecipe.translator.targets import EmitOptions, Output, render_deepspeed
@@ -69,6 +70,8 @@ def findings(plan: Plan) -> list[Finding]:
         )
     if kind == "FSDP":
         found.extend(_fsdp_findings(plan))
+    if kind == "DEEPSPEED":  # the ds_config it points at, e.g. AutoTP's
+        found.extend(deepspeed.findings(plan))
     if kind in ("MULTI_GPU", "FSDP") and plan.device == "cpu":
         found.append(finding("DR209", TARGET, f"{plan.world} CPU ranks"))
     if plan.nodes > 1 and plan.launch.master_addr is None:
@@ -157,12 +160,10 @@ def fsdp_config(plan: Plan) -> dict[str, Any]:
 def render(plan: Plan, options: EmitOptions) -> Output:
     """`accelerate_config.yaml`, plus the ds_config it points at on the DeepSpeed path."""
     found = findings(plan)
+    refuse_errors(found)
     files: dict[str, str] = {}
     if distributed_type(plan) == "DEEPSPEED":
-        ds = render_deepspeed(plan, options)
-        found += ds.findings
-        files.update(ds.files)
-    refuse_errors(found)
+        files.update(render_deepspeed(plan, options).files)
     files[CONFIG_FILE] = text(plan)
     return Output(files=files, findings=tuple(found))
 

@@ -3,7 +3,8 @@
 Raw DeepSpeed must get concrete numbers: it derives a missing batch value by
 flooring, silently drops a nested `"auto"` (`"stage": "auto"` becomes stage 0) and
 refuses a top-level one. So every batch key is written out, all three agreeing with
-the Plan. `hf_auto=True` instead writes `"auto"` exactly where Hugging Face's
+the Plan (`train_batch_size` in DeepSpeed's count of ranks: `batch_ranks`).
+`hf_auto=True` instead writes `"auto"` exactly where Hugging Face's
 `HfTrainerDeepSpeedConfig` fills a value from TrainingArguments, for Trainer users.
 """
 
@@ -11,7 +12,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from distrecipe.engines.deepspeed import BATCH_KEYS, FP16_LOSS_SCALING, OPTIMIZER_TYPE, zero_optimization
+from distrecipe.engines.deepspeed import (
+    BATCH_KEYS,
+    FP16_LOSS_SCALING,
+    OPTIMIZER_TYPE,
+    autotp_refusal,
+    autotp_size,
+    batch_ranks,
+    zero_optimization,
+)
 from distrecipe.findings import Finding
 from distrecipe.recipe import Plan
 from distrecipe.translator.native import merge
@@ -26,7 +35,8 @@ def emit(plan: Plan, *, hf_auto: bool = False) -> dict[str, Any]:
     def auto(value: Any) -> Any:
         return "auto" if hf_auto else value
 
-    batch = {"global": plan.global_batch, "micro": plan.micro, "accumulation": plan.accumulation}
+    per_rank = plan.micro * plan.accumulation
+    batch = {"global": per_rank * batch_ranks(plan), "micro": plan.micro, "accumulation": plan.accumulation}
     config: dict[str, Any] = {key: auto(batch[name]) for name, key in BATCH_KEYS.items()}
     # Always written: DeepSpeed's own default clips at 1.0, so "no clipping" must say 0.
     config["gradient_clipping"] = auto(plan.grad_clip or 0.0)
@@ -38,6 +48,8 @@ def emit(plan: Plan, *, hf_auto: bool = False) -> dict[str, Any]:
     config["zero_optimization"] = zero_optimization(plan, hf_auto=hf_auto)
     if plan.sequence > 1:
         config["sequence_parallel_size"] = plan.sequence
+    if autotp_size(plan):
+        config["tensor_parallel"] = {"autotp_size": autotp_size(plan)}
     if plan.activation_checkpointing != "none":
         config["activation_checkpointing"] = {
             "partition_activations": plan.tensor > 1,
@@ -78,4 +90,11 @@ def findings(plan: Plan) -> list[Finding]:
     if plan.strategy == "megatron":
         detail = f"tensor {plan.tensor}, pipeline {plan.pipeline}"
         found.append(finding("DR218", "deepspeed", detail))
+    refusal = autotp_refusal(plan)
+    if refusal:
+        found.append(finding("DR208", "deepspeed", refusal))
+    elif autotp_size(plan):
+        found.append(finding("DR219", "deepspeed", (
+            f"train_batch_size {batch_ranks(plan) * plan.micro * plan.accumulation} = "
+            f"global {plan.global_batch} × tensor {plan.tensor}")))
     return found

@@ -93,6 +93,12 @@ CODES: dict[str, Code] = {
         "strategy megatron becomes DeepSpeed ZeRO data parallelism; tensor and pipeline "
         "parallelism need a Megatron mpu passed to deepspeed.initialize",
     ),
+    "DR219": Code(
+        "info",
+        "tensor parallelism becomes DeepSpeed AutoTP (`tensor_parallel.autotp_size`); "
+        "DeepSpeed's train_batch_size counts every rank of a tensor-parallel group, which "
+        "share one batch, so it is the global batch × tensor",
+    ),
     "DR220": Code("error", "the recipe breaks verl's batch rules; verl would refuse it"),
 }
 """Every mapping finding code with its severity; `explain DR2xx` can read `summary`."""
@@ -245,7 +251,7 @@ TABLE: tuple[Row, ...] = (
     ),
     Row(
         "tensor parallel",
-        Cell("needs a Megatron mpu"),
+        Cell("AutoTP `tensor_parallel.autotp_size`; not with pipeline or sequence (DR208)", "DR219"),
         Cell("`parallelism_config_tp_size` (FSDP2 with 2+ shards)", "DR208"),
         Cell("Megatron `tensor_model_parallel_size` (megatron only)", "DR208"),
         Cell("none", "DR208"),

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from distrecipe.engines.accelerate import FSDP1_STAGE, MIXED_PRECISION, fsdp1_strategy
-from distrecipe.engines.deepspeed import BATCH_KEYS
+from distrecipe.engines.deepspeed import BATCH_KEYS, batch_ranks
 from distrecipe.engines.hydra import format_value, parse_value
 from distrecipe.recipe import Plan
 from distrecipe.source import KeyPath
@@ -51,7 +51,8 @@ def _fsdp1(plan: Plan, value: Any) -> bool:
 
 
 _BATCH = {"micro": lambda p: p.micro, "accumulation": lambda p: p.accumulation,
-          "global": lambda p: p.global_batch}
+          # In DeepSpeed's count of ranks (AutoTP's tensor ranks each once: `batch_ranks`).
+          "global": lambda p: p.micro * p.accumulation * batch_ranks(p)}
 DECIDED: dict[str, dict[KeyPath, tuple[str, Check]]] = {
     "deepspeed": {
         **{(key,): (f"batch.{ours}", _auto_or(_BATCH[ours])) for ours, key in BATCH_KEYS.items()},

@@ -36,9 +36,13 @@ Render = Callable[[Plan, EmitOptions], Output]
 
 
 def render_deepspeed(plan: Plan, options: EmitOptions) -> Output:
+    from distrecipe.translator.equivalence import refuse_errors  # only a few recipes need it
+
+    found = deepspeed.findings(plan)
+    refuse_errors(found)
     return Output(
         files={CONFIG_FILE: to_json(deepspeed.emit(plan, hf_auto=options.hf_auto))},
-        findings=tuple(deepspeed.findings(plan)),
+        findings=tuple(found),
     )
 
 

@@ -3,8 +3,9 @@
 DeepSpeed states the batch (all of it, or two numbers and DeepSpeed derives the
 third: the recipe says `auto` there and resolves it exactly, where DeepSpeed floors),
 precision, optimizer, clipping, ZeRO stage, offload, the ZeRO++ partition (the
-recipe's `shard_group`) and the sequence-parallel size. The bucket sizes are HF's
-function of the hidden size, so `reduce_bucket_size = h²` gives back `hidden_size`.
+recipe's `shard_group`), the sequence-parallel size and AutoTP's tensor degree (whose
+ranks `train_batch_size` counts once each: the recipe's global batch is it ÷ tensor).
+The bucket sizes are HF's function of the hidden size, so `reduce_bucket_size = h²` gives back `hidden_size`.
 """
 
 from __future__ import annotations
@@ -42,9 +43,12 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
         parallel["sequence"] = sequence
     if stage == 3 and isinstance(partition, int) and partition > 1:
         parallel["shard_group"] = partition
+    tensor = section(data, "tensor_parallel").get("autotp_size")
+    if isinstance(tensor, int) and not isinstance(tensor, bool) and tensor > 1:
+        parallel["tensor"] = tensor
     if parallel:
         recipe["parallel"] = parallel
-    recipe["batch"] = batch(data)
+    recipe["batch"] = batch(data, parallel.get("tensor", 1))
     recipe["precision"] = precision(data)
     precision_autos = [k for k in ("bf16", "bfloat16", "fp16") if section(data, k).get("enabled") == "auto"]
     if context.via is None and precision_autos:
@@ -64,10 +68,19 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     return Imported(recipe, notes)
 
 
-def batch(data: dict[str, Any]) -> dict[str, Any]:
-    """The three batch numbers; one DeepSpeed would derive becomes `auto`."""
-    return {ours: data[theirs] if isinstance(data.get(theirs), int) else "auto"
-            for ours, theirs in engine.BATCH_KEYS.items()}
+def batch(data: dict[str, Any], tensor: int = 1) -> dict[str, Any]:
+    """The three batch numbers; one DeepSpeed would derive becomes `auto`.
+
+    Under AutoTP `train_batch_size` counts each of a tensor group's `tensor` ranks
+    (`engine.batch_ranks`); a count they do not divide stays as written, so the
+    recipe's batch check reports it.
+    """
+    numbers = {ours: data[theirs] if isinstance(data.get(theirs), int) else "auto"
+               for ours, theirs in engine.BATCH_KEYS.items()}
+    total = numbers["global"]
+    if isinstance(total, int) and total % tensor == 0:
+        numbers["global"] = total // tensor
+    return numbers
 
 
 def precision(data: dict[str, Any]) -> str:

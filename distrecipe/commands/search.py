@@ -1,0 +1,64 @@
+"""`distrecipe plan --search`: rank every recipe that fits, and write the winner.
+
+Kept apart from `commands/plan.py` because it also writes a recipe: the winner is the
+input file with the searched keys set (`--set` semantics), and it is loaded back and
+resolved before it is written, so what lands on disk is exactly the plan shown first.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+import yaml
+
+from distrecipe.api import load_plan, plan_of_document
+from distrecipe.errors import DistrecipeError
+from distrecipe.output import write_files
+from distrecipe.plan.report import estimate
+from distrecipe.plan.search import Candidate, check_searchable, search, why
+from distrecipe.recipe import plan_values
+from distrecipe.source import read_document
+from distrecipe.translator.load import apply_overrides, load_recipe
+
+TOP = 5
+
+
+def search_recipe(*, recipe: str, overrides: Sequence[str] = (), write: str | None = None) -> int:
+    """Print the fastest fitting recipes; with `write`, write the fastest as a recipe file."""
+    declared = load_recipe(recipe, overrides)
+    plan = load_plan(recipe, overrides)
+    check_searchable(declared, estimate(plan))
+    assert plan.gpu_memory is not None
+    result = search(declared, plan.gpus_per_node)
+    budget = plan.gpu_memory
+    click.echo(f"{len(result.ranked)} of {result.tried} valid recipes fit {budget / 1e9:.0f} GB; "
+               "fastest first:")
+    for rank, candidate in enumerate(result.ranked[:TOP], 1):
+        click.echo(f"  {rank}. {why(candidate, budget)}")
+    if not result.ranked:
+        click.echo("  none: see distrecipe plan for what each strategy needs")
+        return 1
+    if write:
+        text = winner_text(recipe, overrides, result.ranked[0])
+        write_files(Path(write).parent, {Path(write).name: text})
+        click.echo(f"wrote {write}", err=True)
+    return 0
+
+
+def winner_text(path: str, overrides: Sequence[str], winner: Candidate) -> str:
+    """The recipe file for `winner`, proven to resolve to the plan the search ranked."""
+    sets = [*overrides, *(f"{key}={json.dumps(value)}" for key, value in winner.overrides().items())]
+    doc = apply_overrides(read_document(path), sets)
+    text = ("# Written by distrecipe plan --search from " + path + ".\n"
+            + yaml.safe_dump(doc.data, sort_keys=False, default_flow_style=None, width=100))
+    again = plan_of_document(doc, Path(path).parent)
+    want, got = plan_values(winner.estimate.plan), plan_values(again)
+    if want != got:
+        differ = sorted(k for k in want if want[k] != got.get(k))
+        raise DistrecipeError(f"{path}: the searched recipe does not resolve to its plan ({differ}); "
+                              "this is a bug in distrecipe")
+    return text
+

@@ -1,0 +1,151 @@
+"""Seconds per optimizer step, tokens per second per GPU and MFU, from FLOPs and bytes.
+
+* **Model FLOPs** per token, as torchtitan, llm-foundry and the PaLM paper count them
+  for MFU: 6 × (Ψ − embedding) for the matrix multiplies forward and backward, plus
+  12 · layers · hidden · seq_len for attention's scores and values.
+* **Hardware FLOPs** add what checkpointing recomputes: full, one more forward
+  (2Ψ' + 4·L·h·s); torchtitan's op-level selective policy, every second matmul's
+  forward (Ψ'); every k-th block wrapped, a k-th of a forward.
+* **Compute** is the hardware FLOPs one GPU runs per step over the GPU's dense bf16
+  peak times an achieved efficiency (`hardware.Hardware.efficiency`), calibrated on the published runs
+  (`tests/test_plan_steptime.py` reports the error on each one).
+* **Communication** is the engine view's bytes (`traffic.engine`, the same numbers
+  `plan` prints) over the bandwidth they cross: NVLink inside a node, the network
+  once the data-parallel group spans nodes; plus tensor parallelism's activation
+  all-reduces, inside the node. The engine hides part of it behind compute
+  (`overlap`); the rest adds to the step.
+* **Offload** adds, unhidden, the PCIe copies (16-bit gradients down and parameters up
+  once per step; at stage 3 with parameters offloaded, every micro-step's gathers come
+  up too) and the CPU optimizer step (`CPU_ADAM_PARAMS_PER_S` per rank). Read from the
+  engines' sources, not measured: an estimate of its order only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from distrecipe.plan import traffic
+from distrecipe.plan.engine import DeepSpeedZero, uses_deepspeed
+from distrecipe.plan.hardware import Hardware, hardware
+from distrecipe.recipe import Plan
+
+PCIE = 25e9
+"""Bytes per second one GPU copies to or from host memory (PCIe 4 ×16, achieved)."""
+CPU_ADAM_PARAMS_PER_S = 1e9
+"""Parameters per second one rank's CPU Adam updates (DeepSpeed's vectorised CPUAdam:
+about a second per billion parameters on a server core group)."""
+
+
+def offload_seconds(plan: Plan) -> float:
+    """Seconds an offloaded step spends on PCIe and in the CPU optimizer (not hidden)."""
+    if not plan.offload.enabled or plan.model.params is None:
+        return 0.0
+    shard = plan.model.params / (plan.tensor * plan.pipeline) / plan.shard_group
+    lp = plan.precision_bytes
+    seconds = 0.0
+    if plan.offload.optimizer != "none" or plan.strategy == "fsdp":
+        seconds += 2 * lp * shard / PCIE + shard / CPU_ADAM_PARAMS_PER_S
+    if plan.offload.params != "none":
+        seconds += 2 * plan.accumulation * lp * shard / PCIE
+    return seconds
+
+
+def overlap(plan: Plan, zero: DeepSpeedZero | None) -> float:
+    """Fraction of the step's compute that data-parallel traffic can hide behind.
+
+    FSDP2 prefetches the next block's all-gather in forward and backward and
+    reduce-scatters during backward; ZeRO-3 with `overlap_comm` does the same.
+    DDP, ZeRO-1/2 (reductions during backward, the parameter all-gather after the
+    step) and Megatron's distributed optimizer hide only behind backward, two thirds
+    of the compute; ZeRO without `overlap_comm` hides nothing.
+    """
+    if plan.strategy == "fsdp":
+        return 1.0
+    if uses_deepspeed(plan) and zero is not None and zero.stage > 0:
+        if not zero.overlap_comm:
+            return 0.0
+        return 1.0 if zero.stage == 3 else 2 / 3
+    return 2 / 3
+
+
+@dataclass(frozen=True, slots=True)
+class StepTime:
+    seconds: float
+    compute: float
+    """Seconds of matrix multiplies (recompute included) at the calibrated efficiency."""
+    communication: float
+    """Seconds the data-parallel and tensor-parallel traffic takes on its links."""
+    exposed: float
+    """Of `communication`, seconds not hidden behind compute."""
+    tokens_per_s_per_gpu: float
+    mfu: float
+    """Model FLOPs (no recompute) per second over the peak."""
+    hardware: Hardware
+
+
+def model_flops_per_token(plan: Plan) -> float:
+    """6Ψ' + 12·L·h·s with Ψ' = Ψ less the input embedding (None-safe: 6Ψ without a shape)."""
+    m = plan.model
+    psi = float(m.params or 0)
+    if m.vocab and m.hidden_size:
+        psi -= m.vocab * m.hidden_size
+    attention = 12 * m.layers * m.hidden_size * (plan.seq_len or 0) if m.layers and m.hidden_size else 0
+    return 6 * psi + attention
+
+
+def recompute_flops_per_token(plan: Plan) -> float:
+    """FLOPs per token the backward spends recomputing the forward, by checkpointing mode."""
+    forward = model_flops_per_token(plan) / 3
+    if plan.activation_checkpointing == "full":
+        return forward
+    if plan.activation_checkpointing == "selective":
+        if plan.checkpoint_every:
+            return forward / plan.checkpoint_every
+        m = plan.model
+        psi = float(m.params or 0) - (m.vocab or 0) * (m.hidden_size or 0)
+        return psi  # half of the matmuls' forward, 2Ψ' / 2
+    return 0.0
+
+
+def tensor_parallel_bytes(plan: Plan) -> float:
+    """Activation all-reduces one rank sends per step under tensor parallelism.
+
+    Megatron-style TP all-reduces a block's output twice in forward and twice in
+    backward (attention and MLP), each s·b·h 16-bit elements; a recomputed forward
+    repeats the forward's two.
+    """
+    m = plan.model
+    if plan.tensor == 1 or not (m.layers and m.hidden_size and plan.seq_len):
+        return 0.0
+    per_layer = 4 + (2 if plan.activation_checkpointing == "full" else 0)
+    elements = plan.seq_len * plan.micro * m.hidden_size / plan.sequence
+    return (plan.accumulation * m.layers / plan.pipeline * per_layer
+            * 2 * traffic.ring(plan.tensor) * plan.precision_bytes * elements)
+
+
+def step_time(plan: Plan, engine_traffic: traffic.Traffic, zero: DeepSpeedZero | None) -> StepTime | None:
+    """The estimate for `plan`, or None when the GPU's peak is unknown or there is no sequence."""
+    hw = hardware(plan)
+    if hw is None or plan.device == "cpu" or not plan.seq_len or not plan.model.params:
+        return None
+    tokens = plan.global_batch * plan.seq_len / plan.world
+    model = model_flops_per_token(plan)
+    compute = tokens * (model + recompute_flops_per_token(plan)) / (hw.peak_tflops * 1e12 * hw.efficiency)
+    dp_bytes = engine_traffic.total
+    # The data-parallel group spans nodes unless the model-parallel groups fill them.
+    dp_within_node = plan.nodes == 1 or plan.dp * plan.sequence <= 1
+    intra = engine_traffic.intra or 0.0
+    dp_seconds = (dp_bytes / hw.intra if dp_within_node
+                  else intra / hw.intra + (dp_bytes - intra) / hw.inter)
+    tp_seconds = tensor_parallel_bytes(plan) / hw.intra
+    exposed = max(0.0, dp_seconds - overlap(plan, zero) * compute) + tp_seconds
+    seconds = compute + exposed + offload_seconds(plan)
+    return StepTime(
+        seconds=seconds,
+        compute=compute,
+        communication=dp_seconds + tp_seconds,
+        exposed=exposed,
+        tokens_per_s_per_gpu=tokens / seconds,
+        mfu=model * tokens / seconds / (hw.peak_tflops * 1e12),
+        hardware=hw,
+    )

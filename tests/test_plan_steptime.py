@@ -1,0 +1,92 @@
+"""Step time against every published throughput row (`tests/corpus/gpu/published.csv`).
+
+A row is used when distrecipe's model describes the run: bf16 (no float8 or FP8),
+FSDP/DDP/ZeRO without pipeline or context parallelism, the model's shape and the
+micro-batch stated. The efficiencies in `distrecipe/plan/hardware.py` are calibrated
+on torchtitan's and llm-foundry's A100 and H100 rows; every other used row is held
+out (kempnerforge's H200 runs, most with tensor parallelism, and Colossal-AI's GPT-2
+XL). The test prints predicted against measured tokens/s/GPU for every row used,
+calibration and held-out apart, and every row not used with the reason.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from distrecipe.plan.hardware import GPUS
+from distrecipe.plan.report import deepspeed_zero, estimate
+from distrecipe.plan.steptime import StepTime, step_time
+from distrecipe.recipe import Gpu
+from tests.published import Row, plan_for_row, rows
+
+CALIBRATION_SOURCES = ("torchtitan", "mosaic_llmfoundry")
+
+
+def unused_reason(row: Row) -> str | None:
+    d = row.data
+    if row.float8 or "fp8" in d["precision"].lower():
+        return "float8 / FP8"
+    if d["strategy"] not in ("fsdp", "fsdp2", "ddp", "zero"):
+        return f"strategy {d['strategy']}"
+    if (d["cp"] or "1") != "1" or (d["pp"] or "1") != "1":
+        return "context or pipeline parallel"
+    if not (d["ffn"] and d["layers"] and d["micro"]):
+        return "shape or micro-batch not stated"
+    return None
+
+
+def predicted(row: Row) -> StepTime:
+    plan = plan_for_row(row)
+    result = step_time(plan, estimate(plan).traffic_engine, deepspeed_zero(plan))
+    assert result is not None, row.name
+    return result
+
+
+def used() -> list[tuple[Row, float, bool]]:
+    """(row, relative error of tokens/s/GPU, calibration row?) for every usable row."""
+    out = []
+    for row in rows():
+        if row.throughput is None or unused_reason(row):
+            continue
+        error = predicted(row).tokens_per_s_per_gpu / row.throughput - 1
+        calibration = row.data["source_id"].startswith(CALIBRATION_SOURCES)
+        out.append((row, error, calibration))
+    return out
+
+
+def test_every_gpu_name_has_numbers() -> None:
+    assert set(GPUS) == set(Gpu.__args__)  # type: ignore[attr-defined]
+
+
+def test_error_against_every_published_throughput_row() -> None:
+    results = used()
+    print()
+    for title, wanted in (("calibration", True), ("held out", False)):
+        chosen = [(r, e) for r, e, c in results if c is wanted]
+        print(f"{title}: {len(chosen)} rows, median {statistics.median(e for _, e in chosen):+.1%}, "
+              f"median |error| {statistics.median(abs(e) for _, e in chosen):.1%}")
+        for row, error in chosen:
+            print(f"  {error:+7.1%}  measured {row.throughput:8.0f}  {row.name}")
+    skipped = [(r, unused_reason(r)) for r in rows() if r.throughput is not None and unused_reason(r)]
+    print(f"not used: {len(skipped)} rows")
+    for row, reason in skipped:
+        print(f"  {reason}: {row.name}")
+    assert len(results) + len(skipped) == sum(r.throughput is not None for r in rows())
+    # The calibration holds: its median error is about zero for each calibrated GPU.
+    for family in ("a100", "h100"):
+        errors = [e for r, e, c in results if c and (r.gpu_model or "").startswith(family)]
+        assert abs(statistics.median(errors)) < 0.05, family
+    # Half the calibration rows within 20 %; no row off by more than a factor of four.
+    assert statistics.median(abs(e) for _, e, c in results if c) < 0.20
+    assert all(-0.75 < e < 3.0 for _, e, _ in results)
+
+
+@pytest.mark.parametrize("gpu", ["h100", "a100-80gb"])
+def test_mfu_is_model_flops_over_peak(gpu: str) -> None:
+    """MFU never exceeds the calibrated efficiency (recompute and exposed traffic only lower it)."""
+    row = next(r for r in rows() if r.throughput and not unused_reason(r) and r.gpu_model == gpu)
+    result = predicted(row)
+    assert 0 < result.mfu <= GPUS[gpu].efficiency + 1e-9  # type: ignore[index]
+    assert result.seconds >= result.compute

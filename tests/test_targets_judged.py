@@ -1,0 +1,99 @@
+"""Compile never emits what an engine or distrecipe's own lint rejects.
+
+For generated recipes and every target, the files `compile --target T -o DIR` would
+write are put in one directory and judged twice, in the context they are used in:
+distrecipe's `lint` at the world the job is launched at (`launch_world`: every rank, or
+the data-parallel ranks a Megatron mpu reports), and the engine's own judge:
+DeepSpeed's `DeepSpeedConfig` for a ds_config (every target that writes one),
+Accelerate's loader, launcher and plugins for `accelerate_config.yaml`, the Trainer's
+`TrainingArguments` and `HfTrainerDeepSpeedConfig` for `training_args.json`, and verl's
+Hydra composition and `validate_config` for the overrides. A target that refuses the
+recipe (an error finding, nothing written) is counted apart; nothing it writes may be
+refused. The module's last test prints the tally.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+
+from distrecipe.engines.deepspeed import CONFIG_FILE, autotp_size, batch_ranks
+from distrecipe.errors import RecipeError
+from distrecipe.lint.config import LintConfig
+from distrecipe.lint.engine import lint
+from distrecipe.recipe import Plan
+from distrecipe.translator.targets import TARGETS, EmitOptions, Output
+from tests import deepspeed_judge
+from tests.emit_strategies import engine_documents, launch_world, plan_of
+from tests.test_accelerate_emit import check_accepted
+from tests.test_hf_emit import build
+from tests.test_verl_emit import QUIET, check_numbers, composed
+
+pytestmark = pytest.mark.slow  # imports DeepSpeed, Accelerate, transformers and verl
+
+JUDGED = ("deepspeed", "accelerate", "hf", "verl")
+TALLY: Counter[str] = Counter()
+
+
+def lint_errors(plan: Plan, output: Output) -> list[str]:
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, text in output.files.items():
+            (Path(tmp) / name).write_text(text, encoding="utf-8")
+        report = lint([tmp], config=LintConfig(), world=launch_world(plan))
+    assert not report.unusable, report.unusable
+    return [str(f) for f in report.findings if f.severity == "error"]
+
+
+def judge_ds_config(plan: Plan, text: str) -> None:
+    import json
+
+    config = json.loads(text)
+    parsed = deepspeed_judge.parse(config, launch_world(plan))
+    assert parsed.train_micro_batch_size_per_gpu == plan.micro
+    assert parsed.gradient_accumulation_steps == plan.accumulation
+    assert parsed.train_batch_size in ("auto", plan.micro * plan.accumulation * batch_ranks(plan))
+    assert parsed.tensor_parallel_config.autotp_size == autotp_size(plan)
+    assert parsed.zero_optimization_stage == plan.stage
+
+
+@QUIET
+@settings(max_examples=200, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(doc=engine_documents(rl=True))
+def test_every_target_emits_what_lint_and_the_engine_accept(judge: Any, doc: dict[str, Any]) -> None:
+    plan = plan_of(doc)
+    TALLY["recipes"] += 1
+    for target in JUDGED:
+        try:
+            output = TARGETS[target](plan, EmitOptions())
+        except RecipeError:
+            TALLY[f"{target} refused by distrecipe"] += 1
+            event(f"{target}: refused by distrecipe")
+            continue
+        assert lint_errors(plan, output) == [], target
+        if CONFIG_FILE in output.files:
+            judge_ds_config(plan, output.files[CONFIG_FILE])
+        if target == "accelerate":
+            check_accepted(plan)
+        elif target == "hf":
+            build(plan, hf_auto=False)
+        elif target == "verl":
+            cfg = composed(judge, plan)
+            judge.validate(cfg)
+            check_numbers(judge, plan, cfg)
+        TALLY[f"{target} emitted and accepted"] += 1
+        TALLY["pairs accepted"] += 1
+        event(f"{target}: accepted")
+
+
+def test_tally() -> None:
+    """Runs after the property test (file order): the count the closing note reports."""
+    if not TALLY["recipes"]:
+        pytest.skip("the property test did not run")
+    print("\nrecipes × targets judged:", dict(sorted(TALLY.items())))
+    assert TALLY["pairs accepted"] > 0

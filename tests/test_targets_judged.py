@@ -24,11 +24,11 @@ from hypothesis import HealthCheck, event, given, settings
 
 from distrecipe.engines.deepspeed import CONFIG_FILE, autotp_size, batch_ranks
 from distrecipe.errors import RecipeError
+from distrecipe.judges import deepspeed as deepspeed_judge
 from distrecipe.lint.config import LintConfig
 from distrecipe.lint.engine import lint
 from distrecipe.recipe import Plan
 from distrecipe.translator.targets import TARGETS, EmitOptions, Output
-from tests import deepspeed_judge
 from tests.emit_strategies import engine_documents, launch_world, plan_of
 from tests.test_accelerate_emit import check_accepted
 from tests.test_hf_emit import build

@@ -246,6 +246,16 @@ class Recipe:
         return Position(self.source, 1, 1)
 
 
+def batch_from_script(batch: object) -> bool:
+    """A recipe's `batch` mapping writes `micro: auto` and `global: auto` on purpose: the
+    training script decides the batch (an HF Trainer template's `"auto"`, an Accelerate
+    config, which has no batch keys), as `import` writes such a file. Nothing fixes the
+    batch, so resolve refuses it until `--set` gives a number; lint has nothing to check
+    yet, as with `gpus_per_node: auto` and no world. Read from the document, since a
+    `Batch` cannot tell a written `auto` from an omitted one."""
+    return isinstance(batch, dict) and batch.get("micro") == AUTO and batch.get("global") == AUTO
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Buckets:
     """DeepSpeed's size knobs, resolved from the hidden size the way HF's Trainer does.

@@ -20,6 +20,11 @@ DistributedType = Literal["NO", "MULTI_GPU", "FSDP", "DEEPSPEED"]
 MIXED_PRECISION = {"bf16": "bf16", "fp16": "fp16", "fp32": "no"}
 """A recipe precision → Accelerate's `mixed_precision`."""
 
+BATCH_FILL = ("the training script decides them: the DataLoader's batch_size is the micro-batch per GPU, "
+              "ACCELERATE_GRADIENT_ACCUMULATION_STEPS (or Accelerator(gradient_accumulation_steps=N)) the "
+              "accumulation")
+"""Where a job launched with an Accelerate config (which has no batch keys) takes its batch."""
+
 FSDP1_ONLY = ("fsdp_sharding_strategy", "fsdp_backward_prefetch", "fsdp_forward_prefetch")
 """FSDP1 keys whose request FSDP2 silently drops (`use_orig_params` and `sync_module_states`
 are dropped too, but FSDP2 behaves as if they were on, so nothing is lost)."""

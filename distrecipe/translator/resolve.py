@@ -235,8 +235,10 @@ def _batch(recipe: Recipe, dp: int, prov: dict[str, str]) -> tuple[int, int, int
     glob = None if b.global_ == AUTO else b.global_
     if glob is None and micro is None:
         raise RecipeError(
-            "batch needs batch.global or batch.micro (with both auto, nothing fixes the batch)",
-            recipe.at("batch"),
+            "batch.micro and batch.global are both auto, so nothing fixes the batch: set batch.micro "
+            "(per GPU; the HF Trainer's --per_device_train_batch_size, the DataLoader's batch_size) and "
+            "batch.accumulation, or batch.global, e.g. --set batch.micro=4 --set batch.accumulation=2",
+            recipe.at("batch.micro", "batch.global", "batch"),
         )
     if glob is not None and dp > glob:
         raise RecipeError(

@@ -57,9 +57,6 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     else:
         recipe.update(strategy="ddp", stage=0)
     recipe["batch"] = _batch(context)
-    if recipe["batch"]["micro"] == "auto":
-        notes.append("an Accelerate config holds no batch numbers: give them with "
-                     "--set batch.micro=N --set batch.accumulation=N")
     recipe["precision"] = _precision(data, notes)
     recipe["launch"] = launch
     return Imported(recipe, notes)
@@ -124,7 +121,7 @@ def _batch(context: Context) -> dict[str, Any]:
             return {"micro": int(match.group(1)), "accumulation": int(match.group(2))}
         if line.strip() and not line.startswith("#"):
             break
-    return {"micro": "auto", "accumulation": "auto"}
+    return {"micro": "auto", "accumulation": "auto", "global": "auto"}  # the script decides
 
 
 def _deepspeed(data: dict[str, Any], context: Context, world: World) -> Imported:

@@ -124,6 +124,11 @@ class Batch:
     """Samples per optimizer step over all data-parallel ranks (`batch.global`). Default `auto`."""
     seq_len: int | None = None
     """Tokens per sample, for activation memory. Default: unknown."""
+    micro_tokens: int | None = None
+    """Micro-batches packed by tokens, at most this many per GPU (verl's `use_dynamic_bsz`
+    with `ppo_max_token_len_per_gpu`): a micro-batch's sample count then varies, so
+    `micro` and `accumulation` stay `auto` and `global` fixes the step. Default: none
+    (micro-batches count samples). Only verl can express it."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -305,6 +310,9 @@ class Plan:
     buckets: Buckets
     checkpoint_every: int | None = None
     """With `selective` checkpointing: every k-th block wrapped whole; None is op level."""
+    micro_tokens: int | None = None
+    """Token-packed micro-batches (see `Batch.micro_tokens`); `micro` is then global / DP,
+    one micro-batch's worth of samples as an upper bound, and accumulation 1."""
     native: Native = field(default_factory=Native)
     """Engine settings carried verbatim into each engine's output (see `Native`)."""
     provenance: dict[str, str] = field(default_factory=dict)
@@ -389,6 +397,8 @@ def plan_values(plan: Plan) -> dict[str, object]:
     }
     if plan.checkpoint_every is not None:
         values["activation_checkpointing.every"] = plan.checkpoint_every
+    if plan.micro_tokens is not None:
+        values["batch.micro_tokens"] = plan.micro_tokens
     if plan.rl is not None:
         values["rl.rollout_n"] = plan.rl.rollout_n
         values["rl.prompts_per_step"] = plan.rl.prompts_per_step

@@ -96,3 +96,23 @@ def test_what_raw_deepspeed_would_do_is_imported_and_said(cli: Callable[..., Res
     trainer = cli("import", CORPUS / "DR360" / "micro-mismatch" / "training_args.json", "--world", "8")
     assert trainer.code == 0 and '"auto"' not in trainer.err  # the Trainer fills them: nothing to say
     assert yaml.safe_load(trainer.out)["batch"] == {"micro": 4, "accumulation": 8, "global": "auto"}
+
+
+REAL_VERL = Path(__file__).parent / "corpus" / "real" / "verl"
+
+
+def test_verl_dynamic_batch_imports_as_token_packed_micro_batches(cli: Callable[..., Result]) -> None:
+    result = cli("import", REAL_VERL / "volcengine__verl__examples__grpo_trainer__run_qwen2-7b_seq_balance.sh")
+    assert result.code == 0, result.err
+    recipe = yaml.safe_load(result.out)
+    assert recipe["batch"] == {"micro": "auto", "accumulation": "auto", "global": 256 * 5, "micro_tokens": 24000}
+    assert not any("use_dynamic_bsz" in line or "max_token_len" in line for line in recipe["native"]["verl"])
+
+
+def test_verl_phase_offload_stays_native_and_is_named(cli: Callable[..., Result]) -> None:
+    result = cli("import", REAL_VERL / "SkyworkAI__Skywork-OR1__or1_script__train__run_ds_7b.sh", "--world", "8")
+    assert result.code == 0, result.err
+    recipe = yaml.safe_load(result.out)
+    assert "offload" not in recipe
+    assert "actor_rollout_ref.actor.fsdp_config.param_offload=true" in recipe["native"]["verl"]
+    assert "between rollout and training" in result.err

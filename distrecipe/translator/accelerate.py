@@ -18,7 +18,7 @@ from distrecipe.engines.accelerate import CONFIG_FILE, MIXED_PRECISION, Distribu
 from distrecipe.engines.deepspeed import CONFIG_FILE as DS_CONFIG_FILE
 from distrecipe.findings import Finding
 from distrecipe.recipe import Plan
-from distrecipe.translator.equivalence import finding, offload_findings, refuse_errors
+from distrecipe.translator.equivalence import finding, offload_findings, refuse_errors, token_batch_findings
 from distrecipe.translator.native import merge
 from distrecipe.translator.targets import EmitOptions, Output, render_deepspeed
 
@@ -52,7 +52,7 @@ def launch_env(plan: Plan) -> dict[str, str]:
 def findings(plan: Plan) -> list[Finding]:
     """Every way the Accelerate config differs from the recipe; errors mean no config."""
     kind = distributed_type(plan)
-    found: list[Finding] = []
+    found = token_batch_findings(plan, TARGET)
     if plan.strategy == "megatron":
         found.append(finding("DR208", TARGET, "strategy megatron; use --target verl"))
     if plan.pipeline > 1:

@@ -21,7 +21,7 @@ from distrecipe.findings import Finding
 from distrecipe.output import to_json
 from distrecipe.recipe import Plan
 from distrecipe.translator import accelerate
-from distrecipe.translator.equivalence import finding, offload_findings, refuse_errors
+from distrecipe.translator.equivalence import finding, offload_findings, refuse_errors, token_batch_findings
 from distrecipe.translator.native import merge
 from distrecipe.translator.targets import EmitOptions, Output, render_deepspeed
 
@@ -35,7 +35,7 @@ def uses_fsdp(plan: Plan) -> bool:
 
 def findings(plan: Plan) -> list[Finding]:
     """Where TrainingArguments cannot say what the recipe says."""
-    found: list[Finding] = []
+    found = token_batch_findings(plan, TARGET)
     if plan.strategy == "megatron" or plan.pipeline > 1:
         found.append(finding("DR208", TARGET, "the Trainer has no Megatron or pipeline engine"))
     if plan.strategy == "ddp" and (plan.tensor > 1 or plan.sequence > 1):

@@ -83,8 +83,12 @@ DECIDED: dict[str, dict[KeyPath, tuple[str, Check]]] = {
         ("fp16",): ("precision", lambda p, v: same(v, p.precision == "fp16")),
     },
     "verl": {
-        ("actor_rollout_ref", "actor", "ppo_micro_batch_size_per_gpu"): (
-            "batch.micro", lambda p, v: same(v, p.micro)),
+        ("actor_rollout_ref", "actor", "ppo_micro_batch_size_per_gpu"): (  # unread under use_dynamic_bsz
+            "batch.micro", lambda p, v: p.micro_tokens is not None or same(v, p.micro)),
+        ("actor_rollout_ref", "actor", "use_dynamic_bsz"): (
+            "batch.micro_tokens", lambda p, v: same(v, p.micro_tokens is not None)),
+        ("actor_rollout_ref", "actor", "ppo_max_token_len_per_gpu"): (  # unread without it
+            "batch.micro_tokens", lambda p, v: p.micro_tokens is None or same(v, p.micro_tokens)),
         ("actor_rollout_ref", "rollout", "n"): (
             "rl.rollout_n", lambda p, v: p.rl is not None and same(v, p.rl.rollout_n)),
         ("data", "train_batch_size"): (

@@ -1,24 +1,31 @@
 """Two configs → what changed in meaning, and what it costs per GPU.
 
-Either side may be a recipe or any native config lint reads (mixed kinds allowed:
-a ds_config against the recipe it came from). Both are resolved to Plans and
-compared field by field in the recipe's vocabulary, so a reordered or reformatted
-file shows no change and `train_batch_size 256 → 512` reads as `batch.global`.
-When the model size is known, the change's impact comes from `distrecipe plan`: the
-seed's per-GPU model state and traffic per step (formula view) and the engine view's
-peak against the GPU's memory.
+Two native configs of one kind (two ds_configs, two Accelerate YAMLs, two verl
+scripts, two TrainingArguments files) are compared as the files say, key by key: a
+key only one side states is compared with the engine's own default for it, labelled
+as such (`engines/defaults`), or called "not stated" where the engine has none;
+`"auto"` stays `"auto"`. Two spellings the engine reads as one (`stage3_` aliases,
+Accelerate's optional prefixes, `true` and `"true"`) are one key. Any other pair (a
+recipe, or two kinds) is resolved to Plans and compared field by field in the
+recipe's vocabulary, so `train_batch_size 256 → 512` in a ds_config against a recipe
+reads as `batch.global`. When the model size is known and both sides resolve, the
+change's impact comes from `distrecipe plan`: the seed's per-GPU model state and
+traffic per step (formula view) and the engine view's peak against the GPU's memory.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from distrecipe.api import plan_of_document
+from distrecipe.engines import KINDS, Kind
+from distrecipe.engines.defaults import Lookup, canonical, lookup, modelled
+from distrecipe.engines.tables import is_comment_key
 from distrecipe.errors import DistrecipeError, Position
-from distrecipe.keys import get
+from distrecipe.keys import get, joined
 from distrecipe.recipe import Plan, plan_values
 from distrecipe.source import Document
 from distrecipe.translator.importers import World
@@ -27,12 +34,19 @@ from distrecipe.translator.importers.registry import import_document, read_nativ
 IGNORED = frozenset({"name"})
 """Keys whose change means nothing to the job."""
 
+NOT_STATED = "not stated"
+"""A side's source when its file does not state the key and the engine has no default."""
+
 
 @dataclass(frozen=True, slots=True)
 class Change:
     key: str
     old: Any
     new: Any
+    old_source: str = ""
+    """Empty when the old file states (or the recipe resolves) `old`; else whose default
+    it is (`DeepSpeed 0.19.8 default`), or `not stated` (then `old` is None)."""
+    new_source: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,18 +62,23 @@ class Impact:
 
 @dataclass(frozen=True, slots=True)
 class Diff:
-    old: Plan
-    new: Plan
     changes: list[Change]
     impact: Impact | None
-    borrowed: list[str]
-    """Notes on what a native side did not state and took from the other side."""
+    unpriced: str | None
+    """Why a change has no impact figures (no model size, or a side does not resolve)."""
+    notes: list[str]
+    """What a side did not state and took from the other, and what was not compared."""
 
 
 UNSTATED = (("model", "params"), ("model", "hidden_size"), ("model", "layers"), ("model", "heads"),
             ("model", "kv_heads"), ("model", "intermediate_size"), ("model", "vocab"),
             ("batch", "seq_len"), ("cluster", "gpu_memory"))
 """What no native config states; a native side takes it from the other side."""
+
+NATIVE: dict[str, Kind] = {kind: kind for kind in KINDS if kind != "recipe"}
+"""The kinds compared key by key when both sides are one of them."""
+
+NO_MODEL = "the model size is not given (`--set model.params=8e9`)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,9 +88,8 @@ class Side:
     native: bool
 
 
-def read_side(path: str, *, world: int | None, nodes: int = 1) -> Side:
+def read_side(path: str, kind: str, doc: Document, *, world: int | None, nodes: int = 1) -> Side:
     """A recipe as written, or a native config imported into a recipe document."""
-    kind, doc = read_native(path)
     if kind == "recipe":
         return Side(path, doc, native=False)
     imported = import_document(kind, doc, World.of(world, nodes) if world is not None else None)
@@ -106,19 +124,122 @@ def plan_of(doc: Document, base: str, *, world: int | None, overrides: Sequence[
 
 def diff_paths(old: str, new: str, *, world: int | None, nodes: int = 1,
                overrides: Sequence[str] = ()) -> Diff:
-    """Read, import, complete and resolve both sides, then compare them."""
-    a, b = read_side(old, world=world, nodes=nodes), read_side(new, world=world, nodes=nodes)
-    notes: list[str] = []
-    plans = [plan_of(_borrow(x, y, notes), x.path, world=world, overrides=overrides)
-             for x, y in ((a, b), (b, a))]
+    """Read both sides and compare them: natively when they are one engine's files, else
+    as Plans (import, complete with what only the other side states, resolve)."""
+    (kind_a, doc_a), (kind_b, doc_b) = read_native(old), read_native(new)
+    if kind_a == kind_b and kind_a in NATIVE:
+        changes, notes = native_changes(NATIVE[kind_a], doc_a, doc_b)
+        if not changes or not _sizes_model(overrides):
+            return Diff(changes, None, NO_MODEL if changes else None, notes)
+        try:
+            plans = _plans(((old, kind_a, doc_a), (new, kind_b, doc_b)), world, nodes, overrides, [])
+        except DistrecipeError as exc:
+            return Diff(changes, None, str(exc), notes)
+        impact = _impact(*plans)
+        return Diff(changes, impact, None if impact else NO_MODEL, notes)
+    notes = []
+    plans = _plans(((old, kind_a, doc_a), (new, kind_b, doc_b)), world, nodes, overrides, notes)
     return diff(plans[0], plans[1], notes)
 
 
+def _sizes_model(overrides: Sequence[str]) -> bool:
+    """Whether `--set` gives the model size, without which no native side can be priced."""
+    return any(item.partition("=")[0].replace(" ", "") == "model.params" for item in overrides)
+
+
+def _plans(sides: Sequence[tuple[str, str, Document]], world: int | None, nodes: int,
+           overrides: Sequence[str], notes: list[str]) -> list[Plan]:
+    a, b = (read_side(path, kind, doc, world=world, nodes=nodes) for path, kind, doc in sides)
+    return [plan_of(_borrow(x, y, notes), x.path, world=world, overrides=overrides)
+            for x, y in ((a, b), (b, a))]
+
+
 def diff(old: Plan, new: Plan, borrowed: Sequence[str] = ()) -> Diff:
+    """Two Plans compared in the recipe's vocabulary."""
     before, after = plan_values(old), plan_values(new)
     changes = [Change(key, before.get(key), after.get(key)) for key in dict.fromkeys([*before, *after])
                if key not in IGNORED and before.get(key) != after.get(key)]
-    return Diff(old, new, changes, _impact(old, new) if changes else None, list(borrowed))
+    impact = _impact(old, new) if changes else None
+    return Diff(changes, impact, NO_MODEL if changes and impact is None else None, list(borrowed))
+
+
+def native_changes(kind: Kind, old: Document, new: Document) -> tuple[list[Change], list[str]]:
+    """Every key whose value differs between two files of `kind`, in the order the files
+    write them; a key one side leaves out is the engine's default there, or not stated."""
+    a, b = _leaves(kind, old.data), _leaves(kind, new.data)
+    defaults = lookup(kind, old.data, old.lines), lookup(kind, new.data, new.lines)
+    changes: list[Change] = []
+    comments: set[str] = set()
+    for path in dict.fromkeys([*a, *b]):
+        written, value = a[path] if path in a else b[path]
+        key = joined(written)
+        if kind in ("deepspeed", "accelerate") and any(map(is_comment_key, written)):
+            comments.add(key)
+        elif path in a and path in b:
+            if not _same(value, b[path][1]):
+                changes.append(Change(key, value, b[path][1]))
+        else:
+            change = _against_default(key, path, value, defaults[path in a], old_stated=path in a)
+            changes += [] if change is None else [change]
+    notes = [f"comment keys not compared: {', '.join(sorted(comments))}"] if comments else []
+    return changes, notes
+
+
+def _against_default(key: str, path: tuple[str, ...], value: Any, unstated: Lookup, *,
+                     old_stated: bool) -> Change | None:
+    """A key one side states against what the other side's engine uses without it."""
+    default = unstated(path)
+    if default is None:
+        if value is None:
+            return None  # a stated null is the engine's "unset"
+        other, source = None, NOT_STATED
+    elif _same(value, default.value):
+        return None
+    else:
+        other, source = default.value, default.source
+    if old_stated:
+        return Change(key, value, other, new_source=source)
+    return Change(key, other, value, old_source=source)
+
+
+def _leaves(kind: Kind, data: Any) -> dict[tuple[str, ...], tuple[tuple[str, ...], Any]]:
+    """Canonical path → (path as written, value) of every value that is not a mapping
+    with keys; an empty mapping is a value unless the engine fills it with a section's
+    defaults (`"params": {}` is not an absent `params`, `"fp16": {}` is no `fp16`)."""
+    return {canon: (written, value) for canon, written, value in _walk(kind, data, (), ())}
+
+
+def _walk(kind: Kind, node: Any, canon: tuple[str, ...], written: tuple[str, ...]) -> Iterator[
+        tuple[tuple[str, ...], tuple[str, ...], Any]]:
+    if not isinstance(node, dict) or not node:
+        if written and not (node == {} and modelled(kind, canon)):
+            yield canon, written, node
+        return
+    for key, value in node.items():
+        yield from _walk(kind, value, canonical(kind, (*canon, str(key))), (*written, str(key)))
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as the engine reads them: numbers by value (`5e8` is `500000000`), a boolean
+    and its lower-case text alike (Accelerate's defaults are `"true"`; pydantic and
+    OmegaConf read either), but a boolean never equal to a number."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return _truth(a) is not None and _truth(a) == _truth(b)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(map(_same, a, b))
+    return (type(a) is type(b) or (_numeric(a) and _numeric(b))) and a == b
+
+
+def _truth(value: Any) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    return {"true": True, "false": False}.get(value.lower()) if isinstance(value, str) else None
+
+
+def _numeric(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _impact(old: Plan, new: Plan) -> Impact | None:

@@ -11,12 +11,14 @@ from hypothesis import given, settings
 
 from distrecipe.commands.diff import FORMATS
 from distrecipe.diff import diff
+from distrecipe.engines.tables import label
 from distrecipe.recipe import plan_values
 from distrecipe.translator.load import recipe_from_text
 from distrecipe.translator.resolve import resolve
 from tests.conftest import RECIPES, Result
 from tests.strategies import recipe_documents, to_yaml
 
+REAL = Path(__file__).parent / "corpus" / "real"
 ZERO2, ZERO3 = RECIPES / "seed-8b-32gpu-zero2.yaml", RECIPES / "seed-8b-32gpu-zero3.yaml"
 
 
@@ -29,17 +31,104 @@ def test_stage_change_is_priced_as_in_the_seed(cli: Callable[..., Result]) -> No
     assert "  traffic per GPU per step 31 GB → 46.5 GB (+15.5 GB)" in lines
 
 
-def test_native_configs_diff_in_recipe_terms(cli: Callable[..., Result], tmp_path: Path) -> None:
+def test_native_configs_diff_key_by_key_and_are_priced_with_a_model(cli: Callable[..., Result],
+                                                                     tmp_path: Path) -> None:
     for name, recipe, sets in (("old", ZERO2, []), ("new", ZERO2, ["--set", "batch.global=512", "--set", "stage=3"])):
         assert cli("compile", recipe, *sets, "-o", tmp_path / name).code == 0
     old, new = tmp_path / "old" / "ds_config.json", tmp_path / "new" / "ds_config.json"
     result = cli("diff", old, new, "--world", "32", "--nodes", "4", "--format", "markdown",
                  "--set", "model.params=8e9")
     assert result.code == 0, result.err
-    assert "| `stage` | 2 | 3 |" in result.out
-    assert "| `batch.global` | 256 | 512 |" in result.out
-    assert "| `batch.accumulation` | 4 | 8 |" in result.out
+    default = f"({label('deepspeed')} default)"
+    assert result.out.splitlines()[4:10] == [
+        "| `train_batch_size` | 256 | 512 |",
+        "| `gradient_accumulation_steps` | 4 | 8 |",
+        "| `zero_optimization.stage` | 2 | 3 |",
+        f"| `zero_optimization.stage3_prefetch_bucket_size` | 50000000 {default} | 15099494 |",
+        f"| `zero_optimization.stage3_param_persistence_threshold` | 100000 {default} | 40960 |",
+        f"| `zero_optimization.stage3_gather_16bit_weights_on_model_save` | false {default} | true |",
+    ]
     assert "- per-GPU model state 19.5 GB → 4 GB (−15.5 GB)" in result.out
+    unpriced = cli("diff", old, new)
+    assert unpriced.out.endswith("\nimpact not priced: the model size is not given (`--set model.params=8e9`)\n")
+
+
+def test_an_unstated_key_is_the_engines_default_or_not_stated(cli: Callable[..., Result]) -> None:
+    """The HF Trainer's two templates: "auto" stays "auto", an lr only one side states is
+    not compared with a recipe default, a key at its DeepSpeed default is no change."""
+    result = cli("diff", REAL / "deepspeed" / "huggingface__transformers__tests__deepspeed__ds_config_zero2.json",
+                 REAL / "deepspeed" / "huggingface__transformers__tests__deepspeed__ds_config_zero3.json")
+    lines = result.out.splitlines()
+    default = f"({label('deepspeed')} default)"
+    for line in ("fp16.enabled: auto → true", f"bf16.enabled: auto → false {default}",
+                 "optimizer.params.lr: auto → 3e-05", "zero_optimization.stage: 2 → 3",
+                 "gradient_accumulation_steps: auto → not stated",
+                 f"zero_optimization.offload_param.device: none {default} → cpu",
+                 f"zero_optimization.stage3_param_persistence_threshold: 100000 {default} → 0"):
+        assert line in lines
+    assert not [line for line in lines if "stage3_max_live_parameters" in line or line.startswith("batch.")]
+
+
+def test_a_value_in_neither_file_is_never_invented(cli: Callable[..., Result],
+                                                   write: Callable[[str, str], Path]) -> None:
+    old = write("old.json", '{"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 1e-5}}}')
+    new = write("new.json", '{"train_batch_size": 8, "zero_optimization": {"stage": 2}}')
+    data = json.loads(cli("diff", old, new, "--format", "json").out)
+    assert data["changes"] == [
+        {"key": "optimizer.type", "old": "AdamW", "new": None, "old_source": None, "new_source": "not stated"},
+        {"key": "optimizer.params.lr", "old": 1e-5, "new": None, "old_source": None, "new_source": "not stated"},
+        {"key": "zero_optimization.stage", "old": 0, "new": 2,
+         "old_source": f"{label('deepspeed')} default", "new_source": None},
+    ]
+    assert data["impact"] is None and data["unpriced"].startswith("the model size is not given")
+
+
+def test_spellings_the_engine_reads_as_one_are_no_change(cli: Callable[..., Result],
+                                                         write: Callable[[str, str], Path]) -> None:
+    ds_old = write("a.json", '{"zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 5e8, '
+                             '"offload_param": {"device": "none"}, "overlap_comm": null}, "_comment": "x"}')
+    ds_new = write("b.json", '{"zero_optimization": {"stage": 3, "prefetch_bucket_size": 500000000}, '
+                             '"fp16": {"enabled": false}}')
+    result = cli("diff", ds_old, ds_new)
+    assert result.out == f"{ds_old} and {ds_new} describe the same job\nnote: comment keys not compared: _comment\n"
+    acc_old = write("a.yaml", "distributed_type: FSDP\nfsdp_config:\n  fsdp_offload_params: true\n"
+                              "  fsdp_version: 2\n  fsdp_reshard_after_forward: true\n")
+    acc_new = write("b.yaml", "distributed_type: FSDP\nfsdp_config:\n  offload_params: 'true'\n  version: 2\n")
+    assert cli("diff", acc_old, acc_new).out.endswith("describe the same job\n")
+    flipped = write("c.yaml", "distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 2\n"
+                              "  fsdp_reshard_after_forward: false\n")
+    assert cli("diff", acc_old, flipped).out.splitlines()[:2] == [
+        f"fsdp_config.fsdp_offload_params: true → false ({label('accelerate')} default)",
+        "fsdp_config.fsdp_reshard_after_forward: true → false",
+    ]
+
+
+def test_verl_scripts_diff_against_the_composed_config(cli: Callable[..., Result]) -> None:
+    verl = REAL / "verl"
+    result = cli("diff", verl / "volcengine__verl__examples__grpo_trainer__run_qwen2-7b.sh",
+                 verl / "volcengine__verl__examples__grpo_trainer__run_qwen2-7b_seq_balance.sh")
+    lines = result.out.splitlines()
+    default = f"({label('verl')} default)"
+    assert f"algorithm.adv_estimator: gae {default} → grpo" in lines
+    assert f"actor_rollout_ref.actor.use_dynamic_bsz: false {default} → true" in lines
+    assert "actor_rollout_ref.actor.ppo_micro_batch_size: 128 → not stated" in lines
+    assert not [line for line in lines if line.startswith("actor_rollout_ref.rollout.n:")]
+
+
+def test_lint_corpus_pair(cli: Callable[..., Result]) -> None:
+    dr320 = Path(__file__).parent / "lint_corpus" / "DR320"
+    result = cli("diff", dr320 / "stage2-offload-param" / "ds_config.json",
+                 dr320 / "default-stage-offload-param" / "ds_config.json")
+    default = f"({label('deepspeed')} default)"
+    assert result.out.splitlines()[:7] == [
+        "train_batch_size: 256 → 32",
+        "train_micro_batch_size_per_gpu: 1 → 4",
+        f"bf16.enabled: true → false {default}",
+        f"zero_optimization.stage: 2 → 0 {default}",
+        f"zero_optimization.offload_optimizer.device: cpu → none {default}",
+        "zero_optimization.offload_param.device: cpu → nvme",
+        "zero_optimization.offload_param.nvme_path: not stated → /local_nvme",
+    ]
 
 
 def test_mixed_kinds_borrow_what_the_native_side_cannot_say(cli: Callable[..., Result], tmp_path: Path) -> None:

@@ -98,4 +98,7 @@ def test_example_does_what_it_says(example: Example, tmp_path: Path) -> None:
     if example.fails:
         assert example.code in codes, report.findings
     else:
-        assert not codes, report.findings
+        # The fix a user copies: nothing to act on (an info such as DR315's "the Trainer
+        # fills this" is the point of a template, not a finding against it).
+        assert not {f.code for f in report.findings if f.severity != "info"} | (codes & {example.code}), \
+            report.findings

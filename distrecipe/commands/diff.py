@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
 
 from distrecipe.commands.options import overrides_option
-from distrecipe.diff import Diff, Impact, diff_paths
+from distrecipe.diff import NOT_STATED, Change, Diff, Impact, diff_paths
 from distrecipe.output import to_json
 from distrecipe.plan.units import gb
 
@@ -21,8 +22,19 @@ def diff_configs(*, old: str, new: str, world: int | None = None, nodes: int = 1
     return 0
 
 
-def _value(value: Any) -> str:
-    return "unset" if value is None else str(value)
+def _value(value: Any, source: str = "") -> str:
+    """A value as a reader should take it: stated, the engine's labelled default, or not stated."""
+    if source == NOT_STATED:
+        return source
+    plain = (isinstance(value, int | float) and not isinstance(value, bool)) or (
+        isinstance(value, str) and value.isprintable())
+    shown = "unset" if value is None else str(value) if plain else json.dumps(value, ensure_ascii=False,
+                                                                             default=str)
+    return f"{shown} ({source})" if source else shown
+
+
+def _sides(change: Change) -> tuple[str, str]:
+    return _value(change.old, change.old_source), _value(change.new, change.new_source)
 
 
 def _signed(delta: float) -> str:
@@ -45,12 +57,14 @@ def impact_lines(impact: Impact) -> list[str]:
 
 def text(result: Diff, old: str, new: str) -> str:
     if not result.changes:
-        notes = [f"note: {note}" for note in result.borrowed]
+        notes = [f"note: {note}" for note in result.notes]
         return "\n".join([f"{old} and {new} describe the same job", *notes]) + "\n"
-    lines = [f"{c.key}: {_value(c.old)} → {_value(c.new)}" for c in result.changes]
+    lines = [f"{c.key}: {' → '.join(_sides(c))}" for c in result.changes]
     if result.impact is not None:
         lines += ["", "impact:"] + [f"  {line}" for line in impact_lines(result.impact)]
-    lines += [f"note: {note}" for note in result.borrowed]
+    elif result.unpriced:
+        lines += ["", f"impact not priced: {result.unpriced}"]
+    lines += [f"note: {note}" for note in result.notes]
     return "\n".join(lines) + "\n"
 
 
@@ -59,13 +73,13 @@ def markdown(result: Diff, old: str, new: str) -> str:
     if not result.changes:
         return "\n".join([*lines, "No semantic change: both describe the same job."]) + "\n"
     lines += ["| setting | before | after |", "|---|---|---|"]
-    lines += [f"| `{c.key}` | {_value(c.old)} | {_value(c.new)} |" for c in result.changes]
+    lines += ["| `{}` | {} | {} |".format(c.key, *_sides(c)) for c in result.changes]
     if result.impact is not None:
         lines += ["", "**Impact** (from `distrecipe plan`):", ""]
         lines += [f"- {line}" for line in impact_lines(result.impact)]
-    else:
-        lines += ["", "_Impact unknown: the model size is not given (`--set model.params=8e9`)._"]
-    lines += ["", *[f"_Note: {note}._" for note in result.borrowed]] if result.borrowed else []
+    elif result.unpriced:
+        lines += ["", f"_Impact not priced: {result.unpriced}._"]
+    lines += ["", *[f"_Note: {note}._" for note in result.notes]] if result.notes else []
     return "\n".join(lines) + "\n"
 
 
@@ -74,8 +88,10 @@ def as_json(result: Diff, old: str, new: str) -> str:
     data: dict[str, Any] = {
         "old": old,
         "new": new,
-        "changes": [{"key": c.key, "old": c.old, "new": c.new} for c in result.changes],
-        "notes": result.borrowed,
+        "changes": [{"key": c.key, "old": c.old, "new": c.new, "old_source": c.old_source or None,
+                     "new_source": c.new_source or None} for c in result.changes],
+        "notes": result.notes,
+        "unpriced": result.unpriced,
         "impact": None if impact is None else {
             "label": list(impact.label),
             "memory_bytes": list(impact.memory),

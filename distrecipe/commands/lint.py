@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from distrecipe.engines import KINDS, Kind
-from distrecipe.lint.config import find_pyproject, load_config
+from distrecipe.lint.config import CONSUMERS, Consumer, find_pyproject, load_config
 from distrecipe.lint.engine import lint
 from distrecipe.lint.formats import FORMATS, pick
 from distrecipe.lint.rules import RULES
@@ -22,6 +22,7 @@ def lint_paths(
     output_format: str | None = None,
     project: Path | None = None,
     ignore_unknown: bool = False,
+    consumer: Consumer | None = None,
 ) -> int:
     """Lint `paths`, print the findings, return 0 (clean), 1 (errors) or 2 (unusable input).
 
@@ -29,7 +30,8 @@ def lint_paths(
     """
     formats = frozenset(FORMATS) | {"auto"}
     config = load_config(find_pyproject(project or Path.cwd()), frozenset(RULES), formats)
-    report = lint(paths, config=config, world=world, kind=kind, ignore_unknown=ignore_unknown)
+    report = lint(paths, config=config, world=world, kind=kind, ignore_unknown=ignore_unknown,
+                  consumer=consumer)
     for problem in report.unusable:
         click.echo(f"{problem.where}: error: {problem.message}", err=True)
     click.echo(pick(output_format or config.format or "auto")(report), nl=False)
@@ -48,8 +50,11 @@ def lint_paths(
                    "github inside GitHub Actions, text elsewhere).")
 @click.option("--ignore-unknown", is_flag=True,
               help="Skip named files that are no config distrecipe knows (for pre-commit).")
+@click.option("--ds-config-consumer", "consumer", type=click.Choice(CONSUMERS), default=None,
+              help='Who reads the ds_configs, so which "auto" values get filled (else: '
+                   "[tool.distrecipe] ds_config, or the files and launch scripts that name them).")
 def command(paths: tuple[str, ...], world: int | None, kind: Kind | None, output_format: str | None,
-            ignore_unknown: bool) -> int:
-    """Check recipes, ds_configs, accelerate/verl configs and TrainingArguments JSON."""
+            ignore_unknown: bool, consumer: Consumer | None) -> int:
+    """Check recipes, ds_configs, accelerate/verl configs, TrainingArguments and launch scripts."""
     return lint_paths(paths=paths, world=world, kind=kind, output_format=output_format,
-                      ignore_unknown=ignore_unknown)
+                      ignore_unknown=ignore_unknown, consumer=consumer)

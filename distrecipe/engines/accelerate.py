@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from distrecipe.source import KeyPath
+
 CONFIG_FILE = "accelerate_config.yaml"
 """The file name `compile` writes the Accelerate config under."""
 
@@ -74,3 +76,37 @@ EMITTED_DEFAULTS: dict[tuple[str | int, ...], object] = {
 }
 """Accelerate's default for a key the emitter writes (`accelerate launch`'s argument
 defaults); `import` does not carry an added key whose emitted value is this."""
+
+DEEPSPEED_FILLS: dict[KeyPath, str] = {
+    ("train_micro_batch_size_per_gpu",): "the prepared DataLoader's batch_size",
+    ("train_batch_size",): "micro × gradient_accumulation_steps × num_processes",
+    ("gradient_accumulation_steps",): "the Accelerator's gradient_accumulation_steps (else 1)",
+    ("gradient_clipping",): "deepspeed_config.gradient_clipping, else 1.0",
+    ("fp16", "enabled"): "mixed_precision",
+    ("bf16", "enabled"): "mixed_precision",
+    ("zero_optimization", "stage"): "deepspeed_config.zero_stage, else 2",
+    ("zero_optimization", "offload_optimizer", "device"):
+        "deepspeed_config.offload_optimizer_device, else none",
+    ("zero_optimization", "offload_param", "device"): "deepspeed_config.offload_param_device, else none",
+    ("zero_optimization", "offload_optimizer", "nvme_path"): "deepspeed_config.offload_optimizer_nvme_path",
+    ("zero_optimization", "offload_param", "nvme_path"): "deepspeed_config.offload_param_nvme_path",
+    ("zero_optimization", "stage3_gather_16bit_weights_on_model_save"):
+        "deepspeed_config.zero3_save_16bit_model, else false",
+    ("zero_optimization", "reduce_bucket_size"): "the model's hidden_size²",
+    ("zero_optimization", "stage3_prefetch_bucket_size"): "0.9 × the model's hidden_size²",
+    ("zero_optimization", "stage3_param_persistence_threshold"): "10 × the model's hidden_size",
+    ("optimizer", "params", "lr"): "DummyOptim's lr",
+    ("optimizer", "params", "weight_decay"): "DummyOptim's weight_decay",
+    ("scheduler", "params", "warmup_min_lr"): "0 (a constant)",
+    ("scheduler", "params", "warmup_max_lr"): "the optimizer's lr",
+    ("scheduler", "params", "warmup_num_steps"): "DummyScheduler's warmup_num_steps",
+    ("scheduler", "params", "total_num_steps"):
+        "DummyScheduler's total_num_steps (it raises if none is given)",
+    ("steps_per_print",): "infinity, always (Accelerate turns DeepSpeed's step logging off)",
+}
+"""Every `"auto"` Accelerate (1.15) fills in a ds_config, and from what: `DeepSpeedPlugin`
+from the config YAML's `deepspeed_config` (environment `ACCELERATE_DEEPSPEED_*`),
+`set_mixed_precision`, and `Accelerator._prepare_deepspeed` from the DataLoader, the
+model's hidden size, DummyOptim and DummyScheduler. Any other `"auto"` leaf makes
+`deepspeed_config_process` raise "not found in kwargs" at start-up.
+`tests/test_auto_fill.py` runs Accelerate on an all-`"auto"` template and compares."""

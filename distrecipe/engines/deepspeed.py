@@ -46,19 +46,6 @@ MARKERS = frozenset({
 IGNORE_KEY = "//distrecipe-ignore"
 """The JSON suppression list (`"//distrecipe-ignore": ["DR311"]`); DeepSpeed ignores it too."""
 
-ACCELERATE_FILLS = frozenset({
-    ("train_batch_size",), ("train_micro_batch_size_per_gpu",), ("gradient_accumulation_steps",),
-    ("gradient_clipping",), ("fp16", "enabled"), ("bf16", "enabled"),
-    ("zero_optimization", "reduce_bucket_size"), ("zero_optimization", "stage3_prefetch_bucket_size"),
-    ("zero_optimization", "stage3_param_persistence_threshold"),
-    ("zero_optimization", "stage3_gather_16bit_weights_on_model_save"),
-    ("optimizer", "params", "lr"), ("optimizer", "params", "weight_decay"),
-    ("scheduler", "params", "warmup_min_lr"), ("scheduler", "params", "warmup_max_lr"),
-    ("scheduler", "params", "warmup_num_steps"), ("scheduler", "params", "total_num_steps"),
-})
-"""`"auto"` values `Accelerator.prepare` fills (from the DataLoader, its state, the model's
-hidden size, DummyOptim and DummyScheduler); any other `"auto"` makes it raise."""
-
 
 def autos(node: Any, path: KeyPath = ()) -> Iterator[KeyPath]:
     """The key path of every `"auto"` value in `node`, in document order."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from distrecipe.source import KeyPath
+
 CONFIG_FILE = "training_args.json"
 """The file name `compile` writes the TrainingArguments kwargs under."""
 
@@ -46,3 +48,39 @@ TRAINER_FSDP_KEYS = {
 }
 """Accelerate's FSDP2 key → the Trainer's `fsdp_config` key (it reads no
 `sync_module_states` under FSDP2, and wants the layer classes as a list)."""
+
+TRAINER_FILLS: dict[KeyPath, str] = {
+    ("train_micro_batch_size_per_gpu",): "TrainingArguments per_device_train_batch_size",
+    ("gradient_accumulation_steps",): "TrainingArguments gradient_accumulation_steps",
+    ("train_batch_size",):
+        "world size × TrainingArguments per_device_train_batch_size × gradient_accumulation_steps",
+    ("gradient_clipping",): "TrainingArguments max_grad_norm",
+    ("optimizer", "params", "lr"): "TrainingArguments learning_rate",
+    ("optimizer", "params", "betas"): "TrainingArguments [adam_beta1, adam_beta2]",
+    ("optimizer", "params", "eps"): "TrainingArguments adam_epsilon",
+    ("optimizer", "params", "weight_decay"): "TrainingArguments weight_decay",
+    ("scheduler", "params", "warmup_min_lr"): "0 (a constant)",
+    ("scheduler", "params", "warmup_max_lr"): "TrainingArguments learning_rate",
+    ("scheduler", "params", "total_num_steps"): "the number of training steps",
+    ("scheduler", "params", "warmup_num_steps"):
+        "TrainingArguments warmup_steps (or warmup_ratio × training steps)",
+    ("fp16", "enabled"): "TrainingArguments fp16 or fp16_full_eval",
+    ("bf16", "enabled"): "TrainingArguments bf16 or bf16_full_eval",
+    ("zero_optimization", "reduce_bucket_size"): "the model's hidden_size²",
+    ("zero_optimization", "stage3_prefetch_bucket_size"): "0.9 × the model's hidden_size² (at ZeRO-3)",
+    ("zero_optimization", "stage3_param_persistence_threshold"): "10 × the model's hidden_size (at ZeRO-3)",
+}
+"""Every `"auto"` `HfTrainerDeepSpeedConfig` fills (`trainer_config_process` and
+`trainer_config_finalize`, transformers 5.10), with the TrainingArguments field it
+comes from. Exact key paths only: `bfloat16.enabled` and the unprefixed aliases
+(`prefetch_bucket_size`) are not filled. The Trainer runs inside Accelerate, which
+fills a few more (`engines.accelerate.DEEPSPEED_FILLS`); `tests/test_auto_fill.py`
+runs both on an all-`"auto"` template and compares."""
+
+FLAG_TYPES: dict[str, type] = {
+    "per_device_train_batch_size": int, "gradient_accumulation_steps": int, "max_grad_norm": float,
+    "learning_rate": float, "adam_beta1": float, "adam_beta2": float, "adam_epsilon": float,
+    "weight_decay": float, "fp16": bool, "bf16": bool, "deepspeed": str, "output_dir": str,
+}
+"""TrainingArguments fields lint reads from a launch command's argv, with the type
+HfArgumentParser converts each to (booleans by `engines.argv.TRUE_WORDS`)."""

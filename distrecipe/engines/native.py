@@ -2,7 +2,8 @@
 
 Kinds are told apart by the keys only one of them writes, so a file needs no naming
 convention: `recipe:` marks a recipe, `distributed_type` an Accelerate config,
-`actor_rollout_ref` (or `data` with `trainer`) verl, TrainingArguments' own names an
+`actor_rollout_ref` (or `data` with `trainer`, or any of verl's groups in a script
+that runs `verl.trainer.main_ppo`) verl, TrainingArguments' own names an
 HF file, and DeepSpeed's keys (or a near miss of one: `zero_optimisation`) a
 ds_config. verl is also written as Hydra overrides (`key=value` lines, or a launch
 script); those are read into the same nested mapping, with each override's position.
@@ -15,9 +16,12 @@ from typing import Any
 
 from distrecipe.engines import Kind
 from distrecipe.engines.accelerate import MARKERS as ACCELERATE_MARKERS
+from distrecipe.engines.argv import LAUNCHER_WORDS, launches, training_arguments
 from distrecipe.engines.deepspeed import MARKERS as DS_MARKERS
 from distrecipe.engines.hf import MARKERS as HF_MARKERS
 from distrecipe.engines.hydra import read_overrides
+from distrecipe.engines.verl import ENTRY as VERL_ENTRY
+from distrecipe.engines.verl import VERL_ROOTS
 from distrecipe.keys import get
 from distrecipe.source import Document, parse_text, read_text
 
@@ -35,13 +39,19 @@ def detect(doc: Document) -> Kind | None:
         return "recipe"
     if keys & ACCELERATE_MARKERS:
         return "accelerate"
-    if "actor_rollout_ref" in keys or {"data", "trainer"} <= keys:
+    if "actor_rollout_ref" in keys or {"data", "trainer"} <= keys or _runs_verl(doc, keys):
         return "verl"
     if keys & HF_MARKERS:
         return "hf"
     if keys & DS_MARKERS or _near_deepspeed(keys):
         return "deepspeed"
     return None
+
+
+def _runs_verl(doc: Document, keys: set[str]) -> bool:
+    """Overrides a script passes to verl's trainer: any of verl's groups (a critic-only or
+    `algorithm.*` run sets neither `actor_rollout_ref` nor `data` with `trainer`)."""
+    return bool(keys) and keys <= set(VERL_ROOTS) and any(VERL_ENTRY in line for line in doc.lines)
 
 
 def _near_deepspeed(keys: set[str]) -> bool:
@@ -60,8 +70,23 @@ def read(path: Path, text: str) -> Document:
     name = str(path)
     suffix = path.suffix.lower()
     if suffix in OVERRIDE_SUFFIXES:
-        return read_overrides(text, name)
+        overrides = read_overrides(text, name)
+        if overrides.data or suffix != ".sh":
+            return overrides
+        return script_arguments(text, name) or overrides
     return parse_text(text, name)
+
+
+def script_arguments(text: str, file: str) -> Document | None:
+    """The TrainingArguments of a launch script's first launch command that passes any."""
+    if not any(word in text for word in LAUNCHER_WORDS):
+        return None
+    lines = tuple(text.splitlines())
+    for launch in launches(text, file):
+        doc = training_arguments(launch, file, lines)
+        if doc.data:
+            return doc
+    return None
 
 
 def ds_reference(kind: Kind, data: Any) -> str | None:

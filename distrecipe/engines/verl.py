@@ -10,16 +10,22 @@ lint's DR220 both call it and word what it returns in their own vocabulary.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from distrecipe.engines import TORCH_OPTIMIZERS, data_parallel
+from distrecipe.engines.tables import VerlConfig
 from distrecipe.keys import get
 from distrecipe.source import KeyPath
 
 OVERRIDES_FILE = "verl_overrides.txt"
 ACTOR_FILE = "verl_actor.yaml"
 """The file names `compile` writes the overrides under, as Hydra lines and as YAML."""
+
+ENTRY = "verl.trainer.main_ppo"
+"""verl's trainer module: a script that runs it (`python3 -m verl.trainer.main_ppo ...`)
+passes verl overrides, whichever groups they set."""
 
 VERL_ROOTS = ("actor_rollout_ref", "data", "trainer", "algorithm", "critic", "reward_model", "model_engine")
 """verl's top-level config groups: only overrides under them are read from a script."""
@@ -56,6 +62,13 @@ MEGATRON_OPTIMIZER = {"adamw": "adam", "adam": "adam", "sgd": "sgd"}
 def uses_megatron(data: dict[str, Any]) -> bool:
     """verl trains the actor with Megatron (`model_engine=megatron` or the actor's strategy)."""
     return data.get("model_engine") == "megatron" or get(data, *ACTOR, "strategy") == "megatron"
+
+
+def verl_config(data: dict[str, Any], lines: Sequence[str]) -> VerlConfig:
+    """The composed config verl starts from: `ppo_megatron_trainer` when the script names
+    it (`--config-name`) or sets `model_engine=megatron`, else `ppo_trainer`."""
+    megatron = data.get("model_engine") == "megatron" or any("ppo_megatron_trainer" in line for line in lines)
+    return "ppo_megatron_trainer" if megatron else "ppo_trainer"
 
 
 Rule = Literal["model-parallel", "rollout-split", "whole-mini-batches", "mini-exceeds-prompts",

@@ -6,6 +6,8 @@
     severity = { DR311 = "warning" } # the engine, not the rule, decides severity
     format = "github"
     exclude = ["third_party/*"]     # glob patterns skipped when walking directories
+    ds_config = "hf"                # who reads the ds_configs: "hf", "accelerate" or "raw"
+    # or per glob: ds_config = { "configs/raw/*.json" = "raw", "*.json" = "hf" }
 
 Command-line options win over these. A misspelt key is an error (exit 2), not a
 silently ignored default: that is the very bug this linter exists to catch.
@@ -17,7 +19,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from distrecipe.errors import DistrecipeError
 from distrecipe.findings import SEVERITIES, Severity
@@ -28,6 +30,11 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10: the tomli backport is a dependency there
     import tomli as tomllib
+
+
+Consumer = Literal["hf", "accelerate", "raw"]
+"""What reads a ds_config: the HF Trainer, Accelerate without it, or DeepSpeed as is."""
+CONSUMERS: tuple[Consumer, ...] = get_args(Consumer)
 
 
 class ConfigError(DistrecipeError):
@@ -41,6 +48,10 @@ class LintConfig:
     severity: Mapping[str, Severity] = field(default_factory=dict)
     format: str | None = None
     exclude: tuple[str, ...] = ()
+    ds_config: tuple[tuple[str, Consumer], ...] = ()
+    """(glob, consumer) pairs in the order written; `"*"` when one consumer is given for all."""
+    root: Path | None = None
+    """The directory of the pyproject.toml the globs are relative to."""
 
 
 def find_pyproject(start: Path) -> Path | None:
@@ -61,7 +72,7 @@ def load_config(pyproject: Path | None, codes: frozenset[str], formats: frozense
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{pyproject}: cannot read [tool.distrecipe]: {exc}") from None
     where = f"{pyproject}: [tool.distrecipe]"
-    allowed = ["world", "disable", "severity", "format", "exclude"]
+    allowed = ["world", "disable", "severity", "format", "exclude", "ds_config"]
     for key in table:
         if key not in allowed:
             raise ConfigError(f"{where} unknown key {key!r}{did_you_mean(key, allowed)}")
@@ -71,7 +82,18 @@ def load_config(pyproject: Path | None, codes: frozenset[str], formats: frozense
         severity=_severity(table.get("severity", {}), codes, where),
         format=_choice(table.get("format"), sorted(formats), f"{where} format"),
         exclude=tuple(_strings(table.get("exclude", []), f"{where} exclude")),
+        ds_config=_consumers(table.get("ds_config", {}), f"{where} ds_config"),
+        root=pyproject.parent,
     )
+
+
+def _consumers(value: Any, where: str) -> tuple[tuple[str, Consumer], ...]:
+    if isinstance(value, str):
+        value = {"*": value}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where} must be one of {', '.join(CONSUMERS)} or a table of glob = consumer")
+    return tuple((str(glob), _choice(consumer, list(CONSUMERS), f"{where}.{glob}"))
+                 for glob, consumer in value.items())
 
 
 def _world(value: Any, where: str) -> int | None:

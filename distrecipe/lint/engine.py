@@ -17,7 +17,7 @@ from distrecipe.engines import Kind
 from distrecipe.engines.native import DATA_SUFFIXES, OVERRIDE_SUFFIXES
 from distrecipe.errors import DistrecipeError, Position
 from distrecipe.findings import Finding
-from distrecipe.lint.config import LintConfig
+from distrecipe.lint.config import Consumer, LintConfig
 from distrecipe.lint.rule import Source
 from distrecipe.lint.rules import RULES
 from distrecipe.lint.suppress import suppressions
@@ -45,18 +45,24 @@ class Report:
 
 
 def lint(paths: Sequence[str | Path], *, config: LintConfig, world: int | None = None,
-         kind: Kind | None = None, ignore_unknown: bool = False) -> Report:
-    """Lint files and directories; `world` (ranks) and `kind` override detection.
+         kind: Kind | None = None, ignore_unknown: bool = False, consumer: Consumer | None = None) -> Report:
+    """Lint files and directories; `world` (ranks), `kind` and `consumer` (who reads
+    the ds_configs) override detection.
 
     A file named explicitly must be a config, unless `ignore_unknown` (pre-commit
     passes every JSON and YAML file of a commit, configs or not).
     """
     workspace = Workspace(world if world is not None else config.world,
-                          "--world" if world is not None else "[tool.distrecipe] world")
+                          "--world" if world is not None else "[tool.distrecipe] world",
+                          consumer=consumer, config=config)
     findings: list[Finding] = []
     unusable: list[DistrecipeError] = []
     count = 0
-    for path, explicit in _files(paths, config.exclude):
+    files = list(_files(paths, config.exclude))
+    for path, root in files:  # launch scripts first: they say how the configs are used
+        workspace.register(path, root or Path.cwd())
+    for path, root in files:
+        explicit = root is None
         try:
             source = workspace.source(path, kind)
             if source is None:
@@ -103,12 +109,13 @@ def _with_plan(src: Source) -> Source:
         return replace(src, error=exc)
 
 
-def _files(paths: Iterable[str | Path], exclude: Sequence[str]) -> Iterable[tuple[Path, bool]]:
-    """Named files as given; directories walked in sorted order for config-looking files."""
+def _files(paths: Iterable[str | Path], exclude: Sequence[str]) -> Iterable[tuple[Path, Path | None]]:
+    """Named files as given (root None); directories walked in sorted order for
+    config-looking files, each with the directory it was found under (its root)."""
     for given in paths:
         path = Path(given)
         if not path.is_dir():
-            yield path, True
+            yield path, None
             continue
         for found in sorted(path.rglob("*")):
             relative = found.relative_to(path)
@@ -118,7 +125,7 @@ def _files(paths: Iterable[str | Path], exclude: Sequence[str]) -> Iterable[tupl
                    for pattern in exclude):
                 continue
             if found.suffix.lower() in DATA_SUFFIXES + OVERRIDE_SUFFIXES:
-                yield found, False
+                yield found, path
 
 
 def _start(path: Path) -> Position:

@@ -28,6 +28,7 @@ RULES: dict[str, Rule] = {rule.code: rule for rule in (
     Rule("DR312", "deepspeed-removed-key", "error", DEEPSPEED, deepspeed.removed_key),
     Rule("DR313", "deepspeed-refused-key", "error", DEEPSPEED, unknown_keys.deepspeed_refused_key),
     Rule("DR314", "comment-key", "info", DEEPSPEED | ACCELERATE, unknown_keys.comment_key),
+    Rule("DR315", "auto-filled", "info", DEEPSPEED, deepspeed.auto_filled),
     Rule("DR320", "offload-param-below-stage3", "warning", DEEPSPEED, deepspeed.offload_param_below_stage3),
     Rule("DR321", "fp16-and-bf16", "error", DEEPSPEED | HF, deepspeed.fp16_and_bf16),
     Rule("DR322", "zero-setting-refused-at-stage", "error", DEEPSPEED,

@@ -8,31 +8,39 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from distrecipe.engines.deepspeed import ACCELERATE_FILLS, autos, enabled
-from distrecipe.engines.tables import removed_keys
+from distrecipe.engines.accelerate import DEEPSPEED_FILLS
+from distrecipe.engines.deepspeed import BATCH_KEYS, autos, enabled
+from distrecipe.engines.hf import TRAINER_FILLS
+from distrecipe.engines.tables import removed_keys, section
 from distrecipe.keys import integer, joined
 from distrecipe.lint.rule import Problem, Source
+from distrecipe.source import KeyPath
 
 
 def auto_in_raw_deepspeed(src: Source) -> Iterator[Problem]:
     """`"auto"` in a ds_config that nothing will fill in.
 
-    `"auto"` is a placeholder for the Hugging Face Trainer (which fills every one from
-    TrainingArguments) and, partly, for Accelerate. Raw DeepSpeed does not know it: at
-    the top level it fails with a TypeError; inside a block it is dropped without a
-    word and the default is used, so `"zero_optimization": {"stage": "auto"}` trains
-    with ZeRO stage 0 (no sharding at all). Through Accelerate without the Trainer,
-    only the batch, clipping, precision, bucket, optimizer lr/weight decay and
-    scheduler values are filled; any other `"auto"` raises "not found in kwargs".
+    `"auto"` is a placeholder the HF Trainer and Accelerate replace (DR315 lists what
+    fills each). Raw DeepSpeed does not know it: at the top level it fails with a
+    TypeError; inside a block it is dropped without a word and the default is used,
+    so `"zero_optimization": {"stage": "auto"}` trains with ZeRO stage 0 (no sharding
+    at all) and `"bfloat16": {"enabled": "auto"}` trains in fp32. Through the Trainer or
+    Accelerate, an `"auto"` neither fills (`bfloat16.enabled`, the unprefixed
+    `prefetch_bucket_size`; through Accelerate alone also the optimizer's betas and
+    eps) makes Accelerate raise "not found in kwargs" at start-up.
 
-    A ds_config counts as used by the Trainer or Accelerate when a TrainingArguments
-    JSON (`"deepspeed": "ds_config.json"`) or an Accelerate config
-    (`deepspeed_config_file`) in the same directory names it.
+    Who reads the file: `--ds-config-consumer hf|accelerate|raw`, `ds_config` in
+    `[tool.distrecipe]` (one value, or a table of glob = consumer), else what names it:
+    a TrainingArguments file (`deepspeed`) or Accelerate config
+    (`deepspeed_config_file`) beside it, a launch script (`--deepspeed` for the
+    Trainer, `--deepspeed_config` for raw DeepSpeed). When nothing says, an `"auto"`
+    both the Trainer and Accelerate fill is a template value (DR315); any other is an error.
 
     Fails: deepspeed --world 8
     ```json
-    {"train_batch_size": 32, "zero_optimization": {"stage": "auto"}}
+    {"train_batch_size": 32, "bfloat16": {"enabled": "auto"}}
     ```
+    (Nobody fills the legacy `bfloat16` spelling: raw DeepSpeed trains in fp32.)
 
     Passes: deepspeed --world 8
     ```json
@@ -48,23 +56,94 @@ def auto_in_raw_deepspeed(src: Source) -> Iterator[Problem]:
     ```
     (The Trainer fills every `"auto"`.)
 
-    Fix: write the number (`distrecipe compile` writes all of them), or suppress
-    with `"//distrecipe-ignore": ["DR310"]` when another tool fills them.
+    Fix: write the number (`distrecipe compile` writes all of them), or say who fills it.
     """
-    users = {sibling.kind for sibling in src.workspace.consumers(src.path)}
-    if "hf" in users:
-        return
-    for path in autos(src.data):
-        if "accelerate" in users:
-            if path not in ACCELERATE_FILLS:
-                yield Problem(path, f'"auto" at {joined(path)}: Accelerate (without the HF Trainer) '
-                                    "cannot fill it and raises at start-up")
-        elif len(path) == 1:
-            yield Problem(path, f'"auto" at top-level {path[0]}: raw DeepSpeed fails with a TypeError')
+    found = list(autos(src.data))
+    use = src.workspace.use(src.path) if found else None
+    top = section("deepspeed", ())
+    for path in found:
+        source = _filler(path, use.consumer if use else None)
+        if source is not None:
+            continue
+        unread = len(path) == 1 and top is not None and path[0] not in top.keys
+        if unread and (use is None or use.consumer != "accelerate"):
+            continue  # DeepSpeed ignores an unknown top-level key, "auto" or not: DR311 says so
+        if use is None and (trainer := TRAINER_FILLS.get(path)) is not None:
+            yield Problem(path, f'"auto" at {joined(path)}: only the HF Trainer fills it (from {trainer}); '
+                                'Accelerate alone raises "not found in kwargs" and '
+                                f"{_raw_consequence(path)}; if the Trainer reads this file, say so "
+                                "(--ds-config-consumer hf, or ds_config in [tool.distrecipe])")
+        elif use is None or use.consumer != "raw":
+            who = {"hf": "the HF Trainer does not fill it", "accelerate": "Accelerate does not fill it"}[
+                use.consumer] if use else "neither the HF Trainer nor Accelerate fills it"
+            by = f" (used by {use.by})" if use else ""
+            yield Problem(path, f'"auto" at {joined(path)}: {who}, so it raises "not found in '
+                                f'kwargs" at start-up{by}; {_raw_consequence(path)}')
         else:
-            stage = " (stage 0: no sharding)" if path == ("zero_optimization", "stage") else ""
-            yield Problem(path, f'"auto" at {joined(path)}: raw DeepSpeed silently drops it and uses '
-                                f"its default{stage}")
+            yield Problem(path, f'"auto" at {joined(path)}: used raw ({use.by}), {_raw_consequence(path)}')
+
+
+def auto_filled(src: Source) -> Iterator[Problem]:
+    """`"auto"` in a template ds_config: what will fill it, and from where.
+
+    The HF Trainer fills batch sizes, clipping, optimizer and scheduler values,
+    fp16/bf16 and the bucket sizes from TrainingArguments and the model; Accelerate
+    fills a subset from its config, the DataLoader and the model. Where lint knows (or
+    is told, see DR310) which of them reads the file, it names the source; when it
+    does not, only the values both fill are accepted.
+
+    Fails: deepspeed --world 8
+    ```json ds_config.json
+    {"train_batch_size": 32, "train_micro_batch_size_per_gpu": "auto", "zero_optimization": {"stage": 2}}
+    ```
+    ```json training_args.json
+    {"output_dir": "out", "per_device_train_batch_size": 4, "deepspeed": "ds_config.json"}
+    ```
+    (Reported: filled by the HF Trainer from per_device_train_batch_size.)
+
+    Passes: deepspeed --world 8
+    ```json
+    {"train_batch_size": 32, "train_micro_batch_size_per_gpu": 4, "zero_optimization": {"stage": 2}}
+    ```
+
+    Fix: nothing to fix; write the number instead to make the file usable raw.
+    """
+    found = list(autos(src.data))
+    use = src.workspace.use(src.path) if found else None
+    for path in found:
+        source = _filler(path, use.consumer if use else None)
+        if source is not None:
+            by = f" (used by {use.by})" if use else ""
+            yield Problem(path, f'"auto" at {joined(path)} is filled by {source}{by}')
+
+
+def _filler(path: KeyPath, consumer: str | None) -> str | None:
+    """What fills the `"auto"` at `path` for `consumer` (None: unknown), or None when nothing does."""
+    trainer = TRAINER_FILLS.get(path)
+    accelerate = DEEPSPEED_FILLS.get(path)
+    if consumer == "hf":
+        if trainer is not None:
+            return f"the HF Trainer from {trainer}"
+        return None if accelerate is None else f"Accelerate (under the HF Trainer) from {accelerate}"
+    if consumer == "accelerate":
+        return None if accelerate is None else f"Accelerate from {accelerate}"
+    if consumer is None and accelerate is not None:
+        from_trainer = trainer or accelerate
+        return f"the HF Trainer (from {from_trainer}) or Accelerate (from {accelerate})"
+    return None
+
+
+def _raw_consequence(path: KeyPath) -> str:
+    """What raw DeepSpeed does with an `"auto"` at `path`."""
+    if len(path) == 1 and path[0] in BATCH_KEYS.values():
+        return "raw DeepSpeed fails with a TypeError"
+    top = section("deepspeed", ())
+    if len(path) == 1 and top is not None and path[0] not in top.keys:
+        return "raw DeepSpeed ignores the key"
+    if len(path) == 1 or path[0] in ("optimizer", "scheduler"):
+        return 'raw DeepSpeed passes the string "auto" on and fails where it is used'
+    stage = " (stage 0: no sharding)" if path == ("zero_optimization", "stage") else ""
+    return f"raw DeepSpeed drops it without a word and uses its default{stage}"
 
 
 def removed_key(src: Source) -> Iterator[Problem]:

@@ -64,7 +64,9 @@ def deepspeed_mismatch(src: Source) -> Iterator[Problem]:
         pairs.append((("train_batch_size",), "per_device_train_batch_size", total))
     for ds_path, key, expected in pairs:
         written = ds.get(*ds_path, default="auto")
-        if written == "auto" or written == expected:
+        # None: a value a launch script leaves to a `$VAR` from outside, never a default
+        unknown = expected is None or (isinstance(expected, list) and None in expected)
+        if written == "auto" or written == expected or unknown:
             continue
         at = (key,) if key in src.data else ("deepspeed",)
         origin = "" if ds_path != ("train_batch_size",) else f" (world {src.world} × micro × accumulation)"

@@ -22,6 +22,7 @@ from distrecipe.engines.tables import (
     table,
     verl_tree,
 )
+from distrecipe.engines.verl import verl_config
 from distrecipe.keys import did_you_mean
 from distrecipe.lint.rule import Problem, Source
 from distrecipe.source import KeyPath
@@ -290,9 +291,7 @@ def verl_unknown_key(src: Source) -> Iterator[Problem]:
     """
     if src.path.suffix in (".yaml", ".yml", ".json"):
         return
-    megatron = src.data.get("model_engine") == "megatron" or any(
-        "ppo_megatron_trainer" in line for line in src.doc.lines)
-    tree = verl_tree("ppo_megatron_trainer" if megatron else "ppo_trainer")
+    tree = verl_tree(verl_config(src.data, src.doc.lines))
     reported: set[KeyPath] = set()
     for path, where in sorted(src.doc.key_positions.items(), key=lambda item: (item[1].line, item[1].col)):
         line = src.doc.lines[where.line - 1] if 0 < where.line <= len(src.doc.lines) else ""

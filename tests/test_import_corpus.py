@@ -61,6 +61,8 @@ REFUSED: dict[str, str] = {
     "hiyouga__LLaMA-Factory__examples__accelerate__ds_multi_nodes.yaml": _NO_COMPANION,
     "huggingface__accelerate__examples__config_yaml_templates__deepspeed.yaml": _NO_COMPANION,
     "hiyouga__LLaMA-Factory__examples__train_full__llama3_full_sft_ds3.yaml": _NO_COMPANION,
+    # Accelerate's Megatron-LM engine: no recipe form (strategy megatron is verl's).
+    "huggingface__accelerate__tests__test_configs__megatron.yaml": "distributed_type MEGATRON_LM",
     # The batch is a shell variable the script computes: nothing to read without running it.
     "SkyworkAI__Skywork-OR1__or1_scripts__train__7b_8k.sh": _SHELL_MINI,
     "hkust-nlp__simpleRL-reason__train_grpo_math_tune_ray.sh": _SHELL_MINI,

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from distrecipe.engines.accelerate import CONFIG_FILE, MIXED_PRECISION, DistributedType
+from distrecipe.engines.accelerate import CONFIG_FILE, MIXED_PRECISION, distributed_type
 from distrecipe.engines.deepspeed import CONFIG_FILE as DS_CONFIG_FILE
 from distrecipe.findings import Finding
 from distrecipe.recipe import Plan
@@ -23,19 +23,6 @@ from distrecipe.translator.native import merge
 from distrecipe.translator.targets import EmitOptions, Output, render_deepspeed
 
 TARGET = "accelerate"
-
-
-def distributed_type(plan: Plan) -> DistributedType:
-    """Which of Accelerate's backends carries the plan.
-
-    Sharding over one rank is replication, so it is DDP (`MULTI_GPU`) whatever the
-    stage; FSDP2 in Accelerate refuses a mesh with no dimension to shard over.
-    """
-    if plan.launch.backend == "accelerate-deepspeed":
-        return "DEEPSPEED"
-    if plan.stage == 0 or (plan.shard_group == 1 and plan.sequence == 1):
-        return "MULTI_GPU" if plan.world > 1 else "NO"
-    return "FSDP"
 
 
 def launch_env(plan: Plan) -> dict[str, str]:

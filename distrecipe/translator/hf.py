@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from distrecipe.engines.accelerate import distributed_type
 from distrecipe.engines.deepspeed import CONFIG_FILE as DS_CONFIG_FILE
 from distrecipe.engines.hf import CONFIG_FILE, OPTIM, TRAINER_FSDP_KEYS
 from distrecipe.findings import Finding
@@ -30,7 +31,7 @@ TARGET = "hf"
 
 def uses_fsdp(plan: Plan) -> bool:
     """FSDP exactly when the Accelerate config is FSDP (one rank or one-rank shards are DDP)."""
-    return plan.strategy == "fsdp" and accelerate.distributed_type(plan) == "FSDP"
+    return plan.strategy == "fsdp" and distributed_type(plan) == "FSDP"
 
 
 def findings(plan: Plan) -> list[Finding]:

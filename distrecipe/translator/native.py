@@ -19,7 +19,7 @@ import copy
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from distrecipe.engines.accelerate import FSDP1_STAGE, MIXED_PRECISION, fsdp1_strategy
+from distrecipe.engines.accelerate import FSDP1_STAGE, MIXED_PRECISION, fsdp1_strategy, restates
 from distrecipe.engines.deepspeed import BATCH_KEYS
 from distrecipe.engines.hydra import format_value, parse_value
 from distrecipe.recipe import Plan
@@ -63,6 +63,7 @@ DECIDED: dict[str, dict[KeyPath, tuple[str, Check]]] = {
         ("zero_optimization", "offload_param", "device"): ("offload.params", _device("params")),
     },
     "accelerate": {
+        ("distributed_type",): ("strategy", restates),
         ("num_processes",): ("cluster", lambda p, v: same(v, p.world)),
         ("num_machines",): ("cluster.nodes", lambda p, v: same(v, p.nodes)),
         ("mixed_precision",): ("precision", lambda p, v: v == MIXED_PRECISION[p.precision]

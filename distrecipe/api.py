@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from distrecipe.errors import LaunchError
-from distrecipe.recipe import AUTO, Plan, Recipe
+from distrecipe.recipe import AUTO, Plan, Recipe, batch_from_script
 from distrecipe.source import Document
 from distrecipe.translator.load import apply_overrides, load_recipe, recipe_from_document
 from distrecipe.translator.resolve import resolve
@@ -87,10 +87,13 @@ def review_plan(doc: Document, base_dir: Path, *, world: int | None) -> Plan | N
     """Lint's view of a recipe document: its Plan, or None when there is none to check yet.
 
     `gpus_per_node: auto` with no world known is answered at launch, on the machine;
-    a recipe that says so is not wrong, so there is nothing to resolve (or report).
+    a recipe that says so is not wrong, so there is nothing to resolve (or report). So is
+    a batch the training script decides (`batch_from_script`: micro and global written
+    `auto`): it is given with `--set` when the recipe is compiled.
     """
     recipe = recipe_from_document(doc, base_dir)
-    if recipe.cluster.gpus_per_node == AUTO and world is None:
+    batch = doc.data.get("batch") if isinstance(doc.data, dict) else None
+    if (recipe.cluster.gpus_per_node == AUTO and world is None) or batch_from_script(batch):
         return None
     return _fitted(recipe, resolve(recipe, world=world))
 

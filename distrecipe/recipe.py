@@ -138,6 +138,11 @@ class Batch:
     """Samples per optimizer step over all data-parallel ranks (`batch.global`). Default `auto`."""
     seq_len: int | None = None
     """Tokens per sample, for activation memory. Default: unknown."""
+    micro_tokens: int | None = None
+    """Micro-batches packed by tokens, at most this many per GPU (verl's `use_dynamic_bsz`
+    with `ppo_max_token_len_per_gpu`): a micro-batch's sample count then varies, so
+    `micro` and `accumulation` stay `auto` and `global` fixes the step. Default: none
+    (micro-batches count samples). Only verl can express it."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -283,6 +288,16 @@ class Recipe:
         return Position(self.source, 1, 1)
 
 
+def batch_from_script(batch: object) -> bool:
+    """A recipe's `batch` mapping writes `micro: auto` and `global: auto` on purpose: the
+    training script decides the batch (an HF Trainer template's `"auto"`, an Accelerate
+    config, which has no batch keys), as `import` writes such a file. Nothing fixes the
+    batch, so resolve refuses it until `--set` gives a number; lint has nothing to check
+    yet, as with `gpus_per_node: auto` and no world. Read from the document, since a
+    `Batch` cannot tell a written `auto` from an omitted one."""
+    return isinstance(batch, dict) and batch.get("micro") == AUTO and batch.get("global") == AUTO
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Buckets:
     """DeepSpeed's size knobs, resolved from the hidden size the way HF's Trainer does.
@@ -336,6 +351,9 @@ class Plan:
     peak_tflops: float | None = None
     intra_node_bandwidth: float | None = None
     inter_node_bandwidth: float | None = None
+    micro_tokens: int | None = None
+    """Token-packed micro-batches (see `Batch.micro_tokens`); `micro` is then global / DP,
+    one micro-batch's worth of samples as an upper bound, and accumulation 1."""
     native: Native = field(default_factory=Native)
     """Engine settings carried verbatim into each engine's output (see `Native`)."""
     provenance: dict[str, str] = field(default_factory=dict)
@@ -421,6 +439,8 @@ def plan_values(plan: Plan) -> dict[str, object]:
     }
     if plan.checkpoint_every is not None:
         values["activation_checkpointing.every"] = plan.checkpoint_every
+    if plan.micro_tokens is not None:
+        values["batch.micro_tokens"] = plan.micro_tokens
     if plan.rl is not None:
         values["rl.rollout_n"] = plan.rl.rollout_n
         values["rl.prompts_per_step"] = plan.rl.prompts_per_step

@@ -25,6 +25,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, event, given, settings
 
+from distrecipe.engines.accelerate import distributed_type
 from distrecipe.errors import RecipeError
 from distrecipe.recipe import Plan
 from distrecipe.translator import accelerate as emitter
@@ -64,7 +65,7 @@ def launched(directory: Path, plan: Plan) -> tuple[Any, dict[str, str]]:
 
 def check_accepted(plan: Plan) -> None:
     output = emitter.render(plan, EmitOptions())
-    kind = emitter.distributed_type(plan)
+    kind = distributed_type(plan)
     with tempfile.TemporaryDirectory() as tmp, contextlib.chdir(tmp):
         for name, text in output.files.items():
             Path(name).write_text(text, encoding="utf-8")
@@ -127,7 +128,7 @@ def check_deepspeed(plan: Plan) -> None:
 def test_accelerate_accepts_what_distrecipe_emits(doc: dict[str, Any]) -> None:
     plan = plan_of(doc)
     refused = any(f.severity == "error" for f in emitter.findings(plan))
-    event("refused (DR208)" if refused else emitter.distributed_type(plan))
+    event("refused (DR208)" if refused else distributed_type(plan))
     if refused:
         with pytest.raises(RecipeError):
             emitter.render(plan, EmitOptions())

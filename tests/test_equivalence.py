@@ -72,6 +72,7 @@ ROWS: dict[str, dict[str, Any]] = {
     "grad_clip: none": doc(grad_clip=0),
     "several nodes, no launch.master_addr": doc(cluster={"nodes": 2, "gpus_per_node": 8},
                                                 batch={"micro": 2, "accumulation": 4, "global": 128}),
+    "batch.micro_tokens": doc(strategy="fsdp", batch={"global": 64, "micro_tokens": 8192}),
     "rl: prompts_per_step, rollout_n": doc(rl={"rollout_n": 4, "prompts_per_step": 24}),
 }
 """A recipe that has each row's setting, for the engines that read it as it is."""

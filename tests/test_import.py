@@ -41,15 +41,31 @@ def test_world_is_required_where_the_file_does_not_say(cli: Callable[..., Result
                                        "(and --nodes K)")
 
 
-def test_accelerate_without_batch_needs_set(cli: Callable[..., Result]) -> None:
+def test_accelerate_without_batch_imports_with_the_batch_left_to_the_script(
+        cli: Callable[..., Result], write: Callable[[str, str], Path]) -> None:
     path = CORPUS / "DR342" / "hybrid-shard-lost" / "accelerate_config.yaml"
-    refused = cli("import", path)
-    assert refused.code == 2 and "give them with --set batch.micro=N" in refused.err
+    imported = cli("import", path)
+    assert imported.code == 0, imported.err
+    assert "DataLoader's batch_size" in imported.err and "--set batch.micro=N" in imported.err
+    recipe = yaml.safe_load(imported.out)
+    assert recipe["batch"] == {"micro": "auto", "accumulation": "auto", "global": "auto"}
+    # Nothing invented: compile refuses at batch.micro until the script's numbers are given,
+    # and lint finds nothing wrong with a recipe that says the script decides.
+    saved = write("imported.yaml", imported.out)
+    refused = cli("compile", saved, "--target", "accelerate", "-o", saved.parent / "out")
+    batch_line = 1 + imported.out.splitlines().index(next(line for line in imported.out.splitlines()
+                                                          if line.startswith("batch:")))
+    assert refused.code == 2 and f"imported.yaml:{batch_line}:" in refused.err
+    assert "--set batch.micro=" in refused.err and len(refused.err.strip().splitlines()) == 1
+    assert cli("lint", saved).code == 0
+    compiled = cli("compile", saved, "--target", "accelerate", "-o", saved.parent / "out",
+                   "--set", "batch.micro=2", "--set", "batch.accumulation=4")
+    assert compiled.code == 0, compiled.err
     result = cli("import", path, "--set", "batch.micro=2", "--set", "batch.accumulation=4")
     assert result.code == 0, result.err
     recipe = yaml.safe_load(result.out)
     assert (recipe["strategy"], recipe["stage"], recipe["cluster"]) == ("fsdp", 3, {"nodes": 4, "gpus_per_node": 8})
-    assert recipe["batch"] == {"micro": 2, "accumulation": 4}
+    assert recipe["batch"] == {"micro": 2, "accumulation": 4, "global": "auto"}
     assert "fsdp_sharding_strategy" not in result.out
 
 
@@ -80,3 +96,23 @@ def test_what_raw_deepspeed_would_do_is_imported_and_said(cli: Callable[..., Res
     trainer = cli("import", CORPUS / "DR360" / "micro-mismatch" / "training_args.json", "--world", "8")
     assert trainer.code == 0 and '"auto"' not in trainer.err  # the Trainer fills them: nothing to say
     assert yaml.safe_load(trainer.out)["batch"] == {"micro": 4, "accumulation": 8, "global": "auto"}
+
+
+REAL_VERL = Path(__file__).parent / "corpus" / "real" / "verl"
+
+
+def test_verl_dynamic_batch_imports_as_token_packed_micro_batches(cli: Callable[..., Result]) -> None:
+    result = cli("import", REAL_VERL / "volcengine__verl__examples__grpo_trainer__run_qwen2-7b_seq_balance.sh")
+    assert result.code == 0, result.err
+    recipe = yaml.safe_load(result.out)
+    assert recipe["batch"] == {"micro": "auto", "accumulation": "auto", "global": 256 * 5, "micro_tokens": 24000}
+    assert not any("use_dynamic_bsz" in line or "max_token_len" in line for line in recipe["native"]["verl"])
+
+
+def test_verl_phase_offload_stays_native_and_is_named(cli: Callable[..., Result]) -> None:
+    result = cli("import", REAL_VERL / "SkyworkAI__Skywork-OR1__or1_script__train__run_ds_7b.sh", "--world", "8")
+    assert result.code == 0, result.err
+    recipe = yaml.safe_load(result.out)
+    assert "offload" not in recipe
+    assert "actor_rollout_ref.actor.fsdp_config.param_offload=true" in recipe["native"]["verl"]
+    assert "between rollout and training" in result.err

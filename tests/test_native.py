@@ -38,6 +38,7 @@ def test_native_wins_and_null_removes_the_emitted_key() -> None:
     ("deepspeed: {zero_optimization: {stage: 3}}", "contradicts the recipe's stage"),
     ("deepspeed: {train_micro_batch_size_per_gpu: 4}", "contradicts the recipe's batch.micro"),
     ("accelerate: {mixed_precision: fp16}", "contradicts the recipe's precision"),
+    ("accelerate: {distributed_type: MEGATRON_LM}", "contradicts the recipe's strategy"),
 ])
 def test_a_native_key_contradicting_a_decided_value_is_refused(native: str, words: str) -> None:
     with pytest.raises(RecipeError, match=words) as caught:

@@ -69,9 +69,11 @@ def test_model_parallel_must_divide_the_world() -> None:
         plan_of(tp=3)
 
 
-def test_both_micro_and_global_auto_is_refused() -> None:
-    with pytest.raises(RecipeError, match=r"batch needs batch\.global or batch\.micro"):
+def test_both_micro_and_global_auto_is_refused_naming_what_to_set() -> None:
+    with pytest.raises(RecipeError, match=r"batch\.micro and batch\.global are both auto.*--set batch\.micro="
+                       ) as err:
         plan_of("auto", 4, "auto")
+    assert err.value.where is not None and err.value.where.line == 7  # at batch.micro
 
 
 def test_non_integer_micro_offers_nearest_globals() -> None:

@@ -16,6 +16,7 @@ import yaml
 from distrecipe.api import plan_of_document
 from distrecipe.commands.options import overrides_option
 from distrecipe.errors import DistrecipeError, Position
+from distrecipe.recipe import batch_from_script
 from distrecipe.source import Document
 from distrecipe.translator.importers import World
 from distrecipe.translator.importers.registry import NotNative, import_document, read_native
@@ -41,19 +42,18 @@ def recipe_text(path: str, *, world: int | None, nodes: int, overrides: Sequence
     recipe = {"recipe": 1, "name": Path(path).stem,
               **{k: v for k, v in imported.recipe.items() if k != "recipe"}}
     checked = apply_overrides(Document(recipe, f"{path} (imported)"), overrides)
-    batch = checked.data.get("batch", {}) if isinstance(checked.data, dict) else {}
-    if batch.get("micro") == "auto" and batch.get("global", "auto") == "auto":
-        raise DistrecipeError(
-            f"{kind} file states no batch size (its batch values are \"auto\" or absent: the HF Trainer or "
-            "the script's DataLoader sets them): give --set batch.micro=N (per GPU: the Trainer's "
-            "--per_device_train_batch_size) and, unless it is 1, --set batch.accumulation=N",
-            Position(path, 1, 1))
+    # A batch the training script decides stays auto (the note says who fills it); the
+    # rest of the recipe is proven at a stand-in micro-batch.
+    from_script = batch_from_script(checked.data.get("batch"))
     try:
-        plan_of_document(checked, Path(path).parent)
+        plan_of_document(checked, Path(path).parent, overrides=["batch.micro=1"] if from_script else [])
     except DistrecipeError as exc:
         raise DistrecipeError(f"the imported recipe does not resolve: {exc.message}",
                               Position(path, 1, 1)) from None
     text = yaml.safe_dump(checked.data, sort_keys=False, default_flow_style=None, width=100)
+    if from_script:
+        text = text.replace("\nbatch:", "\n# The training script decides the batch (see import's note): "
+                            "compile with --set batch.micro=N [--set batch.accumulation=N].\nbatch:", 1)
     return f"# Imported by distrecipe from {path} ({kind}).\n" + text
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from distrecipe.recipe import Plan
 from distrecipe.source import KeyPath
 
 CONFIG_FILE = "accelerate_config.yaml"
@@ -19,8 +20,40 @@ MARKERS = frozenset({"distributed_type", "compute_environment"})
 DistributedType = Literal["NO", "MULTI_GPU", "FSDP", "DEEPSPEED"]
 """The `distributed_type` values distrecipe writes."""
 
+
+def distributed_type(plan: Plan) -> DistributedType:
+    """Which of Accelerate's backends carries the plan.
+
+    Sharding over one rank is replication, so it is DDP (`MULTI_GPU`) whatever the
+    stage; FSDP2 in Accelerate refuses a mesh with no dimension to shard over.
+    """
+    if plan.launch.backend == "accelerate-deepspeed":
+        return "DEEPSPEED"
+    if plan.stage == 0 or (plan.shard_group == 1 and plan.sequence == 1):
+        return "MULTI_GPU" if plan.world > 1 else "NO"
+    return "FSDP"
+
+
+DATA_PARALLEL_TYPES = frozenset({"NO", "MULTI_CPU", "MULTI_GPU", "MULTI_NPU", "MULTI_MLU", "MULTI_SDAA",
+                                 "MULTI_MUSA", "MULTI_XPU", "MULTI_HPU", "MULTI_NEURON"})
+"""`DistributedType` values that run plain data parallelism (one per device kind; `NO` is one
+process): each restates a DDP plan. `XLA` and `MEGATRON_LM` are engines a recipe does not model."""
+
+
+def restates(plan: Plan, written: object) -> bool:
+    """A config's `distributed_type` says the same as the plan's: the same backend, or for a
+    DDP plan any data-parallel device kind (`MULTI_GPU` over one process is still one process)."""
+    ours = distributed_type(plan)
+    return written == ours or (ours in ("NO", "MULTI_GPU") and written in DATA_PARALLEL_TYPES)
+
+
 MIXED_PRECISION = {"bf16": "bf16", "fp16": "fp16", "fp32": "no"}
 """A recipe precision → Accelerate's `mixed_precision`."""
+
+BATCH_FILL = ("the training script decides them: the DataLoader's batch_size is the micro-batch per GPU, "
+              "ACCELERATE_GRADIENT_ACCUMULATION_STEPS (or Accelerator(gradient_accumulation_steps=N)) the "
+              "accumulation")
+"""Where a job launched with an Accelerate config (which has no batch keys) takes its batch."""
 
 FSDP1_ONLY = ("fsdp_sharding_strategy", "fsdp_backward_prefetch", "fsdp_forward_prefetch")
 """FSDP1 keys whose request FSDP2 silently drops (`use_orig_params` and `sync_module_states`

@@ -31,6 +31,11 @@ DEFAULTS: dict[str, Any] = {
 }
 """TrainingArguments' defaults (transformers), for the keys the Trainer matches (and `import` reads)."""
 
+BATCH_FILL = ("the HF Trainer fills them: train_micro_batch_size_per_gpu from --per_device_train_batch_size, "
+              "gradient_accumulation_steps from --gradient_accumulation_steps, train_batch_size as their "
+              "product × world")
+"""Who decides a ds_config's `"auto"` batch under the Trainer, for `import`'s note."""
+
 TRAINER_FSDP_KEYS = {
     "fsdp_version": "version",
     "fsdp_reshard_after_forward": "reshard_after_forward",

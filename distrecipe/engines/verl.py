@@ -35,6 +35,10 @@ MINI: KeyPath = (*ACTOR, "ppo_mini_batch_size")
 MICRO: KeyPath = (*ACTOR, "ppo_micro_batch_size_per_gpu")
 PROMPTS: KeyPath = ("data", "train_batch_size")
 ROLLOUT_N: KeyPath = ("actor_rollout_ref", "rollout", "n")
+DYNAMIC: KeyPath = (*ACTOR, "use_dynamic_bsz")
+MAX_TOKENS: KeyPath = (*ACTOR, "ppo_max_token_len_per_gpu")
+MAX_TOKENS_DEFAULT = 16384
+"""`ppo_max_token_len_per_gpu` when a config turns `use_dynamic_bsz` on without it (verl's actor.yaml)."""
 ULYSSES: KeyPath = (*ACTOR, "ulysses_sequence_parallel_size")
 FSDP_SIZE: KeyPath = (*ACTOR, "fsdp_config", "fsdp_size")
 DEPRECATED: tuple[tuple[KeyPath, str], ...] = (

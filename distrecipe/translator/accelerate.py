@@ -14,30 +14,17 @@ from typing import Any
 
 import yaml
 
-from distrecipe.engines.accelerate import CONFIG_FILE, MIXED_PRECISION, DistributedType
+from distrecipe.engines.accelerate import CONFIG_FILE, MIXED_PRECISION, distributed_type
 from distrecipe.engines.deepspeed import CONFIG_FILE as DS_CONFIG_FILE
 from distrecipe.findings import Finding
 from distrecipe.output import one_line
 from distrecipe.recipe import Plan
 from distrecipe.translator import deepspeed
-from distrecipe.translator.equivalence import finding, offload_findings, refuse_errors
+from distrecipe.translator.equivalence import finding, offload_findings, refuse_errors, token_batch_findings
 from distrecipe.translator.native import merge
 from distrecipe.translator.targets import EmitOptions, Output, render_deepspeed
 
 TARGET = "accelerate"
-
-
-def distributed_type(plan: Plan) -> DistributedType:
-    """Which of Accelerate's backends carries the plan.
-
-    Sharding over one rank is replication, so it is DDP (`MULTI_GPU`) whatever the
-    stage; FSDP2 in Accelerate refuses a mesh with no dimension to shard over.
-    """
-    if plan.launch.backend == "accelerate-deepspeed":
-        return "DEEPSPEED"
-    if plan.stage == 0 or (plan.shard_group == 1 and plan.sequence == 1):
-        return "MULTI_GPU" if plan.world > 1 else "NO"
-    return "FSDP"
 
 
 def launch_env(plan: Plan) -> dict[str, str]:
@@ -54,7 +41,7 @@ def launch_env(plan: Plan) -> dict[str, str]:
 def findings(plan: Plan) -> list[Finding]:
     """Every way the Accelerate config differs from the recipe; errors mean no config."""
     kind = distributed_type(plan)
-    found: list[Finding] = []
+    found = token_batch_findings(plan, TARGET)
     if plan.strategy == "megatron":
         found.append(finding("DR208", TARGET, "strategy megatron; use --target verl"))
     if plan.pipeline > 1:

@@ -79,9 +79,9 @@ def _optimizer(plan: Plan, auto: Any) -> dict[str, Any]:
 
 def findings(plan: Plan) -> list[Finding]:
     """Where DeepSpeed cannot say exactly what the recipe says (codes in the equivalence table)."""
-    from distrecipe.translator.equivalence import finding  # only a few recipes need it
+    from distrecipe.translator.equivalence import finding, token_batch_findings  # only a few recipes need it
 
-    found = []
+    found = token_batch_findings(plan, "deepspeed")
     detail = f"shard_group {plan.shard_group} of DP {plan.dp}"
     if plan.hybrid and plan.stage < 3:
         found.append(finding("DR216", "deepspeed", detail))

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from distrecipe.engines import ENGINES, Engine
 from distrecipe.errors import RecipeError
 from distrecipe.findings import Finding, Severity
-from distrecipe.recipe import Offload
+from distrecipe.recipe import Offload, Plan
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +102,15 @@ CODES: dict[str, Code] = {
     "DR220": Code("error", "the recipe breaks verl's batch rules; verl would refuse it"),
 }
 """Every mapping finding code with its severity; `explain DR2xx` can read `summary`."""
+
+
+def token_batch_findings(plan: Plan, target: str) -> list[Finding]:
+    """DR208 where the target counts micro-batches in samples and the recipe packs them by
+    tokens (`batch.micro_tokens`): only verl's `use_dynamic_bsz` can say that."""
+    if plan.micro_tokens is None:
+        return []
+    return [finding("DR208", target, f"batch.micro_tokens {plan.micro_tokens}: micro-batches packed by "
+                                     "tokens are verl's use_dynamic_bsz; give batch.micro instead")]
 
 
 def offload_findings(offload: Offload, target: str, native: str) -> list[Finding]:
@@ -311,6 +320,13 @@ TABLE: tuple[Row, ...] = (
         Cell("no `main_process_ip`", "DR211"),
         Cell("`ray start --address`"),
         Cell("the launcher's"),
+    ),
+    Row(
+        "batch.micro_tokens",
+        Cell("none", "DR208"),
+        Cell("none", "DR208"),
+        Cell("`use_dynamic_bsz=true`, `ppo_max_token_len_per_gpu`"),
+        Cell("none", "DR208"),
     ),
     Row(
         "rl: prompts_per_step, rollout_n",

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from distrecipe.engines.accelerate import distributed_type
 from distrecipe.engines.deepspeed import CONFIG_FILE as DS_CONFIG_FILE
 from distrecipe.engines.hf import CONFIG_FILE, OPTIM, TRAINER_FSDP_KEYS
 from distrecipe.findings import Finding
 from distrecipe.output import to_json
 from distrecipe.recipe import Plan
 from distrecipe.translator import accelerate
-from distrecipe.translator.equivalence import finding, offload_findings, refuse_errors
+from distrecipe.translator.equivalence import finding, offload_findings, refuse_errors, token_batch_findings
 from distrecipe.translator.native import merge
 from distrecipe.translator.targets import EmitOptions, Output, render_deepspeed
 
@@ -30,12 +31,12 @@ TARGET = "hf"
 
 def uses_fsdp(plan: Plan) -> bool:
     """FSDP exactly when the Accelerate config is FSDP (one rank or one-rank shards are DDP)."""
-    return plan.strategy == "fsdp" and accelerate.distributed_type(plan) == "FSDP"
+    return plan.strategy == "fsdp" and distributed_type(plan) == "FSDP"
 
 
 def findings(plan: Plan) -> list[Finding]:
     """Where TrainingArguments cannot say what the recipe says."""
-    found: list[Finding] = []
+    found = token_batch_findings(plan, TARGET)
     if plan.strategy == "megatron" or plan.pipeline > 1:
         found.append(finding("DR208", TARGET, "the Trainer has no Megatron or pipeline engine"))
     if plan.strategy == "ddp" and (plan.tensor > 1 or plan.sequence > 1):

@@ -19,7 +19,7 @@ import copy
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from distrecipe.engines.accelerate import FSDP1_STAGE, MIXED_PRECISION, fsdp1_strategy
+from distrecipe.engines.accelerate import FSDP1_STAGE, MIXED_PRECISION, fsdp1_strategy, restates
 from distrecipe.engines.deepspeed import BATCH_KEYS, batch_ranks
 from distrecipe.engines.hydra import format_value, parse_value
 from distrecipe.recipe import Plan
@@ -64,6 +64,7 @@ DECIDED: dict[str, dict[KeyPath, tuple[str, Check]]] = {
         ("zero_optimization", "offload_param", "device"): ("offload.params", _device("params")),
     },
     "accelerate": {
+        ("distributed_type",): ("strategy", restates),
         ("num_processes",): ("cluster", lambda p, v: same(v, p.world)),
         ("num_machines",): ("cluster.nodes", lambda p, v: same(v, p.nodes)),
         ("mixed_precision",): ("precision", lambda p, v: v == MIXED_PRECISION[p.precision]
@@ -84,8 +85,12 @@ DECIDED: dict[str, dict[KeyPath, tuple[str, Check]]] = {
         ("fp16",): ("precision", lambda p, v: same(v, p.precision == "fp16")),
     },
     "verl": {
-        ("actor_rollout_ref", "actor", "ppo_micro_batch_size_per_gpu"): (
-            "batch.micro", lambda p, v: same(v, p.micro)),
+        ("actor_rollout_ref", "actor", "ppo_micro_batch_size_per_gpu"): (  # unread under use_dynamic_bsz
+            "batch.micro", lambda p, v: p.micro_tokens is not None or same(v, p.micro)),
+        ("actor_rollout_ref", "actor", "use_dynamic_bsz"): (
+            "batch.micro_tokens", lambda p, v: same(v, p.micro_tokens is not None)),
+        ("actor_rollout_ref", "actor", "ppo_max_token_len_per_gpu"): (  # unread without it
+            "batch.micro_tokens", lambda p, v: p.micro_tokens is None or same(v, p.micro_tokens)),
         ("actor_rollout_ref", "rollout", "n"): (
             "rl.rollout_n", lambda p, v: p.rl is not None and same(v, p.rl.rollout_n)),
         ("data", "train_batch_size"): (

@@ -43,6 +43,9 @@ def resolve(recipe: Recipe, *, detected_gpus: int | None = None, world: int | No
     dp = _data_parallel(recipe, gpus, prov)
     shard_group = _shard_group(recipe, stage, dp, prov)
     micro, accumulation, global_batch = _batch(recipe, dp, prov)
+    if recipe.batch.micro_tokens is not None:
+        prov["batch.micro"] = (f"at most global / DP = {global_batch} / {dp}: micro-batches are packed by "
+                               f"tokens, ≤ {recipe.batch.micro_tokens} per GPU")
     _check_rl(recipe, global_batch, dp)
     backend = recipe.launch.backend
     if backend == AUTO:
@@ -81,6 +84,7 @@ def resolve(recipe: Recipe, *, detected_gpus: int | None = None, world: int | No
         grad_clip=recipe.grad_clip,
         activation_checkpointing=recipe.activation_checkpointing,
         checkpoint_every=recipe.checkpoint_every,
+        micro_tokens=recipe.batch.micro_tokens,
         native=recipe.native,
         rl=recipe.rl,
         launch=replace(recipe.launch, backend=backend),
@@ -237,10 +241,18 @@ def _batch(recipe: Recipe, dp: int, prov: dict[str, str]) -> tuple[int, int, int
     micro = None if b.micro == AUTO else b.micro
     acc = None if b.accumulation == AUTO else b.accumulation
     glob = None if b.global_ == AUTO else b.global_
+    if b.micro_tokens is not None and (micro is not None or acc is not None or glob is None):
+        raise RecipeError(
+            f"batch.micro_tokens {b.micro_tokens} packs micro-batches by tokens, so their sample count "
+            "varies: leave batch.micro and batch.accumulation auto and give batch.global",
+            recipe.at("batch.micro", "batch.accumulation", "batch.micro_tokens", "batch"),
+        )
     if glob is None and micro is None:
         raise RecipeError(
-            "batch needs batch.global or batch.micro (with both auto, nothing fixes the batch)",
-            recipe.at("batch"),
+            "batch.micro and batch.global are both auto, so nothing fixes the batch: set batch.micro "
+            "(per GPU; the HF Trainer's --per_device_train_batch_size, the DataLoader's batch_size) and "
+            "batch.accumulation, or batch.global, e.g. --set batch.micro=4 --set batch.accumulation=2",
+            recipe.at("batch.micro", "batch.global", "batch"),
         )
     if glob is not None and dp > glob:
         raise RecipeError(

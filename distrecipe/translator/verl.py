@@ -109,7 +109,8 @@ def _batch_findings(plan: Plan) -> list[Finding]:
     n, prompts = plan.rl.rollout_n, plan.rl.prompts_per_step
     model_parallel = plan.tensor * plan.pipeline * plan.sequence
     batch = VerlBatch(world=plan.world, model_parallel=model_parallel, megatron=plan.strategy == "megatron",
-                      prompts=prompts, n=n, mini=mini_batch(plan), micro=plan.micro)
+                      prompts=prompts, n=n, mini=mini_batch(plan),
+                      micro=None if plan.micro_tokens is not None else plan.micro)
     return [finding("DR220", TARGET, _message(v, batch)) for v in batch_violations(batch)]
 
 
@@ -133,11 +134,18 @@ def overrides(plan: Plan) -> list[Override]:
         out.extend(_megatron(plan))
     else:
         out.extend(_fsdp(plan))
+    out.append((f"{ACTOR}.ppo_mini_batch_size", mini_batch(plan)))
+    if plan.micro_tokens is not None:
+        # Rollout and ref log-prob passes follow the actor's switch and token budget
+        # (`oc.select` in verl's config), so two keys say it for all three.
+        out += [(f"{ACTOR}.use_dynamic_bsz", True), (f"{ACTOR}.ppo_max_token_len_per_gpu", plan.micro_tokens)]
+    else:
+        out += [
+            (f"{ACTOR}.ppo_micro_batch_size_per_gpu", plan.micro),
+            ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", plan.micro),
+            ("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", plan.micro),
+        ]
     out += [
-        (f"{ACTOR}.ppo_mini_batch_size", mini_batch(plan)),
-        (f"{ACTOR}.ppo_micro_batch_size_per_gpu", plan.micro),
-        ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", plan.micro),
-        ("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", plan.micro),
         ("actor_rollout_ref.rollout.n", plan.rl.rollout_n),
         ("data.train_batch_size", plan.rl.prompts_per_step),
         ("actor_rollout_ref.model.enable_gradient_checkpointing", plan.activation_checkpointing != "none"),

@@ -9,6 +9,7 @@ from distrecipe.engines import data_parallel
 from distrecipe.engines.deepspeed import BATCH_KEYS
 from distrecipe.keys import integer
 from distrecipe.lint.rule import Problem, Source
+from distrecipe.recipe import batch_from_script
 from distrecipe.source import KeyPath
 from distrecipe.translator.resolve import nearest_multiples
 
@@ -177,8 +178,11 @@ def no_batch_size(src: Source) -> Iterator[Problem]:
 
     DeepSpeed needs `train_batch_size` or `train_micro_batch_size_per_gpu` (it refuses
     "Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided");
-    a recipe needs `batch.global` or `batch.micro` (with both `auto`, nothing fixes the
-    batch). `gradient_accumulation_steps` alone is not enough.
+    a recipe needs `batch.global` or `batch.micro` (with both left out, nothing fixes the
+    batch). `gradient_accumulation_steps` alone is not enough. A recipe that writes both
+    `auto` says the training script decides the batch (what `import` writes for an HF
+    Trainer template or an Accelerate config): that is not an error here, and `compile`
+    asks for `--set batch.micro=N`.
 
     Fails: deepspeed --world 8
     ```json
@@ -197,6 +201,8 @@ def no_batch_size(src: Source) -> Iterator[Problem]:
         return
     if src.kind == "deepspeed" and "auto" in (src.get(*b.paths[0]), src.get(*b.paths[1])):
         return  # a ds_config's "auto" is reported (or accepted) by DR310, not here
+    if src.kind == "recipe" and batch_from_script(src.get("batch")):
+        return  # written auto on purpose: the training script decides
     path = b.paths[2] if b.accumulation is not None else (("batch",) if src.kind == "recipe" else ())
     yield Problem(path, f"neither {b.names[0]} nor {b.names[1]} is given; one of them is required")
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from distrecipe.engines import FSDP2_RESHARDS_BY_DEFAULT, stage_of_reshard
 from distrecipe.engines.accelerate import (
+    DATA_PARALLEL_TYPES,
     FSDP1_SHARDING,
     FSDP1_STAGE,
     FSDP_VERSION_DEFAULT,
@@ -41,6 +42,10 @@ BATCH_COMMENT = re.compile(r"#.*\bmicro (\d+) per GPU\b.*\baccumulation (\d+)\b"
 def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     world = _world(data, context)
     kind = data.get("distributed_type", "NO")
+    if kind not in ("DEEPSPEED", "FSDP", *DATA_PARALLEL_TYPES):
+        raise NotImportable(f"distributed_type {kind}: Accelerate's {kind} engine has no recipe form "
+                            "(a recipe's strategy megatron compiles for verl)",
+                            context.doc.where(("distributed_type",)))
     launch: dict[str, Any] = {"backend": "accelerate-deepspeed" if kind == "DEEPSPEED" else "accelerate"}
     if data.get("main_process_ip"):
         launch["master_addr"] = data["main_process_ip"]
@@ -57,9 +62,6 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     else:
         recipe.update(strategy="ddp", stage=0)
     recipe["batch"] = _batch(context)
-    if recipe["batch"]["micro"] == "auto":
-        notes.append("an Accelerate config holds no batch numbers: give them with "
-                     "--set batch.micro=N --set batch.accumulation=N")
     recipe["precision"] = _precision(data, notes)
     recipe["launch"] = launch
     return Imported(recipe, notes)
@@ -124,7 +126,7 @@ def _batch(context: Context) -> dict[str, Any]:
             return {"micro": int(match.group(1)), "accumulation": int(match.group(2))}
         if line.strip() and not line.startswith("#"):
             break
-    return {"micro": "auto", "accumulation": "auto"}
+    return {"micro": "auto", "accumulation": "auto", "global": "auto"}  # the script decides
 
 
 def _deepspeed(data: dict[str, Any], context: Context, world: World) -> Imported:

@@ -126,7 +126,7 @@ def _optimizer(block: Any, notes: list[str]) -> dict[str, Any]:
 def _model(zero: dict[str, Any], notes: list[str]) -> dict[str, Any]:
     """`hidden_size` when `reduce_bucket_size` is a perfect square (HF's rule); else nothing."""
     size = zero.get("reduce_bucket_size")
-    if not isinstance(size, int) or isinstance(size, bool):
+    if not isinstance(size, int) or isinstance(size, bool) or size < 1:
         return {}
     hidden = math.isqrt(size) if size > 0 else 0
     if hidden and hidden * hidden == size:

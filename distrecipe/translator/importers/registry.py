@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from distrecipe.engines import accelerate as accelerate_engine
+from distrecipe.engines import hf as hf_engine
 from distrecipe.engines.native import detect, read_file
 from distrecipe.errors import DistrecipeError
+from distrecipe.recipe import batch_from_script
 from distrecipe.source import Document, read_document
 from distrecipe.translator.importers import Context, Imported, World, accelerate, deepspeed, hf, verl
 from distrecipe.translator.importers.residue import residue
@@ -23,6 +27,8 @@ IMPORTERS: dict[str, Importer] = {
     "hf": hf.to_recipe,
 }
 """Native kind (as `engines.native.detect` tells it) → importer."""
+BATCH_FILL = {"deepspeed": hf_engine.BATCH_FILL, "accelerate": accelerate_engine.BATCH_FILL}
+"""Native kind → who decides its batch when the file leaves it out (verl and TrainingArguments state it)."""
 
 
 class NotNative(DistrecipeError):
@@ -52,7 +58,16 @@ def import_document(kind: str, doc: Document, world: World | None,
     sources = {kind: doc.data, **imported.companions}
     checked = apply_overrides(Document({**imported.recipe, "recipe": 1}, doc.file), overrides)
     try:
-        plan = resolve(recipe_from_document(checked, Path(doc.file).parent))
+        recipe = recipe_from_document(checked, Path(doc.file).parent)
+        if batch_from_script(checked.data.get("batch")):
+            imported.notes.append(
+                "the input states no batch size, so the recipe's batch is auto: "
+                f"{BATCH_FILL[kind]}; compile and resolve need it given: --set batch.micro=N "
+                "(and --set batch.accumulation=N unless it is 1)")
+            # Compared at a stand-in micro-batch: nothing the comparison carries depends on
+            # it (the input's batch keys are "auto", absent and derived, or stated and equal).
+            recipe = replace(recipe, batch=replace(recipe.batch, micro=1))
+        plan = resolve(recipe)
     except DistrecipeError:
         return imported
     native: dict[str, Any] = {}

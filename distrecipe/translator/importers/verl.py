@@ -3,7 +3,8 @@
 The inverse of `translator/verl.py`: `ppo_mini_batch_size` prompts × `rollout.n` is
 the global batch in sequences, `data.train_batch_size` the prompts per RL step; the
 FSDP2 actor's `reshard_after_forward` is the stage and `fsdp_size` the shard group,
-the Megatron actor's distributed optimizer is stage 1.
+the Megatron actor's distributed optimizer is stage 1. `use_dynamic_bsz` is the
+recipe's `batch.micro_tokens`; verl's between-phase offloads are not the recipe's offload.
 """
 
 from __future__ import annotations
@@ -30,12 +31,7 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     recipe.update(_megatron(actor) if megatron else _fsdp(actor, world))
     n = integer(get(data, "actor_rollout_ref", "rollout", "n"))
     n = 1 if n is None else n
-    mini = actor.get("ppo_mini_batch_size")
-    micro = actor.get("ppo_micro_batch_size_per_gpu")
-    if not isinstance(mini, int) or not isinstance(micro, int):
-        raise NotImportable("verl actor batch needs ppo_mini_batch_size and ppo_micro_batch_size_per_gpu",
-                            context.doc.where(("actor_rollout_ref", "actor")))
-    recipe["batch"] = {"micro": micro, "accumulation": "auto", "global": mini * n}
+    recipe["batch"] = _batch(actor, n, context)
     recipe["precision"] = _precision(actor, megatron)
     recipe["optimizer"] = _optimizer(section(actor, "optim"), megatron)
     clip = get(actor, "optim", "clip_grad", default=1.0)
@@ -46,7 +42,49 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     if isinstance(prompts, int):
         recipe["rl"] = {"rollout_n": n, "prompts_per_step": prompts}
     recipe["launch"] = {"backend": "verl"}
-    return Imported(recipe)
+    return Imported(recipe, _phase_offload(actor, megatron))
+
+
+def _phase_offload(actor: dict[str, Any], megatron: bool) -> list[str]:
+    """verl's `param_offload` / `optimizer_offload` / `grad_offload` move the actor's state
+    to CPU between the rollout and training phases; the recipe's offload (FSDP2's
+    `offload_policy`, Megatron's `optimizer_cpu_offload`) keeps it there during the step.
+    The meanings differ, so they are carried natively and said so."""
+    block = "megatron" if megatron else "fsdp_config"
+    on = [key for key in ("param_offload", "optimizer_offload", "grad_offload")
+          if get(actor, block, key) is True]
+    if not on:
+        return []
+    return [f"actor.{block}.{', '.join(on)}: verl moves that state to CPU between rollout and training, "
+            "not during the step as the recipe's offload does; carried in native.verl as written (the plan "
+            "counts it on the GPU)"]
+
+
+def _batch(actor: dict[str, Any], n: int, context: Context) -> dict[str, Any]:
+    """`ppo_mini_batch_size × n` sequences per step, split into micro-batches of
+    `ppo_micro_batch_size_per_gpu` samples, or under `use_dynamic_bsz` packed by tokens
+    (`ppo_max_token_len_per_gpu`; a per-GPU sample count it states is then unread)."""
+    mini, micro = actor.get("ppo_mini_batch_size"), actor.get("ppo_micro_batch_size_per_gpu")
+    if not isinstance(mini, int) or not _count(mini):
+        raise NotImportable("verl's actor batch needs an integer ppo_mini_batch_size (a shell variable "
+                            "cannot be read: write the number)", context.doc.where(engine.MINI))
+    if actor.get("use_dynamic_bsz") is True:
+        tokens = actor.get("ppo_max_token_len_per_gpu", engine.MAX_TOKENS_DEFAULT)
+        if not _count(tokens):
+            raise NotImportable("use_dynamic_bsz needs an integer ppo_max_token_len_per_gpu (a shell "
+                                "variable cannot be read: write the number)",
+                                context.doc.where(engine.MAX_TOKENS))
+        return {"micro": "auto", "accumulation": "auto", "global": mini * n, "micro_tokens": tokens}
+    if not _count(micro):
+        legacy = " (ppo_micro_batch_size is verl's deprecated count over all data-parallel ranks: " \
+                 "write ppo_micro_batch_size_per_gpu = it / DP)" if "ppo_micro_batch_size" in actor else ""
+        raise NotImportable(f"verl's actor batch needs an integer ppo_micro_batch_size_per_gpu, or "
+                            f"use_dynamic_bsz=True{legacy}", context.doc.where(engine.ACTOR))
+    return {"micro": micro, "accumulation": "auto", "global": mini * n}
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 def _world(data: dict[str, Any], context: Context) -> World:
@@ -86,8 +124,6 @@ def _megatron(actor: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"strategy": "megatron", "stage": stage,
                            "parallel": {k: v for k, v in parallel.items() if v != 1}}
     offload = {}
-    if mega.get("param_offload") is True:
-        offload["params"] = "cpu"
     if get(actor, "optim", "override_optimizer_config", "optimizer_cpu_offload") is True:
         offload["optimizer"] = "cpu"
     if offload:

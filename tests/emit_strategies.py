@@ -9,13 +9,18 @@ recipes satisfy them and some break exactly one, so the oracles see both sides.
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from hypothesis import strategies as st
 
+from distrecipe.lint.config import LintConfig
+from distrecipe.lint.engine import lint
 from distrecipe.recipe import Plan
 from distrecipe.translator.load import recipe_from_text
 from distrecipe.translator.resolve import resolve
+from distrecipe.translator.targets import Output
 from tests.strategies import STAGES, to_yaml
 
 
@@ -120,3 +125,14 @@ def launch_world(plan: Plan) -> int:
 def plan_of(doc: dict[str, Any]) -> Plan:
     """The Plan distrecipe resolves the document to (through the real loader)."""
     return resolve(recipe_from_text(to_yaml(doc), "generated.yaml"))
+
+
+def lint_errors(plan: Plan, output: Output) -> list[str]:
+    """The error findings of `lint` on `output`'s files, written into one directory as a user
+    commits them and linted at the world the job launches at."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, text in output.files.items():
+            (Path(tmp) / name).write_text(text, encoding="utf-8")
+        report = lint([tmp], config=LintConfig(), world=launch_world(plan))
+    assert not report.unusable, report.unusable
+    return [str(f) for f in report.findings if f.severity == "error"]

@@ -8,19 +8,15 @@ engine refuses or ignores, or a rule fires on a correct config.
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
 from typing import Any
 
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from distrecipe.errors import DistrecipeError
-from distrecipe.lint.config import LintConfig
-from distrecipe.lint.engine import lint
 from distrecipe.translator.summary import ALL
 from distrecipe.translator.targets import TARGETS, EmitOptions
-from tests.emit_strategies import engine_documents, launch_world, plan_of
+from tests.emit_strategies import engine_documents, lint_errors, plan_of
 from tests.strategies import recipe_documents
 
 
@@ -31,12 +27,7 @@ def errors_in_emitted(doc: dict[str, Any], hf_auto: bool) -> list[str]:
     except DistrecipeError:
         assume(False)  # no target can express it; compile says so
         raise
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, text in output.files.items():
-            (Path(tmp) / name).write_text(text, encoding="utf-8")
-        report = lint([tmp], config=LintConfig(), world=launch_world(plan))
-    assert not report.unusable, report.unusable
-    return [str(f) for f in report.findings if f.severity == "error"]
+    return lint_errors(plan, output)
 
 
 @settings(max_examples=60, deadline=None)

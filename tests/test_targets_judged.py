@@ -14,9 +14,7 @@ refused. The module's last test prints the tally.
 
 from __future__ import annotations
 
-import tempfile
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,11 +23,9 @@ from hypothesis import HealthCheck, event, given, settings
 from distrecipe.engines.deepspeed import CONFIG_FILE, autotp_size, batch_ranks
 from distrecipe.errors import RecipeError
 from distrecipe.judges import deepspeed as deepspeed_judge
-from distrecipe.lint.config import LintConfig
-from distrecipe.lint.engine import lint
 from distrecipe.recipe import Plan
-from distrecipe.translator.targets import TARGETS, EmitOptions, Output
-from tests.emit_strategies import engine_documents, launch_world, plan_of
+from distrecipe.translator.targets import TARGETS, EmitOptions
+from tests.emit_strategies import engine_documents, launch_world, lint_errors, plan_of
 from tests.test_accelerate_emit import check_accepted
 from tests.test_hf_emit import build
 from tests.test_verl_emit import QUIET, check_numbers, composed
@@ -38,15 +34,6 @@ pytestmark = pytest.mark.slow  # imports DeepSpeed, Accelerate, transformers and
 
 JUDGED = ("deepspeed", "accelerate", "hf", "verl")
 TALLY: Counter[str] = Counter()
-
-
-def lint_errors(plan: Plan, output: Output) -> list[str]:
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, text in output.files.items():
-            (Path(tmp) / name).write_text(text, encoding="utf-8")
-        report = lint([tmp], config=LintConfig(), world=launch_world(plan))
-    assert not report.unusable, report.unusable
-    return [str(f) for f in report.findings if f.severity == "error"]
 
 
 def judge_ds_config(plan: Plan, text: str) -> None:

@@ -116,3 +116,12 @@ def test_verl_phase_offload_stays_native_and_is_named(cli: Callable[..., Result]
     assert "offload" not in recipe
     assert "actor_rollout_ref.actor.fsdp_config.param_offload=true" in recipe["native"]["verl"]
     assert "between rollout and training" in result.err
+
+
+def test_training_arguments_leaving_the_batch_to_the_command_line_import(cli: Callable[..., Result], tmp_path: Path) -> None:
+    """A TrainingArguments file whose batch is "auto" imports with the note saying who fills
+    it (the typed-chaos fuzz test found a KeyError here)."""
+    path = tmp_path / "config.json"
+    path.write_text('{"train_batch_size": null, "per_device_train_batch_size": "auto"}')
+    result = cli("import", path, "--world", "8")
+    assert result.code == 0 and "--per_device_train_batch_size" in result.err, result

@@ -27,8 +27,10 @@ IMPORTERS: dict[str, Importer] = {
     "hf": hf.to_recipe,
 }
 """Native kind (as `engines.native.detect` tells it) → importer."""
-BATCH_FILL = {"deepspeed": hf_engine.BATCH_FILL, "accelerate": accelerate_engine.BATCH_FILL}
-"""Native kind → who decides its batch when the file leaves it out (verl and TrainingArguments state it)."""
+BATCH_FILL = {"deepspeed": hf_engine.BATCH_FILL, "hf": hf_engine.BATCH_FILL,
+              "accelerate": accelerate_engine.BATCH_FILL}
+"""Native kind → who decides its batch when the file leaves it out (a TrainingArguments file
+that leaves it out gets it from the Trainer's command line; verl states it)."""
 
 
 class NotNative(DistrecipeError):

@@ -46,3 +46,15 @@ def test_dr220_agrees_with_verl(judge: Any, prompts: int, n: int, mini: int, mic
     flagged = any(f.code == "DR220" for f in report.findings)
     event("refused" if flagged else "accepted")
     assert flagged == judge.refuses(judge.compose(lines)), [str(f) for f in report.findings]
+
+
+def test_lint_engines_shares_hydra_with_the_session_judge(judge: Any, tmp_path: Path) -> None:
+    """`lint --engines` starts its own verl judge while the session's holds Hydra's one
+    global context: both work, and the session's still composes after lint's closes."""
+    script = tmp_path / "run.sh"
+    script.write_text("python3 -m verl.trainer.main_ppo \\\n    actor_rollout_ref.actor.ppo_mini_batch_size=8 \\\n"
+                      "    critic.model.no_such_knob=1\n")
+    report = lint([script], config=LintConfig(), engines=True)
+    assert any(f.code == "DR900" and "no_such_knob" in f.message for f in report.findings), \
+        [str(f) for f in report.findings]
+    assert judge.compose(["actor_rollout_ref.actor.ppo_mini_batch_size=8"]).actor_rollout_ref.actor.ppo_mini_batch_size == 8

@@ -18,7 +18,6 @@ live engine.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import re
 import zlib
@@ -52,20 +51,62 @@ class WorkerSplit:
     data_parallel: int
 
 
+class _SharedHydra:
+    """verl's config module as the process's one Hydra context, shared by every judge.
+
+    Hydra keeps one global context per process (`GlobalHydra`): a second
+    `initialize_config_module` raises "GlobalHydra is already initialized". Judges live
+    for different spans (a test session, one `lint --engines` run, the corpus verdicts)
+    and overlap, so the first one in opens the context and the last one out restores
+    what was there before.
+    """
+
+    def __init__(self) -> None:
+        self._context: initialize_config_module | None = None
+        self._holders = 0
+
+    def enter(self) -> None:
+        if self._holders == 0:
+            self._context = initialize_config_module("verl.trainer.config", version_base=None)
+        self._holders += 1
+
+    def leave(self) -> None:
+        self._holders -= 1
+        if self._holders == 0 and self._context is not None:
+            self._context.__exit__(None, None, None)
+            self._context = None
+
+
+_HYDRA = _SharedHydra()
+
+
 class VerlJudge:
     def __init__(self, full_every: int = 20) -> None:
-        self._stack = contextlib.ExitStack()
-        self._stack.enter_context(initialize_config_module("verl.trainer.config", version_base=None))
-        self._base = {
-            "dp": compose("ppo_trainer", overrides=BASE_OVERRIDES),
-            "megatron": compose("ppo_trainer", overrides=[*BASE_OVERRIDES, "model_engine=megatron"]),
-        }
+        _HYDRA.enter()
+        try:
+            self._base = {
+                "dp": compose("ppo_trainer", overrides=BASE_OVERRIDES),
+                "megatron": compose("ppo_trainer", overrides=[*BASE_OVERRIDES, "model_engine=megatron"]),
+            }
+        except BaseException:
+            _HYDRA.leave()
+            raise
+        self._open = True
         self._parser = OverridesParser.create()
         self._full_every = full_every
         self.calls = 0
 
     def close(self) -> None:
-        self._stack.close()
+        """Leave the shared Hydra context (once, however often it is called)."""
+        if self._open:
+            self._open = False
+            _HYDRA.leave()
+
+    @staticmethod
+    def compose_named(name: str, lines: list[str]) -> DictConfig:
+        """Hydra's full compose of verl's config `name` with override `lines`: what
+        `python3 -m verl.trainer.main_ppo --config-name=NAME LINES` builds (no base overrides)."""
+        return compose(name, overrides=lines)
 
     def compose(self, lines: list[str]) -> DictConfig:
         """The config verl's entry point would build from `lines` (see module docstring)."""
@@ -211,7 +252,7 @@ def judge_script(verl: VerlJudge, text: str) -> Any:
     if unresolved:
         context += "; unresolved: " + ", ".join(f"${v}" for v in unresolved)
     try:
-        cfg = compose(name, overrides=lines)
+        cfg = verl.compose_named(name, lines)
     except Exception as exc:  # Hydra's override errors have no common base below Exception
         message = first_line(exc)
         if unresolved and type(exc).__name__ in ("OverrideParseException", "LexerNoViableAltException"):

@@ -17,6 +17,7 @@ from distrecipe.engines import Kind
 from distrecipe.engines.native import DATA_SUFFIXES, OVERRIDE_SUFFIXES
 from distrecipe.errors import DistrecipeError, Position
 from distrecipe.findings import Finding
+from distrecipe.lint import native
 from distrecipe.lint.config import Consumer, LintConfig
 from distrecipe.lint.rule import Source
 from distrecipe.lint.rules import RULES
@@ -92,11 +93,20 @@ def _lint(paths: Sequence[str | Path], workspace: Workspace, config: LintConfig,
 
 
 def check(src: Source, config: LintConfig) -> list[Finding]:
-    """Every enabled rule's findings for one source, suppressions applied."""
+    """Every enabled rule's findings for one source, suppressions applied; for a recipe,
+    also the key rules' findings on each of its `native` sections (`lint/native.py`)."""
+    out = _check(src, config)
+    if src.kind == "recipe":
+        for section in native.sections(src):
+            out.extend(_check(section, config))
+    return out
+
+
+def _check(src: Source, config: LintConfig) -> list[Finding]:
     quiet = suppressions(src.doc)
     out = []
     for code, rule in RULES.items():
-        if src.kind not in rule.kinds or code in config.disable:
+        if src.kind not in rule.kinds or code in config.disable or (src.within and not rule.section):
             continue
         for problem in rule.check(src):
             where = problem.where or src.doc.where(problem.path, key=problem.key)

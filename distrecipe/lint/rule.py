@@ -49,6 +49,9 @@ class Source:
     """The resolved Plan, for recipes that resolve (plan-based rules need it)."""
     error: DistrecipeError | None = field(default=None, compare=False)
     """Why a recipe did not resolve."""
+    within: KeyPath = ()
+    """Where this config sits inside its file when it is a section of another (a recipe's
+    `native.deepspeed`); rules read it as a whole file, positions are the file's."""
 
     @property
     def path(self) -> Path:
@@ -82,6 +85,9 @@ class Rule:
     severity: Severity
     kinds: frozenset[Kind]
     check: Check
+    section: bool = False
+    """The rule judges keys where they stand, so it also runs over a recipe's `native`
+    sections (`lint/native.py`); whole-file rules (batch, world, companions) do not."""
 
     @property
     def explanation(self) -> str:

@@ -186,7 +186,7 @@ def accelerate_unknown_top_level_key(src: Source) -> Iterator[Problem]:
 
     Fix: move it into `fsdp_config`.
     """
-    if "distributed_type" not in src.data:
+    if "distributed_type" not in src.data and not src.within:  # a recipe's section: compile writes it
         yield Problem((), "distributed_type is required; accelerate launch refuses the file")
     top = section("accelerate", ())
     assert top is not None
@@ -289,7 +289,7 @@ def verl_unknown_key(src: Source) -> Iterator[Problem]:
 
     Fix: the key's new place (the message suggests the nearest), or `+key=value` to add one.
     """
-    if src.path.suffix in (".yaml", ".yml", ".json"):
+    if src.path.suffix in (".yaml", ".yml", ".json") and not src.within:
         return
     tree = verl_tree(verl_config(src.data, src.doc.lines))
     reported: set[KeyPath] = set()

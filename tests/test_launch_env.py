@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from distrecipe.errors import LaunchError
-from distrecipe.launch.detect import detect_gpus, local_port
+from distrecipe.launch.detect import detect_gpus, hold_port
 from distrecipe.launch.rundir import RunDir, default_run_dir
 from distrecipe.launch.secrets import REDACTED
 from distrecipe.launch.secrets import redact_env as redact
@@ -126,9 +126,25 @@ def test_a_taken_port_moves_only_when_taken() -> None:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
         taken = listener.getsockname()[1]
-        moved = local_port(taken)
-        assert moved != taken and moved > 0
+        with hold_port(taken) as moved:
+            assert moved.getsockname()[1] not in (taken, 0)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         free = probe.getsockname()[1]
-    assert local_port(free) == free
+    with hold_port(free) as held:
+        assert held.getsockname()[1] == free
+
+
+def test_a_held_port_is_never_handed_out_twice_yet_the_job_can_listen_on_it() -> None:
+    """Two launches started together: the second gets another port while the first holds
+    its own, and the first job's rank 0 (a listener with SO_REUSEADDR, like torch's
+    TCPStore) binds the held port."""
+    with hold_port(0) as first, hold_port(first.getsockname()[1]) as second:
+        port = first.getsockname()[1]
+        assert second.getsockname()[1] != port
+        with socket.socket() as rank0:
+            rank0.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            rank0.bind(("127.0.0.1", port))
+            rank0.listen()
+            with socket.create_connection(("127.0.0.1", port), timeout=5):
+                pass

@@ -66,6 +66,33 @@ def test_slurm_node_lists(nodelist: str, hosts: list[str]) -> None:
     assert expand_nodelist(nodelist) == hosts
 
 
+@pytest.mark.parametrize("nodelist", [
+    "n[1-999999999]", "n[1-1000001]", "n[1-1000],m[1-1000]x[1-1000]", "n[0-1000000],login1",
+    "r[1-1000]n[1-1000]s[1-1000]" + "[1]" * 50_000,
+])
+def test_a_node_list_naming_more_hosts_than_a_recipe_may_is_refused_before_expanding(nodelist: str) -> None:
+    with pytest.raises(LaunchError, match=r"names more than 1,000,000 hosts, the most a recipe may ask for"):
+        expand_nodelist(nodelist)
+
+
+@pytest.mark.parametrize("nodelist", ["n[3-1]", "n[" + "9" * 5000 + "]", "n[1-" + "9" * 30 + "]", "n[a-b]"])
+def test_an_unreadable_node_list_is_refused(nodelist: str) -> None:
+    with pytest.raises(LaunchError, match="cannot read SLURM node list"):
+        expand_nodelist(nodelist)
+
+
+@pytest.mark.parametrize(("name", "value"), [("SLURM_NODEID", "x"), ("SLURM_RESTART_COUNT", "9" * 5000),
+                                           ("SLURM_NODEID", "-1"), ("SLURM_NODEID", "\u0661")])
+def test_a_slurm_count_that_is_not_a_number_is_refused_by_name(name: str, value: str) -> None:
+    env = {"SLURM_JOB_ID": "5", "SLURM_JOB_NODELIST": "n[1-2]", name: value}
+    with pytest.raises(LaunchError, match=f"^{name}=.* is not a number$"):
+        Allocation.from_env(env)
+
+
+def test_the_largest_node_list_a_recipe_may_use_expands() -> None:
+    assert len(expand_nodelist("n[1-999999],m1")) == 1_000_000
+
+
 def test_allocation_from_slurm() -> None:
     assert Allocation.from_env({"PATH": "/bin"}) is None
     batch = {"SLURM_JOB_ID": "5", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_NODEID": "0", "SLURM_NTASKS": "2"}

@@ -118,7 +118,7 @@ def real_request(*overrides: str) -> LaunchRequest:
     """What a real launch (not a dry run) builds outside SLURM: no hosts are invented."""
     plan = resolve(load_recipe(SEED, overrides))
     return build_request(plan, program=Program(target="train.py"), run_dir=RUN, configs={}, node_rank=None,
-                         environ={}, probe_port=True, say=pytest.fail)
+                         environ={}, dry_run=False, say=pytest.fail)
 
 
 def test_deepspeed_several_nodes_need_a_hostfile() -> None:

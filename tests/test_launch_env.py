@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from distrecipe.errors import LaunchError
-from distrecipe.launch.detect import detect_gpus, local_port
+from distrecipe.launch.detect import detect_gpus, hold_port
 from distrecipe.launch.rundir import RunDir, default_run_dir
 from distrecipe.launch.secrets import REDACTED
 from distrecipe.launch.secrets import redact_env as redact
@@ -64,6 +64,33 @@ def test_auto_gpus_reach_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
 ])
 def test_slurm_node_lists(nodelist: str, hosts: list[str]) -> None:
     assert expand_nodelist(nodelist) == hosts
+
+
+@pytest.mark.parametrize("nodelist", [
+    "n[1-999999999]", "n[1-1000001]", "n[1-1000],m[1-1000]x[1-1000]", "n[0-1000000],login1",
+    "r[1-1000]n[1-1000]s[1-1000]" + "[1]" * 50_000,
+])
+def test_a_node_list_naming_more_hosts_than_a_recipe_may_is_refused_before_expanding(nodelist: str) -> None:
+    with pytest.raises(LaunchError, match=r"names more than 1,000,000 hosts, the most a recipe may ask for"):
+        expand_nodelist(nodelist)
+
+
+@pytest.mark.parametrize("nodelist", ["n[3-1]", "n[" + "9" * 5000 + "]", "n[1-" + "9" * 30 + "]", "n[a-b]"])
+def test_an_unreadable_node_list_is_refused(nodelist: str) -> None:
+    with pytest.raises(LaunchError, match="cannot read SLURM node list"):
+        expand_nodelist(nodelist)
+
+
+@pytest.mark.parametrize(("name", "value"), [("SLURM_NODEID", "x"), ("SLURM_RESTART_COUNT", "9" * 5000),
+                                           ("SLURM_NODEID", "-1"), ("SLURM_NODEID", "\u0661")])
+def test_a_slurm_count_that_is_not_a_number_is_refused_by_name(name: str, value: str) -> None:
+    env = {"SLURM_JOB_ID": "5", "SLURM_JOB_NODELIST": "n[1-2]", name: value}
+    with pytest.raises(LaunchError, match=f"^{name}=.* is not a number$"):
+        Allocation.from_env(env)
+
+
+def test_the_largest_node_list_a_recipe_may_use_expands() -> None:
+    assert len(expand_nodelist("n[1-999999],m1")) == 1_000_000
 
 
 def test_allocation_from_slurm() -> None:
@@ -126,9 +153,25 @@ def test_a_taken_port_moves_only_when_taken() -> None:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
         taken = listener.getsockname()[1]
-        moved = local_port(taken)
-        assert moved != taken and moved > 0
+        with hold_port(taken) as moved:
+            assert moved.getsockname()[1] not in (taken, 0)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         free = probe.getsockname()[1]
-    assert local_port(free) == free
+    with hold_port(free) as held:
+        assert held.getsockname()[1] == free
+
+
+def test_a_held_port_is_never_handed_out_twice_yet_the_job_can_listen_on_it() -> None:
+    """Two launches started together: the second gets another port while the first holds
+    its own, and the first job's rank 0 (a listener with SO_REUSEADDR, like torch's
+    TCPStore) binds the held port."""
+    with hold_port(0) as first, hold_port(first.getsockname()[1]) as second:
+        port = first.getsockname()[1]
+        assert second.getsockname()[1] != port
+        with socket.socket() as rank0:
+            rank0.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            rank0.bind(("127.0.0.1", port))
+            rank0.listen()
+            with socket.create_connection(("127.0.0.1", port), timeout=5):
+                pass

@@ -190,3 +190,24 @@ def test_a_failing_rank_exit_code_comes_back(tmp_path: Path) -> None:
     assert done.returncode == 42, done.stderr[-2000:]
     assert json.loads((run_dir / "run.json").read_text())["exit_code"] == 42
     assert os.path.exists(run_dir / "ds_config.json")
+
+
+def test_four_launches_started_together_each_hold_their_own_port(tmp_path: Path) -> None:
+    """Four one-node DeepSpeed launches of the demo, all asking for the default 29500, started
+    at once: each holds the port it picked until its job has ended, so no rank 0 meets
+    another's store (EADDRINUSE) and every job trains."""
+    logs = [tmp_path / f"launch{i}.log" for i in range(4)]
+    launches = []
+    for i, log in enumerate(logs):
+        with log.open("w") as out:
+            launches.append(subprocess.Popen(
+                distrecipe(TINY, "--run-dir", tmp_path / f"run{i}", "--",
+                           "-m", "distrecipe.launch.tiny_train", "--steps", "2"),
+                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT))
+    codes = [launch.wait(timeout=240) for launch in launches]
+    assert codes == [0] * 4, "".join(log.read_text()[-1500:] for log in logs)
+    ports = set()
+    for i in range(4):
+        argv = json.loads((tmp_path / f"run{i}" / "run.json").read_text())["argv"]
+        ports.add(argv[argv.index("--master_port") + 1])
+    assert len(ports) == 4, ports

@@ -29,6 +29,7 @@ from distrecipe.launch.prepare import (
     dry_run_text,
     emit_configs,
     hand_off,
+    one_node_port,
     parse_program,
     run_directory,
     slurm_argv,
@@ -89,30 +90,33 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
     for item in given.overridden:
         _say(f"distrecipe: --allow-override: {item.argument} {item.given} replaces the recipe's "
              f"{item.recipe} ({item.key})")
-    request = build_request(plan, program=user_program, run_dir=path,
-                            configs=configs.files, node_rank=node_rank, environ=env,
-                            probe_port=not dry_run, say=_say)
-    spec = LAUNCHERS[plan.launch.backend](request)
-    files = {**configs.files, **spec.files}
     if dry_run:
-        click.echo(dry_run_text(spec, path, [*files, *WRITTEN], kind))
+        request = build_request(plan, program=user_program, run_dir=path, configs=configs.files,
+                                node_rank=node_rank, environ=env, dry_run=True, say=_say)
+        spec = LAUNCHERS[plan.launch.backend](request)
+        click.echo(dry_run_text(spec, path, [*configs.files, *spec.files, *WRITTEN], kind))
         return 0
-    launch_id = new_launch_id()
-    job_env = {**env, **spec.env, LAUNCH_ID: launch_id}
-    record = RunDir(path)
-    record.start(plan=plan, recipe_text=read_text(recipe), files=files,
-                 argv=spec.argv, env=job_env, cwd=os.getcwd(), overrides=overrides,
-                 overridden=[dataclasses.asdict(item) for item in given.overridden],
-                 program_kind=dataclasses.asdict(kind))
-    click.echo(f"distrecipe: run directory {path}", err=True)
-    click.echo(f"distrecipe: {shlex.join(redact_argv(spec.argv))}", err=True)
-    sys.stderr.flush()
-    try:
-        outcome = supervise(spec.argv, job_env, launch_id=launch_id, timeout=timeout)
-    except LaunchError:
-        record.finish(NOT_STARTED)
-        raise
-    record.finish(outcome.exit_code, signal=outcome.signal, timed_out=outcome.timed_out)
+    with one_node_port(plan, say=_say) as port:  # held until the job has ended
+        request = build_request(plan, program=user_program, run_dir=path, configs=configs.files,
+                                node_rank=node_rank, environ=env, dry_run=False, say=_say,
+                                held_port=port)
+        spec = LAUNCHERS[plan.launch.backend](request)
+        launch_id = new_launch_id()
+        job_env = {**env, **spec.env, LAUNCH_ID: launch_id}
+        record = RunDir(path)
+        record.start(plan=plan, recipe_text=read_text(recipe), files={**configs.files, **spec.files},
+                     argv=spec.argv, env=job_env, cwd=os.getcwd(), overrides=overrides,
+                     overridden=[dataclasses.asdict(item) for item in given.overridden],
+                     program_kind=dataclasses.asdict(kind))
+        click.echo(f"distrecipe: run directory {path}", err=True)
+        click.echo(f"distrecipe: {shlex.join(redact_argv(spec.argv))}", err=True)
+        sys.stderr.flush()
+        try:
+            outcome = supervise(spec.argv, job_env, launch_id=launch_id, timeout=timeout)
+        except LaunchError:
+            record.finish(NOT_STARTED)
+            raise
+        record.finish(outcome.exit_code, signal=outcome.signal, timed_out=outcome.timed_out)
     click.echo(f"distrecipe: exit code {outcome.exit_code}", err=True)
     return outcome.exit_code
 

@@ -1,4 +1,4 @@
-"""What launch asks the machine: its GPU count without torch, and a free local port.
+"""What launch asks the machine: its GPU count without torch, and a local port held for the job.
 
 How many GPUs this node has, for `cluster.gpus_per_node: auto`:
 
@@ -62,18 +62,26 @@ def detect_gpus(env: Mapping[str, str], *, run: Run = _nvidia_smi,
     return count
 
 
-def local_port(preferred: int) -> int:
-    """`preferred` if nothing listens on it here, else a free port the kernel picks.
+def hold_port(preferred: int) -> socket.socket:
+    """A socket bound to `preferred` here, else to a free port the kernel picks; the caller
+    keeps it open until the job has ended.
 
-    Only for one-node jobs, whose rendezvous nobody else needs to find: two demos or
-    test runs on one machine would otherwise collide on the default 29500.
+    Only for one-node jobs, whose rendezvous nobody else needs to find. Probing a port
+    and releasing it lets two launches started together pick the same one (both see
+    29500 free, one rank 0 then dies with EADDRINUSE). So the port stays bound, never
+    listening: it is bound first without SO_REUSEADDR, which fails while anything else
+    holds the port (another launch's reservation, a listener, a closing connection),
+    and then marked SO_REUSEADDR, which lets the job's own rank 0 (torch's TCPStore, whose
+    sockets set SO_REUSEADDR) bind and listen on it beside this socket.
     """
-    with socket.socket() as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock = socket.socket()
+    try:
         try:
-            probe.bind(("127.0.0.1", preferred))
-            return preferred
+            sock.bind(("127.0.0.1", preferred))
         except OSError:
-            probe.bind(("127.0.0.1", 0))
-            port: int = probe.getsockname()[1]
-            return port
+            sock.bind(("127.0.0.1", 0))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    except OSError as exc:
+        sock.close()
+        raise LaunchError(f"cannot reserve a local port for the rendezvous: {exc.strerror or exc}") from None
+    return sock

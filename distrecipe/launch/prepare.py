@@ -11,16 +11,18 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import cast
 
 from distrecipe.errors import LaunchError
 from distrecipe.findings import Finding
-from distrecipe.launch.detect import local_port
+from distrecipe.launch.detect import hold_port
 from distrecipe.launch.handoff import Handoff, handoff
 from distrecipe.launch.kinds import KindChoice, backend_for, infer
+from distrecipe.launch.launchers import GIVEN_PORT
 from distrecipe.launch.launchers.verl import ENTRY as VERL_ENTRY
 from distrecipe.launch.rundir import default_run_dir
 from distrecipe.launch.secrets import REDACTED, is_secret, redact_argv
@@ -133,13 +135,31 @@ def run_directory(plan: Plan, *, run_dir: str | None, runs_root: str, node_rank:
     ).resolve()
 
 
+@contextmanager
+def one_node_port(plan: Plan, *, say: Say) -> Iterator[int | None]:
+    """The master port a one-node job's launcher is given, held here until the job has ended.
+
+    None where the port is not this machine's to choose (several nodes) or the launcher
+    picks its own (`GIVEN_PORT`). The recipe's port if free, else one the kernel picks:
+    held, not probed and released, so launches started together never share one.
+    """
+    if plan.nodes > 1 or plan.launch.backend not in GIVEN_PORT:
+        yield None
+        return
+    with hold_port(plan.launch.master_port) as held:
+        port: int = held.getsockname()[1]
+        if port != plan.launch.master_port:
+            say(f"distrecipe: port {plan.launch.master_port} is in use here; this one-node job uses {port}")
+        yield port
+
+
 def build_request(plan: Plan, *, program: Program, run_dir: Path, configs: dict[str, str],
-                  node_rank: int | None, environ: Mapping[str, str], probe_port: bool,
-                  say: Say) -> LaunchRequest:
+                  node_rank: int | None, environ: Mapping[str, str], dry_run: bool,
+                  say: Say, held_port: int | None = None) -> LaunchRequest:
     """Node rank, master and hosts: the command line, the recipe, then SLURM, then one node.
 
-    With `probe_port` (a real launch), a one-node job whose port is taken moves to a free
-    one; without it (a dry run), missing multi-node hosts are shown as placeholders.
+    A one-node job uses `held_port` (`one_node_port`) when the caller holds one; a dry
+    run shows missing multi-node hosts as placeholders.
     """
     allocation = Allocation.from_env(environ)
     if allocation and len(allocation.hosts) < plan.nodes:
@@ -150,7 +170,7 @@ def build_request(plan: Plan, *, program: Program, run_dir: Path, configs: dict[
         raise LaunchError(f"node rank {rank} is outside the recipe's {plan.nodes} node(s)")
     master = plan.launch.master_addr or (allocation.master_addr if allocation else None)
     hosts = allocation.hosts if allocation else ()
-    if not probe_port and plan.nodes > 1 and not hosts:
+    if dry_run and plan.nodes > 1 and not hosts:
         # A dry run on a laptop still shows the multi-node command's exact shape, with
         # host names that cannot be mistaken for real ones.
         hosts = tuple(f"<node-{i}>" for i in range(plan.nodes))
@@ -160,9 +180,7 @@ def build_request(plan: Plan, *, program: Program, run_dir: Path, configs: dict[
     port = plan.launch.master_port
     if plan.nodes == 1:
         master = master or "127.0.0.1"
-        if probe_port and (free := local_port(port)) != port:
-            say(f"distrecipe: port {port} is taken here; this one-node job uses {free}")
-            port = free
+        port = port if held_port is None else held_port
     return LaunchRequest(
         plan=plan, program=program, run_dir=run_dir, configs=configs, node_rank=rank,
         master_addr=master, master_port=port,

@@ -9,6 +9,7 @@ script is therefore short: `#SBATCH` lines from the plan and `launch.slurm`, and
 
 from __future__ import annotations
 
+import itertools
 import re
 import shlex
 from collections.abc import Mapping, Sequence
@@ -18,16 +19,39 @@ from pathlib import Path
 from distrecipe.errors import LaunchError
 from distrecipe.output import shell_word
 from distrecipe.recipe import Plan
+from distrecipe.schemas import recipe_schema
 
 _GROUP = re.compile(r"\[([^\]]*)\]")
 
+Segment = str | list[tuple[int, int, int]]
+"""A piece of one host pattern: literal text, or a bracket group's (low, high, width) ranges."""
+
+
+def max_hosts() -> int:
+    """The most hosts a node list may name: the most nodes a recipe may ask for (the
+    schema's `cluster.nodes` maximum). SLURM_JOB_NODELIST comes from the environment, and
+    `n[1-999999999]` would otherwise be expanded into memory without bound."""
+    return int(recipe_schema()["properties"]["cluster"]["properties"]["nodes"]["maximum"])
+
 
 def expand_nodelist(nodelist: str) -> list[str]:
-    """SLURM's compressed host list (`gpu[01-03,07],login1`) as host names, in order."""
-    hosts: list[str] = []
-    for item in _split_top_level(nodelist):
-        hosts.extend(_expand_item(item))
-    return hosts
+    """SLURM's compressed host list (`gpu[01-03,07],login1`) as host names, in order.
+
+    The hosts are counted before any is built, so a list naming more than `max_hosts`
+    is refused at once, whatever its size.
+    """
+    items = [_parse_item(item) for item in _split_top_level(nodelist)]
+    limit, total = max_hosts(), 0
+    for item in items:
+        total += _count(item, limit)
+        if total > limit:
+            raise LaunchError(f"SLURM node list {_shown(nodelist)} names more than {limit:,} hosts, "
+                              "the most a recipe may ask for")
+    return ["".join(parts) for item in items for parts in itertools.product(*map(_names, item))]
+
+
+def _shown(text: str) -> str:
+    return repr(text if len(text) <= 80 else text[:80] + "...")
 
 
 def _split_top_level(text: str) -> list[str]:
@@ -43,20 +67,42 @@ def _split_top_level(text: str) -> list[str]:
     return [item.strip() for item in items if item.strip()]
 
 
-def _expand_item(item: str) -> list[str]:
-    match = _GROUP.search(item)
-    if match is None:
-        return [item]
-    head, tail = item[: match.start()], item[match.end():]
-    names: list[str] = []
-    for part in match.group(1).split(","):
-        low, _, high = part.partition("-")
-        if not (low.isdigit() and (not high or high.isdigit())):
-            raise LaunchError(f"cannot read SLURM node list {item!r}")
-        width = len(low)
-        for number in range(int(low), int(high or low) + 1):
-            names.extend(head + str(number).zfill(width) + rest for rest in _expand_item(tail))
-    return names
+def _parse_item(item: str) -> list[Segment]:
+    """`rack[1-2]-n[01-03]` as `["rack", [(1, 2, 1)], "-n", [(1, 3, 2)]]`."""
+    segments: list[Segment] = []
+    at = 0
+    for match in _GROUP.finditer(item):
+        segments.append(item[at: match.start()])
+        ranges = []
+        for part in match.group(1).split(","):
+            low, _, high = part.partition("-")
+            high = high or low
+            # Python refuses int() of over 4,300 digits; no host number has twenty.
+            readable = low.isdigit() and high.isdigit() and max(len(low), len(high)) <= 20
+            if not (readable and int(low) <= int(high)):
+                raise LaunchError(f"cannot read SLURM node list {_shown(item)}")
+            ranges.append((int(low), int(high), len(low)))
+        segments.append(ranges)
+        at = match.end()
+    segments.append(item[at:])
+    return segments
+
+
+def _count(item: list[Segment], limit: int) -> int:
+    """How many hosts `item` names, or just over `limit` once it names more."""
+    count = 1
+    for segment in item:
+        if not isinstance(segment, str):
+            count *= sum(high - low + 1 for low, high, _ in segment)
+            if count > limit:
+                return limit + 1
+    return count
+
+
+def _names(segment: Segment) -> list[str]:
+    if isinstance(segment, str):
+        return [segment]
+    return [str(number).zfill(width) for low, high, width in segment for number in range(low, high + 1)]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -102,9 +148,17 @@ class Allocation:
         # The batch step also sees SLURM_NTASKS; only an srun step has a step id.
         in_step = "SLURM_STEP_ID" in env
         per_node = in_step and len(hosts) > 1 and env.get("SLURM_NTASKS") == str(len(hosts))
-        return cls(hosts=hosts, node_rank=int(env.get("SLURM_NODEID", "0")),
+        return cls(hosts=hosts, node_rank=_number(env, "SLURM_NODEID"),
                    job_id=env["SLURM_JOB_ID"], per_node=per_node, step_id=env.get("SLURM_STEP_ID"),
-                   restarts=int(env.get("SLURM_RESTART_COUNT") or 0))
+                   restarts=_number(env, "SLURM_RESTART_COUNT"))
+
+
+def _number(env: Mapping[str, str], name: str) -> int:
+    """A count SLURM sets (0 when unset), refused by name when it is not one."""
+    value = env.get(name) or "0"
+    if not (value.isascii() and value.isdigit() and len(value) <= 20):
+        raise LaunchError(f"{name}={_shown(value)} is not a number")
+    return int(value)
 
 
 PLACEHOLDER = "SET-launch.slurm.{key}"

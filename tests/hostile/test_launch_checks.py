@@ -6,6 +6,7 @@ returns at once: every file the launch writes and every line it prints is real.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -41,9 +42,16 @@ SECRETS_ARGV = ["--hf_token", "hunter2-argv-token", "--db-password=hunter2-argv-
                 "--api_key", "hunter2-argv-key", "--remote", "https://u:hunter2-argv-url@git.example/r"]
 
 
+RECIPE_ARGS = ["--hf_token", "hunter2-recipe-token", "--db-password=hunter2-recipe-pass",
+               "--remote", "https://u:hunter2-recipe-url@git.example/r", "--lr", "1e-4"]
+"""Secrets in the recipe's own `launch.args` (the reference trainer gets them)."""
+SET_ARGS = '--set=launch.args=["--api_key", "hunter2-set-key"]'
+
+
 def _values() -> list[str]:
     found = [v for v in SECRETS_ENV.values()]
     found += ["hunter2-argv-token", "hunter2-argv-pass", "hunter2-argv-key", "hunter2-argv-url"]
+    found += ["hunter2-recipe-token", "hunter2-recipe-pass", "hunter2-recipe-url", "hunter2-set-key"]
     return found
 
 
@@ -57,22 +65,32 @@ def test_redaction_by_name_and_by_value() -> None:
 
 def test_secrets_never_reach_the_run_directory_or_the_terminal(
         cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each kind of secret is planted in the environment and the program's argv; then the
-    whole run directory, stdout and stderr of a launch and of a dry run are searched."""
+    """Each kind of secret is planted in the environment, the program's argv, the recipe's
+    `launch.args` and a `--set` of them; then the whole run directory (plan.json and the
+    recipe's copy included), stdout and stderr of launches and dry runs are searched."""
     from distrecipe.commands import launch
 
     monkeypatch.setattr(launch, "supervise", lambda *a, **k: Outcome(exit_code=0))
     for name, value in SECRETS_ENV.items():
         monkeypatch.setenv(name, value)
     recipe = tmp_path / "tiny.yaml"
-    recipe.write_text(TINY)
+    recipe.write_text(TINY.replace("launch: {backend: deepspeed}",
+                                   f"launch:\n  backend: deepspeed  # kept\n  args: {json.dumps(RECIPE_ARGS)}"))
     runs = tmp_path / "runs"
-    real = cli("launch", recipe, "--runs-root", runs, "--", "train.py", *SECRETS_ARGV)
-    dry = cli("launch", recipe, "--dry-run", "--", "train.py", *SECRETS_ARGV)
-    assert real.code == 0 and dry.code == 0, (real, dry)
+    results = [cli("launch", recipe, "--runs-root", runs, "--", "train.py", *SECRETS_ARGV),
+               cli("launch", recipe, "--dry-run", "--", "train.py", *SECRETS_ARGV),
+               cli("launch", recipe, "--runs-root", runs, "--run-dir", runs / "recipe-args"),
+               cli("launch", recipe, "--dry-run"),
+               cli("launch", recipe, "--runs-root", runs, "--run-dir", runs / "set-args", SET_ARGS),
+               cli("launch", recipe, "--dry-run", SET_ARGS)]
+    assert [result.code for result in results] == [0] * 6, results
     written = [p for p in runs.rglob("*") if p.is_file()]
-    assert any(p.name == "run.json" for p in written)
-    texts = [p.read_text() for p in written] + [real.out, real.err, dry.out, dry.err]
+    assert sum(p.name == "run.json" for p in written) == 3
+    copy = (runs / "recipe-args" / "recipe.yaml").read_text()
+    assert "# kept" in copy and '"--db-password=<redacted>"' in copy, "the copy is redacted in place"
+    assert json.loads((runs / "recipe-args" / "plan.json").read_text())["launch"]["args"] == [
+        "--hf_token", REDACTED, f"--db-password={REDACTED}", "--remote", REDACTED, "--lr", "1e-4"]
+    texts = [p.read_text() for p in written] + [r.out for r in results] + [r.err for r in results]
     for secret in _values():
         for line in secret.splitlines():
             assert not any(line in text for text in texts), f"{line!r} leaked"
@@ -137,3 +155,17 @@ def test_a_rank_killed_by_a_signal_exits_128_plus_n_and_names_it(code: str, want
     launch_id = new_launch_id()
     env = {**os.environ, LAUNCH_ID: launch_id}
     assert supervise([sys.executable, "-c", code], env, launch_id=launch_id, timeout=60) == want
+
+
+def test_recipe_args_redaction_keeps_the_text_or_withholds_it() -> None:
+    """A block scalar keeps its line break; a list reached through a merge key, which is
+    not rewritten in place, withholds the whole text rather than leak."""
+    from distrecipe.launch.rundir import ARGS_PATH, redact_args_yaml, redact_override
+
+    text = "launch:\n  args:\n    - --token\n    - |\n      hunter2\n    - --lr\nname: x\n"
+    assert redact_args_yaml(text, ARGS_PATH) == (
+        f'launch:\n  args:\n    - --token\n    - "{REDACTED}"\n    - --lr\nname: x\n')
+    merged = "base: &b {args: [--api_key, hunter2]}\nlaunch: {<<: *b}\n"
+    assert redact_args_yaml(merged, ARGS_PATH) is None
+    assert redact_override("launch={<<: {args: [--token=hunter2]}}") == f"launch={REDACTED}"
+    assert redact_override("launch.args=[--lr, '1']") == "launch.args=[--lr, '1']"

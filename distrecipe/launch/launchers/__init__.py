@@ -21,3 +21,8 @@ LAUNCHERS: dict[str, Builder] = {
     "torchrun": torchrun.build,
     "verl": verl.build,
 }
+
+GIVEN_PORT = frozenset({"deepspeed", "accelerate", "accelerate-deepspeed"})
+"""Launchers whose one-node rank 0 listens on the master port they are given, so a launch
+holds that port for them (`detect.hold_port`). torchrun's `--standalone` rendezvous and
+store bind port 0 and keep what the kernel gave them; verl's Ray picks its own."""

@@ -32,7 +32,8 @@ def codes(paths: list[Path], **kwargs: object) -> list[tuple[str, int, str]]:
 
 
 @pytest.mark.parametrize(("consumer", "want"), [
-    (None, [("ds.json", 1, "DR310"), ("ds.json", 1, "DR315"), ("ds.json", 2, "DR310")]),
+    # Unknown: an "auto" only the Trainer fills marks a Trainer template (info, like hf).
+    (None, [("ds.json", 1, "DR315"), ("ds.json", 1, "DR315"), ("ds.json", 2, "DR310")]),
     ("hf", [("ds.json", 1, "DR315"), ("ds.json", 1, "DR315"), ("ds.json", 2, "DR310")]),
     ("accelerate", [("ds.json", 1, "DR310"), ("ds.json", 1, "DR315"), ("ds.json", 2, "DR310")]),
     ("raw", [("ds.json", 1, "DR310"), ("ds.json", 1, "DR310"), ("ds.json", 2, "DR310")]),

@@ -34,7 +34,7 @@ def auto_in_raw_deepspeed(src: Source) -> Iterator[Problem]:
     a TrainingArguments file (`deepspeed`) or Accelerate config
     (`deepspeed_config_file`) beside it, a launch script (`--deepspeed` for the
     Trainer, `--deepspeed_config` for raw DeepSpeed). When nothing says, an `"auto"`
-    both the Trainer and Accelerate fill is a template value (DR315); any other is an error.
+    the Trainer or Accelerate fills is a template value (DR315); one nobody fills is an error.
 
     Fails: deepspeed --world 8
     ```json
@@ -68,12 +68,7 @@ def auto_in_raw_deepspeed(src: Source) -> Iterator[Problem]:
         unread = len(path) == 1 and top is not None and path[0] not in top.keys
         if unread and (use is None or use.consumer != "accelerate"):
             continue  # DeepSpeed ignores an unknown top-level key, "auto" or not: DR311 says so
-        if use is None and (trainer := TRAINER_FILLS.get(path)) is not None:
-            yield Problem(path, f'"auto" at {joined(path)}: only the HF Trainer fills it (from {trainer}); '
-                                'Accelerate alone raises "not found in kwargs" and '
-                                f"{_raw_consequence(path)}; if the Trainer reads this file, say so "
-                                "(--ds-config-consumer hf, or ds_config in [tool.distrecipe])")
-        elif use is None or use.consumer != "raw":
+        if use is None or use.consumer != "raw":
             who = {"hf": "the HF Trainer does not fill it", "accelerate": "Accelerate does not fill it"}[
                 use.consumer] if use else "neither the HF Trainer nor Accelerate fills it"
             by = f" (used by {use.by})" if use else ""
@@ -130,6 +125,11 @@ def _filler(path: KeyPath, consumer: str | None) -> str | None:
     if consumer is None and accelerate is not None:
         from_trainer = trainer or accelerate
         return f"the HF Trainer (from {from_trainer}) or Accelerate (from {accelerate})"
+    if consumer is None and trainer is not None:
+        # An "auto" only the Trainer fills marks a Trainer template; lint says so, and
+        # --ds-config-consumer accelerate (or raw) makes it the error it then is.
+        return (f"the HF Trainer from {trainer} (Accelerate alone does not fill it; declare "
+                "who reads the file with --ds-config-consumer to have that checked)")
     return None
 
 

@@ -4,8 +4,8 @@ The recipe reaches each kind of program differently (the Trainer wants its own
 flags, a raw DeepSpeed script `--deepspeed_config`, an Accelerate script the
 launcher's config file), so the kind is decided before anything is built: from
 `--program-kind` or `launch.program_kind` when given, else from what the script
-imports and calls, found by parsing (never running or importing) at most
-`MAX_BYTES` of it. The decision carries its reason, which `--dry-run` shows.
+imports and calls, found by parsing (never running or importing) what the one bounded
+reader (`source.read_text`) gives. The decision carries its reason, which `--dry-run` shows.
 """
 
 from __future__ import annotations
@@ -16,12 +16,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from distrecipe.errors import LaunchError
+from distrecipe.engines.native import is_file
+from distrecipe.errors import DistrecipeError, LaunchError
 from distrecipe.launch.spec import TINY_TRAINER, Program
 from distrecipe.recipe import Backend, ProgramKind
-
-MAX_BYTES = 4 * 1024 * 1024
-"""Scripts larger than this are not parsed; the backend's usual kind is assumed."""
+from distrecipe.source import read_text
 
 BACKEND_KIND: dict[Backend, ProgramKind] = {
     "deepspeed": "deepspeed",
@@ -56,7 +55,7 @@ def module_file(module: str, search: Sequence[str]) -> Path | None:
     for entry in search:
         base = Path(entry or ".", *parts)
         for candidate in (base.with_suffix(".py"), base / "__main__.py"):
-            if candidate.is_file():
+            if is_file(candidate):
                 return candidate
     return None
 
@@ -99,15 +98,12 @@ def infer(program: Program, backend: Backend) -> KindChoice:
     path = module_file(program.target, [".", *sys.path]) if program.module else Path(program.target)
     if path is None:
         return KindChoice(usual, f"module {program.target} not found here; the {backend} launcher's usual")
+    try:  # the one bounded reader: regular files only, never blocking, never past its limit
+        text = read_text(path)
+    except DistrecipeError as exc:
+        return KindChoice(usual, f"cannot read the script ({exc.message}); the {backend} launcher's usual")
     try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_BYTES + 1)
-    except OSError as exc:
-        return KindChoice(usual, f"cannot read {path} ({exc.strerror}); the {backend} launcher's usual")
-    if len(data) > MAX_BYTES:
-        return KindChoice(usual, f"{path} is over {MAX_BYTES} bytes; the {backend} launcher's usual")
-    try:
-        found = scan(data.decode("utf-8", errors="replace"), str(path))
+        found = scan(text, str(path))
     except (SyntaxError, ValueError, RecursionError) as exc:
         return KindChoice(usual, f"cannot parse {path} ({exc}); the {backend} launcher's usual")
     return found or KindChoice("torchrun", f"{path} uses no Trainer, Accelerator or deepspeed.initialize")

@@ -127,7 +127,9 @@ RECIPE_COMMANDS: tuple[tuple[str, ...], ...] = (
 
 
 def field_cases() -> list[Case]:
-    """Every schema field × every hostile scalar, each through two recipe commands in turn."""
+    """Every schema field × every hostile scalar, each through one recipe command in turn
+    (the commands rotate, so each meets every field across the hostile scalars; one command
+    per pair keeps the slow sweep over 10,000 inputs and inside CI's time)."""
     base = recipe_text().encode()
     cases = []
     n = 0
@@ -135,9 +137,8 @@ def field_cases() -> list[Case]:
         for literal in HOSTILE_YAML:
             text = recipe_text(path, literal).encode("utf-8", "surrogatepass")
             label = f"{'.'.join(path)}={literal[:30]}"
-            for k in (n, n + 3):  # two commands per pair, so each command meets every field
-                args = RECIPE_COMMANDS[k % len(RECIPE_COMMANDS)]
-                cases.append(Case(label, args, {"in/recipe.yaml": text, "in/base.yaml": base}))
+            args = RECIPE_COMMANDS[n % len(RECIPE_COMMANDS)]
+            cases.append(Case(label, args, {"in/recipe.yaml": text, "in/base.yaml": base}))
             n += 1
     return cases
 

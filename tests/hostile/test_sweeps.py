@@ -14,7 +14,7 @@ from tests.hostile import inputs
 from tests.hostile.harness import Case, Sandbox, sweep
 
 FAMILIES: dict[str, tuple[Callable[[], list[Case]], int]] = {
-    "fields": (inputs.field_cases, 60),
+    "fields": (inputs.field_cases, 30),
     "set": (inputs.set_cases, 40),
     "damage": (inputs.damage_cases, 25),
     "native": (inputs.native_cases, 80),

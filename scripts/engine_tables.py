@@ -1,4 +1,4 @@
-"""Write the key tables lint reads, from the engines installed here (DeepSpeed, Accelerate, verl).
+"""Write the key tables lint reads, from the engines installed here (DeepSpeed, Accelerate, verl, HF).
 
     python scripts/engine_tables.py           # (re)write distrecipe/engines/tables/*.json
     python scripts/engine_tables.py --check   # exit 1 and name the keys that differ
@@ -20,6 +20,8 @@ test) names what changed:
   values the plugins accept.
 * verl: the composed `ppo_trainer` and `ppo_megatron_trainer` Hydra configs, whole,
   with their defaults (interpolations kept as written).
+* transformers: the names of `TrainingArguments`' init fields (what `HfArgumentParser`
+  accepts for it), so a field transformers drops shows up as a removed name.
 
 Output is sorted, indented JSON ending in a newline: the same engines give the same bytes.
 """
@@ -376,9 +378,20 @@ def verl_table() -> dict[str, Any]:
     return {"engine": "verl", "version": importlib.metadata.version("verl"), "configs": trees}
 
 
+# --- transformers ----------------------------------------------------------------------------
+
+
+def hf_table() -> dict[str, Any]:
+    from transformers import TrainingArguments
+
+    fields = sorted(f.name for f in dataclasses.fields(TrainingArguments) if f.init)
+    return {"engine": "transformers", "version": importlib.metadata.version("transformers"),
+            "training_arguments": fields}
+
+
 # --- writing and checking --------------------------------------------------------------------
 
-BUILDERS = {"deepspeed": deepspeed_table, "accelerate": accelerate_table, "verl": verl_table}
+BUILDERS = {"deepspeed": deepspeed_table, "accelerate": accelerate_table, "verl": verl_table, "hf": hf_table}
 
 
 def render(table: dict[str, Any]) -> str:

@@ -1,7 +1,7 @@
 """The stored key tables are what the installed engines say today.
 
-`scripts/engine_tables.py --check` rebuilds every table from DeepSpeed, Accelerate and
-verl and names each key that differs, so an engine upgrade fails here, with the keys
+`scripts/engine_tables.py --check` rebuilds every table from DeepSpeed, Accelerate,
+verl and transformers and names each key that differs, so an engine upgrade fails here, with the keys
 to look at, instead of drifting silently under lint.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # imports DeepSpeed, Accelerate and verl
+pytestmark = pytest.mark.slow  # imports DeepSpeed, Accelerate, verl and transformers
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -22,6 +22,7 @@ def test_tables_match_installed_engines() -> None:
     pytest.importorskip("deepspeed")
     pytest.importorskip("accelerate")
     pytest.importorskip("verl")
+    pytest.importorskip("transformers")
     run = subprocess.run([sys.executable, str(ROOT / "scripts" / "engine_tables.py"), "--check"],
                          capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr

@@ -84,3 +84,23 @@ FLAG_TYPES: dict[str, type] = {
 }
 """TrainingArguments fields lint reads from a launch command's argv, with the type
 HfArgumentParser converts each to (booleans by `engines.argv.TRUE_WORDS`)."""
+
+REMOVED: dict[str, str | None] = {
+    "evaluation_strategy": "eval_strategy", "no_cuda": "use_cpu",
+    "per_gpu_train_batch_size": "per_device_train_batch_size",
+    "per_gpu_eval_batch_size": "per_device_eval_batch_size",
+    "push_to_hub_model_id": "hub_model_id", "push_to_hub_organization": "hub_model_id",
+    "push_to_hub_token": "hub_token", "include_inputs_for_metrics": "include_for_metrics",
+    "xpu_backend": "ddp_backend", "torchdynamo": "torch_compile_backend", "sharded_ddp": "fsdp",
+    "fsdp_min_num_params": "fsdp_config's min_num_params",
+    "fsdp_transformer_layer_cls_to_wrap": "fsdp_config's transformer_layer_cls_to_wrap",
+    "adafactor": "optim: adafactor",
+    "fp16_backend": None, "half_precision_backend": None, "fp16_opt_level": None, "use_mps_device": None,
+    "tpu_num_cores": None, "tpu_metrics_debug": None, "overwrite_output_dir": None, "save_safetensors": None,
+    "use_ipex": None, "jit_mode_eval": None, "mp_parameters": None, "past_index": None, "ray_scope": None,
+    "use_legacy_prediction_loop": None, "group_by_length": None,
+}
+"""Fields transformers 4's `TrainingArguments` had (as its `to_dict()` wrote them in the
+corpus's ms-swift `training_args.json`, transformers 4.33) → the field that replaces
+each, None where none does. lint names one only while the installed transformers lacks
+it (`engines.tables.training_arguments`), so the table cannot outlive the fact."""

@@ -78,6 +78,7 @@ class Workspace:
         self.config = config or LintConfig()
         self._uses: dict[str, list[Use]] = {}
         self._launches: dict[str, list[Launch]] = {}
+        self._accelerate_launches: dict[str, list[tuple[str, bool]]] = {}
         self.engines = engines
         """Run the engines' own judges too (`lint --engines`: DR900, DR901)."""
         self.verdicts: dict[str, Verdict] = {}
@@ -144,6 +145,11 @@ class Workspace:
         for launch in self.launches(path):
             world, world_from = self._launch_world(launch, path, root)
             line = f"{path.name}:{launch.start.where.line}"
+            if launch.launcher == "accelerate" and (file := launch.option("config_file")) and file.value:
+                config = self.resolve(path, file.value, root)
+                if config is not None:
+                    passes = launch.option("num_processes") is not None
+                    self._accelerate_launches.setdefault(os.path.realpath(config), []).append((line, passes))
             for consumer, name in _FLAG.items():  # the launcher's option, or the program's flag
                 word = (launch.option(name) if consumer == "accelerate"
                         else launch.flags.get(name, (None, None))[1])
@@ -166,6 +172,11 @@ class Workspace:
             if isinstance(data, dict) and (n := integer(data.get("num_processes"))):
                 return n, f"num_processes in {target.name if target else ''}"
         return world, world_from or None
+
+    def accelerate_launches(self, path: Path) -> list[tuple[str, bool]]:
+        """The `accelerate launch --config_file` commands that name the Accelerate config
+        at `path`: where each is (`script:line`), and whether it passes `--num_processes`."""
+        return self._accelerate_launches.get(os.path.realpath(path), [])
 
     def use(self, path: Path) -> Use | None:
         """Who reads the ds_config at `path`: declared (flag, then `[tool.distrecipe]`

@@ -2,7 +2,7 @@
 defaults, and whether the engine refuses an unknown key there or silently ignores it.
 
 The JSON files beside this module are written by `scripts/engine_tables.py` from the
-installed DeepSpeed, Accelerate and verl (introspected and probed, never transcribed),
+installed DeepSpeed, Accelerate, verl and transformers (introspected and probed, never transcribed),
 and `tests/test_engine_tables.py` regenerates and compares them, so an engine upgrade
 shows up as a failing test naming the keys. Reading a table costs a JSON parse and no
 engine import, done once, on first use (lint's fast path).
@@ -16,8 +16,9 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal
 
-TableEngine = Literal["deepspeed", "accelerate", "verl"]
-LABELS: dict[TableEngine, str] = {"deepspeed": "DeepSpeed", "accelerate": "Accelerate", "verl": "verl"}
+TableEngine = Literal["deepspeed", "accelerate", "verl", "hf"]
+LABELS: dict[TableEngine, str] = {
+    "deepspeed": "DeepSpeed", "accelerate": "Accelerate", "verl": "verl", "hf": "transformers"}
 
 def is_comment_key(key: object) -> bool:
     """A key written as a comment (`comment`, `_comment`, `//…`, `#…`, any `_`-prefixed key):
@@ -85,3 +86,9 @@ def verl_tree(config: VerlConfig) -> dict[str, Any]:
     """verl's composed Hydra config `config`, whole, with its defaults (interpolations as written)."""
     tree: dict[str, Any] = table("verl")["configs"][config]
     return tree
+
+
+@cache
+def training_arguments() -> frozenset[str]:
+    """The fields `HfArgumentParser` accepts for the installed transformers' `TrainingArguments`."""
+    return frozenset(table("hf")["training_arguments"])

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 from distrecipe.engines.accelerate import DS_FILE_CONFLICTS, FSDP1_ONLY, RESHARD_OF
 from distrecipe.engines.native import ds_reference
-from distrecipe.keys import integer
+from distrecipe.keys import did_you_mean, integer
 from distrecipe.lint.rule import Problem, Source
 
 
@@ -303,6 +303,52 @@ def processes_per_machine(src: Source) -> Iterator[Problem]:
         per = processes // machines
         yield Problem(("num_processes",), f"num_processes {processes} over num_machines {machines}: "
                       f"the launcher starts {per} per machine, {per * machines} ranks in all")
+
+
+def no_num_processes(src: Source) -> Iterator[Problem]:
+    """A distributed config without `num_processes`, and no launch that passes it.
+
+    Accelerate reads a missing `num_processes` as -1 (meant for SLURM jobs that pass
+    it), and `accelerate launch` refuses the file: "You need to manually pass in
+    `--num_processes` using this config yaml". Only `distributed_type: NO` defaults to
+    one process. An `accelerate launch --config_file` in a linted script that passes
+    `--num_processes` makes the file usable; one that does not is named.
+
+    Fails: accelerate
+    ```yaml
+    distributed_type: FSDP
+    fsdp_config:
+      fsdp_version: 2
+      fsdp_reshard_after_forward: true
+    ```
+
+    Passes: accelerate
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 8
+    fsdp_config:
+      fsdp_version: 2
+      fsdp_reshard_after_forward: true
+    ```
+
+    Fix: write `num_processes` (every process of the job), or launch with
+    `accelerate launch --num_processes N --config_file FILE`.
+    """
+    kind = src.get("distributed_type")
+    if kind is None or str(kind).upper() == "NO" or src.data.get("num_processes", -1) != -1:
+        return
+    if any(did_you_mean(str(key), ["num_processes"]) for key in src.data if key != "num_processes"):
+        return  # a misspelt num_processes: DR341 names it
+    launches = src.workspace.accelerate_launches(src.path)
+    if launches and all(passes for _, passes in launches):
+        return
+    missing = [line for line, passes in launches if not passes]
+    how = (f"{', '.join(missing)} launches it without --num_processes" if missing
+           else "unless the launch passes --num_processes")
+    at = ("num_processes",) if "num_processes" in src.data else ("distributed_type",)
+    yield Problem(at, f"no num_processes with distributed_type {kind}: accelerate launch refuses this file "
+                  f"(\"You need to manually pass in `--num_processes`\") {how}",
+                  key="num_processes" in src.data)
 
 
 def _referenced(src: Source) -> list[Source]:

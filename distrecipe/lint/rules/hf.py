@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from distrecipe.engines.hf import DEFAULTS
+from distrecipe.engines.hf import DEFAULTS, REMOVED
 from distrecipe.engines.native import ds_reference
+from distrecipe.engines.tables import label, training_arguments
 from distrecipe.keys import integer
 from distrecipe.lint.rule import Problem, Source
 
@@ -72,3 +73,69 @@ def deepspeed_mismatch(src: Source) -> Iterator[Problem]:
         origin = "" if ds_path != ("train_batch_size",) else f" (world {src.world} × micro × accumulation)"
         yield Problem(at, f"{'.'.join(ds_path)} is {written!r} in {ds.path.name} but {expected!r} from "
                           f"TrainingArguments{origin}: the Trainer refuses the mismatch when training starts")
+
+
+def best_model_strategies(src: Source) -> Iterator[Problem]:
+    """`load_best_model_at_end` with evaluation and saving on different schedules.
+
+    The best checkpoint can only be loaded if one was saved at each evaluation, so
+    `TrainingArguments.__post_init__` raises "--load_best_model_at_end requires the
+    save and eval strategy to match" unless `eval_strategy` equals `save_strategy`
+    (defaults `no` and `steps`) or `save_strategy` is `best`. The usual cause in an
+    older file is `evaluation_strategy`: transformers 5 no longer has it, so
+    `eval_strategy` stays `no`.
+
+    Fails: hf
+    ```json
+    {"output_dir": "out", "evaluation_strategy": "steps", "load_best_model_at_end": true}
+    ```
+
+    Passes: hf
+    ```json
+    {"output_dir": "out", "eval_strategy": "steps", "load_best_model_at_end": true}
+    ```
+
+    Fix: the same `eval_strategy` as `save_strategy`, or `save_strategy: best`.
+    """
+    if src.get("load_best_model_at_end") is not True:
+        return
+    evaluate = str(src.get("eval_strategy", default="no")).lower()
+    save = str(src.get("save_strategy", default="steps")).lower()
+    if save == "best" or evaluate == save:
+        return
+    why = ""
+    if "eval_strategy" not in src.data and "evaluation_strategy" in src.data \
+            and "evaluation_strategy" not in training_arguments():
+        why = f" (evaluation_strategy is no TrainingArguments field in {label('hf')}: write eval_strategy)"
+    at = ("load_best_model_at_end",)
+    yield Problem(at, f"load_best_model_at_end with eval_strategy {evaluate} and save_strategy {save}{why}: "
+                      "TrainingArguments refuses it (\"requires the save and eval strategy to match\")")
+
+
+def removed_field(src: Source) -> Iterator[Problem]:
+    """A TrainingArguments field of transformers 4 that the installed transformers lacks.
+
+    The Trainer never reads it, so what it asked for does not happen (a renamed field's
+    replacement keeps its default), and `HfArgumentParser` refuses a file with a key no
+    dataclass of the script takes ("Some keys are not used by the HfArgumentParser").
+    A warning, not an error: a script's own dataclass may still take the name.
+
+    Fails: hf
+    ```json
+    {"output_dir": "out", "per_gpu_train_batch_size": 4}
+    ```
+
+    Passes: hf
+    ```json
+    {"output_dir": "out", "per_device_train_batch_size": 4}
+    ```
+
+    Fix: the replacing field the message names, or delete the key.
+    """
+    fields = training_arguments()
+    for key in src.data:
+        if key in REMOVED and key not in fields:
+            instead = REMOVED[key]
+            use = f"use {instead}" if instead else "nothing replaces it"
+            yield Problem((key,), f"{key} is no TrainingArguments field in {label('hf')} "
+                          f"(removed; {use}): the Trainer never reads it", key=True)

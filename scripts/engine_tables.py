@@ -10,7 +10,8 @@ test) names what changed:
 * DeepSpeed: `DeepSpeedConfig` is fed dictionaries that record every key it looks up,
   section by section (the section's own keys, with the default each lookup passes).
   A section DeepSpeed hands to a pydantic model is read from the model instead:
-  fields, aliases, defaults, deprecated names and whether extra keys are forbidden.
+  fields, aliases, defaults, deprecated names, the JSON types each field's annotation
+  accepts (with literal choices) and whether extra keys are forbidden.
   Whether an unknown key is refused is then *observed*: a made-up key is put in each
   section and `DeepSpeedConfig` must raise for exactly the sections that say so.
 * Accelerate: `ClusterConfig`'s fields (the loader refuses other top-level keys; that

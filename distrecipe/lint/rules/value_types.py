@@ -11,6 +11,7 @@ as 2, 8 and 1), `"yes"` is a boolean and `1` a float.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Iterator
@@ -89,7 +90,8 @@ def refused_type(entry: dict[str, Any], value: Any) -> str | None:
     return " or ".join(kinds) + (" (not a boolean)" if entry.get("refuses_bool") else "")
 
 
-def _wrong(node: dict[str, Any], path: tuple[str, ...] = ()) -> Iterator[tuple[KeyPath, str]]:
+def _wrong(node: dict[str, Any], path: tuple[str, ...] = ()) -> Iterator[tuple[KeyPath, Any, str]]:
+    """Every value in a ds_config's validated sections pydantic refuses, with what its key accepts."""
     found = section("deepspeed", path)
     if found is None:
         return
@@ -99,7 +101,7 @@ def _wrong(node: dict[str, Any], path: tuple[str, ...] = ()) -> Iterator[tuple[K
         elif key in found.keys:
             accepted = refused_type(found.keys[key], value)
             if accepted is not None:
-                yield (*path, key), accepted
+                yield (*path, key), value, accepted
 
 
 def deepspeed_wrong_type(src: Source) -> Iterator[Problem]:
@@ -124,6 +126,7 @@ def deepspeed_wrong_type(src: Source) -> Iterator[Problem]:
 
     Fix: a value of the type the message names (`min_loss_scale` is a whole number).
     """
-    for path, accepted in _wrong(src.data):
-        yield Problem(path, f"{label('deepspeed')} refuses {src.get(*path)!r} for {'.'.join(map(str, path))} "
-                            f"at start-up: it accepts {accepted}")
+    for path, value, accepted in _wrong(src.data):
+        where = ".".join(map(str, path))
+        yield Problem(path, f"{label('deepspeed')} refuses {json.dumps(value)} for {where} at start-up: "
+                            f"it accepts {accepted}")

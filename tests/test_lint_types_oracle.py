@@ -25,7 +25,7 @@ from distrecipe.lint.engine import lint
 pytestmark = pytest.mark.slow  # imports DeepSpeed
 
 BATCH = {"train_batch_size": 1, "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1}
-VALUES: list[Any] = [5, 2.0, 1.5, True, "8", "2.5", "yes", "x", None, [1], {"a": 1}]
+VALUES: list[Any] = [5, 2.0, 1.5, True, "8", "8.", "2.5", "yes", " yes ", "x", None, [1], {"a": 1}]
 BOUNDS = frozenset({"greater_than", "greater_than_equal", "less_than", "less_than_equal", "extra_forbidden"})
 """pydantic errors about a value's size, not its type, and unknown keys (DR313): not DR316's."""
 

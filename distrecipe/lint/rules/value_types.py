@@ -23,7 +23,7 @@ from distrecipe.source import KeyPath
 
 BOOL_TEXT = frozenset({"0", "off", "f", "false", "n", "no", "1", "on", "t", "true", "y", "yes"})
 """Strings pydantic reads as a boolean (any case)."""
-INT_TEXT = re.compile(r"\s*[+-]?\d+(?:_\d+)*(?:\.0*)?\s*")
+INT_TEXT = re.compile(r"\s*[+-]?\d+(?:_\d+)*(?:\.0+)?\s*")
 """Strings pydantic reads as an integer (`"8"`, `"8.0"`, `"1_000"`)."""
 
 
@@ -49,7 +49,7 @@ def coerces(kind: str, value: Any, *, refuses_bool: bool = False) -> bool:
         return isinstance(value, dict)
     if kind == "bool":
         if isinstance(value, str):
-            return value.strip().lower() in BOOL_TEXT
+            return value.lower() in BOOL_TEXT
         return isinstance(value, int | float) and value in (0, 1)
     if kind == "int":
         if isinstance(value, str):

@@ -10,7 +10,8 @@ test) names what changed:
 * DeepSpeed: `DeepSpeedConfig` is fed dictionaries that record every key it looks up,
   section by section (the section's own keys, with the default each lookup passes).
   A section DeepSpeed hands to a pydantic model is read from the model instead:
-  fields, aliases, defaults, deprecated names and whether extra keys are forbidden.
+  fields, aliases, defaults, deprecated names, the JSON types each field's annotation
+  accepts (with literal choices) and whether extra keys are forbidden.
   Whether an unknown key is refused is then *observed*: a made-up key is put in each
   section and `DeepSpeedConfig` must raise for exactly the sections that say so.
 * Accelerate: `ClusterConfig`'s fields (the loader refuses other top-level keys; that
@@ -184,10 +185,77 @@ def model_keys(model: type) -> dict[str, dict[str, Any]]:
             entry["deprecated"] = True
             if extra.get("new_param"):
                 entry["replaced_by"] = extra["new_param"]
+        entry.update(field_types(model, name, info))
         keys[name] = entry
         if info.alias and info.alias != name:
             keys[info.alias] = {**entry, "alias_of": name}
     return keys
+
+
+JSON_TYPES = {bool: "bool", int: "int", float: "float", str: "str", Path: "str", list: "list",
+              tuple: "list", dict: "object", type(None): "null"}
+"""A field annotation's Python type → the JSON type pydantic validates it from (a `Path`
+from a string, a `tuple` from an array)."""
+
+
+def annotation_types(annotation: Any) -> tuple[set[str], list[Any] | None] | None:
+    """The JSON types a field's annotation accepts and its literal choices, or None when
+    pydantic takes any value there (`object`, `Any`, an arbitrary class such as `torch.dtype`)."""
+    import pydantic
+
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        found: set[str] = set()
+        choices: list[Any] = []
+        for arg in typing.get_args(annotation):
+            inner = annotation_types(arg)
+            if inner is None:
+                return None
+            found |= inner[0]
+            choices += inner[1] or []
+        return found, choices or None
+    if origin is typing.Literal:
+        values = list(typing.get_args(annotation))
+        return {JSON_TYPES[type(v)] for v in values}, values
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        values = [m.value for m in annotation]
+        return {JSON_TYPES[type(v)] for v in values}, values
+    if isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel):
+        return None if reshapes(annotation) else ({"object"}, None)
+    base = origin if origin is not None else annotation
+    if base in JSON_TYPES:
+        return {JSON_TYPES[base]}, None
+    return None
+
+
+def reshapes(model: Any) -> bool:
+    """Whether a `before` model validator may turn any input into the model's fields."""
+    return any(v.info.mode == "before" for v in model.__pydantic_decorators__.model_validators.values())
+
+
+def field_types(model: Any, name: str, info: Any) -> dict[str, Any]:
+    """`{"types": [...], "choices": [...]}` for a field, as its annotation says; nothing when
+    pydantic takes any value, or when a `before` validator may reshape the value first.
+
+    A `before` field validator that refuses booleans (pydantic's lax mode reads `true` as 1)
+    is observed, and recorded as `"refuses_bool"`."""
+    decorators = model.__pydantic_decorators__
+    if reshapes(model):
+        return {}
+    found = annotation_types(info.annotation)
+    if found is None:
+        return {}
+    entry: dict[str, Any] = {"types": sorted(found[0])}
+    if found[1] is not None:
+        entry["choices"] = sorted(jsonable(found[1]), key=json.dumps)
+    validated = any(name in v.info.fields and v.info.mode in ("before", "plain", "wrap")
+                    for v in decorators.field_validators.values())
+    if validated and found[0] & {"bool", "int", "float"} and "bool" not in found[0]:
+        try:
+            model(**{name: True})
+        except Exception:  # any refusal: the validator turned the boolean away
+            entry["refuses_bool"] = True
+    return entry
 
 
 def _nested(path: str, leaf: Any) -> dict[str, Any]:

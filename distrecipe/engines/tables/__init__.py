@@ -48,7 +48,9 @@ class Section:
     """Dotted path (`zero_optimization.offload_param`); empty for the top level."""
     keys: dict[str, dict[str, Any]]
     """Accepted key → `{"default": …}` (absent when the engine reads it without one), and
-    `alias_of`, `deprecated`, `replaced_by`, `choices` where the engine has them."""
+    `alias_of`, `deprecated`, `replaced_by`, `choices` where the engine has them; for a
+    pydantic field, the JSON `types` its annotation accepts (`refuses_bool` where a
+    validator turns booleans away; see `lint.rules.value_types`)."""
     refuses_unknown: bool
     """True when the engine stops at start-up on a key not in `keys`; False when it
     silently ignores it."""

@@ -10,7 +10,18 @@ from __future__ import annotations
 
 from distrecipe.engines import KINDS, Kind
 from distrecipe.lint.rule import Rule
-from distrecipe.lint.rules import accelerate, batch, deepspeed, engines, hf, plan, recipe, unknown_keys, verl
+from distrecipe.lint.rules import (
+    accelerate,
+    batch,
+    deepspeed,
+    engines,
+    hf,
+    plan,
+    recipe,
+    unknown_keys,
+    value_types,
+    verl,
+)
 
 RECIPE, DEEPSPEED, ACCELERATE, VERL, HF = (frozenset({kind}) for kind in KINDS)
 RECIPE_DS: frozenset[Kind] = RECIPE | DEEPSPEED
@@ -32,6 +43,7 @@ RULES: dict[str, Rule] = {rule.code: rule for rule in (
          unknown_keys.deepspeed_refused_key, section=True),
     Rule("DR314", "comment-key", "info", DEEPSPEED | ACCELERATE, unknown_keys.comment_key, section=True),
     Rule("DR315", "auto-filled", "info", DEEPSPEED, deepspeed.auto_filled),
+    Rule("DR316", "deepspeed-wrong-type", "error", DEEPSPEED, value_types.deepspeed_wrong_type),
     Rule("DR320", "offload-param-below-stage3", "warning", DEEPSPEED, deepspeed.offload_param_below_stage3),
     Rule("DR321", "fp16-and-bf16", "error", DEEPSPEED | HF, deepspeed.fp16_and_bf16),
     Rule("DR322", "zero-setting-refused-at-stage", "error", DEEPSPEED,

@@ -43,7 +43,7 @@ FILES = [path for kind in ("deepspeed", "accelerate", "verl", "hf")
          for path in sorted((CORPUS / kind).iterdir()) if path.suffix in (".json", ".yaml", ".sh")]
 OUTPUT = {"deepspeed": "ds_config.json", "accelerate": "accelerate_config.yaml", "hf": "training_args.json"}
 
-_NO_COMPANION = "cannot read: no such file"
+_NO_COMPANION = "which is not a regular file"
 _SHELL_MINI = "integer ppo_mini_batch_size (a shell variable"
 _LEGACY_MICRO = "ppo_micro_batch_size is verl's deprecated count"
 REFUSED: dict[str, str] = {

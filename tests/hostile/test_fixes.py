@@ -197,3 +197,12 @@ def test_crash_report_is_private_per_user_and_per_run(cli: Cli, tmp_path: Path,
     assert all(stat.S_IMODE(log.stat().st_mode) == 0o600 for log in logs)
     assert "RuntimeError: a bug" in logs[0].read_text()
     assert str(logs[0]) in first.err and victim.read_text() == "precious"
+
+
+def test_verl_script_whose_prompts_per_step_is_not_a_number_is_refused_in_place(cli: Cli, tmp_path: Path) -> None:
+    """It imported without `rl` and the verl emitter then asserted (the sweep planted U+202E)."""
+    source = Path(__file__).parent.parent / "lint_corpus" / "DR220" / "prompts-not-divisible" / "run_grpo.sh"
+    path = tmp_path / "run_grpo.sh"
+    path.write_text(source.read_text().replace("data.train_batch_size=90", "data.train_batch_size=\u202eevil"))
+    result = cli("import", path, "--world", "8")
+    assert result.code == 2 and f"{path}:6:" in result.err and "data.train_batch_size" in result.err, result

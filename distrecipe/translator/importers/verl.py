@@ -38,9 +38,12 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     recipe["grad_clip"] = 0 if clip == float("inf") else clip
     checkpointing = get(data, "actor_rollout_ref", "model", "enable_gradient_checkpointing")
     recipe["activation_checkpointing"] = checkpointing is True
-    prompts = get(data, "data", "train_batch_size")
-    if isinstance(prompts, int):
-        recipe["rl"] = {"rollout_n": n, "prompts_per_step": prompts}
+    prompts = integer(get(data, "data", "train_batch_size"))
+    if prompts is None:  # verl's step is prompts × rollout.n sequences: no step without it
+        raise NotImportable("verl's step needs an integer data.train_batch_size (prompts per step; "
+                            "a shell variable or another value cannot be imported): write the number",
+                            context.doc.where(("data", "train_batch_size")))
+    recipe["rl"] = {"rollout_n": n, "prompts_per_step": prompts}
     recipe["launch"] = {"backend": "verl"}
     return Imported(recipe, _phase_offload(actor, megatron))
 

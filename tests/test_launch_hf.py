@@ -19,7 +19,7 @@ from unittest import mock
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from distrecipe.engines.deepspeed import CONFIG_FILE
+from distrecipe.engines.deepspeed import CONFIG_FILE, batch_ranks
 from distrecipe.engines.hf import OPTIM
 from distrecipe.engines.hf_argv import find_flags, same_value
 from distrecipe.launch.handoff import handoff
@@ -72,7 +72,8 @@ def test_the_trainer_parses_the_plans_numbers(tmp_path: Path, doc: dict[str, Any
     if plan.strategy == "zero":
         config = args.hf_deepspeed_config.config
         assert (config["train_micro_batch_size_per_gpu"], config["gradient_accumulation_steps"],
-                config["train_batch_size"]) == (plan.micro, plan.accumulation, plan.global_batch)
+                config["train_batch_size"]) == (plan.micro, plan.accumulation,
+                                                plan.micro * plan.accumulation * batch_ranks(plan))
         assert config["zero_optimization"]["stage"] == plan.stage
     else:
         assert args.deepspeed is None

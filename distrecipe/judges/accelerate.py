@@ -71,6 +71,19 @@ def refusals() -> tuple[type[BaseException], ...]:
     return ValueError, TypeError, KeyError, AssertionError, NotImplementedError, FileNotFoundError
 
 
+def loader_refusal(config_file: Path) -> ValueError | None:
+    """What Accelerate's config loader raises on `config_file` (unknown top-level keys, a
+    missing `distributed_type`), or None when it reads the file: the first of the judge's
+    three steps, alone, for the oracle tests that compare it with lint's key rules."""
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    try:
+        load_config_from_file(str(config_file))
+    except ValueError as exc:
+        return exc
+    return None
+
+
 def judge(config_file: Path, *, directory: Path | None = None, flags: tuple[str, ...] = ()) -> Verdict:
     """Accelerate's verdict on one config file, launched from `directory` (where a
     relative `deepspeed_config_file` is found; default: the file's own directory)."""

@@ -28,11 +28,11 @@ from distrecipe.translator.resolve import resolve
 CSV = Path(__file__).resolve().parent / "corpus" / "gpu" / "published.csv"
 
 GPU_GIB = {"H100 SXM HBM2e 96GB": 95.0, "H100 SXM HBM2e 95GB": 95.0, "H200": 140.0,
-           "H100 80GB": 79.1, "A100 80GB": 79.1, "A100 40GB": 39.4, "DGX-H100": 79.1}
+           "H100 80GB": 79.1, "A100 80GB": 79.1, "A100-SXM4-80G": 79.1, "A100 40GB": 39.4, "DGX-H100": 79.1}
 """What torch reports as total memory for each card the rows name (GiB)."""
 
 GPU_MODEL = {"H100 SXM": "h100", "H100 80GB": "h100", "DGX-H100": "h100", "H200": "h200",
-             "A100 80GB": "a100-80gb", "A100 40GB": "a100-40gb", "A100 (": "a100-80gb",
+             "A100 80GB": "a100-80gb", "A100-SXM4-80G": "a100-80gb", "A100 40GB": "a100-40gb", "A100 (": "a100-80gb",
              "DGX-B200": "b200"}
 """Each row's card as a `cluster.gpu` (an A100 of unstated memory has the same peak)."""
 

@@ -6,7 +6,8 @@ Three numbers, always named apart:
   The larger of two moments: the start of backward (model state after forward, every
   layer's saved activations, the loss's gradients or one recomputed layer, and the
   engine's communication buffers) and inside the optimizer step (the engine view's
-  peak plus a torch optimizer's `foreach` temporaries).
+  peak plus a torch optimizer's `foreach` temporaries, or ZeRO-3's flat 16-bit copy of
+  the sub-group whose fp32 gradient it is making).
 * **reserved**: what PyTorch's caching allocator has taken from the driver
   (`torch.cuda.max_memory_reserved`, what torchtitan and most published tables report).
   It exceeds allocated by freed blocks the cache cannot reuse: FSDP2's gradient shards
@@ -124,6 +125,15 @@ def stranded(plan: Plan, psi: float, act: Activations | None) -> float:
     return 4.0 * psi / plan.shard_group if per_block < 2.0 * s * plan.micro * h else 0.0
 
 
+def flatten_copy(plan: Plan, engine: EngineView) -> float:
+    """ZeRO-3's step builds each sub-group's fp32 gradient as
+    `self.flatten(averaged_gradients).to(fp32)`: the flat 16-bit copy is alive beside the
+    fp32 one until the expression ends, `lp` bytes per element of the sub-group."""
+    if not uses_deepspeed(plan) or plan.stage != 3:
+        return 0.0
+    return engine.points["step"].get("fp32 gradients", 0.0) * plan.precision_bytes / 4
+
+
 def memory(plan: Plan, engine: EngineView, act: Activations | None, psi: float) -> Memory:
     """Allocated at both moments, and what stays stranded in the cache."""
     backward = dict(engine.points["forward"])
@@ -135,4 +145,6 @@ def memory(plan: Plan, engine: EngineView, act: Activations | None, psi: float) 
     temporaries = foreach_temporaries(plan, engine)
     if temporaries:
         step["optimizer temporaries"] = temporaries
+    if flatten_copy(plan, engine):
+        step["flattened gradients (transient)"] = flatten_copy(plan, engine)
     return Memory({k: v for k, v in backward.items() if v}, step, stranded(plan, psi, act))

@@ -16,7 +16,11 @@ some moments and less at others; each term below was read from the installed sou
 * DeepSpeed ZeRO-3 (`stage3.py`): 2Ψ/N shard + 12Ψ/N + a 2Ψ/N gradient buffer for its
   lifetime, whole copies of tensors under `stage3_param_persistence_threshold`, one
   reduce bucket from start-up; after forward up to `stage3_max_live_parameters` stay
-  gathered until backward; `step()` adds the 4Ψ/N fp32 gradient copy.
+  gathered until backward; `step()` walks the partition in sub-groups of
+  `sub_group_size` elements (parameters are added to a sub-group until it reaches that
+  size, so one may overshoot by a tensor's partition) and holds the fp32 gradient copy
+  of one sub-group at a time (`_prepare_sub_group` makes it, `_release_sub_group` drops
+  it): 4 bytes × the largest sub-group, 4Ψ/N only when the partition is one sub-group.
 * fp32 training: ZeRO-0 runs the plain torch optimizer (no master, no copy: 16Ψ at the
   peak); ZeRO-1..3 still keep an fp32 partition beside the parameters and flatten the
   gradient partition into a new tensor in `step()`.
@@ -35,7 +39,8 @@ working set; `activations.py` counts them with the activations, not here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,6 +88,8 @@ class DeepSpeedZero:
     offload_param: bool = False
     hpz_partition_size: int = 1
     """ZeRO++ hierarchical partitioning: a secondary 16-bit parameter copy per group."""
+    sub_group_size: int = 1_000_000_000
+    """ZeRO-3's optimizer step works on sub-groups of this many elements at a time."""
 
     @classmethod
     def from_config(cls, zero: Mapping[str, Any]) -> DeepSpeedZero:
@@ -108,6 +115,7 @@ class DeepSpeedZero:
             offload_optimizer=device("offload_optimizer"),
             offload_param=device("offload_param") and stage == 3,
             hpz_partition_size=int(zero.get("zero_hpz_partition_size", 1)),
+            sub_group_size=int(zero.get("sub_group_size", defaults.sub_group_size)),
         )
 
 
@@ -119,9 +127,26 @@ def _add(base: dict[str, float], **extra: float) -> dict[str, float]:
     return out
 
 
+def largest_sub_group(partitions: Sequence[float], size: int) -> float:
+    """Elements in ZeRO-3's largest optimizer sub-group, grouped as
+    `DeepSpeedZeroOptimizer_Stage3._create_fp16_sub_groups` does: tensors' partitions in
+    order until the running sum reaches `size`."""
+    total = sum(partitions)
+    if size <= 0 or size >= total:
+        return total
+    largest = running = 0.0
+    for elements in partitions:
+        running += elements
+        if running >= size:
+            largest, running = max(largest, running), 0.0
+    return max(largest, running)
+
+
 def deepspeed(psi: float, n: int, zero: DeepSpeedZero, *, lp: int, accumulation: int,
-              persistent: float = 0.0) -> EngineView:
-    """DeepSpeed ZeRO-0..3 with `lp`-byte parameters (2 for bf16/fp16, 4 for fp32)."""
+              persistent: float = 0.0, sub_group: float | None = None) -> EngineView:
+    """DeepSpeed ZeRO-0..3 with `lp`-byte parameters (2 for bf16/fp16, 4 for fp32).
+    `sub_group`: elements in ZeRO-3's largest optimizer sub-group (default: the
+    partition cut at `sub_group_size`)."""
     stage = zero.stage
     master = 0.0 if lp == 4 else 4 * psi  # fp32 training has no master copy at stage 0
     # ZeRO-1..3 flatten the gradient partition into a new fp32 tensor inside step(),
@@ -169,7 +194,9 @@ def deepspeed(psi: float, n: int, zero: DeepSpeedZero, *, lp: int, accumulation:
         step = rest
     else:
         rest.update({"master weights": master_shard, "optimizer": 8 * psi / n})
-        step = _add(rest, fp32_gradients=fp32_grads / n)
+        sub_group = min(psi / n, sub_group if sub_group is not None
+                        else float(zero.sub_group_size or psi))
+        step = _add(rest, fp32_gradients=4 * sub_group)
     gathered = lp * min(psi - persistent, zero.max_live_parameters)
     points = {"rest": rest, "forward": _add(rest, gathered=gathered), "backward": rest,
               "step": step}
@@ -227,8 +254,14 @@ def plan_engine_view(plan: Plan, zero: DeepSpeedZero | None = None) -> EngineVie
     settings = zero if zero is not None else DeepSpeedZero(stage=plan.stage)
     inventory = llama(plan.model)
     persistent = 0.0
+    sub_group = None
+    n = plan.dp
     if settings.stage == 3 and inventory is not None:
         persistent = min(psi, inventory.persistent(settings.persistence_threshold))
+        split = plan.tensor * plan.pipeline
+        tensors = [*inventory.outer[:1]] + [*inventory.block] * inventory.layers + [*inventory.outer[1:]]
+        sub_group = largest_sub_group([math.ceil(t / split / n) for t in tensors],
+                                      settings.sub_group_size)
     # DeepSpeed shards over all N; a shard group becomes hpZ's secondary copy (`settings`).
-    return deepspeed(psi, plan.dp, settings, lp=lp,
-                     accumulation=plan.accumulation, persistent=persistent)
+    return deepspeed(psi, n, settings, lp=lp, accumulation=plan.accumulation,
+                     persistent=persistent, sub_group=sub_group)

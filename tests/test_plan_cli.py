@@ -100,3 +100,17 @@ def test_plan_exits_1_when_it_does_not_fit_and_compile_says_dr370(cli: Callable[
     assert "DR370 error: DDP needs" in result.err
     assert cli("compile", ddp, "--strict").code != 0
     assert "DR370" not in cli("compile", SEED_ZERO2).err
+
+
+def test_step_time_says_whose_efficiency_it_is(cli: Callable[..., Result]) -> None:
+    """A GPU no published run calibrates gets H100's figure, and the text and JSON say so."""
+    out = cli("plan", SEED_ZERO2, "--set", "cluster.gpu=h100").out
+    assert "recompute included; efficiency fitted on 27 published H100 runs" in out
+    out = cli("plan", SEED_ZERO2, "--set", "cluster.gpu=l40s").out
+    assert ("(0.48 of L40S (PCIe 4)'s 362.05 TFLOPS, recompute included; efficiency H100's; "
+            "no published bf16 run on L40S)") in out
+    step = json.loads(cli("plan", SEED_ZERO2, "--set", "cluster.gpu=mi300x", "--format", "json").out)
+    assert step["step_time"]["efficiency_borrowed"] is True
+    assert step["step_time"]["efficiency_basis"] == "H100's; no published bf16 run on MI300X"
+    step = json.loads(cli("plan", SEED_ZERO2, "--set", "cluster.gpu=h200", "--format", "json").out)
+    assert step["step_time"]["efficiency_borrowed"] is False

@@ -96,7 +96,8 @@ def _step(est: Estimate) -> str:
                 "and model.params)")
     hw = st.hardware
     return (f"step time: {st.seconds:.3g} s = compute {st.compute:.3g} s ({hw.efficiency:g} of "
-            f"{hw.name}'s {hw.peak_tflops:g} TFLOPS, recompute included) + exposed traffic "
+            f"{hw.name}'s {hw.peak_tflops:g} TFLOPS, recompute included; efficiency "
+            f"{hw.achieved.basis}) + exposed traffic "
             f"{st.exposed:.3g} s (of {st.communication:.3g} s, engine view); "
             f"{st.tokens_per_s_per_gpu:,.0f} tokens/s/GPU, MFU {st.mfu:.1%}")
 
@@ -174,6 +175,8 @@ def as_json(est: Estimate, advice: list[str] | None = None) -> dict[str, Any]:
             "tokens_per_s_per_gpu": est.step.tokens_per_s_per_gpu, "mfu": est.step.mfu,
             "gpu": est.step.hardware.name, "peak_tflops": est.step.hardware.peak_tflops,
             "efficiency": est.step.hardware.efficiency,
+            "efficiency_basis": est.step.hardware.achieved.basis,
+            "efficiency_borrowed": est.step.hardware.achieved.borrowed,
         },
         "need": est.need,
         "gpu_memory": p.gpu_memory,

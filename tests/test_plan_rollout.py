@@ -57,6 +57,13 @@ def test_a_share_kept_through_training_adds_to_the_training_phase() -> None:
     assert kept.rollout_need == freed.rollout_need  # the rollout phase is the same
 
 
+def test_without_sleep_mode_the_share_is_kept_through_training() -> None:
+    doc = rl_doc(rollout_memory=0.5)
+    doc["native"] = {"verl": ["actor_rollout_ref.rollout.enable_sleep_mode=false"]}
+    est = estimate(plan_of(doc))
+    assert est.rollout is not None and not est.rollout.freed and est.rollout.in_training == GPU / 2
+
+
 def test_between_phase_offload_in_native_verl_leaves_the_rollout_phase() -> None:
     doc = rl_doc(rollout_memory=0.6)
     doc["native"] = {"verl": ["actor_rollout_ref.actor.fsdp_config.param_offload=true",

@@ -12,7 +12,8 @@ the sources):
   The allocator's cache is emptied before the KV cache is woken, so no fragmentation
   share is added. This is also vLLM's start-up check: free memory ≥ fraction × total.
 * **training**: today's estimate, plus the whole fraction when the engine is not freed
-  (`rl.free_rollout_memory: false`); freed (verl's default), none of it is counted.
+  (`rl.free_rollout_memory: false`, or `rollout.enable_sleep_mode=false` in `native.verl`);
+  freed (verl's default), none of it is counted.
 
 Not modelled: the rollout engine's own CUDA context and captured CUDA graphs, which
 stay through training even when freed, and any check that the fraction holds the
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from distrecipe.engines.verl import FREE_CACHE_DEFAULT, PHASE_OFFLOAD, ROLLOUT_MEMORY_DEFAULT
+from distrecipe.engines.verl import FREE_CACHE_DEFAULT, PHASE_OFFLOAD, ROLLOUT_MEMORY_DEFAULT, SLEEP_MODE
 from distrecipe.keys import joined
 from distrecipe.plan.allocator import CONTEXT
 from distrecipe.plan.engine import EngineView
@@ -31,6 +32,7 @@ from distrecipe.recipe import Plan
 from distrecipe.translator.native import verl_pairs
 
 PARAM_OFFLOAD, OPTIMIZER_OFFLOAD = (joined(path) for path in PHASE_OFFLOAD)
+SLEEP_MODE_KEY = joined(SLEEP_MODE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +68,8 @@ def rollout(plan: Plan, engine: EngineView) -> Rollout | None:
     stated = plan.rl.rollout_memory is not None
     fraction = float(plan.rl.rollout_memory) if plan.rl.rollout_memory is not None else ROLLOUT_MEMORY_DEFAULT
     freed = FREE_CACHE_DEFAULT if plan.rl.free_rollout_memory is None else plan.rl.free_rollout_memory
+    if any(key == SLEEP_MODE_KEY and value is False for _, key, value in verl_pairs(plan.native.verl)):
+        freed = False  # vLLM's sleep frees only its sleep-mode pool
     moved = _phase_offloaded(plan)
     actor = {part: size for part, size in engine.points["rest"].items() if size and part not in moved}
     size = None if plan.gpu_memory is None else fraction * plan.gpu_memory

@@ -169,6 +169,14 @@ class RL:
     """Responses sampled per prompt (the GRPO group size). Required in `rl`."""
     prompts_per_step: int
     """Prompts per optimizer step, each giving `rollout_n` sequences. Required in `rl`."""
+    rollout_memory: float | None = None
+    """Fraction of each GPU's total memory the rollout engine (vLLM, SGLang) takes while it
+    generates, its weights and KV cache included: verl's `rollout.gpu_memory_utilization`,
+    in (0, 1]. Default: verl's 0.5, and `compile` leaves the key to verl."""
+    free_rollout_memory: bool | None = None
+    """The rollout engine gives its memory back while the actor trains (verl's
+    `rollout.free_cache_engine`); false keeps `rollout_memory` reserved through training.
+    Default: verl's true, and `compile` leaves the key to verl."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -444,4 +452,8 @@ def plan_values(plan: Plan) -> dict[str, object]:
     if plan.rl is not None:
         values["rl.rollout_n"] = plan.rl.rollout_n
         values["rl.prompts_per_step"] = plan.rl.prompts_per_step
+        if plan.rl.rollout_memory is not None:
+            values["rl.rollout_memory"] = plan.rl.rollout_memory
+        if plan.rl.free_rollout_memory is not None:
+            values["rl.free_rollout_memory"] = plan.rl.free_rollout_memory
     return values

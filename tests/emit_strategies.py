@@ -97,8 +97,9 @@ def engine_documents(
 
 
 @st.composite
-def rl_sections(draw: st.DrawFn, glob: int) -> dict[str, int]:
-    """`rl` for a global batch: rollout_n divides it, prompts mostly whole mini-batches."""
+def rl_sections(draw: st.DrawFn, glob: int) -> dict[str, int | float | bool]:
+    """`rl` for a global batch: rollout_n divides it, prompts mostly whole mini-batches;
+    sometimes the rollout engine's share of the GPU and whether it is freed."""
     n = draw(st.sampled_from([d for d in (1, 2, 4, 8) if glob % d == 0]))
     mini = glob // n
     prompts = draw(
@@ -107,7 +108,12 @@ def rl_sections(draw: st.DrawFn, glob: int) -> dict[str, int]:
             st.integers(mini, 3 * mini),
         )
     )
-    return {"rollout_n": n, "prompts_per_step": prompts}
+    out: dict[str, int | float | bool] = {"rollout_n": n, "prompts_per_step": prompts}
+    if draw(st.booleans()):
+        out["rollout_memory"] = draw(st.sampled_from([0.05, 0.3, 0.5, 0.85, 1]))
+    if draw(st.booleans()):
+        out["free_rollout_memory"] = draw(st.booleans())
+    return out
 
 
 def launch_world(plan: Plan) -> int:

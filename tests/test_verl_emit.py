@@ -18,6 +18,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, event, given, settings
 
+from distrecipe.engines.verl import FREE_CACHE_DEFAULT, ROLLOUT_MEMORY_DEFAULT
 from distrecipe.errors import RecipeError
 from distrecipe.recipe import Plan
 from distrecipe.translator import verl as emitter
@@ -70,6 +71,11 @@ def check_numbers(judge: Any, plan: Plan, cfg: Any) -> None:
         if plan.optimizer.name != "sgd":
             assert list(actor.optim.betas) == list(plan.optimizer.betas)
             assert actor.optim.override_optimizer_config["eps"] == plan.optimizer.eps
+    rollout = cfg.actor_rollout_ref.rollout
+    assert rollout.gpu_memory_utilization == (
+        ROLLOUT_MEMORY_DEFAULT if plan.rl.rollout_memory is None else plan.rl.rollout_memory)
+    assert rollout.free_cache_engine is (
+        FREE_CACHE_DEFAULT if plan.rl.free_rollout_memory is None else plan.rl.free_rollout_memory)
     split = judge.split(cfg, actor)
     assert split.data_parallel == plan.dp
     assert split.micro_batch_size == plan.micro
@@ -167,3 +173,20 @@ def test_token_packed_micro_batches_leave_micro_and_accumulation_auto() -> None:
     doc["batch"] = {"micro": 2, "global": 128, "micro_tokens": 24000}
     with pytest.raises(RecipeError, match="micro_tokens 24000 packs micro-batches by tokens"):
         plan_of(doc)
+
+
+@pytest.mark.slow
+@QUIET
+def test_rollout_memory_reaches_verls_rollout_config(judge: Any) -> None:
+    """The rollout engine's share and its freeing are written only when the recipe states
+    them, and verl's composed config and `validate_config` take them as written."""
+    doc = rl_doc(prompts=64, rollout_n=4)
+    assert "gpu_memory_utilization" not in emitter.overrides_text(plan_of(doc))
+    doc["rl"].update(rollout_memory=0.35, free_rollout_memory=False)
+    plan = plan_of(doc)
+    text = emitter.overrides_text(plan)
+    assert "actor_rollout_ref.rollout.gpu_memory_utilization=0.35\n" in text
+    assert "actor_rollout_ref.rollout.free_cache_engine=false\n" in text.lower()
+    cfg = composed(judge, plan)
+    judge.validate(cfg)
+    check_numbers(judge, plan, cfg)

@@ -139,3 +139,63 @@ def batch_violations(b: VerlBatch) -> list[Violation]:
     if not b.megatron and size and 0 < size < b.world and b.world % size:
         out.append(Violation("fsdp-size", FSDP_SIZE, worker_side=True))
     return out
+
+
+# The rollout engine beside the actor (verl's hybrid engine), as verl 0.9.1 runs it.
+# Paths are under site-packages/verl unless they name vllm.
+ROLLOUT: KeyPath = ("actor_rollout_ref", "rollout")
+ROLLOUT_MEMORY: KeyPath = (*ROLLOUT, "gpu_memory_utilization")
+ROLLOUT_MEMORY_DEFAULT = 0.5
+"""`rollout.gpu_memory_utilization` when a config does not set it (trainer/config/rollout/
+rollout.yaml:46, workers/config/rollout.py:185). verl hands it on unchanged: to vLLM as
+`gpu_memory_utilization` (workers/rollout/vllm_rollout/vllm_async_server.py:340), to SGLang
+as `mem_fraction_static` (sglang_rollout/async_sglang_server.py:317). For vLLM it is the
+fraction of the GPU's *total* memory its instance may take, weights, activations, CUDA
+graphs and KV cache together (vllm/config/cache.py: `Field(gt=0, le=1)`, so a value
+outside (0, 1] is refused when the server starts), and vLLM's worker refuses to start
+when the free memory is below that fraction of the total (vllm/v1/worker/gpu_worker.py,
+`init_device`: "Free memory on device ... is less than desired GPU memory utilization").
+Neither `validate_config` (utils/config.py:88) nor `RolloutConfig.__post_init__`
+(workers/config/rollout.py:278) checks it: only the started server does, after Ray."""
+ROLLOUT_MEMORY_RANGE = (0.0, 1.0)
+"""vLLM's bounds on the fraction: above the first, at most the second."""
+FREE_CACHE: KeyPath = (*ROLLOUT, "free_cache_engine")
+FREE_CACHE_DEFAULT = True
+"""`rollout.free_cache_engine` (rollout.yaml:61, workers/config/rollout.py:190). When true the
+trainer puts the rollout replicas to sleep right after generation (trainer/ppo/ray_trainer.py:
+1513-1514, `sleep_replicas`); in the hybrid engine vLLM then sleeps at level 2 (level 1 under
+LoRA adapters, MTP or NPU: vllm_async_server.py:853-860, 1289-1317), which frees both its
+weights and its KV cache from the GPU. When false, `sleep` returns at once
+(vllm_async_server.py:854): the whole fraction stays reserved through the actor's update."""
+SLEEP_MODE: KeyPath = (*ROLLOUT, "enable_sleep_mode")
+"""`rollout.enable_sleep_mode`, default true (workers/config/rollout.py:268). vLLM's sleep frees
+only what it allocated in its `CuMemAllocator` pool, which it uses only in sleep mode
+(vllm/v1/worker/gpu_worker.py, `_maybe_get_memory_pool_context`); with it off verl turns on
+expandable segments instead (vllm_async_server.py:300-303) and a sleep frees nothing."""
+ROLLOUT_TP: KeyPath = (*ROLLOUT, "tensor_model_parallel_size")
+ROLLOUT_TP_DEFAULT = 2
+"""The rollout engine's tensor parallelism (rollout.yaml:64): its weights per GPU are its
+16-bit copy (`rollout.dtype: bfloat16`, rollout.yaml:43) divided by this, inside the fraction."""
+LOAD_FORMAT_DEFAULT = "dummy"
+"""`rollout.load_format` (rollout.yaml:100): the rollout engine starts with random weights and
+receives the actor's before the first generation; it does not change what is resident."""
+PHASE_OFFLOAD: tuple[KeyPath, KeyPath] = ((*ACTOR, "fsdp_config", "param_offload"),
+                                          (*ACTOR, "fsdp_config", "optimizer_offload"))
+"""The FSDP actor's between-phase offloads, default false (trainer/config/engine/fsdp.yaml:12,16).
+Resident on each GPU, phase by phase, in the hybrid engine (workers/engine_workers.py):
+
+* before the rollout engine starts, the actor is built and the cache emptied "so colocated
+  vLLM processes can see it via cudaMemGetInfo" (engine_workers.py:690-691): vLLM's start-up
+  check counts what the actor already holds;
+* rollout phase (`update_weights`, engine_workers.py:769-823): the rollout's weights are woken,
+  the actor's parameters are moved to CPU only under `param_offload` (:811-812), the cache is
+  emptied (:814), then the KV cache is woken (:823). The actor's fp32 parameter shards (the
+  actor trains in fp32, workers/engine/fsdp/transformer_impl.py:261-262) and, unless
+  `optimizer_offload`, its optimizer state stay on the GPU beside the rollout's fraction; its
+  gradients were freed by `zero_grad` when training ended (transformer_impl.py:1135-1138);
+* training phase (`update_actor`): the rollout sleeps (above); `train_mode` brings back what the
+  offloads moved and sends it to CPU again on exit (workers/engine/base.py:314-335).
+
+FSDP2's `offload_policy` (what `compile` writes for the recipe's offload) turns both off and keeps
+the parameters and optimizer state on CPU throughout (transformer_impl.py:459-463). The
+reference model is built `forward_only`, which also means CPU offload (:459)."""

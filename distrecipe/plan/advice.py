@@ -4,8 +4,11 @@ When the recipe does not fit, the levers are tried in the order they cost the le
 the micro-batch (accumulation follows, the global batch stays), then checkpointing
 (selective, then full), then the ZeRO / FSDP stage (more sharding, more traffic), then
 offload (host memory checked against `cluster.cpu_memory`), and only then tensor
-parallelism. Each level keeps the earlier levers free, and the first combination that
-fits is the one advised, in one line: nothing is said about a lever that was not
+parallelism. Under verl the rollout engine's share comes first (`rollout.py`): freeing
+it for training where it is kept, and where the rollout phase is what does not fit, the
+largest `rl.rollout_memory` that fits, then the actor's offload, then the levers above.
+Each level keeps the earlier levers free, and the first combination that fits is the
+one advised, in one line: nothing is said about a lever that was not
 needed, so the advice cannot contradict itself. When it fits, the next stage's saving
 is priced against its traffic. Traffic and memory are the engine view throughout (the
 formula view is `plan`'s alone); fitting is `report.Estimate.need`.
@@ -18,6 +21,7 @@ from dataclasses import replace
 
 from distrecipe.model_shapes import llama
 from distrecipe.plan.report import Estimate, compare, estimate
+from distrecipe.plan.rollout import largest_fraction
 from distrecipe.plan.units import gb
 from distrecipe.recipe import Offload, Plan, Recompute, Strategy
 
@@ -61,7 +65,29 @@ def _when_it_fits(current: Estimate, budget: float) -> list[str]:
 
 
 def _levers(plan: Plan) -> Iterator[Plan]:
-    """The plan changed by one more lever at a time, cheapest first."""
+    """The plan changed by one more lever at a time, cheapest first (verl's rollout
+    engine's share before all of them, where it is what does not fit)."""
+    current = estimate(plan)
+    if current.rollout is not None and plan.rl is not None:
+        if current.rollout.in_training:
+            plan = replace(plan, rl=replace(plan.rl, free_rollout_memory=True))
+            yield plan
+            current = estimate(plan)
+        assert current.rollout is not None and plan.rl is not None
+        if current.rollout_binds:
+            fraction = largest_fraction(plan, current.rollout)
+            lowered = plan
+            if fraction is not None and fraction < current.rollout.fraction:
+                lowered = replace(plan, rl=replace(plan.rl, rollout_memory=fraction))
+                yield lowered
+            for offload in (Offload(optimizer="cpu"), Offload(optimizer="cpu", params="cpu")):
+                yield replace(plan, offload=offload)
+            plan = lowered
+    yield from _training_levers(plan)
+
+
+def _training_levers(plan: Plan) -> Iterator[Plan]:
+    """The training phase's levers, cheapest first."""
     micros = [m for m in _micros(plan) if m < plan.micro]
     start = RECOMPUTE_ORDER.index(plan.activation_checkpointing)
     recomputes = [r for r in RECOMPUTE_ORDER[start:] if r != plan.activation_checkpointing]
@@ -120,6 +146,12 @@ def _changes(old: Plan, new: Plan) -> str:
         said.append(f"batch.micro {new.micro} (batch.accumulation {new.accumulation})")
     if new.activation_checkpointing != old.activation_checkpointing:
         said.append(f"activation_checkpointing: {new.activation_checkpointing}")
+    if new.rl is not None and old.rl is not None and new.rl != old.rl:
+        if new.rl.free_rollout_memory != old.rl.free_rollout_memory:
+            said.append(f"rl.free_rollout_memory: {str(new.rl.free_rollout_memory).lower()}")
+        if new.rl.rollout_memory != old.rl.rollout_memory:
+            said.append(f"rl.rollout_memory: {new.rl.rollout_memory:g} (the rollout engine's "
+                        "weights and KV cache must fit in it)")
     if new.offload != old.offload:
         said.append(f"offload.optimizer: {new.offload.optimizer}"
                     + (f", offload.params: {new.offload.params}" if new.offload.params != "none" else ""))

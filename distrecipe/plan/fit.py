@@ -6,7 +6,10 @@ model at 8K tokens needs several times a GPU. When the recipe says enough to jud
 memory (parameters, shape, `batch.seq_len`, `cluster.gpu_memory`), the resolver asks
 this module instead: every micro-batch that divides the samples each rank takes per
 step, largest first, estimated exactly as `distrecipe plan` does, and the first that
-needs at most `gpu_memory × (1 − AUTO_HEADROOM)` wins.
+needs at most `gpu_memory × (1 − AUTO_HEADROOM)` wins. Under verl only the training
+phase depends on the micro-batch, so that is what is judged, with the rollout engine's
+share included when it is kept through training (`rl.free_rollout_memory: false`);
+a rollout phase that does not fit is `plan`'s to report, whatever the micro-batch.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ def largest_micro(plan: Plan) -> Plan:
     tried: list[tuple[int, float]] = []
     for micro in sorted((d for d in range(1, per_rank + 1) if per_rank % d == 0), reverse=True):
         trial = replace(plan, micro=micro, accumulation=per_rank // micro)
-        need = estimate(trial).need
+        need = estimate(trial).training_need
         if need <= limit:
             bigger = f"; micro {tried[-1][0]} would need {gb(tried[-1][1])}" if tried else ""
             why = (f"largest that fits {gb(plan.gpu_memory)} with {AUTO_HEADROOM:.0%} headroom: "

@@ -7,6 +7,7 @@ from typing import Any
 from distrecipe.plan.allocator import CONTEXT, FRAGMENTATION
 from distrecipe.plan.engine import POINTS
 from distrecipe.plan.report import Estimate
+from distrecipe.plan.rollout import Rollout
 from distrecipe.plan.traffic import DDP_BUCKET
 from distrecipe.plan.units import GiB, MiB, gb
 
@@ -68,6 +69,8 @@ def text(est: Estimate, advice: list[str]) -> str:
                                   if mem.stranded and mem.moment == "backward" else "")
         + f") × {1 + FRAGMENTATION:g} fragmentation",
     ]
+    if est.rollout is not None:
+        lines.append(_rollout(est.rollout))
     tf, te = est.traffic_formula, est.traffic_engine
     lines += [
         "traffic per rank per step",
@@ -102,8 +105,28 @@ def _step(est: Estimate) -> str:
             f"{st.tokens_per_s_per_gpu:,.0f} tokens/s/GPU, MFU {st.mfu:.1%}")
 
 
+def _rollout(phase: Rollout) -> str:
+    """verl's rollout phase: the engine's share of the GPU beside the actor's resident state."""
+    source = "" if phase.stated else " (verl's default)"
+    share = "of an unknown GPU" if phase.engine is None else f"= {gb(phase.engine)}"
+    actor = sum(phase.actor.values())
+    parts = f" ({_parts(phase.actor)})" if actor else ""
+    total = "" if phase.need is None else f" = {gb(phase.need)}"
+    after = ("freed while the actor trains" if phase.freed
+             else "kept while the actor trains (rl.free_rollout_memory: false)")
+    return (f"  rollout (verl)     rl.rollout_memory {phase.fraction:g}{source} {share} + actor state "
+            f"{gb(actor)}{parts} + CUDA context {gb(CONTEXT)}{total}; {after}")
+
+
 def _fits(est: Estimate) -> str:
     breakdown = f"reserved {gb(est.memory.reserved)} + CUDA context and NCCL {gb(CONTEXT)}"
+    kept = est.rollout.in_training if est.rollout else 0.0
+    if kept:
+        breakdown += f" + rollout engine kept {gb(kept)}"
+    if est.rollout_need is not None and est.rollout_binds:
+        breakdown = f"the rollout phase (above); training {gb(est.training_need)} = {breakdown}"
+    elif est.rollout_need is not None:
+        breakdown = f"the training phase: {breakdown}; rollout {gb(est.rollout_need)}"
     if est.budget is None or est.plan.gpu_memory is None:
         return f"fits? unknown (no cluster.gpu_memory): needs {gb(est.need)} = {breakdown}"
     verdict = "yes" if est.fits else "no"
@@ -178,6 +201,13 @@ def as_json(est: Estimate, advice: list[str] | None = None) -> dict[str, Any]:
             "efficiency_basis": est.step.hardware.achieved.basis,
             "efficiency_borrowed": est.step.hardware.achieved.borrowed,
         },
+        "rollout": None if est.rollout is None else {
+            "fraction": est.rollout.fraction, "stated": est.rollout.stated,
+            "freed_in_training": est.rollout.freed, "engine": est.rollout.engine,
+            "actor": est.rollout.actor, "context": CONTEXT, "needed": est.rollout.need,
+            "in_training": est.rollout.in_training,
+        },
+        "training_need": est.training_need,
         "need": est.need,
         "gpu_memory": p.gpu_memory,
         "fits": est.fits,

@@ -3,7 +3,8 @@
 Everything `plan` prints, writes as JSON or plots comes from an `Estimate`, so the
 three outputs cannot disagree. "Fits?" compares what the GPU needs (the allocator's
 reserved bytes at the worse of the backward and optimizer-step moments, plus the
-CUDA context and NCCL: `allocator.py`) with `cluster.gpu_memory`.
+CUDA context and NCCL: `allocator.py`) with `cluster.gpu_memory`; under verl, the
+worse of that training phase and the rollout phase (`rollout.py`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from distrecipe.plan.activations import Activations, plan_activations
 from distrecipe.plan.allocator import Memory, memory
 from distrecipe.plan.engine import DeepSpeedZero, EngineView, plan_engine_view, uses_deepspeed
 from distrecipe.plan.memory import FormulaView, local_params, plan_model_state
+from distrecipe.plan.rollout import Rollout, rollout
 from distrecipe.plan.steptime import StepTime, step_time
 from distrecipe.recipe import Offload, Plan, Strategy
 
@@ -37,6 +39,8 @@ class Estimate:
     ddp_buckets: float
     step: StepTime | None
     """Seconds per step, tokens/s/GPU and MFU; None without a GPU model or peak."""
+    rollout: Rollout | None = None
+    """verl's rollout phase (`rollout.py`); None for every other engine."""
 
     @property
     def activation(self) -> float:
@@ -44,9 +48,25 @@ class Estimate:
         return self.activations[0].peak if self.activations else 0.0
 
     @property
+    def training_need(self) -> float:
+        """The training phase: reserved by the allocator + CUDA context and NCCL, + what a
+        rollout engine that is not freed keeps (verl)."""
+        return self.memory.needed + (self.rollout.in_training if self.rollout else 0.0)
+
+    @property
+    def rollout_need(self) -> float | None:
+        """verl's rollout phase (its engine's share + the actor's resident state), if known."""
+        return None if self.rollout is None else self.rollout.need
+
+    @property
     def need(self) -> float:
-        """Per-GPU bytes the job needs: reserved by the allocator + CUDA context and NCCL."""
-        return self.memory.needed
+        """Per-GPU bytes the job needs: the worse of the training and (verl) rollout phases."""
+        return max(self.training_need, self.rollout_need or 0.0)
+
+    @property
+    def rollout_binds(self) -> bool:
+        """verl's rollout phase, not training, is what the GPU must hold."""
+        return self.rollout_need is not None and self.rollout_need > self.training_need
 
     @property
     def budget(self) -> float | None:
@@ -95,6 +115,7 @@ def estimate(plan: Plan) -> Estimate:
         traffic_engine=traffic_engine,
         ddp_buckets=traffic.ddp_buckets(plan),
         step=step_time(plan, traffic_engine, zero),
+        rollout=rollout(plan, engine),
     )
 
 

@@ -22,17 +22,20 @@ import yaml
 from distrecipe.engines.hydra import format_value
 from distrecipe.engines.verl import (
     ACTOR_FILE,
+    FREE_CACHE,
     FSDP_DTYPE,
     FSDP_OPTIMIZER,
     MEGATRON_DTYPE,
     MEGATRON_OPTIMIZER,
     OVERRIDES_FILE,
+    ROLLOUT_MEMORY,
     VerlBatch,
     Violation,
     batch_violations,
 )
 from distrecipe.findings import Finding
-from distrecipe.recipe import Plan
+from distrecipe.keys import dotted
+from distrecipe.recipe import RL, Plan
 from distrecipe.translator.equivalence import finding, offload_findings, refuse_errors
 from distrecipe.translator.native import merge_overrides
 from distrecipe.translator.targets import EmitOptions, Output
@@ -147,6 +150,7 @@ def overrides(plan: Plan) -> list[Override]:
         ]
     out += [
         ("actor_rollout_ref.rollout.n", plan.rl.rollout_n),
+        *_rollout_memory(plan.rl),
         ("data.train_batch_size", plan.rl.prompts_per_step),
         ("actor_rollout_ref.model.enable_gradient_checkpointing", plan.activation_checkpointing != "none"),
         (f"{ACTOR}.optim.lr", plan.optimizer.lr),
@@ -156,6 +160,17 @@ def overrides(plan: Plan) -> list[Override]:
         ("trainer.n_gpus_per_node", plan.gpus_per_node),
     ]
     return merge_overrides(out, plan.native.verl)
+
+
+def _rollout_memory(rl: RL) -> list[Override]:
+    """The rollout engine's share of the GPU and whether it is freed for training, only
+    where the recipe states them: otherwise verl's own defaults apply, as `plan` counts."""
+    out: list[Override] = []
+    if rl.rollout_memory is not None:
+        out.append((dotted(ROLLOUT_MEMORY), rl.rollout_memory))
+    if rl.free_rollout_memory is not None:
+        out.append((dotted(FREE_CACHE), rl.free_rollout_memory))
+    return out
 
 
 def _fsdp(plan: Plan) -> list[Override]:

@@ -19,6 +19,8 @@ from distrecipe.engines.verl import (
     MICRO,
     MINI,
     PROMPTS,
+    ROLLOUT_MEMORY,
+    ROLLOUT_MEMORY_RANGE,
     ROLLOUT_N,
     ULYSSES,
     VerlBatch,
@@ -169,3 +171,31 @@ def deprecated_micro_batch(src: Source) -> Iterator[Problem]:
         consequence = ("both forms are set, validate_config refuses it" if both else
                        "the workers never convert it and fail without the _per_gpu value")
         yield Problem(path, f"{joined(path)} is deprecated: use {replacement} ({consequence})", key=True)
+
+
+def rollout_memory(src: Source) -> Iterator[Problem]:
+    """A rollout engine's share of the GPU outside (0, 1].
+
+    `actor_rollout_ref.rollout.gpu_memory_utilization` is the fraction of each GPU's
+    total memory the rollout engine (vLLM, SGLang) takes while it generates. verl's
+    `validate_config` does not check it; vLLM refuses a value outside (0, 1] when its
+    server starts, after Ray and the actor have started on the cluster.
+
+    Fails: verl
+    ```text
+    actor_rollout_ref.rollout.gpu_memory_utilization=60
+    ```
+
+    Passes: verl
+    ```text
+    actor_rollout_ref.rollout.gpu_memory_utilization=0.6
+    ```
+
+    Fix: a fraction, e.g. 0.6 for 60 % (what `distrecipe plan` counts as `rl.rollout_memory`).
+    """
+    value = src.get(*ROLLOUT_MEMORY)
+    low, high = ROLLOUT_MEMORY_RANGE
+    if isinstance(value, int | float) and not isinstance(value, bool) and not low < value <= high:
+        yield Problem(ROLLOUT_MEMORY, f"gpu_memory_utilization {value} is not a fraction in ({low:g}, "
+                      f"{high:g}]: vLLM refuses it when the rollout server starts, after Ray "
+                      "(validate_config does not check it)")

@@ -43,9 +43,24 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
         raise NotImportable("verl's step needs an integer data.train_batch_size (prompts per step; "
                             "a shell variable or another value cannot be imported): write the number",
                             context.doc.where(("data", "train_batch_size")))
-    recipe["rl"] = {"rollout_n": n, "prompts_per_step": prompts}
+    recipe["rl"] = {"rollout_n": n, "prompts_per_step": prompts, **_rollout_memory(data)}
     recipe["launch"] = {"backend": "verl"}
     return Imported(recipe, _phase_offload(actor, megatron))
+
+
+def _rollout_memory(data: dict[str, Any]) -> dict[str, Any]:
+    """`rollout.gpu_memory_utilization` and `free_cache_engine` where the input states them
+    with a value verl's rollout engine accepts; any other value is not the recipe's to
+    hold, so it stays in native.verl as written (and lint says what vLLM will do with it)."""
+    out: dict[str, Any] = {}
+    fraction = get(data, *engine.ROLLOUT_MEMORY)
+    low, high = engine.ROLLOUT_MEMORY_RANGE
+    if isinstance(fraction, int | float) and not isinstance(fraction, bool) and low < fraction <= high:
+        out["rollout_memory"] = fraction
+    free = get(data, *engine.FREE_CACHE)
+    if isinstance(free, bool):
+        out["free_rollout_memory"] = free
+    return out
 
 
 def _phase_offload(actor: dict[str, Any], megatron: bool) -> list[str]:

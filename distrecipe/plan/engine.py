@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from distrecipe.model_shapes import llama
-from distrecipe.plan.memory import local_params, plan_model_state
+from distrecipe.plan.memory import local_params, plan_model_state, reduce_ranks, shard_ranks
 from distrecipe.recipe import Plan
 
 POINTS = ("rest", "forward", "backward", "step")
@@ -221,7 +221,7 @@ def plan_engine_view(plan: Plan, zero: DeepSpeedZero | None = None) -> EngineVie
     if plan.strategy == "megatron":
         return formula_only(plan)
     if plan.strategy == "fsdp":
-        return fsdp2(psi, plan.shard_group, reshard=plan.reshard_after_forward, lp=lp, offload=offloaded)
+        return fsdp2(psi, shard_ranks(plan), reshard=plan.reshard_after_forward, lp=lp, offload=offloaded)
     if not uses_deepspeed(plan):
         return ddp(psi)
     settings = zero if zero is not None else DeepSpeedZero(stage=plan.stage)
@@ -230,5 +230,5 @@ def plan_engine_view(plan: Plan, zero: DeepSpeedZero | None = None) -> EngineVie
     if settings.stage == 3 and inventory is not None:
         persistent = min(psi, inventory.persistent(settings.persistence_threshold))
     # DeepSpeed shards over all N; a shard group becomes hpZ's secondary copy (`settings`).
-    return deepspeed(psi, plan.dp, settings, lp=lp,
+    return deepspeed(psi, reduce_ranks(plan), settings, lp=lp,
                      accumulation=plan.accumulation, persistent=persistent)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from distrecipe.plan import traffic
 from distrecipe.plan.engine import DeepSpeedZero, uses_deepspeed
 from distrecipe.plan.hardware import Hardware, hardware
+from distrecipe.plan.memory import shard_ranks
 from distrecipe.recipe import Plan
 
 PCIE = 25e9
@@ -40,7 +41,7 @@ def offload_seconds(plan: Plan) -> float:
     """Seconds an offloaded step spends on PCIe and in the CPU optimizer (not hidden)."""
     if not plan.offload.enabled or plan.model.params is None:
         return 0.0
-    shard = plan.model.params / (plan.tensor * plan.pipeline) / plan.shard_group
+    shard = plan.model.params / (plan.tensor * plan.pipeline) / shard_ranks(plan)
     lp = plan.precision_bytes
     seconds = 0.0
     if plan.offload.optimizer != "none" or plan.strategy == "fsdp":

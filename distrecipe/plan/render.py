@@ -95,8 +95,9 @@ def _step(est: Estimate) -> str:
         return ("step time: unknown (needs cluster.gpu or cluster.peak_tflops, batch.seq_len "
                 "and model.params)")
     hw = st.hardware
+    bubble = f" + pipeline bubble {st.bubble:.3g} s (1F1B)" if st.bubble else ""
     return (f"step time: {st.seconds:.3g} s = compute {st.compute:.3g} s ({hw.efficiency:g} of "
-            f"{hw.name}'s {hw.peak_tflops:g} TFLOPS, recompute included) + exposed traffic "
+            f"{hw.name}'s {hw.peak_tflops:g} TFLOPS, recompute included){bubble} + exposed traffic "
             f"{st.exposed:.3g} s (of {st.communication:.3g} s, engine view); "
             f"{st.tokens_per_s_per_gpu:,.0f} tokens/s/GPU, MFU {st.mfu:.1%}")
 
@@ -170,7 +171,7 @@ def as_json(est: Estimate, advice: list[str] | None = None) -> dict[str, Any]:
         "step_time": None if est.step is None else {
             "seconds": est.step.seconds, "compute_seconds": est.step.compute,
             "communication_seconds": est.step.communication,
-            "exposed_seconds": est.step.exposed,
+            "exposed_seconds": est.step.exposed, "bubble_seconds": est.step.bubble,
             "tokens_per_s_per_gpu": est.step.tokens_per_s_per_gpu, "mfu": est.step.mfu,
             "gpu": est.step.hardware.name, "peak_tflops": est.step.hardware.peak_tflops,
             "efficiency": est.step.hardware.efficiency,

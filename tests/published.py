@@ -6,10 +6,9 @@ checkpointing mode and precision of a real run, and what it measured: peak memor
 writes the recipe a user would write for that run; `tests/test_plan_gpu.py` compares
 the plan's prediction with each measurement.
 
-Which rows the memory model is judged on (`memory_rows`): bf16 runs of Llama-shaped
-models with FSDP2 or DDP/ZeRO and a stated memory kind. Float8 (torchao) changes what
-linears save and gather, and context parallelism shards differently: distrecipe models
-neither, so those rows are reported apart (`not_modelled`), never silently dropped.
+Which rows each test judges, and which it reports apart with the reason, is decided in
+`tests/test_plan_gpu.py` (memory) and `tests/test_plan_steptime.py` (throughput). A row's
+`cp` is the recipe's `parallel.sequence`, `pp` its `parallel.pipeline`.
 """
 
 from __future__ import annotations
@@ -49,6 +48,7 @@ class Row:
     def name(self) -> str:
         d = self.data
         return (f"{d['source_id']} {d['model']} {d['gpus']} GPUs tp{d['tp'] or 1} "
+                f"pp{d['pp'] or 1} cp{d['cp'] or 1} "
                 f"micro {d['micro']} s{d['seq_len']} {d['checkpointing']}"
                 f"{' compile' if d['compile'] == 'yes' else ''}")
 
@@ -78,19 +78,10 @@ def rows() -> list[Row]:
         return [Row(d) for d in csv.DictReader(handle)]
 
 
-def modelled(row: Row) -> bool:
-    """Whether distrecipe's model describes the run (see the module's docstring)."""
-    d = row.data
-    return (not row.float8 and d["strategy"] in ("fsdp2", "fsdp", "ddp", "zero")
-            and d["checkpointing"] in CHECKPOINTING and (d["cp"] or "1") == "1"
-            and bool(d["ffn"]) and bool(d["micro"]) and bool(d["layers"])
-            and (d["pp"] or "1") == "1" and row.gpu_gib is not None)
-
-
 def plan_for_row(row: Row) -> Plan:
     """The recipe a user would write for the published run, resolved."""
     d = row.data
-    gpus, tp = int(d["gpus"]), int(d["tp"] or 1)
+    gpus, tp, cp, pp = int(d["gpus"]), int(d["tp"] or 1), int(d["cp"] or 1), int(d["pp"] or 1)
     per_node = min(gpus, 4 if "4 per node" in d["gpu"] else 8)
     h, heads = int(d["hidden"]), int(d["heads"])
     model: dict[str, Any] = {
@@ -108,8 +99,8 @@ def plan_for_row(row: Row) -> Plan:
         "recipe": 1, "name": "published", "model": model,
         "cluster": {"nodes": gpus // per_node, "gpus_per_node": per_node},
         "strategy": strategy, "stage": stage,
-        "parallel": {"tensor": tp},
-        "batch": {"micro": micro, "accumulation": 1, "global": micro * gpus // tp,
+        "parallel": {"tensor": tp, "pipeline": pp, "sequence": cp},
+        "batch": {"micro": micro, "accumulation": 1, "global": micro * gpus // (tp * pp * cp),
                   "seq_len": int(d["seq_len"])},
         "precision": "bf16", "activation_checkpointing": CHECKPOINTING[d["checkpointing"]],
         "launch": {"backend": backend},

@@ -9,7 +9,17 @@ from __future__ import annotations
 
 import pytest
 
-from distrecipe.plan.activations import hf_llama, korthikanti
+from distrecipe.api import load_plan
+from distrecipe.plan.activations import (
+    hf_llama,
+    korthikanti,
+    pipeline_in_flight,
+    plan_activations,
+    ring_attention,
+    ring_context_parallel,
+)
+from distrecipe.recipe import Plan
+from tests.conftest import RECIPES
 
 SHAPE = {"h": 256, "a": 4, "kv": 128, "inter": 688, "layers": 2, "vocab": 1024}
 
@@ -80,3 +90,37 @@ def test_checkpointing_modes_order_and_the_recipe_forms() -> None:
     assert saved["selective"] == 32 * (2 * 16384 * (4 * 4096 + 1024 + 14336) + 4 * 32 * 16384)
     with pytest.raises(RecipeError, match="does not go with mode full"):
         recipe_from_text(base + "{mode: full, every: 2}\n")
+
+
+def _plan_with(**sets: object) -> Plan:
+    return load_plan(RECIPES / "seed-8b-32gpu-zero2.yaml", tuple(f"{k}={v}" for k, v in sets.items()))
+
+
+def test_sequence_parallel_divides_tokens_and_ring_attention_adds_its_buffers() -> None:
+    """cp ranks each hold s/cp tokens: Ulysses (DeepSpeed) saves exactly what s/cp tokens
+    save; torch's ring attention (FSDP2 under torchrun) saves the same and holds the
+    gathered K/V and its fp32 backward buffers in one layer's attention."""
+    whole = plan_activations(_plan_with(**{"batch.seq_len": 2048}))[0]
+    ulysses = plan_activations(_plan_with(**{"parallel.sequence": 4}))[0]
+    assert ulysses.total == pytest.approx(whole.total) and ulysses.peak == pytest.approx(whole.peak)
+    ring = _plan_with(**{"parallel.sequence": 4, "strategy": "fsdp", "activation_checkpointing": "full"})
+    assert ring_context_parallel(ring)
+    split = plan_activations(ring)[0]
+    short = plan_activations(_plan_with(**{"batch.seq_len": 2048, "strategy": "fsdp",
+                                           "activation_checkpointing": "full"}))[0]
+    assert split.total == pytest.approx(short.total)
+    assert ring_attention(s=8192, b=2, h=4096, cp=4) == 4 * 8192 * 2 * 4096 + 34 * 2048 * 2 * 4096
+    assert split.peak >= short.peak
+
+
+def test_first_pipeline_stage_holds_min_p_m_micro_batches() -> None:
+    """1F1B: the first stage keeps min(p, m) micro-batches of L/p layers (no head); here,
+    without checkpointing, it is the stage with the highest peak."""
+    base = {"strategy": "fsdp", "activation_checkpointing": "none", "batch.micro": 2}
+    plan = _plan_with(**base, **{"parallel.pipeline": 4, "batch.accumulation": 16})
+    assert pipeline_in_flight(plan) == 4
+    assert pipeline_in_flight(_plan_with(**{**base, "parallel.pipeline": 4, "batch.micro": 16,
+                                            "batch.accumulation": 2})) == 2
+    whole = plan_activations(_plan_with(**base))[0]
+    stage = plan_activations(plan)[0]
+    assert stage.head == 0 and stage.layers == pytest.approx(whole.layers / 36 * 9 * 4)

@@ -40,9 +40,31 @@ torchtitan's train step deletes them before `backward()`). With Llama 3's 128,25
 vocabulary this is the largest single term at 8K tokens.
 
 Tensor parallelism (with sequence parallelism) divides activations by its degree.
-Pipeline parallelism does not: under 1F1B the first stage holds p micro-batches of
-L/p layers, L layers' worth (Korthikanti §4.2). `plan` uses the Llama formula when
-the model's shape has kv heads and intermediate size, Korthikanti's otherwise.
+Context / sequence parallelism (`parallel.sequence`, cp) gives each rank s/cp of every
+sample's tokens: every per-token term above, the layers' and the head's (logits are
+s/cp × V per rank), is taken at s/cp. What attention keeps on top depends on the engine:
+
+* torch's context parallel (`torch.distributed.tensor.experimental.context_parallel`,
+  which torchtitan's `context_parallel_degree` and Accelerate's `cp_size` run): ring
+  attention whose default rotater (`_AllGatherRotater`, `rotate_method="allgather"`)
+  all-gathers the K/V chunks once per layer: K and V of the *whole* sequence, at all a
+  heads (torchtitan and Hugging Face call SDPA after `repeat_kv`), 4·s·b·h bytes, alive
+  while that layer's attention runs, forward and backward. Its backward
+  (`_templated_ring_attention_backward`) adds fp32 accumulators for dq, dk, dv
+  (12·(s/cp)·b·h), the kernel's 16-bit gradients of each step (6·(s/cp)·b·h) and the
+  fp32 dK/dV rotation buffers sent and received (16·(s/cp)·b·h). `ring_attention`
+  adds both to the layer alive in backward.
+* DeepSpeed Ulysses (`sequence_parallel_size`) and verl's Ulysses: all-to-all turns
+  s/cp tokens × a heads into s tokens × a/cp heads around the attention core, so what
+  is saved is the same bytes as s/cp tokens × a heads; the all-to-all buffers are one
+  layer's q, k, v at that size, transient. Nothing is added.
+* Megatron's context parallel (Transformer Engine's p2p ring, verl's Megatron engine):
+  not read; taken as Ulysses (nothing added).
+
+Pipeline parallelism does not divide them: under 1F1B the first stage holds min(p, m)
+micro-batches (m = micro-batches per step) of L/p layers (Korthikanti §4.2;
+`pipeline_in_flight`). `plan` uses the Llama formula when the model's shape has kv
+heads and intermediate size, Korthikanti's otherwise.
 """
 
 from __future__ import annotations
@@ -50,6 +72,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from distrecipe.model_shapes import kv_width
+from distrecipe.plan.engine import uses_deepspeed
 from distrecipe.recipe import Plan, Recompute
 
 
@@ -76,8 +99,10 @@ class Activations:
 
 
 def korthikanti(*, s: int, b: int, h: int, a: int, layers: int, vocab: int, flash: bool,
-                recompute: Recompute, tensor: int = 1, every: int | None = None) -> Activations:
-    """Korthikanti et al. 2022, eq. (2) with the variants of §4 and §5."""
+                recompute: Recompute, tensor: int = 1, every: int | None = None,
+                with_head: bool = True) -> Activations:
+    """Korthikanti et al. 2022, eq. (2) with the variants of §4 and §5; `with_head`
+    False for a pipeline stage without the output layer."""
     sbh = s * b * h
     kept = 34.0 * sbh / tensor if flash else sbh * (34 + 5 * a * s / h) / tensor
     if recompute == "full":
@@ -89,7 +114,7 @@ def korthikanti(*, s: int, b: int, h: int, a: int, layers: int, vocab: int, flas
         per_layers = layers * 34.0 * sbh / tensor
     else:
         per_layers = layers * kept
-    head = 4.0 * sbh * (1 + vocab / h) / tensor
+    head = 4.0 * sbh * (1 + vocab / h) / tensor if with_head else 0.0
     name = "Korthikanti 2022" + (", flash" if flash else "") + _recompute(recompute, every)
     return Activations(name, per_layers, head)
 
@@ -108,6 +133,16 @@ def op_sac_layer(*, s: int, b: int, h: int, a: int, kv: int, inter: int) -> floa
     return 2.0 * s * b * (4 * h + kv + inter) + 4.0 * a * s * b
 
 
+def ring_attention(*, s: int, b: int, h: int, cp: int) -> float:
+    """Bytes torch's context-parallel ring attention holds in one layer's attention
+    backward beyond the unsplit layer, for the whole sequence s over cp ranks (see the
+    module's docstring): the all-gathered K/V at all heads, 4·s·b·h, and the backward's
+    fp32 accumulators, per-step gradients and dK/dV rotation buffers, 34·(s/cp)·b·h."""
+    if cp == 1:
+        return 0.0
+    return 4.0 * s * b * h + 34.0 * s / cp * b * h
+
+
 def loss_backward(*, s: int, b: int, vocab: int) -> float:
     """Bytes the loss adds in its backward beyond what it saved: `nll_loss`'s and
     log-softmax's fp32 gradients, alive together."""
@@ -116,8 +151,13 @@ def loss_backward(*, s: int, b: int, vocab: int) -> float:
 
 def hf_llama(*, s: int, b: int, h: int, a: int, kv: int, inter: int, layers: int, vocab: int,
              flash: bool, recompute: Recompute, tensor: int = 1, every: int | None = None,
-             holds_logits: bool = True) -> Activations:
-    """The Llama formula measured in `reference/memory.md`, with each checkpointing mode."""
+             holds_logits: bool = True, with_head: bool = True, attention_extra: float = 0.0,
+             ) -> Activations:
+    """The Llama formula measured in `reference/memory.md`, with each checkpointing mode.
+
+    `with_head` False for a pipeline stage without the output layer (and the loss);
+    `attention_extra`: bytes a layer's attention holds in backward beyond the formula
+    (`ring_attention`)."""
     sbh = s * b * h
     fused = flash or recompute == "selective"
     full_layer = llama_layer(s=s, b=b, h=h, a=a, kv=kv, inter=inter, flash=fused) / tensor
@@ -131,10 +171,10 @@ def hf_llama(*, s: int, b: int, h: int, a: int, kv: int, inter: int, layers: int
     else:
         saved = layers * full_layer
     logits = 2.0 * s * b * vocab if holds_logits else 0.0
-    head = (4.0 * s * b * vocab + 8.0 * sbh + logits) / tensor
-    loss = loss_backward(s=s, b=b, vocab=vocab) / tensor
+    head = (4.0 * s * b * vocab + 8.0 * sbh + logits) / tensor if with_head else 0.0
+    loss = loss_backward(s=s, b=b, vocab=vocab) / tensor if with_head else 0.0
     # A recomputed layer is rebuilt whole while the loss's buffers are already gone.
-    recomputed = full_layer if recompute != "none" else 0.0
+    recomputed = (full_layer if recompute != "none" else 0.0) + attention_extra / tensor
     backward = max(loss, recomputed - head)
     name = ("Llama, measured" + (", sdpa/flash" if flash else ", eager")
             + _recompute(recompute, every))
@@ -151,22 +191,53 @@ def _recompute(recompute: Recompute, every: int | None) -> str:
 
 def plan_activations(plan: Plan) -> tuple[Activations, ...]:
     """The estimates a Plan's shape allows; the first is the one `fits?` uses. Empty if
-    the shape or `seq_len` is unknown."""
+    the shape or `seq_len` is unknown. Under pipeline parallelism, the stage whose
+    peak is highest: the first (`pipeline_in_flight` micro-batches of its layers) or the
+    last (one micro-batch, with the head and the loss)."""
     m = plan.model
     s, h, layers, a, vocab = plan.seq_len, m.hidden_size, m.layers, m.heads, m.vocab
     if s is None or h is None or layers is None or a is None or vocab is None:
         return ()
+    cp = plan.sequence
+    local = -(-s // cp)  # each context-parallel rank's share of a sample's tokens
     flash, recompute, b, t = m.attention != "eager", plan.activation_checkpointing, plan.micro, plan.tensor
     every = plan.checkpoint_every
-    seed = korthikanti(s=s, b=b, h=h, a=a, layers=layers, vocab=vocab, flash=flash,
-                       recompute=recompute, tensor=t, every=every)
+    stage = -(-layers // plan.pipeline)
+    stages = [(stage, True)]
+    if plan.pipeline > 1:
+        stages.append((stage * pipeline_in_flight(plan), False))
+
+    def seed(count: int, with_head: bool) -> Activations:
+        return korthikanti(s=local, b=b, h=h, a=a, layers=count, vocab=vocab, flash=flash,
+                           recompute=recompute, tensor=t, every=every, with_head=with_head)
+
+    first = max((seed(*st) for st in stages), key=lambda act: act.peak)
     if m.intermediate_size is None:
-        return (seed,)
+        return (first,)
     kv = kv_width(h, a, m.kv_heads)
-    measured = hf_llama(s=s, b=b, h=h, a=a, kv=kv, inter=m.intermediate_size, layers=layers,
+    extra = ring_attention(s=s, b=b, h=h, cp=cp) if ring_context_parallel(plan) else 0.0
+
+    def measured(count: int, with_head: bool) -> Activations:
+        assert m.intermediate_size is not None
+        return hf_llama(s=local, b=b, h=h, a=a, kv=kv, inter=m.intermediate_size, layers=count,
                         vocab=vocab, flash=flash, recompute=recompute, tensor=t, every=every,
-                        holds_logits=holds_logits(plan))
-    return (measured, seed)
+                        holds_logits=holds_logits(plan), with_head=with_head,
+                        attention_extra=extra)
+
+    return (max((measured(*st) for st in stages), key=lambda act: act.peak), first)
+
+
+def pipeline_in_flight(plan: Plan) -> int:
+    """Micro-batches whose activations the first pipeline stage holds at once under 1F1B:
+    it runs p forwards before its first backward, or all m if a step has fewer."""
+    return min(plan.pipeline, plan.accumulation)
+
+
+def ring_context_parallel(plan: Plan) -> bool:
+    """Whether `parallel.sequence` runs as torch's ring attention (torchtitan, Accelerate)
+    rather than Ulysses (DeepSpeed, verl) or Megatron's: see the module's docstring."""
+    return (plan.sequence > 1 and plan.strategy != "megatron" and plan.launch.backend != "verl"
+            and not uses_deepspeed(plan))
 
 
 def holds_logits(plan: Plan) -> bool:

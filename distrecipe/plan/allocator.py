@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from distrecipe.model_shapes import llama
 from distrecipe.plan.activations import Activations
 from distrecipe.plan.engine import EngineView, uses_deepspeed
+from distrecipe.plan.memory import shard_ranks
 from distrecipe.plan.units import GiB
 from distrecipe.recipe import Plan
 
@@ -121,8 +122,9 @@ def stranded(plan: Plan, psi: float, act: Activations | None) -> float:
     if plan.strategy != "fsdp" or plan.offload.enabled or inventory is None or act is None:
         return 0.0
     h, s = plan.model.hidden_size or 0, plan.seq_len or 0
-    per_block = 4.0 * inventory.block_params / plan.tensor / plan.shard_group
-    return 4.0 * psi / plan.shard_group if per_block < 2.0 * s * plan.micro * h else 0.0
+    shards = shard_ranks(plan)
+    per_block = 4.0 * inventory.block_params / plan.tensor / shards
+    return 4.0 * psi / shards if per_block < 2.0 * s * plan.micro * h else 0.0
 
 
 def flatten_copy(plan: Plan, engine: EngineView) -> float:

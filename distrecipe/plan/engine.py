@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from distrecipe.model_shapes import llama
-from distrecipe.plan.memory import local_params, plan_model_state
+from distrecipe.plan.memory import local_params, plan_model_state, reduce_ranks, shard_ranks
 from distrecipe.recipe import Plan
 
 POINTS = ("rest", "forward", "backward", "step")
@@ -248,14 +248,14 @@ def plan_engine_view(plan: Plan, zero: DeepSpeedZero | None = None) -> EngineVie
     if plan.strategy == "megatron":
         return formula_only(plan)
     if plan.strategy == "fsdp":
-        return fsdp2(psi, plan.shard_group, reshard=plan.reshard_after_forward, lp=lp, offload=offloaded)
+        return fsdp2(psi, shard_ranks(plan), reshard=plan.reshard_after_forward, lp=lp, offload=offloaded)
     if not uses_deepspeed(plan):
         return ddp(psi)
     settings = zero if zero is not None else DeepSpeedZero(stage=plan.stage)
     inventory = llama(plan.model)
     persistent = 0.0
     sub_group = None
-    n = plan.dp
+    n = reduce_ranks(plan)
     if settings.stage == 3 and inventory is not None:
         persistent = min(psi, inventory.persistent(settings.persistence_threshold))
         split = plan.tensor * plan.pipeline

@@ -107,11 +107,29 @@ def local_params(plan: Plan) -> float:
     return plan.model.params / (plan.tensor * plan.pipeline)
 
 
+def shard_ranks(plan: Plan) -> int:
+    """Ranks one shard of model state spans: the shard group times the sequence degree.
+
+    Context/sequence-parallel ranks hold the same parameters and each computes gradients
+    on its share of the tokens, so every engine shards and reduces over them too:
+    torchtitan's and Accelerate's FSDP2 mesh `dp_shard_cp` (`parallelism_config.py`),
+    DeepSpeed's `seq_data_parallel_group` under Ulysses (`runtime/engine.py`, the ZeRO
+    optimizers' `dp_process_group`), Megatron's data-parallel group
+    `with_context_parallel=True`.
+    """
+    return plan.shard_group * plan.sequence
+
+
+def reduce_ranks(plan: Plan) -> int:
+    """Ranks gradients are reduced over: data-parallel × sequence (see `shard_ranks`)."""
+    return plan.dp * plan.sequence
+
+
 def plan_model_state(plan: Plan) -> FormulaView:
-    """The formula view of a Plan: shards span `shard_group` ranks, not always all N."""
+    """The formula view of a Plan: shards span `shard_ranks`, not always all N."""
     return model_state(
         local_params(plan),
-        plan.shard_group,
+        shard_ranks(plan),
         plan.strategy,
         plan.stage,
         plan.precision,

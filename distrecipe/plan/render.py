@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from distrecipe.plan.activations import pipeline_in_flight
 from distrecipe.plan.allocator import CONTEXT, FRAGMENTATION
 from distrecipe.plan.engine import POINTS
+from distrecipe.plan.memory import shard_ranks
 from distrecipe.plan.report import Estimate
 from distrecipe.plan.rollout import Rollout
 from distrecipe.plan.traffic import DDP_BUCKET
 from distrecipe.plan.units import GiB, MiB, gb
+from distrecipe.recipe import Plan
 
 
 def _parts(parts: dict[str, float]) -> str:
@@ -29,12 +32,22 @@ def _memory(memory: int) -> str:
     return f"{gb(memory)}" + (f" = {gib:g} GiB" if gib == round(gib) else "")
 
 
+def _model_parallel(p: Plan) -> str:
+    """What splits the model besides data parallelism, and the shard span sequence adds."""
+    parts = [f"{name} {degree}" for name, degree in
+             (("tensor", p.tensor), ("pipeline", p.pipeline), ("sequence", p.sequence)) if degree > 1]
+    if p.sequence > 1:
+        parts.append(f"model state sharded over shard group × sequence = {shard_ranks(p)} ranks")
+    return f"; {', '.join(parts)}" if parts else ""
+
+
 def text(est: Estimate, advice: list[str]) -> str:
     p = est.plan
     view, engine = est.formula, est.engine
     lines = [
         f"{p.name}: {est.label}, Ψ = {_count(est.psi)} parameters per replica, "
-        f"N = {p.dp} data-parallel ranks ({p.nodes} × {p.gpus_per_node}), {p.precision}",
+        f"N = {p.dp} data-parallel ranks ({p.nodes} × {p.gpus_per_node}){_model_parallel(p)}, "
+        f"{p.precision}",
         f"batch: micro {p.micro} × accumulation {p.accumulation} × {p.dp} = global "
         f"{p.global_batch}" + (f", seq_len {p.seq_len}" if p.seq_len else ""),
         "",
@@ -51,7 +64,11 @@ def text(est: Estimate, advice: list[str]) -> str:
                      f"({_parts(engine.cpu)}), per node "
                      f"{gb(sum(engine.cpu.values()) * p.gpus_per_node)}")
     lines += [f"  note: {note}" for note in engine.notes]
-    lines.append(f"activations per GPU (micro {p.micro} × {p.seq_len or '?'} tokens)")
+    tokens = (f"{-(-p.seq_len // p.sequence)} of {p.seq_len} tokens (sequence {p.sequence})"
+              if p.seq_len and p.sequence > 1 else f"{p.seq_len or '?'} tokens")
+    stage = (f", pipeline stage of the highest peak, {pipeline_in_flight(p)} micro-batch(es) "
+             "in flight on the first" if p.pipeline > 1 else "")
+    lines.append(f"activations per GPU (micro {p.micro} × {tokens}{stage})")
     for i, act in enumerate(est.activations):
         used = "  ← used" if i == 0 else ""
         backward = f"; + {gb(act.backward)} in backward = {gb(act.peak)}" if act.backward else ""
@@ -98,9 +115,10 @@ def _step(est: Estimate) -> str:
         return ("step time: unknown (needs cluster.gpu or cluster.peak_tflops, batch.seq_len "
                 "and model.params)")
     hw = st.hardware
+    bubble = f" + pipeline bubble {st.bubble:.3g} s (1F1B)" if st.bubble else ""
     return (f"step time: {st.seconds:.3g} s = compute {st.compute:.3g} s ({hw.efficiency:g} of "
             f"{hw.name}'s {hw.peak_tflops:g} TFLOPS, recompute included; efficiency "
-            f"{hw.achieved.basis}) + exposed traffic "
+            f"{hw.achieved.basis}){bubble} + exposed traffic "
             f"{st.exposed:.3g} s (of {st.communication:.3g} s, engine view); "
             f"{st.tokens_per_s_per_gpu:,.0f} tokens/s/GPU, MFU {st.mfu:.1%}")
 
@@ -194,7 +212,7 @@ def as_json(est: Estimate, advice: list[str] | None = None) -> dict[str, Any]:
         "step_time": None if est.step is None else {
             "seconds": est.step.seconds, "compute_seconds": est.step.compute,
             "communication_seconds": est.step.communication,
-            "exposed_seconds": est.step.exposed,
+            "exposed_seconds": est.step.exposed, "bubble_seconds": est.step.bubble,
             "tokens_per_s_per_gpu": est.step.tokens_per_s_per_gpu, "mfu": est.step.mfu,
             "gpu": est.step.hardware.name, "peak_tflops": est.step.hardware.peak_tflops,
             "efficiency": est.step.hardware.efficiency,

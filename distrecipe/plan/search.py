@@ -1,42 +1,64 @@
 """`plan --search`: every valid recipe for the model, cluster and global batch, ranked.
 
-The recipe's model, cluster, global batch, sequence length, precision, optimizer and
-pipeline / sequence degrees stay as written; the search varies what a user tunes:
+The recipe's model, cluster, global batch, sequence length, precision and optimizer
+stay as written; the search varies what a user tunes:
 
 * strategy and stage: DDP, ZeRO-1/2/3 and FSDP2 (reshard or not) when the launcher is
-  `auto`; with a launcher written, the stages of the written strategy only;
+  `auto`; with a launcher written, or under `rl`, or for `megatron`, the stages of the
+  written strategy only;
 * offload: none, the optimizer to the CPU (stage ≥ 1), parameters too (stage 3);
 * checkpointing: none, selective (op level), full;
-* tensor parallelism 1, 2, 4, 8 within a node, where the engine has it (DeepSpeed
-  AutoTP for ZeRO, FSDP2 + TP with a shard group of 2+); never for DDP;
+* the model-parallel layout (tensor × pipeline × sequence) the engine that would run the
+  candidate supports (`layouts`): tensor and context parallel inside a node (1, 2, 4, 8,
+  their product dividing the node), pipeline 1, 2, 4, 8 dividing the layers;
+  - FSDP2 under torchrun (torchtitan): tensor, pipeline and context parallel;
+  - FSDP2 under Accelerate: tensor and context (`parallelism_config`), no pipeline;
+  - DeepSpeed ZeRO: AutoTP tensor parallel or Ulysses sequence parallel
+    (`sequence_parallel_size`), not both (AutoTP's mesh has no sequence dimension), no
+    pipeline (it needs a Megatron mpu or a PipelineModule the recipe cannot name);
+  - Megatron (a Megatron-LM script, or verl's Megatron engine): tensor, pipeline and
+    context parallel;
+  - verl's FSDP engine: Ulysses only; DDP: the written layout;
 * the micro-batch (every divisor of the samples a rank takes per step), with
   accumulation following.
 
-Each candidate is a `Recipe` the resolver accepts (its refusals are the search's), that
-the engine can run (AutoTP's mesh has no sequence dimension: `engines.deepspeed`), that
-fits (`needed ≤ cluster.gpu_memory`, as `plan` judges; with offload, the host memory a
-node's ranks hold ≤ `cluster.cpu_memory` when it is given), ranked by estimated step time,
-then by memory needed.
+Each candidate is a `Recipe` the resolver accepts (its refusals are the search's), for
+which no emitted target reports an error finding (what `compile` would refuse, e.g.
+AutoTP beside a sequence group: `engines.deepspeed`), that fits (`needed ≤
+cluster.gpu_memory`, as `plan` judges; with offload, the host memory a node's ranks
+hold ≤ `cluster.cpu_memory` when it is given), ranked by estimated step time, then by
+memory needed.
+
+One bound keeps it fast without deciding for the user: under 1F1B a pipeline of p
+stages idles (p − 1)/(m + p − 1) of the step, so a layout with pipeline > 1 is tried
+only with the micro-batches that leave m ≥ p micro-batches per step (fewer would leave
+most stages idle most of the time and hold no less memory: the first stage keeps
+min(p, m) micro-batches in flight).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from importlib import import_module
 
-from distrecipe.engines.deepspeed import autotp_refusal
 from distrecipe.errors import DistrecipeError, RecipeError
+from distrecipe.plan.activations import ring_context_parallel
 from distrecipe.plan.report import Estimate, estimate
-from distrecipe.recipe import AUTO, Offload, Recipe, Recompute, Strategy
-from distrecipe.translator.resolve import ALLOWED_STAGES, resolve
+from distrecipe.recipe import AUTO, Offload, Plan, Recipe, Recompute, Strategy
+from distrecipe.translator.resolve import ALLOWED_STAGES, DEFAULT_BACKEND, resolve
+from distrecipe.translator.targets import emitted_targets
 
-TENSOR_DEGREES = (1, 2, 4, 8)
+DEGREES = (1, 2, 4, 8)
 CHECKPOINTING: tuple[Recompute, ...] = ("none", "selective", "full")
+Layout = tuple[int, int, int]
+"""(tensor, pipeline, sequence)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    recipe: Recipe
+    shape: Recipe
+    """The recipe the search built; its batch is the estimate's plan's (`overrides`)."""
     estimate: Estimate
 
     @property
@@ -46,11 +68,12 @@ class Candidate:
 
     def overrides(self) -> dict[str, object]:
         """The recipe keys the search set, as `--set` would write them."""
-        r, p = self.recipe, self.estimate.plan
+        r, p = self.shape, self.estimate.plan
         return {
             "strategy": r.strategy, "stage": p.stage,
             "offload.optimizer": r.offload.optimizer, "offload.params": r.offload.params,
-            "parallel.tensor": r.parallel.tensor,
+            "parallel.tensor": r.parallel.tensor, "parallel.pipeline": r.parallel.pipeline,
+            "parallel.sequence": r.parallel.sequence,
             "batch.micro": p.micro, "batch.accumulation": p.accumulation,
             "batch.global": p.global_batch,
             "activation_checkpointing": r.activation_checkpointing,
@@ -80,21 +103,47 @@ def _offloads(strategy: Strategy, stage: int) -> list[Offload]:
     return options
 
 
-def _tensors(recipe: Recipe, strategy: Strategy, gpus_per_node: int) -> list[int]:
-    if strategy == "ddp" or strategy == "megatron":
-        return [recipe.parallel.tensor]
-    return [t for t in TENSOR_DEGREES if gpus_per_node % t == 0]
+def layouts(recipe: Recipe, strategy: Strategy, gpus_per_node: int) -> list[Layout]:
+    """The (tensor, pipeline, sequence) degrees the engine running `strategy` supports
+    (see the module's docstring); the written layout for DDP."""
+    written = (recipe.parallel.tensor, recipe.parallel.pipeline, recipe.parallel.sequence)
+    backend = recipe.launch.backend
+    if backend == AUTO:
+        backend = "verl" if recipe.rl else DEFAULT_BACKEND[strategy]
+    if strategy == "ddp":
+        return [written]
+    inside = [d for d in DEGREES if gpus_per_node % d == 0]
+    layers = recipe.model.layers
+    stages = [p for p in DEGREES if layers is None or layers % p == 0]
+    if strategy == "zero":
+        return [(1, 1, 1)] + [(t, 1, 1) for t in inside[1:]] + [(1, 1, s) for s in inside[1:]]
+    if strategy == "fsdp" and backend == "verl":
+        return [(1, 1, s) for s in inside]
+    if strategy == "fsdp" and backend != "torchrun":
+        stages = [1]
+    return [(t, p, s) for t in inside for s in inside if gpus_per_node % (t * s) == 0
+            for p in stages]
+
+
+def _refused(plan: Plan) -> bool:
+    """Whether a target the plan's launcher emits reports an error (what compile refuses)."""
+    for target in emitted_targets(plan):
+        module = import_module(f"distrecipe.translator.{target}")
+        if any(f.severity == "error" for f in module.findings(plan)):
+            return True
+    return False
 
 
 def candidates(recipe: Recipe, gpus_per_node: int) -> Iterator[Recipe]:
     """Every recipe the search considers, before the resolver and the engines judge it."""
     for strategy, stage in _strategies(recipe):
         for offload in _offloads(strategy, stage):
-            for tensor in _tensors(recipe, strategy, gpus_per_node):
+            for tensor, pipeline, sequence in layouts(recipe, strategy, gpus_per_node):
                 for recompute in CHECKPOINTING:
                     yield replace(
                         recipe, strategy=strategy, stage=stage, offload=offload,
-                        parallel=replace(recipe.parallel, tensor=tensor, shard_group="all"),
+                        parallel=replace(recipe.parallel, tensor=tensor, pipeline=pipeline,
+                                         sequence=sequence, shard_group="all"),
                         batch=replace(recipe.batch, micro=1, accumulation=AUTO),
                         activation_checkpointing=recompute, checkpoint_every=None,
                     )
@@ -109,17 +158,19 @@ def search(recipe: Recipe, gpus_per_node: int) -> Result:
             base = resolve(shape)
         except RecipeError:
             continue
-        if autotp_refusal(base) is not None:
+        if _refused(base):
             continue
         per_rank = base.global_batch // base.dp
-        for micro in (d for d in range(1, per_rank + 1) if per_rank % d == 0):
+        # The bound in the module's docstring: at least p micro-batches per step.
+        micros = [d for d in range(1, per_rank // base.pipeline + 1) if per_rank % d == 0]
+        tried += len(micros)
+        for micro in micros:
             accumulation = per_rank // micro
-            declared = replace(shape, batch=replace(shape.batch, micro=micro, accumulation=accumulation))
-            plan = replace(base, micro=micro, accumulation=accumulation)
-            tried += 1
-            est = estimate(plan)
-            if est.fits and est.step is not None and host_fits(est):
-                fitting.append(Candidate(declared, est))
+            est = estimate(replace(base, micro=micro, accumulation=accumulation))
+            if est.fits is False:
+                break  # memory grows with the micro-batch: no larger one fits either
+            if est.step is not None and host_fits(est):
+                fitting.append(Candidate(shape, est))
     fitting.sort(key=lambda c: (round(c.seconds, 6), c.estimate.need))
     return Result(fitting, tried)
 
@@ -153,8 +204,9 @@ def why(candidate: Candidate, budget: float) -> str:
     assert step is not None
     p = est.plan
     parts = [est.label]
-    if p.tensor > 1:
-        parts.append(f"TP {p.tensor}")
+    parts += [f"{name} {degree}" for name, degree in
+              (("TP", p.tensor), ("PP", p.pipeline), ("CP" if ring_context_parallel(p) else "SP", p.sequence))
+              if degree > 1]
     parts += [f"micro {p.micro} × accumulation {p.accumulation}",
               f"checkpointing {p.activation_checkpointing}"]
     if p.offload.enabled:

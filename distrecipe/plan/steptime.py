@@ -14,6 +14,24 @@
   once the data-parallel group spans nodes; plus tensor parallelism's activation
   all-reduces, inside the node. The engine hides part of it behind compute
   (`overlap`); the rest adds to the step.
+* **Context parallelism** (`parallel.sequence`) under torch's ring attention
+  (torchtitan, Accelerate; `activations.ring_context_parallel`): per layer, forward
+  all-gathers K and V (all heads, 4·s·b·h bytes for the whole sequence, each rank
+  sending (cp−1)/cp of it); backward gathers them again and passes the fp32 dK/dV
+  around the ring once per step, cp sends of 8·(s/cp)·b·h; a full recompute repeats the
+  forward's. `_templated_ring_attention` issues the gather before the local block's
+  attention and waits for it at the next one, so it hides behind attention's compute
+  (the 12·L·h·s share of the FLOPs) and only the rest is exposed. Ulysses (DeepSpeed,
+  verl) all-to-alls q, k, v and the output, 4 × 2·(s/cp)·b·h per layer forward and as
+  much backward, not overlapped.
+* **Pipeline parallelism**: the schedule a recipe implies is plain 1F1B (torchtitan's
+  `Schedule1F1B`, Megatron without virtual stages; a recipe has no virtual-stage
+  key), whose bubble makes each stage idle (p−1) micro-batch slots out of m + p − 1
+  (Narayanan et al. 2021, §2.2): compute × (m + p − 1) / m with m = accumulation.
+  Each micro-batch sends its activations to the next stage and its gradients back,
+  s/cp · b · h / t 16-bit elements each way, on the network once stages span nodes
+  (the pipeline dimension is outermost in torchtitan's and Megatron's meshes); not
+  overlapped.
 * **Offload** adds, unhidden, the PCIe copies (16-bit gradients down and parameters up
   once per step; at stage 3 with parameters offloaded, every micro-step's gathers come
   up too) and the CPU optimizer step (`CPU_ADAM_PARAMS_PER_S` per rank). Read from the
@@ -25,8 +43,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from distrecipe.plan import traffic
+from distrecipe.plan.activations import ring_context_parallel
 from distrecipe.plan.engine import DeepSpeedZero, uses_deepspeed
 from distrecipe.plan.hardware import Hardware, hardware
+from distrecipe.plan.memory import shard_ranks
 from distrecipe.recipe import Plan
 
 PCIE = 25e9
@@ -40,7 +60,7 @@ def offload_seconds(plan: Plan) -> float:
     """Seconds an offloaded step spends on PCIe and in the CPU optimizer (not hidden)."""
     if not plan.offload.enabled or plan.model.params is None:
         return 0.0
-    shard = plan.model.params / (plan.tensor * plan.pipeline) / plan.shard_group
+    shard = plan.model.params / (plan.tensor * plan.pipeline) / shard_ranks(plan)
     lp = plan.precision_bytes
     seconds = 0.0
     if plan.offload.optimizer != "none" or plan.strategy == "fsdp":
@@ -74,9 +94,11 @@ class StepTime:
     compute: float
     """Seconds of matrix multiplies (recompute included) at the calibrated efficiency."""
     communication: float
-    """Seconds the data-parallel and tensor-parallel traffic takes on its links."""
+    """Seconds the data-, tensor-, context- and pipeline-parallel traffic takes on its links."""
     exposed: float
     """Of `communication`, seconds not hidden behind compute."""
+    bubble: float
+    """Seconds pipeline stages idle in the 1F1B schedule's fill and drain."""
     tokens_per_s_per_gpu: float
     mfu: float
     """Model FLOPs (no recompute) per second over the peak."""
@@ -123,6 +145,47 @@ def tensor_parallel_bytes(plan: Plan) -> float:
             * 2 * traffic.ring(plan.tensor) * plan.precision_bytes * elements)
 
 
+def context_parallel_bytes(plan: Plan) -> float:
+    """Bytes one rank sends per step for context / sequence parallelism (module docstring)."""
+    m = plan.model
+    cp = plan.sequence
+    if cp == 1 or not (m.layers and m.hidden_size and plan.seq_len):
+        return 0.0
+    sbh = plan.seq_len * plan.micro * m.hidden_size / plan.tensor
+    layers = plan.accumulation * m.layers / plan.pipeline
+    if not ring_context_parallel(plan):  # Ulysses: q, k, v and output, forward and backward
+        passes = 3 if plan.activation_checkpointing == "full" else 2
+        return layers * passes * 4 * 2 * sbh / cp * traffic.ring(cp)
+    gather = 4 * sbh * traffic.ring(cp)
+    forwards = 2 if plan.activation_checkpointing == "full" else 1
+    return layers * ((forwards + 1) * gather + 8 * sbh)
+
+
+def attention_share(plan: Plan) -> float:
+    """Of the model FLOPs, attention's scores and values (what ring attention's
+    all-gather hides behind)."""
+    m = plan.model
+    total = model_flops_per_token(plan)
+    if not (m.layers and m.hidden_size and plan.seq_len and total):
+        return 0.0
+    return 12 * m.layers * m.hidden_size * plan.seq_len / total
+
+
+def bubble(plan: Plan) -> float:
+    """Fraction of a 1F1B step a pipeline stage idles: (p − 1) / (m + p − 1)."""
+    p, m = plan.pipeline, plan.accumulation
+    return (p - 1) / (m + p - 1)
+
+
+def pipeline_bytes(plan: Plan) -> float:
+    """Activations and their gradients one stage sends to its neighbours per step."""
+    m = plan.model
+    if plan.pipeline == 1 or not (m.hidden_size and plan.seq_len):
+        return 0.0
+    elements = plan.seq_len * plan.micro * m.hidden_size / (plan.sequence * plan.tensor)
+    return plan.accumulation * 2 * plan.precision_bytes * elements
+
+
 def step_time(plan: Plan, engine_traffic: traffic.Traffic, zero: DeepSpeedZero | None) -> StepTime | None:
     """The estimate for `plan`, or None when the GPU's peak is unknown or there is no sequence."""
     hw = hardware(plan)
@@ -138,13 +201,22 @@ def step_time(plan: Plan, engine_traffic: traffic.Traffic, zero: DeepSpeedZero |
     dp_seconds = (dp_bytes / hw.intra if dp_within_node
                   else intra / hw.intra + (dp_bytes - intra) / hw.inter)
     tp_seconds = tensor_parallel_bytes(plan) / hw.intra
-    exposed = max(0.0, dp_seconds - overlap(plan, zero) * compute) + tp_seconds
-    seconds = compute + exposed + offload_seconds(plan)
+    # Ranks are laid out tensor innermost, then sequence: cp spans nodes past the node's size.
+    cp_link = hw.intra if plan.tensor * plan.sequence <= plan.gpus_per_node else hw.inter
+    cp_seconds = context_parallel_bytes(plan) / cp_link
+    cp_hidden = attention_share(plan) * compute if ring_context_parallel(plan) else 0.0
+    pp_link = hw.inter if plan.world // plan.pipeline >= plan.gpus_per_node and plan.nodes > 1 else hw.intra
+    pp_seconds = pipeline_bytes(plan) / pp_link
+    idle = compute * bubble(plan) / (1 - bubble(plan))
+    exposed = (max(0.0, dp_seconds - overlap(plan, zero) * compute) + tp_seconds
+               + max(0.0, cp_seconds - cp_hidden) + pp_seconds)
+    seconds = compute + idle + exposed + offload_seconds(plan)
     return StepTime(
         seconds=seconds,
         compute=compute,
-        communication=dp_seconds + tp_seconds,
+        communication=dp_seconds + tp_seconds + cp_seconds + pp_seconds,
         exposed=exposed,
+        bubble=idle,
         tokens_per_s_per_gpu=tokens / seconds,
         mfu=model * tokens / seconds / (hw.peak_tflops * 1e12),
         hardware=hw,

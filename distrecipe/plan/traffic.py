@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from distrecipe.plan.engine import DeepSpeedZero, uses_deepspeed
-from distrecipe.plan.memory import local_params
+from distrecipe.plan.memory import local_params, reduce_ranks, shard_ranks
 from distrecipe.plan.units import MiB
 from distrecipe.recipe import Plan
 
@@ -63,7 +63,7 @@ def formula(plan: Plan, *, no_sync: bool = True) -> Traffic:
     grads = psi * plan.gradient_bytes
     params = psi * lp
     reductions = 1 if no_sync else plan.accumulation
-    n, s = plan.dp, plan.shard_group
+    n, s = reduce_ranks(plan), shard_ranks(plan)
     if plan.strategy == "ddp" or plan.stage == 0:
         return Traffic({"all-reduce gradients": reductions * 2 * ring(n) * grads}, reductions)
     sent = {"reduce-scatter gradients": reductions * ring(s) * grads,
@@ -91,11 +91,11 @@ def engine(plan: Plan, zero: DeepSpeedZero | None = None) -> Traffic:
     """
     psi = local_params(plan)
     lp = plan.precision_bytes
-    n, m = plan.dp, plan.accumulation
+    n, m = reduce_ranks(plan), plan.accumulation
     if plan.strategy == "megatron":
         return formula(plan)
     if plan.strategy == "fsdp":
-        s = plan.shard_group
+        s = shard_ranks(plan)
         reduce_bytes = 4 if plan.launch.backend == "verl" else lp  # verl reduces in fp32
         sent = {"all-gather parameters": m * ring(s) * lp * psi,
                 "reduce-scatter gradients": m * ring(s) * reduce_bytes * psi}

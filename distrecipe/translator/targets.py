@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from distrecipe.engines.deepspeed import CONFIG_FILE
 from distrecipe.findings import Finding
 from distrecipe.output import to_json
-from distrecipe.recipe import Plan
+from distrecipe.recipe import Plan, ProgramKind
 from distrecipe.translator import deepspeed
 
 
@@ -66,6 +66,22 @@ class _Registry(Mapping[str, Render]):
 
     def __len__(self) -> int:
         return len(self._paths)
+
+
+def emitted_targets(plan: Plan, kind: ProgramKind | None = None) -> tuple[str, ...]:
+    """Which emitters' files the backend's job reads.
+
+    torchrun carries no engine config of its own, but a ZeRO plan's script (the
+    reference trainer included) and any raw DeepSpeed script still read DeepSpeed's.
+    """
+    backend = plan.launch.backend
+    if backend == "deepspeed" or kind == "deepspeed" or (backend == "torchrun" and plan.strategy == "zero"):
+        return ("deepspeed",)
+    if backend in ("accelerate", "accelerate-deepspeed"):
+        return ("accelerate",)  # on the DeepSpeed path it also writes the ds_config it names
+    if backend == "verl":
+        return ("verl",)
+    return ()
 
 
 TARGETS: Mapping[str, Render] = _Registry({

@@ -44,8 +44,7 @@ FILES = [path for kind in ("deepspeed", "accelerate", "verl", "hf")
 OUTPUT = {"deepspeed": "ds_config.json", "accelerate": "accelerate_config.yaml", "hf": "training_args.json"}
 
 _NO_COMPANION = "which is not a regular file"
-_SHELL_MINI = "integer ppo_mini_batch_size (a shell variable"
-_LEGACY_MICRO = "ppo_micro_batch_size is verl's deprecated count"
+_LEGACY_MICRO = "ppo_micro_batch_size is deprecated, and verl 0.9.1's workers never convert it"
 REFUSED: dict[str, str] = {
     # At 8 ranks DeepSpeed refuses these batches too (it asserts micro × accumulation × world = global).
     "EleutherAI__gpt-neox__configs__deepspeed_configs__ds_zero_stage_1_onebitadam.json": "240 / (4 × 8) = 7.5",
@@ -63,11 +62,9 @@ REFUSED: dict[str, str] = {
     "hiyouga__LLaMA-Factory__examples__train_full__llama3_full_sft_ds3.yaml": _NO_COMPANION,
     # Accelerate's Megatron-LM engine: no recipe form (strategy megatron is verl's).
     "huggingface__accelerate__tests__test_configs__megatron.yaml": "distributed_type MEGATRON_LM",
-    # The batch is a shell variable the script computes: nothing to read without running it.
-    "SkyworkAI__Skywork-OR1__or1_scripts__train__7b_8k.sh": _SHELL_MINI,
-    "hkust-nlp__simpleRL-reason__train_grpo_math_tune_ray.sh": _SHELL_MINI,
-    "volcengine__verl__examples__grpo_trainer__run_qwen3-236b_megatron.sh": _SHELL_MINI,
-    # Only the deprecated over-all-ranks micro-batch, which the recipe does not map.
+    # The token budget is shell arithmetic (`$(((RES_LENGTH + ...) / SP))`): known only by running it.
+    "SkyworkAI__Skywork-OR1__or1_scripts__train__7b_8k.sh": "MAX_TOKEN_LEN is computed by shell arithmetic at line 30",
+    # Only the deprecated over-all-ranks micro-batch, which verl 0.9.1's workers refuse too (no _per_gpu value).
     "volcengine__verl__examples__grpo_trainer__run_qwen2-7b.sh": _LEGACY_MICRO,
     "volcengine__verl__examples__ppo_trainer__run_qwen2.5-32b.sh": _LEGACY_MICRO,
 }
@@ -84,13 +81,14 @@ def round_trip(path: Path) -> tuple[dict[str, Any], dict[str, Any], str]:
     """(input, compiled, kind); raises the import's or resolve's error for a refused file."""
     kind, doc = read_native(path)
     imported = import_document(kind, doc, WORLD)
+    given = doc.data if imported.read is None else imported.read  # a script's `$VAR`s as its shell passes them
     data = {**imported.recipe, "name": "rt"}
     extra = ["batch.micro=2"] if batch_from_script(data.get("batch")) else []
     plan = resolve(recipe_from_document(apply_overrides(Document(data, str(path)), extra), path.parent))
     if kind == "verl":
-        return doc.data, verl.nested(plan), kind
+        return given, verl.nested(plan), kind
     text = TARGETS[kind](plan, EmitOptions()).files[OUTPUT[kind]]
-    return doc.data, yaml.safe_load(text) if kind == "accelerate" else json.loads(text), kind
+    return given, yaml.safe_load(text) if kind == "accelerate" else json.loads(text), kind
 
 
 def plain(value: Any) -> Any:

@@ -164,3 +164,16 @@ def test_verl_deprecated_global_micro_batch_is_refused_as_verl_refuses_it(
     assert "ppo_micro_batch_size is deprecated, and verl 0.9.1's workers never convert it" in result.err
     assert "write ppo_micro_batch_size_per_gpu = 16 / 8 data-parallel ranks = 2 instead" in result.err
     assert "DR350" in cli("lint", script).out  # lint says the same, as an error
+
+
+def test_zeropp_partition_at_or_above_the_world_is_every_rank(cli: Callable[..., Result],
+                                                             write: Callable[[str, str], Path]) -> None:
+    """DeepSpeed's groups take min(zero_hpz_partition_size, world): 16 at 8 ranks is all of them."""
+    config = write("ds_config.json", '{"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, '
+                                     '"zero_optimization": {"stage": 3, "zero_hpz_partition_size": 16}}')
+    small = cli("import", config, "--world", "8")
+    assert small.code == 0, small.err
+    assert "parallel" not in yaml.safe_load(small.out)
+    assert "zero_hpz_partition_size 16 is not below the 8 ranks" in small.err
+    large = cli("import", config, "--world", "32")
+    assert yaml.safe_load(large.out)["parallel"] == {"shard_group": 16}

@@ -19,6 +19,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -133,8 +134,12 @@ def judge_deepspeed(relative: str) -> Verdict:
                    verdict.context.replace(f"world {world}", f"world {world} ({world_from})", 1))
 
 
-def judge_accelerate(relative: str, origins: dict[str, dict[str, str]]) -> Verdict:
-    """Launch from a copy of the repository's layout: the YAML and the ds_config it names."""
+@contextmanager
+def repository_layout(relative: str, origins: dict[str, dict[str, str]]) -> Iterator[tuple[Path, Path, Path]]:
+    """A temporary copy of an Accelerate YAML's repository layout: the YAML at its path
+    there and the ds_config it names where it names it (when the corpus holds that file);
+    gives the placed YAML, the directory it is launched from (the repository's root, or
+    the YAML's own directory for a `../` reference) and the root."""
     row = origins[relative]
     config = yaml.safe_load((CORPUS / relative).read_text()) or {}
     ref = (config.get("deepspeed_config") or {}).get("deepspeed_config_file")
@@ -152,7 +157,14 @@ def judge_accelerate(relative: str, origins: dict[str, dict[str, str]]) -> Verdi
                 destination = (launch_from / ref).resolve()
                 destination.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy(CORPUS / target, destination)
+        yield placed, launch_from, root
+
+
+def judge_accelerate(relative: str, origins: dict[str, dict[str, str]]) -> Verdict:
+    """Launch from a copy of the repository's layout: the YAML and the ds_config it names."""
+    with repository_layout(relative, origins) as (placed, launch_from, root):
         verdict = accelerate_judge.judge(placed, directory=launch_from)
+        tmp = str(root.parent)
     context = f"launched from the repository's {'root' if launch_from == root else 'config directory'}"
     return Verdict(verdict.outcome, verdict.engine, verdict.message.replace(tmp, "<tmp>"),
                    verdict.notes, context)

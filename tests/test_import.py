@@ -125,3 +125,55 @@ def test_training_arguments_leaving_the_batch_to_the_command_line_import(cli: Ca
     path.write_text('{"train_batch_size": null, "per_device_train_batch_size": "auto"}')
     result = cli("import", path, "--world", "8")
     assert result.code == 0 and "--per_device_train_batch_size" in result.err, result
+
+
+VERL_RUN = ("python3 -m verl.trainer.main_ppo \\\n  data.train_batch_size={prompts} \\\n"
+            "  actor_rollout_ref.rollout.n=4 \\\n  actor_rollout_ref.actor.ppo_mini_batch_size=16 \\\n"
+            "  actor_rollout_ref.actor.{micro} \\\n  trainer.nnodes=1 trainer.n_gpus_per_node=8\n")
+
+
+def test_verl_batch_from_the_scripts_own_variable_is_imported_and_noted(
+        cli: Callable[..., Result], write: Callable[[str, str], Path]) -> None:
+    script = write("run.sh", "PROMPTS=${PROMPTS:-64}\nMICRO=2\n" + VERL_RUN.format(
+        prompts="$PROMPTS", micro="ppo_micro_batch_size_per_gpu=${MICRO}"))
+    result = cli("import", script)
+    assert result.code == 0, result.err
+    recipe = yaml.safe_load(result.out)
+    assert recipe["rl"] == {"rollout_n": 4, "prompts_per_step": 64} and recipe["batch"]["micro"] == 2
+    assert ("data.train_batch_size=$PROMPTS is 64, as the script sets it: taken from line 1's default; "
+            "set PROMPTS to change it") in result.err
+    assert "ppo_micro_batch_size_per_gpu=${MICRO} is 2, as the script sets it: taken from line 2" in result.err
+
+
+def test_verl_batch_only_running_the_script_gives_is_refused_at_its_key(
+        cli: Callable[..., Result], write: Callable[[str, str], Path]) -> None:
+    script = write("run.sh", "PROMPTS=$(cat prompts.txt)\n" + VERL_RUN.format(
+        prompts="$PROMPTS", micro="ppo_micro_batch_size_per_gpu=2"))
+    result = cli("import", script)
+    assert result.code == 2
+    assert result.err.strip() == (f"{script}:3:25: error: data.train_batch_size=$PROMPTS has no value the script "
+                                  "fixes (PROMPTS is the output of a command at line 1); the import reads a "
+                                  "script without running it: write the value")
+
+
+def test_verl_deprecated_global_micro_batch_is_refused_as_verl_refuses_it(
+        cli: Callable[..., Result], write: Callable[[str, str], Path]) -> None:
+    script = write("run.sh", VERL_RUN.format(prompts="64", micro="ppo_micro_batch_size=16"))
+    result = cli("import", script)
+    assert result.code == 2 and f"{script}:5:" in result.err
+    assert "ppo_micro_batch_size is deprecated, and verl 0.9.1's workers never convert it" in result.err
+    assert "write ppo_micro_batch_size_per_gpu = 16 / 8 data-parallel ranks = 2 instead" in result.err
+    assert "DR350" in cli("lint", script).out  # lint says the same, as an error
+
+
+def test_zeropp_partition_at_or_above_the_world_is_every_rank(cli: Callable[..., Result],
+                                                             write: Callable[[str, str], Path]) -> None:
+    """DeepSpeed's groups take min(zero_hpz_partition_size, world): 16 at 8 ranks is all of them."""
+    config = write("ds_config.json", '{"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, '
+                                     '"zero_optimization": {"stage": 3, "zero_hpz_partition_size": 16}}')
+    small = cli("import", config, "--world", "8")
+    assert small.code == 0, small.err
+    assert "parallel" not in yaml.safe_load(small.out)
+    assert "zero_hpz_partition_size 16 is not below the 8 ranks" in small.err
+    large = cli("import", config, "--world", "32")
+    assert yaml.safe_load(large.out)["parallel"] == {"shard_group": 16}

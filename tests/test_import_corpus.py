@@ -1,9 +1,12 @@
 """Round trip over the real corpus: import, then compile to the same engine, gives the file back.
 
 Every ds_config, Accelerate YAML, verl script and TrainingArguments file of
-`tests/corpus/real/` is imported without `--set` at one node of 8 ranks. A file that
+`tests/corpus/real/` is imported without `--set` at one node of 8 ranks (a ds_config at
+the world DeepSpeed's verdict judged it at, `judges.deepspeed.implied_world`). A file that
 does not import is listed in `REFUSED` with the reason the engine refuses it too (or
-why the import cannot read it); every other file must import. Then every key the
+why the import cannot read it); every other file must import. An Accelerate YAML is
+imported from a copy of its repository's layout, beside the ds_config it names, as its
+verdict in VERDICTS.csv was judged. Then every key the
 input states must come back with its value (`DIFFERENCES` lists the few that cannot,
 each with its reason), and for DeepSpeed and Accelerate every key compile adds must be
 one the engine would have used anyway (its default, or DeepSpeed's derived batch
@@ -36,6 +39,7 @@ from distrecipe.translator.load import apply_overrides, recipe_from_document
 from distrecipe.translator.native import leaves, same
 from distrecipe.translator.resolve import resolve
 from distrecipe.translator.targets import TARGETS, EmitOptions
+from tests import corpus_verdicts
 
 CORPUS = Path(__file__).parent / "corpus" / "real"
 WORLD = World(1, 8)
@@ -43,31 +47,18 @@ FILES = [path for kind in ("deepspeed", "accelerate", "verl", "hf")
          for path in sorted((CORPUS / kind).iterdir()) if path.suffix in (".json", ".yaml", ".sh")]
 OUTPUT = {"deepspeed": "ds_config.json", "accelerate": "accelerate_config.yaml", "hf": "training_args.json"}
 
-_NO_COMPANION = "which is not a regular file"
-_SHELL_MINI = "integer ppo_mini_batch_size (a shell variable"
-_LEGACY_MICRO = "ppo_micro_batch_size is verl's deprecated count"
+_LEGACY_MICRO = "ppo_micro_batch_size is deprecated, and verl 0.9.1's workers never convert it"
 REFUSED: dict[str, str] = {
-    # At 8 ranks DeepSpeed refuses these batches too (it asserts micro × accumulation × world = global).
-    "EleutherAI__gpt-neox__configs__deepspeed_configs__ds_zero_stage_1_onebitadam.json": "240 / (4 × 8) = 7.5",
-    "EleutherAI__gpt-neox__examples__ds_config_flops_profile.json": "240 / (4 × 8) = 7.5",
-    "microsoft__DeepSpeedExamples__compression__bert__config__XTC__ds_config_layer_reduction_fp16.json":
-        "32 / (32 × 8) = 0.125",
-    # A ZeRO++ partition of 16 ranks does not divide 8.
-    "LLaVA-VL__LLaVA-NeXT__scripts__zero3pp.json": "shard_group 16 must divide",
     # Not JSON (a comment in the file): DeepSpeed's json.load refuses it as well.
     "microsoft__DeepSpeedExamples__Megatron-LM-v1.1.5-ZeRO3__curriculum_learning__"
     "ds_zero_stage_2_config_curriculum_fixed_linear.json": "invalid JSON",
-    # The ds_config they name is in their repository, not in the corpus.
-    "hiyouga__LLaMA-Factory__examples__accelerate__ds_multi_nodes.yaml": _NO_COMPANION,
-    "huggingface__accelerate__examples__config_yaml_templates__deepspeed.yaml": _NO_COMPANION,
-    "hiyouga__LLaMA-Factory__examples__train_full__llama3_full_sft_ds3.yaml": _NO_COMPANION,
+    # The ds_config it names (examples/deepspeed/ds_z3_config.json) is in its repository, not in the corpus.
+    "hiyouga__LLaMA-Factory__examples__train_full__llama3_full_sft_ds3.yaml": "which is not a regular file",
     # Accelerate's Megatron-LM engine: no recipe form (strategy megatron is verl's).
     "huggingface__accelerate__tests__test_configs__megatron.yaml": "distributed_type MEGATRON_LM",
-    # The batch is a shell variable the script computes: nothing to read without running it.
-    "SkyworkAI__Skywork-OR1__or1_scripts__train__7b_8k.sh": _SHELL_MINI,
-    "hkust-nlp__simpleRL-reason__train_grpo_math_tune_ray.sh": _SHELL_MINI,
-    "volcengine__verl__examples__grpo_trainer__run_qwen3-236b_megatron.sh": _SHELL_MINI,
-    # Only the deprecated over-all-ranks micro-batch, which the recipe does not map.
+    # The token budget is shell arithmetic (`$(((RES_LENGTH + ...) / SP))`): known only by running it.
+    "SkyworkAI__Skywork-OR1__or1_scripts__train__7b_8k.sh": "MAX_TOKEN_LEN is computed by shell arithmetic at line 30",
+    # Only the deprecated over-all-ranks micro-batch, which verl 0.9.1's workers refuse too (no _per_gpu value).
     "volcengine__verl__examples__grpo_trainer__run_qwen2-7b.sh": _LEGACY_MICRO,
     "volcengine__verl__examples__ppo_trainer__run_qwen2.5-32b.sh": _LEGACY_MICRO,
 }
@@ -80,42 +71,59 @@ DIFFERENCES: dict[str, dict[str, Any]] = {
 """File → stated key → what compile writes instead (each one reported by the import)."""
 
 
+def world_of(kind: str, data: Any) -> World:
+    """One node of 8 ranks, or for a ds_config the world DeepSpeed's verdict judged it at:
+    the one its three batch numbers state, else the largest up to 8 they allow."""
+    if kind == "deepspeed" and isinstance(data, dict):
+        return World(1, deepspeed_judge.implied_world(data)[0])
+    return WORLD
+
+
 def round_trip(path: Path) -> tuple[dict[str, Any], dict[str, Any], str]:
     """(input, compiled, kind); raises the import's or resolve's error for a refused file."""
     kind, doc = read_native(path)
-    imported = import_document(kind, doc, WORLD)
+    imported = import_document(kind, doc, world_of(kind, doc.data))
+    given = doc.data if imported.read is None else imported.read  # a script's `$VAR`s as its shell passes them
     data = {**imported.recipe, "name": "rt"}
     extra = ["batch.micro=2"] if batch_from_script(data.get("batch")) else []
     plan = resolve(recipe_from_document(apply_overrides(Document(data, str(path)), extra), path.parent))
     if kind == "verl":
-        return doc.data, verl.nested(plan), kind
+        return given, verl.nested(plan), kind
     text = TARGETS[kind](plan, EmitOptions()).files[OUTPUT[kind]]
-    return doc.data, yaml.safe_load(text) if kind == "accelerate" else json.loads(text), kind
+    return given, yaml.safe_load(text) if kind == "accelerate" else json.loads(text), kind
 
 
 def plain(value: Any) -> Any:
     """A parsed config attribute as comparable data (DeepSpeed's sub-configs have no `__eq__`)."""
     if hasattr(value, "__dict__") and not isinstance(value, type):
         return {k: plain(v) for k, v in vars(value).items()}
+    if isinstance(value, dict):  # optimizer params are keyword arguments: their order is no difference
+        return {k: plain(v) for k, v in value.items()}
     return repr(value)
 
 
-def raw_accepts(config: dict[str, Any]) -> bool:
+def raw_accepts(config: dict[str, Any], world: int) -> bool:
     """DeepSpeed takes the file as it is (an HF template's "auto" makes it raise a TypeError)."""
     try:
-        return deepspeed_judge.accepts(config, WORLD.size)
+        return deepspeed_judge.accepts(config, world)
     except TypeError:
         return False
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
-def test_import_then_compile_gives_the_file_back(path: Path) -> None:
+def test_import_then_compile_gives_the_file_back(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     if path.name in REFUSED:
         with pytest.raises(DistrecipeError, match=re.escape(REFUSED[path.name])):
             round_trip(path)
         return
-    given, compiled, kind = round_trip(path)
+    if path.parent.name == "accelerate":  # from its repository's layout, as its verdict was judged
+        relative = f"accelerate/{path.name}"
+        with corpus_verdicts.repository_layout(relative, corpus_verdicts.provenance()) as (placed, start, _):
+            monkeypatch.chdir(start)
+            given, compiled, kind = round_trip(placed)
+    else:
+        given, compiled, kind = round_trip(path)
     stated, written = dict(leaves(given)), dict(leaves(compiled))
     skip = {("deepspeed_config", "deepspeed_config_file"), ("deepspeed",)}
     # An explicit null reads as absent to both engines (`dict.get` gives None either way).
@@ -132,8 +140,9 @@ def test_import_then_compile_gives_the_file_back(path: Path) -> None:
              and not same(emitted_default(p, plan_stage) if kind == "deepspeed" else
                           ACCELERATE_DEFAULTS.get(p, NO_DEFAULT), v)}
     assert not added, f"{path.name}: keys the round trip added with a non-default value: {added}"
-    if kind == "deepspeed" and raw_accepts(given):
-        before = vars(deepspeed_judge.parse(given, WORLD.size))
-        after = vars(deepspeed_judge.parse(compiled, WORLD.size))
+    world = world_of(kind, given).size
+    if kind == "deepspeed" and raw_accepts(given, world):
+        before = vars(deepspeed_judge.parse(given, world))
+        after = vars(deepspeed_judge.parse(compiled, world))
         differ = {k for k in before if k != "_param_dict" and plain(before[k]) != plain(after.get(k))}
         assert not differ, f"{path.name}: DeepSpeedConfig differs in {sorted(differ)}"

@@ -1,14 +1,18 @@
 """Hydra's override grammar, both ways: reading `key=value` lines (verl launch
 scripts and override files) into a nested mapping with positions, and writing a
-value so that Hydra reads it back the same.
+value so that Hydra reads it back the same. A launch script's `key=$VAR` values are
+expanded from the script's own assignments by `script_overrides`, as the shell would.
 """
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
+from distrecipe.engines.shell_variables import Value, variables_at, word_value
 from distrecipe.engines.verl import VERL_ROOTS
 from distrecipe.errors import Position
 from distrecipe.source import Document, KeyPath
@@ -107,3 +111,41 @@ def format_value(value: Any) -> str:
     if isinstance(value, dict):
         return "{" + ",".join(f"{key}:{format_value(item)}" for key, item in value.items()) + "}"
     return str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptOverrides:
+    """A launch script's overrides with its own shell variables expanded (`shell_variables`)."""
+
+    data: dict[str, Any]
+    """The overrides as verl receives them where every variable is known."""
+    taken: dict[KeyPath, tuple[str, Value]]
+    """Key → the value as written (`$BS`) and what the shell makes of it."""
+    unknown: dict[KeyPath, tuple[str, Value]]
+    """Key → the value as written, left so in `data`, and why the script does not fix it."""
+
+
+def script_overrides(doc: Document) -> ScriptOverrides:
+    """`doc` (read by `read_overrides` from a `.sh` launch script) with each `$VAR` value
+    the script itself fixes replaced by its value, parsed as Hydra parses it."""
+    data = copy.deepcopy(doc.data)
+    taken: dict[KeyPath, tuple[str, Value]] = {}
+    unknown: dict[KeyPath, tuple[str, Value]] = {}
+    last = {tuple(match.group(2).split(".")): (number, match) for number, match in override_matches(doc.lines)
+            if match.group(1) != "~"}  # the override that wins, as in `read_overrides`
+    written = [(number, match) for number, match in last.values() if "$" in match.group(3)]
+    tables = variables_at("\n".join(doc.lines), doc.file, (number for number, _ in written))
+    for number, match in written:
+        raw = match.group(3).rstrip("\\")
+        path = tuple(match.group(2).split("."))
+        value = word_value(raw, tables[number], doc.file, number)
+        if value.text is None:
+            unknown[path] = (raw, value)
+            continue
+        node = data
+        for part in path[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict) and path[-1] in node:
+            node[path[-1]] = parse_value(value.text)
+            taken[path] = (raw, value)
+    return ScriptOverrides(data, taken, unknown)

@@ -7,7 +7,9 @@ is not a shell: it splits a script into simple commands (on newlines, `;`, `&&`,
 here-documents, and substitutes a `$VAR` only when the script itself assigned it a
 plain value before (`NUM_GPUS=8`). Anything else a shell would compute (`$1`,
 `$(...)`, a variable from the environment, `${X:-8}`) stays unknown: a `Word` whose
-`value` is None, never a guess.
+`value` is None, never a guess. `shell_variables` reads the same split (`raw_commands`,
+which keeps the operators between commands) for a verl script's `$VAR` overrides,
+where defaults and straight-line control flow are followed too.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ class Word:
 
 
 @dataclass(frozen=True, slots=True)
-class _Raw:
+class RawWord:
     """A word before variables are substituted: its text, and whether any of it was quoted
     with `'` (no substitution) or holds a command substitution (unknowable)."""
 
@@ -50,8 +52,8 @@ def commands(text: str, file: str) -> list[list[Word]]:
     """
     variables: dict[str, str | None] = {}
     out: list[list[Word]] = []
-    for raw in _split(text, file):
-        words = [_substitute(word, variables) for word in raw]
+    for raw in raw_commands(text, file):
+        words = [_substitute(word, variables) for word in raw.words]
         if words and words[0].value in ("export", "declare", "readonly", "local"):
             words = words[1:]
         assigned = 0
@@ -70,7 +72,18 @@ def commands(text: str, file: str) -> list[list[Word]]:
     return out
 
 
-def _substitute(raw: _Raw, variables: dict[str, str | None]) -> Word:
+@dataclass(frozen=True, slots=True)
+class RawCommand:
+    """A simple command's raw words, and the operators written before and after it
+    (`""` for a newline, else the run of `;`, `&`, `|` characters: `&&`, `||`, `|`, `;;`...),
+    which say whether it runs always, on a condition, or in a subshell."""
+
+    words: list[RawWord]
+    before: str
+    after: str
+
+
+def _substitute(raw: RawWord, variables: dict[str, str | None]) -> Word:
     """The word's value: quotes removed and known variables replaced, or None."""
     if raw.opaque:
         return Word(raw.text, None, raw.where)
@@ -90,10 +103,11 @@ def _substitute(raw: _Raw, variables: dict[str, str | None]) -> Word:
     return Word(raw.text, value.replace("\0", "$"), raw.where)
 
 
-def _split(text: str, file: str) -> list[list[_Raw]]:
+def raw_commands(text: str, file: str) -> list[RawCommand]:
     """Commands as lists of raw words; `'...'` contents are shielded from substitution."""
-    commands_: list[list[_Raw]] = []
-    current: list[_Raw] = []
+    commands_: list[RawCommand] = []
+    current: list[RawWord] = []
+    before = ""
     word, literal = "", ""
     opaque, start = False, (1, 1)
     line, col, i = 1, 1, 0
@@ -103,14 +117,17 @@ def _split(text: str, file: str) -> list[list[_Raw]]:
     def finish() -> None:
         nonlocal word, literal, opaque
         if word:
-            current.append(_Raw(word, literal, opaque, Position(file, *start)))
+            current.append(RawWord(word, literal, opaque, Position(file, *start)))
         word, literal, opaque = "", "", False
 
-    def end_command() -> None:
-        nonlocal current
+    def end_command(operator: str = "") -> None:
+        nonlocal current, before
         finish()
         if current:
-            commands_.append(current)
+            commands_.append(RawCommand(current, before, operator))
+            before = operator
+        else:  # `a &&` then a newline: the next command is still joined by `&&`
+            before = operator or before
         current = []
 
     while i < n:
@@ -147,9 +164,11 @@ def _split(text: str, file: str) -> list[list[_Raw]]:
                 i += 1
             continue
         if char in _SEPARATORS:
-            end_command()
-            while i < n and text[i] in _SEPARATORS:
-                i, col = i + 1, col + 1
+            j = i
+            while j < n and text[j] in _SEPARATORS:
+                j += 1
+            end_command(text[i:j])
+            i, col = j, col + j - i
             continue
         if not word:
             start = (line, col)
@@ -161,7 +180,7 @@ def _split(text: str, file: str) -> list[list[_Raw]]:
                 if text[j] == "\\" and close != "'":
                     j += 2
                     continue
-                if close == ")" and text.startswith("$(", j):
+                if close == ")" and text[j] == "(":  # `$(...)` and `$((...))` nest parentheses
                     depth += 1
                 elif text[j] == close:
                     depth -= 1
@@ -189,7 +208,7 @@ def _split(text: str, file: str) -> list[list[_Raw]]:
     return commands_
 
 
-def _heredoc(words: list[_Raw]) -> str | None:
+def _heredoc(words: list[RawWord]) -> str | None:
     """The delimiter of a here-document the command opens (`<<EOF`, `<< 'EOF'`), if any."""
     for index, word in enumerate(words):
         if word.text.startswith("<<") and not word.text.startswith("<<<"):

@@ -41,8 +41,10 @@ MAX_TOKENS_DEFAULT = 16384
 """`ppo_max_token_len_per_gpu` when a config turns `use_dynamic_bsz` on without it (verl's actor.yaml)."""
 ULYSSES: KeyPath = (*ACTOR, "ulysses_sequence_parallel_size")
 FSDP_SIZE: KeyPath = (*ACTOR, "fsdp_config", "fsdp_size")
+LEGACY_MICRO: KeyPath = (*ACTOR, "ppo_micro_batch_size")
+"""verl's deprecated micro-batch over all data-parallel ranks: 0.9's workers never read it."""
 DEPRECATED: tuple[tuple[KeyPath, str], ...] = (
-    ((*ACTOR, "ppo_micro_batch_size"), "ppo_micro_batch_size_per_gpu"),
+    (LEGACY_MICRO, "ppo_micro_batch_size_per_gpu"),
     (("critic", "ppo_micro_batch_size"), "ppo_micro_batch_size_per_gpu"),
     (("actor_rollout_ref", "rollout", "log_prob_micro_batch_size"), "log_prob_micro_batch_size_per_gpu"),
     (("actor_rollout_ref", "ref", "log_prob_micro_batch_size"), "log_prob_micro_batch_size_per_gpu"),
@@ -59,9 +61,10 @@ MEGATRON_OPTIMIZER = {"adamw": "adam", "adam": "adam", "sgd": "sgd"}
 """Megatron's `adam` is decoupled (AdamW) weight decay, so adamw and adam share it."""
 
 
-def uses_megatron(data: dict[str, Any]) -> bool:
-    """verl trains the actor with Megatron (`model_engine=megatron` or the actor's strategy)."""
-    return data.get("model_engine") == "megatron" or get(data, *ACTOR, "strategy") == "megatron"
+def uses_megatron(data: dict[str, Any], lines: Sequence[str]) -> bool:
+    """verl trains the actor with Megatron: `model_engine=megatron`, the actor's strategy,
+    or a script that starts from `ppo_megatron_trainer` (whose actor strategy is megatron)."""
+    return get(data, *ACTOR, "strategy") == "megatron" or verl_config(data, lines) == "ppo_megatron_trainer"
 
 
 def verl_config(data: dict[str, Any], lines: Sequence[str]) -> VerlConfig:

@@ -71,7 +71,7 @@ def batch_rules(src: Source) -> Iterator[Problem]:
     """
     if src.world is None:
         return
-    megatron = uses_megatron(src.data)
+    megatron = uses_megatron(src.data, src.doc.lines)
     if megatron:
         split = [integer(src.get(*ACTOR, "megatron", f"{k}_parallel_size")) or 1
                  for k in ("tensor_model", "pipeline_model", "context")]

@@ -84,6 +84,9 @@ class Imported:
     companions: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Engine → a companion file's data the import read (the ds_config a YAML names), so
     its unmapped keys are carried too (`residue`)."""
+    read: dict[str, Any] | None = None
+    """The input's data as the importer read it, where that differs from the file's
+    mapping (a launch script's `$VAR` values expanded): what the residue compares."""
 
 
 def cluster(world: World) -> dict[str, int]:

@@ -43,8 +43,14 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     world = _world(data, context)
     kind = data.get("distributed_type", "NO")
     if kind not in ("DEEPSPEED", "FSDP", *DATA_PARALLEL_TYPES):
-        raise NotImportable(f"distributed_type {kind}: Accelerate's {kind} engine has no recipe form "
-                            "(a recipe's strategy megatron compiles for verl)",
+        # The Accelerate emitter writes DEEPSPEED, FSDP and data-parallel configs only; a
+        # recipe's strategy megatron is DR208 there (it compiles for verl), so nothing would
+        # give this file back.
+        settings = ", ".join(sorted(section(data, "megatron_lm_config"))) if kind == "MEGATRON_LM" else ""
+        raise NotImportable(f"distributed_type {kind}: compile --target accelerate writes only DEEPSPEED, "
+                            f"FSDP and data-parallel configs, so Accelerate's {kind} engine has no recipe "
+                            "form (a recipe's strategy megatron compiles for verl)"
+                            + (f"; its megatron_lm_config ({settings}) is not imported" if settings else ""),
                             context.doc.where(("distributed_type",)))
     launch: dict[str, Any] = {"backend": "accelerate-deepspeed" if kind == "DEEPSPEED" else "accelerate"}
     if data.get("main_process_ip"):

@@ -41,8 +41,13 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     sequence, partition = data.get("sequence_parallel_size"), zero.get("zero_hpz_partition_size")
     if isinstance(sequence, int) and sequence > 1:
         parallel["sequence"] = sequence
-    if stage == 3 and isinstance(partition, int) and partition > 1:
-        parallel["shard_group"] = partition
+    if stage == 3 and isinstance(partition, int) and not isinstance(partition, bool) and partition > 1:
+        if partition < world.size:
+            parallel["shard_group"] = partition
+        else:  # DeepSpeed's groups take min(partition, world size): every rank, as shard_group all
+            notes.append(f"zero_optimization.zero_hpz_partition_size {partition} is not below the "
+                         f"{world.size} ranks: DeepSpeed partitions over min({partition}, {world.size}), "
+                         "all of them, which is the recipe's shard_group all")
     tensor = section(data, "tensor_parallel").get("autotp_size")
     if isinstance(tensor, int) and not isinstance(tensor, bool) and tensor > 1:
         parallel["tensor"] = tensor

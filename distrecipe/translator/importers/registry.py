@@ -57,7 +57,7 @@ def import_document(kind: str, doc: Document, world: World | None,
     recipe that does not resolve is returned as mapped: the caller reports why.
     """
     imported = IMPORTERS[kind](doc.data, Context(doc=doc, world=world, read=read_document))
-    sources = {kind: doc.data, **imported.companions}
+    sources = {kind: doc.data if imported.read is None else imported.read, **imported.companions}
     checked = apply_overrides(Document({**imported.recipe, "recipe": 1}, doc.file), overrides)
     try:
         recipe = recipe_from_document(checked, Path(doc.file).parent)

@@ -9,12 +9,16 @@ recipe's `batch.micro_tokens`; verl's between-phase offloads are not the recipe'
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from distrecipe.engines import FSDP2_RESHARDS_BY_DEFAULT, stage_of_reshard
 from distrecipe.engines import verl as engine
+from distrecipe.engines.hydra import script_overrides
+from distrecipe.engines.tables import label
 from distrecipe.engines.verl import uses_megatron
-from distrecipe.keys import get, integer, section
+from distrecipe.keys import dotted, get, integer, section
+from distrecipe.source import KeyPath
 from distrecipe.translator.importers import Context, Imported, NotImportable, World, cluster, inverse
 
 FSDP_OPTIMIZERS = inverse(engine.FSDP_OPTIMIZER)
@@ -24,14 +28,20 @@ MEGATRON_PRECISIONS = inverse(engine.MEGATRON_DTYPE)
 
 
 def to_recipe(data: dict[str, Any], context: Context) -> Imported:
+    notes: list[str] = []
+    if Path(context.doc.file).suffix == ".sh":
+        data = _expanded(context, notes)
     actor = section(data, "actor_rollout_ref", "actor")
     world = _world(data, context)
-    megatron = uses_megatron(data)
+    megatron = uses_megatron(data, context.doc.lines)
     recipe: dict[str, Any] = {"recipe": 1, "model": {}, "cluster": cluster(world)}
     recipe.update(_megatron(actor) if megatron else _fsdp(actor, world))
     n = integer(get(data, "actor_rollout_ref", "rollout", "n"))
     n = 1 if n is None else n
-    recipe["batch"] = _batch(actor, n, context)
+    parallel = recipe.get("parallel", {})
+    model_parallel = parallel.get("tensor", 1) * parallel.get("pipeline", 1) * parallel.get("sequence", 1)
+    dp = world.size // max(model_parallel, 1)
+    recipe["batch"] = _batch(actor, n, dp, context)
     recipe["precision"] = _precision(actor, megatron)
     recipe["optimizer"] = _optimizer(section(actor, "optim"), megatron)
     clip = get(actor, "optim", "clip_grad", default=1.0)
@@ -40,12 +50,62 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     recipe["activation_checkpointing"] = checkpointing is True
     prompts = integer(get(data, "data", "train_batch_size"))
     if prompts is None:  # verl's step is prompts × rollout.n sequences: no step without it
-        raise NotImportable("verl's step needs an integer data.train_batch_size (prompts per step; "
-                            "a shell variable or another value cannot be imported): write the number",
+        raise NotImportable("verl's step needs an integer data.train_batch_size (prompts per step): "
+                            "write the number",
                             context.doc.where(("data", "train_batch_size")))
     recipe["rl"] = {"rollout_n": n, "prompts_per_step": prompts, **_rollout_memory(data)}
     recipe["launch"] = {"backend": "verl"}
-    return Imported(recipe, _phase_offload(actor, megatron))
+    return Imported(recipe, notes + _phase_offload(actor, megatron), read=data)
+
+
+_FSDP: KeyPath = (*engine.ACTOR, "fsdp_config")
+_MEGATRON: KeyPath = (*engine.ACTOR, "megatron")
+_OPTIM: KeyPath = (*engine.ACTOR, "optim")
+READ: tuple[KeyPath, ...] = (
+    engine.PROMPTS, engine.ROLLOUT_N, engine.MINI, engine.MICRO, engine.LEGACY_MICRO, engine.DYNAMIC,
+    engine.MAX_TOKENS, engine.ULYSSES, engine.FSDP_SIZE, (*engine.ACTOR, "strategy"), ("model_engine",),
+    (*_FSDP, "reshard_after_forward"), (*_FSDP, "offload_policy"), (*_FSDP, "mixed_precision", "param_dtype"),
+    (*_MEGATRON, "tensor_model_parallel_size"), (*_MEGATRON, "pipeline_model_parallel_size"),
+    (*_MEGATRON, "context_parallel_size"), (*_MEGATRON, "use_distributed_optimizer"), (*_MEGATRON, "dtype"),
+    (*_OPTIM, "optimizer"), (*_OPTIM, "lr"), (*_OPTIM, "weight_decay"), (*_OPTIM, "betas"),
+    (*_OPTIM, "clip_grad"), (*_OPTIM, "override_optimizer_config"),
+    ("actor_rollout_ref", "model", "enable_gradient_checkpointing"),
+)
+"""Keys (and sections) whose values this importer maps into the recipe: one the script
+leaves to a shell variable it does not fix is refused there, never read as a default."""
+WORLD_KEYS: tuple[KeyPath, ...] = (("trainer", "n_gpus_per_node"), ("trainer", "nnodes"))
+
+
+def _expanded(context: Context, notes: list[str]) -> dict[str, Any]:
+    """The script's overrides as the shell passes them (`hydra.script_overrides`). A value
+    the recipe takes from a variable is noted with where it comes from; one the script
+    does not fix is refused where the recipe needs it, left to --world for the world,
+    and otherwise carried as written."""
+    expanded = script_overrides(context.doc)
+    others: list[str] = []
+    for path, (raw, value) in expanded.taken.items():
+        if any(path[:len(key)] == key for key in (*READ, *WORLD_KEYS)):
+            notes.append(f"{dotted(path)}={raw} is {value.text}, as the script sets it: taken from "
+                         + "; ".join(value.how))
+        else:
+            others.append(dotted(path))
+    if others:
+        notes.append("carried with the values the script's own variables give them: " + ", ".join(others))
+    unknown: list[str] = []
+    for path, (raw, value) in expanded.unknown.items():
+        why = "; ".join(value.how)
+        if any(path[:len(key)] == key for key in READ):
+            raise NotImportable(f"{dotted(path)}={raw} has no value the script fixes ({why}); the import "
+                                "reads a script without running it: write the value", context.doc.where(path))
+        if path in WORLD_KEYS:
+            notes.append(f"{dotted(path)}={raw} has no value the script fixes ({why}): "
+                         "the world is --world's")
+        else:
+            unknown.append(f"{dotted(path)}={raw} ({why})")
+    if unknown:
+        notes.append("carried as written, with shell variables the script does not fix: "
+                     + ", ".join(unknown))
+    return expanded.data
 
 
 def _rollout_memory(data: dict[str, Any]) -> dict[str, Any]:
@@ -78,26 +138,38 @@ def _phase_offload(actor: dict[str, Any], megatron: bool) -> list[str]:
             "counts it on the GPU)"]
 
 
-def _batch(actor: dict[str, Any], n: int, context: Context) -> dict[str, Any]:
+def _batch(actor: dict[str, Any], n: int, dp: int, context: Context) -> dict[str, Any]:
     """`ppo_mini_batch_size × n` sequences per step, split into micro-batches of
     `ppo_micro_batch_size_per_gpu` samples, or under `use_dynamic_bsz` packed by tokens
-    (`ppo_max_token_len_per_gpu`; a per-GPU sample count it states is then unread)."""
+    (`ppo_max_token_len_per_gpu`; a per-GPU sample count it states is then unread).
+
+    The deprecated `ppo_micro_batch_size` (over all `dp` data-parallel ranks) is refused
+    as verl 0.9.1 refuses it: `validate_config` passes it, but its workers never convert
+    it and assert that `ppo_micro_batch_size_per_gpu` is set (lint's DR350 says the same).
+    """
     mini, micro = actor.get("ppo_mini_batch_size"), actor.get("ppo_micro_batch_size_per_gpu")
     if not isinstance(mini, int) or not _count(mini):
-        raise NotImportable("verl's actor batch needs an integer ppo_mini_batch_size (a shell variable "
-                            "cannot be read: write the number)", context.doc.where(engine.MINI))
+        raise NotImportable("verl's actor batch needs an integer ppo_mini_batch_size: write the number",
+                            context.doc.where(engine.MINI))
     if actor.get("use_dynamic_bsz") is True:
         tokens = actor.get("ppo_max_token_len_per_gpu", engine.MAX_TOKENS_DEFAULT)
         if not _count(tokens):
-            raise NotImportable("use_dynamic_bsz needs an integer ppo_max_token_len_per_gpu (a shell "
-                                "variable cannot be read: write the number)",
-                                context.doc.where(engine.MAX_TOKENS))
+            raise NotImportable("use_dynamic_bsz needs an integer ppo_max_token_len_per_gpu: "
+                                "write the number", context.doc.where(engine.MAX_TOKENS))
         return {"micro": "auto", "accumulation": "auto", "global": mini * n, "micro_tokens": tokens}
+    legacy = actor.get("ppo_micro_batch_size")
+    if micro is None and legacy is not None:
+        per_gpu = f"{legacy} / {dp} data-parallel ranks"
+        if _count(legacy) and not legacy % dp:
+            per_gpu += f" = {legacy // dp}"
+        raise NotImportable(f"{dotted(engine.LEGACY_MICRO)} is deprecated, and {label('verl')}'s workers "
+                            "never convert it: they fail without ppo_micro_batch_size_per_gpu, the "
+                            f"micro-batch per GPU (write ppo_micro_batch_size_per_gpu = {per_gpu} instead)",
+                            context.doc.where(engine.LEGACY_MICRO))
     if not _count(micro):
-        legacy = " (ppo_micro_batch_size is verl's deprecated count over all data-parallel ranks: " \
-                 "write ppo_micro_batch_size_per_gpu = it / DP)" if "ppo_micro_batch_size" in actor else ""
-        raise NotImportable(f"verl's actor batch needs an integer ppo_micro_batch_size_per_gpu, or "
-                            f"use_dynamic_bsz=True{legacy}", context.doc.where(engine.ACTOR))
+        raise NotImportable("verl's actor batch needs an integer ppo_micro_batch_size_per_gpu, or "
+                            "use_dynamic_bsz=True", context.doc.where(engine.MICRO if micro is not None
+                                                                     else engine.ACTOR))
     return {"micro": micro, "accumulation": "auto", "global": mini * n}
 
 

@@ -137,6 +137,9 @@ def test_accelerate_yaml_and_summary_carry_a_hostile_name_as_data(cli: Cli, tmp_
     summary = (out / "summary.md").read_text()
     assert "\ngpu_ids" not in summary and "\n#" not in summary.split("\n", 1)[1].replace("\n## ", "")
     assert summary.startswith("# x\\\\ngpu\\_ids: 7")
+    # Outside a table a code span shows a backslash literally, so the path has none added.
+    source = str(tmp_path / f"{stem}.yaml").replace("\n", "\\n")
+    assert f"Source: ``{source}``." in summary
 
 
 @pytest.mark.parametrize(("code", "want"), [

@@ -10,6 +10,8 @@ means no consumer ever has to ask "was this resolved yet?".
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -286,6 +288,23 @@ class Recipe:
             if key in self.where:
                 return self.where[key]
         return Position(self.source, 1, 1)
+
+
+NAME_LENGTH = 128
+"""The longest `name` (the schema's pattern allows 1 + 127 characters)."""
+
+
+def slug(text: str) -> str:
+    """`text` made a valid `name` (the schema's pattern), the same text always the same slug.
+
+    A name a file's stem supplies (`import` of `My Config (v2).json`) must still name a
+    run directory and a SLURM job safely: accents are dropped to ASCII, each run of other
+    characters becomes one `-`, and what may not start a name is trimmed; nothing left
+    gives `imported`.
+    """
+    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
+    dashed = re.sub(r"[^A-Za-z0-9._-]+", "-", ascii_text).lstrip("._-")
+    return dashed[:NAME_LENGTH].rstrip("-") or "imported"
 
 
 def batch_from_script(batch: object) -> bool:

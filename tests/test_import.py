@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
+from distrecipe.recipe import slug
+from distrecipe.schemas import recipe_schema
 from tests.conftest import RECIPES, Result
 
 CORPUS = Path(__file__).parent / "lint_corpus"
+REAL = Path(__file__).parent / "corpus" / "real" / "deepspeed"
 
 
 def test_ds_config_becomes_a_recipe_that_compiles_back(cli: Callable[..., Result], tmp_path: Path) -> None:
@@ -125,3 +133,31 @@ def test_training_arguments_leaving_the_batch_to_the_command_line_import(cli: Ca
     path.write_text('{"train_batch_size": null, "per_device_train_batch_size": "auto"}')
     result = cli("import", path, "--world", "8")
     assert result.code == 0 and "--per_device_train_batch_size" in result.err, result
+
+
+@pytest.mark.parametrize(("stem", "name"), [
+    ("My Config (v2)", "My-Config-v2"), ("ds|evil$x", "ds-evil-x"), ("x\nname: pwn", "x-name-pwn"),
+    ("..Über_run", "Uber_run"), ("((()))", "imported"), ("ds_zero2", "ds_zero2")])
+def test_a_name_from_the_file_name_is_made_a_slug_and_said(cli: Callable[..., Result], tmp_path: Path,
+                                                          stem: str, name: str) -> None:
+    """Without `--set name=`, the name comes from the file's: made the slug the schema
+    requires, the same file name always the same slug, and a note says so whenever it
+    differs from the stem. The header comment stays one line whatever the file is called."""
+    path = tmp_path / f"{stem}.json"
+    path.write_text((REAL / "huggingface__transformers__tests__deepspeed__ds_config_zero2.json").read_text())
+    result = cli("import", path, "--world", "8", "--set", "batch.micro=2")
+    assert result.code == 0, result.err
+    assert yaml.safe_load(result.out)["name"] == name and result.out.count("\nname:") == 1
+    said = [line for line in result.err.splitlines() if "note: name " in line]
+    shown = str(path).replace("\n", "\\n")
+    assert said == ([] if name == stem else [
+        f'{shown}: note: name "{name}" is derived from the file name {json.dumps(stem, ensure_ascii=False)}, '
+        "made a slug as a name must be: --set name=... to choose another"])
+    chosen = cli("import", path, "--world", "8", "--set", "batch.micro=2", "--set", "name=mine")
+    assert yaml.safe_load(chosen.out)["name"] == "mine" and "note: name " not in chosen.err
+
+
+@given(st.text(max_size=300))
+def test_every_slug_is_a_valid_name(text: str) -> None:
+    assert re.fullmatch(recipe_schema()["properties"]["name"]["pattern"], slug(text))
+    assert slug(slug(text)) == slug(text)

@@ -161,3 +161,32 @@ def test_a_name_from_the_file_name_is_made_a_slug_and_said(cli: Callable[..., Re
 def test_every_slug_is_a_valid_name(text: str) -> None:
     assert re.fullmatch(recipe_schema()["properties"]["name"]["pattern"], slug(text))
     assert slug(slug(text)) == slug(text)
+
+
+def test_a_null_is_carried_only_where_the_input_says_something_by_it(
+        cli: Callable[..., Result], write: Callable[[str, str], Path]) -> None:
+    """Decided per key from the engine's own defaults: a stated null where the engine's
+    default is null anyway (ds_config `offload_optimizer`, a dumped TrainingArguments'
+    `hub_token`) is left out; one where it is not (`autotuning.exps_dir`), or on a key
+    the installed engine does not know (`per_gpu_train_batch_size`), is carried and
+    named. A key compile would add at a value the engine does not default to stays null
+    (`steps_per_print`: DeepSpeed prints nothing unless told); one it adds at the
+    engine's default (TrainingArguments' `adam_beta1`) is no longer written as null."""
+    ds = write("ds.json", json.dumps({
+        "train_batch_size": 16, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1,
+        "zero_optimization": {"stage": 2, "offload_optimizer": None}, "flops_profiler": {"output_file": None},
+        "autotuning": {"exps_dir": None}}))
+    args = write("args.json", json.dumps({
+        "output_dir": "out", "per_device_train_batch_size": 2, "gradient_accumulation_steps": 1,
+        "hub_token": None, "tf32": None, "per_gpu_train_batch_size": None}))
+    results = {path.stem: cli("import", path, "--world", "8") for path in (ds, args)}
+    assert all(result.code == 0 for result in results.values()), results
+    native = {name: yaml.safe_load(result.out)["native"] for name, result in results.items()}
+    assert native["ds"]["deepspeed"] == {"autotuning": {"exps_dir": None}, "optimizer": None,
+                                         "zero_optimization": {"overlap_comm": None}, "steps_per_print": None}
+    assert native["args"]["hf"] == {"output_dir": "out", "per_gpu_train_batch_size": None, "optim": None}
+    assert (f"{ds}: note: stated null, carried as null in native.deepspeed (compile leaves them out): "
+            "autotuning.exps_dir") in results["ds"].err.splitlines()
+    assert (f"{args}: note: stated null, carried as null in native.hf (compile leaves them out): "
+            "per_gpu_train_batch_size") in results["args"].err.splitlines()
+    assert "carried verbatim in native.deepspeed" not in results["ds"].err  # it named nothing

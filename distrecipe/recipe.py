@@ -385,6 +385,17 @@ class Plan:
         return self.nodes * self.gpus_per_node
 
     @property
+    def model_parallel(self) -> int:
+        """Ranks one model replica spans (see `model_parallel`); `dp` is `world` over it."""
+        return model_parallel(self.tensor, self.pipeline, self.sequence)
+
+    @property
+    def model_shards(self) -> int:
+        """Ranks one replica's parameters are divided over: tensor × pipeline. Sequence-parallel
+        ranks each hold the whole of their layers, splitting only the tokens."""
+        return self.tensor * self.pipeline
+
+    @property
     def hybrid(self) -> bool:
         """True when shards span fewer ranks than the DP world (HSDP / ZeRO++ hpZ)."""
         return self.shard_group < self.dp
@@ -414,6 +425,13 @@ class Plan:
     def gradient_bytes(self) -> int:
         """Bytes per gradient element (see `gradient_bytes`)."""
         return gradient_bytes(self.strategy, self.precision)
+
+
+def model_parallel(tensor: int, pipeline: int, sequence: int) -> int:
+    """Ranks one model replica spans: tensor × pipeline × sequence (Megatron's context
+    parallel, DeepSpeed's and verl's Ulysses). The world divided by it is data parallel
+    (`engines.data_parallel`); a recipe, a Plan and a native config's degrees all meet here."""
+    return tensor * pipeline * sequence
 
 
 def gradient_bytes(strategy: Strategy, precision: Precision) -> int:

@@ -40,7 +40,7 @@ def offload_seconds(plan: Plan) -> float:
     """Seconds an offloaded step spends on PCIe and in the CPU optimizer (not hidden)."""
     if not plan.offload.enabled or plan.model.params is None:
         return 0.0
-    shard = plan.model.params / (plan.tensor * plan.pipeline) / plan.shard_group
+    shard = plan.model.params / plan.model_shards / plan.shard_group
     lp = plan.precision_bytes
     seconds = 0.0
     if plan.offload.optimizer != "none" or plan.strategy == "fsdp":

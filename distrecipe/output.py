@@ -60,12 +60,17 @@ def markdown_text(text: str) -> str:
     return _MARKDOWN_SPECIAL.sub(r"\\\1", one_line(text))
 
 
-def markdown_code(text: str) -> str:
-    """An inline code span holding `text` literally, also inside a table cell: the fence
-    is longer than any run of backticks inside, and `|` (which ends a cell) is escaped."""
-    body = one_line(text).replace("|", "\\|")
+def markdown_code(text: str, *, cell: bool = False) -> str:
+    """An inline code span holding `text` literally: the fence is longer than any run of
+    backticks inside. In a table `cell`, `|` (which ends the cell even inside a code span)
+    is escaped; GFM drops that backslash when it splits the row, while anywhere else a
+    code span would show it, so only a cell gets it."""
+    body = one_line(text).replace("|", "\\|") if cell else one_line(text)
     fence = "`" * (max((len(run) for run in re.findall("`+", body)), default=0) + 1)
-    pad = " " if body.startswith("`") or body.endswith("`") else ""
+    # A span that starts or ends with a backtick, or with a space at both ends, loses one
+    # space each side when read: padding keeps those characters.
+    edges = body[:1] + body[-1:]
+    pad = " " if "`" in edges or (edges == "  " and body.strip(" ")) else ""
     return f"{fence}{pad}{body}{pad}{fence}"
 
 

@@ -10,6 +10,8 @@ means no consumer ever has to ask "was this resolved yet?".
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -296,6 +298,23 @@ class Recipe:
         return Position(self.source, 1, 1)
 
 
+NAME_LENGTH = 128
+"""The longest `name` (the schema's pattern allows 1 + 127 characters)."""
+
+
+def slug(text: str) -> str:
+    """`text` made a valid `name` (the schema's pattern), the same text always the same slug.
+
+    A name a file's stem supplies (`import` of `My Config (v2).json`) must still name a
+    run directory and a SLURM job safely: accents are dropped to ASCII, each run of other
+    characters becomes one `-`, and what may not start a name is trimmed; nothing left
+    gives `imported`.
+    """
+    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
+    dashed = re.sub(r"[^A-Za-z0-9._-]+", "-", ascii_text).lstrip("._-")
+    return dashed[:NAME_LENGTH].rstrip("-") or "imported"
+
+
 def batch_from_script(batch: object) -> bool:
     """A recipe's `batch` mapping writes `micro: auto` and `global: auto` on purpose: the
     training script decides the batch (an HF Trainer template's `"auto"`, an Accelerate
@@ -374,6 +393,17 @@ class Plan:
         return self.nodes * self.gpus_per_node
 
     @property
+    def model_parallel(self) -> int:
+        """Ranks one model replica spans (see `model_parallel`); `dp` is `world` over it."""
+        return model_parallel(self.tensor, self.pipeline, self.sequence)
+
+    @property
+    def model_shards(self) -> int:
+        """Ranks one replica's parameters are divided over: tensor × pipeline. Sequence-parallel
+        ranks each hold the whole of their layers, splitting only the tokens."""
+        return self.tensor * self.pipeline
+
+    @property
     def hybrid(self) -> bool:
         """True when shards span fewer ranks than the DP world (HSDP / ZeRO++ hpZ)."""
         return self.shard_group < self.dp
@@ -403,6 +433,13 @@ class Plan:
     def gradient_bytes(self) -> int:
         """Bytes per gradient element (see `gradient_bytes`)."""
         return gradient_bytes(self.strategy, self.precision)
+
+
+def model_parallel(tensor: int, pipeline: int, sequence: int) -> int:
+    """Ranks one model replica spans: tensor × pipeline × sequence (Megatron's context
+    parallel, DeepSpeed's and verl's Ulysses). The world divided by it is data parallel
+    (`engines.data_parallel`); a recipe, a Plan and a native config's degrees all meet here."""
+    return tensor * pipeline * sequence
 
 
 def gradient_bytes(strategy: Strategy, precision: Precision) -> int:

@@ -450,11 +450,23 @@ def verl_table() -> dict[str, Any]:
 
 
 def hf_table() -> dict[str, Any]:
+    """TrainingArguments' fields, and the default of each that has a stable one (what a
+    dumped TrainingArguments JSON holds for a field nobody set)."""
     from transformers import TrainingArguments
 
-    fields = sorted(f.name for f in dataclasses.fields(TrainingArguments) if f.init)
+    fields = [f for f in dataclasses.fields(TrainingArguments) if f.init]
+    defaults: dict[str, Any] = {}
+    for f in fields:
+        if f.default is not dataclasses.MISSING:
+            value = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            value = f.default_factory()
+        else:
+            continue
+        with contextlib.suppress(ValueError):
+            defaults[f.name] = jsonable(value)
     return {"engine": "transformers", "version": importlib.metadata.version("transformers"),
-            "training_arguments": fields}
+            "training_arguments": sorted(f.name for f in fields), "defaults": defaults}
 
 
 # --- writing and checking --------------------------------------------------------------------

@@ -177,3 +177,36 @@ def test_any_two_recipes_diff_in_every_format(a: dict[str, Any], b: dict[str, An
     for render in FORMATS.values():
         assert render(result, "a.yaml", "b.yaml").endswith("\n")
     assert diff(plans[0], plans[0]).changes == []
+
+
+def test_markdown_keeps_every_hostile_key_and_value_inside_its_cell(cli: Callable[..., Result],
+                                                                   tmp_path: Path) -> None:
+    """A `|`, line break, backtick or emphasis in a file name, key or value is data: a
+    GFM parser (markdown-it, as GitHub renders a comment) reads back exactly one row per
+    change, three cells each, holding the text as it was (a line break as `\\n`)."""
+    from markdown_it import MarkdownIt
+
+    base = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "train_batch_size": 8}
+    sides = []
+    for stem, stage, weird, tag in (("a|`b`", 2, "a|b", "v|1\n`x`"), ("c*d*", 3, "c|d", "v|2 *b* <i>")):
+        path = tmp_path / f"{stem}.json"
+        path.write_text(json.dumps({**base, "zero_optimization": {"stage": stage}, "we|ird\nkey`x": weird,
+                                    "tag": tag, " spaced ": stage}))
+        sides.append(path)
+    result = cli("diff", *sides, "--world", "8", "--format", "markdown")
+    assert result.code == 0, result.err
+    tokens = MarkdownIt("commonmark").enable("table").parse(result.out)
+
+    def text(inline: Any) -> str:
+        return "".join(child.content for child in inline.children)
+
+    assert text(tokens[1]) == f"distrecipe diff: {sides[0]} → {sides[1]}"
+    rows, row = [], []
+    for i, token in enumerate(tokens):
+        if token.type == "tr_close":
+            rows.append(row)
+            row = []
+        elif token.type == "inline" and tokens[i - 1].type in ("th_open", "td_open"):
+            row.append(text(token))
+    assert rows == [["setting", "before", "after"], ["zero_optimization.stage", "2", "3"],
+                    ["we|ird\\nkey`x", "a|b", "c|d"], ["tag", '"v|1\\n`x`"', "v|2 *b* <i>"], [" spaced ", "2", "3"]]

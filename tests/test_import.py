@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
+from distrecipe.recipe import slug
+from distrecipe.schemas import recipe_schema
 from tests.conftest import RECIPES, Result
 
 CORPUS = Path(__file__).parent / "lint_corpus"
+REAL = Path(__file__).parent / "corpus" / "real" / "deepspeed"
 
 
 def test_ds_config_becomes_a_recipe_that_compiles_back(cli: Callable[..., Result], tmp_path: Path) -> None:
@@ -177,3 +185,60 @@ def test_zeropp_partition_at_or_above_the_world_is_every_rank(cli: Callable[...,
     assert "zero_hpz_partition_size 16 is not below the 8 ranks" in small.err
     large = cli("import", config, "--world", "32")
     assert yaml.safe_load(large.out)["parallel"] == {"shard_group": 16}
+
+
+@pytest.mark.parametrize(("stem", "name"), [
+    ("My Config (v2)", "My-Config-v2"), ("ds|evil$x", "ds-evil-x"), ("x\nname: pwn", "x-name-pwn"),
+    ("..Über_run", "Uber_run"), ("((()))", "imported"), ("ds_zero2", "ds_zero2")])
+def test_a_name_from_the_file_name_is_made_a_slug_and_said(cli: Callable[..., Result], tmp_path: Path,
+                                                          stem: str, name: str) -> None:
+    """Without `--set name=`, the name comes from the file's: made the slug the schema
+    requires, the same file name always the same slug, and a note says so whenever it
+    differs from the stem. The header comment stays one line whatever the file is called."""
+    path = tmp_path / f"{stem}.json"
+    path.write_text((REAL / "huggingface__transformers__tests__deepspeed__ds_config_zero2.json").read_text())
+    result = cli("import", path, "--world", "8", "--set", "batch.micro=2")
+    assert result.code == 0, result.err
+    assert yaml.safe_load(result.out)["name"] == name and result.out.count("\nname:") == 1
+    said = [line for line in result.err.splitlines() if "note: name " in line]
+    shown = str(path).replace("\n", "\\n")
+    assert said == ([] if name == stem else [
+        f'{shown}: note: name "{name}" is derived from the file name {json.dumps(stem, ensure_ascii=False)}, '
+        "made a slug as a name must be: --set name=... to choose another"])
+    chosen = cli("import", path, "--world", "8", "--set", "batch.micro=2", "--set", "name=mine")
+    assert yaml.safe_load(chosen.out)["name"] == "mine" and "note: name " not in chosen.err
+
+
+@given(st.text(max_size=300))
+def test_every_slug_is_a_valid_name(text: str) -> None:
+    assert re.fullmatch(recipe_schema()["properties"]["name"]["pattern"], slug(text))
+    assert slug(slug(text)) == slug(text)
+
+
+def test_a_null_is_carried_only_where_the_input_says_something_by_it(
+        cli: Callable[..., Result], write: Callable[[str, str], Path]) -> None:
+    """Decided per key from the engine's own defaults: a stated null where the engine's
+    default is null anyway (ds_config `offload_optimizer`, a dumped TrainingArguments'
+    `hub_token`) is left out; one where it is not (`autotuning.exps_dir`), or on a key
+    the installed engine does not know (`per_gpu_train_batch_size`), is carried and
+    named. A key compile would add at a value the engine does not default to stays null
+    (`steps_per_print`: DeepSpeed prints nothing unless told); one it adds at the
+    engine's default (TrainingArguments' `adam_beta1`) is no longer written as null."""
+    ds = write("ds.json", json.dumps({
+        "train_batch_size": 16, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1,
+        "zero_optimization": {"stage": 2, "offload_optimizer": None}, "flops_profiler": {"output_file": None},
+        "autotuning": {"exps_dir": None}}))
+    args = write("args.json", json.dumps({
+        "output_dir": "out", "per_device_train_batch_size": 2, "gradient_accumulation_steps": 1,
+        "hub_token": None, "tf32": None, "per_gpu_train_batch_size": None}))
+    results = {path.stem: cli("import", path, "--world", "8") for path in (ds, args)}
+    assert all(result.code == 0 for result in results.values()), results
+    native = {name: yaml.safe_load(result.out)["native"] for name, result in results.items()}
+    assert native["ds"]["deepspeed"] == {"autotuning": {"exps_dir": None}, "optimizer": None,
+                                         "zero_optimization": {"overlap_comm": None}, "steps_per_print": None}
+    assert native["args"]["hf"] == {"output_dir": "out", "per_gpu_train_batch_size": None, "optim": None}
+    assert (f"{ds}: note: stated null, carried as null in native.deepspeed (compile leaves them out): "
+            "autotuning.exps_dir") in results["ds"].err.splitlines()
+    assert (f"{args}: note: stated null, carried as null in native.hf (compile leaves them out): "
+            "per_gpu_train_batch_size") in results["args"].err.splitlines()
+    assert "carried verbatim in native.deepspeed" not in results["ds"].err  # it named nothing

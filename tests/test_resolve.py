@@ -64,6 +64,20 @@ def test_tensor_parallel_divides_the_world() -> None:
     assert (plan.world, plan.dp, plan.accumulation) == (8, 4, 8)
 
 
+def test_one_model_parallel_size_and_one_parameter_split() -> None:
+    """tensor × pipeline × sequence has one home (`recipe.model_parallel`, the Plan's
+    property): DP is the world over it; the parameters split over tensor × pipeline only,
+    as sequence-parallel ranks hold their layers whole."""
+    plan = plan_of(2, "auto", 64, nodes=2, tp=2)
+    megatron = resolve(recipe_from_text(
+        BASE.format(micro=1, acc="auto", glob=64, nodes=2, gpus=8, tp=2)
+        .replace("{tensor: 2}", "{tensor: 2, pipeline: 2, sequence: 2}").replace("strategy: zero\nstage: 2", "strategy: megatron"),
+        "r.yaml"))
+    assert (plan.model_parallel, plan.model_shards, plan.dp) == (2, 2, 8)
+    assert (megatron.model_parallel, megatron.model_shards, megatron.dp) == (8, 4, 2)
+    assert megatron.dp * megatron.model_parallel == megatron.world
+
+
 def test_model_parallel_must_divide_the_world() -> None:
     with pytest.raises(RecipeError, match=r"tensor\(3\) × pipeline\(1\) × sequence\(1\) = 3"):
         plan_of(tp=3)

@@ -10,7 +10,7 @@ import click
 
 from distrecipe.commands.options import overrides_option
 from distrecipe.diff import NOT_STATED, Change, Diff, Impact, diff_paths
-from distrecipe.output import to_json
+from distrecipe.output import markdown_code, markdown_text, to_json
 from distrecipe.plan.units import gb
 
 
@@ -72,17 +72,21 @@ def text(result: Diff, old: str, new: str) -> str:
 
 
 def markdown(result: Diff, old: str, new: str) -> str:
-    lines = [f"### distrecipe diff: `{old}` → `{new}`", ""]
+    """A table for a pull-request comment. Every path, key, value and note is data from the
+    inputs, written through `output`'s Markdown escapers: a `|`, line break or backtick in
+    a key or value stays inside its cell instead of ending the row or the table."""
+    lines = [f"### distrecipe diff: {markdown_code(old)} → {markdown_code(new)}", ""]
     if not result.changes:
         return "\n".join([*lines, "No semantic change: both describe the same job."]) + "\n"
     lines += ["| setting | before | after |", "|---|---|---|"]
-    lines += ["| `{}` | {} | {} |".format(c.key, *_sides(c)) for c in result.changes]
+    lines += [f"| {markdown_code(c.key, cell=True)} | " + " | ".join(map(markdown_text, _sides(c))) + " |"
+              for c in result.changes]
     if result.impact is not None:
         lines += ["", "**Impact** (from `distrecipe plan`):", ""]
-        lines += [f"- {line}" for line in impact_lines(result.impact)]
+        lines += [f"- {markdown_text(line)}" for line in impact_lines(result.impact)]
     elif result.unpriced:
-        lines += ["", f"_Impact not priced: {result.unpriced}._"]
-    lines += ["", *[f"_Note: {note}._" for note in result.notes]] if result.notes else []
+        lines += ["", f"_Impact not priced: {markdown_text(result.unpriced)}._"]
+    lines += ["", *[f"_Note: {markdown_text(note)}._" for note in result.notes]] if result.notes else []
     return "\n".join(lines) + "\n"
 
 

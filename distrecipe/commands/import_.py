@@ -7,6 +7,7 @@ stderr as notes.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,7 +17,8 @@ import yaml
 from distrecipe.api import plan_of_document
 from distrecipe.commands.options import overrides_option
 from distrecipe.errors import DistrecipeError, Position
-from distrecipe.recipe import batch_from_script
+from distrecipe.output import one_line
+from distrecipe.recipe import batch_from_script, slug
 from distrecipe.source import Document
 from distrecipe.translator.importers import World
 from distrecipe.translator.importers.registry import NotNative, import_document, read_native
@@ -37,11 +39,16 @@ def recipe_text(path: str, *, world: int | None, nodes: int, overrides: Sequence
     if kind == "recipe":
         raise NotNative("this is a recipe already", doc.where(()))
     imported = import_document(kind, doc, World.of(world, nodes) if world is not None else None, overrides)
+    shown = one_line(path)  # a note is one line, and the header one comment, whatever the file's name
     for note in imported.notes:
-        click.echo(f"{path}: note: {note}", err=True)
-    recipe = {"recipe": 1, "name": Path(path).stem,
-              **{k: v for k, v in imported.recipe.items() if k != "recipe"}}
+        click.echo(f"{shown}: note: {note}", err=True)
+    stem = Path(path).stem
+    recipe = {"recipe": 1, "name": slug(stem), **{k: v for k, v in imported.recipe.items() if k != "recipe"}}
     checked = apply_overrides(Document(recipe, f"{path} (imported)"), overrides)
+    if checked.data.get("name") == recipe["name"] != stem:
+        click.echo(f"{shown}: note: name {json.dumps(recipe['name'])} is derived from the file name "
+                   f"{json.dumps(stem, ensure_ascii=False)}, made a slug as a name must be: "
+                   "--set name=... to choose another", err=True)
     # A batch the training script decides stays auto (the note says who fills it); the
     # rest of the recipe is proven at a stand-in micro-batch.
     from_script = batch_from_script(checked.data.get("batch"))
@@ -54,7 +61,7 @@ def recipe_text(path: str, *, world: int | None, nodes: int, overrides: Sequence
     if from_script:
         text = text.replace("\nbatch:", "\n# The training script decides the batch (see import's note): "
                             "compile with --set batch.micro=N [--set batch.accumulation=N].\nbatch:", 1)
-    return f"# Imported by distrecipe from {path} ({kind}).\n" + text
+    return f"# Imported by distrecipe from {shown} ({kind}).\n" + text
 
 
 @click.command("import")

@@ -19,9 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from distrecipe.engines import Kind
-from distrecipe.engines.hf import DEFAULTS as HF_DEFAULTS
 from distrecipe.engines.hydra import parse_value
-from distrecipe.engines.tables import label, section, table, verl_tree
+from distrecipe.engines.tables import label, section, table, training_defaults, verl_tree
 from distrecipe.engines.verl import verl_config
 
 Path = tuple[str, ...]
@@ -75,6 +74,19 @@ def lookup(kind: Kind, data: Any, lines: Sequence[str] = ()) -> Lookup:
     return lambda path: None
 
 
+def null_is_default(kind: Kind, path: Path) -> bool:
+    """Whether the engine's own default for `path` is null, so a file that states it null
+    says no more than one that leaves it out (a TrainingArguments dump's `hub_token`, a
+    ds_config's `zero_optimization.offload_optimizer`). Unknown keys, and keys defaulting
+    to anything else, are not: there a stated null is the file's own word."""
+    if kind == "hf":
+        return len(path) == 1 and path[0] in training_defaults() and training_defaults()[path[0]] is None
+    if kind == "deepspeed" or (kind == "accelerate" and len(path) <= 2):
+        found = section(kind, path[:-1]) if path else None
+        return found is not None and found.default(path[-1]) == (True, None)
+    return False
+
+
 def _known(value: Any, source: str) -> Default | None:
     return None if value is None else Default(value, source)
 
@@ -106,8 +118,8 @@ def _accelerate(path: Path) -> Default | None:
 
 
 def _hf(path: Path) -> Default | None:
-    if len(path) == 1 and path[0] in HF_DEFAULTS:
-        return Default(HF_DEFAULTS[path[0]], "TrainingArguments default")
+    if len(path) == 1 and path[0] in training_defaults():
+        return _known(training_defaults()[path[0]], "TrainingArguments default")
     return None
 
 

@@ -5,8 +5,11 @@ provenance: the resolved plan (`plan.json`, also the reference trainer's input),
 the recipe text as written, every emitted config, and `run.json` with argv, the
 environment the job got, the versions of distrecipe and the engines, and start time;
 end time and exit code are added when it ends. Secrets (`launch/secrets.py`) are
-redacted in all of them: the environment, argv, and `launch.args` wherever it is
-written (the plan, the recipe text, the `--set` overrides).
+redacted in what is written for reading: the environment, argv, `launch.args` in the
+plan, and the recipe text and `--set` overrides wherever a secret stands in them
+(`native`, a list of words, a comment). What the job itself reads keeps its values:
+an emitted config and `plan.json`'s `native` hold a secret written there (DeepSpeed's
+`comet.api_key`, the Trainer's `hub_token`), as the engine needs it.
 """
 
 from __future__ import annotations
@@ -21,11 +24,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from distrecipe import __version__
 from distrecipe.errors import LaunchError
-from distrecipe.launch.secrets import REDACTED, redact_argv, redact_env
+from distrecipe.launch.recipe_text import redact_override, redact_recipe_yaml
+from distrecipe.launch.secrets import redact_argv, redact_env
 from distrecipe.output import to_json, write_files
 from distrecipe.recipe import RL, Buckets, Launch, Model, Native, Offload, Optimizer, Plan, Slurm
 
@@ -71,66 +73,18 @@ def read_plan(text: str) -> Plan:
     return Plan(**data)
 
 
-ARGS_PATH = ("launch", "args")
-WITHHELD = ("# distrecipe: the recipe text is withheld from the run directory: its launch.args could\n"
-            "# not be redacted in place; plan.json has the resolved recipe, secrets redacted.\n")
+WITHHELD = ("# distrecipe: the recipe text is withheld from the run directory: a secret in it could\n"
+            "# not be redacted in place; plan.json has the resolved recipe.\n")
 """What `recipe.yaml` holds instead of a text whose secrets could not be located (see
-`redact_args_yaml`): the copy is for reading, the plan is what the job used."""
+`redact_recipe_yaml`): the copy is for reading, the plan is what the job used."""
 
 
 def redact_plan(plan: Plan) -> Plan:
-    """The plan with the secrets in `launch.args` replaced (`redact_argv`)."""
+    """The plan with the secrets in `launch.args` replaced (`redact_argv`): the job gets its
+    arguments on its command line, while `native` stays, since the job reads it from here
+    (`api.current()`), as its engine reads the emitted configs."""
     args = tuple(redact_argv(plan.launch.args))
     return dataclasses.replace(plan, launch=dataclasses.replace(plan.launch, args=args))
-
-
-def redact_args_yaml(text: str, path: tuple[str, ...]) -> str | None:
-    """YAML `text` with the secrets in the argument list at `path` rewritten in place.
-
-    Each hidden word's scalar becomes a quoted string (`redact_argv`'s replacement);
-    the rest of the text is kept character for character, comments included, so the
-    copy still reads as what the user wrote. None when the result still holds a secret
-    there (the list is reached some way this does not follow: a merge key) or the text
-    is JSON that YAML cannot read (a key over 1,024 characters).
-    """
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        for key in path:
-            node = _child(node, key)
-        if isinstance(node, yaml.SequenceNode) and all(isinstance(n, yaml.ScalarNode) for n in node.value):
-            hidden = redact_argv([item.value for item in node.value])
-            edits = {(item.start_mark.index, item.end_mark.index, word)
-                     for item, word in zip(node.value, hidden, strict=True) if word != item.value}
-            for start, end, word in sorted(edits, reverse=True):
-                span = text[start:end]
-                text = text[:start] + json.dumps(word) + span[len(span.rstrip()):] + text[end:]
-        data = yaml.safe_load(text)
-        for key in path:
-            data = data.get(key) if isinstance(data, dict) else None
-    except (yaml.YAMLError, RecursionError):
-        return None
-    if isinstance(data, list) and redact_argv([str(word) for word in data]) != [str(word) for word in data]:
-        return None
-    return text
-
-
-def _child(node: yaml.Node | None, key: str) -> yaml.Node | None:
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value in node.value:
-            named = isinstance(key_node, yaml.ScalarNode) and key_node.value == key
-            if named and isinstance(value, yaml.Node):
-                return value
-    return None
-
-
-def redact_override(item: str) -> str:
-    """A `--set KEY=VALUE` as recorded: a value that sets `launch.args` (or `launch`) redacted."""
-    key, sep, value = item.partition("=")
-    path = tuple(part.strip() for part in key.split("."))
-    if not sep or path != ARGS_PATH[: len(path)]:
-        return item
-    redacted = redact_args_yaml(value, ARGS_PATH[len(path):])
-    return f"{key}={REDACTED if redacted is None else redacted}"
 
 
 def default_run_dir(root: Path, name: str, *, slurm_run: str | None = None, node_rank: int = 0) -> Path:
@@ -171,7 +125,7 @@ class RunDir:
         if self.path.exists() and any(self.path.iterdir()):
             raise LaunchError(f"run directory {self.path} already holds a run; choose another --run-dir")
         self._started = time.monotonic()
-        redacted = redact_args_yaml(recipe_text, ARGS_PATH)
+        redacted = redact_recipe_yaml(recipe_text)
         self.record = {
             "argv": redact_argv(argv),
             "cwd": cwd,

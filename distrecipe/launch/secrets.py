@@ -11,7 +11,9 @@ are shared and pasted into issues, so a secret is recognised two ways:
   authorisation, and the shapes of well-known tokens (GitHub `ghp_…`, Hugging Face
   `hf_…`, OpenAI `sk-…`, Slack `xox…-`, AWS `AKIA…`, JSON Web Tokens).
 
-A redacted value is replaced whole by `REDACTED`, never partly kept.
+A redacted value is replaced whole by `REDACTED`, never partly kept. Free text (a
+comment in a recipe) is a secret when it holds a secret-shaped value or names a secret
+and gives it a value (`api_key: x`, `TOKEN=x`, `--hf_token x`).
 """
 
 from __future__ import annotations
@@ -72,3 +74,11 @@ def redact_argv(argv: Sequence[str]) -> list[str]:
             out.append(word)
             hide_next = word.startswith("-") and not sep and bool(SECRET_NAME.search(word))
     return out
+
+
+def secret_in_text(text: str) -> bool:
+    """Free text (a comment) holds a secret: by value anywhere, or a secret name followed
+    by its value, as an option, an assignment or a mapping key (`api_key: x`)."""
+    words = text.split()
+    return bool(SECRET_VALUE.search(text)) or redact_argv(words) != words or any(
+        word.endswith(":") and SECRET_NAME.search(word) for word in words[:-1])

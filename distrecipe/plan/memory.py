@@ -104,7 +104,7 @@ def local_params(plan: Plan) -> float:
     if plan.model.params is None:
         raise RecipeError("plan needs model.params (or model.hf_config, or the model's shape)",
                           Position(plan.source, 1, 1))
-    return plan.model.params / (plan.tensor * plan.pipeline)
+    return plan.model.params / plan.model_shards
 
 
 def shard_ranks(plan: Plan) -> int:

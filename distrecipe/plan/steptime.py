@@ -60,7 +60,7 @@ def offload_seconds(plan: Plan) -> float:
     """Seconds an offloaded step spends on PCIe and in the CPU optimizer (not hidden)."""
     if not plan.offload.enabled or plan.model.params is None:
         return 0.0
-    shard = plan.model.params / (plan.tensor * plan.pipeline) / shard_ranks(plan)
+    shard = plan.model.params / plan.model_shards / shard_ranks(plan)
     lp = plan.precision_bytes
     seconds = 0.0
     if plan.offload.optimizer != "none" or plan.strategy == "fsdp":

@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from distrecipe.engines import data_parallel
 from distrecipe.errors import RecipeError
-from distrecipe.recipe import AUTO, Backend, Buckets, Plan, Recipe, plan_values
+from distrecipe.recipe import AUTO, Backend, Buckets, Plan, Recipe, model_parallel, plan_values
 from distrecipe.translator.native import conflicts
 
 NATURAL_STAGE = {"ddp": 0, "zero": 2, "fsdp": 3, "megatron": 1}
@@ -196,16 +196,16 @@ def _data_parallel(recipe: Recipe, gpus: int, prov: dict[str, str]) -> int:
     nodes = recipe.cluster.nodes
     par = recipe.parallel
     world = nodes * gpus
-    model_parallel = par.tensor * par.pipeline * par.sequence
+    replica = model_parallel(par.tensor, par.pipeline, par.sequence)
     factors = (
         f"nodes({nodes}) × gpus_per_node({gpus}) = {world} ranks; "
-        f"tensor({par.tensor}) × pipeline({par.pipeline}) × sequence({par.sequence}) = {model_parallel}"
+        f"tensor({par.tensor}) × pipeline({par.pipeline}) × sequence({par.sequence}) = {replica}"
     )
-    dp = data_parallel(world, model_parallel)
+    dp = data_parallel(world, replica)
     if dp is None:
         raise RecipeError(
             f"the world does not split into data-parallel replicas: {factors}, "
-            f"and {world} / {model_parallel} is not an integer",
+            f"and {world} / {replica} is not an integer",
             recipe.at("parallel.tensor", "parallel.pipeline", "parallel.sequence", "parallel"),
         )
     prov["parallel.dp"] = (

@@ -80,6 +80,6 @@ def markdown(plan: Plan, targets: list[str], files: dict[str, str], found: list[
     else:
         lines.append("None: every target expresses this recipe exactly.")
     lines += ["", "## Resolved plan", "", "| key | value | from |", "|---|---|---|"]
-    lines += [f"| {markdown_code(key)} | {markdown_text(str(value))} | {markdown_text(source)} |"
+    lines += [f"| {markdown_code(key, cell=True)} | {markdown_text(str(value))} | {markdown_text(source)} |"
               for key, value, source in plan.explain()]
     return "\n".join(lines) + "\n"

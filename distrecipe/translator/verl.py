@@ -110,9 +110,8 @@ def _batch_findings(plan: Plan) -> list[Finding]:
     """
     assert plan.rl is not None
     n, prompts = plan.rl.rollout_n, plan.rl.prompts_per_step
-    model_parallel = plan.tensor * plan.pipeline * plan.sequence
-    batch = VerlBatch(world=plan.world, model_parallel=model_parallel, megatron=plan.strategy == "megatron",
-                      prompts=prompts, n=n, mini=mini_batch(plan),
+    batch = VerlBatch(world=plan.world, model_parallel=plan.model_parallel,
+                      megatron=plan.strategy == "megatron", prompts=prompts, n=n, mini=mini_batch(plan),
                       micro=None if plan.micro_tokens is not None else plan.micro)
     return [finding("DR220", TARGET, _message(v, batch)) for v in batch_violations(batch)]
 

@@ -137,6 +137,9 @@ def test_accelerate_yaml_and_summary_carry_a_hostile_name_as_data(cli: Cli, tmp_
     summary = (out / "summary.md").read_text()
     assert "\ngpu_ids" not in summary and "\n#" not in summary.split("\n", 1)[1].replace("\n## ", "")
     assert summary.startswith("# x\\\\ngpu\\_ids: 7")
+    # Outside a table a code span shows a backslash literally, so the path has none added.
+    source = str(tmp_path / f"{stem}.yaml").replace("\n", "\\n")
+    assert f"Source: ``{source}``." in summary
 
 
 @pytest.mark.parametrize(("code", "want"), [
@@ -157,15 +160,75 @@ def test_a_rank_killed_by_a_signal_exits_128_plus_n_and_names_it(code: str, want
     assert supervise([sys.executable, "-c", code], env, launch_id=launch_id, timeout=60) == want
 
 
-def test_recipe_args_redaction_keeps_the_text_or_withholds_it() -> None:
-    """A block scalar keeps its line break; a list reached through a merge key, which is
-    not rewritten in place, withholds the whole text rather than leak."""
-    from distrecipe.launch.rundir import ARGS_PATH, redact_args_yaml, redact_override
+def test_recipe_redaction_keeps_the_text_or_withholds_it() -> None:
+    """A block scalar keeps its line break; a list reached through a merge key is rewritten
+    where it is written; a secret in a key, or a secret name a merge brings under `native`,
+    is not rewritten in place, so the whole text is withheld rather than leak."""
+    from distrecipe.launch.recipe_text import redact_override, redact_recipe_yaml
 
     text = "launch:\n  args:\n    - --token\n    - |\n      hunter2\n    - --lr\nname: x\n"
-    assert redact_args_yaml(text, ARGS_PATH) == (
+    assert redact_recipe_yaml(text) == (
         f'launch:\n  args:\n    - --token\n    - "{REDACTED}"\n    - --lr\nname: x\n')
     merged = "base: &b {args: [--api_key, hunter2]}\nlaunch: {<<: *b}\n"
-    assert redact_args_yaml(merged, ARGS_PATH) is None
-    assert redact_override("launch={<<: {args: [--token=hunter2]}}") == f"launch={REDACTED}"
+    assert redact_recipe_yaml(merged) == f'base: &b {{args: [--api_key, "{REDACTED}"]}}\nlaunch: {{<<: *b}}\n'
+    assert redact_recipe_yaml("native: {deepspeed: {hf_hunter2abcdefghijklmnopqrstuv: 1}}\n") is None
+    assert redact_recipe_yaml("c: &c {api_key: hunter2}\nnative: {deepspeed: {<<: *c}}\n") is None
+    # The recipe's own keys are not secret names (`micro_tokens`), nor is a comment without a value.
+    kept = "batch: {micro_tokens: 4096}  # tokens per micro-batch\nnative: {hf: {hub_token: null}}\n"
+    assert redact_recipe_yaml(kept) == kept
+    assert redact_override("launch={<<: {args: [--token=hunter2]}}") == f'launch={{<<: {{args: ["--token={REDACTED}"]}}}}'
     assert redact_override("launch.args=[--lr, '1']") == "launch.args=[--lr, '1']"
+    assert redact_override("native.deepspeed.comet.api_key=hunter2") == f'native.deepspeed.comet.api_key="{REDACTED}"'
+    assert redact_override("native.hf={hub_token: hunter2}") == f'native.hf={{hub_token: "{REDACTED}"}}'
+
+
+ELSEWHERE = """\
+# the hub: hf_hunter2commentabcdefghijklmnop
+# api_key: hunter2-comment-key
+launch:
+  backend: deepspeed
+  args: ["--lr", "1e-4"]  # --hf_token hunter2-inline
+native:
+  deepspeed:
+    comet: {enabled: false, api_key: hunter2-native-key, project: "https://u:hunter2-native-url@x.example/p"}
+  hf: {hub_token: hunter2-hf-token}
+  verl: ["trainer.wandb_api_key=hunter2-verl-key"]
+"""
+"""Secrets outside `launch.args`: in comments, by name and by value under `native`."""
+
+
+def test_secrets_elsewhere_in_the_recipe_reach_only_what_the_job_reads(
+        cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole run directory and both streams are searched: the recipe's copy (which
+    still loads, as the same recipe but for the redacted values) and run.json hold none;
+    the job's own inputs, ds_config.json and plan.json's `native`, hold the one its
+    engine reads, where it was written, and no other."""
+    from distrecipe.api import load_plan
+    from distrecipe.commands import launch
+
+    monkeypatch.setattr(launch, "supervise", lambda *a, **k: Outcome(exit_code=0))
+    recipe = tmp_path / "tiny.yaml"
+    recipe.write_text(TINY.replace("launch: {backend: deepspeed}\n", ELSEWHERE))
+    runs = tmp_path / "runs"
+    sets = ["--set", "native.deepspeed.comet.experiment_key=hunter2-set-key"]
+    results = [cli("launch", recipe, "--runs-root", runs, "--run-dir", runs / "r", *sets),
+               cli("launch", recipe, "--dry-run", *sets)]
+    assert [result.code for result in results] == [0, 0], results
+    run = runs / "r"
+    plan = json.loads((run / "plan.json").read_text())
+    config = json.loads((run / "ds_config.json").read_text())
+    assert config["comet"] == plan["native"]["deepspeed"]["comet"] == {
+        "enabled": False, "api_key": "hunter2-native-key", "project": "https://u:hunter2-native-url@x.example/p",
+        "experiment_key": "hunter2-set-key"}
+    assert plan["native"]["hf"] == {"hub_token": "hunter2-hf-token"}
+    assert plan["native"]["verl"] == ["trainer.wandb_api_key=hunter2-verl-key"]
+    for name in ("plan.json", "ds_config.json"):
+        (run / name).unlink()
+    copy = load_plan(run / "recipe.yaml")
+    assert copy.native.deepspeed["comet"] == {"enabled": False, "api_key": REDACTED, "project": REDACTED}
+    assert copy.native.hf == {"hub_token": REDACTED} and copy.native.verl == (f"trainer.wandb_api_key={REDACTED}",)
+    assert copy.launch.args == ("--lr", "1e-4") and copy.global_batch == 8
+    written = [p for p in run.rglob("*") if p.is_file()]
+    assert sorted(p.name for p in written) == ["recipe.yaml", "run.json"]
+    texts = [p.read_text() for p in written] + [r.out for r in results] + [r.err for r in results]
+    assert not [text for text in texts if "hunter2" in text], texts

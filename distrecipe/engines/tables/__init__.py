@@ -94,3 +94,9 @@ def verl_tree(config: VerlConfig) -> dict[str, Any]:
 def training_arguments() -> frozenset[str]:
     """The fields `HfArgumentParser` accepts for the installed transformers' `TrainingArguments`."""
     return frozenset(table("hf")["training_arguments"])
+
+
+def training_defaults() -> dict[str, Any]:
+    """`TrainingArguments`' default for each field that has a stable one (null included)."""
+    defaults: dict[str, Any] = table("hf")["defaults"]
+    return defaults

@@ -9,7 +9,7 @@ from distrecipe.engines import data_parallel
 from distrecipe.engines.deepspeed import BATCH_KEYS
 from distrecipe.keys import integer
 from distrecipe.lint.rule import Problem, Source
-from distrecipe.recipe import batch_from_script
+from distrecipe.recipe import batch_from_script, model_parallel
 from distrecipe.source import KeyPath
 from distrecipe.translator.resolve import nearest_multiples
 
@@ -45,11 +45,11 @@ def facts(src: Source) -> Batch | None:
         cluster, parallel = src.section("cluster"), src.section("parallel")
         nodes, gpus = integer(cluster.get("nodes", 1)), integer(cluster.get("gpus_per_node"))
         split = [integer(parallel.get(k, 1)) or 1 for k in ("tensor", "pipeline", "sequence")]
-        model_parallel = split[0] * split[1] * split[2]
+        replica = model_parallel(*split)
         world = nodes * gpus if nodes and gpus else None
-        dp = data_parallel(world, model_parallel) if world else None
+        dp = data_parallel(world, replica) if world else None
         text = f"DP {dp} (nodes {nodes} × gpus_per_node {gpus}" + (
-            f" / model parallel {model_parallel})" if model_parallel > 1 else ")")
+            f" / model parallel {replica})" if replica > 1 else ")")
         keys = tuple(BATCH_KEYS)
         values = [integer(src.get("batch", k)) for k in keys]
         return Batch(values[0], values[1], values[2], dp, text,

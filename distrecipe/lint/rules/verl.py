@@ -30,6 +30,7 @@ from distrecipe.engines.verl import (
 )
 from distrecipe.keys import did_you_mean, dotted, integer, joined
 from distrecipe.lint.rule import Problem, Source
+from distrecipe.recipe import model_parallel
 
 
 def batch_rules(src: Source) -> Iterator[Problem]:
@@ -75,10 +76,10 @@ def batch_rules(src: Source) -> Iterator[Problem]:
     if megatron:
         split = [integer(src.get(*ACTOR, "megatron", f"{k}_parallel_size")) or 1
                  for k in ("tensor_model", "pipeline_model", "context")]
-        model_parallel = split[0] * split[1] * split[2]
+        replica = model_parallel(*split)
     else:
-        model_parallel = integer(src.get(*ULYSSES)) or 1
-    b = VerlBatch(world=src.world, model_parallel=model_parallel, megatron=megatron,
+        replica = integer(src.get(*ULYSSES)) or 1
+    b = VerlBatch(world=src.world, model_parallel=replica, megatron=megatron,
                   prompts=integer(src.get(*PROMPTS)), n=integer(src.get(*ROLLOUT_N)) or 1,
                   mini=integer(src.get(*MINI)), micro=integer(src.get(*MICRO)),
                   fsdp_size=integer(src.get(*FSDP_SIZE)))

@@ -5,8 +5,10 @@ emitter backwards against the input: it resolves the imported recipe, emits the
 same engine's config from it, and compares key by key. A key of the input the
 emitter does not write with the same value goes into `native.ENGINE` verbatim; a key
 the emitter adds that the input did not state goes in as `null` (removed at compile),
-unless its value is the engine's own default. So `compile` gives back every key the
-input set, with its value, and nothing else the engine reads differently; where a
+unless its value is the engine's own default. A `null` the input states where the
+engine's default is null anyway (a dumped TrainingArguments' `hub_token`) says nothing
+and is left out; any other stated `null` is carried and named. So `compile` gives back
+every key the input set, with its value, and nothing else the engine reads differently; where a
 carried key would contradict a value the recipe decided, it is not carried and a
 note names it (the importer's mapping, not the input, is then wrong).
 """
@@ -16,8 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from distrecipe.engines import Kind
 from distrecipe.engines.accelerate import EMITTED_DEFAULTS as ACCELERATE_DEFAULTS
 from distrecipe.engines.deepspeed import BATCH_KEYS, NO_DEFAULT, emitted_default
+from distrecipe.engines.defaults import lookup, null_is_default
 from distrecipe.recipe import Plan
 from distrecipe.source import KeyPath
 from distrecipe.translator import accelerate, deepspeed, hf, verl
@@ -42,13 +46,24 @@ DERIVED: dict[str, frozenset[KeyPath]] = {
 batch number): written by compile where the input left them out, with the same value."""
 
 
+TABLED: dict[str, Kind] = {"deepspeed": "deepspeed", "accelerate": "accelerate", "hf": "hf"}
+"""The engines whose key tables give a default for any key (verl's composes a whole config)."""
+
+
 def default(engine: str, path: KeyPath, plan: Plan) -> object:
-    """The engine's own value for a key the input did not state, or `NO_DEFAULT`."""
+    """The engine's own value for a key the input did not state, or `NO_DEFAULT`: what the
+    emitter's tables say (DeepSpeed's stage-dependent `overlap_comm`), else the generated
+    key tables (TrainingArguments' `adam_beta1`)."""
     if engine == "deepspeed":
-        return emitted_default(path, plan.stage)
-    if engine == "accelerate":
-        return ACCELERATE_DEFAULTS.get(path, NO_DEFAULT)
-    return NO_DEFAULT
+        found = emitted_default(path, plan.stage)
+    elif engine == "accelerate":
+        found = ACCELERATE_DEFAULTS.get(path, NO_DEFAULT)
+    else:
+        found = NO_DEFAULT
+    if found is NO_DEFAULT and engine in TABLED:
+        table_default = lookup(TABLED[engine], {})(tuple(map(str, path)))
+        return NO_DEFAULT if table_default is None else table_default.value
+    return found
 
 
 def residue(engine: str, given: dict[str, Any], plan: Plan) -> tuple[Any, list[str]]:
@@ -59,8 +74,11 @@ def residue(engine: str, given: dict[str, Any], plan: Plan) -> tuple[Any, list[s
     skip = FILE_REFERENCES.get(engine, frozenset())
     carried: dict[KeyPath, Any] = {}
     for path, value in stated.items():
-        if path not in skip and not (path in emitted and same(emitted[path], value)):
-            carried[path] = value
+        if path in skip or (path in emitted and same(emitted[path], value)):
+            continue
+        if value is None and _unstated_null(engine, path, emitted):
+            continue
+        carried[path] = value
     for path, value in emitted.items():
         covered = any(path[:n] in stated for n in range(1, len(path) + 1)) or any(
             key[: len(path)] == path for key in stated)
@@ -80,10 +98,21 @@ def residue(engine: str, given: dict[str, Any], plan: Plan) -> tuple[Any, list[s
             del carried[path]
     if engine == "verl":
         return _verl(carried, notes)
-    if carried:
-        notes.append(f"carried verbatim in native.{engine} (compile writes them back): "
-                     + ", ".join(".".join(map(str, p)) for p in carried if carried[p] is not None))
+    named = [".".join(map(str, p)) for p in carried if carried[p] is not None]
+    nulls = [".".join(map(str, p)) for p in carried if carried[p] is None and p in stated]
+    if named:
+        notes.append(f"carried verbatim in native.{engine} (compile writes them back): " + ", ".join(named))
+    if nulls:
+        notes.append(f"stated null, carried as null in native.{engine} (compile leaves them out): "
+                     + ", ".join(nulls))
     return _nested(carried), notes
+
+
+def _unstated_null(engine: str, path: KeyPath, emitted: dict[KeyPath, Any]) -> bool:
+    """A stated null that says no more than leaving the key out: the engine's default is
+    null there, and compile writes nothing at or below the key for a null to remove."""
+    return engine in TABLED and null_is_default(TABLED[engine], tuple(map(str, path))) and not any(
+        key[: len(path)] == path for key in emitted)
 
 
 def _nested(carried: dict[KeyPath, Any]) -> dict[str, Any]:

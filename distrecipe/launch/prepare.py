@@ -29,26 +29,10 @@ from distrecipe.launch.secrets import REDACTED, is_secret, redact_argv
 from distrecipe.launch.slurm import Allocation
 from distrecipe.launch.spec import TINY_TRAINER, LaunchRequest, LaunchSpec, Program
 from distrecipe.recipe import Backend, Plan, ProgramKind
-from distrecipe.translator.targets import TARGETS, EmitOptions
+from distrecipe.translator.targets import TARGETS, EmitOptions, emitted_targets
 
 Say = Callable[[str], None]
 """Where a one-line note for the user goes (the command prints it to stderr)."""
-
-
-def emitted_targets(plan: Plan, kind: ProgramKind | None = None) -> tuple[str, ...]:
-    """Which emitters' files the backend's job reads.
-
-    torchrun carries no engine config of its own, but a ZeRO plan's script (the
-    reference trainer included) and any raw DeepSpeed script still read DeepSpeed's.
-    """
-    backend = plan.launch.backend
-    if backend == "deepspeed" or kind == "deepspeed" or (backend == "torchrun" and plan.strategy == "zero"):
-        return ("deepspeed",)
-    if backend in ("accelerate", "accelerate-deepspeed"):
-        return ("accelerate",)  # on the DeepSpeed path it also writes the ds_config it names
-    if backend == "verl":
-        return ("verl",)
-    return ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ from distrecipe.plan.rollout import fractions
 from distrecipe.plan.runnable import runs
 from distrecipe.plan.units import gb
 from distrecipe.recipe import Offload, Plan, Recompute, Strategy
+from distrecipe.translator.resolve import offload_refusal
 
 RECOMPUTE_ORDER: tuple[Recompute, ...] = ("none", "selective", "full")
 
@@ -55,9 +56,11 @@ def advise(plan: Plan) -> list[str]:
 
 
 def advised(plan: Plan) -> Plan | None:
-    """The first lever combination that fits (host memory included) and that the recipe's
-    engine runs: what "it fits with" names; None when none does."""
+    """The first lever combination the resolver accepts, that fits (host memory included)
+    and that the recipe's engine runs: what "it fits with" names; None when none does."""
     for trial in _levers(plan):
+        if offload_refusal(trial.offload, trial.stage, trial.strategy) is not None:
+            continue  # the resolver would refuse it (Megatron without its distributed optimizer)
         est = estimate(trial)
         if est.fits and _host_fits(est) and runs(plan, trial):
             return trial

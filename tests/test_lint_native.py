@@ -10,7 +10,7 @@ from distrecipe.lint.config import LintConfig
 from distrecipe.lint.engine import lint
 
 RECIPE = """recipe: 1
-model: {params: 70.0e9}
+model: {params: 30.0e9}   # 70B: its rollout copy (70 GB per GPU over TP 2) outgrows the default share, DR370
 cluster: {nodes: 4, gpus_per_node: 8, gpu_memory: 80GB}
 strategy: fsdp
 stage: 3

@@ -9,10 +9,11 @@ import pytest
 import yaml
 
 from distrecipe.api import load_plan
+from distrecipe.engines.verl import ROLLOUT_PROFILE
 from distrecipe.plan.advice import advise
 from distrecipe.plan.allocator import CONTEXT
 from distrecipe.plan.render import as_json, text
-from distrecipe.plan.report import estimate
+from distrecipe.plan.report import compare, estimate
 from distrecipe.recipe import Plan
 from tests.emit_strategies import plan_of
 
@@ -89,6 +90,54 @@ def test_a_rollout_share_too_large_does_not_fit_and_the_advice_lowers_it_first()
     assert "batch.micro" not in line and "offload" not in line and "stage" not in line
 
 
+def test_a_share_below_the_rollout_engines_floor_does_not_fit_and_is_raised_to_it() -> None:
+    """0.05 × 80 GB = 4 GB cannot hold the rollout's 7.6 GB of weights (Ψ × 2 bytes ÷ TP 2):
+    vLLM has no memory left for the KV cache and refuses to start, however much the GPU has."""
+    plan = plan_of(rl_doc(rollout_memory=0.05))
+    est = estimate(plan)
+    assert est.rollout is not None and est.rollout.weights == PSI  # 2 bytes over 2 ranks
+    assert est.need < GPU and est.starved and est.fits is False
+    (line,) = advise(plan)
+    assert line.startswith("does not fit: rl.rollout_memory 0.05 gives the rollout engine 4 GB, "
+                           "below its floor 9.75 GB")
+    # (7.6e9 + 2 GiB) / 80e9 = 0.122: the first hundredth above leaves some KV cache.
+    assert "it fits with rl.rollout_memory: 0.13 (" in line and "0.65 GB of KV cache" in line
+
+
+def test_rollout_tensor_parallelism_and_dtype_come_from_native_verl() -> None:
+    doc = rl_doc(rollout_memory=0.6)
+    doc["native"] = {"verl": ["actor_rollout_ref.rollout.tensor_model_parallel_size=4",
+                              "actor_rollout_ref.rollout.dtype=float32"]}
+    est = estimate(plan_of(doc))
+    assert est.rollout is not None and est.rollout.tensor_stated
+    assert est.rollout.weights == pytest.approx(PSI * 4 / 4)
+    assert "(Ψ × 4 bytes ÷ rollout tensor parallelism 4)" in text(est, [])
+
+
+def test_no_share_fits_beside_the_actor_means_more_gpus_never_a_share_below_the_floor() -> None:
+    """A 70B rollout copy alone (70 GB per GPU over TP 2) outgrows a 40 GB GPU: no fraction,
+    offload or training lever helps, so the advice names more GPUs or more rollout TP."""
+    doc = rl_doc(rollout_memory=0.5)
+    doc["model"] = {"params": 70e9}
+    doc["cluster"]["gpu_memory"] = 40 * 10**9
+    (line,) = advise(plan_of(doc))
+    assert line.startswith("does not fit: the rollout engine needs at least 72.15 GB per GPU")
+    assert "rl.rollout_memory" not in line
+    assert line.endswith("more GPUs (cluster.nodes) to shard the actor, or a larger "
+                         "actor_rollout_ref.rollout.tensor_model_parallel_size in native.verl")
+
+
+def test_verl_is_not_offered_what_it_runs_as_something_else() -> None:
+    """verl has no ZeRO-1 (DR201) and no DDP actor (DR205): neither is compared or advised."""
+    plan = plan_of(rl_doc(rollout_memory=0.6))
+    assert [row.label for row in compare(plan)] == ["FSDP2 (no reshard)", "FSDP2 (reshard)", "Megatron"]
+    zero = rl_doc(rollout_memory=0.6)
+    zero["strategy"], zero["stage"] = "zero", 2
+    labels = [row.label for row in compare(plan_of(zero))]
+    assert "ZeRO-1" not in labels and "DDP" not in labels and "ZeRO-2" in labels
+    assert not any("ZeRO-1" in line for line in advise(plan_of(zero)))
+
+
 def test_a_kept_share_is_freed_before_any_training_lever() -> None:
     doc = rl_doc(rollout_memory=0.8, free_rollout_memory=False)
     plan = plan_of(doc)
@@ -101,10 +150,12 @@ def test_text_and_json_show_the_rollout_only_for_verl() -> None:
     est = estimate(plan_of(rl_doc(rollout_memory=0.6)))
     shown = text(est, [])
     (line,) = [row for row in shown.splitlines() if row.startswith("  rollout (verl)")]
-    assert "rl.rollout_memory 0.6 = 48 GB + actor state 11.4 GB" in line
+    assert ("rl.rollout_memory 0.6 = 48 GB [weights 7.6 GB (Ψ × 2 bytes ÷ rollout tensor parallelism 2, "
+            "verl's default) + start-up profile 2.15 GB + KV cache 38.25 GB] + actor state 11.4 GB") in line
     assert "fits? yes: needs 61.55 GB = the rollout phase (above); training" in shown
     data = as_json(est)
     assert data["rollout"]["engine"] == 0.6 * GPU and data["rollout"]["needed"] == data["need"]
+    assert data["rollout"]["floor"] == PSI + ROLLOUT_PROFILE and data["rollout"]["starved"] is False
     supervised = rl_doc()
     del supervised["rl"]
     other = estimate(plan_of(supervised))
@@ -140,4 +191,4 @@ def test_a_corpus_scripts_plan_shows_the_rollout_share_it_sets(cli: Any, tmp_pat
     recipe = tmp_path / "grpo.yaml"
     recipe.write_text(imported.out, encoding="utf-8")
     shown = cli("plan", recipe, "--set", "model.params=7.6e9", "--set", "cluster.gpu_memory=80e9")
-    assert "  rollout (verl)     rl.rollout_memory 0.6 = 48 GB + actor state" in shown.out
+    assert "  rollout (verl)     rl.rollout_memory 0.6 = 48 GB [weights 7.6 GB" in shown.out

@@ -44,7 +44,8 @@ def plan_recipe(*, recipe: str, overrides: Sequence[str] = (), compare_all: bool
 @recipe_argument
 @overrides_option
 @click.option("--compare", "compare_all", is_flag=True,
-              help="Also show DDP / ZeRO-1 / ZeRO-2 / ZeRO-3 / Megatron side by side.")
+              help="Also show DDP / ZeRO-1 / ZeRO-2 / ZeRO-3 / Megatron side by side: those the "
+                   "recipe's engine runs.")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="Text in GB (10⁹ bytes), or JSON in bytes.")
 @click.option("--search", "search_all", is_flag=True,

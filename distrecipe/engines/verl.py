@@ -179,6 +179,21 @@ ROLLOUT_TP: KeyPath = (*ROLLOUT, "tensor_model_parallel_size")
 ROLLOUT_TP_DEFAULT = 2
 """The rollout engine's tensor parallelism (rollout.yaml:64): its weights per GPU are its
 16-bit copy (`rollout.dtype: bfloat16`, rollout.yaml:43) divided by this, inside the fraction."""
+ROLLOUT_DTYPE: KeyPath = (*ROLLOUT, "dtype")
+ROLLOUT_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "auto": 2, "float32": 4, "float": 4}
+"""Bytes per weight of the rollout engine's copy by `rollout.dtype` (default `bfloat16`,
+rollout.yaml:43), which verl hands to vLLM as `dtype` (vllm_async_server.py:326). vLLM's `auto`
+takes the checkpoint's dtype, 16-bit for the models verl trains."""
+ROLLOUT_PROFILE = 2 * 2**30
+"""What vLLM's start-up profile takes inside the fraction beside the weights: vLLM gives the KV
+cache `fraction × total − (weights + the profile run's activation peak + its non-torch increase)`
+(vllm/v1/worker/gpu_worker.py, `determine_available_memory`: `requested_memory −
+non_kv_cache_memory`) and refuses to start when that is not positive ("No available memory for the
+cache blocks", vllm/v1/core/kv_cache_utils.py, `check_enough_kv_cache_memory`). The profile run is
+one forward over `max_num_batched_tokens` (verl's 8192, rollout.yaml:78) plus a sampler run over
+`max_num_seqs` (256); vLLM logs about 1.2-1.5 GiB of activation peak and a few hundred MB of
+non-torch memory (NCCL, cuBLAS workspaces) for 7-8B models there. 2 GiB is the stated allowance
+for both, not a figure computed from the model's shape."""
 LOAD_FORMAT_DEFAULT = "dummy"
 """`rollout.load_format` (rollout.yaml:100): the rollout engine starts with random weights and
 receives the actor's before the first generation; it does not change what is resident."""

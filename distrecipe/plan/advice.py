@@ -5,13 +5,17 @@ the micro-batch (accumulation follows, the global batch stays), then checkpointi
 (selective, then full), then the ZeRO / FSDP stage (more sharding, more traffic), then
 offload (host memory checked against `cluster.cpu_memory`), and only then tensor
 parallelism. Under verl the rollout engine's share comes first (`rollout.py`): freeing
-it for training where it is kept, and where the rollout phase is what does not fit, the
-largest `rl.rollout_memory` that fits, then the actor's offload, then the levers above.
-Each level keeps the earlier levers free, and the first combination that fits is the
-one advised, in one line: nothing is said about a lever that was not
-needed, so the advice cannot contradict itself. When it fits, the next stage's saving
-is priced against its traffic. Traffic and memory are the engine view throughout (the
-formula view is `plan`'s alone); fitting is `report.Estimate.need`.
+it for training where it is kept, and where the rollout phase is what does not fit, an
+`rl.rollout_memory` between the rollout engine's floor (its weights and start-up
+profile: never less, or vLLM does not start) and what fits beside the actor, then the
+actor's offload with such a share, then the levers above; when even the floor beside the
+most offloaded actor does not fit, more GPUs or more rollout tensor parallelism.
+Each level keeps the earlier levers free, and the first combination that fits and that
+the recipe's engine runs (`runnable.py`) is the one advised, in one line: nothing is
+said about a lever that was not needed, so the advice cannot contradict itself. When it
+fits, the next stage's saving is priced against its traffic, among the variants the
+engine runs. Traffic and memory are the engine view throughout (the formula view is
+`plan`'s alone); fitting is `report.Estimate.fits`.
 """
 
 from __future__ import annotations
@@ -19,11 +23,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
+from distrecipe.engines.verl import ROLLOUT_PROFILE
 from distrecipe.model_shapes import llama
 from distrecipe.plan.report import Estimate, compare, estimate
-from distrecipe.plan.rollout import largest_fraction
+from distrecipe.plan.rollout import fractions
+from distrecipe.plan.runnable import runs
 from distrecipe.plan.units import gb
 from distrecipe.recipe import Offload, Plan, Recompute, Strategy
+from distrecipe.translator.resolve import offload_refusal
 
 RECOMPUTE_ORDER: tuple[Recompute, ...] = ("none", "selective", "full")
 
@@ -36,15 +43,39 @@ def advise(plan: Plan) -> list[str]:
     budget = current.budget
     if current.fits:
         return _when_it_fits(current, budget)
-    for trial in _levers(plan):
+    trial = advised(plan)
+    if trial is not None:
         est = estimate(trial)
-        if est.fits and _host_fits(est):
-            return [f"does not fit: {current.label} needs {gb(current.need)} of {gb(budget)}; "
-                    f"it fits with {_changes(plan, trial)} ({est.label} then needs {gb(est.need)}"
-                    f"{_host(est)})"]
+        return [f"does not fit: {_shortfall(current)}; it fits with {_changes(plan, trial)} "
+                f"({est.label} then needs {gb(est.need)}{_host(est)})"]
+    if current.rollout is not None and _rollout_cannot_fit(plan):
+        return [_more_gpus(plan)]
     best = estimate(replace(_most_sharded(plan), micro=1, accumulation=_per_rank(plan),
                             activation_checkpointing="full", offload=Offload(optimizer="cpu")))
     return [_tensor_parallel(plan, best)]
+
+
+def advised(plan: Plan) -> Plan | None:
+    """The first lever combination the resolver accepts, that fits (host memory included)
+    and that the recipe's engine runs: what "it fits with" names; None when none does."""
+    for trial in _levers(plan):
+        if offload_refusal(trial.offload, trial.stage, trial.strategy) is not None:
+            continue  # the resolver would refuse it (Megatron without its distributed optimizer)
+        est = estimate(trial)
+        if est.fits and _host_fits(est) and runs(plan, trial):
+            return trial
+    return None
+
+
+def _shortfall(current: Estimate) -> str:
+    """What does not fit: the bytes, or a rollout share vLLM would not start with."""
+    phase = current.rollout
+    budget = current.budget or 0.0
+    if phase is not None and phase.starved and phase.engine is not None:
+        return (f"rl.rollout_memory {phase.fraction:g} gives the rollout engine {gb(phase.engine)}, "
+                f"below its floor {gb(phase.floor)} (weights {gb(phase.weights)} + start-up profile "
+                f"{gb(ROLLOUT_PROFILE)}): vLLM would refuse to start (no memory for the KV cache)")
+    return f"{current.label} needs {gb(current.need)} of {gb(budget)}"
 
 
 def _when_it_fits(current: Estimate, budget: float) -> list[str]:
@@ -64,6 +95,10 @@ def _when_it_fits(current: Estimate, budget: float) -> list[str]:
     return lines
 
 
+ACTOR_OFFLOADS = (Offload(optimizer="cpu"), Offload(optimizer="cpu", params="cpu"))
+"""The actor's offloads, least first (parameters need the most sharded stage)."""
+
+
 def _levers(plan: Plan) -> Iterator[Plan]:
     """The plan changed by one more lever at a time, cheapest first (verl's rollout
     engine's share before all of them, where it is what does not fit)."""
@@ -73,17 +108,53 @@ def _levers(plan: Plan) -> Iterator[Plan]:
             plan = replace(plan, rl=replace(plan.rl, free_rollout_memory=True))
             yield plan
             current = estimate(plan)
-        assert current.rollout is not None and plan.rl is not None
-        if current.rollout_binds:
-            fraction = largest_fraction(plan, current.rollout)
-            lowered = plan
-            if fraction is not None and fraction < current.rollout.fraction:
-                lowered = replace(plan, rl=replace(plan.rl, rollout_memory=fraction))
-                yield lowered
-            for offload in (Offload(optimizer="cpu"), Offload(optimizer="cpu", params="cpu")):
-                yield replace(plan, offload=offload)
-            plan = lowered
+        if current.rollout_binds or current.starved:
+            share = _share_that_fits(plan)
+            if share is not None and share is not plan:
+                yield share
+            for offload in ACTOR_OFFLOADS:
+                offloaded = _share_that_fits(_offloaded(plan, offload))
+                if offloaded is not None:
+                    yield offloaded
+            plan = share or plan
     yield from _training_levers(plan)
+
+
+def _offloaded(plan: Plan, offload: Offload) -> Plan:
+    """The plan with the actor offloaded, at the most sharded stage where parameters go."""
+    return replace(_most_sharded(plan) if offload.params != "none" else plan, offload=offload)
+
+
+def _share_that_fits(plan: Plan) -> Plan | None:
+    """The plan with `rl.rollout_memory` moved into the span vLLM starts with and the GPU
+    holds beside the actor (the plan itself when it is already there); None when no share
+    is both: the floor never gives way to the GPU's size."""
+    phase = estimate(plan).rollout
+    assert phase is not None and plan.rl is not None
+    span = fractions(plan, phase)
+    if span is None:
+        return None
+    least, largest = span
+    fraction = min(max(phase.fraction, least), largest)
+    return plan if fraction == phase.fraction else replace(plan, rl=replace(plan.rl, rollout_memory=fraction))
+
+
+def _rollout_cannot_fit(plan: Plan) -> bool:
+    """Even the floor beside the most offloaded actor does not fit the GPU."""
+    return _share_that_fits(_offloaded(plan, ACTOR_OFFLOADS[-1])) is None
+
+
+def _more_gpus(plan: Plan) -> str:
+    """verl's rollout phase cannot fit: what only more GPUs or more rollout TP change."""
+    phase = estimate(_offloaded(plan, ACTOR_OFFLOADS[-1])).rollout
+    assert phase is not None
+    tp = "" if phase.tensor_stated else " (verl's default)"
+    return (f"does not fit: the rollout engine needs at least {gb(phase.floor)} per GPU (weights "
+            f"{gb(phase.weights)} = Ψ × {phase.width} bytes ÷ rollout tensor parallelism "
+            f"{phase.tensor}{tp}, + start-up profile {gb(ROLLOUT_PROFILE)}) and the actor keeps "
+            f"{gb(sum(phase.actor.values()))} "
+            f"beside it even offloaded: more GPUs (cluster.nodes) to shard the actor, or a larger "
+            f"actor_rollout_ref.rollout.tensor_model_parallel_size in native.verl")
 
 
 def _training_levers(plan: Plan) -> Iterator[Plan]:
@@ -150,8 +221,11 @@ def _changes(old: Plan, new: Plan) -> str:
         if new.rl.free_rollout_memory != old.rl.free_rollout_memory:
             said.append(f"rl.free_rollout_memory: {str(new.rl.free_rollout_memory).lower()}")
         if new.rl.rollout_memory != old.rl.rollout_memory:
-            said.append(f"rl.rollout_memory: {new.rl.rollout_memory:g} (the rollout engine's "
-                        "weights and KV cache must fit in it)")
+            phase = estimate(new).rollout
+            assert phase is not None
+            said.append(f"rl.rollout_memory: {new.rl.rollout_memory:g} (the rollout engine's weights "
+                        f"{gb(phase.weights)} and start-up profile {gb(ROLLOUT_PROFILE)}, then "
+                        f"{gb(phase.kv_cache or 0.0)} of KV cache)")
     if new.offload != old.offload:
         said.append(f"offload.optimizer: {new.offload.optimizer}"
                     + (f", offload.params: {new.offload.params}" if new.offload.params != "none" else ""))
@@ -192,6 +266,9 @@ def _tensor_parallel(plan: Plan, best: Estimate) -> str:
     inventory = llama(plan.model)
     layer = "" if inventory is None else (
         f"; one layer alone holds {gb(inventory.block_params * plan.precision_bytes)} of weights")
+    split = replace(plan, tensor=2 * plan.tensor, dp=max(plan.dp // 2, 1))
+    how = "" if runs(plan, split) else (
+        f" with strategy megatron: this job cannot run parallel.tensor with strategy {plan.strategy}")
     return (f"nothing fits with micro 1, full recompute, the most sharding and offload "
             f"({gb(best.need)} per GPU){layer}: split layers with tensor parallelism "
-            "(parallel.tensor)")
+            f"(parallel.tensor){how}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from distrecipe.engines.verl import ROLLOUT_PROFILE
 from distrecipe.plan.activations import pipeline_in_flight
 from distrecipe.plan.allocator import CONTEXT, FRAGMENTATION
 from distrecipe.plan.engine import POINTS
@@ -124,16 +125,28 @@ def _step(est: Estimate) -> str:
 
 
 def _rollout(phase: Rollout) -> str:
-    """verl's rollout phase: the engine's share of the GPU beside the actor's resident state."""
+    """verl's rollout phase: the engine's share of the GPU (its weights, start-up profile and
+    KV cache) beside the actor's resident state."""
     source = "" if phase.stated else " (verl's default)"
     share = "of an unknown GPU" if phase.engine is None else f"= {gb(phase.engine)}"
+    tp = "" if phase.tensor_stated else ", verl's default"
+    inside = (f"weights {gb(phase.weights)} (Ψ × {phase.width} bytes ÷ rollout tensor parallelism "
+              f"{phase.tensor}{tp}) + "
+              f"start-up profile {gb(ROLLOUT_PROFILE)}")
+    kv = phase.kv_cache
+    if kv is None:
+        inside += ", the rest KV cache"
+    elif kv > 0:
+        inside += f" + KV cache {gb(kv)}"
+    else:
+        inside += f": below this floor of {gb(phase.floor)} vLLM refuses to start"
     actor = sum(phase.actor.values())
     parts = f" ({_parts(phase.actor)})" if actor else ""
     total = "" if phase.need is None else f" = {gb(phase.need)}"
     after = ("freed while the actor trains" if phase.freed
              else "kept while the actor trains (rl.free_rollout_memory: false)")
-    return (f"  rollout (verl)     rl.rollout_memory {phase.fraction:g}{source} {share} + actor state "
-            f"{gb(actor)}{parts} + CUDA context {gb(CONTEXT)}{total}; {after}")
+    return (f"  rollout (verl)     rl.rollout_memory {phase.fraction:g}{source} {share} [{inside}] + "
+            f"actor state {gb(actor)}{parts} + CUDA context {gb(CONTEXT)}{total}; {after}")
 
 
 def _fits(est: Estimate) -> str:
@@ -148,8 +161,9 @@ def _fits(est: Estimate) -> str:
     if est.budget is None or est.plan.gpu_memory is None:
         return f"fits? unknown (no cluster.gpu_memory): needs {gb(est.need)} = {breakdown}"
     verdict = "yes" if est.fits else "no"
+    starved = "; the rollout engine's share is below its floor (above)" if est.starved else ""
     return (f"fits? {verdict}: needs {gb(est.need)} = {breakdown}, of "
-            f"{_memory(est.plan.gpu_memory)}")
+            f"{_memory(est.plan.gpu_memory)}{starved}")
 
 
 def compare_text(rows: list[Estimate]) -> str:
@@ -223,7 +237,10 @@ def as_json(est: Estimate, advice: list[str] | None = None) -> dict[str, Any]:
             "fraction": est.rollout.fraction, "stated": est.rollout.stated,
             "freed_in_training": est.rollout.freed, "engine": est.rollout.engine,
             "actor": est.rollout.actor, "context": CONTEXT, "needed": est.rollout.need,
-            "in_training": est.rollout.in_training,
+            "in_training": est.rollout.in_training, "weights": est.rollout.weights,
+            "tensor_parallel": est.rollout.tensor, "tensor_parallel_stated": est.rollout.tensor_stated,
+            "profile": ROLLOUT_PROFILE, "floor": est.rollout.floor, "kv_cache": est.rollout.kv_cache,
+            "starved": est.rollout.starved,
         },
         "training_need": est.training_need,
         "need": est.need,

@@ -4,7 +4,9 @@ Everything `plan` prints, writes as JSON or plots comes from an `Estimate`, so t
 three outputs cannot disagree. "Fits?" compares what the GPU needs (the allocator's
 reserved bytes at the worse of the backward and optimizer-step moments, plus the
 CUDA context and NCCL: `allocator.py`) with `cluster.gpu_memory`; under verl, the
-worse of that training phase and the rollout phase (`rollout.py`).
+worse of that training phase and the rollout phase (`rollout.py`), and no fit at all when
+the rollout engine's share is below its floor (vLLM would not start). `compare` lists only
+the variants the recipe's engine runs (`runnable.py`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from distrecipe.plan.allocator import Memory, memory
 from distrecipe.plan.engine import DeepSpeedZero, EngineView, plan_engine_view, uses_deepspeed
 from distrecipe.plan.memory import FormulaView, local_params, plan_model_state
 from distrecipe.plan.rollout import Rollout, rollout
+from distrecipe.plan.runnable import runs
 from distrecipe.plan.steptime import StepTime, step_time
 from distrecipe.recipe import Offload, Plan, Strategy
 
@@ -73,8 +76,13 @@ class Estimate:
         return None if self.plan.gpu_memory is None else float(self.plan.gpu_memory)
 
     @property
+    def starved(self) -> bool:
+        """verl's rollout share is below its engine's floor: vLLM refuses to start."""
+        return self.rollout is not None and self.rollout.starved
+
+    @property
     def fits(self) -> bool | None:
-        return None if self.budget is None else self.need <= self.budget
+        return None if self.budget is None else self.need <= self.budget and not self.starved
 
 
 def label(plan: Plan) -> str:
@@ -120,7 +128,8 @@ def estimate(plan: Plan) -> Estimate:
 
 
 def variants(plan: Plan) -> list[Plan]:
-    """DDP, ZeRO-1, ZeRO-2, ZeRO-3 and Megatron for the same model, batch and cluster.
+    """DDP, ZeRO-1, ZeRO-2, ZeRO-3 and Megatron for the same model, batch and cluster,
+    whether or not the recipe's engine runs them (the seed's table; `compare` filters).
 
     An FSDP plan compares FSDP2 for stages 2 and 3 (FSDP2 has no stage 1). Offload is
     dropped: it is the decision tree's last resort, not a stage.
@@ -128,7 +137,7 @@ def variants(plan: Plan) -> list[Plan]:
     family: Strategy = "fsdp" if plan.strategy == "fsdp" else "zero"
     base = replace(plan, offload=Offload())
     return [
-        replace(base, strategy="ddp", stage=0),
+        replace(base, strategy="ddp", stage=0, shard_group=plan.dp),  # stage 0 shards nothing
         replace(base, strategy="zero", stage=1),
         replace(base, strategy=family, stage=2),
         replace(base, strategy=family, stage=3),
@@ -137,4 +146,5 @@ def variants(plan: Plan) -> list[Plan]:
 
 
 def compare(plan: Plan) -> list[Estimate]:
-    return [estimate(variant) for variant in variants(plan)]
+    """The variants the recipe's engine runs, estimated (`plan --compare`, the advice)."""
+    return [estimate(variant) for variant in variants(plan) if runs(plan, variant)]

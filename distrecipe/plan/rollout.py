@@ -11,20 +11,39 @@ the sources):
   `optimizer_offload` in `native.verl`) move to CPU, plus the trainer's own CUDA context.
   The allocator's cache is emptied before the KV cache is woken, so no fragmentation
   share is added. This is also vLLM's start-up check: free memory ≥ fraction × total.
+* **the fraction's floor**: inside its fraction vLLM first holds its weights (the whole
+  model at `rollout.dtype`, 16-bit by default, over the rollout's own tensor parallelism
+  `rollout.tensor_model_parallel_size`, 2 by default; the recipe has no key for either,
+  so they are read from `native.verl` or taken as verl's defaults, and `plan` says which)
+  and its start-up profile (`engines.verl.ROLLOUT_PROFILE`); the KV cache gets the rest,
+  and with none left vLLM refuses to start. A fraction below the floor does not fit
+  whatever the GPU's size.
 * **training**: today's estimate, plus the whole fraction when the engine is not freed
   (`rl.free_rollout_memory: false`, or `rollout.enable_sleep_mode=false` in `native.verl`);
   freed (verl's default), none of it is counted.
 
-Not modelled: the rollout engine's own CUDA context and captured CUDA graphs, which
-stay through training even when freed, and any check that the fraction holds the
-rollout engine's weights (16-bit, over its tensor parallelism) with room for a KV cache.
+Not modelled: the rollout engine's own CUDA context and captured CUDA graphs, which stay
+through training even when freed; the profile's dependence on the model's shape and
+`max_num_batched_tokens`; and whether the KV cache above the floor holds one sequence of
+`max_model_len` tokens (vLLM's second start-up check; verl's `max_model_len` defaults to
+the checkpoint's `max_position_embeddings`, which a recipe does not state).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from distrecipe.engines.verl import FREE_CACHE_DEFAULT, PHASE_OFFLOAD, ROLLOUT_MEMORY_DEFAULT, SLEEP_MODE
+from distrecipe.engines.verl import (
+    FREE_CACHE_DEFAULT,
+    PHASE_OFFLOAD,
+    ROLLOUT_DTYPE,
+    ROLLOUT_DTYPE_BYTES,
+    ROLLOUT_MEMORY_DEFAULT,
+    ROLLOUT_PROFILE,
+    ROLLOUT_TP,
+    ROLLOUT_TP_DEFAULT,
+    SLEEP_MODE,
+)
 from distrecipe.keys import joined
 from distrecipe.plan.allocator import CONTEXT
 from distrecipe.plan.engine import EngineView
@@ -32,7 +51,8 @@ from distrecipe.recipe import Plan
 from distrecipe.translator.native import verl_pairs
 
 PARAM_OFFLOAD, OPTIMIZER_OFFLOAD = (joined(path) for path in PHASE_OFFLOAD)
-SLEEP_MODE_KEY = joined(SLEEP_MODE)
+SLEEP_MODE_KEY, ROLLOUT_TP_KEY, ROLLOUT_DTYPE_KEY = (
+    joined(path) for path in (SLEEP_MODE, ROLLOUT_TP, ROLLOUT_DTYPE))
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +69,30 @@ class Rollout:
     """fraction × `cluster.gpu_memory`; None when the GPU's size is unknown."""
     actor: dict[str, float]
     """The actor's state resident beside the rollout engine, by part."""
+    weights: float
+    """The rollout engine's weights per GPU: Ψ × `width` / `tensor`."""
+    width: int
+    """Bytes per weight of the rollout's copy (`rollout.dtype`, from `native.verl` or verl's default)."""
+    tensor: int
+    """The rollout's tensor parallelism (`rollout.tensor_model_parallel_size`)."""
+    tensor_stated: bool
+    """Whether `native.verl` states it (else verl's default)."""
+
+    @property
+    def floor(self) -> float:
+        """The least share vLLM starts with: its weights and its start-up profile; the KV
+        cache gets what the fraction holds beyond it."""
+        return self.weights + ROLLOUT_PROFILE
+
+    @property
+    def kv_cache(self) -> float | None:
+        """What the fraction leaves vLLM's KV cache (negative: vLLM refuses to start)."""
+        return None if self.engine is None else self.engine - self.floor
+
+    @property
+    def starved(self) -> bool:
+        """The fraction is at or below the floor: "No available memory for the cache blocks"."""
+        return self.kv_cache is not None and self.kv_cache <= 0
 
     @property
     def need(self) -> float | None:
@@ -73,7 +117,20 @@ def rollout(plan: Plan, engine: EngineView) -> Rollout | None:
     moved = _phase_offloaded(plan)
     actor = {part: size for part, size in engine.points["rest"].items() if size and part not in moved}
     size = None if plan.gpu_memory is None else fraction * plan.gpu_memory
-    return Rollout(fraction, stated, freed, size, actor)
+    stated_tp = _native(plan, ROLLOUT_TP_KEY)
+    tensor = stated_tp if type(stated_tp) is int and stated_tp >= 1 else ROLLOUT_TP_DEFAULT
+    dtype = _native(plan, ROLLOUT_DTYPE_KEY)
+    width = ROLLOUT_DTYPE_BYTES.get(str(dtype), ROLLOUT_DTYPE_BYTES["bfloat16"])
+    params = plan.model.params
+    assert params is not None, "estimate() refuses a plan without model.params"
+    return Rollout(fraction, stated, freed, size, actor, params * width / tensor, width, tensor,
+                   tensor == stated_tp)
+
+
+def _native(plan: Plan, key: str) -> object:
+    """The last value `native.verl` gives `key` (Hydra takes the last), or None."""
+    values = [value for _, written, value in verl_pairs(plan.native.verl) if written == key]
+    return values[-1] if values else None
 
 
 def _phase_offloaded(plan: Plan) -> set[str]:
@@ -87,11 +144,13 @@ def _phase_offloaded(plan: Plan) -> set[str]:
     return moved
 
 
-def largest_fraction(plan: Plan, phase: Rollout) -> float | None:
-    """The largest fraction, in hundredths, whose rollout phase fits `cluster.gpu_memory`
-    with the actor as resident as it is; None when even a hundredth does not fit."""
+def fractions(plan: Plan, phase: Rollout) -> tuple[float, float] | None:
+    """The least and the largest fraction, in hundredths, that the rollout phase can take:
+    above the floor (vLLM starts) and within `cluster.gpu_memory` beside the actor as
+    resident as it is; None when no fraction is both."""
     if plan.gpu_memory is None:
         return None
     room = plan.gpu_memory - sum(phase.actor.values()) - CONTEXT
-    hundredths = int(room * 100 // plan.gpu_memory)
-    return hundredths / 100 if hundredths >= 1 else None
+    largest = int(room * 100 // plan.gpu_memory)
+    least = int(phase.floor * 100 // plan.gpu_memory) + 1  # strictly above: some KV cache
+    return (least / 100, min(largest, 100) / 100) if least <= min(largest, 100) else None

@@ -17,7 +17,8 @@ from dataclasses import replace
 
 from distrecipe.engines import data_parallel
 from distrecipe.errors import RecipeError
-from distrecipe.recipe import AUTO, Backend, Buckets, Plan, Recipe, model_parallel, plan_values
+from distrecipe.recipe import (AUTO, Backend, Buckets, Offload, Plan, Recipe, Strategy, model_parallel,
+                               plan_values)
 from distrecipe.translator.native import conflicts
 
 NATURAL_STAGE = {"ddp": 0, "zero": 2, "fsdp": 3, "megatron": 1}
@@ -140,31 +141,29 @@ def _stage(recipe: Recipe, prov: dict[str, str]) -> int:
 
 
 def _check_offload(recipe: Recipe, stage: int) -> None:
-    off = recipe.offload
+    refusal = offload_refusal(recipe.offload, stage, recipe.strategy)
+    if refusal is not None:
+        message, keys = refusal
+        raise RecipeError(message, recipe.at(*keys))
+
+
+def offload_refusal(off: Offload, stage: int, strategy: Strategy) -> tuple[str, tuple[str, ...]] | None:
+    """Why an offload cannot go with a stage and strategy (the message and the keys it is
+    about), or None; `plan`'s advice asks before it offers one."""
     if off.params != "none" and stage < 3:
-        raise RecipeError(
-            f"offload.params: {off.params} needs stage 3 (parameters are only partitioned, "
-            f"and so only offloadable, at stage 3); this recipe has stage {stage}",
-            recipe.at("offload.params"),
-        )
+        return (f"offload.params: {off.params} needs stage 3 (parameters are only partitioned, "
+                f"and so only offloadable, at stage 3); this recipe has stage {stage}", ("offload.params",))
     if off.optimizer != "none" and stage < 1:
-        raise RecipeError(
-            "offload.optimizer needs stage ≥ 1 (ZeRO-Offload moves the partitioned optimizer "
-            "state); stage 0 keeps it unpartitioned on every GPU",
-            recipe.at("offload.optimizer"),
-        )
+        return ("offload.optimizer needs stage ≥ 1 (ZeRO-Offload moves the partitioned optimizer "
+                "state); stage 0 keeps it unpartitioned on every GPU", ("offload.optimizer",))
     if "nvme" in (off.optimizer, off.params):
-        if recipe.strategy != "zero":
-            raise RecipeError(
-                f"NVMe offload is DeepSpeed's (ZeRO-Infinity); strategy {recipe.strategy} "
-                "can only offload to cpu",
-                recipe.at("offload.params", "offload.optimizer"),
-            )
+        if strategy != "zero":
+            return (f"NVMe offload is DeepSpeed's (ZeRO-Infinity); strategy {strategy} "
+                    "can only offload to cpu", ("offload.params", "offload.optimizer"))
         if not off.nvme_path:
-            raise RecipeError(
-                "offload to nvme needs offload.nvme_path (a local NVMe mount on every node)",
-                recipe.at("offload.optimizer", "offload.params", "offload"),
-            )
+            return ("offload to nvme needs offload.nvme_path (a local NVMe mount on every node)",
+                    ("offload.optimizer", "offload.params", "offload"))
+    return None
 
 
 def _gpus_per_node(recipe: Recipe, detected: int | None, world: int | None, prov: dict[str, str]) -> int:

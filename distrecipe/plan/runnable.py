@@ -1,0 +1,43 @@
+"""Whether the recipe's engine runs a variant of it as `plan` models the variant.
+
+`plan --compare` and the advice price other strategies, stages, offloads, micro-batches
+and recompute modes; each is worth naming only if the job the recipe launches can run it.
+The emitters already say what each engine cannot express, so they are asked rather than
+a list kept here: the variant is compiled for every target its job reads under the
+recipe's launcher (`translator.targets.emitted_targets`, verl for an `rl` recipe). An
+error finding (DR208, DR220, ...) means the engine refuses it; a warning the recipe's own
+compile does not raise means the engine would run something else than the variant
+`plan` estimated (ZeRO-1 under verl is FSDP2 stage 2, DR201; DDP is FSDP2 with
+`fsdp_size=1`, DR205; optimizer-only offload under FSDP2 moves the parameters too,
+DR202; selective recompute under verl recomputes whole blocks, DR207). Either way the
+variant is not offered. A launcher whose job reads no emitted file (torchrun with FSDP2
+or DDP: the user's script) has nothing to refuse.
+"""
+
+from __future__ import annotations
+
+from distrecipe.errors import RecipeError
+from distrecipe.recipe import Plan
+from distrecipe.translator.targets import TARGETS, EmitOptions, emitted_targets
+
+
+def _warnings(plan: Plan, target: str) -> frozenset[str] | None:
+    """The warning codes `target` raises compiling `plan`; None when it refuses it."""
+    try:
+        output = TARGETS[target](plan, EmitOptions())
+    except RecipeError:
+        return None
+    return frozenset(f.code for f in output.findings if f.severity == "warning")
+
+
+def runs(recipe: Plan, variant: Plan) -> bool:
+    """The variant compiles for its job's targets with no error and no warning the
+    recipe's own compile lacks."""
+    for target in emitted_targets(variant):
+        found = _warnings(variant, target)
+        if found is None:
+            return False
+        own = _warnings(recipe, target) if target in emitted_targets(recipe) else None
+        if found - (own or frozenset()):
+            return False
+    return True

@@ -95,6 +95,8 @@ def test_search_keeps_only_layouts_that_split(tmp_path: Path) -> None:
 
 def test_seed_search_winner_and_top_five_split() -> None:
     ranked = search(load_recipe(SEED, ("cluster.gpu=h100",)), gpus_per_node=8).ranked
+    assert len(ranked) >= 5
+    assert all(refusal(c.estimate.plan) is None for c in ranked[:5])
 
 
 def test_compile_refuses_with_the_position(cli: Callable[..., Result], tmp_path: Path) -> None:

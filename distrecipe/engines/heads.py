@@ -104,7 +104,8 @@ def _engine(plan: Plan) -> str:
     backend = plan.launch.backend
     if plan.strategy == "megatron":
         return "verl-megatron" if backend == "verl" else "megatron"
-    if plan.strategy == "zero" or (plan.strategy == "ddp" and backend in ("deepspeed", "accelerate-deepspeed")):
+    if plan.strategy == "zero" or (
+            plan.strategy == "ddp" and backend in ("deepspeed", "accelerate-deepspeed")):
         return "deepspeed"
     if backend == "verl":
         return "verl"

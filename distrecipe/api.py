@@ -60,7 +60,18 @@ def load_plan(
     the resolver explains what to write instead, or, with `must_detect` (launch, which
     is about to use the GPUs), the probe's own reason is the error.
     """
-    recipe = load_recipe(path, overrides)
+    return plan_of_recipe(load_recipe(path, overrides), detected_gpus=detected_gpus,
+                          environ=environ, must_detect=must_detect)
+
+
+def plan_of_recipe(
+    recipe: Recipe,
+    *,
+    detected_gpus: int | None = None,
+    environ: Mapping[str, str] | None = None,
+    must_detect: bool = False,
+) -> Plan:
+    """`load_plan` for a recipe already loaded (compile keeps it for its positions)."""
     if recipe.cluster.gpus_per_node == AUTO and detected_gpus is None and recipe.cluster.device == "gpu":
         from distrecipe.launch.detect import detect_gpus
 

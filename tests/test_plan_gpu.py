@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import pytest
 
+from distrecipe.api import load_plan
 from distrecipe.plan.report import estimate
 from distrecipe.plan.units import GiB
+from tests.conftest import RECIPES
 from tests.published import CSV, Row, plan_for_row, rows
 
 pytestmark = pytest.mark.skipif(not CSV.exists(), reason="tests/corpus/gpu/published.csv not present")
@@ -90,6 +92,18 @@ def test_zero3_step_holds_one_sub_group_of_fp32_gradients() -> None:
     elements = step["fp32 gradients"] / 4
     assert 1e9 <= elements < 1e9 + 151936 * 4096 / 2
     assert step["flattened gradients (transient)"] == 2 * elements
+
+
+def test_zero12_step_holds_the_flat_copy_of_the_partition() -> None:
+    """ZeRO-1/2 `step()`: `flatten(grads)` (16-bit) beside `.to(fp32)` for a param group's
+    partition (stage_1_and_2.py:3117-3119); none when offloaded, none in fp32."""
+    seed = RECIPES
+    for name in ("zero1", "zero2"):
+        step = estimate(load_plan(seed / f"seed-8b-32gpu-{name}.yaml")).memory.step
+        assert step["flattened gradients (transient)"] == step["fp32 gradients"] / 2
+    offloaded = estimate(load_plan(seed / "seed-8b-32gpu-zero2-offload.yaml")).memory.step
+    fp32 = estimate(load_plan(seed / "seed-8b-32gpu-zero2.yaml", ("precision=fp32",))).memory.step
+    assert "flattened gradients (transient)" not in offloaded | fp32
 
 
 def test_there_are_rows_of_both_kinds() -> None:

@@ -7,12 +7,14 @@ from pathlib import Path
 
 import click
 
-from distrecipe.api import load_plan
+from distrecipe.api import plan_of_recipe
 from distrecipe.commands.echo import echo_findings
 from distrecipe.commands.options import overrides_option, recipe_argument
-from distrecipe.errors import StrictError
+from distrecipe.engines.heads import refusal
+from distrecipe.errors import RecipeError, StrictError
 from distrecipe.output import write_files
-from distrecipe.recipe import Plan
+from distrecipe.recipe import Plan, Recipe
+from distrecipe.translator.load import load_recipe
 from distrecipe.translator.targets import TARGETS, EmitOptions
 
 
@@ -26,7 +28,9 @@ def compile_recipe(
     strict: bool = False,
 ) -> int:
     """Emit `target`'s files; print them when no output directory is given and there is one."""
-    plan = load_plan(recipe, overrides)
+    declared = load_recipe(recipe, overrides)
+    plan = plan_of_recipe(declared)
+    _check_split(declared, plan)
     result = TARGETS[target](plan, EmitOptions(hf_auto=hf_auto))
     echo_findings(recipe, result.findings)
     memory = _memory_findings(plan)
@@ -49,6 +53,14 @@ def compile_recipe(
     if others:
         click.echo(f"distrecipe: {output} also holds {', '.join(others)}, left as they were", err=True)
     return 0
+
+
+def _check_split(recipe: Recipe, plan: Plan) -> None:
+    """Lint's DR105 as compile's refusal: the engine would refuse the layout when the model
+    is built or the first batch arrives, so no config is written for it."""
+    refused = refusal(plan)
+    if refused is not None:
+        raise RecipeError(f"DR105 {refused.message}", recipe.at(refused.key, "parallel", "model"))
 
 
 def _memory_findings(plan: Plan) -> list[str]:

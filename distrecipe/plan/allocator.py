@@ -6,8 +6,8 @@ Three numbers, always named apart:
   The larger of two moments: the start of backward (model state after forward, every
   layer's saved activations, the loss's gradients or one recomputed layer, and the
   engine's communication buffers) and inside the optimizer step (the engine view's
-  peak plus a torch optimizer's `foreach` temporaries, or ZeRO-3's flat 16-bit copy of
-  the sub-group whose fp32 gradient it is making).
+  peak plus a torch optimizer's `foreach` temporaries, or ZeRO's flat 16-bit copy of the
+  partition or sub-group whose fp32 gradient it is making: `flatten_copy`).
 * **reserved**: what PyTorch's caching allocator has taken from the driver
   (`torch.cuda.max_memory_reserved`, what torchtitan and most published tables report).
   It exceeds allocated by freed blocks the cache cannot reuse: FSDP2's gradient shards
@@ -128,10 +128,22 @@ def stranded(plan: Plan, psi: float, act: Activations | None) -> float:
 
 
 def flatten_copy(plan: Plan, engine: EngineView) -> float:
-    """ZeRO-3's step builds each sub-group's fp32 gradient as
-    `self.flatten(averaged_gradients).to(fp32)`: the flat 16-bit copy is alive beside the
-    fp32 one until the expression ends, `lp` bytes per element of the sub-group."""
-    if not uses_deepspeed(plan) or plan.stage != 3:
+    """ZeRO-1..3 make each fp32 gradient in `step()` as `flatten(16-bit grads).to(fp32)`:
+    the flat 16-bit copy is alive beside the fp32 one, `lp` bytes per element of what is
+    being stepped, until the expression ends (DeepSpeed 0.19.8).
+
+    * ZeRO-3 (`stage3.py:2686`, `_prepare_fp32_grad_for_sub_group`): one sub-group at a time.
+    * ZeRO-1/2 (`stage_1_and_2.py:3117-3119`): one optimizer param group's partition at a
+      time, `del flat_grad_partition` right after the cast; the group's 16-bit gradients,
+      the reduce buckets and the optimizer state are alive then too (`free_grad_in_param_list`
+      comes at l.3128), which is the engine view's step point. The view holds one
+      partition of fp32 gradients (one param group; a no-decay group of norms is small).
+    * With the optimizer offloaded, stage 1/2 copy gradients to the host in backward
+      (`cpu_offload` branch, l.3078) and stage 3 steps on the host: no GPU copy.
+
+    In fp32 the flattened tensor is already fp32 and `.to` returns it: no second copy.
+    """
+    if not uses_deepspeed(plan) or plan.stage == 0 or plan.precision_bytes == 4:
         return 0.0
     return engine.points["step"].get("fp32 gradients", 0.0) * plan.precision_bytes / 4
 

@@ -22,9 +22,11 @@ stay as written; the search varies what a user tunes:
 * the micro-batch (every divisor of the samples a rank takes per step), with
   accumulation following.
 
-Each candidate is a `Recipe` the resolver accepts (its refusals are the search's), for
-which no emitted target reports an error finding (what `compile` would refuse, e.g.
-AutoTP beside a sequence group: `engines.deepspeed`), that fits (`needed ≤
+Each candidate is a `Recipe` the resolver accepts (its refusals are the search's), whose
+heads and sequence split over its tensor and sequence degrees in the engine that runs it
+(`engines.heads`, lint's DR105; unknown heads check nothing), for which no emitted target
+reports an error finding (what `compile` would refuse, e.g. AutoTP beside a sequence
+group: `engines.deepspeed`), that fits (`needed ≤
 cluster.gpu_memory`, as `plan` judges; with offload, the host memory a node's ranks
 hold ≤ `cluster.cpu_memory` when it is given), ranked by estimated step time, then by
 memory needed.
@@ -42,6 +44,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from importlib import import_module
 
+from distrecipe.engines.heads import refusal as split_refusal
 from distrecipe.errors import DistrecipeError, RecipeError
 from distrecipe.plan.activations import ring_context_parallel
 from distrecipe.plan.report import Estimate, estimate
@@ -158,7 +161,7 @@ def search(recipe: Recipe, gpus_per_node: int) -> Result:
             base = resolve(shape)
         except RecipeError:
             continue
-        if _refused(base):
+        if split_refusal(base) is not None or _refused(base):
             continue
         per_rank = base.global_batch // base.dp
         # The bound in the module's docstring: at least p micro-batches per step.

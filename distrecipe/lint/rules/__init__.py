@@ -1,7 +1,8 @@
 """The registry: every lint rule, by code. The one place a rule is switched on.
 
 Codes are stable forever (suppressions and CI configs name them). DR1xx is the batch
-arithmetic shared with recipes, DR220 is the verl batch fact `compile --target verl`
+arithmetic shared with recipes (DR105: heads and sequence over the tensor and sequence
+degrees, which `compile` refuses too), DR220 is the verl batch fact `compile --target verl`
 also reports, DR3xx are lint's own, DR9xx the engines' own verdicts (`lint --engines`).
 The severity here is the default; the engine applies `[tool.distrecipe] severity` over it.
 """
@@ -33,6 +34,7 @@ RULES: dict[str, Rule] = {rule.code: rule for rule in (
     Rule("DR102", "batch-not-exact", "error", RECIPE_DS, batch.batch_not_exact),
     Rule("DR103", "dp-exceeds-global", "error", RECIPE_DS, batch.dp_exceeds_global),
     Rule("DR104", "no-batch-size", "error", RECIPE_DS, batch.no_batch_size),
+    Rule("DR105", "heads-do-not-split", "error", RECIPE, recipe.heads_do_not_split),
     Rule("DR220", "verl-batch", "error", VERL, verl.batch_rules),
     Rule("DR300", "world-unknown", "info", DEEPSPEED, batch.world_unknown),
     Rule("DR310", "auto-in-raw-deepspeed", "error", DEEPSPEED, deepspeed.auto_in_raw_deepspeed),

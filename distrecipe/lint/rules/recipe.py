@@ -45,3 +45,63 @@ def recipe_invalid(src: Source) -> Iterator[Problem]:
     if any(next(iter(check(src)), None) for check in arithmetic):
         return
     yield Problem((), src.error.message, where=src.error.where)
+
+
+def heads_do_not_split(src: Source) -> Iterator[Problem]:
+    """The model's heads or sequence do not split over the tensor or sequence degree.
+
+    Each engine cuts attention by heads (tensor parallelism, Ulysses) or the sequence by
+    positions (ring attention), and refuses a degree that does not divide what it cuts
+    when the model is built or the first batch arrives, after every node has loaded the
+    model. The rules are the engine's own (`distrecipe/engines/heads.py` cites each):
+    DeepSpeed Ulysses needs heads % sequence == 0, kv heads and sequence dividing one
+    another, and seq_len % sequence == 0; verl's Ulysses the same head rules; DeepSpeed
+    AutoTP at least one kv head per tensor rank; torchtitan, Accelerate and Megatron
+    heads and kv heads % tensor == 0; torchtitan's and Megatron's context parallelism
+    seq_len % (2 × sequence) == 0, Accelerate's seq_len % sequence == 0. Nothing is
+    said when the recipe does not state `model.heads` (or `batch.seq_len`).
+
+    Fails: recipe
+    ```yaml
+    recipe: 1
+    model: {params: 7.6e9, hidden_size: 3584, layers: 28, heads: 28, kv_heads: 4}
+    cluster: {nodes: 1, gpus_per_node: 8}
+    strategy: zero
+    stage: 2
+    parallel: {sequence: 8}
+    batch: {micro: 1, global: 2, seq_len: 32768}
+    ```
+    (DeepSpeed Ulysses: 28 heads do not split over 8 ranks.)
+
+    Fails: recipe
+    ```yaml
+    recipe: 1
+    model: {params: 8.0e9, hidden_size: 4096, layers: 32, heads: 32, kv_heads: 8}
+    cluster: {nodes: 1, gpus_per_node: 8}
+    strategy: fsdp
+    parallel: {sequence: 4}
+    batch: {micro: 1, global: 2, seq_len: 8196}
+    ```
+    (torchtitan's head-tail sharder cuts each sequence into 2 × 4 = 8 equal parts.)
+
+    Passes: recipe
+    ```yaml
+    recipe: 1
+    model: {params: 7.6e9, hidden_size: 3584, layers: 28, heads: 28, kv_heads: 4}
+    cluster: {nodes: 1, gpus_per_node: 8}
+    strategy: zero
+    stage: 2
+    parallel: {sequence: 4}
+    batch: {micro: 1, global: 2, seq_len: 32768}
+    ```
+
+    Fix: a degree the message lists, or a sequence length it divides;
+    `distrecipe plan --search` only proposes layouts that split.
+    """
+    if src.plan is None:
+        return
+    from distrecipe.engines.heads import refusal
+
+    refused = refusal(src.plan)
+    if refused is not None:
+        yield Problem(tuple(refused.key.split(".")), refused.message)

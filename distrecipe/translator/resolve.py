@@ -17,8 +17,17 @@ from dataclasses import replace
 
 from distrecipe.engines import data_parallel
 from distrecipe.errors import RecipeError
-from distrecipe.recipe import (AUTO, Backend, Buckets, Offload, Plan, Recipe, Strategy, model_parallel,
-                               plan_values)
+from distrecipe.recipe import (
+    AUTO,
+    Backend,
+    Buckets,
+    Offload,
+    Plan,
+    Recipe,
+    Strategy,
+    model_parallel,
+    plan_values,
+)
 from distrecipe.translator.native import conflicts
 
 NATURAL_STAGE = {"ddp": 0, "zero": 2, "fsdp": 3, "megatron": 1}

@@ -93,19 +93,3 @@ TARGETS: Mapping[str, Render] = _Registry({
     "hf": "distrecipe.translator.hf:render",
     "all": "distrecipe.translator.summary:render_all",
 })
-
-
-def emitted_targets(plan: Plan, kind: ProgramKind | None = None) -> tuple[str, ...]:
-    """Which emitters' files the backend's job reads.
-
-    torchrun carries no engine config of its own, but a ZeRO plan's script (the
-    reference trainer included) and any raw DeepSpeed script still read DeepSpeed's.
-    """
-    backend = plan.launch.backend
-    if backend == "deepspeed" or kind == "deepspeed" or (backend == "torchrun" and plan.strategy == "zero"):
-        return ("deepspeed",)
-    if backend in ("accelerate", "accelerate-deepspeed"):
-        return ("accelerate",)  # on the DeepSpeed path it also writes the ds_config it names
-    if backend == "verl":
-        return ("verl",)
-    return ()

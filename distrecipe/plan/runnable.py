@@ -22,14 +22,20 @@ from distrecipe.errors import RecipeError
 from distrecipe.recipe import Plan
 from distrecipe.translator.targets import TARGETS, EmitOptions, emitted_targets
 
+MODELLED = frozenset({"DR206"})
+"""Warnings that name a mapping `plan` already models: `parallel.sequence` runs as the
+engine's own kind (ring attention under torchtitan and Accelerate, Ulysses under DeepSpeed
+and verl, Megatron's context parallel: `activations.ring_context_parallel`)."""
+
 
 def _warnings(plan: Plan, target: str) -> frozenset[str] | None:
-    """The warning codes `target` raises compiling `plan`; None when it refuses it."""
+    """The warning codes `target` raises compiling `plan` that `plan` does not model;
+    None when it refuses it."""
     try:
         output = TARGETS[target](plan, EmitOptions())
     except RecipeError:
         return None
-    return frozenset(f.code for f in output.findings if f.severity == "warning")
+    return frozenset(f.code for f in output.findings if f.severity == "warning") - MODELLED
 
 
 def runs(recipe: Plan, variant: Plan) -> bool:

@@ -24,9 +24,10 @@ stay as written; the search varies what a user tunes:
 
 Each candidate is a `Recipe` the resolver accepts (its refusals are the search's), whose
 heads and sequence split over its tensor and sequence degrees in the engine that runs it
-(`engines.heads`, lint's DR105; unknown heads check nothing), for which no emitted target
-reports an error finding (what `compile` would refuse, e.g. AutoTP beside a sequence
-group: `engines.deepspeed`), that fits (`needed ≤
+(`engines.heads`, lint's DR105; unknown heads check nothing), that the engine runs as
+`plan` models it (`runnable.judge`, as for `--compare`: each micro-batch compiles for the
+targets its launcher emits with no error, e.g. AutoTP beside a sequence group or verl's
+batch rules, and no warning the recipe's own compile lacks, e.g. ZeRO-1 under verl), that fits (`needed ≤
 cluster.gpu_memory`, as `plan` judges; with offload, the host memory a node's ranks
 hold ≤ `cluster.cpu_memory` when it is given), ranked by estimated step time, then by
 memory needed.
@@ -155,12 +156,14 @@ def search(recipe: Recipe, gpus_per_node: int) -> Result:
         if split_refusal(base) is not None or not runs(base):
             continue
         per_rank = base.global_batch // base.dp
-        # The bound in the module's docstring: at least p micro-batches per step.
-        micros = [d for d in range(1, per_rank // base.pipeline + 1) if per_rank % d == 0]
-        tried += len(micros)
-        for micro in micros:
-            accumulation = per_rank // micro
-            est = estimate(replace(base, micro=micro, accumulation=accumulation))
+        # The bound in the module's docstring: at least p micro-batches per step. verl's
+        # batch rules (DR220) read the micro-batch, so each is judged.
+        plans = [replace(base, micro=d, accumulation=per_rank // d)
+                 for d in range(1, per_rank // base.pipeline + 1) if per_rank % d == 0]
+        plans = [p for p in plans if p.micro == base.micro or runs(p)]
+        tried += len(plans)
+        for plan in plans:
+            est = estimate(plan)
             if est.fits is False:
                 break  # memory grows with the micro-batch: no larger one fits either
             if est.step is not None and host_fits(est):

@@ -15,6 +15,7 @@ from distrecipe.plan.allocator import CONTEXT
 from distrecipe.plan.render import as_json, text
 from distrecipe.plan.report import compare, estimate
 from distrecipe.recipe import Plan
+from distrecipe.translator.verl import overrides
 from tests.emit_strategies import plan_of
 
 GPU = 80 * 10**9
@@ -192,3 +193,19 @@ def test_a_corpus_scripts_plan_shows_the_rollout_share_it_sets(cli: Any, tmp_pat
     recipe.write_text(imported.out, encoding="utf-8")
     shown = cli("plan", recipe, "--set", "model.params=7.6e9", "--set", "cluster.gpu_memory=80e9")
     assert "  rollout (verl)     rl.rollout_memory 0.6 = 48 GB [weights 7.6 GB" in shown.out
+
+
+@pytest.mark.parametrize("stage", [1, 2, 3])
+def test_zero_under_verl_is_fsdp2s_view(stage: int) -> None:
+    """verl builds a `strategy: zero` actor with FSDP2 (`actor.strategy` in the emitted
+    overrides), so the engine view and the step time are FSDP2's, not DeepSpeed's."""
+    rl = ("cluster.gpu=h100", "rl.rollout_n=4", "rl.prompts_per_step=64")
+    seed = Path(__file__).parent.parent / "recipes" / "seed-8b-32gpu-zero2.yaml"
+    zero = load_plan(seed, (*rl, f"stage={stage}"))
+    fsdp = load_plan(seed, (*rl, "strategy=fsdp", f"stage={max(stage, 2)}"))
+    assert dict(overrides(zero))["actor_rollout_ref.actor.strategy"] == "fsdp2"
+    got, want = estimate(zero), estimate(fsdp)
+    assert got.engine == want.engine and got.engine.engine.startswith("torch FSDP2")
+    assert got.step == want.step
+    deepspeed = estimate(load_plan(seed, ("cluster.gpu=h100", f"stage={stage}")))
+    assert deepspeed.engine.engine.startswith("DeepSpeed")

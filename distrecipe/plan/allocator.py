@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from distrecipe.model_shapes import llama
 from distrecipe.plan.activations import Activations
-from distrecipe.plan.engine import EngineView, uses_deepspeed
+from distrecipe.plan.engine import EngineView, runs_fsdp2, uses_deepspeed
 from distrecipe.plan.memory import shard_ranks
 from distrecipe.plan.units import GiB
 from distrecipe.recipe import Plan
@@ -87,14 +87,14 @@ class Memory:
 def buffers(plan: Plan) -> dict[str, float]:
     """Communication buffers alive at the start of backward (see the module's list)."""
     inventory = llama(plan.model)
-    sharded = plan.strategy == "fsdp" or (plan.strategy == "zero" and plan.stage == 3)
+    sharded = runs_fsdp2(plan) or (plan.strategy == "zero" and plan.stage == 3)
     if inventory is None or not sharded or plan.strategy == "megatron":
         return {}
     lp, t = plan.precision_bytes, plan.tensor
     block = inventory.block_params / t
     head = inventory.outer[-1] / t if not plan.model.tied_embeddings else inventory.outer[0] / t
     out = {"gathered blocks": 2 * lp * block, "gathered head": lp * head}
-    if plan.strategy == "fsdp":
+    if runs_fsdp2(plan):
         reduce_bytes = 4 if reduce_fp32(plan) else lp
         out["reduce-scatter"] = (lp + reduce_bytes) * block
     return out
@@ -119,7 +119,7 @@ def stranded(plan: Plan, psi: float, act: Activations | None) -> float:
     """FSDP2's fp32 gradient shards (4Ψ/N), freed by `zero_grad` and kept in per-block
     segments smaller than one activation tensor (2·s·b·h bytes)."""
     inventory = llama(plan.model)
-    if plan.strategy != "fsdp" or plan.offload.enabled or inventory is None or act is None:
+    if not runs_fsdp2(plan) or plan.offload.enabled or inventory is None or act is None:
         return 0.0
     h, s = plan.model.hidden_size or 0, plan.seq_len or 0
     shards = shard_ranks(plan)

@@ -47,6 +47,7 @@ from typing import Any
 from distrecipe.model_shapes import llama
 from distrecipe.plan.memory import local_params, plan_model_state, reduce_ranks, shard_ranks
 from distrecipe.recipe import Plan
+from distrecipe.translator.verl import actor_engine
 
 POINTS = ("rest", "forward", "backward", "step")
 """After the optimizer step, after forward, after backward (worst micro-step), inside step."""
@@ -233,10 +234,19 @@ def formula_only(plan: Plan) -> EngineView:
                       ("no engine is emitted for megatron; the seed's formula is used",))
 
 
+def runs_fsdp2(plan: Plan) -> bool:
+    """Whether torch FSDP2 holds the model state: `fsdp`, and a sharded `zero` under verl,
+    whose emitter builds that actor with FSDP2 (`translator.verl.actor_engine`). DDP under
+    verl (FSDP2 with `fsdp_size=1`, every rank a full copy) keeps DDP's view."""
+    return plan.strategy == "fsdp" or (
+        plan.launch.backend == "verl" and plan.stage > 0 and actor_engine(plan) == "fsdp2")
+
+
 def uses_deepspeed(plan: Plan) -> bool:
-    """Which engine runs the plan: `zero` is DeepSpeed, so is `ddp` launched by DeepSpeed."""
+    """Which engine runs the plan: `zero` is DeepSpeed (except under verl: `runs_fsdp2`),
+    so is `ddp` launched by DeepSpeed."""
     backend = plan.launch.backend
-    return plan.strategy == "zero" or (
+    return (plan.strategy == "zero" and not runs_fsdp2(plan)) or (
         plan.strategy == "ddp" and backend in ("deepspeed", "accelerate-deepspeed"))
 
 
@@ -247,7 +257,7 @@ def plan_engine_view(plan: Plan, zero: DeepSpeedZero | None = None) -> EngineVie
     offloaded = plan.offload.enabled
     if plan.strategy == "megatron":
         return formula_only(plan)
-    if plan.strategy == "fsdp":
+    if runs_fsdp2(plan):
         return fsdp2(psi, shard_ranks(plan), reshard=plan.reshard_after_forward, lp=lp, offload=offloaded)
     if not uses_deepspeed(plan):
         return ddp(psi)

@@ -16,28 +16,51 @@ or DDP: the user's script) has nothing to refuse.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from distrecipe.errors import RecipeError
 from distrecipe.recipe import Plan
 from distrecipe.translator.targets import TARGETS, EmitOptions, emitted_targets
 
+MODELLED = frozenset({"DR206"})
+"""Warnings that name a mapping `plan` already models: `parallel.sequence` runs as the
+engine's own kind (ring attention under torchtitan and Accelerate, Ulysses under DeepSpeed
+and verl, Megatron's context parallel: `activations.ring_context_parallel`)."""
+
 
 def _warnings(plan: Plan, target: str) -> frozenset[str] | None:
-    """The warning codes `target` raises compiling `plan`; None when it refuses it."""
+    """The warning codes `target` raises compiling `plan` that `plan` does not model;
+    None when it refuses it."""
     try:
         output = TARGETS[target](plan, EmitOptions())
     except RecipeError:
         return None
-    return frozenset(f.code for f in output.findings if f.severity == "warning")
+    return frozenset(f.code for f in output.findings if f.severity == "warning") - MODELLED
 
 
 def runs(recipe: Plan, variant: Plan) -> bool:
     """The variant compiles for its job's targets with no error and no warning the
     recipe's own compile lacks."""
-    for target in emitted_targets(variant):
-        found = _warnings(variant, target)
-        if found is None:
-            return False
-        own = _warnings(recipe, target) if target in emitted_targets(recipe) else None
-        if found - (own or frozenset()):
-            return False
-    return True
+    return judge(recipe)(variant)
+
+
+def judge(recipe: Plan) -> Callable[[Plan], bool]:
+    """`runs(recipe, ·)` with the recipe's own compile done once per target: `plan
+    --search` asks it of every candidate."""
+    own: dict[str, frozenset[str]] = {}
+
+    def own_warnings(target: str) -> frozenset[str]:
+        if target not in emitted_targets(recipe):
+            return frozenset()
+        if target not in own:
+            own[target] = _warnings(recipe, target) or frozenset()
+        return own[target]
+
+    def variant_runs(variant: Plan) -> bool:
+        for target in emitted_targets(variant):
+            found = _warnings(variant, target)
+            if found is None or found - own_warnings(target):
+                return False
+        return True
+
+    return variant_runs

@@ -24,9 +24,10 @@ stay as written; the search varies what a user tunes:
 
 Each candidate is a `Recipe` the resolver accepts (its refusals are the search's), whose
 heads and sequence split over its tensor and sequence degrees in the engine that runs it
-(`engines.heads`, lint's DR105; unknown heads check nothing), for which no emitted target
-reports an error finding (what `compile` would refuse, e.g. AutoTP beside a sequence
-group: `engines.deepspeed`), that fits (`needed ≤
+(`engines.heads`, lint's DR105; unknown heads check nothing), that the engine runs as
+`plan` models it (`runnable.judge`, as for `--compare`: each micro-batch compiles for the
+targets its launcher emits with no error, e.g. AutoTP beside a sequence group or verl's
+batch rules, and no warning the recipe's own compile lacks, e.g. ZeRO-1 under verl), that fits (`needed ≤
 cluster.gpu_memory`, as `plan` judges; with offload, the host memory a node's ranks
 hold ≤ `cluster.cpu_memory` when it is given), ranked by estimated step time, then by
 memory needed.
@@ -42,15 +43,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from importlib import import_module
 
 from distrecipe.engines.heads import refusal as split_refusal
 from distrecipe.errors import DistrecipeError, RecipeError
 from distrecipe.plan.activations import ring_context_parallel
 from distrecipe.plan.report import Estimate, estimate
-from distrecipe.recipe import AUTO, Offload, Plan, Recipe, Recompute, Strategy
-from distrecipe.translator.resolve import ALLOWED_STAGES, DEFAULT_BACKEND, resolve
-from distrecipe.translator.targets import emitted_targets
+from distrecipe.plan.runnable import judge
+from distrecipe.recipe import AUTO, Offload, Recipe, Recompute, Strategy
+from distrecipe.translator.resolve import ALLOWED_STAGES, DEFAULT_BACKEND, offload_refusal, resolve
 
 DEGREES = (1, 2, 4, 8)
 CHECKPOINTING: tuple[Recompute, ...] = ("none", "selective", "full")
@@ -98,12 +98,12 @@ def _strategies(recipe: Recipe) -> list[tuple[Strategy, int]]:
 
 
 def _offloads(strategy: Strategy, stage: int) -> list[Offload]:
-    options = [Offload()]
-    if stage >= 1 and strategy != "megatron":
-        options.append(Offload(optimizer="cpu"))
-    if stage == 3 and strategy != "megatron":
-        options.append(Offload(optimizer="cpu", params="cpu"))
-    return options
+    """The CPU offloads the resolver accepts for the stage (Megatron's formula view has
+    none); whether the engine runs each as modelled is the emitters' word (`runnable`)."""
+    if strategy == "megatron":
+        return [Offload()]
+    options = (Offload(), Offload(optimizer="cpu"), Offload(optimizer="cpu", params="cpu"))
+    return [off for off in options if offload_refusal(off, stage, strategy) is None]
 
 
 def layouts(recipe: Recipe, strategy: Strategy, gpus_per_node: int) -> list[Layout]:
@@ -128,15 +128,6 @@ def layouts(recipe: Recipe, strategy: Strategy, gpus_per_node: int) -> list[Layo
             for p in stages]
 
 
-def _refused(plan: Plan) -> bool:
-    """Whether a target the plan's launcher emits reports an error (what compile refuses)."""
-    for target in emitted_targets(plan):
-        module = import_module(f"distrecipe.translator.{target}")
-        if any(f.severity == "error" for f in module.findings(plan)):
-            return True
-    return False
-
-
 def candidates(recipe: Recipe, gpus_per_node: int) -> Iterator[Recipe]:
     """Every recipe the search considers, before the resolver and the engines judge it."""
     for strategy, stage in _strategies(recipe):
@@ -156,20 +147,23 @@ def search(recipe: Recipe, gpus_per_node: int) -> Result:
     """Resolve, judge and estimate every candidate; keep those that fit, fastest first."""
     fitting: list[Candidate] = []
     tried = 0
+    runs = judge(resolve(recipe, detected_gpus=gpus_per_node))
     for shape in candidates(recipe, gpus_per_node):
         try:
-            base = resolve(shape)
+            base = resolve(shape, detected_gpus=gpus_per_node)
         except RecipeError:
             continue
-        if split_refusal(base) is not None or _refused(base):
+        if split_refusal(base) is not None or not runs(base):
             continue
         per_rank = base.global_batch // base.dp
-        # The bound in the module's docstring: at least p micro-batches per step.
-        micros = [d for d in range(1, per_rank // base.pipeline + 1) if per_rank % d == 0]
-        tried += len(micros)
-        for micro in micros:
-            accumulation = per_rank // micro
-            est = estimate(replace(base, micro=micro, accumulation=accumulation))
+        # The bound in the module's docstring: at least p micro-batches per step. verl's
+        # batch rules (DR220) read the micro-batch, so each is judged.
+        plans = [replace(base, micro=d, accumulation=per_rank // d)
+                 for d in range(1, per_rank // base.pipeline + 1) if per_rank % d == 0]
+        plans = [p for p in plans if p.micro == base.micro or runs(p)]
+        tried += len(plans)
+        for plan in plans:
+            est = estimate(plan)
             if est.fits is False:
                 break  # memory grows with the micro-batch: no larger one fits either
             if est.step is not None and host_fits(est):

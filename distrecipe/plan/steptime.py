@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 from distrecipe.plan import traffic
 from distrecipe.plan.activations import ring_context_parallel
-from distrecipe.plan.engine import DeepSpeedZero, uses_deepspeed
+from distrecipe.plan.engine import DeepSpeedZero, runs_fsdp2, uses_deepspeed
 from distrecipe.plan.hardware import Hardware, hardware
 from distrecipe.plan.memory import shard_ranks
 from distrecipe.recipe import Plan
@@ -63,7 +63,7 @@ def offload_seconds(plan: Plan) -> float:
     shard = plan.model.params / plan.model_shards / shard_ranks(plan)
     lp = plan.precision_bytes
     seconds = 0.0
-    if plan.offload.optimizer != "none" or plan.strategy == "fsdp":
+    if plan.offload.optimizer != "none" or runs_fsdp2(plan):
         seconds += 2 * lp * shard / PCIE + shard / CPU_ADAM_PARAMS_PER_S
     if plan.offload.params != "none":
         seconds += 2 * plan.accumulation * lp * shard / PCIE
@@ -79,7 +79,7 @@ def overlap(plan: Plan, zero: DeepSpeedZero | None) -> float:
     step) and Megatron's distributed optimizer hide only behind backward, two thirds
     of the compute; ZeRO without `overlap_comm` hides nothing.
     """
-    if plan.strategy == "fsdp":
+    if runs_fsdp2(plan):
         return 1.0
     if uses_deepspeed(plan) and zero is not None and zero.stage > 0:
         if not zero.overlap_comm:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from distrecipe.plan.engine import DeepSpeedZero, uses_deepspeed
+from distrecipe.plan.engine import DeepSpeedZero, runs_fsdp2, uses_deepspeed
 from distrecipe.plan.memory import local_params, reduce_ranks, shard_ranks
 from distrecipe.plan.units import MiB
 from distrecipe.recipe import Plan
@@ -94,7 +94,7 @@ def engine(plan: Plan, zero: DeepSpeedZero | None = None) -> Traffic:
     n, m = reduce_ranks(plan), plan.accumulation
     if plan.strategy == "megatron":
         return formula(plan)
-    if plan.strategy == "fsdp":
+    if runs_fsdp2(plan):
         s = shard_ranks(plan)
         reduce_bytes = 4 if plan.launch.backend == "verl" else lp  # verl reduces in fp32
         sent = {"all-gather parameters": m * ring(s) * lp * psi,

@@ -126,12 +126,19 @@ def _message(v: Violation, b: VerlBatch) -> str:
     raise AssertionError(f"resolve admitted a plan that breaks verl's {v.rule} rule")
 
 
+def actor_engine(plan: Plan) -> str:
+    """The engine verl builds the actor with: Megatron for `megatron`, FSDP2 for every
+    other strategy (ZeRO-1/2 become FSDP2 without resharding, DR201; DDP FSDP2 with
+    `fsdp_size=1`, DR205). `plan`'s engine view follows it (`plan.engine.runs_fsdp2`)."""
+    return "megatron" if plan.strategy == "megatron" else "fsdp2"
+
+
 def overrides(plan: Plan) -> list[Override]:
     """The Hydra overrides, in a stable order, the recipe's `native.verl` merged in last;
     assumes `findings(plan)` holds no error."""
     assert plan.rl is not None
     out: list[Override] = []
-    if plan.strategy == "megatron":
+    if actor_engine(plan) == "megatron":
         out.append(("model_engine", "megatron"))
         out.extend(_megatron(plan))
     else:
@@ -176,7 +183,7 @@ def _fsdp(plan: Plan) -> list[Override]:
     ddp = plan.stage == 0
     fsdp = f"{ACTOR}.fsdp_config"
     out: list[Override] = [
-        (f"{ACTOR}.strategy", "fsdp2"),
+        (f"{ACTOR}.strategy", actor_engine(plan)),
         (f"{fsdp}.reshard_after_forward", plan.reshard_after_forward),
         (f"{fsdp}.fsdp_size", 1 if ddp else plan.world // plan.replicas),
         (f"{fsdp}.offload_policy", plan.offload.enabled),

@@ -105,6 +105,8 @@ def plan_for_row(row: Row) -> Plan:
         "precision": "bf16", "activation_checkpointing": CHECKPOINTING[d["checkpointing"]],
         "launch": {"backend": backend},
     }
+    if "Sharding Strategy=HSDP" in d["notes"]:  # HSDP: shard within the node, replicate across
+        doc["parallel"]["shard_group"] = per_node
     if row.gpu_gib is not None:
         doc["cluster"]["gpu_memory"] = f"{row.gpu_gib}GiB"
     if row.gpu_model is not None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from distrecipe.plan.hardware import GPUS
 from tests.conftest import RECIPES, Result
 
 SEED_ZERO2 = RECIPES / "seed-8b-32gpu-zero2.yaml"
@@ -109,7 +110,7 @@ def test_step_time_says_whose_efficiency_it_is(cli: Callable[..., Result]) -> No
     out = cli("plan", SEED_ZERO2, "--set", "cluster.gpu=h100").out
     assert "recompute included; efficiency fitted on 27 published H100 runs" in out
     out = cli("plan", SEED_ZERO2, "--set", "cluster.gpu=l40s").out
-    assert ("(0.48 of L40S (PCIe 4)'s 362.05 TFLOPS, recompute included; efficiency H100's; "
+    assert (f"({GPUS['h100'].efficiency:.2f} of L40S (PCIe 4)'s 362.05 TFLOPS, recompute included; efficiency H100's; "
             "no published bf16 run on L40S)") in out
     step = json.loads(cli("plan", SEED_ZERO2, "--set", "cluster.gpu=mi300x", "--format", "json").out)
     assert step["step_time"]["efficiency_borrowed"] is True

@@ -22,7 +22,8 @@ import yaml
 
 from distrecipe.plan.hardware import GPUS
 from distrecipe.plan.report import deepspeed_zero, estimate
-from distrecipe.plan.steptime import StepTime, bubble, step_time
+from distrecipe.plan.steptime import StepTime, bubble, ring_bandwidth, step_time, tensor_parallel_bytes
+from distrecipe.plan.traffic import formula
 from distrecipe.recipe import Gpu, Plan
 from distrecipe.translator.load import recipe_from_text
 from distrecipe.translator.resolve import resolve
@@ -237,3 +238,51 @@ def test_bubble_is_one_f_one_b() -> None:
     result = step_time(plan, estimate(plan).traffic_engine, None)
     assert result is not None
     assert result.bubble == pytest.approx(result.compute * (p - 1) / m)
+
+
+def fsdp_plan(*, nodes: int, tensor: int = 1, shard_group: int | None = None) -> Plan:
+    """An 8B FSDP2 recipe on 8-GPU H100 nodes, for the network's rules."""
+    parallel: dict[str, int] = {"tensor": tensor}
+    if shard_group is not None:
+        parallel["shard_group"] = shard_group
+    doc = {
+        "recipe": 1, "name": "network",
+        "model": {"params": 8_030_261_248, "hidden_size": 4096, "layers": 32, "heads": 32,
+                  "kv_heads": 8, "intermediate_size": 14336, "vocab": 128256},
+        "cluster": {"nodes": nodes, "gpus_per_node": 8, "gpu": "h100"},
+        "strategy": "fsdp", "stage": 3, "parallel": parallel,
+        "batch": {"micro": 1, "accumulation": 1, "global": nodes * 8 // tensor, "seq_len": 4096},
+        "precision": "bf16", "activation_checkpointing": "full", "launch": {"backend": "torchrun"},
+    }
+    return resolve(recipe_from_text(yaml.safe_dump(doc, sort_keys=False), "network"))
+
+
+def data_parallel_seconds(plan: Plan) -> float:
+    result = step_time(plan, estimate(plan).traffic_engine, None)
+    assert result is not None
+    return result.communication - tensor_parallel_bytes(plan) / GPUS["h100"].intra
+
+
+def test_a_group_spanning_nodes_crosses_them_on_every_member_nic() -> None:
+    """NCCL's rings leave each node through its members' own NICs: eight ranks per node
+    move their bytes at 8 × one NIC's rate (capped by NVLink); with tensor parallelism
+    filling the node, each data-parallel group has one rank per node and one NIC."""
+    h100 = GPUS["h100"]
+    full = fsdp_plan(nodes=2)
+    assert data_parallel_seconds(full) == pytest.approx(
+        estimate(full).traffic_engine.total / min(h100.intra, 8 * h100.inter))
+    tp = fsdp_plan(nodes=2, tensor=8)
+    assert data_parallel_seconds(tp) == pytest.approx(estimate(tp).traffic_engine.total / h100.inter)
+    assert ring_bandwidth(h100, 4) == 4 * h100.inter and ring_bandwidth(h100, 0) == h100.inter
+
+
+def test_hybrid_shard_collectives_stay_on_nvlink_in_the_engine_view() -> None:
+    """HSDP with the shard group inside the node: only the replicas' all-reduce of the
+    1/S shard crosses the network, the same split the seed's formula makes."""
+    plan = fsdp_plan(nodes=2, shard_group=8)
+    sent = estimate(plan).traffic_engine
+    across = sent.sent["all-reduce shard across replicas"]
+    assert sent.intra == pytest.approx(sent.total - across)
+    assert formula(plan).intra is not None
+    h100 = GPUS["h100"]
+    assert data_parallel_seconds(plan) == pytest.approx(sent.intra / h100.intra + across / h100.inter)

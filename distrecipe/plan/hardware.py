@@ -53,7 +53,7 @@ class Hardware:
 # `tests/corpus/gpu/published.csv` is 1 (bf16 rows only), rounded to two places. The test
 # names the calibration rows and reports the held-out ones apart.
 A100 = Efficiency(0.68, "fitted on 28 published A100 runs (torchtitan, llm-foundry)", False)
-H100 = Efficiency(0.48, "fitted on 27 published H100 runs (torchtitan, llm-foundry)", False)
+H100 = Efficiency(0.45, "fitted on 27 published H100 runs (torchtitan, llm-foundry)", False)
 H200 = Efficiency(0.48, "fitted on 14 published H200 runs (KempnerForge MFU scaling)", False)
 
 

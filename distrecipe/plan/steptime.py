@@ -2,7 +2,13 @@
 
 * **Model FLOPs** per token, as torchtitan, llm-foundry and the PaLM paper count them
   for MFU: 6 × (Ψ − embedding) for the matrix multiplies forward and backward, plus
-  12 · layers · hidden · seq_len for attention's scores and values.
+  12 · layers · hidden · seq_len for attention's scores and values over the full square
+  (torchtitan's `get_num_flop_per_token`: "we follow the convention and do not account
+  for sparsity in causal attention"; llm-foundry's `flops_per_batch` likewise). Time is
+  charged on the same count: a causal kernel runs half the square, but FlashAttention
+  reaches a lower share of the peak than the matmuls, and on the published runs
+  charging the half at the matmuls' efficiency made long sequences 50–86 % too fast
+  (docs/plan.md, "Step time").
 * **Hardware FLOPs** add what checkpointing recomputes: full, one more forward
   (2Ψ' + 4·L·h·s); torchtitan's op-level selective policy, every second matmul's
   forward (Ψ'); every k-th block wrapped, a k-th of a forward.
@@ -11,9 +17,11 @@
   (`tests/test_plan_steptime.py` reports the error on each one).
 * **Communication** is the engine view's bytes (`traffic.engine`, the same numbers
   `plan` prints) over the bandwidth they cross: NVLink inside a node, the network
-  once the data-parallel group spans nodes; plus tensor parallelism's activation
-  all-reduces, inside the node. The engine hides part of it behind compute
-  (`overlap`); the rest adds to the step.
+  once the data-parallel group spans nodes, at one NIC's rate for each of the group's
+  ranks on a node (`ring_bandwidth`; under hybrid sharding only the replicas'
+  all-reduce leaves the node); plus tensor parallelism's activation all-reduces,
+  inside the node. The engine hides part of it behind compute (`overlap`); the rest
+  adds to the step.
 * **Context parallelism** (`parallel.sequence`) under torch's ring attention
   (torchtitan, Accelerate; `activations.ring_context_parallel`): per layer, forward
   all-gathers K and V (all heads, 4·s·b·h bytes for the whole sequence, each rank
@@ -46,7 +54,7 @@ from distrecipe.plan import traffic
 from distrecipe.plan.activations import ring_context_parallel
 from distrecipe.plan.engine import DeepSpeedZero, runs_fsdp2, uses_deepspeed
 from distrecipe.plan.hardware import Hardware, hardware
-from distrecipe.plan.memory import shard_ranks
+from distrecipe.plan.memory import reduce_ranks, shard_ranks
 from distrecipe.recipe import Plan
 
 PCIE = 25e9
@@ -186,6 +194,22 @@ def pipeline_bytes(plan: Plan) -> float:
     return plan.accumulation * 2 * plan.precision_bytes * elements
 
 
+def ring_bandwidth(hw: Hardware, members_per_node: int) -> float:
+    """Bytes per second per rank of a ring collective whose group spans nodes with
+    `members_per_node` of its ranks on each.
+
+    NCCL splits the buffer over several rings (channels) that leave each node through
+    different NICs, so a ring's per-rank bytes cross the network k times in parallel,
+    on each of the group's k GPUs' own NIC (`hw.inter` is one GPU's share): the
+    per-rank rate is k × inter, up to what NVLink carries inside the node. This is
+    why nccl-tests' bus bandwidth between 8-GPU nodes reaches the sum of the node's
+    NICs (NVIDIA/nccl-tests#290: 46–48 GB/s per 400 Gb/s NIC; NVIDIA/nccl#495:
+    600 Gb/s over 8 × 100 Gb/s), not one NIC's rate. A group with one rank per node
+    (tensor parallelism filling the node, a hybrid shard group's replicas) gets one NIC.
+    """
+    return min(hw.intra, max(1, members_per_node) * hw.inter)
+
+
 def step_time(plan: Plan, engine_traffic: traffic.Traffic, zero: DeepSpeedZero | None) -> StepTime | None:
     """The estimate for `plan`, or None when the GPU's peak is unknown or there is no sequence."""
     hw = hardware(plan)
@@ -198,11 +222,19 @@ def step_time(plan: Plan, engine_traffic: traffic.Traffic, zero: DeepSpeedZero |
     # The data-parallel group spans nodes unless the model-parallel groups fill them.
     dp_within_node = plan.nodes == 1 or plan.dp * plan.sequence <= 1
     intra = engine_traffic.intra or 0.0
+    # Ranks are laid out tensor innermost, then sequence and data, so the data-parallel
+    # (× sequence) group has gpus_per_node / tensor ranks on each node. Under hybrid
+    # sharding only the replicas' all-reduce leaves the node when the shard group fits in
+    # it, one replica per gpus_per_node / (tensor × shard) ranks; a shard group spanning
+    # nodes is priced the same way (one NIC per rank: the cautious reading).
+    members = (plan.gpus_per_node // (plan.tensor * shard_ranks(plan)) if engine_traffic.intra is not None
+               else min(reduce_ranks(plan), plan.gpus_per_node // plan.tensor))
     dp_seconds = (dp_bytes / hw.intra if dp_within_node
-                  else intra / hw.intra + (dp_bytes - intra) / hw.inter)
+                  else intra / hw.intra + (dp_bytes - intra) / ring_bandwidth(hw, members))
     tp_seconds = tensor_parallel_bytes(plan) / hw.intra
     # Ranks are laid out tensor innermost, then sequence: cp spans nodes past the node's size.
-    cp_link = hw.intra if plan.tensor * plan.sequence <= plan.gpus_per_node else hw.inter
+    cp_link = (hw.intra if plan.tensor * plan.sequence <= plan.gpus_per_node
+               else ring_bandwidth(hw, plan.gpus_per_node // plan.tensor))
     cp_seconds = context_parallel_bytes(plan) / cp_link
     cp_hidden = attention_share(plan) * compute if ring_context_parallel(plan) else 0.0
     pp_link = hw.inter if plan.world // plan.pipeline >= plan.gpus_per_node and plan.nodes > 1 else hw.intra

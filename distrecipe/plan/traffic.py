@@ -56,6 +56,12 @@ def ring(n: int) -> float:
     return (n - 1) / n
 
 
+def shard_group_in_node(plan: Plan) -> bool:
+    """True when each hybrid shard group sits inside one node (its size divides the
+    node), so its all-gathers and reduce-scatters stay on NVLink."""
+    return plan.gpus_per_node % shard_ranks(plan) == 0
+
+
 def formula(plan: Plan, *, no_sync: bool = True) -> Traffic:
     """The seed's volumes: once per step with `no_sync`, every micro-step without."""
     psi = local_params(plan)
@@ -72,7 +78,7 @@ def formula(plan: Plan, *, no_sync: bool = True) -> Traffic:
         sent["all-gather parameters (backward)"] = ring(s) * params
     intra = None
     if plan.hybrid:
-        intra = sum(sent.values()) if plan.gpus_per_node % s == 0 else 0.0
+        intra = sum(sent.values()) if shard_group_in_node(plan) else 0.0
         replicas = plan.replicas
         sent["all-reduce shard across replicas"] = reductions * 2 * ring(replicas) * grads / s
     return Traffic(sent, reductions, intra)
@@ -101,10 +107,12 @@ def engine(plan: Plan, zero: DeepSpeedZero | None = None) -> Traffic:
                 "reduce-scatter gradients": m * ring(s) * reduce_bytes * psi}
         if plan.reshard_after_forward:
             sent["all-gather parameters (backward)"] = m * ring(s) * lp * psi
+        intra = None
         if plan.hybrid:  # HSDP: the shard's gradients are all-reduced across replicas
+            intra = sum(sent.values()) if shard_group_in_node(plan) else 0.0
             sent["all-reduce shard across replicas"] = (
                 m * 2 * ring(plan.replicas) * reduce_bytes * psi / s)
-        return Traffic(sent, m)
+        return Traffic(sent, m, intra)
     if not uses_deepspeed(plan):
         # Accelerate's DDP: fp32 gradients under autocast, no_sync until the last micro-step.
         return Traffic({"all-reduce gradients": 2 * ring(n) * 4 * psi}, 1)

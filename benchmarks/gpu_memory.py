@@ -162,12 +162,13 @@ def plan_for(run: Run, gpu: Gpu, shape: dict[str, int]) -> Any:
 
 
 def row_values(run: Run, gpu: Gpu, shape: dict[str, int], m: Measurement, prediction: Any,
-               date: str) -> list[dict[str, str]]:
+               date: str, *, torch_adam: bool = False) -> list[dict[str, str]]:
     """Two rows per measured run (max reserved, max allocated), one without memory for a
     failed run; the plan's figures and the setup in `notes`."""
     plan = prediction.plan
     zero = run.engine != "fsdp2"
-    engine = (f"DeepSpeed ZeRO-{run.engine[-1]} in-process on 1 rank, emitted ds_config (FusedAdam), "
+    adam = "its optimizer swapped for torch's fused AdamW (--torch-adam)" if torch_adam else "FusedAdam"
+    engine = (f"DeepSpeed ZeRO-{run.engine[-1]} in-process on 1 rank, emitted ds_config ({adam}), "
               "HF loop (logits alive through backward)" if zero else
               "FSDP2 torchtitan-style (embedding, blocks, [norm, head], root; bf16 params, fp32 reduce), "
               "fused AdamW, logits dropped before backward")
@@ -197,17 +198,21 @@ def row_values(run: Run, gpu: Gpu, shape: dict[str, int], m: Measurement, predic
     }
     setup = f"benchmarks/gpu_memory.py run {run.name}: {engine}; sdpa; world 1 (nothing divided)"
     if m.failure is not None:
-        return [{**base, "memory_GiB": "", "memory_kind": "",
-                 "notes": f"{m.failure}. {setup}. {predicted}"}]
+        return [_ordered({**base, "memory_GiB": "", "memory_kind": "",
+                          "notes": f"{m.failure}. {setup}. {predicted}"})]
     window = f"over {MEASURED} steps after {WARMUP} warm-up steps, peak statistics reset between"
     return [
-        {**base, "memory_GiB": f"{(m.reserved or 0) / GiB:.2f}",
-         "memory_kind": f"max_reserved (torch.cuda.max_memory_reserved {window})",
-         "notes": f"{setup}{used}. {predicted}"},
-        {**base, "memory_GiB": f"{(m.allocated or 0) / GiB:.2f}",
-         "memory_kind": f"max_allocated (torch.cuda.max_memory_allocated {window})",
-         "notes": f"{setup}{used}. {predicted}"},
+        _ordered({**base, "memory_GiB": f"{(m.reserved or 0) / GiB:.2f}",
+                  "memory_kind": f"max_reserved (torch.cuda.max_memory_reserved {window})",
+                  "notes": f"{setup}{used}. {predicted}"}),
+        _ordered({**base, "memory_GiB": f"{(m.allocated or 0) / GiB:.2f}",
+                  "memory_kind": f"max_allocated (torch.cuda.max_memory_allocated {window})",
+                  "notes": f"{setup}{used}. {predicted}"}),
     ]
+
+
+def _ordered(row: dict[str, str]) -> dict[str, str]:
+    return {column: row[column] for column in COLUMNS}
 
 
 def write_csv(path: Path, rows: Sequence[dict[str, str]]) -> None:
@@ -247,20 +252,30 @@ def measure_all(runs: Sequence[Run], jobs: dict[str, dict[str, Any]], runner: Ru
                 clock: Callable[[], float] = time.monotonic,
                 say: Callable[[str], None] = print) -> dict[str, Measurement]:
     """Run each job in order while the budget lasts: a run starts only if the time left is
-    at least the longest run so far (`FIRST_GUESS_S` before any), and gets what is left."""
-    start, longest, out = clock(), FIRST_GUESS_S, {}
-    for run in runs:
+    at least the longest run so far (`FIRST_GUESS_S` before any), and gets what is left.
+    After a run of an engine fails (not an OOM: a crash, a failed FusedAdam build), that
+    engine's other runs are not started: they would spend the budget failing the same way."""
+    start, longest = clock(), FIRST_GUESS_S
+    out: dict[str, Measurement] = {}
+    broken: dict[str, str] = {}
+    for i, run in enumerate(runs):
+        if run.engine in broken:
+            say(f"{run.name}: not started, {broken[run.engine]} failed")
+            continue
         left = budget - (clock() - start)
         if left < longest:
             say(f"not started (budget: {left:.0f} s left, a run takes up to {longest:.0f} s): "
-                + ", ".join(r.name for r in runs if r.name not in out))
+                + ", ".join(r.name for r in runs[i:] if r.engine not in broken))
             break
         say(f"{run.name} ...")
         began = clock()
-        out[run.name] = runner(run, jobs[run.name], left)
+        result = out[run.name] = runner(run, jobs[run.name], left)
         took = clock() - began
-        longest = max(longest, took) if out[run.name].failure is None else longest
-        say(f"{run.name}: {out[run.name].failure or 'done'} ({took:.0f} s)")
+        if result.failure is None:
+            longest = max(longest, took)
+        elif result.failure.startswith("failed"):
+            broken[run.engine] = run.name
+        say(f"{run.name}: {result.failure or 'done'} ({took:.0f} s)")
     return out
 
 
@@ -320,6 +335,9 @@ def main(argv: Sequence[str] | None = None, *, probe: Callable[[], Gpu | str] = 
                         help="seconds; no run starts once too little is left (default 480)")
     parser.add_argument("--runs", default="", help="comma-separated run names (default: all)")
     parser.add_argument("--tiny", action="store_true", help="a model of a few million parameters")
+    parser.add_argument("--torch-adam", action="store_true",
+                        help="DeepSpeed steps with torch's fused AdamW (`torch_adam`), not its JIT-built "
+                             "FusedAdam; both update in place, as the plan assumes")
     parser.add_argument("--date", default=datetime.date.today().strftime("%Y%m%d"))
     parser.add_argument("--one", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
@@ -344,7 +362,6 @@ def main(argv: Sequence[str] | None = None, *, probe: Callable[[], Gpu | str] = 
               + ", ".join(r.name for r in runs if r.engine in missing))
         runs = [r for r in runs if r.engine not in missing]
     estimates, jobs = {}, {}
-    from distrecipe import api
     from distrecipe.plan.report import estimate
 
     for run in runs:
@@ -352,17 +369,29 @@ def main(argv: Sequence[str] | None = None, *, probe: Callable[[], Gpu | str] = 
         estimates[run.name] = estimate(plan)
         jobs[run.name] = {"run": [run.engine, run.micro, run.seq_len, run.checkpointing],
                           "shape": shape, "capability": gpu.capability,
-                          "ds_config": api.deepspeed_config(plan) if run.engine != "fsdp2" else None}
+                          "ds_config": ds_config(plan, args.torch_adam) if run.engine != "fsdp2" else None}
     measured = measure_all(runs, jobs, runner, budget=args.budget)
     done = [r for r in runs if r.name in measured]
     rows = [row for r in done
-            for row in row_values(r, gpu, shape, measured[r.name], estimates[r.name], args.date)]
+            for row in row_values(r, gpu, shape, measured[r.name], estimates[r.name], args.date,
+                                  torch_adam=args.torch_adam)]
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"gpu_memory_{gpu.slug}_{args.date}.csv"
     write_csv(path, rows)
     print(table([(r, measured[r.name], estimates[r.name]) for r in done]))
     print(f"{len(rows)} rows in {path} (error = plan / measured - 1)")
     return 0
+
+
+def ds_config(plan: Any, torch_adam: bool) -> dict[str, Any]:
+    """What `compile --target deepspeed` writes; with `torch_adam`, DeepSpeed's switch to
+    `torch.optim.AdamW`, told `fused` (DeepSpeed passes the other params on to it)."""
+    from distrecipe import api
+
+    config = api.deepspeed_config(plan)
+    if torch_adam:
+        config["optimizer"]["params"].update({"torch_adam": True, "fused": True})
+    return config
 
 
 # --- the child: one training, in its own process ------------------------------------------

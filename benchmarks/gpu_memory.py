@@ -121,6 +121,15 @@ class Gpu:
         return re.sub(r"[^a-z0-9]+", "_", self.card.lower()).strip("_")
 
     @property
+    def model(self) -> str | None:
+        """The card as a `cluster.gpu` (`NVIDIA H200` → `h200`), where the peak table has it:
+        then the plan predicts step time too."""
+        from distrecipe.plan.hardware import GPUS
+
+        first = self.card.split()[0].lower() if self.card else ""
+        return first if first in GPUS else None
+
+    @property
     def memory_gib(self) -> str:
         return f"{self.total_gib:.1f}"
 
@@ -143,7 +152,7 @@ def recipe(run: Run, gpu: Gpu, shape: dict[str, int]) -> dict[str, Any]:
     return {
         "recipe": 1, "name": f"gpu-memory-{run.name}", "model": dict(shape),
         "cluster": {"nodes": 1, "gpus_per_node": 1, "gpu_memory": f"{float(gpu.memory_gib)}GiB",
-                    **({"gpu": "h200"} if gpu.card.startswith("H200") else {})},
+                    **({"gpu": gpu.model} if gpu.model else {})},
         "strategy": "zero" if zero else "fsdp", "stage": int(run.engine[-1]) if zero else 3,
         "batch": {"micro": run.micro, "accumulation": 1, "global": run.micro, "seq_len": run.seq_len},
         "precision": "bf16", "activation_checkpointing": RECIPE_CHECKPOINTING[run.checkpointing],

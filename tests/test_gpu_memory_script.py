@@ -66,6 +66,16 @@ def test_rows_read_back_as_the_recipe_measured(run: Any) -> None:
         assert predicted.fits is True  # every run is sized to fit an H200
 
 
+def test_the_card_names_its_gpu_model_where_the_peak_table_has_it() -> None:
+    assert (H200.card, H200.slug, H200.model, H200.memory_gib) == ("H200", "h200", "h200", "139.8")
+    h100 = gm.Gpu(name="NVIDIA H100 80GB HBM3", total_gib=79.19, capability="9.0", versions={})
+    assert (h100.slug, h100.model) == ("h100_80gb_hbm3", "h100")
+    other = gm.Gpu(name="NVIDIA GeForce RTX 4090", total_gib=23.5, capability="8.9", versions={})
+    assert other.model is None
+    assert estimate(gm.plan_for(gm.RUNS[0], H200, gm.SHAPE)).step is not None
+    assert estimate(gm.plan_for(gm.RUNS[0], other, gm.TINY)).step is None
+
+
 def test_zero_rows_use_the_emitted_ds_config_and_fsdp_rows_torchrun() -> None:
     zero3 = gm.plan_for(gm.Run("zero3", 4, 4096, "full"), H200, gm.SHAPE)
     fsdp = gm.plan_for(gm.Run("fsdp2", 2, 4096, "selective_op"), H200, gm.SHAPE)

@@ -165,6 +165,16 @@ def test_torch_adam_swaps_only_the_optimizer_and_says_so() -> None:
     assert "torch's fused AdamW (--torch-adam)" in row["notes"]
 
 
+def test_a_run_that_crashes_is_recorded_with_its_last_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real child: with no CUDA it dies at `torch.cuda.set_device`; the runner says so."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    job = {"run": ["fsdp2", 1, 64, "none"], "shape": gm.TINY, "capability": "9.0", "ds_config": None}
+    result = gm.child_runner(gm.RUNS[0], job, 120)
+    print(result.failure)
+    assert result.allocated is None and result.failure is not None
+    assert result.failure.startswith("failed: exit 1: ") and "\n" not in result.failure
+
+
 def test_no_gpu_and_unknown_runs_are_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert gm.main([], probe=lambda: "torch is not installed") == 2
     assert capsys.readouterr().err == "gpu_memory: no CUDA GPU here: torch is not installed; nothing measured\n"

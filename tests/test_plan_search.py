@@ -95,7 +95,7 @@ def test_seed_search_is_the_documented_one() -> None:
     result = search(load_recipe(SEED, SET_GPU), gpus_per_node=8)
     assert (result.tried, len(result.ranked)) == (3552, 2040)
     best = result.ranked[0].estimate.plan
-    assert (best.strategy, best.stage, best.sequence, best.activation_checkpointing) == ("zero", 1, 4, "none")
+    assert (best.strategy, best.stage, best.sequence, best.activation_checkpointing) == ("fsdp", 3, 4, "none")
 
 
 def _verl_warnings(plan: Plan) -> set[str] | None:

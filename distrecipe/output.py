@@ -74,8 +74,14 @@ def markdown_code(text: str, *, cell: bool = False) -> str:
     return f"{fence}{pad}{body}{pad}{fence}"
 
 
-def write_files(directory: str | Path, files: Mapping[str, str]) -> list[Path]:
+def write_files(directory: str | Path, files: Mapping[str, str], *, private: bool = False) -> list[Path]:
     """Write `files` into `directory` (created if needed), all or nothing; returns the paths.
+
+    `private` makes `directory` 0700 and each file 0600 whatever the umask: a run
+    directory holds the configs a job reads, where a secret it needs stands as written
+    (`native.deepspeed.comet.api_key`), and argv, environment and recipe, whose
+    redaction goes by names and shapes that a secret need not have. `compile` writes
+    where the user says, for them to share, so its files take the umask.
 
     Every destination is checked before anything is written (a directory in the way,
     a parent that is a file); each file is written to a fresh temporary beside it,
@@ -93,8 +99,10 @@ def write_files(directory: str | Path, files: Mapping[str, str]) -> list[Path]:
     staged: list[tuple[str, Path]] = []
     try:
         out.mkdir(parents=True, exist_ok=True)
+        if private:
+            out.chmod(0o700)  # also a --run-dir that exists already (empty)
         for final, text in zip(finals, files.values(), strict=True):
-            fd, tmp = _exclusive(final)
+            fd, tmp = _exclusive(final, 0o600 if private else 0o644)
             staged.append((tmp, final))
             with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
                 handle.write(text)
@@ -110,17 +118,17 @@ def write_files(directory: str | Path, files: Mapping[str, str]) -> list[Path]:
     return finals
 
 
-def _exclusive(final: Path) -> tuple[int, str]:
+def _exclusive(final: Path, mode: int) -> tuple[int, str]:
     """A new file beside `final` that did not exist before, opened for writing.
 
     Like `tempfile.mkstemp` (whose import costs more than compile's own work): a random
-    name, created with `O_EXCL | O_NOFOLLOW`, mode 0644 less the umask.
+    name, created with `O_EXCL | O_NOFOLLOW`, `mode` less the umask (kept by the rename).
     """
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     for _ in range(100):
         tmp = str(final.parent / f".{final.name}.{os.urandom(6).hex()}.tmp")
         try:
-            return os.open(tmp, flags, 0o644), tmp
+            return os.open(tmp, flags, mode), tmp
         except FileExistsError:
             continue
     raise FileExistsError(f"no free temporary name beside {final}")

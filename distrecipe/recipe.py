@@ -10,9 +10,11 @@ means no consumer ever has to ask "was this resolved yet?".
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import Any, Literal, get_args
 
 from distrecipe.errors import Position
@@ -254,7 +256,8 @@ class Recipe:
     """A recipe as declared (format version 1), after schema validation."""
 
     name: str
-    """The job's name, for run directories; defaults to the recipe file's stem."""
+    """The job's name, for run directories; defaults to the recipe file's stem made a slug
+    (`name_from_file`, with a note where that changes it)."""
     model: Model
     """The model's shape. Required."""
     cluster: Cluster
@@ -313,6 +316,25 @@ def slug(text: str) -> str:
     ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
     dashed = re.sub(r"[^A-Za-z0-9._-]+", "-", ascii_text).lstrip("._-")
     return dashed[:NAME_LENGTH].rstrip("-") or "imported"
+
+
+def name_from_file(file: str) -> tuple[str, str | None]:
+    """The name a recipe takes where it writes none (and an import's): its file's stem
+    made a `slug`, and, where that changed it, a note saying so: the name names the run
+    directory and the SLURM job, so the user sees which."""
+    stem = PurePath(file).stem
+    name = slug(stem)
+    if name == stem:
+        return name, None
+    return name, (f"name {json.dumps(name)} is derived from the file name "
+                  f"{json.dumps(stem, ensure_ascii=False)}, made a slug as a name must be")
+
+
+def derived_name_note(plan: Plan) -> str | None:
+    """The note for a name `resolve` took from the recipe file's name and had to make a
+    slug (compile and launch print it; `resolve` shows it as the name's provenance)."""
+    note = name_from_file(plan.source)[1]
+    return note if note is not None and plan.provenance.get("name") == note else None
 
 
 def batch_from_script(batch: object) -> bool:

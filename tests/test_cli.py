@@ -85,3 +85,20 @@ def test_console_script_runs_as_a_module() -> None:
     done = subprocess.run([sys.executable, "-m", "distrecipe", "--version"], capture_output=True,
                           text=True, cwd=ROOT, check=False)
     assert done.returncode == 0 and "distrecipe" in done.stdout
+
+
+def test_a_recipe_without_name_is_named_by_its_file_made_a_slug(cli: Callable[..., Result], tmp_path: Path) -> None:
+    """As `import` does: `My Run.yaml` names the run `My-Run`, and says so; a file name
+    that is a slug already needs no note."""
+    text = (RECIPES / "tiny-cpu.yaml").read_text().replace("name: tiny-cpu\n", "")
+    (tmp_path / "My Run.yaml").write_text(text)
+    (tmp_path / "plain.yaml").write_text(text)
+    compiled = cli("compile", tmp_path / "My Run.yaml", "-t", "hf", "-o", tmp_path / "out")
+    assert compiled.code == 0, compiled.err
+    note = 'name "My-Run" is derived from the file name "My Run", made a slug as a name must be'
+    assert f"{tmp_path / 'My Run.yaml'}: note: {note}: write `name:` in the recipe to choose another" in compiled.err
+    resolved = json.loads(cli("resolve", tmp_path / "My Run.yaml", "--format", "json").out)
+    assert resolved["name"] == {"value": "My-Run", "from": note}
+    plain = cli("resolve", tmp_path / "plain.yaml", "--format", "json")
+    assert json.loads(plain.out)["name"] == {"value": "plain", "from": "the recipe file's name"}
+    assert "note" not in plain.err

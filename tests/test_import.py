@@ -164,6 +164,28 @@ def test_verl_batch_only_running_the_script_gives_is_refused_at_its_key(
                                   "script without running it: write the value")
 
 
+def test_verl_values_the_script_does_not_fix_are_carried_as_the_script_means_them(
+        cli: Callable[..., Result], write: Callable[[str, str], Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`$HOME` is the environment's where verl runs (`${oc.env:HOME}`), never an OmegaConf
+    interpolation of a key `HOME`; a computed value is carried whole, as text."""
+    hydra = pytest.importorskip("tests.test_hydra_values")
+    run = VERL_RUN.format(prompts="64", micro="ppo_micro_batch_size_per_gpu=2").replace(
+        "trainer.nnodes=1", "data.train_files=$HOME/train.parquet data.val_files=\"${HOME}/test.parquet\" \\\n"
+        "  data.max_response_length=$((512 + 512)) trainer.experiment_name='qwen run' trainer.nnodes=1")
+    result = cli("import", write("run.sh", run))
+    assert result.code == 0, result.err
+    lines = yaml.safe_load(result.out)["native"]["verl"]
+    assert "data.train_files='${oc.env:HOME}/train.parquet'" in lines
+    assert "data.max_response_length='$((512 + 512))'" in lines
+    assert "carried reading the environment where verl runs" in result.err
+    assert "data.max_response_length=$((512 + 512)) (it is computed by shell arithmetic" in result.err
+    monkeypatch.setenv("HOME", "/home/u")
+    given = {line.partition("=")[0]: hydra.hydra_reads("a.b=" + line.partition("=")[2], resolve=True)
+             for line in lines}
+    assert given["data.train_files"] == "/home/u/train.parquet" and given["data.val_files"] == "/home/u/test.parquet"
+    assert given["trainer.experiment_name"] == "qwen run" and given["data.max_response_length"] == "$((512 + 512))"
+
+
 def test_verl_deprecated_global_micro_batch_is_refused_as_verl_refuses_it(
         cli: Callable[..., Result], write: Callable[[str, str], Path]) -> None:
     script = write("run.sh", VERL_RUN.format(prompts="64", micro="ppo_micro_batch_size=16"))

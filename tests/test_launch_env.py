@@ -14,6 +14,7 @@ from distrecipe.launch.rundir import RunDir, default_run_dir
 from distrecipe.launch.secrets import REDACTED
 from distrecipe.launch.secrets import redact_env as redact
 from distrecipe.launch.slurm import Allocation, expand_nodelist
+from distrecipe.output import write_files
 from distrecipe.translator.load import load_recipe
 from distrecipe.translator.resolve import resolve
 
@@ -146,6 +147,35 @@ def test_run_directory_records_start_and_end(tmp_path: Path) -> None:
     assert written["exit_code"] == 143 and written["signal"] == "SIGTERM" and written["end"]
     with pytest.raises(LaunchError, match="already holds a run"):
         RunDir(tmp_path / "run").start(plan=plan, recipe_text="", files={}, argv=(), env={}, cwd="/")
+
+
+def test_a_run_directory_only_its_user_can_read(tmp_path: Path) -> None:
+    """The configs a job reads keep a secret it needs (here a Comet API key in
+    `native.deepspeed`), so the run directory is 0700 and its files 0600 whatever the
+    umask, an existing (empty) `--run-dir` included; `compile`'s output takes the umask."""
+    import os
+    import stat
+
+    plan = resolve(load_recipe(TINY, ["native.deepspeed.comet.enabled=true",
+                                      "native.deepspeed.comet.api_key=c0met-s3cret"]))
+    existing = tmp_path / "given"
+    existing.mkdir(mode=0o755)
+    old = os.umask(0o022)
+    try:
+        for path in (tmp_path / "runs" / "run", existing):
+            record = RunDir(path)
+            record.start(plan=plan, recipe_text="recipe: 1\n", files={"ds_config.json": '{"comet": {}}\n'},
+                         argv=("deepspeed", "x.py"), env={}, cwd="/w")
+            record.finish(0)
+            assert stat.S_IMODE(path.stat().st_mode) == 0o700
+            modes = {child.name: stat.S_IMODE(child.stat().st_mode) for child in path.iterdir()}
+            assert modes == {"ds_config.json": 0o600, "plan.json": 0o600, "recipe.yaml": 0o600, "run.json": 0o600}
+        assert "c0met-s3cret" in (existing / "plan.json").read_text()  # the job reads it: kept, and private
+        assert stat.S_IMODE((tmp_path / "runs").stat().st_mode) == 0o755  # the runs root is the user's
+        write_files(tmp_path / "compiled", {"ds_config.json": "{}\n"})
+        assert stat.S_IMODE((tmp_path / "compiled" / "ds_config.json").stat().st_mode) == 0o644
+    finally:
+        os.umask(old)
 
 
 def test_a_taken_port_moves_only_when_taken() -> None:

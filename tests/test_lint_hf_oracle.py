@@ -79,3 +79,14 @@ def test_trainer_refuses_exactly_what_dr360_reports(case: tuple[int, dict[str, A
                 assert "mismatch" in str(exc), exc
                 accepted = False
     assert accepted == ("DR360" not in codes), (args, ds, codes)
+
+
+def test_the_matched_defaults_are_training_arguments_own() -> None:
+    """`engines.hf.defaults()` is read from the generated table, not restated: the Trainer's
+    matched fields have exactly transformers' defaults."""
+    import dataclasses
+
+    from distrecipe.engines.hf import MATCHED, defaults
+
+    fields = {field.name: field.default for field in dataclasses.fields(training_args.TrainingArguments)}
+    assert defaults() == {key: fields[key] for key in MATCHED}

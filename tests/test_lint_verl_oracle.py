@@ -58,3 +58,22 @@ def test_lint_engines_shares_hydra_with_the_session_judge(judge: Any, tmp_path: 
     assert any(f.code == "DR900" and "no_such_knob" in f.message for f in report.findings), \
         [str(f) for f in report.findings]
     assert judge.compose(["actor_rollout_ref.actor.ppo_mini_batch_size=8"]).actor_rollout_ref.actor.ppo_mini_batch_size == 8
+
+
+def test_the_judges_verdict_reads_a_scripts_variables_as_the_shell(judge: Any) -> None:
+    """The judge reads a launch script's variables with `shell_variables`, as the import
+    does: a value only running the script gives is a placeholder, and where verl reads a
+    number there the script is not judgeable; a whole `$((a + b))` is one word."""
+    from distrecipe.judges.verl import judge_script, script_overrides
+
+    head = "python3 -m verl.trainer.main_ppo data.train_batch_size=$BS \\\n"
+    rest = ("  actor_rollout_ref.rollout.n=4 actor_rollout_ref.actor.ppo_mini_batch_size=16 \\\n"
+            "  actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2 trainer.n_gpus_per_node=8 \\\n"
+            "  data.train_files=\"$HOME/d/train.parquet\" data.max_response_length=$((A + B))\n")
+    straight = script_overrides("BS=64\n" + head + rest)
+    assert "data.train_batch_size=64" in straight[1] and "data.train_files=UNSET_HOME/d/train.parquet" in straight[1]
+    assert straight[3] == {"$((A + B))": "UNSET_data_max_response_length", "$HOME": "UNSET_HOME"}
+    # An assignment inside `if` is not straight-line code: only running the script fixes BS.
+    conditional = "BS=64\nif [ -n \"$BIG\" ]; then\n  BS=128\nfi\n" + head + rest
+    verdict = judge_script(judge, conditional)
+    assert verdict.outcome == "not-judgeable" and "$BS" in verdict.message, verdict

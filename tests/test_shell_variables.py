@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from distrecipe.engines.shell_variables import variables_at, word_value
+from distrecipe.engines.shell_variables import unfixed, variables_at, word_value
 
 
 def value(script: str, word: str = "$BS") -> tuple[str | None, tuple[str, ...]]:
@@ -70,3 +70,9 @@ def test_subshells_pipelines_and_later_lines_do_not_set_it() -> None:
 def test_quotes_are_the_shells() -> None:
     assert value("BS=64", "'$BS'") == ("$BS", ())
     assert value("BS=64", "\"$BS\"") == ("64", ("line 1",))
+
+
+def test_unfixed_names_what_the_environment_gives_apart_from_what_running_gives() -> None:
+    text = "BS=64\nN=$(nproc)\nP=$HOME/x\npython3 -m verl.trainer.main_ppo data.a=$BS-$N-${P}-${HOME}-$USER\n"
+    table = variables_at(text, "run.sh", [4])[4]
+    assert unfixed("$BS-$N-${P}-${HOME}-$USER", table) == {"N": False, "P": False, "HOME": True, "USER": True}

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from distrecipe.api import plan_of_recipe
-from distrecipe.commands.echo import echo_findings
+from distrecipe.commands.echo import echo_findings, echo_name_note
 from distrecipe.commands.options import overrides_option, recipe_argument
 from distrecipe.engines.heads import refusal
 from distrecipe.errors import RecipeError, StrictError
@@ -31,6 +31,7 @@ def compile_recipe(
     declared = load_recipe(recipe, overrides)
     plan = plan_of_recipe(declared)
     _check_split(declared, plan)
+    echo_name_note(plan)
     result = TARGETS[target](plan, EmitOptions(hf_auto=hf_auto))
     echo_findings(recipe, result.findings)
     memory = _memory_findings(plan)

@@ -7,7 +7,6 @@ stderr as notes.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from distrecipe.api import plan_of_document
 from distrecipe.commands.options import overrides_option
 from distrecipe.errors import DistrecipeError, Position
 from distrecipe.output import one_line
-from distrecipe.recipe import batch_from_script, slug
+from distrecipe.recipe import batch_from_script, name_from_file
 from distrecipe.source import Document
 from distrecipe.translator.importers import World
 from distrecipe.translator.importers.registry import NotNative, import_document, read_native
@@ -42,13 +41,11 @@ def recipe_text(path: str, *, world: int | None, nodes: int, overrides: Sequence
     shown = one_line(path)  # a note is one line, and the header one comment, whatever the file's name
     for note in imported.notes:
         click.echo(f"{shown}: note: {note}", err=True)
-    stem = Path(path).stem
-    recipe = {"recipe": 1, "name": slug(stem), **{k: v for k, v in imported.recipe.items() if k != "recipe"}}
+    name, name_note = name_from_file(path)
+    recipe = {"recipe": 1, "name": name, **{k: v for k, v in imported.recipe.items() if k != "recipe"}}
     checked = apply_overrides(Document(recipe, f"{path} (imported)"), overrides)
-    if checked.data.get("name") == recipe["name"] != stem:
-        click.echo(f"{shown}: note: name {json.dumps(recipe['name'])} is derived from the file name "
-                   f"{json.dumps(stem, ensure_ascii=False)}, made a slug as a name must be: "
-                   "--set name=... to choose another", err=True)
+    if name_note and checked.data.get("name") == name:
+        click.echo(f"{shown}: note: {name_note}: --set name=... to choose another", err=True)
     # A batch the training script decides stays auto (the note says who fills it); the
     # rest of the recipe is proven at a stand-in micro-batch.
     from_script = batch_from_script(checked.data.get("batch"))

@@ -19,7 +19,7 @@ from typing import get_args
 import click
 
 from distrecipe.api import load_plan
-from distrecipe.commands.echo import echo_findings
+from distrecipe.commands.echo import echo_findings, echo_name_note
 from distrecipe.commands.options import overrides_option, recipe_argument
 from distrecipe.errors import LaunchError
 from distrecipe.launch.launchers import LAUNCHERS
@@ -71,6 +71,7 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
     """Launch RECIPE's job (or describe it); returns the job's exit code."""
     env = dict(os.environ if environ is None else environ)
     plan = load(recipe, overrides, target, env)
+    echo_name_note(plan)
     user_program = parse_program(plan, program)
     plan, kind = choose_kind(plan, user_program, kind=program_kind, backend_given=target is not None)
     if slurm:

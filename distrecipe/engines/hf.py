@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from distrecipe.engines.tables import training_defaults
 from distrecipe.source import KeyPath
 
 CONFIG_FILE = "training_args.json"
@@ -24,12 +25,17 @@ MARKERS = frozenset({
 OPTIM = {"adamw": "adamw_torch", "adam": "adamw_torch", "sgd": "sgd"}
 """TrainingArguments' optimizer names; it has no coupled-L2 Adam (DR215 when it matters)."""
 
-DEFAULTS: dict[str, Any] = {
-    "per_device_train_batch_size": 8, "gradient_accumulation_steps": 1, "max_grad_norm": 1.0,
-    "learning_rate": 5e-5, "adam_beta1": 0.9, "adam_beta2": 0.999, "adam_epsilon": 1e-8,
-    "weight_decay": 0.0, "fp16": False, "bf16": False,
-}
-"""TrainingArguments' defaults (transformers), for the keys the Trainer matches (and `import` reads)."""
+MATCHED = ("per_device_train_batch_size", "gradient_accumulation_steps", "max_grad_norm", "learning_rate",
+           "adam_beta1", "adam_beta2", "adam_epsilon", "weight_decay", "fp16", "bf16")
+"""The TrainingArguments fields the Trainer matches against a ds_config (and `import` reads)."""
+
+
+def defaults() -> dict[str, Any]:
+    """TrainingArguments' defaults for `MATCHED`, from the generated table (`tables/hf.json`,
+    read from transformers itself), so the numbers live in one place."""
+    table = training_defaults()
+    return {key: table[key] for key in MATCHED}
+
 
 BATCH_FILL = ("the HF Trainer fills them: train_micro_batch_size_per_gpu from --per_device_train_batch_size, "
               "gradient_accumulation_steps from --gradient_accumulation_steps, train_batch_size as their "

@@ -12,12 +12,17 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from distrecipe.engines.shell_variables import Value, variables_at, word_value
+from distrecipe.engines.shell_variables import Value, unfixed, variables_at, word_value
 from distrecipe.engines.verl import VERL_ROOTS
 from distrecipe.errors import Position
 from distrecipe.source import Document, KeyPath
 
-_OVERRIDE = re.compile(r"(?:^|(?<=\s))([+~]{0,2})([A-Za-z_][\w.\-]*)=(\"[^\"]*\"|'[^']*'|\S+)")
+_SHELL_WORD = (r"""(?:"(?:[^"\\]|\\.)*"|'[^']*'"""  # a quoted part
+               r"|\$\(\((?:[^()]|\([^()]*\))*\)\)|\$\((?:[^()]|\([^()]*\))*\)"  # $((...)), $(...)
+               r"|\\.|\S)+")
+"""One shell word as written: quoted parts, `$(...)` and `$((...))` keep their spaces
+(`$((a + b))` is one word), so a value is the whole word the shell passes."""
+_OVERRIDE = re.compile(rf"(?:^|(?<=\s))([+~]{{0,2}})([A-Za-z_][\w.\-]*)=({_SHELL_WORD})")
 
 
 def read_overrides(text: str, file: str) -> Document:
@@ -65,7 +70,9 @@ def parse_value(raw: str) -> Any:
     """A value in Hydra's override grammar: scalars, `[a,b]` lists, `{k:v}` mappings."""
     raw = raw.strip()
     if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "\"'":
-        return raw[1:-1]
+        # Hydra's QUOTED_VALUE: backslashes before a quote (or the closing one) are halved.
+        return re.sub(rf"(\\*)({raw[0]}|\Z)", lambda m: m.group(1)[: len(m.group(1)) // 2] + m.group(2),
+                      raw[1:-1])
     if raw.startswith("[") and raw.endswith("]"):
         return [parse_value(part) for part in _split(raw[1:-1])]
     if raw.startswith("{") and raw.endswith("}"):
@@ -85,12 +92,18 @@ def parse_value(raw: str) -> Any:
 
 
 def _split(body: str) -> list[str]:
-    """Split on commas outside brackets; an empty body is an empty list."""
-    parts, depth, current = [], 0, ""
+    """Split on commas outside brackets and quotes; an empty body is an empty list."""
+    parts, depth, current, quote, escaped = [], 0, "", "", False
     for char in body:
-        depth += char in "[{"
-        depth -= char in "]}"
-        if char == "," and depth == 0:
+        if quote:
+            quote = "" if char == quote and not escaped else quote
+            escaped = char == "\\" and not escaped
+        elif char in "\"'":
+            quote = char
+        else:
+            depth += char in "[{"
+            depth -= char in "]}"
+        if char == "," and depth == 0 and not quote:
             parts.append(current)
             current = ""
         else:
@@ -101,7 +114,14 @@ def _split(body: str) -> list[str]:
 
 
 def format_value(value: Any) -> str:
-    """A value in Hydra's override grammar, with no spaces so `$(cat file)` splits on lines."""
+    """A value in Hydra's override grammar, read back by Hydra as the same value: a
+    string that Hydra would read as something else (`8`, `true`, `a b`, `x,y`, `[a]`) is
+    single-quoted, as Hydra's own `QuotedString.with_quotes` writes it. `${...}` stays an
+    interpolation (OmegaConf resolves it in quotes too); a caller carrying it as text
+    escapes it first (`literal_text`). A value with a space cannot go through
+    `$(cat verl_overrides.txt)`, which splits on spaces, only through an argument list."""
+    if value is None:
+        return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
@@ -110,7 +130,25 @@ def format_value(value: Any) -> str:
         return "[" + ",".join(format_value(item) for item in value) + "]"
     if isinstance(value, dict):
         return "{" + ",".join(f"{key}:{format_value(item)}" for key, item in value.items()) + "}"
+    if isinstance(value, str) and not (_PLAIN.fullmatch(value) and parse_value(value) == value):
+        return _quoted(value)
     return str(value)
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9_/\-+.$%*@?|]+")
+"""Characters Hydra's lexer reads as part of an unquoted string (ID, digits, `UNQUOTED_CHAR`)."""
+
+
+def _quoted(text: str) -> str:
+    """`text` in single quotes: a quote, and the backslashes just before one (or before
+    the closing quote), escaped so Hydra's QUOTED_VALUE reads `text` back."""
+    return "'" + re.sub(r"(\\*)('|\Z)", lambda m: m.group(1) * 2 + ("\\'" if m.group(2) else ""), text) + "'"
+
+
+def literal_text(text: str) -> str:
+    """`text` as a string OmegaConf leaves as it is: each `${` escaped (`\\${`, with the
+    backslashes before it doubled), so a shell's `${HOME}` is not read as an interpolation."""
+    return re.sub(r"(\\*)\$\{", lambda m: m.group(1) * 2 + "\\${", text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +160,12 @@ class ScriptOverrides:
     taken: dict[KeyPath, tuple[str, Value]]
     """Key → the value as written (`$BS`) and what the shell makes of it."""
     unknown: dict[KeyPath, tuple[str, Value]]
-    """Key → the value as written, left so in `data`, and why the script does not fix it."""
+    """Key → the value as written and why the script does not fix it. `data` holds it as
+    verl would read it at run time where that is only the environment's (`$HOME` →
+    `${oc.env:HOME}`, listed in `environment`), and otherwise as written, as text
+    (`literal_text`: a shell's `${X}` is not an OmegaConf interpolation)."""
+    environment: frozenset[KeyPath]
+    """The keys of `unknown` whose value verl takes from the environment, as the script does."""
 
 
 def script_overrides(doc: Document) -> ScriptOverrides:
@@ -131,6 +174,7 @@ def script_overrides(doc: Document) -> ScriptOverrides:
     data = copy.deepcopy(doc.data)
     taken: dict[KeyPath, tuple[str, Value]] = {}
     unknown: dict[KeyPath, tuple[str, Value]] = {}
+    environment: set[KeyPath] = set()
     last = {tuple(match.group(2).split(".")): (number, match) for number, match in override_matches(doc.lines)
             if match.group(1) != "~"}  # the override that wins, as in `read_overrides`
     written = [(number, match) for number, match in last.values() if "$" in match.group(3)]
@@ -138,14 +182,37 @@ def script_overrides(doc: Document) -> ScriptOverrides:
     for number, match in written:
         raw = match.group(3).rstrip("\\")
         path = tuple(match.group(2).split("."))
-        value = word_value(raw, tables[number], doc.file, number)
+        table = tables[number]
+        value = word_value(raw, table, doc.file, number)
         if value.text is None:
             unknown[path] = (raw, value)
-            continue
         node = data
         for part in path[:-1]:
             node = node.get(part) if isinstance(node, dict) else None
-        if isinstance(node, dict) and path[-1] in node:
+        if not isinstance(node, dict) or path[-1] not in node:
+            continue
+        if value.text is not None:
             node[path[-1]] = parse_value(value.text)
             taken[path] = (raw, value)
-    return ScriptOverrides(data, taken, unknown)
+            continue
+        names = unfixed(raw, table)
+        if names and all(names.values()):
+            stand_ins = {name: Value(f"${{oc.env:{name}}}", ()) for name in names}
+            at_run_time = word_value(raw, {**table, **stand_ins}, doc.file, number)
+            if at_run_time.text is not None:
+                node[path[-1]] = parse_value(at_run_time.text)
+                environment.add(path)
+                continue
+        node[path[-1]] = _as_text(node[path[-1]])
+    return ScriptOverrides(data, taken, unknown, frozenset(environment))
+
+
+def _as_text(value: Any) -> Any:
+    """A value read from a shell word, with every string made `literal_text`."""
+    if isinstance(value, str):
+        return literal_text(value)
+    if isinstance(value, list):
+        return [_as_text(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _as_text(item) for key, item in value.items()}
+    return value

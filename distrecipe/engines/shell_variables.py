@@ -26,6 +26,7 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=(.*)", re.S)
 _FUNCTION = re.compile(r"[A-Za-z_][\w-]*\(\)")
 _POSITIONAL = re.compile(r"\$(?:[1-9@*]|\{[1-9@*]\})")
+_REFERENCE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
 _DEFAULT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(:?[-=])(.*)", re.S)
 _OPENERS = {"if": "fi", "while": "done", "until": "done", "for": "done", "select": "done",
             "case": "esac", "{": "}"}
@@ -53,6 +54,14 @@ def word_value(raw: str, table: Mapping[str, Value], file: str, line: int) -> Va
     if len(parsed) != 1 or len(parsed[0].words) != 1:
         return Value(None, ("it is not one shell word",))
     return _word(parsed[0].words[0], table, line)
+
+
+def unfixed(raw: str, table: Mapping[str, Value]) -> dict[str, bool]:
+    """The variables the word `raw` names that the script does not fix where it is used
+    (given `table`, from `variables_at`), each with whether it is left to the environment
+    (True: the script never sets it before) or set to what only running it gives."""
+    names = dict.fromkeys(_REFERENCE.findall(raw))
+    return {name: name not in table for name in names if table.get(name, Value(None, ())).text is None}
 
 
 def variables_at(text: str, file: str, lines: Iterable[int]) -> dict[int, dict[str, Value]]:

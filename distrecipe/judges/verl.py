@@ -195,50 +195,49 @@ class VerlJudge:
         return WorkerSplit(steps, micro_counts.pop(), actor.ppo_micro_batch_size_per_gpu, dp)
 
 
-_ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_]\w*)=(.*)$")
-_VAR = re.compile(r"\$\{([A-Za-z_]\w*)(?::?-([^}]*))?\}|\$([A-Za-z_]\w*)")
+SCRIPT = "<launch script>"
+"""The file name the shell reader is given: the judge has only the script's text."""
+
+
 _CONFIG_NAME = re.compile(r"--config-name[= ]['\"]?([\w-]+)")
 
 
-def script_overrides(text: str) -> tuple[str, list[str], list[tuple[int, str]], list[str]]:
-    """A verl launch script's config name, its Hydra overrides with shell variables
-    substituted, each override's (line, key), and the variables nothing defines.
+def script_overrides(text: str) -> tuple[str, list[str], list[tuple[int, str]], dict[str, str]]:
+    """A verl launch script's config name, its Hydra overrides as the shell passes them,
+    each override's (line, key), and what the script leaves unknown: `$NAME` (or a word
+    as written) → the placeholder standing in for it.
 
-    The overrides are found by lint's own reader (`override_matches`). A variable is
-    substituted from the script's plain assignments (`X=8`, `X=${X:-8}`) or the default
-    of its use (`${X:-8}`); `$(...)` and arithmetic are left unresolved.
+    The overrides are found by lint's own reader (`override_matches`) and each value is
+    the word the shell passes (`shell_variables`: the script's straight-line assignments,
+    `${X:-8}` defaults, quotes removed). Where only running the script gives a value (the
+    environment, `$(...)`, arithmetic, a variable set in a loop), the judge is more
+    permissive than a run: it puts a placeholder (`UNSET_X`) in its place and judges the
+    rest, and `judge_script` calls the script not judgeable where verl reads a number there.
     """
     from distrecipe.engines.hydra import override_matches
+    from distrecipe.engines.shell_variables import Value, unfixed, variables_at, word_value
 
     lines = text.replace("\\\n", " \\\n").splitlines()
-    assigned: dict[str, str] = {}
-    for line in lines:
-        if (m := _ASSIGN.match(line.split(" #", 1)[0])) and "$(" not in m.group(2):
-            raw = m.group(2).strip()
-            value = raw[1:-1].replace('\\"', '"') if raw[:1] == raw[-1:] == '"' else raw.strip("'")
-            assigned[m.group(1)] = _substitute(value, assigned, [])
-    unresolved: list[str] = []
+    matches = list(override_matches(lines))
+    tables = variables_at(text, SCRIPT, (number for number, _ in matches))
+    unknown: dict[str, str] = {}
     overrides, where = [], []
-    for number, match in override_matches(lines):
+    for number, match in matches:
         prefix, dotted, raw = match.groups()
-        value = _substitute(raw.rstrip("\\"), assigned, unresolved)
-        overrides.append(f"{prefix}{dotted}={value}")
+        raw = raw.rstrip("\\")
+        value = word_value(raw, tables[number], SCRIPT, number)
+        if value.text is None:
+            names = unfixed(raw, tables[number])
+            unknown.update((f"${name}", f"UNSET_{name}") for name in names)
+            stand_ins = {name: Value(f"UNSET_{name}", ()) for name in names}
+            value = word_value(raw, {**tables[number], **stand_ins}, SCRIPT, number)
+        if value.text is None:  # computed in the word itself: `$((a + b))`, `$(nproc)`
+            unknown[raw] = "UNSET_" + dotted.replace(".", "_")
+            value = Value(unknown[raw], ())
+        overrides.append(f"{prefix}{dotted}={value.text}")
         where.append((number, dotted))
     name = m.group(1) if (m := _CONFIG_NAME.search(text)) else "ppo_trainer"
-    return name, overrides, where, sorted(set(unresolved))
-
-
-def _substitute(value: str, assigned: dict[str, str], unresolved: list[str]) -> str:
-    def one(m: re.Match[str]) -> str:
-        name = m.group(1) or m.group(3)
-        if name in assigned:
-            return assigned[name]
-        if m.group(2) is not None and m.group(2) != "":
-            return m.group(2)
-        unresolved.append(name)
-        return f"UNSET_{name}"
-
-    return _VAR.sub(one, value)
+    return name, overrides, where, dict(sorted(unknown.items()))
 
 
 def judge_script(verl: VerlJudge, text: str) -> Any:
@@ -250,7 +249,7 @@ def judge_script(verl: VerlJudge, text: str) -> Any:
     name, lines, where, unresolved = script_overrides(text)
     context = f"config {name}"
     if unresolved:
-        context += "; unresolved: " + ", ".join(f"${v}" for v in unresolved)
+        context += "; unresolved: " + ", ".join(unresolved)
     try:
         cfg = verl.compose_named(name, lines)
     except Exception as exc:  # Hydra's override errors have no common base below Exception
@@ -260,10 +259,9 @@ def judge_script(verl: VerlJudge, text: str) -> Any:
                            f"does not parse once substituted: {message}", (), context)
         path = next((tuple(key.split(".")) for _, key in where if f"'{key}'" in str(exc)), ())
         return Verdict("refuses", engine, f"compose: {message}", (Note(path, message),), context)
-    numeric = [var for var in unresolved if _feeds_non_string(cfg, var)]
+    numeric = [written for written, placeholder in unresolved.items() if _feeds_non_string(cfg, placeholder)]
     if numeric:
-        return Verdict("not-judgeable", engine, "not judgeable: " + ", ".join(f"${v}" for v in numeric),
-                       (), context)
+        return Verdict("not-judgeable", engine, "not judgeable: " + ", ".join(numeric), (), context)
     try:
         verl.validate(cfg)
         verl.split(cfg)
@@ -273,9 +271,8 @@ def judge_script(verl: VerlJudge, text: str) -> Any:
     return Verdict("accepts", engine, "", (), context)
 
 
-def _feeds_non_string(cfg: DictConfig, var: str) -> bool:
-    """Whether the unresolved `$var` stands where verl reads a number or a flag."""
-    placeholder = f"UNSET_{var}"
+def _feeds_non_string(cfg: DictConfig, placeholder: str) -> bool:
+    """Whether an unresolved value's placeholder stands where verl reads a number or a flag."""
     container = OmegaConf.to_container(cfg, resolve=False)
 
     def walk(node: Any) -> bool:

@@ -143,12 +143,12 @@ class RunDir:
             PLAN_FILE: plan_json(redact_plan(plan)),
             RECIPE_FILE: WITHHELD if redacted is None else redacted,
             RUN_RECORD: self._text(),
-        })
+        }, private=True)
 
     def finish(self, exit_code: int, *, signal: str | None = None, timed_out: bool = False) -> None:
         self.record.update(end=now(), seconds=round(time.monotonic() - self._started, 3),
                            exit_code=exit_code, signal=signal, timed_out=timed_out)
-        write_files(self.path, {RUN_RECORD: self._text()})
+        write_files(self.path, {RUN_RECORD: self._text()}, private=True)
 
     def _text(self) -> str:
         return to_json(self.record)

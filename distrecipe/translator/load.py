@@ -32,6 +32,7 @@ from distrecipe.recipe import (
     Recipe,
     Recompute,
     Slurm,
+    name_from_file,
 )
 from distrecipe.schemas import coerce_integers, recipe_schema, validate_recipe
 from distrecipe.source import Document, SourceError, parse_text, read_document, read_text
@@ -172,7 +173,7 @@ def recipe_from_document(doc: Document, base_dir: Path) -> Recipe:
                 values["slurm"] = Slurm(**values["slurm"])
             written[key] = section(**values)
     return Recipe(
-        name=d.get("name") or Path(doc.file).stem,
+        name=d.get("name") or name_from_file(doc.file)[0],
         model=_model(d.get("model", {}), base_dir, doc),
         cluster=Cluster(**cluster),
         strategy=d["strategy"],

@@ -26,6 +26,7 @@ from distrecipe.recipe import (
     Recipe,
     Strategy,
     model_parallel,
+    name_from_file,
     plan_values,
 )
 from distrecipe.translator.native import conflicts
@@ -103,6 +104,8 @@ def resolve(recipe: Recipe, *, detected_gpus: int | None = None, world: int | No
         source=recipe.source,
     )
     _check_native(plan, recipe)
+    if "name" not in recipe.where:
+        prov["name"] = name_from_file(recipe.source)[1] or "the recipe file's name"
     for key, value in plan_values(plan).items():
         if key not in prov:
             prov[key] = "recipe" if key in recipe.where else "not set" if value is None else "default"

@@ -117,15 +117,24 @@ def _named(tmp_path: Path, stem: str) -> Path:
     return recipe
 
 
-def test_sbatch_script_quotes_the_job_name(cli: Cli, tmp_path: Path) -> None:
+def test_a_hostile_file_name_names_the_job_as_a_slug_and_says_so(cli: Cli, tmp_path: Path) -> None:
+    """A name taken from the file is held to the schema's rule for a written one (a slug),
+    as `import` does, and the note says which name the run directory and job get."""
     result = cli("launch", _named(tmp_path, "a b;touch pwned"), "--slurm")
     assert result.code == 0, result
-    assert "#SBATCH --job-name='a b;touch pwned'\n" in result.out
+    assert "#SBATCH --job-name=a-b-touch-pwned\n" in result.out
+    assert 'note: name "a-b-touch-pwned" is derived from the file name "a b;touch pwned"' in result.err
 
 
-def test_sbatch_refuses_a_name_that_would_end_the_directive(cli: Cli, tmp_path: Path) -> None:
+def test_a_file_name_cannot_end_the_directive(cli: Cli, tmp_path: Path) -> None:
     result = cli("launch", _named(tmp_path, "x\n#SBATCH --wrap=touch pwned\n"), "--slurm")
-    assert result.code == 2 and len(result.err.splitlines()) == 1 and not result.out, result
+    assert result.code == 0, result
+    assert "#SBATCH --job-name=x-SBATCH---wrap-touch-pwned\n" in result.out
+    # sbatch reads directives up to the first command; the recipe's path in the srun line
+    # after it is one quoted shell word, whatever it holds.
+    directives = result.out.split("\nset -euo pipefail\n", 1)[0]
+    assert not any(line.startswith("#SBATCH --wrap") for line in directives.splitlines())
+    assert len(result.err.splitlines()) == 1, result.err  # the note, one line whatever the file name
 
 
 def test_accelerate_yaml_and_summary_carry_a_hostile_name_as_data(cli: Cli, tmp_path: Path) -> None:
@@ -136,7 +145,7 @@ def test_accelerate_yaml_and_summary_carry_a_hostile_name_as_data(cli: Cli, tmp_
     assert "gpu_ids" not in accelerate and "main_training_function" not in accelerate
     summary = (out / "summary.md").read_text()
     assert "\ngpu_ids" not in summary and "\n#" not in summary.split("\n", 1)[1].replace("\n## ", "")
-    assert summary.startswith("# x\\\\ngpu\\_ids: 7")
+    assert summary.startswith("# x-gpu\\_ids-7-main\\_training\\_function-pwn-a-b-c: compiled by distrecipe\n")
     # Outside a table a code span shows a backslash literally, so the path has none added.
     source = str(tmp_path / f"{stem}.yaml").replace("\n", "\\n")
     assert f"Source: ``{source}``." in summary

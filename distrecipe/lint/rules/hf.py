@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from distrecipe.engines.hf import DEFAULTS, REMOVED
+from distrecipe.engines.hf import REMOVED, defaults
 from distrecipe.engines.native import ds_reference
 from distrecipe.engines.tables import label, training_arguments
 from distrecipe.keys import integer
@@ -44,7 +44,7 @@ def deepspeed_mismatch(src: Source) -> Iterator[Problem]:
     ds = src.workspace.companion(src.path, ref) if ref else None
     if ds is None:
         return
-    args = {key: src.get(key, default=default) for key, default in DEFAULTS.items()}
+    args = {key: src.get(key, default=default) for key, default in defaults().items()}
     pairs: list[tuple[tuple[str, ...], str, Any]] = [
         (("train_micro_batch_size_per_gpu",), "per_device_train_batch_size",
          args["per_device_train_batch_size"]),

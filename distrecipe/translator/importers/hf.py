@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from distrecipe.engines import FSDP2_RESHARDS_BY_DEFAULT, stage_of_reshard
-from distrecipe.engines.hf import DEFAULTS, OPTIM
+from distrecipe.engines.hf import OPTIM, defaults
 from distrecipe.keys import section
 from distrecipe.translator.importers import Context, Imported, cluster, inverse
 from distrecipe.translator.importers import deepspeed as ds_importer
@@ -24,7 +24,7 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     notes: list[str] = []
     companions: dict[str, dict[str, Any]] = {}
     recipe: dict[str, Any] = {"recipe": 1, "model": {}, "cluster": cluster(world)}
-    args = {**DEFAULTS, **data}
+    args = {**defaults(), **data}
     optimizer = {
         "name": OPTIMIZERS.get(str(data.get("optim", "adamw_torch")), "adamw"),
         "lr": args["learning_rate"],

@@ -80,7 +80,7 @@ def _expanded(context: Context, notes: list[str]) -> dict[str, Any]:
     """The script's overrides as the shell passes them (`hydra.script_overrides`). A value
     the recipe takes from a variable is noted with where it comes from; one the script
     does not fix is refused where the recipe needs it, left to --world for the world,
-    and otherwise carried as written."""
+    and otherwise carried: reading the environment where the script does, else as written."""
     expanded = script_overrides(context.doc)
     others: list[str] = []
     for path, (raw, value) in expanded.taken.items():
@@ -92,6 +92,7 @@ def _expanded(context: Context, notes: list[str]) -> dict[str, Any]:
     if others:
         notes.append("carried with the values the script's own variables give them: " + ", ".join(others))
     unknown: list[str] = []
+    environment: list[str] = []
     for path, (raw, value) in expanded.unknown.items():
         why = "; ".join(value.how)
         if any(path[:len(key)] == key for key in READ):
@@ -100,10 +101,15 @@ def _expanded(context: Context, notes: list[str]) -> dict[str, Any]:
         if path in WORLD_KEYS:
             notes.append(f"{dotted(path)}={raw} has no value the script fixes ({why}): "
                          "the world is --world's")
+        elif path in expanded.environment:
+            environment.append(f"{dotted(path)}={raw}")
         else:
             unknown.append(f"{dotted(path)}={raw} ({why})")
+    if environment:
+        notes.append("carried reading the environment where verl runs (`${oc.env:NAME}`), as the script "
+                     "does: " + ", ".join(environment))
     if unknown:
-        notes.append("carried as written, with shell variables the script does not fix: "
+        notes.append("carried as written, as text, with shell variables the script does not fix: "
                      + ", ".join(unknown))
     return expanded.data
 

@@ -109,7 +109,7 @@ def test_import_maps_verls_key_back(cli: Callable[..., Result], write: Callable[
 
 
 def test_native_key_contradicting_virtual_stages_is_refused() -> None:
-    with pytest.raises(RecipeError, match="parallel.virtual_stages"):
+    with pytest.raises(RecipeError, match=r"parallel\.virtual_stages"):
         plan_of(megatron(native={"verl": [f"{VPP}=3"]}))
     assert plan_of(megatron(native={"verl": [f"{VPP}=2"]})).virtual_stages == 2
 

@@ -126,6 +126,12 @@ class Parallel:
     """Pipeline-parallel degree (stages of consecutive layers). Default 1."""
     sequence: int = 1
     """Sequence-parallel degree (ranks splitting each sample's tokens). Default 1."""
+    virtual_stages: int = 1
+    """Model chunks each pipeline rank holds (Megatron's interleaved 1F1B,
+    `virtual_pipeline_model_parallel_size`): v chunks of layers / (pipeline × v) layers
+    each divide the 1F1B bubble by v at v times the point-to-point sends. Needs pipeline
+    > 1, layers divisible by pipeline × v, and micro-batches per step a multiple of
+    pipeline (Megatron's interleaved schedule). Default 1 (plain 1F1B)."""
     shard_group: int | Literal["all"] = "all"
     """Ranks one shard is split over; fewer than the DP world means hybrid sharding. Default `all`."""
 
@@ -400,6 +406,8 @@ class Plan:
     peak_tflops: float | None = None
     intra_node_bandwidth: float | None = None
     inter_node_bandwidth: float | None = None
+    virtual_stages: int = 1
+    """Model chunks per pipeline rank (see `Parallel.virtual_stages`); 1 is plain 1F1B."""
     micro_tokens: int | None = None
     """Token-packed micro-batches (see `Batch.micro_tokens`); `micro` is then global / DP,
     one micro-batch's worth of samples as an upper bound, and accumulation 1."""
@@ -504,6 +512,8 @@ def plan_values(plan: Plan) -> dict[str, object]:
         "zero.stage3_param_persistence_threshold": plan.buckets.stage3_param_persistence_threshold,
         "launch.backend": plan.launch.backend,
     }
+    if plan.virtual_stages > 1:
+        values["parallel.virtual_stages"] = plan.virtual_stages
     if plan.checkpoint_every is not None:
         values["activation_checkpointing.every"] = plan.checkpoint_every
     if plan.micro_tokens is not None:

@@ -64,6 +64,7 @@ ROWS: dict[str, dict[str, Any]] = {
     "sequence parallel": doc(parallel={"sequence": 2}, batch=FOUR_WAY),
     "tensor parallel": doc(parallel={"tensor": 2}, batch=FOUR_WAY),
     "pipeline parallel": doc(parallel={"pipeline": 2}, batch=FOUR_WAY),
+    "virtual pipeline stages": doc(parallel={"pipeline": 2, "virtual_stages": 2}, batch=FOUR_WAY),
     "strategy megatron": without_stage(strategy="megatron"),
     "megatron offload params": without_stage(strategy="megatron", offload={"params": "cpu"}),
     "optimizer adam with weight_decay": doc(optimizer={"name": "adam", "weight_decay": 0.1}),
@@ -92,6 +93,8 @@ CELL_RECIPES: dict[tuple[str, str], dict[str, Any]] = {
     ("sequence parallel", "hf"): doc(strategy="fsdp", parallel={"sequence": 2}, batch=FOUR_WAY),
     ("tensor parallel", "accelerate"): without_stage(strategy="ddp", parallel={"tensor": 2}, batch=FOUR_WAY),
     ("tensor parallel", "hf"): without_stage(strategy="ddp", parallel={"tensor": 2}, batch=FOUR_WAY),
+    ("virtual pipeline stages", "verl"): doc(strategy="fsdp", parallel={"pipeline": 2, "virtual_stages": 2},
+                                             batch=FOUR_WAY),
     ("strategy megatron", "verl"): without_stage(strategy="megatron", precision="fp32"),
     ("optimizer adam with weight_decay", "verl"): without_stage(
         strategy="megatron", optimizer={"name": "adam", "weight_decay": 0.1}),

@@ -55,6 +55,7 @@ def check_numbers(judge: Any, plan: Plan, cfg: Any) -> None:
         meg = actor.megatron
         assert (meg.tensor_model_parallel_size, meg.pipeline_model_parallel_size,
                 meg.context_parallel_size) == (plan.tensor, plan.pipeline, plan.sequence)
+        assert (meg.virtual_pipeline_model_parallel_size or 1) == plan.virtual_stages
         assert meg.use_distributed_optimizer is (plan.stage >= 1)
         assert judge.dtype(meg.dtype) == DTYPES[plan.precision]
     else:

@@ -192,6 +192,11 @@ class VerlJudge:
         if actor.use_dynamic_bsz:
             return WorkerSplit(steps, 0, 0, dp)
         assert len(micro_counts) == 1
+        if actor.strategy == "megatron" and (actor.megatron.virtual_pipeline_model_parallel_size or 1) > 1:
+            # MegatronEngine.forward_backward_batch, restated: interleaving takes micro-batches
+            # in groups of Megatron's microbatch_group_size_per_vp_stage, the pipeline size.
+            group = actor.megatron.pipeline_model_parallel_size
+            assert next(iter(micro_counts)) % group == 0, f"micro_batches must be divisible by {group}"
         return WorkerSplit(steps, micro_counts.pop(), actor.ppo_micro_batch_size_per_gpu, dp)
 
 

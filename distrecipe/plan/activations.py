@@ -63,8 +63,15 @@ s/cp × V per rank), is taken at s/cp. What attention keeps on top depends on th
 
 Pipeline parallelism does not divide them: under 1F1B the first stage holds min(p, m)
 micro-batches (m = micro-batches per step) of L/p layers (Korthikanti §4.2;
-`pipeline_in_flight`). `plan` uses the Llama formula when the model's shape has kv
-heads and intermediate size, Korthikanti's otherwise.
+`pipeline_in_flight`). Under Megatron's interleaved 1F1B (`parallel.virtual_stages` v)
+each rank holds v chunks of L/(p·v) layers, and pipeline rank r runs
+2·(p − r − 1) + (v − 1)·p chunk forwards before its first backward
+(`forward_backward_pipelining_with_interleaving`, megatron/core/pipeline_parallel/
+schedules.py), all v·m if a step has no more: the first rank holds one more than that,
+(p·v + p − 1) chunks = p·(1 + (p − 1)/(p·v)) micro-batches of L/p layers, Korthikanti
+§4.2.3's factor; the last rank holds (v − 1)·p + 1 chunks with the head. `plan` uses
+the Llama formula when the model's shape has kv heads and intermediate size,
+Korthikanti's otherwise.
 """
 
 from __future__ import annotations
@@ -202,10 +209,10 @@ def plan_activations(plan: Plan) -> tuple[Activations, ...]:
     local = -(-s // cp)  # each context-parallel rank's share of a sample's tokens
     flash, recompute, b, t = m.attention != "eager", plan.activation_checkpointing, plan.micro, plan.tensor
     every = plan.checkpoint_every
-    stage = -(-layers // plan.pipeline)
-    stages = [(stage, True)]
+    chunk = -(-layers // (plan.pipeline * plan.virtual_stages))
+    stages = [(chunk * pipeline_in_flight(plan, last=True), True)]
     if plan.pipeline > 1:
-        stages.append((stage * pipeline_in_flight(plan), False))
+        stages.append((chunk * pipeline_in_flight(plan), False))
 
     def seed(count: int, with_head: bool) -> Activations:
         return korthikanti(s=local, b=b, h=h, a=a, layers=count, vocab=vocab, flash=flash,
@@ -227,10 +234,16 @@ def plan_activations(plan: Plan) -> tuple[Activations, ...]:
     return (max((measured(*st) for st in stages), key=lambda act: act.peak), first)
 
 
-def pipeline_in_flight(plan: Plan) -> int:
-    """Micro-batches whose activations the first pipeline stage holds at once under 1F1B:
-    it runs p forwards before its first backward, or all m if a step has fewer."""
-    return min(plan.pipeline, plan.accumulation)
+def pipeline_in_flight(plan: Plan, *, last: bool = False) -> int:
+    """Model chunks (of L/(p·v) layers) whose activations the first pipeline rank holds at
+    once (the last with `last`). 1F1B: the first runs p forwards before its first backward,
+    or all m if a step has fewer; the last one at a time. Interleaved (v > 1): Megatron's
+    warm-up forwards plus the steady state's one (module docstring), at most v·m."""
+    p, m, v = plan.pipeline, plan.accumulation, plan.virtual_stages
+    if v == 1:
+        return 1 if last else min(p, m)
+    warmup = (0 if last else 2 * (p - 1)) + (v - 1) * p
+    return min(warmup + 1, v * m)
 
 
 def ring_context_parallel(plan: Plan) -> bool:

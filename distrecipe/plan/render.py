@@ -36,7 +36,8 @@ def _memory(memory: int) -> str:
 def _model_parallel(p: Plan) -> str:
     """What splits the model besides data parallelism, and the shard span sequence adds."""
     parts = [f"{name} {degree}" for name, degree in
-             (("tensor", p.tensor), ("pipeline", p.pipeline), ("sequence", p.sequence)) if degree > 1]
+             (("tensor", p.tensor), ("pipeline", p.pipeline), ("virtual stages", p.virtual_stages),
+              ("sequence", p.sequence)) if degree > 1]
     if p.sequence > 1:
         parts.append(f"model state sharded over shard group × sequence = {shard_ranks(p)} ranks")
     return f"; {', '.join(parts)}" if parts else ""
@@ -67,7 +68,9 @@ def text(est: Estimate, advice: list[str]) -> str:
     lines += [f"  note: {note}" for note in engine.notes]
     tokens = (f"{-(-p.seq_len // p.sequence)} of {p.seq_len} tokens (sequence {p.sequence})"
               if p.seq_len and p.sequence > 1 else f"{p.seq_len or '?'} tokens")
-    stage = (f", pipeline stage of the highest peak, {pipeline_in_flight(p)} micro-batch(es) "
+    chunks = ("micro-batch(es)" if p.virtual_stages == 1
+              else f"model chunks (of {p.virtual_stages} per rank, interleaved 1F1B)")
+    stage = (f", pipeline stage of the highest peak, {pipeline_in_flight(p)} {chunks} "
              "in flight on the first" if p.pipeline > 1 else "")
     lines.append(f"activations per GPU (micro {p.micro} × {tokens}{stage})")
     for i, act in enumerate(est.activations):
@@ -116,7 +119,9 @@ def _step(est: Estimate) -> str:
         return ("step time: unknown (needs cluster.gpu or cluster.peak_tflops, batch.seq_len "
                 "and model.params)")
     hw = st.hardware
-    bubble = f" + pipeline bubble {st.bubble:.3g} s (1F1B)" if st.bubble else ""
+    v = est.plan.virtual_stages
+    schedule = "1F1B" if v == 1 else f"interleaved 1F1B, {v} virtual stages"
+    bubble = f" + pipeline bubble {st.bubble:.3g} s ({schedule})" if st.bubble else ""
     return (f"step time: {st.seconds:.3g} s = compute {st.compute:.3g} s ({hw.efficiency:g} of "
             f"{hw.name}'s {hw.peak_tflops:g} TFLOPS, recompute included; efficiency "
             f"{hw.achieved.basis}){bubble} + exposed traffic "

@@ -17,7 +17,8 @@ stay as written; the search varies what a user tunes:
     (`sequence_parallel_size`), not both (AutoTP's mesh has no sequence dimension), no
     pipeline (it needs a Megatron mpu or a PipelineModule the recipe cannot name);
   - Megatron (a Megatron-LM script, or verl's Megatron engine): tensor, pipeline and
-    context parallel;
+    context parallel, and with pipeline > 1 interleaved 1F1B of 2 virtual stages beside
+    plain 1F1B (`VIRTUAL_STAGES`; the others' schedules cannot be told to interleave);
   - verl's FSDP engine: Ulysses only; DDP: the written layout;
 * the micro-batch (every divisor of the samples a rank takes per step), with
   accumulation following.
@@ -36,7 +37,8 @@ One bound keeps it fast without deciding for the user: under 1F1B a pipeline of 
 stages idles (p − 1)/(m + p − 1) of the step, so a layout with pipeline > 1 is tried
 only with the micro-batches that leave m ≥ p micro-batches per step (fewer would leave
 most stages idle most of the time and hold no less memory: the first stage keeps
-min(p, m) micro-batches in flight).
+min(p, m) micro-batches in flight). Interleaving needs m a multiple of p (Megatron's
+rule, `resolve`), so its micro-batches are those.
 """
 
 from __future__ import annotations
@@ -54,6 +56,10 @@ from distrecipe.translator.resolve import ALLOWED_STAGES, DEFAULT_BACKEND, offlo
 
 DEGREES = (1, 2, 4, 8)
 CHECKPOINTING: tuple[Recompute, ...] = ("none", "selective", "full")
+VIRTUAL_STAGES = (1, 2)
+"""Model chunks per pipeline rank tried under Megatron: 2 halves the bubble for twice the
+point-to-point sends and (p − 1)/(2p) more in flight on the first stage; more chunks
+shrink the bubble less each time while the sends keep growing."""
 Layout = tuple[int, int, int]
 """(tensor, pipeline, sequence)."""
 
@@ -77,6 +83,7 @@ class Candidate:
             "offload.optimizer": r.offload.optimizer, "offload.params": r.offload.params,
             "parallel.tensor": r.parallel.tensor, "parallel.pipeline": r.parallel.pipeline,
             "parallel.sequence": r.parallel.sequence,
+            "parallel.virtual_stages": r.parallel.virtual_stages,
             "batch.micro": p.micro, "batch.accumulation": p.accumulation,
             "batch.global": p.global_batch,
             "activation_checkpointing": r.activation_checkpointing,
@@ -128,16 +135,26 @@ def layouts(recipe: Recipe, strategy: Strategy, gpus_per_node: int) -> list[Layo
             for p in stages]
 
 
+def virtual_stages(recipe: Recipe, strategy: Strategy, pipeline: int) -> tuple[int, ...]:
+    """The virtual stages tried for a layout: `VIRTUAL_STAGES` under Megatron with a
+    pipeline, those the layers split into (unknown layers check nothing); else 1."""
+    if strategy != "megatron" or pipeline == 1:
+        return (1,)
+    layers = recipe.model.layers
+    return tuple(v for v in VIRTUAL_STAGES if layers is None or layers % (pipeline * v) == 0)
+
+
 def candidates(recipe: Recipe, gpus_per_node: int) -> Iterator[Recipe]:
     """Every recipe the search considers, before the resolver and the engines judge it."""
     for strategy, stage in _strategies(recipe):
         for offload in _offloads(strategy, stage):
             for tensor, pipeline, sequence in layouts(recipe, strategy, gpus_per_node):
-                for recompute in CHECKPOINTING:
+                for virtual, recompute in ((v, r) for v in virtual_stages(recipe, strategy, pipeline)
+                                           for r in CHECKPOINTING):
                     yield replace(
                         recipe, strategy=strategy, stage=stage, offload=offload,
                         parallel=replace(recipe.parallel, tensor=tensor, pipeline=pipeline,
-                                         sequence=sequence, shard_group="all"),
+                                         sequence=sequence, virtual_stages=virtual, shard_group="all"),
                         batch=replace(recipe.batch, micro=1, accumulation=AUTO),
                         activation_checkpointing=recompute, checkpoint_every=None,
                     )
@@ -158,8 +175,11 @@ def search(recipe: Recipe, gpus_per_node: int) -> Result:
         per_rank = base.global_batch // base.dp
         # The bound in the module's docstring: at least p micro-batches per step. verl's
         # batch rules (DR220) read the micro-batch, so each is judged.
+        # Interleaving's micro-batches come in groups of p (the module's docstring).
+        group = base.pipeline if base.virtual_stages > 1 else 1
         plans = [replace(base, micro=d, accumulation=per_rank // d)
-                 for d in range(1, per_rank // base.pipeline + 1) if per_rank % d == 0]
+                 for d in range(1, per_rank // base.pipeline + 1)
+                 if per_rank % d == 0 and per_rank // d % group == 0]
         plans = [p for p in plans if p.micro == base.micro or runs(p)]
         tried += len(plans)
         for plan in plans:
@@ -202,7 +222,8 @@ def why(candidate: Candidate, budget: float) -> str:
     p = est.plan
     parts = [est.label]
     parts += [f"{name} {degree}" for name, degree in
-              (("TP", p.tensor), ("PP", p.pipeline), ("CP" if ring_context_parallel(p) else "SP", p.sequence))
+              (("TP", p.tensor), ("PP", p.pipeline), ("VP", p.virtual_stages),
+               ("CP" if ring_context_parallel(p) else "SP", p.sequence))
               if degree > 1]
     parts += [f"micro {p.micro} × accumulation {p.accumulation}",
               f"checkpointing {p.activation_checkpointing}"]

@@ -32,14 +32,18 @@
   (the 12·L·h·s share of the FLOPs) and only the rest is exposed. Ulysses (DeepSpeed,
   verl) all-to-alls q, k, v and the output, 4 × 2·(s/cp)·b·h per layer forward and as
   much backward, not overlapped.
-* **Pipeline parallelism**: the schedule a recipe implies is plain 1F1B (torchtitan's
-  `Schedule1F1B`, Megatron without virtual stages; a recipe has no virtual-stage
-  key), whose bubble makes each stage idle (p−1) micro-batch slots out of m + p − 1
-  (Narayanan et al. 2021, §2.2): compute × (m + p − 1) / m with m = accumulation.
-  Each micro-batch sends its activations to the next stage and its gradients back,
-  s/cp · b · h / t 16-bit elements each way, on the network once stages span nodes
-  (the pipeline dimension is outermost in torchtitan's and Megatron's meshes); not
-  overlapped.
+* **Pipeline parallelism**: 1F1B (torchtitan's `Schedule1F1B`, Megatron's
+  `forward_backward_pipelining_without_interleaving`), whose bubble makes each stage
+  idle (p−1) micro-batch slots out of m + p − 1 (Narayanan et al. 2021, §2.2.1):
+  compute × (m + p − 1) / m with m = accumulation. With `parallel.virtual_stages` v,
+  Megatron's interleaved 1F1B gives each rank v chunks of L/(p·v) layers, so a slot
+  is a v-th as long and the bubble (p−1)/(v·m) of the ideal step (§2.2.2). Each
+  micro-batch sends its activations to the next stage and its gradients back,
+  s/cp · b · h / t 16-bit elements each way, once per chunk boundary: v times under
+  interleaving ("the amount of communication also increases by v", §2.2.2); on the
+  network once stages span nodes (the pipeline dimension is outermost in torchtitan's
+  and Megatron's meshes); not overlapped (verl turns on Megatron's `overlap_p2p_comm`
+  with virtual stages, which this leaves out: a cautious reading).
 * **Offload** adds, unhidden, the PCIe copies (16-bit gradients down and parameters up
   once per step; at stage 3 with parameters offloaded, every micro-step's gathers come
   up too) and the CPU optimizer step (`CPU_ADAM_PARAMS_PER_S` per rank). Read from the
@@ -106,7 +110,7 @@ class StepTime:
     exposed: float
     """Of `communication`, seconds not hidden behind compute."""
     bubble: float
-    """Seconds pipeline stages idle in the 1F1B schedule's fill and drain."""
+    """Seconds pipeline stages idle in the (interleaved) 1F1B schedule's fill and drain."""
     tokens_per_s_per_gpu: float
     mfu: float
     """Model FLOPs (no recompute) per second over the peak."""
@@ -180,18 +184,21 @@ def attention_share(plan: Plan) -> float:
 
 
 def bubble(plan: Plan) -> float:
-    """Fraction of a 1F1B step a pipeline stage idles: (p − 1) / (m + p − 1)."""
-    p, m = plan.pipeline, plan.accumulation
-    return (p - 1) / (m + p - 1)
+    """Fraction of a 1F1B step a pipeline stage idles: (p − 1) / (v·m + p − 1), the
+    idle (p − 1)/(v·m) of the ideal step over the whole (Narayanan §2.2.2; v = 1 is
+    plain 1F1B)."""
+    p, m, v = plan.pipeline, plan.accumulation, plan.virtual_stages
+    return (p - 1) / (v * m + p - 1)
 
 
 def pipeline_bytes(plan: Plan) -> float:
-    """Activations and their gradients one stage sends to its neighbours per step."""
+    """Activations and their gradients one stage sends to its neighbours per step: once
+    per micro-batch and model chunk (v chunks under interleaving)."""
     m = plan.model
     if plan.pipeline == 1 or not (m.hidden_size and plan.seq_len):
         return 0.0
     elements = plan.seq_len * plan.micro * m.hidden_size / (plan.sequence * plan.tensor)
-    return plan.accumulation * 2 * plan.precision_bytes * elements
+    return plan.virtual_stages * plan.accumulation * 2 * plan.precision_bytes * elements
 
 
 def ring_bandwidth(hw: Hardware, members_per_node: int) -> float:

@@ -20,7 +20,13 @@ from distrecipe.findings import Finding
 from distrecipe.output import one_line
 from distrecipe.recipe import Plan
 from distrecipe.translator import deepspeed
-from distrecipe.translator.equivalence import finding, offload_findings, refuse_errors, token_batch_findings
+from distrecipe.translator.equivalence import (
+    finding,
+    offload_findings,
+    refuse_errors,
+    token_batch_findings,
+    virtual_stages,
+)
 from distrecipe.translator.native import merge
 from distrecipe.translator.targets import EmitOptions, Output, render_deepspeed
 
@@ -45,7 +51,7 @@ def findings(plan: Plan) -> list[Finding]:
     if plan.strategy == "megatron":
         found.append(finding("DR208", TARGET, "strategy megatron; use --target verl"))
     if plan.pipeline > 1:
-        found.append(finding("DR208", TARGET, f"pipeline parallel {plan.pipeline}"))
+        found.append(finding("DR208", TARGET, f"pipeline parallel {plan.pipeline}{virtual_stages(plan)}"))
     if kind in ("NO", "MULTI_GPU") and (plan.tensor > 1 or plan.sequence > 1):
         found.append(
             finding(
@@ -169,3 +175,4 @@ def text(plan: Plan) -> str:
         header.append(f"# Accumulation reaches Accelerator() through the environment: {env}")
     body = yaml.safe_dump(emit(plan), sort_keys=False, default_flow_style=False)
     return "\n".join(header) + "\n" + body
+

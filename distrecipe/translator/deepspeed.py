@@ -89,7 +89,12 @@ def findings(plan: Plan) -> list[Finding]:
         found.append(finding("DR217", "deepspeed", detail))
     if plan.strategy == "megatron":
         detail = f"tensor {plan.tensor}, pipeline {plan.pipeline}"
+        if plan.virtual_stages > 1:
+            detail += f", virtual_stages {plan.virtual_stages} (the Megatron script's own flag)"
         found.append(finding("DR218", "deepspeed", detail))
+    elif plan.virtual_stages > 1:
+        found.append(finding("DR208", "deepspeed", f"virtual_stages {plan.virtual_stages}: DeepSpeed's "
+                             "PipelineEngine runs plain 1F1B (`TrainSchedule`), without interleaving"))
     refusal = autotp_refusal(plan)
     if refusal:
         found.append(finding("DR208", "deepspeed", refusal))

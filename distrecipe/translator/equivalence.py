@@ -104,6 +104,12 @@ CODES: dict[str, Code] = {
 """Every mapping finding code with its severity; `explain DR2xx` can read `summary`."""
 
 
+def virtual_stages(plan: Plan) -> str:
+    """`, virtual_stages v` for a pipeline a target refuses that also interleaves, so its
+    finding names every key it cannot carry; empty under plain 1F1B."""
+    return f", virtual_stages {plan.virtual_stages}" if plan.virtual_stages > 1 else ""
+
+
 def token_batch_findings(plan: Plan, target: str) -> list[Finding]:
     """DR208 where the target counts micro-batches in samples and the recipe packs them by
     tokens (`batch.micro_tokens`): only verl's `use_dynamic_bsz` can say that."""
@@ -270,6 +276,13 @@ TABLE: tuple[Row, ...] = (
         Cell("needs a Megatron mpu"),
         Cell("none", "DR208"),
         Cell("Megatron `pipeline_model_parallel_size` (megatron only)", "DR208"),
+        Cell("none", "DR208"),
+    ),
+    Row(
+        "virtual pipeline stages",
+        Cell("Megatron: the script's own flag (DR218); ZeRO: `TrainSchedule` is plain 1F1B", "DR208"),
+        Cell("none", "DR208"),
+        Cell("Megatron `virtual_pipeline_model_parallel_size` (megatron only)", "DR208"),
         Cell("none", "DR208"),
     ),
     Row(

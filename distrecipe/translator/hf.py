@@ -22,7 +22,13 @@ from distrecipe.findings import Finding
 from distrecipe.output import to_json
 from distrecipe.recipe import Plan
 from distrecipe.translator import accelerate
-from distrecipe.translator.equivalence import finding, offload_findings, refuse_errors, token_batch_findings
+from distrecipe.translator.equivalence import (
+    finding,
+    offload_findings,
+    refuse_errors,
+    token_batch_findings,
+    virtual_stages,
+)
 from distrecipe.translator.native import merge
 from distrecipe.translator.targets import EmitOptions, Output, render_deepspeed
 
@@ -38,7 +44,8 @@ def findings(plan: Plan) -> list[Finding]:
     """Where TrainingArguments cannot say what the recipe says."""
     found = token_batch_findings(plan, TARGET)
     if plan.strategy == "megatron" or plan.pipeline > 1:
-        found.append(finding("DR208", TARGET, "the Trainer has no Megatron or pipeline engine"))
+        found.append(finding("DR208", TARGET,
+                             f"the Trainer has no Megatron or pipeline engine{virtual_stages(plan)}"))
     if plan.strategy == "ddp" and (plan.tensor > 1 or plan.sequence > 1):
         found.append(finding("DR208", TARGET, "DDP with tensor or sequence parallel"))
     if plan.strategy == "zero" and plan.sequence > 1:

@@ -95,6 +95,9 @@ DECIDED: dict[str, dict[KeyPath, tuple[str, Check]]] = {
             "rl.rollout_n", lambda p, v: p.rl is not None and same(v, p.rl.rollout_n)),
         ("data", "train_batch_size"): (
             "rl.prompts_per_step", lambda p, v: p.rl is not None and same(v, p.rl.prompts_per_step)),
+        ("actor_rollout_ref", "actor", "megatron", "virtual_pipeline_model_parallel_size"): (
+            "parallel.virtual_stages",
+            lambda p, v: same(v, p.virtual_stages) or (v is None and p.virtual_stages == 1)),
         ("trainer", "nnodes"): ("cluster.nodes", lambda p, v: same(v, p.nodes)),
         ("trainer", "n_gpus_per_node"): ("cluster.gpus_per_node", lambda p, v: same(v, p.gpus_per_node)),
     },

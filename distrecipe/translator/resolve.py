@@ -58,6 +58,7 @@ def resolve(recipe: Recipe, *, detected_gpus: int | None = None, world: int | No
         prov["batch.micro"] = (f"at most global / DP = {global_batch} / {dp}: micro-batches are packed by "
                                f"tokens, ≤ {recipe.batch.micro_tokens} per GPU")
     _check_rl(recipe, global_batch, dp)
+    _check_virtual_stages(recipe, accumulation)
     backend = recipe.launch.backend
     if backend == AUTO:
         backend = "verl" if recipe.rl else DEFAULT_BACKEND[recipe.strategy]
@@ -85,6 +86,7 @@ def resolve(recipe: Recipe, *, detected_gpus: int | None = None, world: int | No
         tensor=recipe.parallel.tensor,
         pipeline=recipe.parallel.pipeline,
         sequence=recipe.parallel.sequence,
+        virtual_stages=recipe.parallel.virtual_stages,
         dp=dp,
         shard_group=shard_group,
         micro=micro,
@@ -225,6 +227,44 @@ def _data_parallel(recipe: Recipe, gpus: int, prov: dict[str, str]) -> int:
     )
     prov["cluster.world"] = f"nodes × gpus_per_node = {nodes} × {gpus}"
     return dp
+
+
+def _check_virtual_stages(recipe: Recipe, accumulation: int) -> None:
+    """Interleaved 1F1B's preconditions, refused here rather than in the first step.
+
+    Megatron-LM builds v model chunks of layers / (pipeline × v) layers on each pipeline
+    rank (`get_num_layers_to_build` needs the split exact), and its interleaved schedule
+    (`forward_backward_pipelining_with_interleaving`, megatron/core/pipeline_parallel/
+    schedules.py) runs micro-batches in groups of `microbatch_group_size_per_vp_stage`,
+    which `ModelParallelConfig` sets to the pipeline size: verl 0.9.1's Megatron engine
+    asserts "micro_batches ... must be divisible by num_batches_divided_by" with exactly
+    that group (workers/engine/megatron/transformer_impl.py, `forward_backward_batch`),
+    as older Megatron raised "number of microbatches is not divisible by pipeline-model-
+    parallel-size when using interleaved schedule". Token-packed micro-batches
+    (`batch.micro_tokens`) are exempt: verl pads their count up to a multiple of it.
+    """
+    par = recipe.parallel
+    v, p = par.virtual_stages, par.pipeline
+    if v == 1:
+        return
+    where = recipe.at("parallel.virtual_stages", "parallel")
+    if p == 1:
+        raise RecipeError(f"parallel.virtual_stages {v} interleaves pipeline stages, but parallel.pipeline "
+                          "is 1: set pipeline > 1 or virtual_stages 1", where)
+    layers = recipe.model.layers
+    if layers is not None and layers % (p * v):
+        fits = (f"virtual_stages that do: {_or(tuple(divisors(layers // p)))}" if layers % p == 0
+                else f"no virtual_stages does, as pipeline {p} does not divide {layers}")
+        raise RecipeError(
+            f"model.layers {layers} does not split into pipeline × virtual_stages = {p} × {v} = {p * v} "
+            f"equal model chunks; {fits}", where)
+    if recipe.batch.micro_tokens is None and accumulation % p:
+        raise RecipeError(
+            f"interleaved 1F1B (virtual_stages {v}) runs micro-batches in groups of pipeline = {p}, "
+            f"but batch.accumulation is {accumulation}: Megatron (and verl's Megatron engine) needs "
+            f"micro-batches per step to be a multiple of {p}; use accumulation "
+            f"{_or(nearest_multiples(accumulation, p))}",
+            recipe.at("batch.accumulation", "batch.micro", "parallel.virtual_stages", "batch"))
 
 
 def _shard_group(recipe: Recipe, stage: int, dp: int, prov: dict[str, str]) -> int:

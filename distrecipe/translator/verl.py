@@ -36,7 +36,7 @@ from distrecipe.engines.verl import (
 from distrecipe.findings import Finding
 from distrecipe.keys import dotted
 from distrecipe.recipe import RL, Plan
-from distrecipe.translator.equivalence import finding, offload_findings, refuse_errors
+from distrecipe.translator.equivalence import finding, offload_findings, refuse_errors, virtual_stages
 from distrecipe.translator.native import merge_overrides
 from distrecipe.translator.targets import EmitOptions, Output
 
@@ -72,7 +72,8 @@ def _structure_findings(plan: Plan) -> list[Finding]:
                 finding(
                     "DR208",
                     TARGET,
-                    f"tensor {plan.tensor} / pipeline {plan.pipeline} need strategy megatron",
+                    f"tensor {plan.tensor} / pipeline {plan.pipeline}{virtual_stages(plan)} "
+                    "need strategy megatron",
                 )
             )
         if plan.stage == 0:
@@ -216,6 +217,8 @@ def _megatron(plan: Plan) -> list[Override]:
         (f"{megatron}.tensor_model_parallel_size", plan.tensor),
         (f"{megatron}.pipeline_model_parallel_size", plan.pipeline),
         (f"{megatron}.context_parallel_size", plan.sequence),
+        *([(f"{megatron}.virtual_pipeline_model_parallel_size", plan.virtual_stages)]
+          if plan.virtual_stages > 1 else []),
         (f"{megatron}.use_distributed_optimizer", plan.stage >= 1),
         (f"{megatron}.param_offload", plan.offload.params != "none"),
         (f"{megatron}.optimizer_offload", False),

@@ -66,7 +66,8 @@ READ: tuple[KeyPath, ...] = (
     engine.MAX_TOKENS, engine.ULYSSES, engine.FSDP_SIZE, (*engine.ACTOR, "strategy"), ("model_engine",),
     (*_FSDP, "reshard_after_forward"), (*_FSDP, "offload_policy"), (*_FSDP, "mixed_precision", "param_dtype"),
     (*_MEGATRON, "tensor_model_parallel_size"), (*_MEGATRON, "pipeline_model_parallel_size"),
-    (*_MEGATRON, "context_parallel_size"), (*_MEGATRON, "use_distributed_optimizer"), (*_MEGATRON, "dtype"),
+    (*_MEGATRON, "context_parallel_size"), (*_MEGATRON, "virtual_pipeline_model_parallel_size"),
+    (*_MEGATRON, "use_distributed_optimizer"), (*_MEGATRON, "dtype"),
     (*_OPTIM, "optimizer"), (*_OPTIM, "lr"), (*_OPTIM, "weight_decay"), (*_OPTIM, "betas"),
     (*_OPTIM, "clip_grad"), (*_OPTIM, "override_optimizer_config"),
     ("actor_rollout_ref", "model", "enable_gradient_checkpointing"),
@@ -216,6 +217,10 @@ def _megatron(actor: dict[str, Any]) -> dict[str, Any]:
     mega = section(actor, "megatron")
     parallel = {ours: mega.get(f"{theirs}_parallel_size", 1) for ours, theirs in
                 (("tensor", "tensor_model"), ("pipeline", "pipeline_model"), ("sequence", "context"))}
+    # verl's default null is plain 1F1B, as is 1: the recipe's virtual_stages 1.
+    virtual = mega.get("virtual_pipeline_model_parallel_size")
+    if virtual is not None:
+        parallel["virtual_stages"] = virtual
     stage = 1 if mega.get("use_distributed_optimizer", True) else 0
     out: dict[str, Any] = {"strategy": "megatron", "stage": stage,
                            "parallel": {k: v for k, v in parallel.items() if v != 1}}

@@ -73,8 +73,9 @@ class Row:
         return float(value) if value else None
 
 
-def rows() -> list[Row]:
-    with CSV.open(encoding="utf-8", newline="") as handle:
+def rows(path: Path = CSV) -> list[Row]:
+    """The corpus's rows, or another file's in its columns (`benchmarks/gpu_memory.py`'s)."""
+    with path.open(encoding="utf-8", newline="") as handle:
         return [Row(d) for d in csv.DictReader(handle)]
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from distrecipe.plan.engine import DeepSpeedZero, runs_fsdp2, uses_deepspeed
+from distrecipe.plan.engine import DeepSpeedZero, fsdp2_shard_ranks, runs_fsdp2, uses_deepspeed
 from distrecipe.plan.memory import local_params, reduce_ranks, shard_ranks
 from distrecipe.plan.units import MiB
 from distrecipe.recipe import Plan
@@ -56,10 +56,11 @@ def ring(n: int) -> float:
     return (n - 1) / n
 
 
-def shard_group_in_node(plan: Plan) -> bool:
-    """True when each hybrid shard group sits inside one node (its size divides the
-    node), so its all-gathers and reduce-scatters stay on NVLink."""
-    return plan.gpus_per_node % shard_ranks(plan) == 0
+def in_node(plan: Plan, ranks: int) -> bool:
+    """True when each group of `ranks` neighbouring ranks (a hybrid shard group, an hpZ
+    group) sits inside one node (its size divides the node), so its collectives stay
+    on NVLink."""
+    return plan.gpus_per_node % ranks == 0
 
 
 def formula(plan: Plan, *, no_sync: bool = True) -> Traffic:
@@ -78,7 +79,7 @@ def formula(plan: Plan, *, no_sync: bool = True) -> Traffic:
         sent["all-gather parameters (backward)"] = ring(s) * params
     intra = None
     if plan.hybrid:
-        intra = sum(sent.values()) if shard_group_in_node(plan) else 0.0
+        intra = sum(sent.values()) if in_node(plan, s) else 0.0
         replicas = plan.replicas
         sent["all-reduce shard across replicas"] = reductions * 2 * ring(replicas) * grads / s
     return Traffic(sent, reductions, intra)
@@ -101,17 +102,16 @@ def engine(plan: Plan, zero: DeepSpeedZero | None = None) -> Traffic:
     if plan.strategy == "megatron":
         return formula(plan)
     if runs_fsdp2(plan):
-        s = shard_ranks(plan)
+        s = fsdp2_shard_ranks(plan)
         reduce_bytes = 4 if plan.launch.backend == "verl" else lp  # verl reduces in fp32
         sent = {"all-gather parameters": m * ring(s) * lp * psi,
                 "reduce-scatter gradients": m * ring(s) * reduce_bytes * psi}
         if plan.reshard_after_forward:
             sent["all-gather parameters (backward)"] = m * ring(s) * lp * psi
         intra = None
-        if plan.hybrid:  # HSDP: the shard's gradients are all-reduced across replicas
-            intra = sum(sent.values()) if shard_group_in_node(plan) else 0.0
-            sent["all-reduce shard across replicas"] = (
-                m * 2 * ring(plan.replicas) * reduce_bytes * psi / s)
+        if s < n:  # HSDP (verl's DDP too): the shard's gradients are all-reduced across replicas
+            intra = sum(sent.values()) if in_node(plan, s) else 0.0
+            sent["all-reduce shard across replicas"] = m * 2 * ring(n // s) * reduce_bytes * psi / s
         return Traffic(sent, m, intra)
     if not uses_deepspeed(plan):
         # Accelerate's DDP: fp32 gradients under autocast, no_sync until the last micro-step.

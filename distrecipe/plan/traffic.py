@@ -21,6 +21,8 @@ micro-step and reduces in its reduce dtype, DDP under autocast reduces fp32 grad
 With a shard group S < N (hybrid sharding), reduce-scatter and all-gather run inside
 the group (within a node when S divides the node) and an all-reduce of the 1/S shard
 runs across the N/S replicas (between nodes).
+DeepSpeed's form of a shard group, ZeRO++ hpZ, differs: the first gather of a step and
+the gradient reduce-scatter span all N; only the later gathers stay in the group.
 """
 
 from __future__ import annotations
@@ -127,8 +129,21 @@ def engine(plan: Plan, zero: DeepSpeedZero | None = None) -> Traffic:
         return Traffic({name: reductions * factor * ring(n) * lp * psi,
                         "all-gather parameters": ring(n) * lp * psi}, reductions)
     released = max(0.0, psi - zero.max_live_parameters)
-    # With hpZ the backward gather reads the secondary copy inside its group.
-    regather = ring(zero.hpz_partition_size) if zero.hpz_partition_size > 1 else ring(n)
-    return Traffic({"all-gather parameters": m * ring(n) * lp * psi,
-                    "all-gather parameters (backward)": m * regather * lp * released,
-                    "reduce-scatter gradients": m * ring(n) * lp * psi}, m)
+    h = min(zero.hpz_partition_size, plan.world)
+    if h <= 1:
+        return Traffic({"all-gather parameters": m * ring(n) * lp * psi,
+                        "all-gather parameters (backward)": m * ring(n) * lp * released,
+                        "reduce-scatter gradients": m * ring(n) * lp * psi}, m)
+    # ZeRO++ hpZ (DeepSpeed 0.19.8 `partition_parameters.py`): a parameter released after
+    # its first gather keeps a secondary partition over its group of h consecutive ranks
+    # (`_partition_param_sec`; `groups._create_zero_param_parallel_group`), and every later
+    # gather reads it inside the group (`_all_gather_coalesced` on `zero_param_process_group`)
+    # until `step()` drops it (`invalidate_secondary_tensor`): the first micro-step's forward
+    # gathers over all N, backward and later micro-steps' forwards within the group.
+    # Gradients are reduce-scattered over all N.
+    secondary = {"all-gather parameters (backward)": m * ring(h) * lp * released}
+    if m > 1:
+        secondary["all-gather parameters (later micro-steps)"] = (m - 1) * ring(h) * lp * psi
+    sent = {"all-gather parameters": ring(n) * lp * psi, **secondary,
+            "reduce-scatter gradients": m * ring(n) * lp * psi}
+    return Traffic(sent, m, sum(secondary.values()) if in_node(plan, h) else 0.0)

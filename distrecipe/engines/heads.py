@@ -47,9 +47,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from distrecipe.plan.engine import uses_deepspeed
+from distrecipe.engines.verl import actor_engine
 from distrecipe.recipe import Plan
-from distrecipe.translator.verl import actor_engine
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,14 +102,15 @@ _NAMES = {"deepspeed": "DeepSpeed", "verl": "verl", "torchtitan": "torchtitan",
 
 def _engine(plan: Plan) -> str:
     """Which engine splits the model: under verl the actor engine verl builds
-    (`translator.verl.actor_engine`: FSDP2 for `zero` and `ddp` too, so verl's Ulysses
-    rules, not DeepSpeed's), otherwise DeepSpeed where `plan.engine.uses_deepspeed` says so."""
+    (`engines.verl.actor_engine`: FSDP2 for `zero` and `ddp` too, so verl's Ulysses
+    rules, not DeepSpeed's), otherwise DeepSpeed as `plan.engine.uses_deepspeed` decides."""
     backend = plan.launch.backend
     if backend == "verl":
         return "verl-megatron" if actor_engine(plan) == "megatron" else "verl"
     if plan.strategy == "megatron":
         return "megatron"
-    if uses_deepspeed(plan):
+    if plan.strategy == "zero" or (
+            plan.strategy == "ddp" and backend in ("deepspeed", "accelerate-deepspeed")):
         return "deepspeed"
     return "torchtitan" if backend == "torchrun" else "accelerate"
 

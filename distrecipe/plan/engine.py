@@ -45,10 +45,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from distrecipe.engines.verl import actor_engine
 from distrecipe.model_shapes import llama
 from distrecipe.plan.memory import local_params, plan_model_state, reduce_ranks, shard_ranks
 from distrecipe.recipe import Plan
-from distrecipe.translator.verl import actor_engine, fsdp_size
+from distrecipe.translator.verl import fsdp_size
 
 POINTS = ("rest", "forward", "backward", "step")
 """After the optimizer step, after forward, after backward (worst micro-step), inside step."""
@@ -237,7 +238,7 @@ def formula_only(plan: Plan) -> EngineView:
 
 def runs_fsdp2(plan: Plan) -> bool:
     """Whether torch FSDP2 holds the model state: `fsdp`, and `zero` and `ddp` under verl,
-    whose emitter builds that actor with FSDP2 (`translator.verl.actor_engine`); DDP there
+    whose emitter builds that actor with FSDP2 (`engines.verl.actor_engine`); DDP there
     is FSDP2 on shard groups of one rank (`fsdp2_shard_ranks`), not torch DDP: fp32
     parameters and gradients, no bucket copy."""
     return plan.strategy == "fsdp" or (plan.launch.backend == "verl" and actor_engine(plan) == "fsdp2")

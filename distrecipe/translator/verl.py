@@ -31,6 +31,7 @@ from distrecipe.engines.verl import (
     ROLLOUT_MEMORY,
     VerlBatch,
     Violation,
+    actor_engine,
     batch_violations,
 )
 from distrecipe.findings import Finding
@@ -124,13 +125,6 @@ def _message(v: Violation, b: VerlBatch) -> str:
     if v.rule == "whole-mini-batches":
         return f"prompts_per_step {b.prompts} is not a whole number of mini-batches of {b.mini} prompts"
     raise AssertionError(f"resolve admitted a plan that breaks verl's {v.rule} rule")
-
-
-def actor_engine(plan: Plan) -> str:
-    """The engine verl builds the actor with: Megatron for `megatron`, FSDP2 for every
-    other strategy (ZeRO-1/2 become FSDP2 without resharding, DR201; DDP FSDP2 with
-    `fsdp_size=1`, DR205). `plan`'s engine view follows it (`plan.engine.runs_fsdp2`)."""
-    return "megatron" if plan.strategy == "megatron" else "fsdp2"
 
 
 def fsdp_size(plan: Plan) -> int:

@@ -73,8 +73,9 @@ class Row:
         return float(value) if value else None
 
 
-def rows() -> list[Row]:
-    with CSV.open(encoding="utf-8", newline="") as handle:
+def rows(path: Path = CSV) -> list[Row]:
+    """The corpus's rows, or another file's in its columns (`benchmarks/gpu_memory.py`'s)."""
+    with path.open(encoding="utf-8", newline="") as handle:
         return [Row(d) for d in csv.DictReader(handle)]
 
 
@@ -94,13 +95,17 @@ def plan_for_row(row: Row) -> Plan:
     strategy = {"fsdp2": "fsdp", "fsdp": "fsdp", "ddp": "ddp", "zero": "zero"}[d["strategy"]]
     stage = int(d["zero_stage"]) if d["zero_stage"] else {"fsdp": 3, "ddp": 0, "zero": 2}[strategy]
     micro = int(d["micro"])
+    dp = gpus // (tp * pp * cp)
+    # The row's global batch where stated: accumulation = global / (micro × DP), so the
+    # plan's step (traffic per step, ZeRO's held gradients, tokens per step) is the run's.
+    global_batch = int(d["global_batch"]) if d["global_batch"] else micro * dp
     backend = {"fsdp": "torchrun", "ddp": "accelerate", "zero": "deepspeed"}[strategy]
     doc: dict[str, Any] = {
         "recipe": 1, "name": "published", "model": model,
         "cluster": {"nodes": gpus // per_node, "gpus_per_node": per_node},
         "strategy": strategy, "stage": stage,
         "parallel": {"tensor": tp, "pipeline": pp, "sequence": cp},
-        "batch": {"micro": micro, "accumulation": 1, "global": micro * gpus // (tp * pp * cp),
+        "batch": {"micro": micro, "accumulation": global_batch // (micro * dp), "global": global_batch,
                   "seq_len": int(d["seq_len"])},
         "precision": "bf16", "activation_checkpointing": CHECKPOINTING[d["checkpointing"]],
         "launch": {"backend": backend},

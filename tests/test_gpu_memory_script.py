@@ -207,3 +207,34 @@ def test_one_tiny_run_end_to_end_on_a_gpu(tmp_path: Path) -> None:
     for reserved, allocated in zip(rows[::2], rows[1::2], strict=True):
         assert float(reserved["memory_GiB"]) >= float(allocated["memory_GiB"]) > 0
         assert float(reserved["tokens_per_s_per_gpu"]) > 0
+
+
+def test_rows_it_writes_are_judged_as_measured_here(tmp_path: Path) -> None:
+    """Rows the script writes, read back from a CSV, land in `test_plan_gpu`'s own held-out
+    category and are judged on the statistic each states: reserved against reserved,
+    allocated against allocated, an OOM against the plan's `fits`."""
+    from tests.published import rows
+    from tests.test_plan_gpu import _kind, judge_measured_here
+
+    run = gm.Run("zero3", 1, 1024, "full")
+    small = gm.Gpu(name="NVIDIA H200", total_gib=0.5, capability="9.0", versions={})
+    predicted = estimate(gm.plan_for(run, H200, gm.TINY))
+    starved = estimate(gm.plan_for(run, small, gm.SHAPE))
+    assert predicted.fits is True and starved.fits is False
+    reserved, allocated = predicted.memory.reserved, predicted.memory.allocated
+    close = gm.Measurement(allocated=1.05 * allocated, reserved=0.95 * reserved)
+    far = gm.Measurement(allocated=1.2 * allocated, reserved=reserved)
+    oom = gm.Measurement(failure="OOM: CUDA out of memory. Tried to allocate 2.00 GiB")
+    crash = gm.Measurement(failure="failed: exit 1: ImportError")
+    written = [*gm.row_values(run, H200, gm.TINY, close, predicted, "20261201"),
+               *gm.row_values(run, H200, gm.TINY, far, predicted, "20261201"),
+               *gm.row_values(run, H200, gm.TINY, oom, predicted, "20261201"),
+               *gm.row_values(run, small, gm.SHAPE, oom, starved, "20261201"),
+               *gm.row_values(run, H200, gm.TINY, crash, predicted, "20261201")]
+    path = tmp_path / "measured.csv"
+    gm.write_csv(path, written)
+    read = rows(path)
+    assert {_kind(row) for row in read} == {"held out, measured here"}
+    verdicts = [judge_measured_here(row)[0] for row in read]
+    assert verdicts == [True, True, True, False, False, True, None]
+    assert judge_measured_here(read[3])[1].startswith("max_allocated -1")  # 1 / 1.2 - 1, rounded GiB

@@ -53,6 +53,12 @@ def refused(*sets: str) -> str | None:
       "batch.seq_len=8194"), "batch.seq_len"),
     (("strategy=fsdp", "stage=3", "launch.backend=accelerate", "parallel.tensor=8", *QWEN7B),
      "parallel.tensor"),
+    # verl runs `zero` as FSDP2 (engines.verl.actor_engine): its Ulysses pads the
+    # sequence, so DeepSpeed's seq % sp does not apply; the head rules do.
+    (("launch.backend=verl", "parallel.sequence=8", "batch.seq_len=8196"), None),
+    (("launch.backend=verl", "parallel.sequence=8", *QWEN7B), "parallel.sequence"),
+    (("launch.backend=verl", "strategy=ddp", "stage=0", "parallel.sequence=8",
+      "batch.seq_len=8196"), None),
 ])
 def test_each_engine_rule(sets: tuple[str, ...], key: str | None) -> None:
     found = refused(*sets)

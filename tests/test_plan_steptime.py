@@ -163,6 +163,17 @@ def test_error_against_every_published_throughput_row() -> None:
     assert all(-0.75 < e < 3.0 for _, e, _ in results)
 
 
+def test_rows_plan_their_stated_global_batch() -> None:
+    """A row's plan accumulates to the global batch the run states (MosaicML's and
+    KempnerForge's rows accumulate 2 to 21 micro-batches), not one micro-batch per rank."""
+    stated = [r for r in rows() if r.throughput and not unused_reason(r) and r.data["global_batch"]]
+    plans = [(r, plan_for_row(r)) for r in stated]
+    for row, plan in plans:
+        assert plan.global_batch == int(row.data["global_batch"]), row.name
+        assert plan.global_batch == plan.micro * plan.accumulation * plan.dp, row.name
+    assert max(plan.accumulation for _, plan in plans) == 21
+
+
 @pytest.mark.parametrize("gpu", ["h100", "a100-80gb"])
 def test_mfu_is_model_flops_over_peak(gpu: str) -> None:
     """MFU never exceeds the calibrated efficiency (recompute and exposed traffic only lower it)."""

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from distrecipe.engines import TORCH_OPTIMIZERS, data_parallel
 from distrecipe.engines.tables import VerlConfig
 from distrecipe.keys import get
+from distrecipe.recipe import Plan
 from distrecipe.source import KeyPath
 
 OVERRIDES_FILE = "verl_overrides.txt"
@@ -217,3 +218,11 @@ Resident on each GPU, phase by phase, in the hybrid engine (workers/engine_worke
 FSDP2's `offload_policy` (what `compile` writes for the recipe's offload) turns both off and keeps
 the parameters and optimizer state on CPU throughout (transformer_impl.py:459-463). The
 reference model is built `forward_only`, which also means CPU offload (:459)."""
+
+
+def actor_engine(plan: Plan) -> str:
+    """The engine verl builds the actor with, as `translator.verl` emits it: Megatron for
+    `megatron`, FSDP2 for every other strategy (ZeRO-1/2 become FSDP2 without resharding,
+    DR201; DDP FSDP2 with `fsdp_size=1`, DR205). `plan`'s engine view
+    (`plan.engine.runs_fsdp2`) and the head rules (`engines.heads`) follow it."""
+    return "megatron" if plan.strategy == "megatron" else "fsdp2"

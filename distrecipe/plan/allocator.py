@@ -37,8 +37,7 @@ from dataclasses import dataclass
 
 from distrecipe.model_shapes import llama
 from distrecipe.plan.activations import Activations
-from distrecipe.plan.engine import EngineView, runs_fsdp2, uses_deepspeed
-from distrecipe.plan.memory import shard_ranks
+from distrecipe.plan.engine import EngineView, fsdp2_shard_ranks, runs_fsdp2, uses_deepspeed
 from distrecipe.plan.units import GiB
 from distrecipe.recipe import Plan
 
@@ -122,7 +121,7 @@ def stranded(plan: Plan, psi: float, act: Activations | None) -> float:
     if not runs_fsdp2(plan) or plan.offload.enabled or inventory is None or act is None:
         return 0.0
     h, s = plan.model.hidden_size or 0, plan.seq_len or 0
-    shards = shard_ranks(plan)
+    shards = fsdp2_shard_ranks(plan)
     per_block = 4.0 * inventory.block_params / plan.tensor / shards
     return 4.0 * psi / shards if per_block < 2.0 * s * plan.micro * h else 0.0
 

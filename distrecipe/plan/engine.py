@@ -32,6 +32,7 @@ some moments and less at others; each term below was read from the installed sou
   backward.
 * torch DDP as Accelerate runs it (fp32 parameters, bf16 autocast): 4Ψ + 8Ψ Adam + a
   4Ψ bucket copy of the gradients (`gradient_as_bucket_view` is off), + 4Ψ gradients.
+  DDP under verl is FSDP2 on one-rank shard groups (`runs_fsdp2`): 16Ψ, no bucket copy.
 
 The layer being computed and the one prefetched (ZeRO-3 / FSDP) are a transient
 working set; `activations.py` counts them with the activations, not here.
@@ -44,10 +45,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from distrecipe.engines.verl import actor_engine
 from distrecipe.model_shapes import llama
 from distrecipe.plan.memory import local_params, plan_model_state, reduce_ranks, shard_ranks
 from distrecipe.recipe import Plan
-from distrecipe.translator.verl import actor_engine
+from distrecipe.translator.verl import fsdp_size
 
 POINTS = ("rest", "forward", "backward", "step")
 """After the optimizer step, after forward, after backward (worst micro-step), inside step."""
@@ -235,11 +237,17 @@ def formula_only(plan: Plan) -> EngineView:
 
 
 def runs_fsdp2(plan: Plan) -> bool:
-    """Whether torch FSDP2 holds the model state: `fsdp`, and a sharded `zero` under verl,
-    whose emitter builds that actor with FSDP2 (`translator.verl.actor_engine`). DDP under
-    verl (FSDP2 with `fsdp_size=1`, every rank a full copy) keeps DDP's view."""
-    return plan.strategy == "fsdp" or (
-        plan.launch.backend == "verl" and plan.stage > 0 and actor_engine(plan) == "fsdp2")
+    """Whether torch FSDP2 holds the model state: `fsdp`, and `zero` and `ddp` under verl,
+    whose emitter builds that actor with FSDP2 (`engines.verl.actor_engine`); DDP there
+    is FSDP2 on shard groups of one rank (`fsdp2_shard_ranks`), not torch DDP: fp32
+    parameters and gradients, no bucket copy."""
+    return plan.strategy == "fsdp" or (plan.launch.backend == "verl" and actor_engine(plan) == "fsdp2")
+
+
+def fsdp2_shard_ranks(plan: Plan) -> int:
+    """Ranks FSDP2 shards the model state over: `memory.shard_ranks`, and under verl its
+    `fsdp_size` (`translator.verl.fsdp_size`: 1 for DDP)."""
+    return fsdp_size(plan) if plan.launch.backend == "verl" else shard_ranks(plan)
 
 
 def uses_deepspeed(plan: Plan) -> bool:
@@ -258,7 +266,8 @@ def plan_engine_view(plan: Plan, zero: DeepSpeedZero | None = None) -> EngineVie
     if plan.strategy == "megatron":
         return formula_only(plan)
     if runs_fsdp2(plan):
-        return fsdp2(psi, shard_ranks(plan), reshard=plan.reshard_after_forward, lp=lp, offload=offloaded)
+        return fsdp2(psi, fsdp2_shard_ranks(plan), reshard=plan.reshard_after_forward, lp=lp,
+                     offload=offloaded)
     if not uses_deepspeed(plan):
         return ddp(psi)
     settings = zero if zero is not None else DeepSpeedZero(stage=plan.stage)

@@ -56,7 +56,7 @@ from dataclasses import dataclass
 
 from distrecipe.plan import traffic
 from distrecipe.plan.activations import ring_context_parallel
-from distrecipe.plan.engine import DeepSpeedZero, runs_fsdp2, uses_deepspeed
+from distrecipe.plan.engine import DeepSpeedZero, fsdp2_shard_ranks, runs_fsdp2, uses_deepspeed
 from distrecipe.plan.hardware import Hardware, hardware
 from distrecipe.plan.memory import reduce_ranks, shard_ranks
 from distrecipe.recipe import Plan
@@ -233,8 +233,11 @@ def step_time(plan: Plan, engine_traffic: traffic.Traffic, zero: DeepSpeedZero |
     # (× sequence) group has gpus_per_node / tensor ranks on each node. Under hybrid
     # sharding only the replicas' all-reduce leaves the node when the shard group fits in
     # it, one replica per gpus_per_node / (tensor × shard) ranks; a shard group spanning
-    # nodes is priced the same way (one NIC per rank: the cautious reading).
-    members = (plan.gpus_per_node // (plan.tensor * shard_ranks(plan)) if engine_traffic.intra is not None
+    # nodes is priced the same way (one NIC per rank: the cautious reading). DeepSpeed's
+    # hpZ keeps only later gathers in the group: what leaves the node spans the whole group.
+    shards = fsdp2_shard_ranks(plan) if runs_fsdp2(plan) else shard_ranks(plan)
+    replicas_only = engine_traffic.intra is not None and not uses_deepspeed(plan)
+    members = (plan.gpus_per_node // (plan.tensor * shards) if replicas_only
                else min(reduce_ranks(plan), plan.gpus_per_node // plan.tensor))
     dp_seconds = (dp_bytes / hw.intra if dp_within_node
                   else intra / hw.intra + (dp_bytes - intra) / ring_bandwidth(hw, members))

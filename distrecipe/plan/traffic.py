@@ -21,13 +21,15 @@ micro-step and reduces in its reduce dtype, DDP under autocast reduces fp32 grad
 With a shard group S < N (hybrid sharding), reduce-scatter and all-gather run inside
 the group (within a node when S divides the node) and an all-reduce of the 1/S shard
 runs across the N/S replicas (between nodes).
+DeepSpeed's form of a shard group, ZeRO++ hpZ, differs: the first gather of a step and
+the gradient reduce-scatter span all N; only the later gathers stay in the group.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from distrecipe.plan.engine import DeepSpeedZero, runs_fsdp2, uses_deepspeed
+from distrecipe.plan.engine import DeepSpeedZero, fsdp2_shard_ranks, runs_fsdp2, uses_deepspeed
 from distrecipe.plan.memory import local_params, reduce_ranks, shard_ranks
 from distrecipe.plan.units import MiB
 from distrecipe.recipe import Plan
@@ -56,10 +58,11 @@ def ring(n: int) -> float:
     return (n - 1) / n
 
 
-def shard_group_in_node(plan: Plan) -> bool:
-    """True when each hybrid shard group sits inside one node (its size divides the
-    node), so its all-gathers and reduce-scatters stay on NVLink."""
-    return plan.gpus_per_node % shard_ranks(plan) == 0
+def in_node(plan: Plan, ranks: int) -> bool:
+    """True when each group of `ranks` neighbouring ranks (a hybrid shard group, an hpZ
+    group) sits inside one node (its size divides the node), so its collectives stay
+    on NVLink."""
+    return plan.gpus_per_node % ranks == 0
 
 
 def formula(plan: Plan, *, no_sync: bool = True) -> Traffic:
@@ -78,7 +81,7 @@ def formula(plan: Plan, *, no_sync: bool = True) -> Traffic:
         sent["all-gather parameters (backward)"] = ring(s) * params
     intra = None
     if plan.hybrid:
-        intra = sum(sent.values()) if shard_group_in_node(plan) else 0.0
+        intra = sum(sent.values()) if in_node(plan, s) else 0.0
         replicas = plan.replicas
         sent["all-reduce shard across replicas"] = reductions * 2 * ring(replicas) * grads / s
     return Traffic(sent, reductions, intra)
@@ -101,17 +104,16 @@ def engine(plan: Plan, zero: DeepSpeedZero | None = None) -> Traffic:
     if plan.strategy == "megatron":
         return formula(plan)
     if runs_fsdp2(plan):
-        s = shard_ranks(plan)
+        s = fsdp2_shard_ranks(plan)
         reduce_bytes = 4 if plan.launch.backend == "verl" else lp  # verl reduces in fp32
         sent = {"all-gather parameters": m * ring(s) * lp * psi,
                 "reduce-scatter gradients": m * ring(s) * reduce_bytes * psi}
         if plan.reshard_after_forward:
             sent["all-gather parameters (backward)"] = m * ring(s) * lp * psi
         intra = None
-        if plan.hybrid:  # HSDP: the shard's gradients are all-reduced across replicas
-            intra = sum(sent.values()) if shard_group_in_node(plan) else 0.0
-            sent["all-reduce shard across replicas"] = (
-                m * 2 * ring(plan.replicas) * reduce_bytes * psi / s)
+        if s < n:  # HSDP (verl's DDP too): the shard's gradients are all-reduced across replicas
+            intra = sum(sent.values()) if in_node(plan, s) else 0.0
+            sent["all-reduce shard across replicas"] = m * 2 * ring(n // s) * reduce_bytes * psi / s
         return Traffic(sent, m, intra)
     if not uses_deepspeed(plan):
         # Accelerate's DDP: fp32 gradients under autocast, no_sync until the last micro-step.
@@ -127,8 +129,21 @@ def engine(plan: Plan, zero: DeepSpeedZero | None = None) -> Traffic:
         return Traffic({name: reductions * factor * ring(n) * lp * psi,
                         "all-gather parameters": ring(n) * lp * psi}, reductions)
     released = max(0.0, psi - zero.max_live_parameters)
-    # With hpZ the backward gather reads the secondary copy inside its group.
-    regather = ring(zero.hpz_partition_size) if zero.hpz_partition_size > 1 else ring(n)
-    return Traffic({"all-gather parameters": m * ring(n) * lp * psi,
-                    "all-gather parameters (backward)": m * regather * lp * released,
-                    "reduce-scatter gradients": m * ring(n) * lp * psi}, m)
+    h = min(zero.hpz_partition_size, plan.world)
+    if h <= 1:
+        return Traffic({"all-gather parameters": m * ring(n) * lp * psi,
+                        "all-gather parameters (backward)": m * ring(n) * lp * released,
+                        "reduce-scatter gradients": m * ring(n) * lp * psi}, m)
+    # ZeRO++ hpZ (DeepSpeed 0.19.8 `partition_parameters.py`): a parameter released after
+    # its first gather keeps a secondary partition over its group of h consecutive ranks
+    # (`_partition_param_sec`; `groups._create_zero_param_parallel_group`), and every later
+    # gather reads it inside the group (`_all_gather_coalesced` on `zero_param_process_group`)
+    # until `step()` drops it (`invalidate_secondary_tensor`): the first micro-step's forward
+    # gathers over all N, backward and later micro-steps' forwards within the group.
+    # Gradients are reduce-scattered over all N.
+    secondary = {"all-gather parameters (backward)": m * ring(h) * lp * released}
+    if m > 1:
+        secondary["all-gather parameters (later micro-steps)"] = (m - 1) * ring(h) * lp * psi
+    sent = {"all-gather parameters": ring(n) * lp * psi, **secondary,
+            "reduce-scatter gradients": m * ring(n) * lp * psi}
+    return Traffic(sent, m, sum(secondary.values()) if in_node(plan, h) else 0.0)

@@ -31,6 +31,7 @@ from distrecipe.engines.verl import (
     ROLLOUT_MEMORY,
     VerlBatch,
     Violation,
+    actor_engine,
     batch_violations,
 )
 from distrecipe.findings import Finding
@@ -127,11 +128,12 @@ def _message(v: Violation, b: VerlBatch) -> str:
     raise AssertionError(f"resolve admitted a plan that breaks verl's {v.rule} rule")
 
 
-def actor_engine(plan: Plan) -> str:
-    """The engine verl builds the actor with: Megatron for `megatron`, FSDP2 for every
-    other strategy (ZeRO-1/2 become FSDP2 without resharding, DR201; DDP FSDP2 with
-    `fsdp_size=1`, DR205). `plan`'s engine view follows it (`plan.engine.runs_fsdp2`)."""
-    return "megatron" if plan.strategy == "megatron" else "fsdp2"
+def fsdp_size(plan: Plan) -> int:
+    """`fsdp_config.fsdp_size`: the ranks verl's FSDP2 shards over. Its `create_device_mesh`
+    makes a (world / fsdp_size, fsdp_size) ("ddp", "fsdp") mesh below the world, so 1 for
+    DDP (DR205) is FSDP2 on a shard group of one: every rank a whole fp32 copy, the
+    gradients all-reduced across all ranks (HSDP's replicate dimension)."""
+    return 1 if plan.stage == 0 else plan.world // plan.replicas
 
 
 def overrides(plan: Plan) -> list[Override]:
@@ -181,12 +183,11 @@ def _rollout_memory(rl: RL) -> list[Override]:
 
 
 def _fsdp(plan: Plan) -> list[Override]:
-    ddp = plan.stage == 0
     fsdp = f"{ACTOR}.fsdp_config"
     out: list[Override] = [
         (f"{ACTOR}.strategy", actor_engine(plan)),
         (f"{fsdp}.reshard_after_forward", plan.reshard_after_forward),
-        (f"{fsdp}.fsdp_size", 1 if ddp else plan.world // plan.replicas),
+        (f"{fsdp}.fsdp_size", fsdp_size(plan)),
         (f"{fsdp}.offload_policy", plan.offload.enabled),
         (f"{fsdp}.param_offload", False),
         (f"{fsdp}.optimizer_offload", False),

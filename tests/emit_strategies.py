@@ -93,6 +93,8 @@ def engine_documents(
         doc["launch"] = launch
     if rl:
         doc["rl"] = draw(rl_sections(glob))
+        if nodes * gpus % 2:  # verl's default rollout TP 2 does not start on one GPU (DR221)
+            doc["native"] = {"verl": ["actor_rollout_ref.rollout.tensor_model_parallel_size=1"]}
     return doc
 
 

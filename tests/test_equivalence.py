@@ -75,6 +75,8 @@ ROWS: dict[str, dict[str, Any]] = {
                                                 batch={"micro": 2, "accumulation": 4, "global": 128}),
     "batch.micro_tokens": doc(strategy="fsdp", batch={"global": 64, "micro_tokens": 8192}),
     "rl: prompts_per_step, rollout_n": doc(rl={"rollout_n": 4, "prompts_per_step": 24}),
+    "rl on GPUs the rollout's tensor parallelism does not divide": doc(
+        native={"verl": ["actor_rollout_ref.rollout.tensor_model_parallel_size=3"]}),
 }
 """A recipe that has each row's setting, for the engines that read it as it is."""
 

@@ -115,3 +115,21 @@ def test_compile_refuses_with_the_position(cli: Callable[..., Result], tmp_path:
     line = next(n for n, text in enumerate(recipe.read_text().splitlines(), 1) if "seq_len" in text)
     assert result.err.startswith(f"{recipe}:{line}:"), result.err
     assert "error: DR105 DeepSpeed splits each sequence into sequence 8 equal parts" in result.err
+
+
+def test_compile_for_verl_refuses_a_rollout_layout_at_its_key(cli: Callable[..., Result], tmp_path: Path) -> None:
+    """DR221: the rollout's TP stated in native.verl does not divide the 8 GPUs; compile
+    points at that line, lint (DR354) at the same place."""
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(
+        "recipe: 1\nmodel: {params: 7.6e9}\ncluster: {nodes: 1, gpus_per_node: 8}\nstrategy: fsdp\n"
+        "batch: {micro: 1, global: 64}\nrl: {rollout_n: 4, prompts_per_step: 16}\nnative:\n  verl:\n"
+        "    - actor_rollout_ref.rollout.tensor_model_parallel_size=3\n", encoding="utf-8")
+    result = cli("compile", recipe, "-t", "verl")
+    assert result.code == 2
+    assert result.err.startswith(f"{recipe}:9:7: error: DR221 8 GPUs are not a multiple of the rollout's "
+                                 "tensor × data × pipeline parallelism 3 × 1 × 1 = 3"), result.err
+    linted = cli("lint", recipe)
+    assert f"{recipe}:9:7: error DR354: 8 GPUs" in linted.out, linted.out
+    result = cli("compile", recipe, "-t", "deepspeed")  # only verl lays a rollout out
+    assert result.code == 0, result.err

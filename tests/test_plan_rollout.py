@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from distrecipe.api import load_plan
-from distrecipe.engines.verl import ROLLOUT_PROFILE
+from distrecipe.engines.verl import ROLLOUT_PROFILE, one_sequence_kv, rollout_layout_refusal
 from distrecipe.plan.advice import advise
 from distrecipe.plan.allocator import CONTEXT
 from distrecipe.plan.render import as_json, text
@@ -209,3 +209,77 @@ def test_zero_under_verl_is_fsdp2s_view(stage: int) -> None:
     assert got.step == want.step
     deepspeed = estimate(load_plan(seed, ("cluster.gpu=h100", f"stage={stage}")))
     assert deepspeed.engine.engine.startswith("DeepSpeed")
+
+
+QWEN7B = {"params": PSI, "hidden_size": 3584, "layers": 28, "heads": 28, "kv_heads": 4}
+"""Qwen2.5-7B's shape: 4 kv heads of 128, so one token's K and V take 28 × 2 × 4 × 128 × 2 bytes."""
+
+
+def test_one_sequences_kv_cache_is_whole_blocks_of_kv_heads_over_the_rollouts_tp() -> None:
+    assert one_sequence_kv(32768, 28, 4, 128, 2, 1) == 1.75 * 2**30  # vLLM: "1.75 GiB KV cache is needed"
+    assert one_sequence_kv(32768, 28, 4, 128, 2, 2) == 0.875 * 2**30
+    assert one_sequence_kv(32768, 28, 4, 128, 2, 8) == one_sequence_kv(32768, 28, 4, 128, 2, 4)  # replicated
+    assert one_sequence_kv(17, 1, 1, 1, 2, 1) == one_sequence_kv(32, 1, 1, 1, 2, 1) == 2 * 32 * 2
+
+
+def test_a_stated_max_model_len_puts_one_sequences_kv_cache_in_the_floor() -> None:
+    """verl's rollout.max_model_len is vLLM's: the share must hold the weights, the profile and
+    one sequence that long (131072 tokens of Qwen2.5-7B over TP 2: 3.5 GiB)."""
+    doc = rl_doc(rollout_memory=0.15)
+    doc["model"] = QWEN7B
+    bare = estimate(plan_of(doc)).rollout
+    doc["native"] = {"verl": ["actor_rollout_ref.rollout.max_model_len=131072"]}
+    est = estimate(plan_of(doc))
+    phase = est.rollout
+    assert bare is not None and phase is not None and bare.sequence_kv == 0 and bare.max_len is None
+    assert phase.max_len == 131072 and phase.sequence_kv == 3.5 * 2**30
+    assert phase.floor == pytest.approx(bare.floor + 3.5 * 2**30)
+    # 12 GB − (7.6 GB + 2 GiB) leaves 2.25 GB: less than one sequence, so vLLM refuses
+    assert not bare.starved and phase.starved and est.fits is False
+    assert "+ one sequence's KV cache 3.76 GB (rollout.max_model_len 131072)" in text(est, [])
+    assert as_json(est)["rollout"]["sequence_kv"] == 3.5 * 2**30
+    (line,) = advise(plan_of(doc))
+    assert "one sequence's KV cache 3.76 GB" in line and "it fits with rl.rollout_memory: 0.17 (" in line  # 13.51 GB / 80 GB, the next hundredth
+
+
+def test_lengths_or_a_shape_the_recipe_does_not_state_add_nothing() -> None:
+    doc = rl_doc(rollout_memory=0.6)
+    doc["native"] = {"verl": ["actor_rollout_ref.rollout.max_model_len=131072"]}  # no model shape
+    phase = estimate(plan_of(doc)).rollout
+    assert phase is not None and phase.sequence_kv == 0
+    doc["model"] = QWEN7B
+    doc["native"] = {"verl": ["data.max_prompt_length=4096", "data.max_response_length=8192"]}
+    phase = estimate(plan_of(doc)).rollout
+    assert phase is not None and phase.sequence_kv == 0  # they cap requests; max_model_len stays the model's
+
+
+@pytest.mark.parametrize(("world", "per_node", "tp", "dp", "name", "refused"), [
+    (8, 8, 2, 1, None, False),
+    (1, 1, 2, 1, None, True),  # verl's default TP 2 on one GPU
+    (8, 8, 3, 1, None, True),
+    (16, 8, 16, 1, None, False),  # a replica of two whole nodes
+    (24, 6, 8, 1, None, True),  # 24 % 8 == 0, but 8 GPUs span nodes of 6 without filling them
+    (24, 8, 3, 2, "vllm", True),  # vLLM's data parallel splits each node in groups of TP
+    (24, 8, 3, 2, "sglang", False),
+    (8, None, 3, 1, None, True),
+])
+def test_verls_rollout_layout_rules(world: int, per_node: int | None, tp: int, dp: int, name: str | None,
+                                    refused: bool) -> None:
+    assert (rollout_layout_refusal(world, per_node, tp, dp, 1, name) is not None) == refused
+
+
+def test_plan_shows_a_layout_verl_refuses_and_advises_the_rollouts_tp() -> None:
+    doc = rl_doc(rollout_memory=0.6)
+    doc["cluster"]["gpus_per_node"] = 1
+    doc["batch"] = {"micro": 4, "global": 40}
+    doc["rl"]["prompts_per_step"] = 8
+    plan = plan_of(doc)
+    est = estimate(plan)
+    assert est.rollout is not None and est.rollout.refused is not None
+    assert est.rollout.refused.startswith("1 GPUs are not a multiple of the rollout's tensor × data × "
+                                          "pipeline parallelism 2 × 1 × 1 = 2")
+    assert est.rollout.refused in text(est, []) and as_json(est)["rollout"]["refused"] == est.rollout.refused
+    (line,) = advise(plan)
+    assert line.startswith("verl would not start: 1 GPUs") and "tensor_model_parallel_size" in line
+    doc["native"] = {"verl": ["actor_rollout_ref.rollout.tensor_model_parallel_size=1"]}
+    assert estimate(plan_of(doc)).rollout.refused is None  # type: ignore[union-attr]

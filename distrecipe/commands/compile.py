@@ -12,6 +12,7 @@ from distrecipe.commands.echo import echo_findings, echo_name_note
 from distrecipe.commands.options import overrides_option, recipe_argument
 from distrecipe.engines.heads import refusal
 from distrecipe.errors import RecipeError, StrictError
+from distrecipe.keys import dotted
 from distrecipe.output import write_files
 from distrecipe.recipe import Plan, Recipe
 from distrecipe.translator.load import load_recipe
@@ -31,6 +32,8 @@ def compile_recipe(
     declared = load_recipe(recipe, overrides)
     plan = plan_of_recipe(declared)
     _check_split(declared, plan)
+    if target == "verl":
+        _check_rollout_layout(declared, plan)
     echo_name_note(plan)
     result = TARGETS[target](plan, EmitOptions(hf_auto=hf_auto))
     echo_findings(recipe, result.findings)
@@ -62,6 +65,17 @@ def _check_split(recipe: Recipe, plan: Plan) -> None:
     refused = refusal(plan)
     if refused is not None:
         raise RecipeError(f"DR105 {refused.message}", recipe.at(refused.key, "parallel", "model"))
+
+
+def _check_rollout_layout(recipe: Recipe, plan: Plan) -> None:
+    """verl's DR221 with the position of what to change: its workers would refuse the rollout
+    engine's layout after the cluster starts (`--target all` reports verl as skipped)."""
+    from distrecipe.translator.verl import rollout_layout
+
+    refused = rollout_layout(plan)
+    if refused is not None:
+        message, key = refused
+        raise RecipeError(f"DR221 {message}", recipe.at(dotted(key), "native", "cluster"))
 
 
 def _memory_findings(plan: Plan) -> list[str]:

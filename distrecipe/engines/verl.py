@@ -226,3 +226,69 @@ def actor_engine(plan: Plan) -> str:
     DR201; DDP FSDP2 with `fsdp_size=1`, DR205). `plan`'s engine view
     (`plan.engine.runs_fsdp2`) and the head rules (`engines.heads`) follow it."""
     return "megatron" if plan.strategy == "megatron" else "fsdp2"
+
+
+ROLLOUT_DP: KeyPath = (*ROLLOUT, "data_parallel_size")
+ROLLOUT_PP: KeyPath = (*ROLLOUT, "pipeline_model_parallel_size")
+ROLLOUT_NAME: KeyPath = (*ROLLOUT, "name")
+GPUS_PER_NODE: KeyPath = ("trainer", "n_gpus_per_node")
+NODES: KeyPath = ("trainer", "nnodes")
+
+
+def rollout_layout_refusal(world: int, gpus_per_node: int | None, tp: int, dp: int = 1, pp: int = 1,
+                           name: object = None) -> str | None:
+    """Why verl's workers refuse to lay the rollout engine out on these GPUs, or None.
+
+    One rollout replica takes R = TP × DP × PP GPUs (`rollout.tensor_model_parallel_size`,
+    default 2, rollout.yaml:64; `data_parallel_size` and `pipeline_model_parallel_size`,
+    default 1, :67, :75). Each is an assertion met only after Ray and the actor have started:
+
+    * the hybrid worker builds the rollout's device mesh: the world (`trainer.nnodes ×
+      n_gpus_per_node`) must be a multiple of R (workers/engine_workers.py:655-660,
+      "rollout world_size ... is not divisible by infer_world_size");
+    * a replica wider than a node must fill whole nodes: R a multiple of `n_gpus_per_node`
+      (workers/rollout/replica.py:107-116);
+    * vLLM with rollout data parallelism splits each node into DP groups of TP GPUs:
+      `n_gpus_per_node` a multiple of TP (workers/rollout/vllm_rollout/vllm_async_server.py:
+      384-387, "gpus_per_node should be divisible by tensor_model_parallel_size").
+
+    On one GPU verl's default TP 2 cannot start. `gpus_per_node` None skips the per-node rules.
+    """
+    replica = tp * dp * pp
+    if world % replica:
+        return (f"{world} GPUs are not a multiple of the rollout's tensor × data × pipeline "
+                f"parallelism {tp} × {dp} × {pp} = {replica} (verl's worker asserts it when it builds "
+                "the rollout's device mesh, after Ray and the actor have started)")
+    if gpus_per_node is None:
+        return None
+    if replica > gpus_per_node and replica % gpus_per_node:
+        return (f"a rollout replica of {replica} GPUs spans nodes of {gpus_per_node} GPUs without "
+                "filling them (verl's rollout replica asserts it at start-up)")
+    if dp > 1 and name == "vllm" and gpus_per_node % tp:
+        return (f"{gpus_per_node} GPUs per node are not a multiple of the rollout's tensor "
+                f"parallelism {tp} with rollout data parallelism {dp} (verl's vLLM server asserts it "
+                "at start-up)")
+    return None
+
+
+ROLLOUT_MAX_LEN: KeyPath = (*ROLLOUT, "max_model_len")
+"""`rollout.max_model_len`, default null (rollout.yaml:81): verl then takes the checkpoint's
+`max_position_embeddings` (vllm_async_server.py:1101-1111, `_validate_configs`; a larger value is
+refused there), and hands it to vLLM as `max_model_len` (:332). `data.max_prompt_length` and
+`max_response_length` (the rollout's `prompt_length` / `response_length`) do not set it: they
+only cap each request (:593-597). So a recipe states the length only through this key."""
+KV_BLOCK = 16
+"""vLLM's KV cache block on CUDA (`CacheConfig.block_size` default); verl does not set it. A
+sequence's KV cache is whole blocks: `FullAttentionSpec.max_memory_usage_bytes` =
+cdiv(max_model_len, block_size) × page bytes (vllm/v1/kv_cache_interface.py)."""
+
+
+def one_sequence_kv(length: int, layers: int, kv_heads: int, head_dim: int, width: int, tp: int) -> int:
+    """Bytes of KV cache one GPU of the rollout needs for one sequence of `length` tokens: vLLM's
+    second start-up check (vllm/v1/core/kv_cache_utils.py, `check_enough_kv_cache_memory`: "To
+    serve at least one request with the models's max seq len ..."). Per layer K and V, each
+    `kv_heads` ÷ TP heads (at least one: vLLM replicates kv heads below TP, `get_num_kv_heads`)
+    × `head_dim` × `width` bytes (the KV cache takes the model's dtype, `kv_cache_dtype: auto`),
+    over whole blocks of `KV_BLOCK` tokens."""
+    blocks = -(-length // KV_BLOCK)
+    return layers * 2 * max(1, kv_heads // tp) * head_dim * width * blocks * KV_BLOCK

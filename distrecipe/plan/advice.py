@@ -23,7 +23,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
-from distrecipe.engines.verl import ROLLOUT_PROFILE
 from distrecipe.model_shapes import llama
 from distrecipe.plan.report import Estimate, compare, estimate
 from distrecipe.plan.rollout import fractions
@@ -41,6 +40,10 @@ def advise(plan: Plan) -> list[str]:
     if current.budget is None:
         return ["cluster.gpu_memory is not set: cannot say whether it fits"]
     budget = current.budget
+    if current.rollout is not None and current.rollout.refused:
+        return [f"verl would not start: {current.rollout.refused}; state a rollout tensor parallelism "
+                "that divides the GPUs (actor_rollout_ref.rollout.tensor_model_parallel_size in "
+                "native.verl), then plan again"]
     if current.fits:
         return _when_it_fits(current, budget)
     trial = advised(plan)
@@ -73,8 +76,8 @@ def _shortfall(current: Estimate) -> str:
     budget = current.budget or 0.0
     if phase is not None and phase.starved and phase.engine is not None:
         return (f"rl.rollout_memory {phase.fraction:g} gives the rollout engine {gb(phase.engine)}, "
-                f"below its floor {gb(phase.floor)} (weights {gb(phase.weights)} + start-up profile "
-                f"{gb(ROLLOUT_PROFILE)}): vLLM would refuse to start (no memory for the KV cache)")
+                f"below its floor {gb(phase.floor)} ({phase.floor_text()}): vLLM would refuse to "
+                "start (no memory for the KV cache)")
     return f"{current.label} needs {gb(current.need)} of {gb(budget)}"
 
 
@@ -149,9 +152,9 @@ def _more_gpus(plan: Plan) -> str:
     phase = estimate(_offloaded(plan, ACTOR_OFFLOADS[-1])).rollout
     assert phase is not None
     tp = "" if phase.tensor_stated else " (verl's default)"
-    return (f"does not fit: the rollout engine needs at least {gb(phase.floor)} per GPU (weights "
-            f"{gb(phase.weights)} = Ψ × {phase.width} bytes ÷ rollout tensor parallelism "
-            f"{phase.tensor}{tp}, + start-up profile {gb(ROLLOUT_PROFILE)}) and the actor keeps "
+    how = f" = Ψ × {phase.width} bytes ÷ rollout tensor parallelism {phase.tensor}{tp},"
+    return (f"does not fit: the rollout engine needs at least {gb(phase.floor)} per GPU "
+            f"({phase.floor_text(how)}) and the actor keeps "
             f"{gb(sum(phase.actor.values()))} "
             f"beside it even offloaded: more GPUs (cluster.nodes) to shard the actor, or a larger "
             f"actor_rollout_ref.rollout.tensor_model_parallel_size in native.verl")
@@ -223,9 +226,9 @@ def _changes(old: Plan, new: Plan) -> str:
         if new.rl.rollout_memory != old.rl.rollout_memory:
             phase = estimate(new).rollout
             assert phase is not None
-            said.append(f"rl.rollout_memory: {new.rl.rollout_memory:g} (the rollout engine's weights "
-                        f"{gb(phase.weights)} and start-up profile {gb(ROLLOUT_PROFILE)}, then "
-                        f"{gb(phase.kv_cache or 0.0)} of KV cache)")
+            said.append(f"rl.rollout_memory: {new.rl.rollout_memory:g} (the rollout engine's "
+                        f"{phase.floor_text().replace(' + ', ' and ')}, then {gb(phase.kv_cache or 0.0)} "
+                        "of KV cache)")
     if new.offload != old.offload:
         said.append(f"offload.optimizer: {new.offload.optimizer}"
                     + (f", offload.params: {new.offload.params}" if new.offload.params != "none" else ""))

@@ -135,13 +135,11 @@ def _rollout(phase: Rollout) -> str:
     source = "" if phase.stated else " (verl's default)"
     share = "of an unknown GPU" if phase.engine is None else f"= {gb(phase.engine)}"
     tp = "" if phase.tensor_stated else ", verl's default"
-    inside = (f"weights {gb(phase.weights)} (Ψ × {phase.width} bytes ÷ rollout tensor parallelism "
-              f"{phase.tensor}{tp}) + "
-              f"start-up profile {gb(ROLLOUT_PROFILE)}")
+    inside = phase.floor_text(f" (Ψ × {phase.width} bytes ÷ rollout tensor parallelism {phase.tensor}{tp})")
     kv = phase.kv_cache
     if kv is None:
         inside += ", the rest KV cache"
-    elif kv > 0:
+    elif not phase.starved:
         inside += f" + KV cache {gb(kv)}"
     else:
         inside += f": below this floor of {gb(phase.floor)} vLLM refuses to start"
@@ -150,8 +148,9 @@ def _rollout(phase: Rollout) -> str:
     total = "" if phase.need is None else f" = {gb(phase.need)}"
     after = ("freed while the actor trains" if phase.freed
              else "kept while the actor trains (rl.free_rollout_memory: false)")
+    refused = f"; {phase.refused}" if phase.refused else ""
     return (f"  rollout (verl)     rl.rollout_memory {phase.fraction:g}{source} {share} [{inside}] + "
-            f"actor state {gb(actor)}{parts} + CUDA context {gb(CONTEXT)}{total}; {after}")
+            f"actor state {gb(actor)}{parts} + CUDA context {gb(CONTEXT)}{total}; {after}{refused}")
 
 
 def _fits(est: Estimate) -> str:
@@ -245,7 +244,8 @@ def as_json(est: Estimate, advice: list[str] | None = None) -> dict[str, Any]:
             "in_training": est.rollout.in_training, "weights": est.rollout.weights,
             "tensor_parallel": est.rollout.tensor, "tensor_parallel_stated": est.rollout.tensor_stated,
             "profile": ROLLOUT_PROFILE, "floor": est.rollout.floor, "kv_cache": est.rollout.kv_cache,
-            "starved": est.rollout.starved,
+            "starved": est.rollout.starved, "max_model_len": est.rollout.max_len,
+            "sequence_kv": est.rollout.sequence_kv, "refused": est.rollout.refused,
         },
         "training_need": est.training_need,
         "need": est.need,

@@ -15,18 +15,23 @@ the sources):
   model at `rollout.dtype`, 16-bit by default, over the rollout's own tensor parallelism
   `rollout.tensor_model_parallel_size`, 2 by default; the recipe has no key for either,
   so they are read from `native.verl` or taken as verl's defaults, and `plan` says which)
-  and its start-up profile (`engines.verl.ROLLOUT_PROFILE`); the KV cache gets the rest,
-  and with none left vLLM refuses to start. A fraction below the floor does not fit
-  whatever the GPU's size.
+  and its start-up profile (`engines.verl.ROLLOUT_PROFILE`), and, where `native.verl`
+  states `rollout.max_model_len` and the recipe the model's shape, the KV cache of one
+  sequence that long (vLLM's second start-up check); the KV cache gets the rest, and with
+  none left (or less than that sequence) vLLM refuses to start. A fraction below the floor
+  does not fit whatever the GPU's size.
+* **the layout**: verl's workers refuse a world that is not a multiple of the rollout's
+  tensor × data × pipeline parallelism (`translator.verl.rollout_layout`); `refused`
+  says why, and `plan` shows it.
 * **training**: today's estimate, plus the whole fraction when the engine is not freed
   (`rl.free_rollout_memory: false`, or `rollout.enable_sleep_mode=false` in `native.verl`);
   freed (verl's default), none of it is counted.
 
 Not modelled: the rollout engine's own CUDA context and captured CUDA graphs, which stay
 through training even when freed; the profile's dependence on the model's shape and
-`max_num_batched_tokens`; and whether the KV cache above the floor holds one sequence of
-`max_model_len` tokens (vLLM's second start-up check; verl's `max_model_len` defaults to
-the checkpoint's `max_position_embeddings`, which a recipe does not state).
+`max_num_batched_tokens`; and the one-sequence KV cache when `rollout.max_model_len` is
+not stated (verl then takes the checkpoint's `max_position_embeddings`, which a recipe
+does not state).
 """
 
 from __future__ import annotations
@@ -38,21 +43,25 @@ from distrecipe.engines.verl import (
     PHASE_OFFLOAD,
     ROLLOUT_DTYPE,
     ROLLOUT_DTYPE_BYTES,
+    ROLLOUT_MAX_LEN,
     ROLLOUT_MEMORY_DEFAULT,
     ROLLOUT_PROFILE,
     ROLLOUT_TP,
     ROLLOUT_TP_DEFAULT,
     SLEEP_MODE,
+    one_sequence_kv,
 )
 from distrecipe.keys import joined
 from distrecipe.plan.allocator import CONTEXT
 from distrecipe.plan.engine import EngineView
+from distrecipe.plan.units import gb
 from distrecipe.recipe import Plan
 from distrecipe.translator.native import verl_pairs
+from distrecipe.translator.verl import rollout_layout
 
 PARAM_OFFLOAD, OPTIMIZER_OFFLOAD = (joined(path) for path in PHASE_OFFLOAD)
-SLEEP_MODE_KEY, ROLLOUT_TP_KEY, ROLLOUT_DTYPE_KEY = (
-    joined(path) for path in (SLEEP_MODE, ROLLOUT_TP, ROLLOUT_DTYPE))
+SLEEP_MODE_KEY, ROLLOUT_TP_KEY, ROLLOUT_DTYPE_KEY, MAX_LEN_KEY = (
+    joined(path) for path in (SLEEP_MODE, ROLLOUT_TP, ROLLOUT_DTYPE, ROLLOUT_MAX_LEN))
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,22 +86,42 @@ class Rollout:
     """The rollout's tensor parallelism (`rollout.tensor_model_parallel_size`)."""
     tensor_stated: bool
     """Whether `native.verl` states it (else verl's default)."""
+    max_len: int | None = None
+    """`rollout.max_model_len` as `native.verl` states it; None when it does not."""
+    sequence_kv: float = 0.0
+    """KV cache bytes per GPU for one sequence of `max_len` tokens (0 when either is unknown)."""
+    refused: str | None = None
+    """Why verl's workers refuse the rollout's layout on these GPUs, or None."""
 
     @property
     def floor(self) -> float:
-        """The least share vLLM starts with: its weights and its start-up profile; the KV
-        cache gets what the fraction holds beyond it."""
-        return self.weights + ROLLOUT_PROFILE
+        """The least share vLLM starts with: its weights, its start-up profile, and room for
+        one sequence of `max_model_len` where known; the KV cache gets what the fraction
+        holds beyond weights and profile."""
+        return self.weights + ROLLOUT_PROFILE + self.sequence_kv
+
+    def floor_text(self, how: str = "") -> str:
+        """The floor's terms, as `plan` and its advice print them; `how` follows the weights."""
+        text = f"weights {gb(self.weights)}{how} + start-up profile {gb(ROLLOUT_PROFILE)}"
+        if self.sequence_kv:
+            text += (f" + one sequence's KV cache {gb(self.sequence_kv)} "
+                     f"(rollout.max_model_len {self.max_len})")
+        return text
 
     @property
     def kv_cache(self) -> float | None:
-        """What the fraction leaves vLLM's KV cache (negative: vLLM refuses to start)."""
+        """What the fraction leaves vLLM's KV cache beyond the floor (negative: vLLM refuses
+        to start)."""
         return None if self.engine is None else self.engine - self.floor
 
     @property
     def starved(self) -> bool:
-        """The fraction is at or below the floor: "No available memory for the cache blocks"."""
-        return self.kv_cache is not None and self.kv_cache <= 0
+        """vLLM refuses to start: nothing is left for the KV cache ("No available memory for
+        the cache blocks"), or less than one sequence of `max_model_len` ("To serve at least
+        one request with the models's max seq len")."""
+        if self.kv_cache is None:
+            return False
+        return self.kv_cache < 0 or self.kv_cache + self.sequence_kv <= 0
 
     @property
     def need(self) -> float | None:
@@ -123,8 +152,20 @@ def rollout(plan: Plan, engine: EngineView) -> Rollout | None:
     width = ROLLOUT_DTYPE_BYTES.get(str(dtype), ROLLOUT_DTYPE_BYTES["bfloat16"])
     params = plan.model.params
     assert params is not None, "estimate() refuses a plan without model.params"
+    stated_len = _native(plan, MAX_LEN_KEY)
+    max_len = stated_len if type(stated_len) is int and stated_len >= 1 else None
     return Rollout(fraction, stated, freed, size, actor, params * width / tensor, width, tensor,
-                   tensor == stated_tp)
+                   tensor == stated_tp, max_len, _sequence_kv(plan, max_len, width, tensor),
+                   None if (refused := rollout_layout(plan)) is None else refused[0])
+
+
+def _sequence_kv(plan: Plan, length: int | None, width: int, tensor: int) -> float:
+    """One sequence's KV cache per rollout GPU; 0 when the length or the model's shape is unknown."""
+    m = plan.model
+    if length is None or m.layers is None or m.heads is None or m.hidden_size is None:
+        return 0.0
+    return float(one_sequence_kv(length, m.layers, m.kv_heads or m.heads, m.hidden_size // m.heads,
+                                 width, tensor))
 
 
 def _native(plan: Plan, key: str) -> object:

@@ -100,6 +100,8 @@ CODES: dict[str, Code] = {
         "share one batch, so it is the global batch × tensor",
     ),
     "DR220": Code("error", "the recipe breaks verl's batch rules; verl would refuse it"),
+    "DR221": Code("error", "verl's workers cannot lay the rollout engine out on these GPUs; verl would "
+                  "refuse it after the cluster starts"),
 }
 """Every mapping finding code with its severity; `explain DR2xx` can read `summary`."""
 
@@ -346,6 +348,13 @@ TABLE: tuple[Row, ...] = (
         Cell("not applicable"),
         Cell("not applicable"),
         Cell("`data.train_batch_size`, `rollout.n`, `ppo_mini_batch_size` = global / n", "DR220"),
+        Cell("not applicable"),
+    ),
+    Row(
+        "rl on GPUs the rollout's tensor parallelism does not divide",
+        Cell("not applicable"),
+        Cell("not applicable"),
+        Cell("`rollout.tensor_model_parallel_size` from `native.verl`, else verl's 2", "DR221"),
         Cell("not applicable"),
     ),
 )

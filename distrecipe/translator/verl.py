@@ -28,17 +28,24 @@ from distrecipe.engines.verl import (
     MEGATRON_DTYPE,
     MEGATRON_OPTIMIZER,
     OVERRIDES_FILE,
+    ROLLOUT_DP,
     ROLLOUT_MEMORY,
+    ROLLOUT_NAME,
+    ROLLOUT_PP,
+    ROLLOUT_TP,
+    ROLLOUT_TP_DEFAULT,
     VerlBatch,
     Violation,
     actor_engine,
     batch_violations,
+    rollout_layout_refusal,
 )
 from distrecipe.findings import Finding
-from distrecipe.keys import dotted
+from distrecipe.keys import dotted, joined
 from distrecipe.recipe import RL, Plan
+from distrecipe.source import KeyPath
 from distrecipe.translator.equivalence import finding, offload_findings, refuse_errors, virtual_stages
-from distrecipe.translator.native import merge_overrides
+from distrecipe.translator.native import merge_overrides, verl_pairs
 from distrecipe.translator.targets import EmitOptions, Output
 
 TARGET = "verl"
@@ -61,7 +68,38 @@ def findings(plan: Plan) -> list[Finding]:
         found.append(finding("DR208", TARGET, "verl needs rl.rollout_n and rl.prompts_per_step"))
         return found
     found.extend(_batch_findings(plan))
+    refused = rollout_layout(plan)
+    if refused is not None:
+        found.append(finding("DR221", TARGET, f"{refused[0]}; see {dotted(refused[1])}"))
     return found
+
+
+def rollout_layout(plan: Plan) -> tuple[str, KeyPath] | None:
+    """verl's refusal of the rollout engine's layout on the plan's GPUs, and the recipe key to
+    point at (the `native.verl` line stating the rollout's tensor parallelism, else
+    `cluster.gpus_per_node`); None when verl lays it out or the recipe has no `rl`.
+
+    The recipe has no key for the rollout's degrees: `native.verl` states them or verl's
+    defaults apply (TP 2, DP and PP 1), as `plan` counts its weights."""
+    if plan.rl is None:
+        return None
+    stated: dict[str, tuple[int, object]] = {}
+    for index, (_, key, value) in enumerate(verl_pairs(plan.native.verl)):
+        stated[key] = (index, value)  # Hydra takes the last
+    tp, dp, pp = (_degree(stated.get(joined(path)), default)
+                  for path, default in ((ROLLOUT_TP, ROLLOUT_TP_DEFAULT), (ROLLOUT_DP, 1), (ROLLOUT_PP, 1)))
+    name = stated.get(joined(ROLLOUT_NAME), (0, None))[1]
+    refused = rollout_layout_refusal(plan.world, plan.gpus_per_node, tp, dp, pp, name)
+    if refused is None:
+        return None
+    line = stated.get(joined(ROLLOUT_TP))
+    return refused, ("cluster", "gpus_per_node") if line is None else ("native", "verl", line[0])
+
+
+def _degree(stated: tuple[int, object] | None, default: int) -> int:
+    """A degree `native.verl` states as a positive integer, else verl's default."""
+    value = None if stated is None else stated[1]
+    return value if type(value) is int and value >= 1 else default
 
 
 def _structure_findings(plan: Plan) -> list[Finding]:
@@ -125,6 +163,8 @@ def _message(v: Violation, b: VerlBatch) -> str:
                 f"is not divisible by {v.divisor}")
     if v.rule == "whole-mini-batches":
         return f"prompts_per_step {b.prompts} is not a whole number of mini-batches of {b.mini} prompts"
+    if v.rule == "model-parallel":  # `plan`'s advice prices variants resolve never saw
+        return f"{b.world} GPUs are not divisible by the model-parallel size {b.model_parallel}"
     raise AssertionError(f"resolve admitted a plan that breaks verl's {v.rule} rule")
 
 

@@ -67,6 +67,7 @@ RULES: dict[str, Rule] = {rule.code: rule for rule in (
     Rule("DR351", "verl-unknown-actor-strategy", "error", VERL, verl.unknown_actor_strategy, section=True),
     Rule("DR352", "verl-unknown-key", "error", VERL, unknown_keys.verl_unknown_key, section=True),
     Rule("DR353", "verl-rollout-memory", "error", VERL, verl.rollout_memory),
+    Rule("DR354", "verl-rollout-layout", "error", VERL | RECIPE, verl.rollout_layout),
     Rule("DR360", "trainer-deepspeed-mismatch", "error", HF, hf.deepspeed_mismatch),
     Rule("DR361", "trainer-best-model-strategies", "error", HF, hf.best_model_strategies),
     Rule("DR362", "trainer-removed-field", "warning", HF, hf.removed_field),

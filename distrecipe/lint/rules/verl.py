@@ -16,16 +16,23 @@ from distrecipe.engines.verl import (
     ACTOR_STRATEGIES,
     DEPRECATED,
     FSDP_SIZE,
+    GPUS_PER_NODE,
     MICRO,
     MINI,
     PROMPTS,
+    ROLLOUT_DP,
     ROLLOUT_MEMORY,
     ROLLOUT_MEMORY_RANGE,
     ROLLOUT_N,
+    ROLLOUT_NAME,
+    ROLLOUT_PP,
+    ROLLOUT_TP,
+    ROLLOUT_TP_DEFAULT,
     ULYSSES,
     VerlBatch,
     Violation,
     batch_violations,
+    rollout_layout_refusal,
     uses_megatron,
 )
 from distrecipe.keys import did_you_mean, dotted, integer, joined
@@ -200,3 +207,51 @@ def rollout_memory(src: Source) -> Iterator[Problem]:
         yield Problem(ROLLOUT_MEMORY, f"gpu_memory_utilization {value} is not a fraction in ({low:g}, "
                       f"{high:g}]: vLLM refuses it when the rollout server starts, after Ray "
                       "(validate_config does not check it)")
+
+
+def rollout_layout(src: Source) -> Iterator[Problem]:
+    """GPUs that verl cannot split into rollout replicas.
+
+    verl's rollout engine (vLLM, SGLang) runs replicas of `rollout.tensor_model_parallel_size`
+    (default 2) × `data_parallel_size` × `pipeline_model_parallel_size` GPUs each. The workers
+    assert that the GPUs (`trainer.nnodes × n_gpus_per_node`) are a multiple of that, that a
+    replica wider than a node fills whole nodes, and (vLLM with rollout data parallelism)
+    that a node's GPUs are a multiple of the tensor parallelism: after Ray, the actor and the
+    model load, so one GPU with verl's default TP 2 fails only at start-up. For a recipe
+    the degrees come from `native.verl` or verl's defaults, on the recipe's GPUs
+    (`compile --target verl` refuses it as DR221).
+
+    Fails: verl
+    ```text
+    actor_rollout_ref.rollout.name=vllm
+    trainer.n_gpus_per_node=1
+    ```
+    (verl's default rollout tensor parallelism 2 on one GPU.)
+
+    Passes: verl
+    ```text
+    actor_rollout_ref.rollout.name=vllm
+    actor_rollout_ref.rollout.tensor_model_parallel_size=1
+    trainer.n_gpus_per_node=1
+    ```
+
+    Fix: a rollout tensor parallelism that divides the GPUs per node.
+    """
+    if src.plan is not None:
+        from distrecipe.translator.verl import rollout_layout as recipe_layout
+
+        at_key = recipe_layout(src.plan)
+        if at_key is not None:
+            yield Problem(at_key[1], at_key[0])
+        return
+    if src.world is None or src.kind != "verl":
+        return
+    degrees = [integer(src.get(*path)) for path in (ROLLOUT_TP, ROLLOUT_DP, ROLLOUT_PP)]
+    tp, dp, pp = (value if value is not None and value >= 1 else default
+                  for value, default in zip(degrees, (ROLLOUT_TP_DEFAULT, 1, 1), strict=True))
+    refused = rollout_layout_refusal(src.world, integer(src.get(*GPUS_PER_NODE)), tp, dp, pp,
+                                     src.get(*ROLLOUT_NAME))
+    if refused is not None:
+        stated = next((path for path in (ROLLOUT_TP, ROLLOUT_DP, ROLLOUT_PP) if src.get(*path) is not None),
+                      GPUS_PER_NODE)
+        yield Problem(stated, refused)

@@ -135,8 +135,27 @@ def test_verl_is_not_offered_what_it_runs_as_something_else() -> None:
     zero = rl_doc(rollout_memory=0.6)
     zero["strategy"], zero["stage"] = "zero", 2
     labels = [row.label for row in compare(plan_of(zero))]
-    assert "ZeRO-1" not in labels and "DDP" not in labels and "ZeRO-2" in labels
+    assert labels == ["FSDP2 (no reshard; ZeRO-2 as verl builds it)", "FSDP2 (reshard; ZeRO-3 as verl builds it)",
+                      "Megatron"]
     assert not any("ZeRO-1" in line for line in advise(plan_of(zero)))
+
+
+@pytest.mark.parametrize(("strategy", "stage", "words"), [
+    ("ddp", 0, "FSDP2 (fsdp_size 1; DDP as verl builds it)"),
+    ("zero", 1, "FSDP2 (no reshard; ZeRO-1 as verl builds it)"),
+    ("zero", 3, "FSDP2 (reshard; ZeRO-3 as verl builds it)"),
+    ("fsdp", 2, "FSDP2 (no reshard)"),
+])
+def test_verl_plans_are_labelled_by_the_fsdp2_it_builds(strategy: str, stage: int, words: str) -> None:
+    """verl builds every non-Megatron actor with FSDP2 (`engines.verl.actor_engine`): the
+    label says so, not DDP or ZeRO-n, and keeps the recipe's words after it."""
+    doc = rl_doc(rollout_memory=0.6)
+    doc["strategy"], doc["stage"] = strategy, stage
+    assert estimate(plan_of(doc)).label == words
+    supervised = rl_doc()
+    del supervised["rl"]
+    supervised["strategy"], supervised["stage"] = strategy, stage
+    assert estimate(plan_of(supervised)).label == {"ddp": "DDP", "zero": f"ZeRO-{stage}"}.get(strategy, words)
 
 
 def test_a_kept_share_is_freed_before_any_training_lever() -> None:

@@ -94,10 +94,8 @@ def label(plan: Plan) -> str:
     written = "DDP" if plan.stage == 0 or plan.strategy == "ddp" else f"ZeRO-{plan.stage}"
     if not runs_fsdp2(plan):
         return written + offload
-    if plan.stage == 0:
-        how = "fsdp_size 1"  # verl's DDP: FSDP2 on shard groups of one rank (DR205)
-    else:
-        how = "reshard" if plan.reshard_after_forward else "no reshard"
+    # verl's DDP is FSDP2 on shard groups of one rank (DR205)
+    how = "fsdp_size 1" if plan.stage == 0 else "reshard" if plan.reshard_after_forward else "no reshard"
     built = "" if plan.strategy == "fsdp" else f"; {written} as verl builds it"
     return f"FSDP2 ({how}{built})" + offload
 

@@ -136,12 +136,13 @@ def test_no_share_fits_beside_the_actor_means_more_gpus_never_a_share_below_the_
 def test_verl_is_not_offered_what_it_runs_as_something_else() -> None:
     """verl has no ZeRO-1 (DR201) and no DDP actor (DR205): neither is compared or advised."""
     plan = plan_of(rl_doc(rollout_memory=0.6))
-    assert [row.label for row in compare(plan)] == ["FSDP2 (no reshard)", "FSDP2 (reshard)", "Megatron"]
+    assert [row.label for row in compare(plan)] == ["FSDP2 (no reshard)", "FSDP2 (reshard)",
+                                                    "Megatron (distributed optimizer)"]
     zero = rl_doc(rollout_memory=0.6)
     zero["strategy"], zero["stage"] = "zero", 2
     labels = [row.label for row in compare(plan_of(zero))]
     assert labels == ["FSDP2 (no reshard; ZeRO-2 as verl builds it)", "FSDP2 (reshard; ZeRO-3 as verl builds it)",
-                      "Megatron"]
+                      "Megatron (distributed optimizer)"]
     assert not any("ZeRO-1" in line for line in advise(plan_of(zero)))
 
 

@@ -87,10 +87,12 @@ class Estimate:
 
 def label(plan: Plan) -> str:
     """What runs, not what the recipe wrote: verl builds `zero` and `ddp` as FSDP2
-    (`plan.engine.runs_fsdp2`), so those say FSDP2 with the recipe's words after it."""
+    (`plan.engine.runs_fsdp2`), so those say FSDP2 with the recipe's words after it; a
+    Megatron label says whether its optimizer is distributed (stage 1) or not (stage 0),
+    which `plan --search` lists as two candidates."""
     offload = " + offload" if plan.offload.enabled else ""
-    if plan.strategy == "megatron":
-        return "Megatron" + offload
+    if plan.strategy == "megatron":  # stage 1 is Megatron's distributed optimizer, stage 0 not
+        return f"Megatron ({'' if plan.stage else 'no '}distributed optimizer)" + offload
     written = "DDP" if plan.stage == 0 or plan.strategy == "ddp" else f"ZeRO-{plan.stage}"
     if not runs_fsdp2(plan):
         return written + offload

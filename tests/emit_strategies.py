@@ -2,7 +2,8 @@
 
 `tests/strategies.py` draws the batch side of recipes (with `auto`s); these draw the
 side the non-DeepSpeed emitters branch on: sequence parallelism, hybrid sharding,
-tensor parallelism (Megatron's, DeepSpeed AutoTP, FSDP2's), pipeline stages, recompute, wrap classes, the accelerate-deepspeed backend and `rl`.
+tensor parallelism (Megatron's, DeepSpeed AutoTP, FSDP2's), pipeline stages (interleaved
+too: `parallel.virtual_stages`), recompute, wrap classes, the accelerate-deepspeed backend and `rl`.
 Batch numbers are written out, and `rl` is drawn around verl's rules so that most
 recipes satisfy them and some break exactly one, so the oracles see both sides.
 """
@@ -40,9 +41,15 @@ def engine_documents(
     # Tensor parallelism for every strategy (DeepSpeed AutoTP, FSDP2 + TP, refusals for
     # DDP); pipeline stages only under Megatron.
     tensor = draw(st.sampled_from(divisors))
-    pipeline = 1
+    pipeline = virtual = 1
+    layers = 8
     if strategy == "megatron":
         pipeline = draw(st.sampled_from([d for d in divisors if world % (tensor * d) == 0]))
+        # Interleaved 1F1B (resolve's `_check_virtual_stages`): p × v chunks of whole layers,
+        # and accumulation a multiple of p, drawn below.
+        chunks = [v for v in (2, 4) if pipeline > 1 and layers % (pipeline * v) == 0]
+        if chunks and draw(st.booleans()):
+            virtual = draw(st.sampled_from(chunks))
     sequence = draw(
         st.sampled_from([d for d in divisors if world % (tensor * pipeline * d) == 0])
         if strategy != "ddp"
@@ -50,12 +57,12 @@ def engine_documents(
     )
     dp = world // (tensor * pipeline * sequence)
     micro = draw(st.integers(1, 4))
-    acc = draw(st.integers(1, 4))
+    acc = pipeline * draw(st.integers(1, 2)) if virtual > 1 else draw(st.integers(1, 4))
     glob = micro * acc * dp
     doc: dict[str, Any] = {
         "recipe": 1,
         "name": "generated",
-        "model": {"params": 1_300_000_000, "hidden_size": 1024, "layers": 8, "heads": 16},
+        "model": {"params": 1_300_000_000, "hidden_size": 1024, "layers": layers, "heads": 16},
         "cluster": {"nodes": nodes, "gpus_per_node": gpus},
         "strategy": strategy,
         "stage": stage,
@@ -72,6 +79,8 @@ def engine_documents(
         "grad_clip": draw(st.sampled_from([0, 1.0, 0.5])),
         "activation_checkpointing": draw(st.sampled_from([False, True, "selective"])),
     }
+    if virtual > 1:
+        doc["parallel"]["virtual_stages"] = virtual
     if draw(st.booleans()):
         doc["model"]["layer_cls"] = "LlamaDecoderLayer"
     if stage >= 1 and strategy != "megatron":

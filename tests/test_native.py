@@ -82,3 +82,12 @@ def test_accelerate_deepspeed_with_inline_settings_imports() -> None:
     assert (imported.recipe["stage"], imported.recipe["offload"]) == (3, {"optimizer": "cpu"})
     assert imported.recipe["batch"]["accumulation"] == 4
     assert imported.recipe["native"]["accelerate"]["deepspeed_config"]["deepspeed_config_file"] is None
+
+
+def test_a_contradicting_verl_override_is_refused_at_its_own_line() -> None:
+    """The message points at the offending list item (`native.verl[1]`), not at `native`."""
+    text = BASE.replace("strategy: zero\nstage: 2", "strategy: fsdp") + (
+        "native:\n  verl:\n    - algorithm.adv_estimator=grpo\n    - trainer.n_gpus_per_node=4\n")
+    with pytest.raises(RecipeError, match=r"contradicts the recipe's cluster\.gpus_per_node") as caught:
+        resolve(recipe_from_text(text, "r.yaml"))
+    assert str(caught.value).startswith("r.yaml:9:7: native.verl[1]: trainer.n_gpus_per_node = 4 ")

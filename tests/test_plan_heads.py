@@ -133,3 +133,26 @@ def test_compile_for_verl_refuses_a_rollout_layout_at_its_key(cli: Callable[...,
     assert f"{recipe}:9:7: error DR354: 8 GPUs" in linted.out, linted.out
     result = cli("compile", recipe, "-t", "deepspeed")  # only verl lays a rollout out
     assert result.code == 0, result.err
+
+
+def test_compile_for_verl_refuses_heads_the_rollout_cannot_split(cli: Callable[..., Result],
+                                                                 tmp_path: Path) -> None:
+    """DR221 for vLLM's heads rule: at `model.heads` under verl's default rollout TP 2, at the
+    `native.verl` line when it states the TP; lint's DR354 at the same place; nothing when
+    the heads are not stated."""
+    recipe = tmp_path / "r.yaml"
+    head = ("recipe: 1\nmodel:\n  params: 7.6e9\n  heads: 25\ncluster: {nodes: 1, gpus_per_node: 8}\n"
+            "strategy: fsdp\nbatch: {micro: 1, global: 64}\nrl: {rollout_n: 4, prompts_per_step: 16}\n")
+    recipe.write_text(head, encoding="utf-8")
+    result = cli("compile", recipe, "-t", "verl")
+    assert result.code == 2
+    assert result.err.startswith(f"{recipe}:4:10: error: DR221 the model's 25 attention heads do not divide "
+                                 "by the rollout's tensor parallelism 2 (vLLM refuses it"), result.err
+    assert f"{recipe}:4:10: error DR354: the model's 25 attention heads" in cli("lint", recipe).out
+    recipe.write_text(head.replace("heads: 25", "heads: 28\n  kv_heads: 4") + "native:\n  verl:\n"
+                      "    - actor_rollout_ref.rollout.tensor_model_parallel_size=8\n", encoding="utf-8")
+    result = cli("compile", recipe, "-t", "verl")
+    assert result.err.startswith(f"{recipe}:12:7: error: DR221 the model's 28 attention heads"), result.err
+    recipe.write_text(head.replace("  heads: 25\n", ""), encoding="utf-8")
+    result = cli("compile", recipe, "-t", "verl", "-o", tmp_path / "out")
+    assert result.code == 0, result.err

@@ -9,7 +9,12 @@ import pytest
 import yaml
 
 from distrecipe.api import load_plan
-from distrecipe.engines.verl import ROLLOUT_PROFILE, one_sequence_kv, rollout_layout_refusal
+from distrecipe.engines.verl import (
+    ROLLOUT_PROFILE,
+    one_sequence_kv,
+    rollout_heads_refusal,
+    rollout_layout_refusal,
+)
 from distrecipe.plan.advice import advise
 from distrecipe.plan.allocator import CONTEXT
 from distrecipe.plan.render import as_json, text
@@ -131,12 +136,32 @@ def test_no_share_fits_beside_the_actor_means_more_gpus_never_a_share_below_the_
 def test_verl_is_not_offered_what_it_runs_as_something_else() -> None:
     """verl has no ZeRO-1 (DR201) and no DDP actor (DR205): neither is compared or advised."""
     plan = plan_of(rl_doc(rollout_memory=0.6))
-    assert [row.label for row in compare(plan)] == ["FSDP2 (no reshard)", "FSDP2 (reshard)", "Megatron"]
+    assert [row.label for row in compare(plan)] == ["FSDP2 (no reshard)", "FSDP2 (reshard)",
+                                                    "Megatron (distributed optimizer)"]
     zero = rl_doc(rollout_memory=0.6)
     zero["strategy"], zero["stage"] = "zero", 2
     labels = [row.label for row in compare(plan_of(zero))]
-    assert "ZeRO-1" not in labels and "DDP" not in labels and "ZeRO-2" in labels
+    assert labels == ["FSDP2 (no reshard; ZeRO-2 as verl builds it)", "FSDP2 (reshard; ZeRO-3 as verl builds it)",
+                      "Megatron (distributed optimizer)"]
     assert not any("ZeRO-1" in line for line in advise(plan_of(zero)))
+
+
+@pytest.mark.parametrize(("strategy", "stage", "words"), [
+    ("ddp", 0, "FSDP2 (fsdp_size 1; DDP as verl builds it)"),
+    ("zero", 1, "FSDP2 (no reshard; ZeRO-1 as verl builds it)"),
+    ("zero", 3, "FSDP2 (reshard; ZeRO-3 as verl builds it)"),
+    ("fsdp", 2, "FSDP2 (no reshard)"),
+])
+def test_verl_plans_are_labelled_by_the_fsdp2_it_builds(strategy: str, stage: int, words: str) -> None:
+    """verl builds every non-Megatron actor with FSDP2 (`engines.verl.actor_engine`): the
+    label says so, not DDP or ZeRO-n, and keeps the recipe's words after it."""
+    doc = rl_doc(rollout_memory=0.6)
+    doc["strategy"], doc["stage"] = strategy, stage
+    assert estimate(plan_of(doc)).label == words
+    supervised = rl_doc()
+    del supervised["rl"]
+    supervised["strategy"], supervised["stage"] = strategy, stage
+    assert estimate(plan_of(supervised)).label == {"ddp": "DDP", "zero": f"ZeRO-{stage}"}.get(strategy, words)
 
 
 def test_a_kept_share_is_freed_before_any_training_lever() -> None:
@@ -266,6 +291,43 @@ def test_lengths_or_a_shape_the_recipe_does_not_state_add_nothing() -> None:
 def test_verls_rollout_layout_rules(world: int, per_node: int | None, tp: int, dp: int, name: str | None,
                                     refused: bool) -> None:
     assert (rollout_layout_refusal(world, per_node, tp, dp, 1, name) is not None) == refused
+
+
+@pytest.mark.parametrize(("heads", "kv", "tp", "name", "refused"), [
+    (28, 4, 2, None, None),
+    (28, 4, 8, "vllm", "the model's 28 attention heads do not divide by the rollout's tensor parallelism 8 "
+                       "(vLLM refuses it"),
+    (32, 8, 16, "vllm", None),  # 8 kv heads, each replicated on 2 of the 16 ranks
+    (24, 8, 12, None, "the model's 8 kv heads neither divide by the rollout's tensor parallelism 12"),
+    (12, 6, 4, "sglang", "the model's 6 kv heads neither divide by the rollout's tensor parallelism 4 "
+                         "nor divide it (SGLang"),
+    (40, None, 8, None, None),  # kv heads default to the heads
+    (28, 4, 8, "hf", None),  # verl's hf rollout splits no heads
+    (None, None, 3, "vllm", None),  # heads not stated: no rule on a guess
+    (7, 7, 1, "vllm", None),
+])
+def test_the_rollout_splits_whole_heads_as_vllm_requires(heads: int | None, kv: int | None, tp: int,
+                                                         name: str | None, refused: str | None) -> None:
+    """vLLM's `verify_with_parallel_config` (heads % TP) and `QKVParallelLinear` (kv heads
+    split or replicated whole), in `engines.verl.rollout_heads_refusal`."""
+    found = rollout_heads_refusal(heads, kv, tp, name)
+    assert found == refused if refused is None else found is not None and found.startswith(refused)
+    if found is not None:
+        assert found.endswith({28: "∈ {1, 2, 4, 28}", 24: "∈ {1, 2, 4, 8, 24}", 12: "∈ {1, 2, 3, 6, 12}"}[heads or 0])
+
+
+def test_plan_shows_heads_the_rollout_cannot_split() -> None:
+    """Plan's rollout line carries the heads rule where the recipe states the heads, and only there."""
+    doc = rl_doc(rollout_memory=0.6)
+    doc["model"] = {"params": PSI, "heads": 28, "kv_heads": 4}
+    doc["native"] = {"verl": ["actor_rollout_ref.rollout.tensor_model_parallel_size=8"]}
+    est = estimate(plan_of(doc))
+    assert est.rollout is not None and est.rollout.refused is not None
+    assert est.rollout.refused.startswith("the model's 28 attention heads do not divide by the rollout's "
+                                          "tensor parallelism 8")
+    assert est.rollout.refused in text(est, [])
+    doc["model"] = {"params": PSI}
+    assert estimate(plan_of(doc)).rollout.refused is None  # type: ignore[union-attr]
 
 
 def test_plan_shows_a_layout_verl_refuses_and_advises_the_rollouts_tp() -> None:

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 
 from distrecipe.api import load_plan
 from distrecipe.errors import RecipeError
-from distrecipe.plan.search import search
+from distrecipe.plan.search import search, why
 from distrecipe.recipe import Plan, plan_values
 from distrecipe.translator.load import load_recipe, recipe_from_text
 from distrecipe.translator.resolve import resolve
@@ -127,3 +127,16 @@ def test_rl_search_drops_zero1_and_optimizer_only_offload() -> None:
     assert plans and {p.stage for p in plans} == {2, 3}
     assert all(p.offload.params != "none" or p.offload.optimizer == "none" for p in plans)
     assert all(p.activation_checkpointing != "selective" for p in plans)
+
+
+def test_megatron_candidates_say_whether_the_optimizer_is_distributed() -> None:
+    """Megatron's stage 0 and stage 1 are two candidates; each line says which it is."""
+    recipe = load_recipe(SEED, ("cluster.gpu=h100", "strategy=megatron", "stage=1"))
+    ranked = search(recipe, gpus_per_node=8).ranked
+    lines = [why(candidate, 80e9) for candidate in ranked]
+    assert {c.estimate.plan.stage for c in ranked} == {0, 1}
+    assert len(set(lines)) == len(lines)
+    for candidate, line in zip(ranked, lines, strict=True):
+        words = "Megatron (distributed optimizer)" if candidate.estimate.plan.stage else \
+            "Megatron (no distributed optimizer)"
+        assert line.startswith(words + ", ")

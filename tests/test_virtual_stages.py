@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import find, settings
 
 from distrecipe.errors import RecipeError
 from distrecipe.plan.activations import pipeline_in_flight, plan_activations
@@ -17,7 +18,7 @@ from distrecipe.plan.steptime import bubble, pipeline_bytes
 from distrecipe.translator import deepspeed, verl
 from distrecipe.translator.load import load_recipe
 from tests.conftest import RECIPES, Result
-from tests.emit_strategies import plan_of
+from tests.emit_strategies import engine_documents, plan_of
 from tests.test_verl_emit import QUIET, check_numbers, composed
 
 VPP = "actor_rollout_ref.actor.megatron.virtual_pipeline_model_parallel_size"
@@ -145,3 +146,13 @@ def test_search_tries_two_virtual_stages_under_megatron_only() -> None:
     assert interleaved and all(p.pipeline == 2 and p.accumulation % p.pipeline == 0 for p in interleaved)
     seed = search(load_recipe(RECIPES / "seed-8b-32gpu-zero2.yaml", ("cluster.gpu=h100",)), gpus_per_node=8)
     assert all(c.estimate.plan.virtual_stages == 1 for c in seed.ranked)
+
+
+def test_the_emitter_property_tests_draw_interleaved_pipelines() -> None:
+    """`engine_documents` (test_targets_judged, test_verl_emit) draws virtual stages, and
+    only in combinations resolve accepts."""
+    doc = find(engine_documents(rl=True), lambda d: d["parallel"].get("virtual_stages", 1) > 1,
+               settings=settings(database=None, max_examples=2000))
+    plan = plan_of(doc)
+    assert plan.strategy == "megatron" and plan.pipeline > 1 and plan.virtual_stages > 1
+    assert plan.accumulation % plan.pipeline == 0

@@ -271,6 +271,41 @@ def rollout_layout_refusal(world: int, gpus_per_node: int | None, tp: int, dp: i
     return None
 
 
+def rollout_heads_refusal(heads: int | None, kv_heads: int | None, tp: int,
+                          name: object = None) -> str | None:
+    """Why the rollout engine refuses to split the model's attention heads over its tensor
+    parallelism, or None.
+
+    vLLM checks the query heads when it builds the engine (vllm/config/model.py,
+    `ModelConfig.verify_with_parallel_config`: "Total number of attention heads (H) must be
+    divisible by tensor parallel size (T)") and splits the kv heads in
+    `QKVParallelLinear.__init__` (vllm/model_executor/layers/linear.py): kv heads ≥ TP are
+    divided (`divide` asserts kv % TP == 0), fewer are replicated (`divide(tp, kv)`: TP %
+    kv == 0). SGLang's `QKVParallelLinear` (sglang/srt/layers/linear.py) is the same code.
+    Both after Ray and the actor have started. verl's `hf` rollout splits no heads, and
+    without stated heads nothing is checked on a guess (`engines.heads`)."""
+    if heads is None or tp == 1 or name not in (None, "vllm", "sglang"):
+        return None
+    kv = kv_heads or heads
+    engine = "SGLang" if name == "sglang" else "vLLM"
+    allowed = [d for d in range(1, heads + 1) if _rollout_splits(heads, kv, d)]
+    choice = "{" + ", ".join(map(str, allowed)) + "}"
+    if heads % tp:
+        return (f"the model's {heads} attention heads do not divide by the rollout's tensor parallelism "
+                f"{tp} ({engine} refuses it when the rollout starts, after Ray and the actor); rollout "
+                f"tensor parallelism ∈ {choice}")
+    if not _rollout_splits(heads, kv, tp):
+        return (f"the model's {kv} kv heads neither divide by the rollout's tensor parallelism {tp} nor "
+                f"divide it ({engine} splits or replicates whole kv heads when the rollout starts, after "
+                f"Ray and the actor); rollout tensor parallelism ∈ {choice}")
+    return None
+
+
+def _rollout_splits(heads: int, kv: int, tp: int) -> bool:
+    """`rollout_heads_refusal`'s rule: query heads split evenly, kv heads split or replicated."""
+    return heads % tp == 0 and (tp % kv == 0 if tp >= kv else kv % tp == 0)
+
+
 ROLLOUT_MAX_LEN: KeyPath = (*ROLLOUT, "max_model_len")
 """`rollout.max_model_len`, default null (rollout.yaml:81): verl then takes the checkpoint's
 `max_position_embeddings` (vllm_async_server.py:1101-1111, `_validate_configs`; a larger value is

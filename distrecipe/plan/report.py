@@ -17,7 +17,7 @@ from distrecipe.engines.deepspeed import zero_optimization
 from distrecipe.plan import traffic
 from distrecipe.plan.activations import Activations, plan_activations
 from distrecipe.plan.allocator import Memory, memory
-from distrecipe.plan.engine import DeepSpeedZero, EngineView, plan_engine_view, uses_deepspeed
+from distrecipe.plan.engine import DeepSpeedZero, EngineView, plan_engine_view, runs_fsdp2, uses_deepspeed
 from distrecipe.plan.memory import FormulaView, local_params, plan_model_state
 from distrecipe.plan.rollout import Rollout, rollout
 from distrecipe.plan.runnable import runs
@@ -29,7 +29,7 @@ from distrecipe.recipe import Offload, Plan, Strategy
 class Estimate:
     plan: Plan
     label: str
-    """The strategy in the seed's words: DDP, ZeRO-2, FSDP2 (reshard), Megatron, ..."""
+    """What runs, in the seed's words: DDP, ZeRO-2, FSDP2 (reshard), Megatron, ... (`label`)."""
     psi: float
     formula: FormulaView
     engine: EngineView
@@ -86,16 +86,20 @@ class Estimate:
 
 
 def label(plan: Plan) -> str:
+    """What runs, not what the recipe wrote: verl builds `zero` and `ddp` as FSDP2
+    (`plan.engine.runs_fsdp2`), so those say FSDP2 with the recipe's words after it; a
+    Megatron label says whether its optimizer is distributed (stage 1) or not (stage 0),
+    which `plan --search` lists as two candidates."""
     offload = " + offload" if plan.offload.enabled else ""
-    if plan.strategy == "megatron":
-        name = "Megatron"
-    elif plan.strategy == "fsdp":
-        name = f"FSDP2 ({'reshard' if plan.reshard_after_forward else 'no reshard'})"
-    elif plan.stage == 0 or plan.strategy == "ddp":
-        name = "DDP"
-    else:
-        name = f"ZeRO-{plan.stage}"
-    return name + offload
+    if plan.strategy == "megatron":  # stage 1 is Megatron's distributed optimizer, stage 0 not
+        return f"Megatron ({'' if plan.stage else 'no '}distributed optimizer)" + offload
+    written = "DDP" if plan.stage == 0 or plan.strategy == "ddp" else f"ZeRO-{plan.stage}"
+    if not runs_fsdp2(plan):
+        return written + offload
+    # verl's DDP is FSDP2 on shard groups of one rank (DR205)
+    how = "fsdp_size 1" if plan.stage == 0 else "reshard" if plan.reshard_after_forward else "no reshard"
+    built = "" if plan.strategy == "fsdp" else f"; {written} as verl builds it"
+    return f"FSDP2 ({how}{built})" + offload
 
 
 def deepspeed_zero(plan: Plan) -> DeepSpeedZero | None:

@@ -100,8 +100,9 @@ CODES: dict[str, Code] = {
         "share one batch, so it is the global batch × tensor",
     ),
     "DR220": Code("error", "the recipe breaks verl's batch rules; verl would refuse it"),
-    "DR221": Code("error", "verl's workers cannot lay the rollout engine out on these GPUs; verl would "
-                  "refuse it after the cluster starts"),
+    "DR221": Code("error", "verl's workers cannot lay the rollout engine out on these GPUs, or it cannot "
+                  "split the model's stated heads over its tensor parallelism; verl would refuse it after "
+                  "the cluster starts"),
 }
 """Every mapping finding code with its severity; `explain DR2xx` can read `summary`."""
 

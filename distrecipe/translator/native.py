@@ -22,6 +22,7 @@ from typing import Any
 from distrecipe.engines.accelerate import FSDP1_STAGE, MIXED_PRECISION, fsdp1_strategy, restates
 from distrecipe.engines.deepspeed import BATCH_KEYS, batch_ranks
 from distrecipe.engines.hydra import format_value, parse_value
+from distrecipe.keys import dotted
 from distrecipe.recipe import Plan
 from distrecipe.source import KeyPath
 
@@ -129,7 +130,11 @@ def verl_pairs(lines: tuple[str, ...] | list[str]) -> Iterator[tuple[str, str, A
 
 
 def conflicts(plan: Plan) -> Iterator[tuple[str, str, Any, str]]:
-    """(`native.ENGINE.key`, the key as dotted, its value, the recipe key it contradicts)."""
+    """(where it is written, the key as dotted, its value, the recipe key it contradicts).
+
+    Where it is written is spelled as the recipe records positions (`keys.dotted`:
+    `native.deepspeed.zero_optimization.stage`, `native.verl[3]`), so an error can point
+    at the offending line rather than at `native`."""
     native = plan.native
     for engine in ("deepspeed", "accelerate", "hf"):
         section: dict[str, Any] = getattr(native, engine)
@@ -137,11 +142,11 @@ def conflicts(plan: Plan) -> Iterator[tuple[str, str, Any, str]]:
             decided = DECIDED[engine].get(path)
             if decided is not None and value is not None and not decided[1](plan, value):
                 key = ".".join(map(str, path))
-                yield f"native.{engine}.{key}", key, value, decided[0]
+                yield dotted(("native", engine, *path)), key, value, decided[0]
     for index, (_written, key, value) in enumerate(verl_pairs(native.verl)):
         decided = DECIDED["verl"].get(tuple(key.split(".")))
         if decided is not None and not decided[1](plan, value):
-            yield f"native.verl.{index}", key, value, decided[0]
+            yield dotted(("native", "verl", index)), key, value, decided[0]
 
 
 def merge(emitted: dict[str, Any], native: dict[str, Any]) -> dict[str, Any]:

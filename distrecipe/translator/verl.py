@@ -38,6 +38,7 @@ from distrecipe.engines.verl import (
     Violation,
     actor_engine,
     batch_violations,
+    rollout_heads_refusal,
     rollout_layout_refusal,
 )
 from distrecipe.findings import Finding
@@ -75,9 +76,11 @@ def findings(plan: Plan) -> list[Finding]:
 
 
 def rollout_layout(plan: Plan) -> tuple[str, KeyPath] | None:
-    """verl's refusal of the rollout engine's layout on the plan's GPUs, and the recipe key to
-    point at (the `native.verl` line stating the rollout's tensor parallelism, else
-    `cluster.gpus_per_node`); None when verl lays it out or the recipe has no `rl`.
+    """verl's refusal of the rollout engine's layout on the plan's GPUs or of its split of the
+    model's stated heads (`engines.verl.rollout_heads_refusal`), and the recipe key to point
+    at (the `native.verl` line stating the rollout's tensor parallelism, else
+    `cluster.gpus_per_node` or `model.heads`); None when verl lays it out or the recipe has
+    no `rl`.
 
     The recipe has no key for the rollout's degrees: `native.verl` states them or verl's
     defaults apply (TP 2, DP and PP 1), as `plan` counts its weights."""
@@ -89,11 +92,15 @@ def rollout_layout(plan: Plan) -> tuple[str, KeyPath] | None:
     tp, dp, pp = (_degree(stated.get(joined(path)), default)
                   for path, default in ((ROLLOUT_TP, ROLLOUT_TP_DEFAULT), (ROLLOUT_DP, 1), (ROLLOUT_PP, 1)))
     name = stated.get(joined(ROLLOUT_NAME), (0, None))[1]
-    refused = rollout_layout_refusal(plan.world, plan.gpus_per_node, tp, dp, pp, name)
-    if refused is None:
-        return None
     line = stated.get(joined(ROLLOUT_TP))
-    return refused, ("cluster", "gpus_per_node") if line is None else ("native", "verl", line[0])
+    at_tp: KeyPath | None = None if line is None else ("native", "verl", line[0])
+    refused = rollout_layout_refusal(plan.world, plan.gpus_per_node, tp, dp, pp, name)
+    if refused is not None:
+        return refused, at_tp or ("cluster", "gpus_per_node")
+    refused = rollout_heads_refusal(plan.model.heads, plan.model.kv_heads, tp, name)
+    if refused is not None:
+        return refused, at_tp or ("model", "heads")
+    return None
 
 
 def _degree(stated: tuple[int, object] | None, default: int) -> int:

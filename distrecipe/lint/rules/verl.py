@@ -219,7 +219,10 @@ def rollout_layout(src: Source) -> Iterator[Problem]:
     that a node's GPUs are a multiple of the tensor parallelism: after Ray, the actor and the
     model load, so one GPU with verl's default TP 2 fails only at start-up. For a recipe
     the degrees come from `native.verl` or verl's defaults, on the recipe's GPUs
-    (`compile --target verl` refuses it as DR221).
+    (`compile --target verl` refuses it as DR221); where the recipe states `model.heads`,
+    vLLM's split of them over the rollout's TP is checked too (heads % TP, kv heads
+    divided or replicated whole: `engines.verl.rollout_heads_refusal`). A verl script
+    names no heads, so only its layout is checked.
 
     Fails: verl
     ```text

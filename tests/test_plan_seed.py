@@ -29,6 +29,7 @@ SEED = {name: RECIPES / f"seed-8b-32gpu-{name}.yaml" for name in ("ddp", "zero1"
     ("zero", 3, 4, "16Ψ/N"),
     ("fsdp", 3, 4, "16Ψ/N"),
     ("megatron", 1, 51, "6Ψ + 12Ψ/N"),
+    ("megatron", 0, 144, "18Ψ"),  # no distributed optimizer: nothing sharded, fp32 gradients
 ])
 def test_model_state_table(strategy: str, stage: int, gb: float, expression: str) -> None:
     view = model_state(PSI, N, strategy, stage, "bf16")  # type: ignore[arg-type]

@@ -11,8 +11,10 @@ divides one more of the three by the N data-parallel ranks:
 | ZeRO-2 (+ gradients)              | 2Ψ          | 14Ψ/N       | 19.5 GB        |
 | ZeRO-3 / FSDP (+ parameters)      |             | 16Ψ/N       | 4 GB           |
 | Megatron distributed optimizer    | 6Ψ          | 12Ψ/N       | 51 GB          |
+| Megatron without it (stage 0)     | 18Ψ         |             | 144 GB         |
 
-Megatron is ZeRO-1 with fp32 gradients (4 bytes, not 2). Pure fp32 training has no
+Megatron is ZeRO-1 with fp32 gradients (4 bytes, not 2); without the distributed optimizer
+(`stage: 0`) it shards nothing. Pure fp32 training has no
 master copy: 4 + 4 + 8 bytes, the same 16 but split differently. Tensor and pipeline
 parallelism divide Ψ before any of this; a shard group smaller than N shards within
 the group only. This is the paper's steady state; `engine.py` adds what engines hold
@@ -55,7 +57,6 @@ def terms(strategy: Strategy, stage: int, precision: Precision) -> tuple[Term, T
     lp = PRECISION_BYTES[precision]
     grads = gradient_bytes(strategy, precision)
     optimizer = 8 if precision == "fp32" else 12
-    stage = 1 if strategy == "megatron" else stage
     return (
         Term("parameters", lp, stage >= 3),
         Term("gradients", grads, stage >= 2),

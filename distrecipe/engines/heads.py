@@ -47,6 +47,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from distrecipe.engines.runner import uses_deepspeed
 from distrecipe.engines.verl import actor_engine
 from distrecipe.recipe import Plan
 
@@ -103,14 +104,13 @@ _NAMES = {"deepspeed": "DeepSpeed", "verl": "verl", "torchtitan": "torchtitan",
 def _engine(plan: Plan) -> str:
     """Which engine splits the model: under verl the actor engine verl builds
     (`engines.verl.actor_engine`: FSDP2 for `zero` and `ddp` too, so verl's Ulysses
-    rules, not DeepSpeed's), otherwise DeepSpeed as `plan.engine.uses_deepspeed` decides."""
+    rules, not DeepSpeed's), otherwise DeepSpeed where `engines.runner.uses_deepspeed` says."""
     backend = plan.launch.backend
     if backend == "verl":
         return "verl-megatron" if actor_engine(plan) == "megatron" else "verl"
     if plan.strategy == "megatron":
         return "megatron"
-    if plan.strategy == "zero" or (
-            plan.strategy == "ddp" and backend in ("deepspeed", "accelerate-deepspeed")):
+    if uses_deepspeed(plan):
         return "deepspeed"
     return "torchtitan" if backend == "torchrun" else "accelerate"
 

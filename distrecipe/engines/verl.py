@@ -224,7 +224,7 @@ def actor_engine(plan: Plan) -> str:
     """The engine verl builds the actor with, as `translator.verl` emits it: Megatron for
     `megatron`, FSDP2 for every other strategy (ZeRO-1/2 become FSDP2 without resharding,
     DR201; DDP FSDP2 with `fsdp_size=1`, DR205). `plan`'s engine view
-    (`plan.engine.runs_fsdp2`) and the head rules (`engines.heads`) follow it."""
+    (`engines.runner.runs_fsdp2`) and the head rules (`engines.heads`) follow it."""
     return "megatron" if plan.strategy == "megatron" else "fsdp2"
 
 

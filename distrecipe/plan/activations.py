@@ -78,8 +78,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from distrecipe.engines.runner import uses_deepspeed
 from distrecipe.model_shapes import kv_width
-from distrecipe.plan.engine import uses_deepspeed
 from distrecipe.recipe import Plan, Recompute
 
 

@@ -35,9 +35,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from distrecipe.engines.runner import runs_fsdp2, uses_deepspeed
 from distrecipe.model_shapes import llama
 from distrecipe.plan.activations import Activations
-from distrecipe.plan.engine import EngineView, fsdp2_shard_ranks, runs_fsdp2, uses_deepspeed
+from distrecipe.plan.engine import EngineView, fsdp2_shard_ranks
 from distrecipe.plan.units import GiB
 from distrecipe.recipe import Plan
 

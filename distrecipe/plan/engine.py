@@ -45,7 +45,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from distrecipe.engines.verl import actor_engine
+from distrecipe.engines.runner import runs_fsdp2, uses_deepspeed
 from distrecipe.model_shapes import llama
 from distrecipe.plan.memory import local_params, plan_model_state, reduce_ranks, shard_ranks
 from distrecipe.recipe import Plan
@@ -229,33 +229,19 @@ def ddp(psi: float) -> EngineView:
 
 
 def formula_only(plan: Plan) -> EngineView:
-    """Megatron-LM is not an emitted target: its distributed optimizer's table entry stands."""
+    """Megatron-LM is not an emitted target: its table entry (stage 1 the distributed
+    optimizer, stage 0 without) stands."""
     view = plan_model_state(plan)
     points = {point: dict(view.gpu) for point in POINTS}
-    return EngineView("Megatron distributed optimizer (formula)", points, dict(view.cpu),
+    name = "Megatron distributed optimizer" if plan.stage == 1 else "Megatron without distributed optimizer"
+    return EngineView(f"{name} (formula)", points, dict(view.cpu),
                       ("no engine is emitted for megatron; the seed's formula is used",))
-
-
-def runs_fsdp2(plan: Plan) -> bool:
-    """Whether torch FSDP2 holds the model state: `fsdp`, and `zero` and `ddp` under verl,
-    whose emitter builds that actor with FSDP2 (`engines.verl.actor_engine`); DDP there
-    is FSDP2 on shard groups of one rank (`fsdp2_shard_ranks`), not torch DDP: fp32
-    parameters and gradients, no bucket copy."""
-    return plan.strategy == "fsdp" or (plan.launch.backend == "verl" and actor_engine(plan) == "fsdp2")
 
 
 def fsdp2_shard_ranks(plan: Plan) -> int:
     """Ranks FSDP2 shards the model state over: `memory.shard_ranks`, and under verl its
     `fsdp_size` (`translator.verl.fsdp_size`: 1 for DDP)."""
     return fsdp_size(plan) if plan.launch.backend == "verl" else shard_ranks(plan)
-
-
-def uses_deepspeed(plan: Plan) -> bool:
-    """Which engine runs the plan: `zero` is DeepSpeed (except under verl: `runs_fsdp2`),
-    so is `ddp` launched by DeepSpeed."""
-    backend = plan.launch.backend
-    return (plan.strategy == "zero" and not runs_fsdp2(plan)) or (
-        plan.strategy == "ddp" and backend in ("deepspeed", "accelerate-deepspeed"))
 
 
 def plan_engine_view(plan: Plan, zero: DeepSpeedZero | None = None) -> EngineView:

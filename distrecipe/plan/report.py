@@ -14,10 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from distrecipe.engines.deepspeed import zero_optimization
+from distrecipe.engines.runner import runs_fsdp2, uses_deepspeed
 from distrecipe.plan import traffic
 from distrecipe.plan.activations import Activations, plan_activations
 from distrecipe.plan.allocator import Memory, memory
-from distrecipe.plan.engine import DeepSpeedZero, EngineView, plan_engine_view, runs_fsdp2, uses_deepspeed
+from distrecipe.plan.engine import DeepSpeedZero, EngineView, plan_engine_view
 from distrecipe.plan.memory import FormulaView, local_params, plan_model_state
 from distrecipe.plan.rollout import Rollout, rollout
 from distrecipe.plan.runnable import runs
@@ -87,7 +88,7 @@ class Estimate:
 
 def label(plan: Plan) -> str:
     """What runs, not what the recipe wrote: verl builds `zero` and `ddp` as FSDP2
-    (`plan.engine.runs_fsdp2`), so those say FSDP2 with the recipe's words after it; a
+    (`engines.runner.runs_fsdp2`), so those say FSDP2 with the recipe's words after it; a
     Megatron label says whether its optimizer is distributed (stage 1) or not (stage 0),
     which `plan --search` lists as two candidates."""
     offload = " + offload" if plan.offload.enabled else ""

@@ -54,9 +54,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from distrecipe.engines.runner import runs_fsdp2, uses_deepspeed
 from distrecipe.plan import traffic
 from distrecipe.plan.activations import ring_context_parallel
-from distrecipe.plan.engine import DeepSpeedZero, fsdp2_shard_ranks, runs_fsdp2, uses_deepspeed
+from distrecipe.plan.engine import DeepSpeedZero, fsdp2_shard_ranks
 from distrecipe.plan.hardware import Hardware, hardware
 from distrecipe.plan.memory import reduce_ranks, shard_ranks
 from distrecipe.recipe import Plan

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from distrecipe.plan.engine import DeepSpeedZero, fsdp2_shard_ranks, runs_fsdp2, uses_deepspeed
+from distrecipe.engines.runner import runs_fsdp2, uses_deepspeed
+from distrecipe.plan.engine import DeepSpeedZero, fsdp2_shard_ranks
 from distrecipe.plan.memory import local_params, reduce_ranks, shard_ranks
 from distrecipe.plan.units import MiB
 from distrecipe.recipe import Plan

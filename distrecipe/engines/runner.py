@@ -1,0 +1,30 @@
+"""Which engine holds a plan's model state: one answer for `plan` and the head rules.
+
+The recipe names a strategy, but what runs it depends on the launcher too: `zero` is
+DeepSpeed, except under verl, whose emitter builds FSDP2 for every strategy but
+`megatron` (`engines.verl.actor_engine`); `ddp` is torch DDP, except when DeepSpeed's
+launcher runs it (DeepSpeed stage 0) or verl does (FSDP2 on one-rank shard groups).
+"""
+
+from __future__ import annotations
+
+from distrecipe.engines.verl import actor_engine
+from distrecipe.recipe import Plan
+
+DEEPSPEED_BACKENDS = ("deepspeed", "accelerate-deepspeed")
+"""Launchers that run a `ddp` recipe through DeepSpeed's engine (stage 0)."""
+
+
+def runs_fsdp2(plan: Plan) -> bool:
+    """Whether torch FSDP2 holds the model state: `fsdp`, and `zero` and `ddp` under verl,
+    whose emitter builds that actor with FSDP2 (`engines.verl.actor_engine`); DDP there
+    is FSDP2 on shard groups of one rank, not torch DDP: fp32 parameters and gradients,
+    no bucket copy."""
+    return plan.strategy == "fsdp" or (plan.launch.backend == "verl" and actor_engine(plan) == "fsdp2")
+
+
+def uses_deepspeed(plan: Plan) -> bool:
+    """Whether DeepSpeed's engine runs the plan: `zero` (except under verl: `runs_fsdp2`),
+    and `ddp` launched by DeepSpeed."""
+    return (plan.strategy == "zero" and not runs_fsdp2(plan)) or (
+        plan.strategy == "ddp" and plan.launch.backend in DEEPSPEED_BACKENDS)

@@ -36,6 +36,7 @@ does not state).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from distrecipe.engines.verl import (
@@ -56,12 +57,10 @@ from distrecipe.plan.allocator import CONTEXT
 from distrecipe.plan.engine import EngineView
 from distrecipe.plan.units import gb
 from distrecipe.recipe import Plan
-from distrecipe.translator.native import verl_pairs
-from distrecipe.translator.verl import rollout_layout
+from distrecipe.source import KeyPath
+from distrecipe.translator.verl import native_stated, rollout_layout, stated_degree
 
 PARAM_OFFLOAD, OPTIMIZER_OFFLOAD = (joined(path) for path in PHASE_OFFLOAD)
-SLEEP_MODE_KEY, ROLLOUT_TP_KEY, ROLLOUT_DTYPE_KEY, MAX_LEN_KEY = (
-    joined(path) for path in (SLEEP_MODE, ROLLOUT_TP, ROLLOUT_DTYPE, ROLLOUT_MAX_LEN))
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,18 +140,19 @@ def rollout(plan: Plan, engine: EngineView) -> Rollout | None:
     stated = plan.rl.rollout_memory is not None
     fraction = float(plan.rl.rollout_memory) if plan.rl.rollout_memory is not None else ROLLOUT_MEMORY_DEFAULT
     freed = FREE_CACHE_DEFAULT if plan.rl.free_rollout_memory is None else plan.rl.free_rollout_memory
-    if any(key == SLEEP_MODE_KEY and value is False for _, key, value in verl_pairs(plan.native.verl)):
+    native = native_stated(plan)
+    if _native(native, SLEEP_MODE) is False:
         freed = False  # vLLM's sleep frees only its sleep-mode pool
     moved = _phase_offloaded(plan)
     actor = {part: size for part, size in engine.points["rest"].items() if size and part not in moved}
     size = None if plan.gpu_memory is None else fraction * plan.gpu_memory
-    stated_tp = _native(plan, ROLLOUT_TP_KEY)
-    tensor = stated_tp if type(stated_tp) is int and stated_tp >= 1 else ROLLOUT_TP_DEFAULT
-    dtype = _native(plan, ROLLOUT_DTYPE_KEY)
+    stated_tp = _native(native, ROLLOUT_TP)
+    tensor = stated_degree(native, ROLLOUT_TP, ROLLOUT_TP_DEFAULT)
+    dtype = _native(native, ROLLOUT_DTYPE)
     width = ROLLOUT_DTYPE_BYTES.get(str(dtype), ROLLOUT_DTYPE_BYTES["bfloat16"])
     params = plan.model.params
     assert params is not None, "estimate() refuses a plan without model.params"
-    stated_len = _native(plan, MAX_LEN_KEY)
+    stated_len = _native(native, ROLLOUT_MAX_LEN)
     max_len = stated_len if type(stated_len) is int and stated_len >= 1 else None
     return Rollout(fraction, stated, freed, size, actor, params * width / tensor, width, tensor,
                    tensor == stated_tp, max_len, _sequence_kv(plan, max_len, width, tensor),
@@ -168,15 +168,14 @@ def _sequence_kv(plan: Plan, length: int | None, width: int, tensor: int) -> flo
                                  width, tensor))
 
 
-def _native(plan: Plan, key: str) -> object:
-    """The last value `native.verl` gives `key` (Hydra takes the last), or None."""
-    values = [value for _, written, value in verl_pairs(plan.native.verl) if written == key]
-    return values[-1] if values else None
+def _native(native: Mapping[str, tuple[int, object]], path: KeyPath) -> object:
+    """The value `native.verl` gives `path` (`translator.verl.native_stated`), or None."""
+    return native.get(joined(path), (0, None))[1]
 
 
 def _phase_offloaded(plan: Plan) -> set[str]:
     """Engine-view parts verl moves to CPU for the rollout phase, by the native overrides."""
-    on = {key for _, key, value in verl_pairs(plan.native.verl) if value is True}
+    on = {key for key, (_, value) in native_stated(plan).items() if value is True}
     moved: set[str] = set()
     if PARAM_OFFLOAD in on:
         moved |= {"parameters", "buffers"}

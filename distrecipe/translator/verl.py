@@ -15,6 +15,7 @@ Keys are those the installed verl (0.9.1) reads: its engine clips with
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
@@ -86,10 +87,8 @@ def rollout_layout(plan: Plan) -> tuple[str, KeyPath] | None:
     defaults apply (TP 2, DP and PP 1), as `plan` counts its weights."""
     if plan.rl is None:
         return None
-    stated: dict[str, tuple[int, object]] = {}
-    for index, (_, key, value) in enumerate(verl_pairs(plan.native.verl)):
-        stated[key] = (index, value)  # Hydra takes the last
-    tp, dp, pp = (_degree(stated.get(joined(path)), default)
+    stated = native_stated(plan)
+    tp, dp, pp = (stated_degree(stated, path, default)
                   for path, default in ((ROLLOUT_TP, ROLLOUT_TP_DEFAULT), (ROLLOUT_DP, 1), (ROLLOUT_PP, 1)))
     name = stated.get(joined(ROLLOUT_NAME), (0, None))[1]
     line = stated.get(joined(ROLLOUT_TP))
@@ -103,9 +102,18 @@ def rollout_layout(plan: Plan) -> tuple[str, KeyPath] | None:
     return None
 
 
-def _degree(stated: tuple[int, object] | None, default: int) -> int:
+def native_stated(plan: Plan) -> dict[str, tuple[int, object]]:
+    """What `native.verl` states: each dotted key's (index of its line, value), the last
+    one winning, as Hydra takes it. `plan`'s rollout phase reads the same."""
+    stated: dict[str, tuple[int, object]] = {}
+    for index, (_, key, value) in enumerate(verl_pairs(plan.native.verl)):
+        stated[key] = (index, value)
+    return stated
+
+
+def stated_degree(stated: Mapping[str, tuple[int, object]], path: KeyPath, default: int) -> int:
     """A degree `native.verl` states as a positive integer, else verl's default."""
-    value = None if stated is None else stated[1]
+    value = stated.get(joined(path), (0, None))[1]
     return value if type(value) is int and value >= 1 else default
 
 

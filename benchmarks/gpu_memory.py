@@ -190,7 +190,7 @@ def row_values(run: Run, gpu: Gpu, shape: dict[str, int], m: Measurement, predic
     base = {
         "source_id": f"measured_here_{gpu.slug}_{date}",
         "model": f"Llama-shaped random ({shape['hidden_size']}h x {shape['layers']}L)",
-        "params": str(m.params or int(plan.model.params)),
+        "params": str(m.params or int(plan.recipe.model.params)),
         "layers": str(shape["layers"]), "hidden": str(shape["hidden_size"]),
         "heads": str(shape["heads"]), "kv_heads": str(shape["kv_heads"]),
         "ffn": str(shape["intermediate_size"]), "vocab": str(shape["vocab"]),

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from distrecipe.errors import LaunchError
-from distrecipe.recipe import AUTO, Plan, Recipe, batch_from_script
+from distrecipe.job import Plan
+from distrecipe.recipe import AUTO, Recipe, batch_from_script
 from distrecipe.source import Document
 from distrecipe.translator.load import apply_overrides, load_recipe, recipe_from_document
 from distrecipe.translator.resolve import resolve
@@ -187,7 +188,7 @@ def accelerator_kwargs(plan: Plan) -> dict[str, Any]:
     from distrecipe.engines.accelerate import MIXED_PRECISION
 
     return {"mixed_precision": MIXED_PRECISION[plan.precision],
-            "gradient_accumulation_steps": plan.accumulation}
+            "gradient_accumulation_steps": plan.batch.accumulation}
 
 
 PLUGIN_KEYS = {"fsdp_offload_params": "cpu_offload",

@@ -25,8 +25,8 @@ from distrecipe.engines import KINDS, Kind
 from distrecipe.engines.defaults import Lookup, canonical, lookup, modelled
 from distrecipe.engines.tables import is_comment_key
 from distrecipe.errors import DistrecipeError, Position
+from distrecipe.job import Plan, plan_values
 from distrecipe.keys import get, joined
-from distrecipe.recipe import Plan, plan_values
 from distrecipe.source import Document
 from distrecipe.translator.importers import World
 from distrecipe.translator.importers.registry import import_document, read_native
@@ -74,6 +74,7 @@ class Diff:
 
 UNSTATED = (("model", "params"), ("model", "hidden_size"), ("model", "layers"), ("model", "heads"),
             ("model", "kv_heads"), ("model", "intermediate_size"), ("model", "vocab"),
+            ("model", "layer_cls"), ("model", "attention"), ("model", "tied_embeddings"),
             ("batch", "seq_len"), ("cluster", "gpu_memory"), ("cluster", "gpu"))
 """What no native config states; a native side takes it from the other side."""
 
@@ -245,7 +246,7 @@ def _numeric(value: Any) -> bool:
 
 
 def _impact(old: Plan, new: Plan) -> Impact | None:
-    if old.model.params is None or new.model.params is None:
+    if old.recipe.model.params is None or new.recipe.model.params is None:
         return None
     from distrecipe.plan.report import estimate  # the plan model only when there is a change to price
 

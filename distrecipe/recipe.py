@@ -1,21 +1,21 @@
-"""The two intermediate forms: the declared `Recipe` and the resolved `Plan`.
+"""The declared job: a `Recipe` as the user wrote it, after schema validation.
 
-A `Recipe` is what the user wrote, after schema validation: typed, immutable, and
-still allowed to say ``"auto"``. A `Plan` is what every view (emitters, plan, lint,
-diff, launch) consumes: every ``auto`` filled, every invariant proven, and each
-resolved value carrying its provenance so the Plan can be explained field by field.
-Keeping the two apart (as torchtitan keeps its config apart from `ParallelDims`)
-means no consumer ever has to ask "was this resolved yet?".
+Typed, immutable, and still allowed to say ``"auto"``: the resolved side, which every
+view consumes, is `distrecipe.job.Plan`, holding this recipe beside what resolution
+adds (as torchtitan keeps its config apart from `ParallelDims`), so no consumer ever
+has to ask "was this resolved yet?".
 """
 
 from __future__ import annotations
 
 import json
 import re
+import types
 import unicodedata
-from dataclasses import dataclass, field
+from dataclasses import Field, dataclass, field, fields, is_dataclass
+from functools import cache
 from pathlib import PurePath
-from typing import Any, Literal, get_args
+from typing import Any, Literal, get_args, get_type_hints
 
 from distrecipe.errors import Position
 
@@ -144,7 +144,7 @@ class Batch:
     """Samples per rank per forward pass. Default `auto` (derived)."""
     accumulation: AutoInt = AUTO
     """Micro-batches per optimizer step. Default `auto` (derived)."""
-    global_: AutoInt = AUTO
+    global_: AutoInt = field(default=AUTO, metadata={"key": "batch.global"})
     """Samples per optimizer step over all data-parallel ranks (`batch.global`). Default `auto`."""
     seq_len: int | None = None
     """Tokens per sample, for activation memory. Default: unknown."""
@@ -290,13 +290,14 @@ class Recipe:
     """verl's RL batch; `None` (the default) for supervised training."""
     launch: Launch = field(default_factory=Launch)
     """How the job starts. Default: the strategy's launcher running the reference trainer."""
-    checkpoint_every: int | None = None
+    checkpoint_every: int | None = field(default=None, metadata={"key": "activation_checkpointing.every"})
     """With `selective`: wrap every k-th block whole (layer level); None is op level."""
     native: Native = field(default_factory=Native)
     """Engine settings carried verbatim (see `Native`). Default: none."""
-    source: str = "<recipe>"
+    source: str = field(default="<recipe>", metadata={"key": None})
     """The file the recipe came from, for messages."""
-    where: dict[str, Position] = field(default_factory=dict, compare=False, repr=False)
+    where: dict[str, Position] = field(default_factory=dict, compare=False, repr=False,
+                                       metadata={"key": None})
     """Dotted key → where its value was written, so resolution errors point at it."""
 
     def at(self, *keys: str) -> Position:
@@ -336,13 +337,6 @@ def name_from_file(file: str) -> tuple[str, str | None]:
                   f"{json.dumps(stem, ensure_ascii=False)}, made a slug as a name must be")
 
 
-def derived_name_note(plan: Plan) -> str | None:
-    """The note for a name `resolve` took from the recipe file's name and had to make a
-    slug (compile and launch print it; `resolve` shows it as the name's provenance)."""
-    note = name_from_file(plan.source)[1]
-    return note if note is not None and plan.provenance.get("name") == note else None
-
-
 def batch_from_script(batch: object) -> bool:
     """A recipe's `batch` mapping writes `micro: auto` and `global: auto` on purpose: the
     training script decides the batch (an HF Trainer template's `"auto"`, an Accelerate
@@ -353,176 +347,62 @@ def batch_from_script(batch: object) -> bool:
     return isinstance(batch, dict) and batch.get("micro") == AUTO and batch.get("global") == AUTO
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Buckets:
-    """DeepSpeed's size knobs, resolved from the hidden size the way HF's Trainer does.
-
-    `None` means "leave DeepSpeed's own default" (the hidden size was unknown).
-    """
-
-    reduce_bucket_size: int | None
-    stage3_prefetch_bucket_size: int | None
-    stage3_param_persistence_threshold: int | None
+def field_key(section: str, item: Field[Any]) -> str | None:
+    """A field's dotted key as a recipe writes it (`batch.global` for `Batch.global_`), or
+    None for what is not part of the job (the recipe's file and positions)."""
+    if "key" in item.metadata:
+        key: str | None = item.metadata["key"]
+        return key
+    return f"{section}.{item.name}" if section else item.name
 
 
-@dataclass(frozen=True, kw_only=True)
-class Plan:
-    """A fully resolved recipe: the one input of every emitter and view.
-
-    Field names follow the seed's vocabulary: Ψ is `model.params`, N is `dp`.
-    """
-
-    name: str
-    strategy: Strategy
-    stage: int
-    offload: Offload
-    precision: Precision
-    model: Model
-    device: Device
-    nodes: int
-    gpus_per_node: int
-    gpu_memory: int | None
-    cpu_memory: int | None
-    tensor: int
-    pipeline: int
-    sequence: int
-    dp: int
-    """Data-parallel world N = nodes × gpus_per_node / (tensor × pipeline × sequence)."""
-    shard_group: int
-    """Ranks one shard spans; equals `dp` unless sharding is hybrid."""
-    micro: int
-    accumulation: int
-    global_batch: int
-    seq_len: int | None
-    optimizer: Optimizer
-    grad_clip: float | None
-    activation_checkpointing: Recompute
-    rl: RL | None
-    launch: Launch
-    buckets: Buckets
-    checkpoint_every: int | None = None
-    """With `selective` checkpointing: every k-th block wrapped whole; None is op level."""
-    gpu: Gpu | None = None
-    peak_tflops: float | None = None
-    intra_node_bandwidth: float | None = None
-    inter_node_bandwidth: float | None = None
-    virtual_stages: int = 1
-    """Model chunks per pipeline rank (see `Parallel.virtual_stages`); 1 is plain 1F1B."""
-    micro_tokens: int | None = None
-    """Token-packed micro-batches (see `Batch.micro_tokens`); `micro` is then global / DP,
-    one micro-batch's worth of samples as an upper bound, and accumulation 1."""
-    native: Native = field(default_factory=Native)
-    """Engine settings carried verbatim into each engine's output (see `Native`)."""
-    provenance: dict[str, str] = field(default_factory=dict)
-    """Dotted key → how its value was obtained, e.g. "256 / (2 × 32), from global, micro, DP"."""
-    source: str = "<recipe>"
-
-    @property
-    def world(self) -> int:
-        """Total ranks over all nodes."""
-        return self.nodes * self.gpus_per_node
-
-    @property
-    def model_parallel(self) -> int:
-        """Ranks one model replica spans (see `model_parallel`); `dp` is `world` over it."""
-        return model_parallel(self.tensor, self.pipeline, self.sequence)
-
-    @property
-    def model_shards(self) -> int:
-        """Ranks one replica's parameters are divided over: tensor × pipeline. Sequence-parallel
-        ranks each hold the whole of their layers, splitting only the tokens."""
-        return self.tensor * self.pipeline
-
-    @property
-    def hybrid(self) -> bool:
-        """True when shards span fewer ranks than the DP world (HSDP / ZeRO++ hpZ)."""
-        return self.shard_group < self.dp
-
-    @property
-    def replicas(self) -> int:
-        """How many copies of each shard exist (the `replicate` degree of HSDP)."""
-        return self.dp // self.shard_group
-
-    @property
-    def precision_bytes(self) -> int:
-        return PRECISION_BYTES[self.precision]
-
-    def explain(self) -> list[tuple[str, object, str]]:
-        """Every resolved value with where it came from, in a stable order."""
-        values = plan_values(self)
-        return [(key, values[key], self.provenance.get(key, "recipe")) for key in values]
-
-    @property
-    def reshard_after_forward(self) -> bool:
-        """FSDP2 frees the gathered parameters after forward (and gathers again for
-        backward) exactly at stage 3: that is what ZeRO-3 means in FSDP's words. The
-        importers' inverse is `distrecipe.engines.stage_of_reshard`."""
-        return self.stage == 3
-
-    @property
-    def gradient_bytes(self) -> int:
-        """Bytes per gradient element (see `gradient_bytes`)."""
-        return gradient_bytes(self.strategy, self.precision)
+def recipe_values(recipe: Recipe) -> dict[str, object]:
+    """Every field of the recipe as dotted key → value, walked from the dataclasses, so a
+    field added to the format is listed (and so compared and explained) without anyone
+    listing it again; `native` key by key (verl's overrides by their dotted key, the last
+    line winning as in Hydra), a section left out (`rl: null`) as nothing."""
+    out: dict[str, object] = {}
+    _walk(recipe, "", out)
+    return out
 
 
-def model_parallel(tensor: int, pipeline: int, sequence: int) -> int:
-    """Ranks one model replica spans: tensor × pipeline × sequence (Megatron's context
-    parallel, DeepSpeed's and verl's Ulysses). The world divided by it is data parallel
-    (`engines.data_parallel`); a recipe, a Plan and a native config's degrees all meet here."""
-    return tensor * pipeline * sequence
+def _walk(node: Any, section: str, out: dict[str, object]) -> None:
+    for item in fields(node):
+        key = field_key(section, item)
+        if key is None:
+            continue
+        value = getattr(node, item.name)
+        if isinstance(value, Native):
+            _native(value, out)
+        elif is_dataclass(value):
+            _walk(value, key, out)
+        elif value is not None or item.name not in _sections(node.__class__):
+            out[key] = value
 
 
-def gradient_bytes(strategy: Strategy, precision: Precision) -> int:
-    """Bytes per gradient element: Megatron keeps fp32 gradients, the rest the training dtype."""
-    return 4 if strategy == "megatron" else PRECISION_BYTES[precision]
+@cache
+def _sections(cls: type[object]) -> frozenset[str]:
+    """The fields of `cls` that hold a section (a dataclass, or None for a section left out)."""
+    hints = get_type_hints(cls)
+    return frozenset(name for name, hint in hints.items()
+                     if any(is_dataclass(arg) for arg in (get_args(hint) if isinstance(hint, types.UnionType)
+                                                          else (hint,))))
 
 
-def plan_values(plan: Plan) -> dict[str, object]:
-    """The Plan flattened to dotted recipe keys, the vocabulary users wrote in."""
-    values: dict[str, object] = {
-        "name": plan.name,
-        "strategy": plan.strategy,
-        "stage": plan.stage,
-        "precision": plan.precision,
-        "model.params": plan.model.params,
-        "model.hidden_size": plan.model.hidden_size,
-        "cluster.device": plan.device,
-        "cluster.nodes": plan.nodes,
-        "cluster.gpus_per_node": plan.gpus_per_node,
-        "cluster.world": plan.world,
-        "cluster.gpu_memory": plan.gpu_memory,
-        "cluster.gpu": plan.gpu,
-        "parallel.tensor": plan.tensor,
-        "parallel.pipeline": plan.pipeline,
-        "parallel.sequence": plan.sequence,
-        "parallel.dp": plan.dp,
-        "parallel.shard_group": plan.shard_group,
-        "offload.optimizer": plan.offload.optimizer,
-        "offload.params": plan.offload.params,
-        "batch.micro": plan.micro,
-        "batch.accumulation": plan.accumulation,
-        "batch.global": plan.global_batch,
-        "batch.seq_len": plan.seq_len,
-        "optimizer.name": plan.optimizer.name,
-        "optimizer.lr": plan.optimizer.lr,
-        "grad_clip": plan.grad_clip,
-        "activation_checkpointing": plan.activation_checkpointing,
-        "zero.reduce_bucket_size": plan.buckets.reduce_bucket_size,
-        "zero.stage3_prefetch_bucket_size": plan.buckets.stage3_prefetch_bucket_size,
-        "zero.stage3_param_persistence_threshold": plan.buckets.stage3_param_persistence_threshold,
-        "launch.backend": plan.launch.backend,
-    }
-    if plan.virtual_stages > 1:
-        values["parallel.virtual_stages"] = plan.virtual_stages
-    if plan.checkpoint_every is not None:
-        values["activation_checkpointing.every"] = plan.checkpoint_every
-    if plan.micro_tokens is not None:
-        values["batch.micro_tokens"] = plan.micro_tokens
-    if plan.rl is not None:
-        values["rl.rollout_n"] = plan.rl.rollout_n
-        values["rl.prompts_per_step"] = plan.rl.prompts_per_step
-        if plan.rl.rollout_memory is not None:
-            values["rl.rollout_memory"] = plan.rl.rollout_memory
-        if plan.rl.free_rollout_memory is not None:
-            values["rl.free_rollout_memory"] = plan.rl.free_rollout_memory
-    return values
+def _native(native: Native, out: dict[str, object]) -> None:
+    for engine in ("deepspeed", "accelerate", "hf"):
+        _leaves(getattr(native, engine), f"native.{engine}", out)
+    for line in native.verl:
+        key, _, value = line.partition("=")
+        out[f"native.verl.{key.lstrip('+')}"] = value
+
+
+def _leaves(node: object, key: str, out: dict[str, object]) -> None:
+    if isinstance(node, dict) and node:
+        for name, value in node.items():
+            _leaves(value, f"{key}.{name}", out)
+    elif isinstance(node, dict):
+        if key.count(".") > 1:  # an empty mapping written under an engine is a value
+            out[key] = node
+    else:
+        out[key] = node

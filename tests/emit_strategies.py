@@ -16,9 +16,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from distrecipe.job import Plan
 from distrecipe.lint.config import LintConfig
 from distrecipe.lint.engine import lint
-from distrecipe.recipe import Plan
 from distrecipe.translator.load import recipe_from_text
 from distrecipe.translator.resolve import resolve
 from distrecipe.translator.targets import Output
@@ -134,9 +134,9 @@ def launch_world(plan: Plan) -> int:
     (sequence ranks included, as `sequence_parallel_size` then divides them out); every
     other strategy is launched on all ranks (AutoTP's tensor ranks included).
     """
-    if plan.strategy == "megatron":
-        return plan.world // (plan.tensor * plan.pipeline)
-    return plan.world
+    if plan.recipe.strategy == "megatron":
+        return plan.dims.world // (plan.dims.tensor * plan.dims.pipeline)
+    return plan.dims.world
 
 
 def plan_of(doc: dict[str, Any]) -> Plan:

@@ -44,7 +44,7 @@ def main(out: Path) -> None:
     curves: dict[str, list[dict[str, object]]] = {}
     for name, overrides in VARIANTS.items():
         plan = resolve(load_recipe(RECIPE, overrides))
-        ds_config = deepspeed.emit(plan) if plan.strategy == "zero" else None
+        ds_config = deepspeed.emit(plan) if plan.recipe.strategy == "zero" else None
         settings = tiny_train.TrainSettings.from_plan(json.loads(plan_json(plan)), steps=10,
                                                       deepspeed=ds_config is not None)
         if not dist.is_initialized():

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from distrecipe.recipe import Plan
+from distrecipe.job import Plan
 from distrecipe.translator.load import recipe_from_text
 from distrecipe.translator.resolve import resolve
 

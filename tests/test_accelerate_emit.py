@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, event, given, settings
 
 from distrecipe.engines.accelerate import distributed_type
 from distrecipe.errors import RecipeError
-from distrecipe.recipe import Plan
+from distrecipe.job import Plan
 from distrecipe.translator import accelerate as emitter
 from distrecipe.translator.targets import EmitOptions
 from tests.emit_strategies import engine_documents, plan_of
@@ -71,9 +71,9 @@ def check_accepted(plan: Plan) -> None:
             Path(name).write_text(text, encoding="utf-8")
         loaded = config_args.load_config_from_file("accelerate_config.yaml")
         assert loaded.distributed_type == kind
-        assert loaded.num_processes == plan.world
+        assert loaded.num_processes == plan.dims.world
         args, env = launched(Path(tmp), plan)
-        assert int(args.num_processes) == plan.world
+        assert int(args.num_processes) == plan.dims.world
         with mock.patch.dict(os.environ, env, clear=True):
             if kind == "DEEPSPEED":
                 check_deepspeed(plan)
@@ -81,46 +81,46 @@ def check_accepted(plan: Plan) -> None:
                 check_fsdp(plan, env)
             else:
                 assert "ACCELERATE_USE_FSDP" not in env
-                assert plan.world == 1 or (plan.shard_group == 1 or plan.stage == 0)
+                assert plan.dims.world == 1 or (plan.dims.shard_group == 1 or plan.stage == 0)
             if kind != "DEEPSPEED":
                 expected = emitter.MIXED_PRECISION[plan.precision]
                 assert env["ACCELERATE_MIXED_PRECISION"] == expected
-                assert int(env["ACCELERATE_GRADIENT_ACCUMULATION_STEPS"]) == plan.accumulation
-        if plan.nodes > 1 and kind != "DEEPSPEED":
-            assert int(args.nproc_per_node) * int(args.nnodes) == plan.world
+                assert int(env["ACCELERATE_GRADIENT_ACCUMULATION_STEPS"]) == plan.batch.accumulation
+        if plan.dims.nodes > 1 and kind != "DEEPSPEED":
+            assert int(args.nproc_per_node) * int(args.nnodes) == plan.dims.world
 
 
 def check_fsdp(plan: Plan, env: dict[str, str]) -> None:
     plugin = dataclasses_mod.FullyShardedDataParallelPlugin()
     assert plugin.fsdp_version == 2
     assert plugin.reshard_after_forward is (plan.stage == 3)
-    offloaded = plan.offload.params != "none" or plan.offload.optimizer != "none"
+    offloaded = plan.recipe.offload.params != "none" or plan.recipe.offload.optimizer != "none"
     assert isinstance(plugin.cpu_offload, fsdp_api.CPUOffloadPolicy) is offloaded
-    assert plugin.activation_checkpointing is (plan.activation_checkpointing != "none")
-    if plan.model.layer_cls:
-        assert plugin.transformer_cls_names_to_wrap == [plan.model.layer_cls]
+    assert plugin.activation_checkpointing is (plan.recipe.activation_checkpointing != "none")
+    if plan.recipe.model.layer_cls:
+        assert plugin.transformer_cls_names_to_wrap == [plan.recipe.model.layer_cls]
     if env.get("ACCELERATE_USE_PARALLELISM_CONFIG") == "true":
         config = parallelism.ParallelismConfig()
         fake = SimpleNamespace(
             multi_device=True,
-            num_processes=plan.world,
+            num_processes=plan.dims.world,
             is_fsdp2=True,
             distributed_type="FSDP",
             is_main_process=False,
         )
         config._validate_accelerator(fake)
-        assert (config.dp_replicate_size, config.dp_shard_size) == (plan.replicas, plan.shard_group)
-        assert (config.tp_size, config.cp_size) == (plan.tensor, plan.sequence)
+        assert (config.dp_replicate_size, config.dp_shard_size) == (plan.dims.replicas, plan.dims.shard_group)
+        assert (config.tp_size, config.cp_size) == (plan.dims.tensor, plan.dims.sequence)
     else:
         # One flat FSDP mesh over every process: only right when nothing else splits it.
-        assert not plan.hybrid and plan.tensor == plan.sequence == 1
+        assert not plan.dims.hybrid and plan.dims.tensor == plan.dims.sequence == 1
 
 
 def check_deepspeed(plan: Plan) -> None:
     plugin = dataclasses_mod.DeepSpeedPlugin()
     assert plugin.zero_stage == plan.stage
-    assert plugin.gradient_accumulation_steps == plan.accumulation
-    assert plugin.deepspeed_config["train_micro_batch_size_per_gpu"] == plan.micro
+    assert plugin.gradient_accumulation_steps == plan.batch.accumulation
+    assert plugin.deepspeed_config["train_micro_batch_size_per_gpu"] == plan.batch.micro
 
 
 @settings(max_examples=320, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -27,7 +27,7 @@ def test_the_run_directorys_plan_reads_back_as_the_plan(recipe: Path) -> None:
 
 def test_native_settings_read_back_too() -> None:
     plan = api.load(SEED3, ["native.deepspeed={steps_per_print: 5}", "native.verl=[trainer.total_epochs=2]"])
-    assert plan.native.verl == ("trainer.total_epochs=2",)
+    assert plan.recipe.native.verl == ("trainer.total_epochs=2",)
     assert read_plan(plan_json(plan)) == plan
     assert api.deepspeed_config(plan)["steps_per_print"] == 5
 
@@ -36,7 +36,7 @@ def test_current_is_the_runs_own_plan(tmp_path: Path) -> None:
     plan = api.load(SEED3, ["batch.global=512"])
     (tmp_path / "plan.json").write_text(plan_json(plan), encoding="utf-8")
     assert api.current({"DISTRECIPE_RUN_DIR": str(tmp_path)}) == plan
-    assert api.current({"DISTRECIPE_PLAN": str(tmp_path / "plan.json")}).global_batch == 512
+    assert api.current({"DISTRECIPE_PLAN": str(tmp_path / "plan.json")}).batch.global_ == 512
     with pytest.raises(LaunchError, match="not inside a job started by `distrecipe launch`"):
         api.current({})
     with pytest.raises(LaunchError, match="cannot read the run's plan"):
@@ -51,7 +51,7 @@ def test_the_dicts_are_the_emitted_files() -> None:
     rl = api.load(SEED3, RL)
     assert api.verl_overrides(rl) == verl.overrides_text(rl).splitlines()
     assert api.accelerator_kwargs(plan) == {"mixed_precision": "bf16",
-                                            "gradient_accumulation_steps": plan.accumulation}
+                                            "gradient_accumulation_steps": plan.batch.accumulation}
 
 
 def test_importing_the_api_imports_no_engine() -> None:

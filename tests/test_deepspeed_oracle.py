@@ -16,8 +16,8 @@ from unittest import mock
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from distrecipe.job import Plan
 from distrecipe.judges import deepspeed as deepspeed_judge
-from distrecipe.recipe import Plan
 from distrecipe.translator import deepspeed as ds_emit
 from tests.emit_strategies import plan_of
 from tests.strategies import recipe_documents
@@ -39,18 +39,18 @@ def deepspeed_numbers(config: dict[str, Any], world: int) -> tuple[int, int, int
 def test_deepspeed_accepts_and_derives_the_same_batch(doc: dict[str, Any]) -> None:
     plan = plan_of(doc)
     config = ds_emit.emit(plan)
-    parsed = deepspeed_judge.parse(config, plan.dp)
+    parsed = deepspeed_judge.parse(config, plan.dims.dp)
     assert (parsed.train_batch_size, parsed.train_micro_batch_size_per_gpu,
-            parsed.gradient_accumulation_steps) == (plan.global_batch, plan.micro, plan.accumulation)
+            parsed.gradient_accumulation_steps) == (plan.batch.global_, plan.batch.micro, plan.batch.accumulation)
     assert parsed.zero_optimization_stage == plan.stage
     # Both ways: an offload the recipe asks for must not be missing from the config either.
-    for written, wanted in ((parsed.zero_config.offload_optimizer, plan.offload.optimizer),
-                            (parsed.zero_config.offload_param, plan.offload.params)):
+    for written, wanted in ((parsed.zero_config.offload_optimizer, plan.recipe.offload.optimizer),
+                            (parsed.zero_config.offload_param, plan.recipe.offload.params)):
         assert (written.device if written is not None else "none") == wanted
     assert parsed.bfloat16_config.enabled == (plan.precision == "bf16")
     assert parsed.float16_config.enabled == (plan.precision == "fp16")
-    assert parsed.gradient_clipping == (plan.grad_clip or 0.0)
-    if plan.optimizer.name == "adam":  # DeepSpeed's "Adam" is AdamW unless told otherwise
+    assert parsed.gradient_clipping == (plan.recipe.grad_clip or 0.0)
+    if plan.recipe.optimizer.name == "adam":  # DeepSpeed's "Adam" is AdamW unless told otherwise
         assert parsed.optimizer_params["adam_w_mode"] is False
     if plan.buckets.reduce_bucket_size is not None and plan.stage > 0:
         assert parsed.zero_config.reduce_bucket_size == plan.buckets.reduce_bucket_size
@@ -67,8 +67,8 @@ def test_deepspeed_accepts_and_derives_the_same_batch(doc: dict[str, Any]) -> No
             partial = {k: v for k, v in config.items() if k != dropped}
             if sum(k in partial for k in BATCH_KEYS) < 2:
                 continue
-            assert deepspeed_numbers(partial, plan.dp) == (
-                plan.global_batch, plan.micro, plan.accumulation), dropped
+            assert deepspeed_numbers(partial, plan.dims.dp) == (
+                plan.batch.global_, plan.batch.micro, plan.batch.accumulation), dropped
 
 
 def test_deepspeed_would_floor_what_distrecipe_refuses() -> None:
@@ -82,14 +82,14 @@ def _training_args(plan: Plan) -> Any:
     transformers = pytest.importorskip("transformers")
     args = transformers.TrainingArguments(
         output_dir="unused",
-        per_device_train_batch_size=plan.micro,
-        gradient_accumulation_steps=plan.accumulation,
-        learning_rate=plan.optimizer.lr,
-        adam_beta1=plan.optimizer.betas[0],
-        adam_beta2=plan.optimizer.betas[1],
-        adam_epsilon=plan.optimizer.eps,
-        weight_decay=plan.optimizer.weight_decay,
-        max_grad_norm=plan.grad_clip or 0.0,
+        per_device_train_batch_size=plan.batch.micro,
+        gradient_accumulation_steps=plan.batch.accumulation,
+        learning_rate=plan.recipe.optimizer.lr,
+        adam_beta1=plan.recipe.optimizer.betas[0],
+        adam_beta2=plan.recipe.optimizer.betas[1],
+        adam_epsilon=plan.recipe.optimizer.eps,
+        weight_decay=plan.recipe.optimizer.weight_decay,
+        max_grad_norm=plan.recipe.grad_clip or 0.0,
         bf16=plan.precision == "bf16",
         fp16=False,  # fp16 needs a GPU to construct TrainingArguments; checked via the config
         use_cpu=True,
@@ -106,9 +106,9 @@ def test_hf_trainer_fills_auto_to_the_concrete_emit(doc: dict[str, Any]) -> None
     doc["model"].setdefault("hidden_size", 512)
     plan = plan_of(doc)
     args = _training_args(plan)
-    model = SimpleNamespace(config=SimpleNamespace(hidden_size=plan.model.hidden_size))
+    model = SimpleNamespace(config=SimpleNamespace(hidden_size=plan.recipe.model.hidden_size))
     concrete = ds_emit.emit(plan)
-    with mock.patch.object(type(args), "world_size", new_callable=mock.PropertyMock, return_value=plan.dp):
+    with mock.patch.object(type(args), "world_size", new_callable=mock.PropertyMock, return_value=plan.dims.dp):
         filled = hf_ds.HfTrainerDeepSpeedConfig(ds_emit.emit(plan, hf_auto=True))
         filled.trainer_config_process(args)
         filled.trainer_config_finalize(args, model, num_training_steps=100)  # raises on mismatch

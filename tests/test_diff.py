@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from distrecipe.commands.diff import FORMATS
 from distrecipe.diff import diff
 from distrecipe.engines.tables import label
-from distrecipe.recipe import plan_values
+from distrecipe.job import plan_values
 from distrecipe.translator.load import recipe_from_text
 from distrecipe.translator.resolve import resolve
 from tests.conftest import RECIPES, Result
@@ -140,7 +140,8 @@ def test_mixed_kinds_borrow_what_the_native_side_cannot_say(cli: Callable[..., R
     data = json.loads(result.out)
     assert data["changes"] == [] and data["impact"] is None
     assert data["notes"][0].endswith(f"does not state model.params, model.layers, model.heads, model.kv_heads, "
-                                     f"model.intermediate_size, model.vocab, batch.seq_len, cluster.gpu_memory: "
+                                     f"model.intermediate_size, model.vocab, model.layer_cls, model.attention, batch.seq_len, "
+                                     f"cluster.gpu_memory: "
                                      f"taken from {ZERO2}")
     same = cli("diff", ZERO2, tmp_path / "ds_config.json", "--world", "32", "--nodes", "4")
     assert same.out.startswith(f"{ZERO2} and {tmp_path / 'ds_config.json'} describe the same job\n")

@@ -17,7 +17,7 @@ import yaml
 
 from distrecipe.engines.hydra import format_value
 from distrecipe.errors import RecipeError
-from distrecipe.recipe import Plan
+from distrecipe.job import Plan
 from distrecipe.translator import accelerate, equivalence, hf, verl
 from distrecipe.translator.targets import TARGETS, EmitOptions
 from tests.conftest import ROOT, Result

@@ -79,9 +79,9 @@ def test_the_card_names_its_gpu_model_where_the_peak_table_has_it() -> None:
 def test_zero_rows_use_the_emitted_ds_config_and_fsdp_rows_torchrun() -> None:
     zero3 = gm.plan_for(gm.Run("zero3", 4, 4096, "full"), H200, gm.SHAPE)
     fsdp = gm.plan_for(gm.Run("fsdp2", 2, 4096, "selective_op"), H200, gm.SHAPE)
-    assert (zero3.strategy, zero3.stage, zero3.launch.backend) == ("zero", 3, "deepspeed")
-    assert (fsdp.strategy, fsdp.stage, fsdp.launch.backend) == ("fsdp", 3, "torchrun")
-    assert fsdp.activation_checkpointing == "selective"
+    assert (zero3.recipe.strategy, zero3.stage, zero3.backend) == ("zero", 3, "deepspeed")
+    assert (fsdp.recipe.strategy, fsdp.stage, fsdp.backend) == ("fsdp", 3, "torchrun")
+    assert fsdp.recipe.activation_checkpointing == "selective"
 
 
 def test_a_failed_run_is_one_row_without_memory() -> None:

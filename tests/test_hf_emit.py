@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, event, given, settings
 
 from distrecipe.engines.deepspeed import autotp_size
 from distrecipe.errors import RecipeError
-from distrecipe.recipe import Plan
+from distrecipe.job import Plan
 from distrecipe.translator import accelerate, deepspeed, hf
 from distrecipe.translator.targets import EmitOptions
 from tests.emit_strategies import engine_documents, plan_of
@@ -38,7 +38,7 @@ accelerate_dataclasses = pytest.importorskip("accelerate.utils.dataclasses")
 def trainer_world(plan: Plan) -> Iterator[None]:
     """What a launched Trainer sees: `world` processes, a bf16-capable GPU."""
     with mock.patch.object(training_args.TrainingArguments, "world_size",
-                           new_callable=mock.PropertyMock, return_value=plan.world), \
+                           new_callable=mock.PropertyMock, return_value=plan.dims.world), \
             mock.patch.object(training_args, "is_torch_bf16_gpu_available", return_value=True):
         yield
 
@@ -52,7 +52,7 @@ def build(plan: Plan, hf_auto: bool) -> Any:
         with trainer_world(plan):
             args = training_args.TrainingArguments(output_dir=tmp, report_to="none", **kwargs)
             if "deepspeed" in kwargs:
-                model = SimpleNamespace(config=SimpleNamespace(hidden_size=plan.model.hidden_size))
+                model = SimpleNamespace(config=SimpleNamespace(hidden_size=plan.recipe.model.hidden_size))
                 # Raises "Please correct the following DeepSpeed config values that mismatch".
                 args.hf_deepspeed_config.trainer_config_finalize(args, model, 1000)
     return args
@@ -63,21 +63,21 @@ def build(plan: Plan, hf_auto: bool) -> Any:
 def test_trainer_accepts_what_distrecipe_emits(doc: dict[str, Any]) -> None:
     plan = plan_of(doc)
     refused = any(f.severity == "error" for f in hf.findings(plan))
-    event("refused" if refused else plan.strategy)
+    event("refused" if refused else plan.recipe.strategy)
     if refused:
         with pytest.raises(RecipeError):
             hf.render(plan, EmitOptions())
         return
     for hf_auto in (False, True):
         args = build(plan, hf_auto)
-        assert args.per_device_train_batch_size == plan.micro
-        assert args.gradient_accumulation_steps == plan.accumulation
-        assert args.max_grad_norm == (plan.grad_clip or 0.0)
+        assert args.per_device_train_batch_size == plan.batch.micro
+        assert args.gradient_accumulation_steps == plan.batch.accumulation
+        assert args.max_grad_norm == (plan.recipe.grad_clip or 0.0)
         assert (args.bf16, args.fp16) == (plan.precision == "bf16", plan.precision == "fp16")
-        if plan.strategy == "zero":
+        if plan.recipe.strategy == "zero":
             config = args.hf_deepspeed_config.config
-            assert config["train_batch_size"] == plan.global_batch * (autotp_size(plan) or 1)
-            assert config["gradient_accumulation_steps"] == plan.accumulation
+            assert config["train_batch_size"] == plan.batch.global_ * (autotp_size(plan) or 1)
+            assert config["gradient_accumulation_steps"] == plan.batch.accumulation
     if hf.uses_fsdp(plan):
         check_fsdp_matches_accelerate(plan, args)
     else:
@@ -93,7 +93,7 @@ def check_fsdp_matches_accelerate(plan: Plan, args: Any) -> None:
     assert plugin.activation_checkpointing is fsdp["fsdp_activation_checkpointing"]
     assert plugin.cpu_ram_efficient_loading is fsdp["fsdp_cpu_ram_efficient_loading"]
     assert plugin.state_dict_type.name == fsdp["fsdp_state_dict_type"]
-    if plan.model.layer_cls:
+    if plan.recipe.model.layer_cls:
         assert plugin.transformer_cls_names_to_wrap == [fsdp["fsdp_transformer_layer_cls_to_wrap"]]
 
 

@@ -13,7 +13,6 @@ agree: it neither refuses one nor reports it inexact.
 from __future__ import annotations
 
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distrecipe.recipe import Plan
+from distrecipe.job import Plan, plan_values
 from distrecipe.source import Document
 from distrecipe.translator.importers import World
 from distrecipe.translator.importers.registry import import_document, read_native
@@ -70,8 +69,9 @@ def plan_of(doc: dict[str, Any]) -> Plan:
     return resolve(recipe_from_text(yaml.safe_dump(doc, sort_keys=False), "original.yaml"))
 
 
-def comparable(plan: Plan) -> Plan:
-    return replace(plan, provenance={}, source="", name="")
+def comparable(plan: Plan) -> dict[str, object]:
+    """The job as resolved, key by key (the name is the file's)."""
+    return {key: value for key, value in plan_values(plan).items() if key != "name"}
 
 
 @st.composite
@@ -106,7 +106,7 @@ def round_trip(doc: dict[str, Any], target: str) -> tuple[Plan, Plan]:
             (Path(tmp) / name).write_text(text, encoding="utf-8")
         kind, native = read_native(Path(tmp) / MAIN_FILE[target])
         assert kind == target
-        imported = import_document(kind, native, World(plan.nodes, plan.gpus_per_node))
+        imported = import_document(kind, native, World(plan.dims.nodes, plan.dims.gpus_per_node))
         recipe = complete(imported.recipe, doc, target)
         back = resolve(recipe_from_document(Document(recipe, "imported.yaml"), Path(tmp)))
     return plan, back

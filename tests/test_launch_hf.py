@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from distrecipe.engines.deepspeed import CONFIG_FILE, batch_ranks
 from distrecipe.engines.hf import OPTIM
 from distrecipe.engines.hf_argv import find_flags, same_value
+from distrecipe.job import Plan
 from distrecipe.launch.handoff import handoff
-from distrecipe.recipe import Plan
 from distrecipe.translator import deepspeed, hf
 from tests.emit_strategies import engine_documents, plan_of
 
@@ -35,18 +35,18 @@ hf_argparser = pytest.importorskip("transformers.hf_argparser")
 
 def parse(plan: Plan, run_dir: Path, user: tuple[str, ...] = ()) -> Any:
     """The TrainingArguments a Trainer script builds from launch's argv, at the plan's world."""
-    configs = {CONFIG_FILE: json.dumps(deepspeed.emit(plan))} if plan.strategy == "zero" else {}
+    configs = {CONFIG_FILE: json.dumps(deepspeed.emit(plan))} if plan.recipe.strategy == "zero" else {}
     for name, text in configs.items():
         (run_dir / name).write_text(text, encoding="utf-8")
     argv = handoff("hf", plan, user_args=("--output_dir", str(run_dir), "--report_to", "none", *user),
                    run_dir=run_dir, configs=configs).args
     with mock.patch.object(training_args.TrainingArguments, "world_size", new_callable=mock.PropertyMock,
-                           return_value=plan.world), \
+                           return_value=plan.dims.world), \
             mock.patch.object(training_args, "is_torch_bf16_gpu_available", return_value=True):
         (args,) = hf_argparser.HfArgumentParser(training_args.TrainingArguments).parse_args_into_dataclasses(
             args=list(argv))
-        if plan.strategy == "zero":
-            model = SimpleNamespace(config=SimpleNamespace(hidden_size=plan.model.hidden_size))
+        if plan.recipe.strategy == "zero":
+            model = SimpleNamespace(config=SimpleNamespace(hidden_size=plan.recipe.model.hidden_size))
             # Raises "Please correct the following DeepSpeed config values that mismatch".
             args.hf_deepspeed_config.trainer_config_finalize(args, model, 1000)
     return args
@@ -61,19 +61,19 @@ def test_the_trainer_parses_the_plans_numbers(tmp_path: Path, doc: dict[str, Any
         return  # launch refuses these before any argv exists (test_hf_emit)
     with contextlib.chdir(tmp_path):
         args = parse(plan, tmp_path)
-    opt = plan.optimizer
-    assert args.per_device_train_batch_size == plan.micro
-    assert args.gradient_accumulation_steps == plan.accumulation
+    opt = plan.recipe.optimizer
+    assert args.per_device_train_batch_size == plan.batch.micro
+    assert args.gradient_accumulation_steps == plan.batch.accumulation
     assert (args.bf16, args.fp16) == (plan.precision == "bf16", plan.precision == "fp16")
     assert (args.learning_rate, args.weight_decay) == (opt.lr, opt.weight_decay)
     assert (args.adam_beta1, args.adam_beta2, args.adam_epsilon) == (*opt.betas, opt.eps)
-    assert args.max_grad_norm == (plan.grad_clip or 0.0)
+    assert args.max_grad_norm == (plan.recipe.grad_clip or 0.0)
     assert args.optim.value == OPTIM[opt.name]
-    if plan.strategy == "zero":
+    if plan.recipe.strategy == "zero":
         config = args.hf_deepspeed_config.config
         assert (config["train_micro_batch_size_per_gpu"], config["gradient_accumulation_steps"],
-                config["train_batch_size"]) == (plan.micro, plan.accumulation,
-                                                plan.micro * plan.accumulation * batch_ranks(plan))
+                config["train_batch_size"]) == (plan.batch.micro, plan.batch.accumulation,
+                                                plan.batch.micro * plan.batch.accumulation * batch_ranks(plan))
         assert config["zero_optimization"]["stage"] == plan.stage
     else:
         assert args.deepspeed is None
@@ -83,7 +83,7 @@ def test_the_trainer_parses_the_plans_numbers(tmp_path: Path, doc: dict[str, Any
             assert args.fsdp_config[key] == value, key
         assert args.fsdp_plugin_args["reshard_after_forward"] is (plan.stage == 3)
     else:
-        assert not args.fsdp and args.gradient_checkpointing is (plan.activation_checkpointing != "none")
+        assert not args.fsdp and args.gradient_checkpointing is (plan.recipe.activation_checkpointing != "none")
 
 
 def test_an_allowed_override_reaches_the_trainer(tmp_path: Path) -> None:

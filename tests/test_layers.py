@@ -26,7 +26,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"translator"}),
     frozenset({"judges"}),
     frozenset({"engines"}),
-    frozenset({"recipe", "schemas", "model_shapes"}),
+    frozenset({"job", "recipe", "schemas", "model_shapes"}),
     frozenset({"keys", "source"}),
     frozenset({"errors", "findings", "output", "__init__"}),
 )

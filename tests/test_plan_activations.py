@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from distrecipe.api import load_plan
+from distrecipe.job import Plan
 from distrecipe.plan.activations import (
     hf_llama,
     korthikanti,
@@ -18,7 +19,6 @@ from distrecipe.plan.activations import (
     ring_attention,
     ring_context_parallel,
 )
-from distrecipe.recipe import Plan
 from tests.conftest import RECIPES
 
 SHAPE = {"h": 256, "a": 4, "kv": 128, "inter": 688, "layers": 2, "vocab": 1024}

@@ -72,10 +72,10 @@ def test_offload_engine_view_puts_the_optimizer_on_the_host() -> None:
 def test_auto_micro_takes_the_largest_that_fits_and_says_so() -> None:
     """The issue's case: with micro and accumulation auto, the algebra alone picked micro 8."""
     plan = load_plan(ZERO2, ("batch.micro=auto",))
-    assert (plan.micro, plan.accumulation) == (2, 4)
+    assert (plan.batch.micro, plan.batch.accumulation) == (2, 4)
     assert plan.provenance["batch.micro"].startswith("largest that fits 80 GB with 10% headroom")
     assert "micro 4 would need" in plan.provenance["batch.micro"]
     assert estimate(plan).fits
     tight = load_plan(ZERO2, ("batch.micro=auto", "activation_checkpointing=none"))
-    assert (tight.micro, tight.accumulation) == (1, 8)
+    assert (tight.batch.micro, tight.batch.accumulation) == (1, 8)
     assert tight.provenance["batch.micro"].startswith("none fits 80 GB")

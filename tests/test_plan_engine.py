@@ -66,10 +66,10 @@ CASES: dict[str, tuple[str, ...]] = {
 def job(name: str, est: Estimate) -> dict[str, Any]:
     """The probe's instructions for one case, from the same Plan the estimate used."""
     plan = est.plan
-    shape = {**SHAPE, "vocab": plan.model.vocab}
-    spec: dict[str, Any] = {"name": name, "shape": shape, "micro": plan.micro,
-                            "accumulation": plan.accumulation, "precision": plan.precision}
-    if plan.strategy == "fsdp":
+    shape = {**SHAPE, "vocab": plan.recipe.model.vocab}
+    spec: dict[str, Any] = {"name": name, "shape": shape, "micro": plan.batch.micro,
+                            "accumulation": plan.batch.accumulation, "precision": plan.precision}
+    if plan.recipe.strategy == "fsdp":
         # Accelerate's FSDP2 reduces in the compute dtype (verl would reduce in fp32).
         return {**spec, "engine": "fsdp2", "reshard": plan.stage >= 3, "reduce": plan.precision}
     config = emit(plan)

@@ -77,7 +77,7 @@ def test_unknown_heads_check_nothing(tmp_path: Path) -> None:
     recipe = headless(tmp_path)
     for sets in (("parallel.sequence=8",), ("parallel.tensor=8",),
                  ("strategy=fsdp", "stage=3", "parallel.tensor=8")):
-        assert load_plan(recipe, sets).model.heads is None
+        assert load_plan(recipe, sets).recipe.model.heads is None
         assert refusal(load_plan(recipe, sets)) is None
     # The sequence rule needs no heads: it is checked whenever seq_len is known.
     assert refusal(load_plan(recipe, ("parallel.sequence=8", "batch.seq_len=8196"))) is not None
@@ -91,12 +91,12 @@ def test_search_keeps_only_layouts_that_split(tmp_path: Path) -> None:
     ranked = search(load_recipe(SEED, sets), gpus_per_node=8).ranked
     assert ranked
     assert all(refusal(c.estimate.plan) is None for c in ranked)
-    layouts = {(c.estimate.plan.strategy, c.estimate.plan.tensor, c.estimate.plan.sequence)
+    layouts = {(c.estimate.plan.recipe.strategy, c.estimate.plan.dims.tensor, c.estimate.plan.dims.sequence)
                for c in ranked}
     assert not {layout for layout in layouts if 8 in layout[1:]}
     assert ("zero", 1, 4) in layouts and ("fsdp", 1, 4) not in layouts
     unknown = search(load_recipe(headless(tmp_path), (*sets[:1], *sets[3:])), gpus_per_node=8).ranked
-    assert any(c.estimate.plan.tensor == 8 for c in unknown)
+    assert any(c.estimate.plan.dims.tensor == 8 for c in unknown)
 
 
 def test_seed_search_winner_and_top_five_split() -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,14 +13,15 @@ from hypothesis import strategies as st
 
 from distrecipe.api import load_plan
 from distrecipe.errors import RecipeError
+from distrecipe.job import RESOLVED_ONLY, Plan, plan_values
 from distrecipe.plan import render
 from distrecipe.plan.advice import advise, advised
 from distrecipe.plan.engine import POINTS
 from distrecipe.plan.memory import local_params
 from distrecipe.plan.report import compare, estimate, variants
-from distrecipe.recipe import Plan, plan_values
+from distrecipe.recipe import Offload
 from distrecipe.translator.load import recipe_from_text
-from distrecipe.translator.resolve import resolve
+from distrecipe.translator.resolve import resolve, variant
 from distrecipe.translator.targets import TARGETS, EmitOptions, emitted_targets
 from tests.emit_strategies import engine_documents, plan_of
 from tests.strategies import recipe_documents, to_yaml
@@ -43,12 +43,11 @@ def test_every_valid_recipe_plans(doc: dict[str, Any]) -> None:
     assert est.traffic_engine.total >= 0 and est.traffic_formula.total >= 0
 
     psi = local_params(plan)
-    unsharded = replace(plan, shard_group=plan.dp, offload=replace(plan.offload, optimizer="none",
-                                                                   params="none"))
+    unsharded = variant(plan, parallel={"shard_group": "all"}, offload=Offload())
     rows = [estimate(variant) for variant in variants(unsharded)]  # the seed's table, unfiltered
     if plan.precision != "fp32":
         for row, (whole, split) in zip(rows, TABLE, strict=True):
-            assert row.formula.total == pytest.approx(whole * psi + split * psi / plan.dp, rel=1e-12)
+            assert row.formula.total == pytest.approx(whole * psi + split * psi / plan.dims.dp, rel=1e-12)
     totals = [row.formula.total for row in rows[:4]]
     assert totals == sorted(totals, reverse=True)  # each stage shards one more part
 
@@ -65,8 +64,8 @@ def named(plan: Plan) -> list[Plan]:
 def as_sets(plan: Plan, variant: Plan) -> list[str]:
     """The variant as `--set` keys on the recipe, the recipe's launcher pinned."""
     old, new = plan_values(plan), plan_values(variant)
-    changed = {key: value for key, value in new.items() if old.get(key) != value}
-    changed["launch.backend"] = plan.launch.backend
+    changed = {key: value for key, value in new.items() if old.get(key) != value and key not in RESOLVED_ONLY}
+    changed["launch.backend"] = plan.backend
     return [f"{key}={json.dumps(value)}" for key, value in changed.items()]
 
 
@@ -89,8 +88,8 @@ def test_the_report_names_only_what_the_recipes_engine_runs(
         path.write_text(to_yaml(doc), encoding="utf-8")
         for variant in named(plan):
             applied = load_plan(path, as_sets(plan, variant))
-            assert (applied.strategy, applied.stage, applied.offload) == (
-                variant.strategy, variant.stage, variant.offload)
+            assert (applied.recipe.strategy, applied.stage, applied.recipe.offload) == (
+                variant.recipe.strategy, variant.stage, variant.recipe.offload)
             for target in emitted_targets(applied):
                 output = TARGETS[target](applied, EmitOptions())  # raises on an error finding
                 assert not [f for f in output.findings if f.severity == "error"], target

@@ -15,11 +15,11 @@ from distrecipe.engines.verl import (
     rollout_heads_refusal,
     rollout_layout_refusal,
 )
+from distrecipe.job import Plan
 from distrecipe.plan.advice import advise
 from distrecipe.plan.allocator import CONTEXT
 from distrecipe.plan.render import as_json, text
 from distrecipe.plan.report import compare, estimate
-from distrecipe.recipe import Plan
 from distrecipe.translator.verl import overrides
 from tests.emit_strategies import plan_of
 
@@ -197,7 +197,7 @@ def test_auto_micro_judges_the_training_phase_only(tmp_path: Path) -> None:
                     "intermediate_size": 18944, "vocab": 152064}
     doc["batch"] = {"micro": "auto", "accumulation": "auto", "global": 320, "seq_len": 2048}
     plan = fitted(doc, tmp_path)
-    assert plan.micro > 1 and "largest that fits" in plan.provenance["batch.micro"]
+    assert plan.batch.micro > 1 and "largest that fits" in plan.provenance["batch.micro"]
     doc["rl"]["free_rollout_memory"] = False  # now 76 GB stay through training: nothing fits
     assert "none fits" in fitted(doc, tmp_path).provenance["batch.micro"]
 

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 
 from distrecipe.api import load_plan
 from distrecipe.errors import RecipeError
+from distrecipe.job import Plan, plan_values
 from distrecipe.plan.search import search, why
-from distrecipe.recipe import Plan, plan_values
 from distrecipe.translator.load import load_recipe, recipe_from_text
 from distrecipe.translator.resolve import resolve
 from distrecipe.translator.targets import TARGETS, EmitOptions, emitted_targets
@@ -33,15 +33,15 @@ def test_every_ranked_recipe_fits_and_is_ordered_by_step_time() -> None:
     assert seconds == sorted(seconds)
     for candidate in result.ranked:
         est = candidate.estimate
-        assert est.fits and est.plan.global_batch == 256
-        assert est.plan.micro * est.plan.accumulation * est.plan.dp == 256
+        assert est.fits and est.plan.batch.global_ == 256
+        assert est.plan.batch.micro * est.plan.batch.accumulation * est.plan.dims.dp == 256
 
 
 def test_host_memory_limits_offload() -> None:
     unlimited = search(load_recipe(SEED, SET_GPU), gpus_per_node=8)
     tight = search(load_recipe(SEED, (*SET_GPU, "cluster.cpu_memory=1GB")), gpus_per_node=8)
-    assert any(c.estimate.plan.offload.enabled for c in unlimited.ranked)
-    assert not any(c.estimate.plan.offload.enabled for c in tight.ranked)
+    assert any(c.estimate.plan.recipe.offload.enabled for c in unlimited.ranked)
+    assert not any(c.estimate.plan.recipe.offload.enabled for c in tight.ranked)
 
 
 def test_written_winner_resolves_to_the_ranked_plan(cli: Callable[..., Result], tmp_path: Path) -> None:
@@ -70,14 +70,14 @@ def test_model_parallel_layouts_are_what_each_engine_runs() -> None:
     emitted targets accept it (no error finding)."""
     result = search(load_recipe(SEED, SET_GPU), gpus_per_node=8)
     plans = [c.estimate.plan for c in result.ranked]
-    assert any(p.strategy == "fsdp" and p.pipeline > 1 for p in plans)
-    assert any(p.strategy == "fsdp" and p.sequence > 1 for p in plans)
-    assert any(p.strategy == "zero" and p.sequence > 1 for p in plans)
+    assert any(p.recipe.strategy == "fsdp" and p.dims.pipeline > 1 for p in plans)
+    assert any(p.recipe.strategy == "fsdp" and p.dims.sequence > 1 for p in plans)
+    assert any(p.recipe.strategy == "zero" and p.dims.sequence > 1 for p in plans)
     for p in plans:
-        if p.strategy == "zero":
-            assert p.pipeline == 1 and (p.tensor == 1 or p.sequence == 1)
-        if p.pipeline > 1:
-            assert p.accumulation >= p.pipeline
+        if p.recipe.strategy == "zero":
+            assert p.dims.pipeline == 1 and (p.dims.tensor == 1 or p.dims.sequence == 1)
+        if p.dims.pipeline > 1:
+            assert p.batch.accumulation >= p.dims.pipeline
         for target in emitted_targets(p):
             module = import_module(f"distrecipe.translator.{target}")
             assert not [f for f in module.findings(p) if f.severity == "error"], p
@@ -86,8 +86,8 @@ def test_model_parallel_layouts_are_what_each_engine_runs() -> None:
 def test_accelerate_fsdp_searches_no_pipeline() -> None:
     recipe = load_recipe(SEED, (*SET_GPU, "launch.backend=accelerate", "strategy=fsdp"))
     plans = [c.estimate.plan for c in search(recipe, gpus_per_node=8).ranked]
-    assert plans and all(p.pipeline == 1 for p in plans)
-    assert any(p.sequence > 1 for p in plans)
+    assert plans and all(p.dims.pipeline == 1 for p in plans)
+    assert any(p.dims.sequence > 1 for p in plans)
 
 
 def test_seed_search_is_the_documented_one() -> None:
@@ -95,7 +95,7 @@ def test_seed_search_is_the_documented_one() -> None:
     result = search(load_recipe(SEED, SET_GPU), gpus_per_node=8)
     assert (result.tried, len(result.ranked)) == (3552, 2040)
     best = result.ranked[0].estimate.plan
-    assert (best.strategy, best.stage, best.sequence, best.activation_checkpointing) == ("fsdp", 3, 4, "none")
+    assert (best.recipe.strategy, best.stage, best.dims.sequence, best.recipe.activation_checkpointing) == ("fsdp", 3, 4, "none")
 
 
 def _verl_warnings(plan: Plan) -> set[str] | None:
@@ -116,7 +116,7 @@ def test_rl_search_names_only_what_verl_runs(doc: dict[str, Any]) -> None:
     own = resolve(recipe)
     own_warnings = _verl_warnings(own)
     assert own_warnings is not None
-    for candidate in search(recipe, own.gpus_per_node).ranked:
+    for candidate in search(recipe, own.dims.gpus_per_node).ranked:
         found = _verl_warnings(candidate.estimate.plan)
         assert found is not None and found <= own_warnings, (candidate.overrides(), found)
 
@@ -125,8 +125,8 @@ def test_rl_search_drops_zero1_and_optimizer_only_offload() -> None:
     recipe = load_recipe(SEED, (*SET_GPU, "rl.rollout_n=4", "rl.prompts_per_step=64"))
     plans = [c.estimate.plan for c in search(recipe, gpus_per_node=8).ranked]
     assert plans and {p.stage for p in plans} == {2, 3}
-    assert all(p.offload.params != "none" or p.offload.optimizer == "none" for p in plans)
-    assert all(p.activation_checkpointing != "selective" for p in plans)
+    assert all(p.recipe.offload.params != "none" or p.recipe.offload.optimizer == "none" for p in plans)
+    assert all(p.recipe.activation_checkpointing != "selective" for p in plans)
 
 
 def test_megatron_candidates_say_whether_the_optimizer_is_distributed() -> None:

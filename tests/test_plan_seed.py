@@ -57,7 +57,7 @@ def test_self_test_global_batch_and_reductions(cli: Callable[..., Result]) -> No
     """micro 4 × accumulation 8 × 64 GPUs = 2,048; no_sync: 1 all-reduce per step, else 8."""
     sets = ("cluster.nodes=8", "batch.micro=4", "batch.accumulation=8", "batch.global=auto")
     plan = load_plan(SEED["ddp"], sets)
-    assert (plan.dp, plan.global_batch) == (64, 2048)
+    assert (plan.dims.dp, plan.batch.global_) == (64, 2048)
     assert traffic.formula(plan, no_sync=True).reductions == 1
     assert traffic.formula(plan, no_sync=False).reductions == 8
     args = [a for s in sets for a in ("--set", s)]
@@ -94,7 +94,7 @@ def test_precision_parallelism_and_shard_group_variants() -> None:
     assert model_state(PSI, N, "zero", 2, "fp16").total == 19.5 * GB
     assert model_state(PSI, N, "zero", 3, "fp32").total == 4 * GB
     tp = load_plan(SEED["ddp"], ("parallel.tensor=2",))
-    assert (tp.dp, plan_model_state(tp).total) == (16, 64 * GB)
+    assert (tp.dims.dp, plan_model_state(tp).total) == (16, 64 * GB)
     hybrid = load_plan(SEED["zero3"], ("strategy=fsdp", "parallel.shard_group=8",
                                        "launch.backend=accelerate"))
     assert plan_model_state(hybrid).total == 16 * PSI / 8

@@ -20,11 +20,12 @@ from dataclasses import replace
 import pytest
 import yaml
 
+from distrecipe.job import Plan
 from distrecipe.plan.hardware import GPUS
 from distrecipe.plan.report import deepspeed_zero, estimate
 from distrecipe.plan.steptime import StepTime, bubble, ring_bandwidth, step_time, tensor_parallel_bytes
 from distrecipe.plan.traffic import formula
-from distrecipe.recipe import Gpu, Plan
+from distrecipe.recipe import Gpu
 from distrecipe.translator.load import recipe_from_text
 from distrecipe.translator.resolve import resolve
 from tests.published import Row, plan_for_row, rows
@@ -169,9 +170,9 @@ def test_rows_plan_their_stated_global_batch() -> None:
     stated = [r for r in rows() if r.throughput and not unused_reason(r) and r.data["global_batch"]]
     plans = [(r, plan_for_row(r)) for r in stated]
     for row, plan in plans:
-        assert plan.global_batch == int(row.data["global_batch"]), row.name
-        assert plan.global_batch == plan.micro * plan.accumulation * plan.dp, row.name
-    assert max(plan.accumulation for _, plan in plans) == 21
+        assert plan.batch.global_ == int(row.data["global_batch"]), row.name
+        assert plan.batch.global_ == plan.batch.micro * plan.batch.accumulation * plan.dims.dp, row.name
+    assert max(plan.batch.accumulation for _, plan in plans) == 21
 
 
 @pytest.mark.parametrize("gpu", ["h100", "a100-80gb"])
@@ -230,8 +231,8 @@ def test_pipeline_rows_held_out() -> None:
         plan = narayanan_plan(row)
         result = step_time(plan, estimate(plan).traffic_engine, None)
         assert result is not None
-        errors[row.name] = (plan.pipeline, result.tokens_per_s_per_gpu / narayanan_tokens(row) - 1)
-        print(f"  {errors[row.name][1]:+7.1%}  pp {plan.pipeline:2}  bubble {bubble(plan):.3f}  {row.name}")
+        errors[row.name] = (plan.dims.pipeline, result.tokens_per_s_per_gpu / narayanan_tokens(row) - 1)
+        print(f"  {errors[row.name][1]:+7.1%}  pp {plan.dims.pipeline:2}  bubble {bubble(plan):.3f}  {row.name}")
     flat = [e for p, e in errors.values() if p == 1]
     piped = [e for p, e in errors.values() if p > 1]
     print(f"pipeline 1: median {statistics.median(flat):+.1%}; pipeline > 1: median "
@@ -244,7 +245,7 @@ def test_pipeline_rows_held_out() -> None:
 def test_bubble_is_one_f_one_b() -> None:
     plan = narayanan_plan(next(r for r in rows() if r.data["source_id"] == NARAYANAN
                                and r.data["pp"] == "8"))
-    p, m = plan.pipeline, plan.accumulation
+    p, m = plan.dims.pipeline, plan.batch.accumulation
     assert bubble(plan) == (p - 1) / (m + p - 1)
     result = step_time(plan, estimate(plan).traffic_engine, None)
     assert result is not None

@@ -29,7 +29,7 @@ def test_ddp_under_verl_is_fsdp2_on_shard_groups_of_one() -> None:
     assert est.engine.points["backward"] == {"parameters": 4 * psi, "optimizer": 8 * psi,
                                              "gradients": 4 * psi}
     sent = est.traffic_engine
-    assert sent.total == pytest.approx(plan.accumulation * 2 * ring(32) * 4 * psi)
+    assert sent.total == pytest.approx(plan.batch.accumulation * 2 * ring(32) * 4 * psi)
     assert sent.intra == 0.0  # a one-rank shard group sends nothing inside it
     torch_ddp = estimate(load_plan(DDP))
     assert "buffers" in torch_ddp.engine.points["backward"]
@@ -48,7 +48,7 @@ def test_hpz_gathers_after_the_first_stay_in_its_group(group: int, in_node: bool
     zero = deepspeed_zero(plan)
     assert zero is not None and zero.hpz_partition_size == group
     sent = estimate(plan).traffic_engine
-    psi, lp, m = local_params(plan), plan.precision_bytes, plan.accumulation
+    psi, lp, m = local_params(plan), plan.precision_bytes, plan.batch.accumulation
     released = psi - zero.max_live_parameters
     assert m == 4
     assert sent.sent["all-gather parameters"] == pytest.approx(ring(32) * lp * psi)

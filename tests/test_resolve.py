@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from distrecipe.errors import LaunchError, RecipeError
-from distrecipe.recipe import Plan
+from distrecipe.job import Plan
 from distrecipe.translator.load import count_parameters, load_recipe, recipe_from_text
 from distrecipe.translator.resolve import resolve
 from tests.conftest import RECIPES
@@ -46,13 +46,13 @@ def plan_of(micro: object = 2, acc: object = 4, glob: object = 64, nodes: int = 
 def test_batch_algebra_fills_any_one_or_two_autos(micro: object, acc: object, glob: object,
                                                  expected: tuple[int, int, int]) -> None:
     plan = plan_of(micro, acc, glob)
-    assert (plan.micro, plan.accumulation, plan.global_batch) == expected
-    assert plan.micro * plan.accumulation * plan.dp == plan.global_batch
+    assert (plan.batch.micro, plan.batch.accumulation, plan.batch.global_) == expected
+    assert plan.batch.micro * plan.batch.accumulation * plan.dims.dp == plan.batch.global_
 
 
 def test_provenance_names_the_factors() -> None:
     plan = plan_of(2, "auto", 256, nodes=4)
-    assert plan.accumulation == 4
+    assert plan.batch.accumulation == 4
     assert plan.provenance["batch.accumulation"] == "global / (micro × DP) = 256 / (2 × 32)"
     assert plan.provenance["parallel.dp"].endswith("4 × 8 / (1 × 1 × 1)")
     assert plan.provenance["batch.micro"] == "recipe"
@@ -61,7 +61,7 @@ def test_provenance_names_the_factors() -> None:
 
 def test_tensor_parallel_divides_the_world() -> None:
     plan = plan_of(2, "auto", 64, tp=2)
-    assert (plan.world, plan.dp, plan.accumulation) == (8, 4, 8)
+    assert (plan.dims.world, plan.dims.dp, plan.batch.accumulation) == (8, 4, 8)
 
 
 def test_one_model_parallel_size_and_one_parameter_split() -> None:
@@ -73,9 +73,9 @@ def test_one_model_parallel_size_and_one_parameter_split() -> None:
         BASE.format(micro=1, acc="auto", glob=64, nodes=2, gpus=8, tp=2)
         .replace("{tensor: 2}", "{tensor: 2, pipeline: 2, sequence: 2}").replace("strategy: zero\nstage: 2", "strategy: megatron"),
         "r.yaml"))
-    assert (plan.model_parallel, plan.model_shards, plan.dp) == (2, 2, 8)
-    assert (megatron.model_parallel, megatron.model_shards, megatron.dp) == (8, 4, 2)
-    assert megatron.dp * megatron.model_parallel == megatron.world
+    assert (plan.dims.model_parallel, plan.dims.model_shards, plan.dims.dp) == (2, 2, 8)
+    assert (megatron.dims.model_parallel, megatron.dims.model_shards, megatron.dims.dp) == (8, 4, 2)
+    assert megatron.dims.dp * megatron.dims.model_parallel == megatron.dims.world
 
 
 def test_model_parallel_must_divide_the_world() -> None:
@@ -119,7 +119,7 @@ def test_hybrid_shard_group() -> None:
     text = BASE.format(micro=2, acc=4, glob=64, nodes=1, gpus=8, tp=1).replace(
         "parallel: {tensor: 1}", "parallel: {shard_group: 4}")
     plan = resolve(recipe_from_text(text, "r.yaml"))
-    assert plan.hybrid and plan.shard_group == 4 and plan.replicas == 2
+    assert plan.dims.hybrid and plan.dims.shard_group == 4 and plan.dims.replicas == 2
 
 
 @pytest.mark.parametrize(("strategy", "stage"), [("ddp", 0), ("zero", 2), ("fsdp", 3), ("megatron", 1)])
@@ -133,7 +133,7 @@ def test_natural_stage_per_strategy(strategy: str, stage: int) -> None:
 def test_gpus_per_node_auto_uses_detection_or_explains() -> None:
     text = BASE.format(micro=2, acc="auto", glob=64, nodes=2, gpus="auto", tp=1)
     recipe = recipe_from_text(text, "r.yaml")
-    assert resolve(recipe, detected_gpus=4).dp == 8
+    assert resolve(recipe, detected_gpus=4).dims.dp == 8
     with pytest.raises(RecipeError, match="no GPUs were detected"):
         resolve(recipe)
 
@@ -143,7 +143,7 @@ def test_gpus_per_node_auto_from_a_known_world_is_exact(cli: Any, write: Any) ->
     text = BASE.format(micro=2, acc="auto", glob=64, nodes=2, gpus="auto", tp=1)
     recipe = recipe_from_text(text, "r.yaml")
     plan = resolve(recipe, world=8)
-    assert (plan.gpus_per_node, plan.world) == (4, 8)
+    assert (plan.dims.gpus_per_node, plan.dims.world) == (4, 8)
     assert plan.provenance["cluster.gpus_per_node"] == "world / nodes = 8 / 2"
     with pytest.raises(RecipeError, match=r"world is 9, which cluster.nodes = 2 does not divide.*8 or 10"):
         resolve(recipe, world=9)
@@ -171,9 +171,9 @@ def test_hf_config_fills_the_shape_and_counts_parameters(tmp_path: Path) -> None
         "strategy: fsdp\nbatch: {micro: 1, global: 64}\n"
     )
     plan = resolve(load_recipe(recipe_path))
-    assert plan.model.layer_cls == "LlamaDecoderLayer"
-    assert plan.model.kv_heads == 8
-    assert plan.model.params == 8_030_261_248  # Llama-3-8B, as its model card counts
+    assert plan.recipe.model.layer_cls == "LlamaDecoderLayer"
+    assert plan.recipe.model.kv_heads == 8
+    assert plan.recipe.model.params == 8_030_261_248  # Llama-3-8B, as its model card counts
 
 
 def test_count_parameters_needs_the_whole_shape() -> None:
@@ -185,10 +185,10 @@ def test_count_parameters_needs_the_whole_shape() -> None:
 def test_shipped_recipes_resolve_to_the_seed_numbers() -> None:
     for path in sorted(RECIPES.glob("seed-8b-32gpu-*.yaml")):
         plan = resolve(load_recipe(path))
-        assert (plan.micro, plan.accumulation, plan.dp, plan.global_batch) == (2, 4, 32, 256), path
+        assert (plan.batch.micro, plan.batch.accumulation, plan.dims.dp, plan.batch.global_) == (2, 4, 32, 256), path
     tiny = resolve(load_recipe(RECIPES / "tiny-cpu.yaml"))
-    assert tiny.device == "cpu" and tiny.world == 2 and tiny.global_batch == 8
-    assert 50_000 < (tiny.model.params or 0) < 200_000
+    assert tiny.recipe.cluster.device == "cpu" and tiny.dims.world == 2 and tiny.batch.global_ == 8
+    assert 50_000 < (tiny.recipe.model.params or 0) < 200_000
 
 
 def test_load_plan_probes_gpus_for_auto(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -197,12 +197,12 @@ def test_load_plan_probes_gpus_for_auto(tmp_path: Path, monkeypatch: pytest.Monk
     path = tmp_path / "r.yaml"
     path.write_text(BASE.format(micro=2, acc="auto", glob=64, nodes=2, gpus="auto", tp=1))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
-    assert load_plan(path).dp == 8
+    assert load_plan(path).dims.dp == 8
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
     with pytest.raises(RecipeError, match="no GPUs were detected"):
         load_plan(path)
     # launch probes the environment it will start the job in, and needs the probe's reason
-    assert load_plan(path, environ={"CUDA_VISIBLE_DEVICES": "0,1"}).dp == 4
+    assert load_plan(path, environ={"CUDA_VISIBLE_DEVICES": "0,1"}).dims.dp == 4
     with pytest.raises(LaunchError, match="hides every GPU"):
         load_plan(path, must_detect=True)
 
@@ -212,8 +212,8 @@ def test_integral_floats_count_as_integers() -> None:
     text = BASE.format(micro="2.0", acc=4, glob="64.0", nodes="1.0", gpus=8, tp=1)
     text = text.replace("gpus_per_node: 8}", "gpus_per_node: 8, gpu_memory: 1.0}")
     plan = resolve(recipe_from_text(text, "r.yaml"))
-    assert (plan.micro, plan.global_batch, plan.nodes, plan.gpu_memory) == (2, 64, 1, 1)
-    assert all(type(v) is int for v in (plan.micro, plan.global_batch, plan.nodes, plan.gpu_memory))
+    assert (plan.batch.micro, plan.batch.global_, plan.dims.nodes, plan.gpu_memory) == (2, 64, 1, 1)
+    assert all(type(v) is int for v in (plan.batch.micro, plan.batch.global_, plan.dims.nodes, plan.gpu_memory))
 
 
 def test_nearest_valid_globals_respect_rollout_n() -> None:
@@ -228,12 +228,12 @@ def test_nearest_valid_globals_respect_rollout_n() -> None:
                 numbers = [int(n) for n in re.findall(r"\d+", offered)]
                 assert numbers, exc.message
                 for n in numbers:
-                    assert plan_of(micro, acc, n, extra=rl).global_batch % 3 == 0
+                    assert plan_of(micro, acc, n, extra=rl).batch.global_ % 3 == 0
             else:  # "accumulation K with global G" or "accumulation K (global G)"
                 assert "global 64" not in exc.message, exc.message  # 64 is not a multiple of 3
                 found = re.search(r"accumulation (\d+) (?:with global|\(global) (\d+)", exc.message)
                 assert found, exc.message
                 k, g = map(int, found.groups())
-                assert plan_of(micro, k, "auto" if glob == "auto" else g, extra=rl).global_batch == g
+                assert plan_of(micro, k, "auto" if glob == "auto" else g, extra=rl).batch.global_ == g
         else:
             raise AssertionError(f"{micro} {acc} {glob} resolved")

@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, event, given, settings
 
 from distrecipe.engines.deepspeed import CONFIG_FILE, autotp_size, batch_ranks
 from distrecipe.errors import RecipeError
+from distrecipe.job import Plan
 from distrecipe.judges import deepspeed as deepspeed_judge
-from distrecipe.recipe import Plan
 from distrecipe.translator.targets import TARGETS, EmitOptions
 from tests.emit_strategies import engine_documents, launch_world, lint_errors, plan_of
 from tests.test_accelerate_emit import check_accepted
@@ -41,9 +41,9 @@ def judge_ds_config(plan: Plan, text: str) -> None:
 
     config = json.loads(text)
     parsed = deepspeed_judge.parse(config, launch_world(plan))
-    assert parsed.train_micro_batch_size_per_gpu == plan.micro
-    assert parsed.gradient_accumulation_steps == plan.accumulation
-    assert parsed.train_batch_size in ("auto", plan.micro * plan.accumulation * batch_ranks(plan))
+    assert parsed.train_micro_batch_size_per_gpu == plan.batch.micro
+    assert parsed.gradient_accumulation_steps == plan.batch.accumulation
+    assert parsed.train_batch_size in ("auto", plan.batch.micro * plan.batch.accumulation * batch_ranks(plan))
     assert parsed.tensor_parallel_config.autotp_size == autotp_size(plan)
     assert parsed.zero_optimization_stage == plan.stage
 

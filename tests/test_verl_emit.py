@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, event, given, settings
 
 from distrecipe.engines.verl import FREE_CACHE_DEFAULT, ROLLOUT_MEMORY_DEFAULT
 from distrecipe.errors import RecipeError
-from distrecipe.recipe import Plan
+from distrecipe.job import Plan
 from distrecipe.translator import verl as emitter
 from distrecipe.translator.targets import EmitOptions
 from tests.emit_strategies import engine_documents, plan_of
@@ -38,24 +38,24 @@ def composed(judge: Any, plan: Plan) -> Any:
 
 def check_numbers(judge: Any, plan: Plan, cfg: Any) -> None:
     """The composed config and the workers' split say what the Plan says."""
-    assert plan.rl is not None
+    assert plan.recipe.rl is not None
     actor = judge.actor(cfg)
-    assert cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node == plan.world
-    assert cfg.data.train_batch_size == plan.rl.prompts_per_step
-    assert cfg.actor_rollout_ref.rollout.n == plan.rl.rollout_n
-    assert actor.ppo_mini_batch_size * plan.rl.rollout_n == plan.global_batch
-    assert actor.optim.lr == plan.optimizer.lr
-    assert actor.optim.weight_decay == plan.optimizer.weight_decay
-    if plan.grad_clip is None:
+    assert cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node == plan.dims.world
+    assert cfg.data.train_batch_size == plan.recipe.rl.prompts_per_step
+    assert cfg.actor_rollout_ref.rollout.n == plan.recipe.rl.rollout_n
+    assert actor.ppo_mini_batch_size * plan.recipe.rl.rollout_n == plan.batch.global_
+    assert actor.optim.lr == plan.recipe.optimizer.lr
+    assert actor.optim.weight_decay == plan.recipe.optimizer.weight_decay
+    if plan.recipe.grad_clip is None:
         assert math.isinf(actor.optim.clip_grad)
     else:
-        assert actor.optim.clip_grad == plan.grad_clip
-    offloaded = plan.offload.params != "none" or plan.offload.optimizer != "none"
-    if plan.strategy == "megatron":
+        assert actor.optim.clip_grad == plan.recipe.grad_clip
+    offloaded = plan.recipe.offload.params != "none" or plan.recipe.offload.optimizer != "none"
+    if plan.recipe.strategy == "megatron":
         meg = actor.megatron
         assert (meg.tensor_model_parallel_size, meg.pipeline_model_parallel_size,
-                meg.context_parallel_size) == (plan.tensor, plan.pipeline, plan.sequence)
-        assert (meg.virtual_pipeline_model_parallel_size or 1) == plan.virtual_stages
+                meg.context_parallel_size) == (plan.dims.tensor, plan.dims.pipeline, plan.dims.sequence)
+        assert (meg.virtual_pipeline_model_parallel_size or 1) == plan.dims.virtual_stages
         assert meg.use_distributed_optimizer is (plan.stage >= 1)
         assert judge.dtype(meg.dtype) == DTYPES[plan.precision]
     else:
@@ -64,24 +64,24 @@ def check_numbers(judge: Any, plan: Plan, cfg: Any) -> None:
         assert fsdp.reshard_after_forward is (plan.stage == 3)
         assert fsdp.offload_policy is offloaded
         assert not fsdp.param_offload and not fsdp.optimizer_offload
-        assert fsdp.ulysses_sequence_parallel_size == plan.sequence
-        shards = plan.world if fsdp.fsdp_size < 0 else min(fsdp.fsdp_size, plan.world)
-        expected = 1 if plan.stage == 0 else plan.shard_group * plan.sequence
+        assert fsdp.ulysses_sequence_parallel_size == plan.dims.sequence
+        shards = plan.dims.world if fsdp.fsdp_size < 0 else min(fsdp.fsdp_size, plan.dims.world)
+        expected = 1 if plan.stage == 0 else plan.dims.shard_group * plan.dims.sequence
         assert shards == expected
         assert judge.dtype(fsdp.mixed_precision["param_dtype"]) == DTYPES[plan.precision]
-        if plan.optimizer.name != "sgd":
-            assert list(actor.optim.betas) == list(plan.optimizer.betas)
-            assert actor.optim.override_optimizer_config["eps"] == plan.optimizer.eps
+        if plan.recipe.optimizer.name != "sgd":
+            assert list(actor.optim.betas) == list(plan.recipe.optimizer.betas)
+            assert actor.optim.override_optimizer_config["eps"] == plan.recipe.optimizer.eps
     rollout = cfg.actor_rollout_ref.rollout
     assert rollout.gpu_memory_utilization == (
-        ROLLOUT_MEMORY_DEFAULT if plan.rl.rollout_memory is None else plan.rl.rollout_memory)
+        ROLLOUT_MEMORY_DEFAULT if plan.recipe.rl.rollout_memory is None else plan.recipe.rl.rollout_memory)
     assert rollout.free_cache_engine is (
-        FREE_CACHE_DEFAULT if plan.rl.free_rollout_memory is None else plan.rl.free_rollout_memory)
+        FREE_CACHE_DEFAULT if plan.recipe.rl.free_rollout_memory is None else plan.recipe.rl.free_rollout_memory)
     split = judge.split(cfg, actor)
-    assert split.data_parallel == plan.dp
-    assert split.micro_batch_size == plan.micro
-    assert split.micro_batches_per_step == plan.accumulation
-    assert split.optimizer_steps * plan.global_batch // plan.rl.rollout_n == plan.rl.prompts_per_step
+    assert split.data_parallel == plan.dims.dp
+    assert split.micro_batch_size == plan.batch.micro
+    assert split.micro_batches_per_step == plan.batch.accumulation
+    assert split.optimizer_steps * plan.batch.global_ // plan.recipe.rl.rollout_n == plan.recipe.rl.prompts_per_step
 
 
 @pytest.mark.slow
@@ -93,7 +93,7 @@ def test_verl_agrees_with_distrecipe(judge: Any, doc: dict[str, Any]) -> None:
     plan = plan_of(doc)
     found = emitter.findings(plan)
     errors = {f.code for f in found if f.severity == "error"}
-    event(f"{plan.strategy}: " + (", ".join(sorted(errors)) or "accepted"))
+    event(f"{plan.recipe.strategy}: " + (", ".join(sorted(errors)) or "accepted"))
     if not errors:
         cfg = composed(judge, plan)
         judge.validate(cfg)
@@ -163,7 +163,7 @@ def test_token_packed_micro_batches_are_verls_dynamic_batch(judge: Any) -> None:
     judge.validate(cfg)
     actor = judge.actor(cfg)
     assert actor.use_dynamic_bsz is True and actor.ppo_max_token_len_per_gpu == 24000
-    assert actor.ppo_mini_batch_size * 4 == plan.global_batch
+    assert actor.ppo_mini_batch_size * 4 == plan.batch.global_
     for role in ("rollout", "ref"):
         section = cfg.actor_rollout_ref[role]
         assert section.log_prob_use_dynamic_bsz is True and section.log_prob_max_token_len_per_gpu == 24000

@@ -70,7 +70,7 @@ def test_token_packed_micro_batches_skip_the_group_rule() -> None:
     """verl pads a token-packed step's micro-batch count up to a multiple of the pipeline."""
     plan = plan_of(megatron(batch={"micro": "auto", "accumulation": "auto", "global": 64,
                                    "micro_tokens": 8192}))
-    assert plan.virtual_stages == 2 and plan.accumulation == 1
+    assert plan.dims.virtual_stages == 2 and plan.batch.accumulation == 1
 
 
 def test_verl_override_and_other_targets() -> None:
@@ -112,7 +112,7 @@ def test_import_maps_verls_key_back(cli: Callable[..., Result], write: Callable[
 def test_native_key_contradicting_virtual_stages_is_refused() -> None:
     with pytest.raises(RecipeError, match=r"parallel\.virtual_stages"):
         plan_of(megatron(native={"verl": [f"{VPP}=3"]}))
-    assert plan_of(megatron(native={"verl": [f"{VPP}=2"]})).virtual_stages == 2
+    assert plan_of(megatron(native={"verl": [f"{VPP}=2"]})).dims.virtual_stages == 2
 
 
 def test_bubble_divides_by_v_and_traffic_multiplies() -> None:
@@ -142,10 +142,10 @@ def test_search_tries_two_virtual_stages_under_megatron_only() -> None:
     recipe = load_recipe(RECIPES / "seed-8b-32gpu-zero2.yaml",
                          ("cluster.gpu=h100", "strategy=megatron", "stage=1"))
     plans = [c.estimate.plan for c in search(recipe, gpus_per_node=8).ranked]
-    interleaved = [p for p in plans if p.virtual_stages == 2]
-    assert interleaved and all(p.pipeline == 2 and p.accumulation % p.pipeline == 0 for p in interleaved)
+    interleaved = [p for p in plans if p.dims.virtual_stages == 2]
+    assert interleaved and all(p.dims.pipeline == 2 and p.batch.accumulation % p.dims.pipeline == 0 for p in interleaved)
     seed = search(load_recipe(RECIPES / "seed-8b-32gpu-zero2.yaml", ("cluster.gpu=h100",)), gpus_per_node=8)
-    assert all(c.estimate.plan.virtual_stages == 1 for c in seed.ranked)
+    assert all(c.estimate.plan.dims.virtual_stages == 1 for c in seed.ranked)
 
 
 def test_the_emitter_property_tests_draw_interleaved_pipelines() -> None:
@@ -154,5 +154,5 @@ def test_the_emitter_property_tests_draw_interleaved_pipelines() -> None:
     doc = find(engine_documents(rl=True), lambda d: d["parallel"].get("virtual_stages", 1) > 1,
                settings=settings(database=None, max_examples=2000))
     plan = plan_of(doc)
-    assert plan.strategy == "megatron" and plan.pipeline > 1 and plan.virtual_stages > 1
-    assert plan.accumulation % plan.pipeline == 0
+    assert plan.recipe.strategy == "megatron" and plan.dims.pipeline > 1 and plan.dims.virtual_stages > 1
+    assert plan.batch.accumulation % plan.dims.pipeline == 0

@@ -12,9 +12,10 @@ from distrecipe.commands.echo import echo_findings, echo_name_note
 from distrecipe.commands.options import overrides_option, recipe_argument
 from distrecipe.engines.heads import refusal
 from distrecipe.errors import RecipeError, StrictError
+from distrecipe.job import Plan
 from distrecipe.keys import dotted
 from distrecipe.output import write_files
-from distrecipe.recipe import Plan, Recipe
+from distrecipe.recipe import Recipe
 from distrecipe.translator.load import load_recipe
 from distrecipe.translator.targets import TARGETS, EmitOptions
 

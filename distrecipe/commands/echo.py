@@ -7,14 +7,15 @@ from collections.abc import Iterable
 import click
 
 from distrecipe.findings import Finding
+from distrecipe.job import Plan, derived_name_note
 from distrecipe.output import one_line
-from distrecipe.recipe import Plan, derived_name_note
 
 
 def echo_name_note(plan: Plan) -> None:
     """The note for a name made a slug from the recipe file's name (`derived_name_note`)."""
     if (note := derived_name_note(plan)) is not None:
-        click.echo(f"{one_line(plan.source)}: note: {note}: write `name:` in the recipe to choose another",
+        click.echo(f"{one_line(plan.recipe.source)}: note: {note}: write `name:` in the recipe to choose "
+                   "another",
                    err=True)
 
 

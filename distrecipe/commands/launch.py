@@ -22,6 +22,7 @@ from distrecipe.api import load_plan
 from distrecipe.commands.echo import echo_findings, echo_name_note
 from distrecipe.commands.options import overrides_option, recipe_argument
 from distrecipe.errors import LaunchError
+from distrecipe.job import Plan
 from distrecipe.launch.launchers import LAUNCHERS
 from distrecipe.launch.prepare import (
     build_request,
@@ -39,8 +40,9 @@ from distrecipe.launch.secrets import redact_argv
 from distrecipe.launch.slurm import batch_script
 from distrecipe.launch.spec import executable
 from distrecipe.launch.supervise import LAUNCH_ID, new_launch_id, supervise
-from distrecipe.recipe import Backend, Plan, ProgramKind
+from distrecipe.recipe import Backend, ProgramKind
 from distrecipe.source import read_text
+from distrecipe.translator.resolve import variant
 
 NOT_STARTED = 127
 """Recorded as the exit code when the launcher itself could not be started (the shell's code)."""
@@ -55,7 +57,7 @@ def load(recipe: str, overrides: Sequence[str], target: Backend | None,
     """Resolve the recipe; GPUs are detected only when it says `gpus_per_node: auto`."""
     plan = load_plan(recipe, overrides, environ=environ, must_detect=True)
     if target is not None:
-        plan = dataclasses.replace(plan, launch=dataclasses.replace(plan.launch, backend=target))
+        plan = variant(plan, "--target", launch={"backend": target})
     return plan
 
 
@@ -84,7 +86,7 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
         return 0
     path = run_directory(plan, run_dir=run_dir, runs_root=runs_root, node_rank=node_rank, environ=env)
     configs = emit_configs(plan, kind.kind)
-    echo_findings(plan.source, configs.findings)
+    echo_findings(plan.recipe.source, configs.findings)
     _say(f"distrecipe: program kind {kind.kind}: {kind.reason}")
     user_program, given = hand_off(plan, user_program, kind.kind, run_dir=path, configs=configs.files,
                                    allow_override=allow_override)
@@ -94,14 +96,14 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
     if dry_run:
         request = build_request(plan, program=user_program, run_dir=path, configs=configs.files,
                                 node_rank=node_rank, environ=env, dry_run=True, say=_say)
-        spec = LAUNCHERS[plan.launch.backend](request)
+        spec = LAUNCHERS[plan.backend](request)
         click.echo(dry_run_text(spec, path, [*configs.files, *spec.files, *WRITTEN], kind))
         return 0
     with one_node_port(plan, say=_say) as port:  # held until the job has ended
         request = build_request(plan, program=user_program, run_dir=path, configs=configs.files,
                                 node_rank=node_rank, environ=env, dry_run=False, say=_say,
                                 held_port=port)
-        spec = LAUNCHERS[plan.launch.backend](request)
+        spec = LAUNCHERS[plan.backend](request)
         launch_id = new_launch_id()
         job_env = {**env, **spec.env, LAUNCH_ID: launch_id}
         record = RunDir(path)

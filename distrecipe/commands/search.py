@@ -16,10 +16,10 @@ import yaml
 
 from distrecipe.api import load_plan, plan_of_document
 from distrecipe.errors import DistrecipeError
+from distrecipe.job import plan_values
 from distrecipe.output import write_files
 from distrecipe.plan.report import estimate
 from distrecipe.plan.search import Candidate, check_searchable, search, why
-from distrecipe.recipe import plan_values
 from distrecipe.source import read_document
 from distrecipe.translator.load import apply_overrides, load_recipe
 
@@ -32,7 +32,7 @@ def search_recipe(*, recipe: str, overrides: Sequence[str] = (), write: str | No
     plan = load_plan(recipe, overrides)
     check_searchable(declared, estimate(plan))
     assert plan.gpu_memory is not None
-    result = search(declared, plan.gpus_per_node)
+    result = search(declared, plan.dims.gpus_per_node)
     budget = plan.gpu_memory
     click.echo(f"{len(result.ranked)} of {result.tried} valid recipes fit {budget / 1e9:.0f} GB; "
                "fastest first:")

@@ -35,8 +35,3 @@ def stage_of_reshard(reshard: object) -> int:
     return 3 if reshard is True else 2
 
 
-def data_parallel(world: int, model_parallel: int) -> int | None:
-    """Data-parallel ranks: the world divided by the model-parallel size (tensor ×
-    pipeline × sequence, or DeepSpeed's and verl's sequence-parallel size); None when
-    it does not divide, which every engine refuses."""
-    return world // model_parallel if world % model_parallel == 0 else None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from distrecipe.recipe import Plan
+from distrecipe.job import Plan
 from distrecipe.source import KeyPath
 
 CONFIG_FILE = "accelerate_config.yaml"
@@ -27,10 +27,10 @@ def distributed_type(plan: Plan) -> DistributedType:
     Sharding over one rank is replication, so it is DDP (`MULTI_GPU`) whatever the
     stage; FSDP2 in Accelerate refuses a mesh with no dimension to shard over.
     """
-    if plan.launch.backend == "accelerate-deepspeed":
+    if plan.backend == "accelerate-deepspeed":
         return "DEEPSPEED"
-    if plan.stage == 0 or (plan.shard_group == 1 and plan.sequence == 1):
-        return "MULTI_GPU" if plan.world > 1 else "NO"
+    if plan.stage == 0 or (plan.dims.shard_group == 1 and plan.dims.sequence == 1):
+        return "MULTI_GPU" if plan.dims.world > 1 else "NO"
     return "FSDP"
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from distrecipe.engines import TORCH_OPTIMIZERS
-from distrecipe.recipe import Plan
+from distrecipe.job import Plan
 from distrecipe.source import KeyPath
 
 CONFIG_FILE = "ds_config.json"
@@ -59,7 +59,7 @@ def autotp_size(plan: Plan) -> int:
     A Megatron strategy brings its own mpu to `deepspeed.initialize` (DR218), so only
     the other strategies split layers with AutoTP.
     """
-    return plan.tensor if plan.tensor > 1 and plan.strategy != "megatron" else 0
+    return plan.dims.tensor if plan.dims.tensor > 1 and plan.recipe.strategy != "megatron" else 0
 
 
 def autotp_refusal(plan: Plan) -> str | None:
@@ -73,9 +73,9 @@ def autotp_refusal(plan: Plan) -> str | None:
         return None
     if plan.stage not in AUTOTP_STAGES:
         return f"AutoTP does not train with ZeRO stage {plan.stage}"
-    if plan.pipeline > 1 or plan.sequence > 1:
+    if plan.dims.pipeline > 1 or plan.dims.sequence > 1:
         return (f"AutoTP's (data, tensor) mesh has no pipeline or sequence dimension "
-                f"(tensor {plan.tensor}, pipeline {plan.pipeline}, sequence {plan.sequence})")
+                f"(tensor {plan.dims.tensor}, pipeline {plan.dims.pipeline}, sequence {plan.dims.sequence})")
     return None
 
 
@@ -85,10 +85,10 @@ def batch_ranks(plan: Plan) -> int:
     `deepspeed.initialize` builds the config before AutoTP makes its groups and passes
     it no mpu, so the config counts every rank (world / `sequence_parallel_size`), a
     tensor-parallel group's ranks each once, although they share one batch: the
-    samples per step are still `plan.global_batch`. A Megatron mpu, and the plain data
+    samples per step are still `plan.batch.global_`. A Megatron mpu, and the plain data
     parallel case, count the data-parallel ranks.
     """
-    return plan.dp * (autotp_size(plan) or 1)
+    return plan.dims.dp * (autotp_size(plan) or 1)
 
 
 def autos(node: Any, path: KeyPath = ()) -> Iterator[KeyPath]:
@@ -119,7 +119,7 @@ def zero_optimization(plan: Plan, *, hf_auto: bool = False) -> dict[str, Any]:
     zero["contiguous_gradients"] = True
     if b.reduce_bucket_size is not None:
         zero["reduce_bucket_size"] = "auto" if hf_auto else b.reduce_bucket_size
-    off = plan.offload
+    off = plan.recipe.offload
     if off.optimizer != "none":
         zero["offload_optimizer"] = _offload(off.optimizer, plan)
     if off.params != "none":
@@ -132,15 +132,15 @@ def zero_optimization(plan: Plan, *, hf_auto: bool = False) -> dict[str, Any]:
                 "auto" if hf_auto else b.stage3_param_persistence_threshold
             )
         zero["stage3_gather_16bit_weights_on_model_save"] = True
-        if plan.hybrid:
-            zero["zero_hpz_partition_size"] = plan.shard_group
+        if plan.dims.hybrid:
+            zero["zero_hpz_partition_size"] = plan.dims.shard_group
     return zero
 
 
 def _offload(device: str, plan: Plan) -> dict[str, Any]:
-    block: dict[str, Any] = {"device": device, "pin_memory": plan.offload.pin_memory}
+    block: dict[str, Any] = {"device": device, "pin_memory": plan.recipe.offload.pin_memory}
     if device == "nvme":
-        block["nvme_path"] = plan.offload.nvme_path
+        block["nvme_path"] = plan.recipe.offload.nvme_path
     return block
 
 

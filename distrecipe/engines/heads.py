@@ -49,7 +49,7 @@ from dataclasses import dataclass
 
 from distrecipe.engines.runner import uses_deepspeed
 from distrecipe.engines.verl import actor_engine
-from distrecipe.recipe import Plan
+from distrecipe.job import Plan
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,9 +64,9 @@ class Refusal:
 def refusal(plan: Plan) -> Refusal | None:
     """The first head or sequence rule `plan`'s layout breaks in its engine, or None."""
     engine = _engine(plan)
-    heads = plan.model.heads
-    kv = plan.model.kv_heads or heads
-    tp, sp, seq = plan.tensor, plan.sequence, plan.seq_len
+    heads = plan.recipe.model.heads
+    kv = plan.recipe.model.kv_heads or heads
+    tp, sp, seq = plan.dims.tensor, plan.dims.sequence, plan.recipe.batch.seq_len
     if tp > 1 and heads is not None and kv is not None:
         if engine == "deepspeed":
             if kv < tp:
@@ -105,10 +105,10 @@ def _engine(plan: Plan) -> str:
     """Which engine splits the model: under verl the actor engine verl builds
     (`engines.verl.actor_engine`: FSDP2 for `zero` and `ddp` too, so verl's Ulysses
     rules, not DeepSpeed's), otherwise DeepSpeed where `engines.runner.uses_deepspeed` says."""
-    backend = plan.launch.backend
+    backend = plan.backend
     if backend == "verl":
         return "verl-megatron" if actor_engine(plan) == "megatron" else "verl"
-    if plan.strategy == "megatron":
+    if plan.recipe.strategy == "megatron":
         return "megatron"
     if uses_deepspeed(plan):
         return "deepspeed"

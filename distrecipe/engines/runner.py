@@ -9,7 +9,7 @@ launcher runs it (DeepSpeed stage 0) or verl does (FSDP2 on one-rank shard group
 from __future__ import annotations
 
 from distrecipe.engines.verl import actor_engine
-from distrecipe.recipe import Plan
+from distrecipe.job import Plan
 
 DEEPSPEED_BACKENDS = ("deepspeed", "accelerate-deepspeed")
 """Launchers that run a `ddp` recipe through DeepSpeed's engine (stage 0)."""
@@ -20,11 +20,11 @@ def runs_fsdp2(plan: Plan) -> bool:
     whose emitter builds that actor with FSDP2 (`engines.verl.actor_engine`); DDP there
     is FSDP2 on shard groups of one rank, not torch DDP: fp32 parameters and gradients,
     no bucket copy."""
-    return plan.strategy == "fsdp" or (plan.launch.backend == "verl" and actor_engine(plan) == "fsdp2")
+    return plan.recipe.strategy == "fsdp" or (plan.backend == "verl" and actor_engine(plan) == "fsdp2")
 
 
 def uses_deepspeed(plan: Plan) -> bool:
     """Whether DeepSpeed's engine runs the plan: `zero` (except under verl: `runs_fsdp2`),
     and `ddp` launched by DeepSpeed."""
-    return (plan.strategy == "zero" and not runs_fsdp2(plan)) or (
-        plan.strategy == "ddp" and plan.launch.backend in DEEPSPEED_BACKENDS)
+    return (plan.recipe.strategy == "zero" and not runs_fsdp2(plan)) or (
+        plan.recipe.strategy == "ddp" and plan.backend in DEEPSPEED_BACKENDS)

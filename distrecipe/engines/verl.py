@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from distrecipe.engines import TORCH_OPTIMIZERS, data_parallel
+from distrecipe.engines import TORCH_OPTIMIZERS
 from distrecipe.engines.tables import VerlConfig
+from distrecipe.job import Plan, data_parallel
 from distrecipe.keys import get
-from distrecipe.recipe import Plan
 from distrecipe.source import KeyPath
 
 OVERRIDES_FILE = "verl_overrides.txt"
@@ -225,7 +225,7 @@ def actor_engine(plan: Plan) -> str:
     `megatron`, FSDP2 for every other strategy (ZeRO-1/2 become FSDP2 without resharding,
     DR201; DDP FSDP2 with `fsdp_size=1`, DR205). `plan`'s engine view
     (`engines.runner.runs_fsdp2`) and the head rules (`engines.heads`) follow it."""
-    return "megatron" if plan.strategy == "megatron" else "fsdp2"
+    return "megatron" if plan.recipe.strategy == "megatron" else "fsdp2"
 
 
 ROLLOUT_DP: KeyPath = (*ROLLOUT, "data_parallel_size")

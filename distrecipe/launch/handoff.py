@@ -28,8 +28,9 @@ from distrecipe.engines.hf_argv import find_flags, flag_value, flag_words, same_
 from distrecipe.engines.hydra import parse_value
 from distrecipe.engines.verl import OVERRIDES_FILE
 from distrecipe.errors import LaunchError
+from distrecipe.job import Plan
 from distrecipe.launch.rundir import PLAN_FILE
-from distrecipe.recipe import Plan, ProgramKind
+from distrecipe.recipe import ProgramKind
 from distrecipe.translator import hf
 from distrecipe.translator.equivalence import refuse_errors
 
@@ -155,7 +156,7 @@ def handoff(kind: ProgramKind, plan: Plan, *, user_args: Sequence[str], run_dir:
     elif kind == "deepspeed":
         if CONFIG_FILE not in configs:
             raise LaunchError(f"a raw DeepSpeed program needs a ds_config; launch.backend "
-                              f"{plan.launch.backend} with strategy {plan.strategy} writes none")
+                              f"{plan.backend} with strategy {plan.recipe.strategy} writes none")
         merged = merge_flags({"deepspeed_config": str(run_dir / CONFIG_FILE)}, user_args,
                              allow_override=allow_override, keys={"deepspeed_config": "the ds_config"})
     elif kind == "verl":

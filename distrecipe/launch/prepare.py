@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import cast
 
 from distrecipe.errors import LaunchError
 from distrecipe.findings import Finding
+from distrecipe.job import Plan
 from distrecipe.launch.detect import hold_port
 from distrecipe.launch.handoff import Handoff, handoff
 from distrecipe.launch.kinds import KindChoice, backend_for, infer
@@ -28,7 +28,8 @@ from distrecipe.launch.rundir import default_run_dir
 from distrecipe.launch.secrets import REDACTED, is_secret, redact_argv
 from distrecipe.launch.slurm import Allocation
 from distrecipe.launch.spec import TINY_TRAINER, LaunchRequest, LaunchSpec, Program
-from distrecipe.recipe import Backend, Plan, ProgramKind
+from distrecipe.recipe import ProgramKind
+from distrecipe.translator.resolve import variant
 from distrecipe.translator.targets import TARGETS, EmitOptions, emitted_targets
 
 Say = Callable[[str], None]
@@ -65,7 +66,7 @@ def parse_program(plan: Plan, words: Sequence[str]) -> Program:
     overrides unless they start with `-m module` (a custom entry). Without a program,
     every other backend runs the reference trainer.
     """
-    if words and plan.launch.backend == "verl" and words[0] != "-m":
+    if words and plan.backend == "verl" and words[0] != "-m":
         return Program(target=VERL_ENTRY, module=True, args=tuple(words))
     if words:
         if words[0] == "-m":
@@ -73,29 +74,28 @@ def parse_program(plan: Plan, words: Sequence[str]) -> Program:
                 raise LaunchError("-m needs a module name")
             return Program(target=words[1], module=True, args=tuple(words[2:]))
         return Program(target=words[0], args=tuple(words[1:]))
-    if plan.launch.script is not None:
-        return Program(target=plan.launch.script, args=plan.launch.args)
-    if plan.launch.backend == "verl":
-        return Program(target=VERL_ENTRY, module=True, args=plan.launch.args)
-    return Program(target=TINY_TRAINER, module=True, args=plan.launch.args)
+    if plan.recipe.launch.script is not None:
+        return Program(target=plan.recipe.launch.script, args=plan.recipe.launch.args)
+    if plan.backend == "verl":
+        return Program(target=VERL_ENTRY, module=True, args=plan.recipe.launch.args)
+    return Program(target=TINY_TRAINER, module=True, args=plan.recipe.launch.args)
 
 
 def choose_kind(plan: Plan, program: Program, *, kind: ProgramKind | None,
                 backend_given: bool) -> tuple[Plan, KindChoice]:
     """The program's kind (`--program-kind`, `launch.program_kind`, else read from the script),
     and the plan with a launcher that can serve it (only a defaulted launcher is changed)."""
-    current = cast(Backend, plan.launch.backend)  # resolve never leaves "auto" in a Plan
+    current = plan.backend
     if kind is not None:
         choice = KindChoice(kind, "--program-kind")
-    elif plan.launch.program_kind != "auto":
-        choice = KindChoice(plan.launch.program_kind, "launch.program_kind in the recipe")
+    elif plan.recipe.launch.program_kind != "auto":
+        choice = KindChoice(plan.recipe.launch.program_kind, "launch.program_kind in the recipe")
     else:
         choice = infer(program, current)
     defaulted = not backend_given and "launch.backend" in plan.provenance
-    backend = backend_for(choice.kind, current, defaulted=defaulted, strategy=plan.strategy)
+    backend = backend_for(choice.kind, current, defaulted=defaulted, strategy=plan.recipe.strategy)
     if backend != current:
-        plan = replace(plan, launch=replace(plan.launch, backend=backend),
-                       provenance={**plan.provenance, "launch.backend": f"the {choice.kind} program's"})
+        plan = variant(plan, f"the {choice.kind} program's", launch={"backend": backend})
     return plan, choice
 
 
@@ -114,7 +114,7 @@ def run_directory(plan: Plan, *, run_dir: str | None, runs_root: str, node_rank:
         return Path(run_dir).resolve()
     allocation = Allocation.from_env(environ)
     return default_run_dir(
-        Path(runs_root), plan.name, slurm_run=allocation.run_key if allocation else None,
+        Path(runs_root), plan.recipe.name, slurm_run=allocation.run_key if allocation else None,
         node_rank=node_rank if node_rank is not None else (allocation.node_rank if allocation else 0),
     ).resolve()
 
@@ -127,13 +127,14 @@ def one_node_port(plan: Plan, *, say: Say) -> Iterator[int | None]:
     picks its own (`GIVEN_PORT`). The recipe's port if free, else one the kernel picks:
     held, not probed and released, so launches started together never share one.
     """
-    if plan.nodes > 1 or plan.launch.backend not in GIVEN_PORT:
+    if plan.dims.nodes > 1 or plan.backend not in GIVEN_PORT:
         yield None
         return
-    with hold_port(plan.launch.master_port) as held:
+    with hold_port(plan.recipe.launch.master_port) as held:
         port: int = held.getsockname()[1]
-        if port != plan.launch.master_port:
-            say(f"distrecipe: port {plan.launch.master_port} is in use here; this one-node job uses {port}")
+        if port != plan.recipe.launch.master_port:
+            say(f"distrecipe: port {plan.recipe.launch.master_port} is in use here; this one-node job "
+                f"uses {port}")
         yield port
 
 
@@ -146,23 +147,23 @@ def build_request(plan: Plan, *, program: Program, run_dir: Path, configs: dict[
     run shows missing multi-node hosts as placeholders.
     """
     allocation = Allocation.from_env(environ)
-    if allocation and len(allocation.hosts) < plan.nodes:
-        raise LaunchError(f"the recipe asks for {plan.nodes} nodes, the SLURM allocation has "
+    if allocation and len(allocation.hosts) < plan.dims.nodes:
+        raise LaunchError(f"the recipe asks for {plan.dims.nodes} nodes, the SLURM allocation has "
                           f"{len(allocation.hosts)}: {', '.join(allocation.hosts)}")
     rank = node_rank if node_rank is not None else (allocation.node_rank if allocation else 0)
-    if not 0 <= rank < plan.nodes:
-        raise LaunchError(f"node rank {rank} is outside the recipe's {plan.nodes} node(s)")
-    master = plan.launch.master_addr or (allocation.master_addr if allocation else None)
+    if not 0 <= rank < plan.dims.nodes:
+        raise LaunchError(f"node rank {rank} is outside the recipe's {plan.dims.nodes} node(s)")
+    master = plan.recipe.launch.master_addr or (allocation.master_addr if allocation else None)
     hosts = allocation.hosts if allocation else ()
-    if dry_run and plan.nodes > 1 and not hosts:
+    if dry_run and plan.dims.nodes > 1 and not hosts:
         # A dry run on a laptop still shows the multi-node command's exact shape, with
         # host names that cannot be mistaken for real ones.
-        hosts = tuple(f"<node-{i}>" for i in range(plan.nodes))
+        hosts = tuple(f"<node-{i}>" for i in range(plan.dims.nodes))
         master = master or hosts[0]
-        say(f"distrecipe: dry run outside a SLURM allocation: the {plan.nodes} hosts are shown as "
+        say(f"distrecipe: dry run outside a SLURM allocation: the {plan.dims.nodes} hosts are shown as "
             f"{hosts[0]}..{hosts[-1]}")
-    port = plan.launch.master_port
-    if plan.nodes == 1:
+    port = plan.recipe.launch.master_port
+    if plan.dims.nodes == 1:
         master = master or "127.0.0.1"
         port = port if held_port is None else held_port
     return LaunchRequest(
@@ -184,7 +185,7 @@ def slurm_argv(plan: Plan, *, recipe: str, overrides: Sequence[str], runs_root: 
     """
     argv = [sys.executable, "-m", "distrecipe", "launch", str(Path(recipe).resolve())]
     argv += [word for key in overrides for word in ("--set", key)]
-    argv += ["--target", plan.launch.backend, "--runs-root", str(Path(runs_root).resolve())]
+    argv += ["--target", plan.backend, "--runs-root", str(Path(runs_root).resolve())]
     argv += ["--program-kind", program_kind] if program_kind is not None else []
     argv += ["--allow-override"] if allow_override else []
     argv += ["--timeout", str(timeout)] if timeout is not None else []

@@ -14,7 +14,6 @@ an emitted config and `plan.json`'s `native` hold a secret written there (DeepSp
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import time
@@ -26,10 +25,11 @@ from typing import Any
 
 from distrecipe import __version__
 from distrecipe.errors import LaunchError
+from distrecipe.job import Plan, plan_dict, plan_from_dict
 from distrecipe.launch.recipe_text import redact_override, redact_recipe_yaml
 from distrecipe.launch.secrets import redact_argv, redact_env
 from distrecipe.output import to_json, write_files
-from distrecipe.recipe import RL, Buckets, Launch, Model, Native, Offload, Optimizer, Plan, Slurm
+from distrecipe.translator.resolve import variant
 
 ENGINES = ("torch", "deepspeed", "accelerate", "transformers", "verl", "ray")
 RUN_RECORD = "run.json"
@@ -51,26 +51,13 @@ def versions() -> dict[str, str | None]:
 
 
 def plan_json(plan: Plan) -> str:
-    """The resolved plan as JSON: every field, plus the derived world size."""
-    data = dataclasses.asdict(plan)
-    data["world"] = plan.world
-    return to_json(data)
-
-
-SECTIONS: dict[str, type[Any]] = {"offload": Offload, "model": Model, "optimizer": Optimizer,
-                                  "rl": RL, "launch": Launch, "buckets": Buckets, "native": Native}
-"""The Plan's fields that are sections, rebuilt from their JSON objects by `read_plan`."""
+    """The resolved plan as JSON (`job.plan_dict`)."""
+    return to_json(plan_dict(plan))
 
 
 def read_plan(text: str) -> Plan:
-    """The Plan `plan_json` wrote (JSON lists back to the sections' tuples)."""
-    data: dict[str, Any] = json.loads(text)
-    data.pop("world")  # derived, a property of the Plan
-    data["launch"]["slurm"] = Slurm(**data["launch"]["slurm"])
-    for key, section in SECTIONS.items():
-        if data[key] is not None:
-            data[key] = section(**{k: tuple(v) if isinstance(v, list) else v for k, v in data[key].items()})
-    return Plan(**data)
+    """The Plan `plan_json` wrote."""
+    return plan_from_dict(json.loads(text))
 
 
 WITHHELD = ("# distrecipe: the recipe text is withheld from the run directory: a secret in it could\n"
@@ -83,8 +70,8 @@ def redact_plan(plan: Plan) -> Plan:
     """The plan with the secrets in `launch.args` replaced (`redact_argv`): the job gets its
     arguments on its command line, while `native` stays, since the job reads it from here
     (`api.current()`), as its engine reads the emitted configs."""
-    args = tuple(redact_argv(plan.launch.args))
-    return dataclasses.replace(plan, launch=dataclasses.replace(plan.launch, args=args))
+    args = tuple(redact_argv(plan.recipe.launch.args))
+    return variant(plan, launch={"args": args})
 
 
 def default_run_dir(root: Path, name: str, *, slurm_run: str | None = None, node_rank: int = 0) -> Path:

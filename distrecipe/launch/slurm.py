@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from distrecipe.errors import LaunchError
+from distrecipe.job import Plan
 from distrecipe.output import shell_word
-from distrecipe.recipe import Plan
 from distrecipe.schemas import recipe_schema
 
 _GROUP = re.compile(r"\[([^\]]*)\]")
@@ -171,12 +171,14 @@ RAY_PORT = 6379
 
 def sbatch_lines(plan: Plan, runs_root: Path) -> tuple[list[str], list[str]]:
     """The `#SBATCH` lines, and the recipe keys still written as placeholders."""
-    slurm = plan.launch.slurm
-    cpus = slurm.cpus_per_task or plan.gpus_per_node * (CPUS_PER_GPU if plan.device == "gpu" else 1)
-    log = runs_root / f"{plan.name}-slurm%j"
-    lines = [f"--job-name={shell_word(plan.name)}", f"--nodes={plan.nodes}", "--ntasks-per-node=1"]
-    if plan.device == "gpu":
-        lines.append(f"--gpus-per-node={plan.gpus_per_node}")
+    slurm = plan.recipe.launch.slurm
+    per_rank = CPUS_PER_GPU if plan.recipe.cluster.device == "gpu" else 1
+    cpus = slurm.cpus_per_task or plan.dims.gpus_per_node * per_rank
+    log = runs_root / f"{plan.recipe.name}-slurm%j"
+    lines = [f"--job-name={shell_word(plan.recipe.name)}", f"--nodes={plan.dims.nodes}",
+             "--ntasks-per-node=1"]
+    if plan.recipe.cluster.device == "gpu":
+        lines.append(f"--gpus-per-node={plan.dims.gpus_per_node}")
     lines += [f"--cpus-per-task={cpus}", f"--output={shell_word(f'{log}.out')}",
               f"--error={shell_word(f'{log}.err')}",
               "--open-mode=append"]  # a requeued job adds to its log instead of truncating it
@@ -206,8 +208,8 @@ def batch_script(plan: Plan, launch_argv: Sequence[str], *, runs_root: Path, ray
     cpus = next(line for line in sbatch if "--cpus-per-task=" in line).split("=")[1]
     # srun does not inherit --cpus-per-task from the batch step (SLURM 22.05+), so it is repeated.
     step = f"srun --ntasks-per-node=1 --cpus-per-task={cpus} --kill-on-bad-exit=1"
-    if plan.launch.backend == "verl" and plan.nodes > 1:
-        gpus = f"--num-cpus={cpus} --num-gpus={plan.gpus_per_node} --block &"
+    if plan.backend == "verl" and plan.dims.nodes > 1:
+        gpus = f"--num-cpus={cpus} --num-gpus={plan.dims.gpus_per_node} --block &"
         join = f'{shlex.quote(ray)} start --address="$head_ip:{RAY_PORT}"'
         lines += [
             "# verl's multi-node recipe: a Ray head on the first node, workers on the others,",
@@ -228,7 +230,7 @@ def batch_script(plan: Plan, launch_argv: Sequence[str], *, runs_root: Path, ray
     else:
         lines += [
             "# Each node's distrecipe reads SLURM_JOB_NODELIST / SLURM_NODEID and starts the",
-            f"# {plan.launch.backend} launcher for its node; node 0's host is the rendezvous.",
+            f"# {plan.backend} launcher for its node; node 0's host is the rendezvous.",
             f"{step} {shlex.join(launch_argv)}",
         ]
     return "\n".join(lines) + "\n"

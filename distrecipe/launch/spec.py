@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from distrecipe.errors import LaunchError
-from distrecipe.recipe import Plan
+from distrecipe.job import Plan
 
 TINY_TRAINER = "distrecipe.launch.tiny_train"
 """The reference trainer, run when neither the recipe nor the command line names a program."""
@@ -58,7 +58,7 @@ class LaunchRequest:
     def master(self) -> str:
         """The rendezvous address, for the launchers that need one."""
         if self.master_addr is None:
-            raise LaunchError(f"{self.plan.nodes} nodes need launch.master_addr (node 0's address) "
+            raise LaunchError(f"{self.plan.dims.nodes} nodes need launch.master_addr (node 0's address) "
                               "or a SLURM allocation")
         return self.master_addr
 
@@ -89,11 +89,11 @@ def executable(name: str) -> str:
 def job_env(request: LaunchRequest) -> dict[str, str]:
     """Variables every launcher passes on: the run directory and files, CPU threading."""
     env = {"DISTRECIPE_RUN_DIR": str(request.run_dir), **request.program.env}
-    if request.plan.device == "cpu" and "OMP_NUM_THREADS" not in request.environ:
+    if request.plan.recipe.cluster.device == "cpu" and "OMP_NUM_THREADS" not in request.environ:
         # N CPU ranks on one machine each default to every core; oversubscription makes
         # a 2-rank demo many times slower. torchrun sets 1, DeepSpeed sets nothing.
         cores = os.cpu_count() or 1
-        env["OMP_NUM_THREADS"] = str(max(1, cores // request.plan.gpus_per_node))
+        env["OMP_NUM_THREADS"] = str(max(1, cores // request.plan.dims.gpus_per_node))
     return env
 
 

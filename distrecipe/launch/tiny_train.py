@@ -79,8 +79,10 @@ class TrainSettings:
 
     @classmethod
     def from_plan(cls, plan: Mapping[str, Any], *, steps: int, deepspeed: bool) -> TrainSettings:
-        """Pick the engine the plan describes; DeepSpeed whenever its config is in play."""
-        strategy = plan["strategy"]
+        """Pick the engine the plan describes (`plan.json`, `job.plan_dict`); DeepSpeed whenever
+        its config is in play."""
+        recipe, batch = plan["recipe"], plan["batch"]
+        strategy = recipe["strategy"]
         engine: Engine
         if deepspeed or strategy == "zero":
             engine = "deepspeed"
@@ -90,18 +92,18 @@ class TrainSettings:
             engine = "ddp"
         else:
             raise SystemExit(f"tiny_train: strategy {strategy!r} is not supported by the reference trainer")
-        offload = plan["offload"]
+        offload = recipe["offload"]
         return cls(
             engine=engine,
-            device=plan["device"],
-            micro=plan["micro"],
-            accumulation=plan["accumulation"],
-            global_batch=plan["global_batch"],
+            device=recipe["cluster"]["device"],
+            micro=batch["micro"],
+            accumulation=batch["accumulation"],
+            global_batch=batch["global_"],
             precision=plan["precision"],
             reshard_after_forward=plan["stage"] >= 3,
             offload=offload["params"] != "none" or offload["optimizer"] != "none",
-            optimizer=plan["optimizer"],
-            grad_clip=plan["grad_clip"],
+            optimizer=recipe["optimizer"],
+            grad_clip=recipe["grad_clip"],
             steps=steps,
         )
 
@@ -356,7 +358,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit("tiny_train: no plan: pass --plan or run under `distrecipe launch`")
     plan = json.loads(plan_path.read_text())
     ds_path = args.deepspeed_config
-    if ds_path is None and run_dir is not None and plan["strategy"] == "zero":
+    if ds_path is None and run_dir is not None and plan["recipe"]["strategy"] == "zero":
         ds_path = run_dir / DS_CONFIG
     settings = TrainSettings.from_plan(plan, steps=args.steps, deepspeed=args.deepspeed_config is not None)
     ds_config = json.loads(ds_path.read_text()) if ds_path is not None else None

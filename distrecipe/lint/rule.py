@@ -20,8 +20,8 @@ from distrecipe.keys import get, section
 from distrecipe.source import Document, KeyPath
 
 if TYPE_CHECKING:
+    from distrecipe.job import Plan
     from distrecipe.lint.workspace import Workspace
-    from distrecipe.recipe import Plan
 
 @dataclass(frozen=True, slots=True)
 class Problem:

@@ -79,8 +79,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from distrecipe.engines.runner import uses_deepspeed
+from distrecipe.job import Plan
 from distrecipe.model_shapes import kv_width
-from distrecipe.recipe import Plan, Recompute
+from distrecipe.recipe import Recompute
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,17 +202,18 @@ def plan_activations(plan: Plan) -> tuple[Activations, ...]:
     the shape or `seq_len` is unknown. Under pipeline parallelism, the stage whose
     peak is highest: the first (`pipeline_in_flight` micro-batches of its layers) or the
     last (one micro-batch, with the head and the loss)."""
-    m = plan.model
-    s, h, layers, a, vocab = plan.seq_len, m.hidden_size, m.layers, m.heads, m.vocab
+    m = plan.recipe.model
+    s, h, layers, a, vocab = plan.recipe.batch.seq_len, m.hidden_size, m.layers, m.heads, m.vocab
     if s is None or h is None or layers is None or a is None or vocab is None:
         return ()
-    cp = plan.sequence
+    cp = plan.dims.sequence
     local = -(-s // cp)  # each context-parallel rank's share of a sample's tokens
-    flash, recompute, b, t = m.attention != "eager", plan.activation_checkpointing, plan.micro, plan.tensor
-    every = plan.checkpoint_every
-    chunk = -(-layers // (plan.pipeline * plan.virtual_stages))
+    flash, recompute = m.attention != "eager", plan.recipe.activation_checkpointing
+    b, t = plan.batch.micro, plan.dims.tensor
+    every = plan.recipe.checkpoint_every
+    chunk = -(-layers // (plan.dims.pipeline * plan.dims.virtual_stages))
     stages = [(chunk * pipeline_in_flight(plan, last=True), True)]
-    if plan.pipeline > 1:
+    if plan.dims.pipeline > 1:
         stages.append((chunk * pipeline_in_flight(plan), False))
 
     def seed(count: int, with_head: bool) -> Activations:
@@ -239,7 +241,7 @@ def pipeline_in_flight(plan: Plan, *, last: bool = False) -> int:
     once (the last with `last`). 1F1B: the first runs p forwards before its first backward,
     or all m if a step has fewer; the last one at a time. Interleaved (v > 1): Megatron's
     warm-up forwards plus the steady state's one (module docstring), at most v·m."""
-    p, m, v = plan.pipeline, plan.accumulation, plan.virtual_stages
+    p, m, v = plan.dims.pipeline, plan.batch.accumulation, plan.dims.virtual_stages
     if v == 1:
         return 1 if last else min(p, m)
     warmup = (0 if last else 2 * (p - 1)) + (v - 1) * p
@@ -249,7 +251,7 @@ def pipeline_in_flight(plan: Plan, *, last: bool = False) -> int:
 def ring_context_parallel(plan: Plan) -> bool:
     """Whether `parallel.sequence` runs as torch's ring attention (torchtitan, Accelerate)
     rather than Ulysses (DeepSpeed, verl) or Megatron's: see the module's docstring."""
-    return (plan.sequence > 1 and plan.strategy != "megatron" and plan.launch.backend != "verl"
+    return (plan.dims.sequence > 1 and plan.recipe.strategy != "megatron" and plan.backend != "verl"
             and not uses_deepspeed(plan))
 
 
@@ -257,4 +259,4 @@ def holds_logits(plan: Plan) -> bool:
     """Whether the 16-bit logits outlive the loss: Hugging Face models return them to the
     Trainer / Accelerate / verl loop; a torchrun script is taken to be torchtitan's,
     whose train step deletes them before `backward()`."""
-    return plan.launch.backend != "torchrun"
+    return plan.backend != "torchrun"

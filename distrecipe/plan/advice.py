@@ -21,15 +21,17 @@ engine runs. Traffic and memory are the engine view throughout (the formula view
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
+from typing import Any
 
+from distrecipe.errors import RecipeError
+from distrecipe.job import Plan
 from distrecipe.model_shapes import llama
 from distrecipe.plan.report import Estimate, compare, estimate
 from distrecipe.plan.rollout import fractions
 from distrecipe.plan.runnable import runs
 from distrecipe.plan.units import gb
-from distrecipe.recipe import Offload, Plan, Recompute, Strategy
-from distrecipe.translator.resolve import offload_refusal
+from distrecipe.recipe import AUTO, Offload, Recompute, Strategy
+from distrecipe.translator.resolve import variant
 
 RECOMPUTE_ORDER: tuple[Recompute, ...] = ("none", "selective", "full")
 
@@ -53,17 +55,15 @@ def advise(plan: Plan) -> list[str]:
                 f"({est.label} then needs {gb(est.need)}{_host(est)})"]
     if current.rollout is not None and _rollout_cannot_fit(plan):
         return [_more_gpus(plan)]
-    best = estimate(replace(_most_sharded(plan), micro=1, accumulation=_per_rank(plan),
-                            activation_checkpointing="full", offload=Offload(optimizer="cpu")))
-    return [_tensor_parallel(plan, best)]
+    lightest = _try(_most_sharded(plan), batch=_micro_batch(plan, 1), activation_checkpointing="full",
+                    checkpoint_every=None, offload=Offload(optimizer="cpu"))
+    return [_tensor_parallel(plan, estimate(lightest or plan))]
 
 
 def advised(plan: Plan) -> Plan | None:
     """The first lever combination the resolver accepts, that fits (host memory included)
     and that the recipe's engine runs: what "it fits with" names; None when none does."""
-    for trial in _levers(plan):
-        if offload_refusal(trial.offload, trial.stage, trial.strategy) is not None:
-            continue  # the resolver would refuse it (Megatron without its distributed optimizer)
+    for trial in _levers(plan):  # each one the resolver accepted
         est = estimate(trial)
         if est.fits and _host_fits(est) and runs(plan, trial):
             return trial
@@ -82,7 +82,7 @@ def _shortfall(current: Estimate) -> str:
 
 
 def _when_it_fits(current: Estimate, budget: float) -> list[str]:
-    rows = [row for row in compare(current.plan) if row.plan.strategy != "megatron"]
+    rows = [row for row in compare(current.plan) if row.plan.recipe.strategy != "megatron"]
     lines = [f"fits: {current.label} needs {gb(current.need)} of {gb(budget)}"]
     less = next((row for row in rows if row.fits), None)
     if less is not None and less.label != current.label and _rank(rows, less) < _rank(rows, current):
@@ -106,9 +106,10 @@ def _levers(plan: Plan) -> Iterator[Plan]:
     """The plan changed by one more lever at a time, cheapest first (verl's rollout
     engine's share before all of them, where it is what does not fit)."""
     current = estimate(plan)
-    if current.rollout is not None and plan.rl is not None:
-        if current.rollout.in_training:
-            plan = replace(plan, rl=replace(plan.rl, free_rollout_memory=True))
+    if current.rollout is not None and plan.recipe.rl is not None:
+        freed = _try(plan, rl={"free_rollout_memory": True}) if current.rollout.in_training else None
+        if freed is not None:
+            plan = freed
             yield plan
             current = estimate(plan)
         if current.rollout_binds or current.starved:
@@ -116,16 +117,18 @@ def _levers(plan: Plan) -> Iterator[Plan]:
             if share is not None and share is not plan:
                 yield share
             for offload in ACTOR_OFFLOADS:
-                offloaded = _share_that_fits(_offloaded(plan, offload))
+                actor = _offloaded(plan, offload)
+                offloaded = None if actor is None else _share_that_fits(actor)
                 if offloaded is not None:
                     yield offloaded
             plan = share or plan
     yield from _training_levers(plan)
 
 
-def _offloaded(plan: Plan, offload: Offload) -> Plan:
-    """The plan with the actor offloaded, at the most sharded stage where parameters go."""
-    return replace(_most_sharded(plan) if offload.params != "none" else plan, offload=offload)
+def _offloaded(plan: Plan, offload: Offload) -> Plan | None:
+    """The plan with the actor offloaded, at the most sharded stage where parameters go;
+    None where the resolver refuses that offload."""
+    return _try(_most_sharded(plan) if offload.params != "none" else plan, offload=offload)
 
 
 def _share_that_fits(plan: Plan) -> Plan | None:
@@ -133,23 +136,24 @@ def _share_that_fits(plan: Plan) -> Plan | None:
     holds beside the actor (the plan itself when it is already there); None when no share
     is both: the floor never gives way to the GPU's size."""
     phase = estimate(plan).rollout
-    assert phase is not None and plan.rl is not None
+    assert phase is not None and plan.recipe.rl is not None
     span = fractions(plan, phase)
     if span is None:
         return None
     least, largest = span
     fraction = min(max(phase.fraction, least), largest)
-    return plan if fraction == phase.fraction else replace(plan, rl=replace(plan.rl, rollout_memory=fraction))
+    return plan if fraction == phase.fraction else _try(plan, rl={"rollout_memory": fraction})
 
 
 def _rollout_cannot_fit(plan: Plan) -> bool:
     """Even the floor beside the most offloaded actor does not fit the GPU."""
-    return _share_that_fits(_offloaded(plan, ACTOR_OFFLOADS[-1])) is None
+    actor = _offloaded(plan, ACTOR_OFFLOADS[-1])
+    return actor is None or _share_that_fits(actor) is None
 
 
 def _more_gpus(plan: Plan) -> str:
     """verl's rollout phase cannot fit: what only more GPUs or more rollout TP change."""
-    phase = estimate(_offloaded(plan, ACTOR_OFFLOADS[-1])).rollout
+    phase = estimate(_offloaded(plan, ACTOR_OFFLOADS[-1]) or plan).rollout
     assert phase is not None
     tp = "" if phase.tensor_stated else " (verl's default)"
     how = f" = Ψ × {phase.width} bytes ÷ rollout tensor parallelism {phase.tensor}{tp},"
@@ -162,30 +166,31 @@ def _more_gpus(plan: Plan) -> str:
 
 def _training_levers(plan: Plan) -> Iterator[Plan]:
     """The training phase's levers, cheapest first."""
-    micros = [m for m in _micros(plan) if m < plan.micro]
-    start = RECOMPUTE_ORDER.index(plan.activation_checkpointing)
-    recomputes = [r for r in RECOMPUTE_ORDER[start:] if r != plan.activation_checkpointing]
-    for micro in micros:
-        yield _with_micro(plan, micro)
+    micros = [m for m in _micros(plan) if m < plan.batch.micro]
+    start = RECOMPUTE_ORDER.index(plan.recipe.activation_checkpointing)
+    recomputes = [r for r in RECOMPUTE_ORDER[start:] if r != plan.recipe.activation_checkpointing]
+    trials: list[tuple[Plan, dict[str, object]]] = [(plan, {"batch": _micro_batch(plan, m)}) for m in micros]
     for recompute in recomputes:
-        for micro in [plan.micro, *micros]:
-            yield replace(_with_micro(plan, micro), activation_checkpointing=recompute,
-                                           checkpoint_every=None)
+        trials += [(plan, {"batch": _micro_batch(plan, m), "activation_checkpointing": recompute,
+                           "checkpoint_every": None}) for m in [plan.batch.micro, *micros]]
     for stage_plan in _more_sharded(plan):
-        for recompute in [plan.activation_checkpointing, *recomputes]:
-            for micro in [plan.micro, *micros]:
-                yield replace(_with_micro(stage_plan, micro),
-                                               activation_checkpointing=recompute, checkpoint_every=None)
+        for recompute in [plan.recipe.activation_checkpointing, *recomputes]:
+            trials += [(stage_plan, {"batch": _micro_batch(plan, m), "activation_checkpointing": recompute,
+                                     "checkpoint_every": None}) for m in [plan.batch.micro, *micros]]
     sharded = _most_sharded(plan)
-    for offload in (Offload(optimizer="cpu"), Offload(optimizer="cpu", params="cpu")):
-        for recompute in [plan.activation_checkpointing, *recomputes]:
-            for micro in [plan.micro, *micros]:
-                yield replace(_with_micro(sharded, micro), offload=offload,
-                                         activation_checkpointing=recompute, checkpoint_every=None)
+    for offload in ACTOR_OFFLOADS:
+        for recompute in [plan.recipe.activation_checkpointing, *recomputes]:
+            trials += [(sharded, {"batch": _micro_batch(plan, m), "offload": offload,
+                                  "activation_checkpointing": recompute, "checkpoint_every": None})
+                       for m in [plan.batch.micro, *micros]]
+    for base, changes in trials:
+        trial = _try(base, **changes)
+        if trial is not None:
+            yield trial
 
 
 def _per_rank(plan: Plan) -> int:
-    return plan.global_batch // plan.dp
+    return plan.batch.global_ // plan.dims.dp
 
 
 def _micros(plan: Plan) -> list[int]:
@@ -194,17 +199,27 @@ def _micros(plan: Plan) -> list[int]:
     return [m for m in range(per_rank, 0, -1) if per_rank % m == 0]
 
 
-def _with_micro(plan: Plan, micro: int) -> Plan:
-    return replace(plan, micro=micro, accumulation=_per_rank(plan) // micro)
+def _micro_batch(plan: Plan, micro: int) -> dict[str, object]:
+    """The batch change to `micro` per GPU, the global batch kept (accumulation follows)."""
+    return {"micro": micro, "accumulation": AUTO, "global_": plan.batch.global_}
+
+
+def _try(plan: Plan, **changes: Any) -> Plan | None:
+    """`plan` with `changes`, resolved again; None where the resolver refuses the variant."""
+    try:
+        return variant(plan, **changes)
+    except RecipeError:
+        return None
 
 
 def _more_sharded(plan: Plan) -> list[Plan]:
     """The stages above the plan's, in its family (FSDP2 stays FSDP2), least first."""
-    if plan.strategy == "megatron":
+    if plan.recipe.strategy == "megatron":
         return []
-    family: Strategy = "fsdp" if plan.strategy == "fsdp" else "zero"
+    family: Strategy = "fsdp" if plan.recipe.strategy == "fsdp" else "zero"
     stages = (2, 3) if family == "fsdp" else (1, 2, 3)
-    return [replace(plan, strategy=family, stage=s, offload=Offload()) for s in stages if s > plan.stage]
+    trials = (_try(plan, strategy=family, stage=s, offload=Offload()) for s in stages if s > plan.stage)
+    return [trial for trial in trials if trial is not None]
 
 
 def _most_sharded(plan: Plan) -> Plan:
@@ -214,40 +229,41 @@ def _most_sharded(plan: Plan) -> Plan:
 
 def _changes(old: Plan, new: Plan) -> str:
     said = []
-    if (new.strategy, new.stage) != (old.strategy, old.stage):
-        said.append(f"strategy {new.strategy}, stage {new.stage}")
-    if new.micro != old.micro:
-        said.append(f"batch.micro {new.micro} (batch.accumulation {new.accumulation})")
-    if new.activation_checkpointing != old.activation_checkpointing:
-        said.append(f"activation_checkpointing: {new.activation_checkpointing}")
-    if new.rl is not None and old.rl is not None and new.rl != old.rl:
-        if new.rl.free_rollout_memory != old.rl.free_rollout_memory:
-            said.append(f"rl.free_rollout_memory: {str(new.rl.free_rollout_memory).lower()}")
-        if new.rl.rollout_memory != old.rl.rollout_memory:
+    a, b = old.recipe, new.recipe
+    if (b.strategy, new.stage) != (a.strategy, old.stage):
+        said.append(f"strategy {b.strategy}, stage {new.stage}")
+    if new.batch.micro != old.batch.micro:
+        said.append(f"batch.micro {new.batch.micro} (batch.accumulation {new.batch.accumulation})")
+    if b.activation_checkpointing != a.activation_checkpointing:
+        said.append(f"activation_checkpointing: {b.activation_checkpointing}")
+    if b.rl is not None and a.rl is not None and b.rl != a.rl:
+        if b.rl.free_rollout_memory != a.rl.free_rollout_memory:
+            said.append(f"rl.free_rollout_memory: {str(b.rl.free_rollout_memory).lower()}")
+        if b.rl.rollout_memory != a.rl.rollout_memory:
             phase = estimate(new).rollout
             assert phase is not None
-            said.append(f"rl.rollout_memory: {new.rl.rollout_memory:g} (the rollout engine's "
+            said.append(f"rl.rollout_memory: {b.rl.rollout_memory:g} (the rollout engine's "
                         f"{phase.floor_text().replace(' + ', ' and ')}, then {gb(phase.kv_cache or 0.0)} "
                         "of KV cache)")
-    if new.offload != old.offload:
-        said.append(f"offload.optimizer: {new.offload.optimizer}"
-                    + (f", offload.params: {new.offload.params}" if new.offload.params != "none" else ""))
+    if b.offload != a.offload:
+        said.append(f"offload.optimizer: {b.offload.optimizer}"
+                    + (f", offload.params: {b.offload.params}" if b.offload.params != "none" else ""))
     return ", ".join(said)
 
 
 def _host_bytes(est: Estimate) -> float:
-    return sum(est.engine.cpu.values()) * est.plan.gpus_per_node
+    return sum(est.engine.cpu.values()) * est.plan.dims.gpus_per_node
 
 
 def _host_fits(est: Estimate) -> bool:
-    cpu = est.plan.cpu_memory
-    return not est.plan.offload.enabled or cpu is None or _host_bytes(est) <= cpu
+    cpu = est.plan.recipe.cluster.cpu_memory
+    return not est.plan.recipe.offload.enabled or cpu is None or _host_bytes(est) <= cpu
 
 
 def _host(est: Estimate) -> str:
-    if not est.plan.offload.enabled:
+    if not est.plan.recipe.offload.enabled:
         return ""
-    cpu = est.plan.cpu_memory
+    cpu = est.plan.recipe.cluster.cpu_memory
     of = f" of {gb(cpu)}" if cpu is not None else " (cluster.cpu_memory not set: not checked)"
     return f" per GPU and {gb(_host_bytes(est))} of host memory per node{of}"
 
@@ -266,12 +282,12 @@ def _next_stage(rows: list[Estimate], current: Estimate) -> Estimate | None:
 
 
 def _tensor_parallel(plan: Plan, best: Estimate) -> str:
-    inventory = llama(plan.model)
+    inventory = llama(plan.recipe.model)
     layer = "" if inventory is None else (
         f"; one layer alone holds {gb(inventory.block_params * plan.precision_bytes)} of weights")
-    split = replace(plan, tensor=2 * plan.tensor, dp=max(plan.dp // 2, 1))
-    how = "" if runs(plan, split) else (
-        f" with strategy megatron: this job cannot run parallel.tensor with strategy {plan.strategy}")
+    split = _try(plan, parallel={"tensor": 2 * plan.dims.tensor}, batch={"accumulation": AUTO})
+    how = "" if split is not None and runs(plan, split) else (
+        f" with strategy megatron: this job cannot run parallel.tensor with strategy {plan.recipe.strategy}")
     return (f"nothing fits with micro 1, full recompute, the most sharding and offload "
             f"({gb(best.need)} per GPU){layer}: split layers with tensor parallelism "
             f"(parallel.tensor){how}")

@@ -36,11 +36,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from distrecipe.engines.runner import runs_fsdp2, uses_deepspeed
+from distrecipe.job import Plan
 from distrecipe.model_shapes import llama
 from distrecipe.plan.activations import Activations
 from distrecipe.plan.engine import EngineView, fsdp2_shard_ranks
 from distrecipe.plan.units import GiB
-from distrecipe.recipe import Plan
 
 FRAGMENTATION = 0.10
 """Reserved beyond allocated (+ stranded) for block rounding and splitting; calibrated."""
@@ -86,13 +86,13 @@ class Memory:
 
 def buffers(plan: Plan) -> dict[str, float]:
     """Communication buffers alive at the start of backward (see the module's list)."""
-    inventory = llama(plan.model)
-    sharded = runs_fsdp2(plan) or (plan.strategy == "zero" and plan.stage == 3)
-    if inventory is None or not sharded or plan.strategy == "megatron":
+    inventory = llama(plan.recipe.model)
+    sharded = runs_fsdp2(plan) or (plan.recipe.strategy == "zero" and plan.stage == 3)
+    if inventory is None or not sharded or plan.recipe.strategy == "megatron":
         return {}
-    lp, t = plan.precision_bytes, plan.tensor
+    lp, t = plan.precision_bytes, plan.dims.tensor
     block = inventory.block_params / t
-    head = inventory.outer[-1] / t if not plan.model.tied_embeddings else inventory.outer[0] / t
+    head = inventory.outer[-1] / t if not plan.recipe.model.tied_embeddings else inventory.outer[0] / t
     out = {"gathered blocks": 2 * lp * block, "gathered head": lp * head}
     if runs_fsdp2(plan):
         reduce_bytes = 4 if reduce_fp32(plan) else lp
@@ -103,14 +103,14 @@ def buffers(plan: Plan) -> dict[str, float]:
 def reduce_fp32(plan: Plan) -> bool:
     """FSDP2 reduces in fp32 under verl and torchtitan (`mixed_precision_reduce`), in
     the parameters' 16-bit dtype under Accelerate."""
-    return plan.launch.backend in ("verl", "torchrun")
+    return plan.backend in ("verl", "torchrun")
 
 
 def foreach_temporaries(plan: Plan, engine: EngineView) -> float:
     """torch's `foreach` AdamW (Hugging Face's and Accelerate's default `adamw_torch`)
     makes one fp32 list the size of Adam's v (`_foreach_sqrt`): half the optimizer
     state on the GPU. DeepSpeed's FusedAdam and torchtitan's `fused` AdamW work in place."""
-    if uses_deepspeed(plan) or plan.launch.backend == "torchrun":
+    if uses_deepspeed(plan) or plan.backend == "torchrun":
         return 0.0
     return engine.points["step"].get("optimizer", 0.0) / 2
 
@@ -118,13 +118,13 @@ def foreach_temporaries(plan: Plan, engine: EngineView) -> float:
 def stranded(plan: Plan, psi: float, act: Activations | None) -> float:
     """FSDP2's fp32 gradient shards (4Ψ/N), freed by `zero_grad` and kept in per-block
     segments smaller than one activation tensor (2·s·b·h bytes)."""
-    inventory = llama(plan.model)
-    if not runs_fsdp2(plan) or plan.offload.enabled or inventory is None or act is None:
+    inventory = llama(plan.recipe.model)
+    if not runs_fsdp2(plan) or plan.recipe.offload.enabled or inventory is None or act is None:
         return 0.0
-    h, s = plan.model.hidden_size or 0, plan.seq_len or 0
+    h, s = plan.recipe.model.hidden_size or 0, plan.recipe.batch.seq_len or 0
     shards = fsdp2_shard_ranks(plan)
-    per_block = 4.0 * inventory.block_params / plan.tensor / shards
-    return 4.0 * psi / shards if per_block < 2.0 * s * plan.micro * h else 0.0
+    per_block = 4.0 * inventory.block_params / plan.dims.tensor / shards
+    return 4.0 * psi / shards if per_block < 2.0 * s * plan.batch.micro * h else 0.0
 
 
 def flatten_copy(plan: Plan, engine: EngineView) -> float:

@@ -46,9 +46,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from distrecipe.engines.runner import runs_fsdp2, uses_deepspeed
+from distrecipe.job import Plan
 from distrecipe.model_shapes import llama
 from distrecipe.plan.memory import local_params, plan_model_state, reduce_ranks, shard_ranks
-from distrecipe.recipe import Plan
 from distrecipe.translator.verl import fsdp_size
 
 POINTS = ("rest", "forward", "backward", "step")
@@ -241,15 +241,15 @@ def formula_only(plan: Plan) -> EngineView:
 def fsdp2_shard_ranks(plan: Plan) -> int:
     """Ranks FSDP2 shards the model state over: `memory.shard_ranks`, and under verl its
     `fsdp_size` (`translator.verl.fsdp_size`: 1 for DDP)."""
-    return fsdp_size(plan) if plan.launch.backend == "verl" else shard_ranks(plan)
+    return fsdp_size(plan) if plan.backend == "verl" else shard_ranks(plan)
 
 
 def plan_engine_view(plan: Plan, zero: DeepSpeedZero | None = None) -> EngineView:
     """The engine view for a Plan; `zero` is read from the emitted DeepSpeed config."""
     psi = local_params(plan)
     lp = plan.precision_bytes
-    offloaded = plan.offload.enabled
-    if plan.strategy == "megatron":
+    offloaded = plan.recipe.offload.enabled
+    if plan.recipe.strategy == "megatron":
         return formula_only(plan)
     if runs_fsdp2(plan):
         return fsdp2(psi, fsdp2_shard_ranks(plan), reshard=plan.reshard_after_forward, lp=lp,
@@ -257,16 +257,16 @@ def plan_engine_view(plan: Plan, zero: DeepSpeedZero | None = None) -> EngineVie
     if not uses_deepspeed(plan):
         return ddp(psi)
     settings = zero if zero is not None else DeepSpeedZero(stage=plan.stage)
-    inventory = llama(plan.model)
+    inventory = llama(plan.recipe.model)
     persistent = 0.0
     sub_group = None
     n = reduce_ranks(plan)
     if settings.stage == 3 and inventory is not None:
         persistent = min(psi, inventory.persistent(settings.persistence_threshold))
-        split = plan.tensor * plan.pipeline
+        split = plan.dims.tensor * plan.dims.pipeline
         tensors = [*inventory.outer[:1]] + [*inventory.block] * inventory.layers + [*inventory.outer[1:]]
         sub_group = largest_sub_group([math.ceil(t / split / n) for t in tensors],
                                       settings.sub_group_size)
     # DeepSpeed shards over all N; a shard group becomes hpZ's secondary copy (`settings`).
-    return deepspeed(psi, n, settings, lp=lp, accumulation=plan.accumulation,
+    return deepspeed(psi, n, settings, lp=lp, accumulation=plan.batch.accumulation,
                      persistent=persistent, sub_group=sub_group)

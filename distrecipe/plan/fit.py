@@ -14,19 +14,18 @@ a rollout phase that does not fit is `plan`'s to report, whatever the micro-batc
 
 from __future__ import annotations
 
-from dataclasses import replace
-
+from distrecipe.job import Plan
 from distrecipe.plan.allocator import AUTO_HEADROOM
 from distrecipe.plan.report import estimate
 from distrecipe.plan.units import gb
-from distrecipe.recipe import Plan
+from distrecipe.translator.resolve import resolve
 
 
 def judgeable(plan: Plan) -> bool:
     """Whether memory can be estimated at all: a size, a shape, a sequence, a GPU."""
-    m = plan.model
-    return None not in (m.params, m.hidden_size, m.layers, m.heads, m.vocab, plan.seq_len,
-                        plan.gpu_memory) and plan.device == "gpu"
+    m = plan.recipe.model
+    return None not in (m.params, m.hidden_size, m.layers, m.heads, m.vocab, plan.recipe.batch.seq_len,
+                        plan.gpu_memory) and plan.recipe.cluster.device == "gpu"
 
 
 def largest_micro(plan: Plan) -> Plan:
@@ -34,11 +33,11 @@ def largest_micro(plan: Plan) -> Plan:
     both choices explained in the provenance. Micro 1 when none fits (`plan` then says
     what else to change)."""
     assert plan.gpu_memory is not None  # judgeable() is the caller's guard
-    per_rank = plan.global_batch // plan.dp
+    per_rank = plan.batch.global_ // plan.dims.dp
     limit = plan.gpu_memory * (1 - AUTO_HEADROOM)
     tried: list[tuple[int, float]] = []
     for micro in sorted((d for d in range(1, per_rank + 1) if per_rank % d == 0), reverse=True):
-        trial = replace(plan, micro=micro, accumulation=per_rank // micro)
+        trial = _with_micro(plan, micro)
         need = estimate(trial).training_need
         if need <= limit:
             bigger = f"; micro {tried[-1][0]} would need {gb(tried[-1][1])}" if tried else ""
@@ -46,14 +45,18 @@ def largest_micro(plan: Plan) -> Plan:
                    f"needs {gb(need)}{bigger}")
             return _chosen(trial, why)
         tried.append((micro, need))
-    smallest = replace(plan, micro=1, accumulation=per_rank)
-    return _chosen(smallest, f"none fits {gb(plan.gpu_memory)} with {AUTO_HEADROOM:.0%} headroom "
+    return _chosen(_with_micro(plan, 1), f"none fits {gb(plan.gpu_memory)} with {AUTO_HEADROOM:.0%} headroom "
                              f"(micro 1 needs {gb(tried[-1][1])}): see distrecipe plan")
 
 
+def _with_micro(plan: Plan, micro: int) -> Plan:
+    """The recipe resolved with `micro` answering its `batch.micro: auto`."""
+    return resolve(plan.recipe, detected_gpus=plan.dims.gpus_per_node, micro=micro)
+
+
 def _chosen(plan: Plan, why: str) -> Plan:
-    prov = dict(plan.provenance)
-    prov["batch.micro"] = why
-    prov["batch.accumulation"] = (f"global / (micro × DP) = {plan.global_batch} / "
-                                  f"({plan.micro} × {plan.dp}), micro chosen for memory")
-    return replace(plan, provenance=prov)
+    plan.provenance["batch.micro"] = why
+    batch = plan.batch
+    plan.provenance["batch.accumulation"] = (f"global / (micro × DP) = {batch.global_} / "
+                                             f"({batch.micro} × {plan.dims.dp}), micro chosen for memory")
+    return plan

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from distrecipe.recipe import Gpu, Plan
+from distrecipe.job import Plan
+from distrecipe.recipe import Gpu
 
 GB_S = 10**9
 """Bandwidths are in GB/s (10⁹ bytes per second)."""
@@ -95,20 +96,20 @@ GPUS: dict[Gpu, Hardware] = {
 
 def hardware(plan: Plan) -> Hardware | None:
     """The plan's GPU with the recipe's overrides, or None when no peak is known."""
-    base = GPUS.get(plan.gpu) if plan.gpu is not None else None
-    if base is None and plan.peak_tflops is None:
+    base = GPUS.get(plan.recipe.cluster.gpu) if plan.recipe.cluster.gpu is not None else None
+    if base is None and plan.recipe.cluster.peak_tflops is None:
         return None
-    overrides = [key for key, value in (("peak_tflops", plan.peak_tflops),
-                                        ("intra_node_bandwidth", plan.intra_node_bandwidth),
-                                        ("inter_node_bandwidth", plan.inter_node_bandwidth))
+    overrides = [key for key, value in (("peak_tflops", plan.recipe.cluster.peak_tflops),
+                                        ("intra_node_bandwidth", plan.recipe.cluster.intra_node_bandwidth),
+                                        ("inter_node_bandwidth", plan.recipe.cluster.inter_node_bandwidth))
                  if value is not None]
     fallback = GPUS["h100"]  # bandwidths and efficiency when only a peak is given
     name = (base.name if base else f"cluster.peak_tflops, {fallback.name} otherwise") + (
         f" (cluster.{', cluster.'.join(overrides)})" if base and overrides else "")
     return Hardware(
-        peak_tflops=plan.peak_tflops or (base or fallback).peak_tflops,
-        intra=(plan.intra_node_bandwidth or 0) * GB_S or (base or fallback).intra,
-        inter=(plan.inter_node_bandwidth or 0) * GB_S or (base or fallback).inter,
+        peak_tflops=plan.recipe.cluster.peak_tflops or (base or fallback).peak_tflops,
+        intra=(plan.recipe.cluster.intra_node_bandwidth or 0) * GB_S or (base or fallback).intra,
+        inter=(plan.recipe.cluster.inter_node_bandwidth or 0) * GB_S or (base or fallback).inter,
         name=name,
         achieved=base.achieved if base else borrowed("cluster.gpu not given"),
     )

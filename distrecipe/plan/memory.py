@@ -26,7 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from distrecipe.errors import Position, RecipeError
-from distrecipe.recipe import PRECISION_BYTES, Plan, Precision, Strategy, gradient_bytes
+from distrecipe.job import Plan, gradient_bytes
+from distrecipe.recipe import PRECISION_BYTES, Precision, Strategy
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,10 +103,10 @@ def model_state(
 
 def local_params(plan: Plan) -> float:
     """Ψ one rank's model replica holds: tensor and pipeline parallel divide the model."""
-    if plan.model.params is None:
+    if plan.recipe.model.params is None:
         raise RecipeError("plan needs model.params (or model.hf_config, or the model's shape)",
-                          Position(plan.source, 1, 1))
-    return plan.model.params / plan.model_shards
+                          Position(plan.recipe.source, 1, 1))
+    return plan.recipe.model.params / plan.dims.model_shards
 
 
 def shard_ranks(plan: Plan) -> int:
@@ -118,12 +119,12 @@ def shard_ranks(plan: Plan) -> int:
     optimizers' `dp_process_group`), Megatron's data-parallel group
     `with_context_parallel=True`.
     """
-    return plan.shard_group * plan.sequence
+    return plan.dims.shard_group * plan.dims.sequence
 
 
 def reduce_ranks(plan: Plan) -> int:
     """Ranks gradients are reduced over: data-parallel × sequence (see `shard_ranks`)."""
-    return plan.dp * plan.sequence
+    return plan.dims.dp * plan.dims.sequence
 
 
 def plan_model_state(plan: Plan) -> FormulaView:
@@ -131,9 +132,9 @@ def plan_model_state(plan: Plan) -> FormulaView:
     return model_state(
         local_params(plan),
         shard_ranks(plan),
-        plan.strategy,
+        plan.recipe.strategy,
         plan.stage,
         plan.precision,
-        offload_optimizer=plan.offload.optimizer != "none",
-        offload_params=plan.offload.params != "none",
+        offload_optimizer=plan.recipe.offload.optimizer != "none",
+        offload_params=plan.recipe.offload.params != "none",
     )

@@ -55,7 +55,7 @@ def plot(rows: list[Estimate], path: str, *, current: str) -> Path:
         ax.axhline(usable, color="black", linewidth=1, linestyle="--",
                    label=f"for PyTorch's allocator {usable:.3g} GB")
     ax.set_ylabel("GB per GPU at the engine's peak (10⁹ bytes)")
-    ax.set_title(f"{rows[0].plan.name}: per-GPU memory (current: {current})")
+    ax.set_title(f"{rows[0].plan.recipe.name}: per-GPU memory (current: {current})")
     ax.legend(fontsize="small")
     fig.tight_layout()
     out = Path(path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from distrecipe.engines.verl import ROLLOUT_PROFILE
+from distrecipe.job import Plan
 from distrecipe.plan.activations import pipeline_in_flight
 from distrecipe.plan.allocator import CONTEXT, FRAGMENTATION
 from distrecipe.plan.engine import POINTS
@@ -13,7 +14,6 @@ from distrecipe.plan.report import Estimate
 from distrecipe.plan.rollout import Rollout
 from distrecipe.plan.traffic import DDP_BUCKET
 from distrecipe.plan.units import GiB, MiB, gb
-from distrecipe.recipe import Plan
 
 
 def _parts(parts: dict[str, float]) -> str:
@@ -36,9 +36,9 @@ def _memory(memory: int) -> str:
 def _model_parallel(p: Plan) -> str:
     """What splits the model besides data parallelism, and the shard span sequence adds."""
     parts = [f"{name} {degree}" for name, degree in
-             (("tensor", p.tensor), ("pipeline", p.pipeline), ("virtual stages", p.virtual_stages),
-              ("sequence", p.sequence)) if degree > 1]
-    if p.sequence > 1:
+             (("tensor", p.dims.tensor), ("pipeline", p.dims.pipeline),
+              ("virtual stages", p.dims.virtual_stages), ("sequence", p.dims.sequence)) if degree > 1]
+    if p.dims.sequence > 1:
         parts.append(f"model state sharded over shard group × sequence = {shard_ranks(p)} ranks")
     return f"; {', '.join(parts)}" if parts else ""
 
@@ -47,11 +47,11 @@ def text(est: Estimate, advice: list[str]) -> str:
     p = est.plan
     view, engine = est.formula, est.engine
     lines = [
-        f"{p.name}: {est.label}, Ψ = {_count(est.psi)} parameters per replica, "
-        f"N = {p.dp} data-parallel ranks ({p.nodes} × {p.gpus_per_node}){_model_parallel(p)}, "
+        f"{p.recipe.name}: {est.label}, Ψ = {_count(est.psi)} parameters per replica, "
+        f"N = {p.dims.dp} data-parallel ranks ({p.dims.nodes} × {p.dims.gpus_per_node}){_model_parallel(p)}, "
         f"{p.precision}",
-        f"batch: micro {p.micro} × accumulation {p.accumulation} × {p.dp} = global "
-        f"{p.global_batch}" + (f", seq_len {p.seq_len}" if p.seq_len else ""),
+        f"batch: micro {p.batch.micro} × accumulation {p.batch.accumulation} × {p.dims.dp} = global "
+        f"{p.batch.global_}" + (f", seq_len {p.recipe.batch.seq_len}" if p.recipe.batch.seq_len else ""),
         "",
         "model state per GPU (GB = 10⁹ bytes, MB = 10⁶)",
         f"  formula (seed)  {view.formula} = {gb(view.total + sum(view.cpu.values()))}"
@@ -64,15 +64,16 @@ def text(est: Estimate, advice: list[str]) -> str:
     if view.cpu or engine.cpu:
         lines.append(f"  host memory     per rank {gb(sum(engine.cpu.values()))} "
                      f"({_parts(engine.cpu)}), per node "
-                     f"{gb(sum(engine.cpu.values()) * p.gpus_per_node)}")
+                     f"{gb(sum(engine.cpu.values()) * p.dims.gpus_per_node)}")
     lines += [f"  note: {note}" for note in engine.notes]
-    tokens = (f"{-(-p.seq_len // p.sequence)} of {p.seq_len} tokens (sequence {p.sequence})"
-              if p.seq_len and p.sequence > 1 else f"{p.seq_len or '?'} tokens")
-    chunks = ("micro-batch(es)" if p.virtual_stages == 1
-              else f"model chunks (of {p.virtual_stages} per rank, interleaved 1F1B)")
+    seq_len, cp = p.recipe.batch.seq_len, p.dims.sequence
+    tokens = (f"{-(-seq_len // cp)} of {seq_len} tokens (sequence {cp})"
+              if seq_len and cp > 1 else f"{seq_len or '?'} tokens")
+    chunks = ("micro-batch(es)" if p.dims.virtual_stages == 1
+              else f"model chunks (of {p.dims.virtual_stages} per rank, interleaved 1F1B)")
     stage = (f", pipeline stage of the highest peak, {pipeline_in_flight(p)} {chunks} "
-             "in flight on the first" if p.pipeline > 1 else "")
-    lines.append(f"activations per GPU (micro {p.micro} × {tokens}{stage})")
+             "in flight on the first" if p.dims.pipeline > 1 else "")
+    lines.append(f"activations per GPU (micro {p.batch.micro} × {tokens}{stage})")
     for i, act in enumerate(est.activations):
         used = "  ← used" if i == 0 else ""
         backward = f"; + {gb(act.backward)} in backward = {gb(act.peak)}" if act.backward else ""
@@ -101,10 +102,10 @@ def text(est: Estimate, advice: list[str]) -> str:
     ]
     if tf.intra is not None:
         lines.append(f"  within a node {gb(tf.intra)}, between nodes {gb(tf.total - tf.intra)}")
-    if p.strategy == "ddp":  # no_sync and 25 MiB buckets are torch DDP's alone
+    if p.recipe.strategy == "ddp":  # no_sync and 25 MiB buckets are torch DDP's alone
         grads = est.psi * p.precision_bytes
-        lines += [f"  accumulation    {p.accumulation} micro-steps: 1 gradient reduction per step "
-                  f"with no_sync, {p.accumulation} without",
+        lines += [f"  accumulation    {p.batch.accumulation} micro-steps: 1 gradient reduction per step "
+                  f"with no_sync, {p.batch.accumulation} without",
                   f"  DDP buckets     ≈{est.ddp_buckets:.3g} of {DDP_BUCKET / MiB:g} MiB for "
                   f"{gb(grads)} of gradients"]
     lines.append(_step(est))
@@ -119,7 +120,7 @@ def _step(est: Estimate) -> str:
         return ("step time: unknown (needs cluster.gpu or cluster.peak_tflops, batch.seq_len "
                 "and model.params)")
     hw = st.hardware
-    v = est.plan.virtual_stages
+    v = est.plan.dims.virtual_stages
     schedule = "1F1B" if v == 1 else f"interleaved 1F1B, {v} virtual stages"
     bubble = f" + pipeline bubble {st.bubble:.3g} s ({schedule})" if st.bubble else ""
     return (f"step time: {st.seconds:.3g} s = compute {st.compute:.3g} s ({hw.efficiency:g} of "
@@ -197,12 +198,12 @@ def as_json(est: Estimate, advice: list[str] | None = None) -> dict[str, Any]:
     """Every number in bytes; labels and formulas as the text shows them."""
     p = est.plan
     out: dict[str, Any] = {
-        "name": p.name,
+        "name": p.recipe.name,
         "strategy": est.label,
         "units": "bytes",
         "psi": est.psi,
-        "dp": p.dp,
-        "shard_group": p.shard_group,
+        "dp": p.dims.dp,
+        "shard_group": p.dims.shard_group,
         "formula": {"expression": est.formula.formula, "total": est.formula.total,
                     "gpu": est.formula.gpu, "cpu": est.formula.cpu},
         "engine": {"name": est.engine.engine, "peak": est.engine.peak,

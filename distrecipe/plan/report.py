@@ -11,10 +11,12 @@ the variants the recipe's engine runs (`runnable.py`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from distrecipe.engines.deepspeed import zero_optimization
 from distrecipe.engines.runner import runs_fsdp2, uses_deepspeed
+from distrecipe.errors import RecipeError
+from distrecipe.job import Plan
 from distrecipe.plan import traffic
 from distrecipe.plan.activations import Activations, plan_activations
 from distrecipe.plan.allocator import Memory, memory
@@ -23,7 +25,8 @@ from distrecipe.plan.memory import FormulaView, local_params, plan_model_state
 from distrecipe.plan.rollout import Rollout, rollout
 from distrecipe.plan.runnable import runs
 from distrecipe.plan.steptime import StepTime, step_time
-from distrecipe.recipe import Offload, Plan, Strategy
+from distrecipe.recipe import Offload, Strategy
+from distrecipe.translator.resolve import variant
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,15 +94,15 @@ def label(plan: Plan) -> str:
     (`engines.runner.runs_fsdp2`), so those say FSDP2 with the recipe's words after it; a
     Megatron label says whether its optimizer is distributed (stage 1) or not (stage 0),
     which `plan --search` lists as two candidates."""
-    offload = " + offload" if plan.offload.enabled else ""
-    if plan.strategy == "megatron":  # stage 1 is Megatron's distributed optimizer, stage 0 not
+    offload = " + offload" if plan.recipe.offload.enabled else ""
+    if plan.recipe.strategy == "megatron":  # stage 1 is Megatron's distributed optimizer, stage 0 not
         return f"Megatron ({'' if plan.stage else 'no '}distributed optimizer)" + offload
-    written = "DDP" if plan.stage == 0 or plan.strategy == "ddp" else f"ZeRO-{plan.stage}"
+    written = "DDP" if plan.stage == 0 or plan.recipe.strategy == "ddp" else f"ZeRO-{plan.stage}"
     if not runs_fsdp2(plan):
         return written + offload
     # verl's DDP is FSDP2 on shard groups of one rank (DR205)
     how = "fsdp_size 1" if plan.stage == 0 else "reshard" if plan.reshard_after_forward else "no reshard"
-    built = "" if plan.strategy == "fsdp" else f"; {written} as verl builds it"
+    built = "" if plan.recipe.strategy == "fsdp" else f"; {written} as verl builds it"
     return f"FSDP2 ({how}{built})" + offload
 
 
@@ -139,15 +142,16 @@ def variants(plan: Plan) -> list[Plan]:
     An FSDP plan compares FSDP2 for stages 2 and 3 (FSDP2 has no stage 1). Offload is
     dropped: it is the decision tree's last resort, not a stage.
     """
-    family: Strategy = "fsdp" if plan.strategy == "fsdp" else "zero"
-    base = replace(plan, offload=Offload())
-    return [
-        replace(base, strategy="ddp", stage=0, shard_group=plan.dp),  # stage 0 shards nothing
-        replace(base, strategy="zero", stage=1),
-        replace(base, strategy=family, stage=2),
-        replace(base, strategy=family, stage=3),
-        replace(base, strategy="megatron", stage=1),
-    ]
+    family: Strategy = "fsdp" if plan.recipe.strategy == "fsdp" else "zero"
+    rows: list[tuple[Strategy, int]] = [("ddp", 0), ("zero", 1), (family, 2), (family, 3), ("megatron", 1)]
+    out = []
+    for strategy, stage in rows:
+        try:  # stage 0 shards nothing: no shard group
+            out.append(variant(plan, strategy=strategy, stage=stage, offload=Offload(),
+                               parallel={"shard_group": "all"} if stage == 0 else {}))
+        except RecipeError:
+            continue  # a layout this strategy cannot have (the resolver says why)
+    return out
 
 
 def compare(plan: Plan) -> list[Estimate]:

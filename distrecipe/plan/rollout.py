@@ -52,11 +52,11 @@ from distrecipe.engines.verl import (
     SLEEP_MODE,
     one_sequence_kv,
 )
+from distrecipe.job import Plan
 from distrecipe.keys import joined
 from distrecipe.plan.allocator import CONTEXT
 from distrecipe.plan.engine import EngineView
 from distrecipe.plan.units import gb
-from distrecipe.recipe import Plan
 from distrecipe.source import KeyPath
 from distrecipe.translator.verl import native_stated, rollout_layout, stated_degree
 
@@ -135,11 +135,12 @@ class Rollout:
 
 def rollout(plan: Plan, engine: EngineView) -> Rollout | None:
     """The rollout phase of a verl plan (`rl` set); None for any other recipe."""
-    if plan.rl is None:
+    if plan.recipe.rl is None:
         return None
-    stated = plan.rl.rollout_memory is not None
-    fraction = float(plan.rl.rollout_memory) if plan.rl.rollout_memory is not None else ROLLOUT_MEMORY_DEFAULT
-    freed = FREE_CACHE_DEFAULT if plan.rl.free_rollout_memory is None else plan.rl.free_rollout_memory
+    stated = plan.recipe.rl.rollout_memory is not None
+    rl = plan.recipe.rl
+    fraction = float(rl.rollout_memory) if rl.rollout_memory is not None else ROLLOUT_MEMORY_DEFAULT
+    freed = FREE_CACHE_DEFAULT if rl.free_rollout_memory is None else rl.free_rollout_memory
     native = native_stated(plan)
     if _native(native, SLEEP_MODE) is False:
         freed = False  # vLLM's sleep frees only its sleep-mode pool
@@ -150,7 +151,7 @@ def rollout(plan: Plan, engine: EngineView) -> Rollout | None:
     tensor = stated_degree(native, ROLLOUT_TP, ROLLOUT_TP_DEFAULT)
     dtype = _native(native, ROLLOUT_DTYPE)
     width = ROLLOUT_DTYPE_BYTES.get(str(dtype), ROLLOUT_DTYPE_BYTES["bfloat16"])
-    params = plan.model.params
+    params = plan.recipe.model.params
     assert params is not None, "estimate() refuses a plan without model.params"
     stated_len = _native(native, ROLLOUT_MAX_LEN)
     max_len = stated_len if type(stated_len) is int and stated_len >= 1 else None
@@ -161,7 +162,7 @@ def rollout(plan: Plan, engine: EngineView) -> Rollout | None:
 
 def _sequence_kv(plan: Plan, length: int | None, width: int, tensor: int) -> float:
     """One sequence's KV cache per rollout GPU; 0 when the length or the model's shape is unknown."""
-    m = plan.model
+    m = plan.recipe.model
     if length is None or m.layers is None or m.heads is None or m.hidden_size is None:
         return 0.0
     return float(one_sequence_kv(length, m.layers, m.kv_heads or m.heads, m.hidden_size // m.heads,

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from distrecipe.errors import RecipeError
-from distrecipe.recipe import Plan
+from distrecipe.job import Plan
 from distrecipe.translator.targets import TARGETS, EmitOptions, emitted_targets
 
 MODELLED = frozenset({"DR206"})

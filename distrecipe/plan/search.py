@@ -52,7 +52,7 @@ from distrecipe.plan.activations import ring_context_parallel
 from distrecipe.plan.report import Estimate, estimate
 from distrecipe.plan.runnable import judge
 from distrecipe.recipe import AUTO, Offload, Recipe, Recompute, Strategy
-from distrecipe.translator.resolve import ALLOWED_STAGES, DEFAULT_BACKEND, offload_refusal, resolve
+from distrecipe.translator.resolve import ALLOWED_STAGES, DEFAULT_BACKEND, offload_refusal, resolve, variant
 
 DEGREES = (1, 2, 4, 8)
 CHECKPOINTING: tuple[Recompute, ...] = ("none", "selective", "full")
@@ -84,8 +84,8 @@ class Candidate:
             "parallel.tensor": r.parallel.tensor, "parallel.pipeline": r.parallel.pipeline,
             "parallel.sequence": r.parallel.sequence,
             "parallel.virtual_stages": r.parallel.virtual_stages,
-            "batch.micro": p.micro, "batch.accumulation": p.accumulation,
-            "batch.global": p.global_batch,
+            "batch.micro": p.batch.micro, "batch.accumulation": p.batch.accumulation,
+            "batch.global": p.batch.global_,
             "activation_checkpointing": r.activation_checkpointing,
         }
 
@@ -172,15 +172,15 @@ def search(recipe: Recipe, gpus_per_node: int) -> Result:
             continue
         if split_refusal(base) is not None or not runs(base):
             continue
-        per_rank = base.global_batch // base.dp
+        per_rank = base.batch.global_ // base.dims.dp
         # The bound in the module's docstring: at least p micro-batches per step. verl's
         # batch rules (DR220) read the micro-batch, so each is judged.
         # Interleaving's micro-batches come in groups of p (the module's docstring).
-        group = base.pipeline if base.virtual_stages > 1 else 1
-        plans = [replace(base, micro=d, accumulation=per_rank // d)
-                 for d in range(1, per_rank // base.pipeline + 1)
+        group = base.dims.pipeline if base.dims.virtual_stages > 1 else 1
+        plans = [variant(base, batch={"micro": d, "global_": base.batch.global_})
+                 for d in range(1, per_rank // base.dims.pipeline + 1)
                  if per_rank % d == 0 and per_rank // d % group == 0]
-        plans = [p for p in plans if p.micro == base.micro or runs(p)]
+        plans = [p for p in plans if p.batch.micro == base.batch.micro or runs(p)]
         tried += len(plans)
         for plan in plans:
             est = estimate(plan)
@@ -194,12 +194,12 @@ def search(recipe: Recipe, gpus_per_node: int) -> Result:
 
 def host_bytes_per_node(est: Estimate) -> float:
     """Host memory the offloaded state of one node's ranks takes (the engine view's)."""
-    return sum(est.engine.cpu.values()) * est.plan.gpus_per_node
+    return sum(est.engine.cpu.values()) * est.plan.dims.gpus_per_node
 
 
 def host_fits(est: Estimate) -> bool:
     """Offload fits the host when `cluster.cpu_memory` says so, or does not say."""
-    cpu = est.plan.cpu_memory
+    cpu = est.plan.recipe.cluster.cpu_memory
     return cpu is None or host_bytes_per_node(est) <= cpu
 
 
@@ -222,15 +222,15 @@ def why(candidate: Candidate, budget: float) -> str:
     p = est.plan
     parts = [est.label]
     parts += [f"{name} {degree}" for name, degree in
-              (("TP", p.tensor), ("PP", p.pipeline), ("VP", p.virtual_stages),
-               ("CP" if ring_context_parallel(p) else "SP", p.sequence))
+              (("TP", p.dims.tensor), ("PP", p.dims.pipeline), ("VP", p.dims.virtual_stages),
+               ("CP" if ring_context_parallel(p) else "SP", p.dims.sequence))
               if degree > 1]
-    parts += [f"micro {p.micro} × accumulation {p.accumulation}",
-              f"checkpointing {p.activation_checkpointing}"]
-    if p.offload.enabled:
+    parts += [f"micro {p.batch.micro} × accumulation {p.batch.accumulation}",
+              f"checkpointing {p.recipe.activation_checkpointing}"]
+    if p.recipe.offload.enabled:
         host = host_bytes_per_node(est) / 1e9
         parts.append(f"host {host:.0f} GB per node" + (
-            "" if p.cpu_memory is not None else " (cluster.cpu_memory unknown: not checked)"))
+            "" if p.recipe.cluster.cpu_memory is not None else " (cluster.cpu_memory unknown: not checked)"))
     return (f"{', '.join(parts)}: {step.seconds:.3g} s/step, {step.tokens_per_s_per_gpu:,.0f} "
             f"tokens/s/GPU, MFU {step.mfu:.1%} (compute {step.compute:.3g} s, exposed traffic "
             f"{step.exposed:.3g} s); needs {est.need / 1e9:.1f} of {budget / 1e9:.0f} GB")

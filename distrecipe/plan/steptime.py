@@ -55,12 +55,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from distrecipe.engines.runner import runs_fsdp2, uses_deepspeed
+from distrecipe.job import Plan
 from distrecipe.plan import traffic
 from distrecipe.plan.activations import ring_context_parallel
 from distrecipe.plan.engine import DeepSpeedZero, fsdp2_shard_ranks
 from distrecipe.plan.hardware import Hardware, hardware
 from distrecipe.plan.memory import reduce_ranks, shard_ranks
-from distrecipe.recipe import Plan
 
 PCIE = 25e9
 """Bytes per second one GPU copies to or from host memory (PCIe 4 ×16, achieved)."""
@@ -71,15 +71,15 @@ about a second per billion parameters on a server core group)."""
 
 def offload_seconds(plan: Plan) -> float:
     """Seconds an offloaded step spends on PCIe and in the CPU optimizer (not hidden)."""
-    if not plan.offload.enabled or plan.model.params is None:
+    if not plan.recipe.offload.enabled or plan.recipe.model.params is None:
         return 0.0
-    shard = plan.model.params / plan.model_shards / shard_ranks(plan)
+    shard = plan.recipe.model.params / plan.dims.model_shards / shard_ranks(plan)
     lp = plan.precision_bytes
     seconds = 0.0
-    if plan.offload.optimizer != "none" or runs_fsdp2(plan):
+    if plan.recipe.offload.optimizer != "none" or runs_fsdp2(plan):
         seconds += 2 * lp * shard / PCIE + shard / CPU_ADAM_PARAMS_PER_S
-    if plan.offload.params != "none":
-        seconds += 2 * plan.accumulation * lp * shard / PCIE
+    if plan.recipe.offload.params != "none":
+        seconds += 2 * plan.batch.accumulation * lp * shard / PCIE
     return seconds
 
 
@@ -120,23 +120,24 @@ class StepTime:
 
 def model_flops_per_token(plan: Plan) -> float:
     """6Ψ' + 12·L·h·s with Ψ' = Ψ less the input embedding (None-safe: 6Ψ without a shape)."""
-    m = plan.model
+    m = plan.recipe.model
     psi = float(m.params or 0)
     if m.vocab and m.hidden_size:
         psi -= m.vocab * m.hidden_size
-    attention = 12 * m.layers * m.hidden_size * (plan.seq_len or 0) if m.layers and m.hidden_size else 0
+    seq_len = plan.recipe.batch.seq_len or 0
+    attention = 12 * m.layers * m.hidden_size * seq_len if m.layers and m.hidden_size else 0
     return 6 * psi + attention
 
 
 def recompute_flops_per_token(plan: Plan) -> float:
     """FLOPs per token the backward spends recomputing the forward, by checkpointing mode."""
     forward = model_flops_per_token(plan) / 3
-    if plan.activation_checkpointing == "full":
+    if plan.recipe.activation_checkpointing == "full":
         return forward
-    if plan.activation_checkpointing == "selective":
-        if plan.checkpoint_every:
-            return forward / plan.checkpoint_every
-        m = plan.model
+    if plan.recipe.activation_checkpointing == "selective":
+        if plan.recipe.checkpoint_every:
+            return forward / plan.recipe.checkpoint_every
+        m = plan.recipe.model
         psi = float(m.params or 0) - (m.vocab or 0) * (m.hidden_size or 0)
         return psi  # half of the matmuls' forward, 2Ψ' / 2
     return 0.0
@@ -149,57 +150,58 @@ def tensor_parallel_bytes(plan: Plan) -> float:
     backward (attention and MLP), each s·b·h 16-bit elements; a recomputed forward
     repeats the forward's two.
     """
-    m = plan.model
-    if plan.tensor == 1 or not (m.layers and m.hidden_size and plan.seq_len):
+    m = plan.recipe.model
+    if plan.dims.tensor == 1 or not (m.layers and m.hidden_size and plan.recipe.batch.seq_len):
         return 0.0
-    per_layer = 4 + (2 if plan.activation_checkpointing == "full" else 0)
-    elements = plan.seq_len * plan.micro * m.hidden_size / plan.sequence
-    return (plan.accumulation * m.layers / plan.pipeline * per_layer
-            * 2 * traffic.ring(plan.tensor) * plan.precision_bytes * elements)
+    per_layer = 4 + (2 if plan.recipe.activation_checkpointing == "full" else 0)
+    elements = plan.recipe.batch.seq_len * plan.batch.micro * m.hidden_size / plan.dims.sequence
+    return (plan.batch.accumulation * m.layers / plan.dims.pipeline * per_layer
+            * 2 * traffic.ring(plan.dims.tensor) * plan.precision_bytes * elements)
 
 
 def context_parallel_bytes(plan: Plan) -> float:
     """Bytes one rank sends per step for context / sequence parallelism (module docstring)."""
-    m = plan.model
-    cp = plan.sequence
-    if cp == 1 or not (m.layers and m.hidden_size and plan.seq_len):
+    m = plan.recipe.model
+    cp = plan.dims.sequence
+    if cp == 1 or not (m.layers and m.hidden_size and plan.recipe.batch.seq_len):
         return 0.0
-    sbh = plan.seq_len * plan.micro * m.hidden_size / plan.tensor
-    layers = plan.accumulation * m.layers / plan.pipeline
+    sbh = plan.recipe.batch.seq_len * plan.batch.micro * m.hidden_size / plan.dims.tensor
+    layers = plan.batch.accumulation * m.layers / plan.dims.pipeline
     if not ring_context_parallel(plan):  # Ulysses: q, k, v and output, forward and backward
-        passes = 3 if plan.activation_checkpointing == "full" else 2
+        passes = 3 if plan.recipe.activation_checkpointing == "full" else 2
         return layers * passes * 4 * 2 * sbh / cp * traffic.ring(cp)
     gather = 4 * sbh * traffic.ring(cp)
-    forwards = 2 if plan.activation_checkpointing == "full" else 1
+    forwards = 2 if plan.recipe.activation_checkpointing == "full" else 1
     return layers * ((forwards + 1) * gather + 8 * sbh)
 
 
 def attention_share(plan: Plan) -> float:
     """Of the model FLOPs, attention's scores and values (what ring attention's
     all-gather hides behind)."""
-    m = plan.model
+    m = plan.recipe.model
     total = model_flops_per_token(plan)
-    if not (m.layers and m.hidden_size and plan.seq_len and total):
+    if not (m.layers and m.hidden_size and plan.recipe.batch.seq_len and total):
         return 0.0
-    return 12 * m.layers * m.hidden_size * plan.seq_len / total
+    return 12 * m.layers * m.hidden_size * plan.recipe.batch.seq_len / total
 
 
 def bubble(plan: Plan) -> float:
     """Fraction of a 1F1B step a pipeline stage idles: (p − 1) / (v·m + p − 1), the
     idle (p − 1)/(v·m) of the ideal step over the whole (Narayanan §2.2.2; v = 1 is
     plain 1F1B)."""
-    p, m, v = plan.pipeline, plan.accumulation, plan.virtual_stages
+    p, m, v = plan.dims.pipeline, plan.batch.accumulation, plan.dims.virtual_stages
     return (p - 1) / (v * m + p - 1)
 
 
 def pipeline_bytes(plan: Plan) -> float:
     """Activations and their gradients one stage sends to its neighbours per step: once
     per micro-batch and model chunk (v chunks under interleaving)."""
-    m = plan.model
-    if plan.pipeline == 1 or not (m.hidden_size and plan.seq_len):
+    m = plan.recipe.model
+    if plan.dims.pipeline == 1 or not (m.hidden_size and plan.recipe.batch.seq_len):
         return 0.0
-    elements = plan.seq_len * plan.micro * m.hidden_size / (plan.sequence * plan.tensor)
-    return plan.virtual_stages * plan.accumulation * 2 * plan.precision_bytes * elements
+    tokens = plan.recipe.batch.seq_len * plan.batch.micro
+    elements = tokens * m.hidden_size / (plan.dims.sequence * plan.dims.tensor)
+    return plan.dims.virtual_stages * plan.batch.accumulation * 2 * plan.precision_bytes * elements
 
 
 def ring_bandwidth(hw: Hardware, members_per_node: int) -> float:
@@ -221,14 +223,15 @@ def ring_bandwidth(hw: Hardware, members_per_node: int) -> float:
 def step_time(plan: Plan, engine_traffic: traffic.Traffic, zero: DeepSpeedZero | None) -> StepTime | None:
     """The estimate for `plan`, or None when the GPU's peak is unknown or there is no sequence."""
     hw = hardware(plan)
-    if hw is None or plan.device == "cpu" or not plan.seq_len or not plan.model.params:
+    recipe, seq_len = plan.recipe, plan.recipe.batch.seq_len
+    if hw is None or recipe.cluster.device == "cpu" or not seq_len or not recipe.model.params:
         return None
-    tokens = plan.global_batch * plan.seq_len / plan.world
+    tokens = plan.batch.global_ * seq_len / plan.dims.world
     model = model_flops_per_token(plan)
     compute = tokens * (model + recompute_flops_per_token(plan)) / (hw.peak_tflops * 1e12 * hw.efficiency)
     dp_bytes = engine_traffic.total
     # The data-parallel group spans nodes unless the model-parallel groups fill them.
-    dp_within_node = plan.nodes == 1 or plan.dp * plan.sequence <= 1
+    dp_within_node = plan.dims.nodes == 1 or plan.dims.dp * plan.dims.sequence <= 1
     intra = engine_traffic.intra or 0.0
     # Ranks are laid out tensor innermost, then sequence and data, so the data-parallel
     # (× sequence) group has gpus_per_node / tensor ranks on each node. Under hybrid
@@ -238,17 +241,18 @@ def step_time(plan: Plan, engine_traffic: traffic.Traffic, zero: DeepSpeedZero |
     # hpZ keeps only later gathers in the group: what leaves the node spans the whole group.
     shards = fsdp2_shard_ranks(plan) if runs_fsdp2(plan) else shard_ranks(plan)
     replicas_only = engine_traffic.intra is not None and not uses_deepspeed(plan)
-    members = (plan.gpus_per_node // (plan.tensor * shards) if replicas_only
-               else min(reduce_ranks(plan), plan.gpus_per_node // plan.tensor))
+    members = (plan.dims.gpus_per_node // (plan.dims.tensor * shards) if replicas_only
+               else min(reduce_ranks(plan), plan.dims.gpus_per_node // plan.dims.tensor))
     dp_seconds = (dp_bytes / hw.intra if dp_within_node
                   else intra / hw.intra + (dp_bytes - intra) / ring_bandwidth(hw, members))
     tp_seconds = tensor_parallel_bytes(plan) / hw.intra
     # Ranks are laid out tensor innermost, then sequence: cp spans nodes past the node's size.
-    cp_link = (hw.intra if plan.tensor * plan.sequence <= plan.gpus_per_node
-               else ring_bandwidth(hw, plan.gpus_per_node // plan.tensor))
+    cp_link = (hw.intra if plan.dims.tensor * plan.dims.sequence <= plan.dims.gpus_per_node
+               else ring_bandwidth(hw, plan.dims.gpus_per_node // plan.dims.tensor))
     cp_seconds = context_parallel_bytes(plan) / cp_link
     cp_hidden = attention_share(plan) * compute if ring_context_parallel(plan) else 0.0
-    pp_link = hw.inter if plan.world // plan.pipeline >= plan.gpus_per_node and plan.nodes > 1 else hw.intra
+    dims = plan.dims
+    pp_link = hw.inter if dims.world // dims.pipeline >= dims.gpus_per_node and dims.nodes > 1 else hw.intra
     pp_seconds = pipeline_bytes(plan) / pp_link
     idle = compute * bubble(plan) / (1 - bubble(plan))
     exposed = (max(0.0, dp_seconds - overlap(plan, zero) * compute) + tp_seconds

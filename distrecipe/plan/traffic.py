@@ -30,10 +30,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from distrecipe.engines.runner import runs_fsdp2, uses_deepspeed
+from distrecipe.job import Plan
 from distrecipe.plan.engine import DeepSpeedZero, fsdp2_shard_ranks
 from distrecipe.plan.memory import local_params, reduce_ranks, shard_ranks
 from distrecipe.plan.units import MiB
-from distrecipe.recipe import Plan
 
 DDP_BUCKET = 25 * MiB
 """torch DDP's default `bucket_cap_mb` = 25 (MiB)."""
@@ -63,7 +63,7 @@ def in_node(plan: Plan, ranks: int) -> bool:
     """True when each group of `ranks` neighbouring ranks (a hybrid shard group, an hpZ
     group) sits inside one node (its size divides the node), so its collectives stay
     on NVLink."""
-    return plan.gpus_per_node % ranks == 0
+    return plan.dims.gpus_per_node % ranks == 0
 
 
 def formula(plan: Plan, *, no_sync: bool = True) -> Traffic:
@@ -72,18 +72,18 @@ def formula(plan: Plan, *, no_sync: bool = True) -> Traffic:
     lp = plan.precision_bytes
     grads = psi * plan.gradient_bytes
     params = psi * lp
-    reductions = 1 if no_sync else plan.accumulation
+    reductions = 1 if no_sync else plan.batch.accumulation
     n, s = reduce_ranks(plan), shard_ranks(plan)
-    if plan.strategy == "ddp" or plan.stage == 0:
+    if plan.recipe.strategy == "ddp" or plan.stage == 0:
         return Traffic({"all-reduce gradients": reductions * 2 * ring(n) * grads}, reductions)
     sent = {"reduce-scatter gradients": reductions * ring(s) * grads,
             "all-gather parameters": ring(s) * params}
-    if plan.reshard_after_forward and plan.strategy != "megatron":
+    if plan.reshard_after_forward and plan.recipe.strategy != "megatron":
         sent["all-gather parameters (backward)"] = ring(s) * params
     intra = None
-    if plan.hybrid:
+    if plan.dims.hybrid:
         intra = sum(sent.values()) if in_node(plan, s) else 0.0
-        replicas = plan.replicas
+        replicas = plan.dims.replicas
         sent["all-reduce shard across replicas"] = reductions * 2 * ring(replicas) * grads / s
     return Traffic(sent, reductions, intra)
 
@@ -101,12 +101,12 @@ def engine(plan: Plan, zero: DeepSpeedZero | None = None) -> Traffic:
     """
     psi = local_params(plan)
     lp = plan.precision_bytes
-    n, m = reduce_ranks(plan), plan.accumulation
-    if plan.strategy == "megatron":
+    n, m = reduce_ranks(plan), plan.batch.accumulation
+    if plan.recipe.strategy == "megatron":
         return formula(plan)
     if runs_fsdp2(plan):
         s = fsdp2_shard_ranks(plan)
-        reduce_bytes = 4 if plan.launch.backend == "verl" else lp  # verl reduces in fp32
+        reduce_bytes = 4 if plan.backend == "verl" else lp  # verl reduces in fp32
         sent = {"all-gather parameters": m * ring(s) * lp * psi,
                 "reduce-scatter gradients": m * ring(s) * reduce_bytes * psi}
         if plan.reshard_after_forward:
@@ -130,7 +130,7 @@ def engine(plan: Plan, zero: DeepSpeedZero | None = None) -> Traffic:
         return Traffic({name: reductions * factor * ring(n) * lp * psi,
                         "all-gather parameters": ring(n) * lp * psi}, reductions)
     released = max(0.0, psi - zero.max_live_parameters)
-    h = min(zero.hpz_partition_size, plan.world)
+    h = min(zero.hpz_partition_size, plan.dims.world)
     if h <= 1:
         return Traffic({"all-gather parameters": m * ring(n) * lp * psi,
                         "all-gather parameters (backward)": m * ring(n) * lp * released,

@@ -17,8 +17,8 @@ import yaml
 from distrecipe.engines.accelerate import CONFIG_FILE, MIXED_PRECISION, distributed_type
 from distrecipe.engines.deepspeed import CONFIG_FILE as DS_CONFIG_FILE
 from distrecipe.findings import Finding
+from distrecipe.job import Plan
 from distrecipe.output import one_line
-from distrecipe.recipe import Plan
 from distrecipe.translator import deepspeed
 from distrecipe.translator.equivalence import (
     finding,
@@ -41,33 +41,34 @@ def launch_env(plan: Plan) -> dict[str, str]:
     """
     if distributed_type(plan) == "DEEPSPEED":
         return {}
-    return {"ACCELERATE_GRADIENT_ACCUMULATION_STEPS": str(plan.accumulation)}
+    return {"ACCELERATE_GRADIENT_ACCUMULATION_STEPS": str(plan.batch.accumulation)}
 
 
 def findings(plan: Plan) -> list[Finding]:
     """Every way the Accelerate config differs from the recipe; errors mean no config."""
     kind = distributed_type(plan)
     found = token_batch_findings(plan, TARGET)
-    if plan.strategy == "megatron":
+    if plan.recipe.strategy == "megatron":
         found.append(finding("DR208", TARGET, "strategy megatron; use --target verl"))
-    if plan.pipeline > 1:
-        found.append(finding("DR208", TARGET, f"pipeline parallel {plan.pipeline}{virtual_stages(plan)}"))
-    if kind in ("NO", "MULTI_GPU") and (plan.tensor > 1 or plan.sequence > 1):
+    if plan.dims.pipeline > 1:
+        found.append(finding("DR208", TARGET,
+                             f"pipeline parallel {plan.dims.pipeline}{virtual_stages(plan)}"))
+    if kind in ("NO", "MULTI_GPU") and (plan.dims.tensor > 1 or plan.dims.sequence > 1):
         found.append(
             finding(
                 "DR208",
                 TARGET,
-                f"tensor {plan.tensor} / sequence {plan.sequence} need an FSDP2 shard "
-                f"group of 2+ ranks; shard_group is {plan.shard_group}",
+                f"tensor {plan.dims.tensor} / sequence {plan.dims.sequence} need an FSDP2 shard "
+                f"group of 2+ ranks; shard_group is {plan.dims.shard_group}",
             )
         )
     if kind == "FSDP":
         found.extend(_fsdp_findings(plan))
     if kind == "DEEPSPEED":  # the ds_config it points at, e.g. AutoTP's
         found.extend(deepspeed.findings(plan))
-    if kind in ("MULTI_GPU", "FSDP") and plan.device == "cpu":
-        found.append(finding("DR209", TARGET, f"{plan.world} CPU ranks"))
-    if plan.nodes > 1 and plan.launch.master_addr is None:
+    if kind in ("MULTI_GPU", "FSDP") and plan.recipe.cluster.device == "cpu":
+        found.append(finding("DR209", TARGET, f"{plan.dims.world} CPU ranks"))
+    if plan.dims.nodes > 1 and plan.recipe.launch.master_addr is None:
         found.append(finding("DR211", TARGET, "accelerate launch --main_process_ip ADDR"))
     return found
 
@@ -76,13 +77,13 @@ def _fsdp_findings(plan: Plan) -> list[Finding]:
     found: list[Finding] = []
     if plan.stage == 1:
         found.append(finding("DR201", TARGET, "fsdp_reshard_after_forward: false"))
-    if plan.shard_group == 1 and plan.replicas > 1:
+    if plan.dims.shard_group == 1 and plan.dims.replicas > 1:
         # Accelerate refuses context/tensor parallel beside pure replication.
         found.append(finding("DR208", TARGET, "sequence parallel with unsharded replicas"))
-    found.extend(offload_findings(plan.offload, TARGET, "fsdp_offload_params: true"))
-    if plan.sequence > 1:
-        found.append(finding("DR206", TARGET, f"parallelism_config_cp_size: {plan.sequence}"))
-    if plan.activation_checkpointing == "selective":
+    found.extend(offload_findings(plan.recipe.offload, TARGET, "fsdp_offload_params: true"))
+    if plan.dims.sequence > 1:
+        found.append(finding("DR206", TARGET, f"parallelism_config_cp_size: {plan.dims.sequence}"))
+    if plan.recipe.activation_checkpointing == "selective":
         found.append(finding("DR207", TARGET, "fsdp_activation_checkpointing: true"))
     return found
 
@@ -97,33 +98,33 @@ def emit(plan: Plan) -> dict[str, Any]:
         # ds_config's bf16/fp16 blocks decide.
         config["mixed_precision"] = MIXED_PRECISION[plan.precision]
     config["use_cpu"] = False
-    config["num_machines"] = plan.nodes
-    config["num_processes"] = plan.world
+    config["num_machines"] = plan.dims.nodes
+    config["num_processes"] = plan.dims.world
     config["machine_rank"] = 0
-    if plan.nodes > 1:
-        if plan.launch.master_addr is not None:
-            config["main_process_ip"] = plan.launch.master_addr
+    if plan.dims.nodes > 1:
+        if plan.recipe.launch.master_addr is not None:
+            config["main_process_ip"] = plan.recipe.launch.master_addr
         config["rdzv_backend"] = "static"
         config["same_network"] = True
-    config["main_process_port"] = plan.launch.master_port
+    config["main_process_port"] = plan.recipe.launch.master_port
     if kind == "FSDP":
         config["fsdp_config"] = fsdp_config(plan)
-        if plan.hybrid or plan.tensor > 1 or plan.sequence > 1:
+        if plan.dims.hybrid or plan.dims.tensor > 1 or plan.dims.sequence > 1:
             config["parallelism_config"] = {
-                "parallelism_config_dp_replicate_size": plan.replicas,
-                "parallelism_config_dp_shard_size": plan.shard_group,
-                "parallelism_config_tp_size": plan.tensor,
-                "parallelism_config_cp_size": plan.sequence,
+                "parallelism_config_dp_replicate_size": plan.dims.replicas,
+                "parallelism_config_dp_shard_size": plan.dims.shard_group,
+                "parallelism_config_tp_size": plan.dims.tensor,
+                "parallelism_config_cp_size": plan.dims.sequence,
             }
     elif kind == "DEEPSPEED":
         deepspeed: dict[str, Any] = {
             "deepspeed_config_file": DS_CONFIG_FILE,
             "zero3_init_flag": plan.stage == 3,
         }
-        if plan.nodes > 1:
+        if plan.dims.nodes > 1:
             deepspeed["deepspeed_multinode_launcher"] = "standard"
         config["deepspeed_config"] = deepspeed
-    return merge(config, plan.native.accelerate)
+    return merge(config, plan.recipe.native.accelerate)
 
 
 def fsdp_config(plan: Plan) -> dict[str, Any]:
@@ -138,15 +139,15 @@ def fsdp_config(plan: Plan) -> dict[str, Any]:
     fsdp: dict[str, Any] = {
         "fsdp_version": 2,
         "fsdp_reshard_after_forward": plan.reshard_after_forward,
-        "fsdp_offload_params": plan.offload.enabled,
+        "fsdp_offload_params": plan.recipe.offload.enabled,
         "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
     }
-    if plan.model.layer_cls is not None:
-        fsdp["fsdp_transformer_layer_cls_to_wrap"] = plan.model.layer_cls
+    if plan.recipe.model.layer_cls is not None:
+        fsdp["fsdp_transformer_layer_cls_to_wrap"] = plan.recipe.model.layer_cls
     fsdp["fsdp_state_dict_type"] = "SHARDED_STATE_DICT"
     fsdp["fsdp_cpu_ram_efficient_loading"] = efficient_loading
     fsdp["fsdp_sync_module_states"] = efficient_loading
-    fsdp["fsdp_activation_checkpointing"] = plan.activation_checkpointing != "none"
+    fsdp["fsdp_activation_checkpointing"] = plan.recipe.activation_checkpointing != "none"
     return fsdp
 
 
@@ -165,12 +166,14 @@ def text(plan: Plan) -> str:
     """The YAML, headed by what it cannot hold (batch numbers), as comments."""
     env = " ".join(f"{key}={value}" for key, value in launch_env(plan).items())
     header = [
-        f"# distrecipe: {one_line(plan.name)}. accelerate launch --config_file accelerate_config.yaml SCRIPT",
-        f"# Batch (no Accelerate keys): micro {plan.micro} per GPU (the DataLoader's batch_size)"
-        f" x accumulation {plan.accumulation} x DP {plan.dp} = global {plan.global_batch}.",
+        f"# distrecipe: {one_line(plan.recipe.name)}. "
+        "accelerate launch --config_file accelerate_config.yaml SCRIPT",
+        f"# Batch (no Accelerate keys): micro {plan.batch.micro} per GPU (the DataLoader's batch_size)"
+        f" x accumulation {plan.batch.accumulation} x DP {plan.dims.dp} = global {plan.batch.global_}.",
     ]
-    if plan.nodes > 1:
-        header.append(f"# Run on each of the {plan.nodes} nodes with --machine_rank 0..{plan.nodes - 1}.")
+    if plan.dims.nodes > 1:
+        nodes = plan.dims.nodes
+        header.append(f"# Run on each of the {nodes} nodes with --machine_rank 0..{nodes - 1}.")
     if env:
         header.append(f"# Accumulation reaches Accelerator() through the environment: {env}")
     body = yaml.safe_dump(emit(plan), sort_keys=False, default_flow_style=False)

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from distrecipe.engines import ENGINES, Engine
 from distrecipe.errors import RecipeError
 from distrecipe.findings import Finding, Severity
-from distrecipe.recipe import Offload, Plan
+from distrecipe.job import Plan
+from distrecipe.recipe import Offload
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,15 +111,16 @@ CODES: dict[str, Code] = {
 def virtual_stages(plan: Plan) -> str:
     """`, virtual_stages v` for a pipeline a target refuses that also interleaves, so its
     finding names every key it cannot carry; empty under plain 1F1B."""
-    return f", virtual_stages {plan.virtual_stages}" if plan.virtual_stages > 1 else ""
+    return f", virtual_stages {plan.dims.virtual_stages}" if plan.dims.virtual_stages > 1 else ""
 
 
 def token_batch_findings(plan: Plan, target: str) -> list[Finding]:
     """DR208 where the target counts micro-batches in samples and the recipe packs them by
     tokens (`batch.micro_tokens`): only verl's `use_dynamic_bsz` can say that."""
-    if plan.micro_tokens is None:
+    if plan.recipe.batch.micro_tokens is None:
         return []
-    return [finding("DR208", target, f"batch.micro_tokens {plan.micro_tokens}: micro-batches packed by "
+    tokens = plan.recipe.batch.micro_tokens
+    return [finding("DR208", target, f"batch.micro_tokens {tokens}: micro-batches packed by "
                                      "tokens are verl's use_dynamic_bsz; give batch.micro instead")]
 
 

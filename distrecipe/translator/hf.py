@@ -19,8 +19,8 @@ from distrecipe.engines.accelerate import distributed_type
 from distrecipe.engines.deepspeed import CONFIG_FILE as DS_CONFIG_FILE
 from distrecipe.engines.hf import CONFIG_FILE, OPTIM, TRAINER_FSDP_KEYS
 from distrecipe.findings import Finding
+from distrecipe.job import Plan
 from distrecipe.output import to_json
-from distrecipe.recipe import Plan
 from distrecipe.translator import accelerate
 from distrecipe.translator.equivalence import (
     finding,
@@ -37,53 +37,54 @@ TARGET = "hf"
 
 def uses_fsdp(plan: Plan) -> bool:
     """FSDP exactly when the Accelerate config is FSDP (one rank or one-rank shards are DDP)."""
-    return plan.strategy == "fsdp" and distributed_type(plan) == "FSDP"
+    return plan.recipe.strategy == "fsdp" and distributed_type(plan) == "FSDP"
 
 
 def findings(plan: Plan) -> list[Finding]:
     """Where TrainingArguments cannot say what the recipe says."""
     found = token_batch_findings(plan, TARGET)
-    if plan.strategy == "megatron" or plan.pipeline > 1:
+    if plan.recipe.strategy == "megatron" or plan.dims.pipeline > 1:
         found.append(finding("DR208", TARGET,
                              f"the Trainer has no Megatron or pipeline engine{virtual_stages(plan)}"))
-    if plan.strategy == "ddp" and (plan.tensor > 1 or plan.sequence > 1):
+    if plan.recipe.strategy == "ddp" and (plan.dims.tensor > 1 or plan.dims.sequence > 1):
         found.append(finding("DR208", TARGET, "DDP with tensor or sequence parallel"))
-    if plan.strategy == "zero" and plan.sequence > 1:
+    if plan.recipe.strategy == "zero" and plan.dims.sequence > 1:
         # HfTrainerDeepSpeedConfig fills train_batch_size as world × micro × accumulation,
         # but DeepSpeed's Ulysses world for the batch is world / sequence.
         found.append(
             finding(
                 "DR208",
                 TARGET,
-                f"the Trainer counts train_batch_size over all {plan.world} processes; "
-                f"with sequence parallel {plan.sequence} DeepSpeed counts DP {plan.dp}",
+                f"the Trainer counts train_batch_size over all {plan.dims.world} processes; "
+                f"with sequence parallel {plan.dims.sequence} DeepSpeed counts DP {plan.dims.dp}",
             )
         )
     if uses_fsdp(plan):
-        if plan.hybrid or plan.tensor > 1 or plan.sequence > 1:
+        if plan.dims.hybrid or plan.dims.tensor > 1 or plan.dims.sequence > 1:
             found.append(
                 finding(
                     "DR214",
                     TARGET,
-                    f"replicate {plan.replicas} × shard {plan.shard_group}, tensor {plan.tensor}, "
-                    f"sequence {plan.sequence}",
+                    f"replicate {plan.dims.replicas} × shard {plan.dims.shard_group}, "
+                    f"tensor {plan.dims.tensor}, sequence {plan.dims.sequence}",
                 )
             )
-        found.extend(offload_findings(plan.offload, TARGET, "fsdp_config.cpu_offload"))
-    if plan.activation_checkpointing == "selective":
+        found.extend(offload_findings(plan.recipe.offload, TARGET, "fsdp_config.cpu_offload"))
+    if plan.recipe.activation_checkpointing == "selective":
         found.append(finding("DR207", TARGET, "whole-block gradient checkpointing"))
-    if plan.strategy != "zero" and plan.optimizer.name == "adam" and plan.optimizer.weight_decay:
-        found.append(finding("DR215", TARGET, f"weight_decay {plan.optimizer.weight_decay}"))
+    opt = plan.recipe.optimizer
+    if plan.recipe.strategy != "zero" and opt.name == "adam" and opt.weight_decay:
+        found.append(finding("DR215", TARGET, f"weight_decay {opt.weight_decay}"))
     return found
 
 
 def emit(plan: Plan) -> dict[str, Any]:
     """The TrainingArguments kwargs for `plan` (minus `output_dir`, which is the user's),
     with the recipe's `native.hf` merged in last."""
-    opt = plan.optimizer
+    opt = plan.recipe.optimizer
     args: dict[str, Any] = {
-        "per_device_train_batch_size": plan.micro,
-        "gradient_accumulation_steps": plan.accumulation,
+        "per_device_train_batch_size": plan.batch.micro,
+        "gradient_accumulation_steps": plan.batch.accumulation,
         "bf16": plan.precision == "bf16",
         "fp16": plan.precision == "fp16",
         "learning_rate": opt.lr,
@@ -93,19 +94,19 @@ def emit(plan: Plan) -> dict[str, Any]:
         "adam_beta2": opt.betas[1],
         "adam_epsilon": opt.eps,
         # The Trainer clips only when max_grad_norm > 0; its default is 1.0.
-        "max_grad_norm": plan.grad_clip if plan.grad_clip is not None else 0.0,
+        "max_grad_norm": plan.recipe.grad_clip if plan.recipe.grad_clip is not None else 0.0,
     }
-    if plan.device == "cpu":
+    if plan.recipe.cluster.device == "cpu":
         args["use_cpu"] = True
     if uses_fsdp(plan):
         args["fsdp"] = True
         args["fsdp_config"] = _fsdp_config(plan)
     else:
         # FSDP has its own recompute; the Trainer warns that both would gather twice.
-        args["gradient_checkpointing"] = plan.activation_checkpointing != "none"
-    if plan.strategy == "zero":
+        args["gradient_checkpointing"] = plan.recipe.activation_checkpointing != "none"
+    if plan.recipe.strategy == "zero":
         args["deepspeed"] = DS_CONFIG_FILE
-    return merge(args, plan.native.hf)
+    return merge(args, plan.recipe.native.hf)
 
 
 def _fsdp_config(plan: Plan) -> dict[str, Any]:
@@ -121,7 +122,7 @@ def render(plan: Plan, options: EmitOptions) -> Output:
     """`training_args.json`, plus the ds_config its `deepspeed` key names."""
     found = findings(plan)
     files: dict[str, str] = {}
-    if plan.strategy == "zero":
+    if plan.recipe.strategy == "zero":
         ds = render_deepspeed(plan, options)
         found += ds.findings
         files.update(ds.files)

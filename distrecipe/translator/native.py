@@ -22,8 +22,8 @@ from typing import Any
 from distrecipe.engines.accelerate import FSDP1_STAGE, MIXED_PRECISION, fsdp1_strategy, restates
 from distrecipe.engines.deepspeed import BATCH_KEYS, batch_ranks
 from distrecipe.engines.hydra import format_value, parse_value
+from distrecipe.job import Plan
 from distrecipe.keys import dotted
-from distrecipe.recipe import Plan
 from distrecipe.source import KeyPath
 
 Check = Callable[[Plan, Any], bool]
@@ -40,7 +40,8 @@ def _enabled(precision: str) -> Check:
 
 def _device(which: str) -> Check:
     # DeepSpeed reads offload_param only at stage 3; below it the block is inert.
-    return lambda plan, value: (which == "params" and plan.stage < 3) or value == getattr(plan.offload, which)
+    return lambda plan, value: ((which == "params" and plan.stage < 3)
+                                or value == getattr(plan.recipe.offload, which))
 
 
 def _fsdp1(plan: Plan, value: Any) -> bool:
@@ -48,12 +49,12 @@ def _fsdp1(plan: Plan, value: Any) -> bool:
     if name is None:
         return isinstance(value, bool) and value == plan.reshard_after_forward
     stage, hybrid = FSDP1_STAGE[name]
-    return stage == (plan.stage if plan.strategy == "fsdp" else 0) and hybrid == plan.hybrid
+    return stage == (plan.stage if plan.recipe.strategy == "fsdp" else 0) and hybrid == plan.dims.hybrid
 
 
-_BATCH = {"micro": lambda p: p.micro, "accumulation": lambda p: p.accumulation,
+_BATCH = {"micro": lambda p: p.batch.micro, "accumulation": lambda p: p.batch.accumulation,
           # In DeepSpeed's count of ranks (AutoTP's tensor ranks each once: `batch_ranks`).
-          "global": lambda p: p.micro * p.accumulation * batch_ranks(p)}
+          "global": lambda p: p.batch.micro * p.batch.accumulation * batch_ranks(p)}
 DECIDED: dict[str, dict[KeyPath, tuple[str, Check]]] = {
     "deepspeed": {
         **{(key,): (f"batch.{ours}", _auto_or(_BATCH[ours])) for ours, key in BATCH_KEYS.items()},
@@ -66,13 +67,13 @@ DECIDED: dict[str, dict[KeyPath, tuple[str, Check]]] = {
     },
     "accelerate": {
         ("distributed_type",): ("strategy", restates),
-        ("num_processes",): ("cluster", lambda p, v: same(v, p.world)),
-        ("num_machines",): ("cluster.nodes", lambda p, v: same(v, p.nodes)),
+        ("num_processes",): ("cluster", lambda p, v: same(v, p.dims.world)),
+        ("num_machines",): ("cluster.nodes", lambda p, v: same(v, p.dims.nodes)),
         ("mixed_precision",): ("precision", lambda p, v: v == MIXED_PRECISION[p.precision]
                                or (v == "fp8" and p.precision == "bf16")),
         ("fsdp_config", "fsdp_sharding_strategy"): ("stage", _fsdp1),
         ("fsdp_config", "fsdp_reshard_after_forward"): ("stage", _fsdp1),
-        ("fsdp_config", "fsdp_offload_params"): ("offload", lambda p, v: same(v, p.offload.enabled)),
+        ("fsdp_config", "fsdp_offload_params"): ("offload", lambda p, v: same(v, p.recipe.offload.enabled)),
         ("deepspeed_config", "zero_stage"): ("stage", lambda p, v: same(v, p.stage)),
         ("deepspeed_config", "gradient_accumulation_steps"): ("batch.accumulation",
                                                               _auto_or(_BATCH["accumulation"])),
@@ -80,27 +81,29 @@ DECIDED: dict[str, dict[KeyPath, tuple[str, Check]]] = {
         ("deepspeed_config", "offload_param_device"): ("offload.params", _device("params")),
     },
     "hf": {
-        ("per_device_train_batch_size",): ("batch.micro", lambda p, v: same(v, p.micro)),
-        ("gradient_accumulation_steps",): ("batch.accumulation", lambda p, v: same(v, p.accumulation)),
+        ("per_device_train_batch_size",): ("batch.micro", lambda p, v: same(v, p.batch.micro)),
+        ("gradient_accumulation_steps",): ("batch.accumulation", lambda p, v: same(v, p.batch.accumulation)),
         ("bf16",): ("precision", lambda p, v: same(v, p.precision == "bf16")),
         ("fp16",): ("precision", lambda p, v: same(v, p.precision == "fp16")),
     },
     "verl": {
         ("actor_rollout_ref", "actor", "ppo_micro_batch_size_per_gpu"): (  # unread under use_dynamic_bsz
-            "batch.micro", lambda p, v: p.micro_tokens is not None or same(v, p.micro)),
+            "batch.micro", lambda p, v: p.recipe.batch.micro_tokens is not None or same(v, p.batch.micro)),
         ("actor_rollout_ref", "actor", "use_dynamic_bsz"): (
-            "batch.micro_tokens", lambda p, v: same(v, p.micro_tokens is not None)),
+            "batch.micro_tokens", lambda p, v: same(v, p.recipe.batch.micro_tokens is not None)),
         ("actor_rollout_ref", "actor", "ppo_max_token_len_per_gpu"): (  # unread without it
-            "batch.micro_tokens", lambda p, v: p.micro_tokens is None or same(v, p.micro_tokens)),
+            "batch.micro_tokens",
+            lambda p, v: p.recipe.batch.micro_tokens is None or same(v, p.recipe.batch.micro_tokens)),
         ("actor_rollout_ref", "rollout", "n"): (
-            "rl.rollout_n", lambda p, v: p.rl is not None and same(v, p.rl.rollout_n)),
+            "rl.rollout_n", lambda p, v: p.recipe.rl is not None and same(v, p.recipe.rl.rollout_n)),
         ("data", "train_batch_size"): (
-            "rl.prompts_per_step", lambda p, v: p.rl is not None and same(v, p.rl.prompts_per_step)),
+            "rl.prompts_per_step",
+            lambda p, v: p.recipe.rl is not None and same(v, p.recipe.rl.prompts_per_step)),
         ("actor_rollout_ref", "actor", "megatron", "virtual_pipeline_model_parallel_size"): (
             "parallel.virtual_stages",
-            lambda p, v: same(v, p.virtual_stages) or (v is None and p.virtual_stages == 1)),
-        ("trainer", "nnodes"): ("cluster.nodes", lambda p, v: same(v, p.nodes)),
-        ("trainer", "n_gpus_per_node"): ("cluster.gpus_per_node", lambda p, v: same(v, p.gpus_per_node)),
+            lambda p, v: same(v, p.dims.virtual_stages) or (v is None and p.dims.virtual_stages == 1)),
+        ("trainer", "nnodes"): ("cluster.nodes", lambda p, v: same(v, p.dims.nodes)),
+        ("trainer", "n_gpus_per_node"): ("cluster.gpus_per_node", lambda p, v: same(v, p.dims.gpus_per_node)),
     },
 }
 """Engine → native key → (the recipe key that decides it, whether a value agrees)."""
@@ -135,7 +138,7 @@ def conflicts(plan: Plan) -> Iterator[tuple[str, str, Any, str]]:
     Where it is written is spelled as the recipe records positions (`keys.dotted`:
     `native.deepspeed.zero_optimization.stage`, `native.verl[3]`), so an error can point
     at the offending line rather than at `native`."""
-    native = plan.native
+    native = plan.recipe.native
     for engine in ("deepspeed", "accelerate", "hf"):
         section: dict[str, Any] = getattr(native, engine)
         for path, value in leaves(section):

@@ -14,21 +14,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Any
 
-from distrecipe.engines import data_parallel
 from distrecipe.errors import RecipeError
-from distrecipe.recipe import (
-    AUTO,
-    Backend,
-    Buckets,
-    Offload,
-    Plan,
-    Recipe,
-    Strategy,
-    model_parallel,
-    name_from_file,
-    plan_values,
-)
+from distrecipe.job import Buckets, ParallelDims, Plan, ResolvedBatch, plan_values
+from distrecipe.recipe import AUTO, Backend, Offload, Recipe, Strategy, name_from_file
 from distrecipe.translator.native import conflicts
 
 NATURAL_STAGE = {"ddp": 0, "zero": 2, "fsdp": 3, "megatron": 1}
@@ -39,26 +29,26 @@ DEFAULT_BACKEND: dict[str, Backend] = {
 }
 
 
-def resolve(recipe: Recipe, *, detected_gpus: int | None = None, world: int | None = None) -> Plan:
+def resolve(recipe: Recipe, *, detected_gpus: int | None = None, world: int | None = None,
+            micro: int | None = None) -> Plan:
     """Resolve a declared recipe into a Plan, or raise a `RecipeError` pointing at the cause.
 
     `cluster.gpus_per_node: auto` is answered by `detected_gpus` (the caller probes the
     machine, as launch does, so resolution itself stays pure and testable) or by a
     total `world` known from outside (lint's and diff's `--world`), divided exactly
-    by the nodes.
+    by the nodes. `micro` answers `batch.micro: auto` where memory chose it
+    (`plan.fit`, above this layer); the recipe keeps saying `auto`.
     """
     prov: dict[str, str] = {}
     stage = _stage(recipe, prov)
     _check_offload(recipe, stage)
-    gpus = _gpus_per_node(recipe, detected_gpus, world, prov)
-    dp = _data_parallel(recipe, gpus, prov)
-    shard_group = _shard_group(recipe, stage, dp, prov)
-    micro, accumulation, global_batch = _batch(recipe, dp, prov)
+    dims = _dims(recipe, stage, _gpus_per_node(recipe, detected_gpus, world, prov), prov)
+    batch = _batch(recipe, dims.dp, prov, micro)
     if recipe.batch.micro_tokens is not None:
-        prov["batch.micro"] = (f"at most global / DP = {global_batch} / {dp}: micro-batches are packed by "
-                               f"tokens, ≤ {recipe.batch.micro_tokens} per GPU")
-    _check_rl(recipe, global_batch, dp)
-    _check_virtual_stages(recipe, accumulation)
+        prov["batch.micro"] = (f"at most global / DP = {batch.global_} / {dims.dp}: micro-batches are packed "
+                               f"by tokens, ≤ {recipe.batch.micro_tokens} per GPU")
+    _check_rl(recipe, batch.global_, dims.dp)
+    _check_virtual_stages(recipe, batch.accumulation)
     backend = recipe.launch.backend
     if backend == AUTO:
         backend = "verl" if recipe.rl else DEFAULT_BACKEND[recipe.strategy]
@@ -67,44 +57,9 @@ def resolve(recipe: Recipe, *, detected_gpus: int | None = None, world: int | No
         )
     if recipe.grad_clip is None:
         prov["grad_clip"] = "disabled (0 or null)"
-    plan = Plan(
-        name=recipe.name,
-        strategy=recipe.strategy,
-        stage=stage,
-        offload=recipe.offload,
-        precision=recipe.precision,
-        model=recipe.model,
-        device=recipe.cluster.device,
-        nodes=recipe.cluster.nodes,
-        gpus_per_node=gpus,
-        gpu_memory=recipe.cluster.gpu_memory,
-        cpu_memory=recipe.cluster.cpu_memory,
-        gpu=recipe.cluster.gpu,
-        peak_tflops=recipe.cluster.peak_tflops,
-        intra_node_bandwidth=recipe.cluster.intra_node_bandwidth,
-        inter_node_bandwidth=recipe.cluster.inter_node_bandwidth,
-        tensor=recipe.parallel.tensor,
-        pipeline=recipe.parallel.pipeline,
-        sequence=recipe.parallel.sequence,
-        virtual_stages=recipe.parallel.virtual_stages,
-        dp=dp,
-        shard_group=shard_group,
-        micro=micro,
-        accumulation=accumulation,
-        global_batch=global_batch,
-        seq_len=recipe.batch.seq_len,
-        optimizer=recipe.optimizer,
-        grad_clip=recipe.grad_clip,
-        activation_checkpointing=recipe.activation_checkpointing,
-        checkpoint_every=recipe.checkpoint_every,
-        micro_tokens=recipe.batch.micro_tokens,
-        native=recipe.native,
-        rl=recipe.rl,
-        launch=replace(recipe.launch, backend=backend),
-        buckets=_buckets(recipe, stage, prov),
-        provenance=prov,
-        source=recipe.source,
-    )
+    plan = Plan(recipe=recipe, dims=dims, batch=batch, stage=stage, backend=backend,
+                precision=recipe.precision, gpu_memory=recipe.cluster.gpu_memory,
+                buckets=_buckets(recipe, stage, prov), provenance=prov)
     _check_native(plan, recipe)
     if "name" not in recipe.where:
         prov["name"] = name_from_file(recipe.source)[1] or "the recipe file's name"
@@ -114,10 +69,36 @@ def resolve(recipe: Recipe, *, detected_gpus: int | None = None, world: int | No
     return plan
 
 
+def variant(plan: Plan, why: str | None = None, **changes: Any) -> Plan:
+    """`plan`'s recipe with `changes` made, resolved again on the same ranks per node: the
+    one way a variant of a job is made (advice, `--compare`, `--search`, launch's
+    `--target`), so every variant passes every check a recipe does.
+
+    A change names a recipe field; a section's change may be a mapping of its fields
+    (`batch={"micro": 2, "accumulation": "auto"}`), the rest of the section kept. The
+    launcher stays the plan's unless a change names another: a variant is the same job
+    run differently, judged by the engine that runs it. `why`, when given, is the
+    provenance of every key changed.
+    """
+    recipe = plan.recipe
+    edits: dict[str, Any] = {"launch": replace(recipe.launch, backend=plan.backend)}  # the job's launcher
+    changed: list[str] = []
+    for name, change in changes.items():
+        if isinstance(change, dict):
+            edits[name] = replace(edits.get(name, getattr(recipe, name)), **change)
+            changed += [f"{name}.{key}" for key in change]
+        else:
+            edits[name], changed = change, [*changed, name]
+    revised = resolve(replace(recipe, **edits), detected_gpus=plan.dims.gpus_per_node)
+    if why is not None:
+        revised.provenance.update(dict.fromkeys(changed, why))
+    return revised
+
+
 def _check_native(plan: Plan, recipe: Recipe) -> None:
     """A native key restating a decided value in the engine's spelling passes; one that
     contradicts it would make the engine do something other than the recipe says."""
-    if not plan.native:
+    if not plan.recipe.native:
         return
     for written, key, value, ours in conflicts(plan):
         raise RecipeError(
@@ -205,28 +186,16 @@ def _gpus_per_node(recipe: Recipe, detected: int | None, world: int | None, prov
     return detected
 
 
-def _data_parallel(recipe: Recipe, gpus: int, prov: dict[str, str]) -> int:
-    nodes = recipe.cluster.nodes
-    par = recipe.parallel
-    world = nodes * gpus
-    replica = model_parallel(par.tensor, par.pipeline, par.sequence)
-    factors = (
-        f"nodes({nodes}) × gpus_per_node({gpus}) = {world} ranks; "
-        f"tensor({par.tensor}) × pipeline({par.pipeline}) × sequence({par.sequence}) = {replica}"
-    )
-    dp = data_parallel(world, replica)
-    if dp is None:
-        raise RecipeError(
-            f"the world does not split into data-parallel replicas: {factors}, "
-            f"and {world} / {replica} is not an integer",
-            recipe.at("parallel.tensor", "parallel.pipeline", "parallel.sequence", "parallel"),
-        )
+def _dims(recipe: Recipe, stage: int, gpus: int, prov: dict[str, str]) -> ParallelDims:
+    nodes, par = recipe.cluster.nodes, recipe.parallel
+    dims = ParallelDims.from_recipe(recipe, gpus)
     prov["parallel.dp"] = (
         f"nodes × gpus_per_node / (tensor × pipeline × sequence) = "
         f"{nodes} × {gpus} / ({par.tensor} × {par.pipeline} × {par.sequence})"
     )
     prov["cluster.world"] = f"nodes × gpus_per_node = {nodes} × {gpus}"
-    return dp
+    shard = _shard_group(recipe, stage, dims.dp, prov)
+    return dims if shard == dims.dp else ParallelDims.from_recipe(recipe, gpus, shard)
 
 
 def _check_virtual_stages(recipe: Recipe, accumulation: int) -> None:
@@ -285,11 +254,11 @@ def _shard_group(recipe: Recipe, stage: int, dp: int, prov: dict[str, str]) -> i
     return declared
 
 
-def _batch(recipe: Recipe, dp: int, prov: dict[str, str]) -> tuple[int, int, int]:
+def _batch(recipe: Recipe, dp: int, prov: dict[str, str], chosen: int | None) -> ResolvedBatch:
     """Solve micro × accumulation × DP = global for what is `auto`; never floor."""
     b = recipe.batch
     rl_n = recipe.rl.rollout_n if recipe.rl else 1
-    micro = None if b.micro == AUTO else b.micro
+    micro = chosen if b.micro == AUTO else b.micro
     acc = None if b.accumulation == AUTO else b.accumulation
     glob = None if b.global_ == AUTO else b.global_
     if b.micro_tokens is not None and (micro is not None or acc is not None or glob is None):
@@ -329,7 +298,7 @@ def _batch(recipe: Recipe, dp: int, prov: dict[str, str]) -> tuple[int, int, int
             f"but batch.global is {glob}; {_suggest(glob, micro, acc, dp, rl_n)}",
             recipe.at("batch.global", "batch"),
         )
-    return micro, acc, glob
+    return ResolvedBatch(micro=micro, accumulation=acc, global_=glob)
 
 
 def _default_accumulation(acc: int | None, prov: dict[str, str]) -> int:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from distrecipe.engines import accelerate, deepspeed, hf, verl
 from distrecipe.errors import DistrecipeError
 from distrecipe.findings import Finding
+from distrecipe.job import Plan
 from distrecipe.output import markdown_code, markdown_text
-from distrecipe.recipe import Plan
 from distrecipe.translator.equivalence import finding
 from distrecipe.translator.targets import TARGETS, EmitOptions, Output
 
@@ -55,22 +55,22 @@ def render_all(plan: Plan, options: EmitOptions) -> Output:
 def markdown(plan: Plan, targets: list[str], files: dict[str, str], found: list[Finding]) -> str:
     """The resolved numbers, the files and every finding, readable in a pull request."""
     lines = [
-        f"# {markdown_text(plan.name)}: compiled by distrecipe",
+        f"# {markdown_text(plan.recipe.name)}: compiled by distrecipe",
         "",
-        f"Source: {markdown_code(plan.source)}. Targets: {', '.join(targets)}.",
+        f"Source: {markdown_code(plan.recipe.source)}. Targets: {', '.join(targets)}.",
         "",
         "## Batch",
         "",
-        f"micro {plan.micro} × accumulation {plan.accumulation} × DP {plan.dp} "
-        f"= global {plan.global_batch} per optimizer step "
-        f"(world {plan.world} = {plan.nodes} nodes × {plan.gpus_per_node}; "
-        f"tensor {plan.tensor} × pipeline {plan.pipeline} × sequence {plan.sequence}).",
+        f"micro {plan.batch.micro} × accumulation {plan.batch.accumulation} × DP {plan.dims.dp} "
+        f"= global {plan.batch.global_} per optimizer step "
+        f"(world {plan.dims.world} = {plan.dims.nodes} nodes × {plan.dims.gpus_per_node}; "
+        f"tensor {plan.dims.tensor} × pipeline {plan.dims.pipeline} × sequence {plan.dims.sequence}).",
     ]
-    if plan.rl is not None:
-        n = plan.rl.rollout_n
+    if plan.recipe.rl is not None:
+        n = plan.recipe.rl.rollout_n
         lines.append(
-            f"verl: {plan.rl.prompts_per_step} prompts × rollout.n {n} per RL step; "
-            f"ppo_mini_batch_size {plan.global_batch // n} prompts = {plan.global_batch} sequences."
+            f"verl: {plan.recipe.rl.prompts_per_step} prompts × rollout.n {n} per RL step; "
+            f"ppo_mini_batch_size {plan.batch.global_ // n} prompts = {plan.batch.global_} sequences."
         )
     lines += ["", "## Files", ""]
     lines += [f"- {markdown_code(file)}: {USAGE.get(file, '')}".rstrip(": ") for file in files]

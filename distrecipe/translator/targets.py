@@ -15,8 +15,9 @@ from dataclasses import dataclass
 
 from distrecipe.engines.deepspeed import CONFIG_FILE
 from distrecipe.findings import Finding
+from distrecipe.job import Plan
 from distrecipe.output import to_json
-from distrecipe.recipe import Plan, ProgramKind
+from distrecipe.recipe import ProgramKind
 from distrecipe.translator import deepspeed
 
 
@@ -76,8 +77,9 @@ def emitted_targets(plan: Plan, kind: ProgramKind | None = None) -> tuple[str, .
     torchrun carries no engine config of its own, but a ZeRO plan's script (the
     reference trainer included) and any raw DeepSpeed script still read DeepSpeed's.
     """
-    backend = plan.launch.backend
-    if backend == "deepspeed" or kind == "deepspeed" or (backend == "torchrun" and plan.strategy == "zero"):
+    backend = plan.backend
+    zero_script = backend == "torchrun" and plan.recipe.strategy == "zero"
+    if backend == "deepspeed" or kind == "deepspeed" or zero_script:
         return ("deepspeed",)
     if backend in ("accelerate", "accelerate-deepspeed"):
         return ("accelerate",)  # on the DeepSpeed path it also writes the ds_config it names

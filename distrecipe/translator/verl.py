@@ -43,8 +43,9 @@ from distrecipe.engines.verl import (
     rollout_layout_refusal,
 )
 from distrecipe.findings import Finding
+from distrecipe.job import Plan
 from distrecipe.keys import dotted, joined
-from distrecipe.recipe import RL, Plan
+from distrecipe.recipe import RL
 from distrecipe.source import KeyPath
 from distrecipe.translator.equivalence import finding, offload_findings, refuse_errors, virtual_stages
 from distrecipe.translator.native import merge_overrides, verl_pairs
@@ -59,14 +60,14 @@ Override = tuple[str, Any]
 def mini_batch(plan: Plan) -> int:
     """`ppo_mini_batch_size`: prompts per optimizer step (exact: `resolve` checks that
     rollout_n divides the global batch and that prompts_per_step holds a mini-batch)."""
-    assert plan.rl is not None, "verl targets need rl (findings report DR208 without it)"
-    return plan.global_batch // plan.rl.rollout_n
+    assert plan.recipe.rl is not None, "verl targets need rl (findings report DR208 without it)"
+    return plan.batch.global_ // plan.recipe.rl.rollout_n
 
 
 def findings(plan: Plan) -> list[Finding]:
     """Inexact mappings, and every batch rule verl would refuse, before any GPU."""
     found = _structure_findings(plan)
-    if plan.rl is None:
+    if plan.recipe.rl is None:
         found.append(finding("DR208", TARGET, "verl needs rl.rollout_n and rl.prompts_per_step"))
         return found
     found.extend(_batch_findings(plan))
@@ -85,7 +86,7 @@ def rollout_layout(plan: Plan) -> tuple[str, KeyPath] | None:
 
     The recipe has no key for the rollout's degrees: `native.verl` states them or verl's
     defaults apply (TP 2, DP and PP 1), as `plan` counts its weights."""
-    if plan.rl is None:
+    if plan.recipe.rl is None:
         return None
     stated = native_stated(plan)
     tp, dp, pp = (stated_degree(stated, path, default)
@@ -93,10 +94,10 @@ def rollout_layout(plan: Plan) -> tuple[str, KeyPath] | None:
     name = stated.get(joined(ROLLOUT_NAME), (0, None))[1]
     line = stated.get(joined(ROLLOUT_TP))
     at_tp: KeyPath | None = None if line is None else ("native", "verl", line[0])
-    refused = rollout_layout_refusal(plan.world, plan.gpus_per_node, tp, dp, pp, name)
+    refused = rollout_layout_refusal(plan.dims.world, plan.dims.gpus_per_node, tp, dp, pp, name)
     if refused is not None:
         return refused, at_tp or ("cluster", "gpus_per_node")
-    refused = rollout_heads_refusal(plan.model.heads, plan.model.kv_heads, tp, name)
+    refused = rollout_heads_refusal(plan.recipe.model.heads, plan.recipe.model.kv_heads, tp, name)
     if refused is not None:
         return refused, at_tp or ("model", "heads")
     return None
@@ -106,7 +107,7 @@ def native_stated(plan: Plan) -> dict[str, tuple[int, object]]:
     """What `native.verl` states: each dotted key's (index of its line, value), the last
     one winning, as Hydra takes it. `plan`'s rollout phase reads the same."""
     stated: dict[str, tuple[int, object]] = {}
-    for index, (_, key, value) in enumerate(verl_pairs(plan.native.verl)):
+    for index, (_, key, value) in enumerate(verl_pairs(plan.recipe.native.verl)):
         stated[key] = (index, value)
     return stated
 
@@ -119,14 +120,14 @@ def stated_degree(stated: Mapping[str, tuple[int, object]], path: KeyPath, defau
 
 def _structure_findings(plan: Plan) -> list[Finding]:
     found: list[Finding] = []
-    megatron = plan.strategy == "megatron"
+    megatron = plan.recipe.strategy == "megatron"
     if not megatron:
-        if plan.tensor > 1 or plan.pipeline > 1:
+        if plan.dims.tensor > 1 or plan.dims.pipeline > 1:
             found.append(
                 finding(
                     "DR208",
                     TARGET,
-                    f"tensor {plan.tensor} / pipeline {plan.pipeline}{virtual_stages(plan)} "
+                    f"tensor {plan.dims.tensor} / pipeline {plan.dims.pipeline}{virtual_stages(plan)} "
                     "need strategy megatron",
                 )
             )
@@ -134,23 +135,24 @@ def _structure_findings(plan: Plan) -> list[Finding]:
             found.append(finding("DR205", TARGET, "fsdp_config.fsdp_size=1"))
         elif plan.stage == 1:
             found.append(finding("DR201", TARGET, "fsdp_config.reshard_after_forward=false"))
-        found.extend(offload_findings(plan.offload, TARGET, "fsdp_config.offload_policy=true"))
+        found.extend(offload_findings(plan.recipe.offload, TARGET, "fsdp_config.offload_policy=true"))
     else:
-        if plan.hybrid:
+        if plan.dims.hybrid:
             found.append(
-                finding("DR208", TARGET, f"shard_group {plan.shard_group} < DP {plan.dp} in Megatron")
+                finding("DR208", TARGET,
+                        f"shard_group {plan.dims.shard_group} < DP {plan.dims.dp} in Megatron")
             )
-        if plan.sequence > 1:
-            found.append(finding("DR206", TARGET, f"context_parallel_size={plan.sequence}"))
-        if plan.optimizer.name == "adam" and plan.optimizer.weight_decay:
+        if plan.dims.sequence > 1:
+            found.append(finding("DR206", TARGET, f"context_parallel_size={plan.dims.sequence}"))
+        if plan.recipe.optimizer.name == "adam" and plan.recipe.optimizer.weight_decay:
             found.append(finding("DR215", TARGET, "Megatron's adam decouples weight decay"))
         if plan.precision == "fp32":
             found.append(finding("DR208", TARGET, "verl's Megatron engine trains in bf16 or fp16 only"))
-        if plan.offload.params != "none":
+        if plan.recipe.offload.params != "none":
             found.append(finding("DR210", TARGET, "megatron.param_offload=true"))
-    if plan.activation_checkpointing == "selective":
+    if plan.recipe.activation_checkpointing == "selective":
         found.append(finding("DR207", TARGET, "model.enable_gradient_checkpointing=true"))
-    if plan.grad_clip is None:
+    if plan.recipe.grad_clip is None:
         found.append(finding("DR212", TARGET))
     return found
 
@@ -163,11 +165,12 @@ def _batch_findings(plan: Plan) -> list[Finding]:
     workers' split of a mini-batch over DP ranks and then micro-batches is exact
     because a mini-batch is micro × accumulation × DP sequences.
     """
-    assert plan.rl is not None
-    n, prompts = plan.rl.rollout_n, plan.rl.prompts_per_step
-    batch = VerlBatch(world=plan.world, model_parallel=plan.model_parallel,
-                      megatron=plan.strategy == "megatron", prompts=prompts, n=n, mini=mini_batch(plan),
-                      micro=None if plan.micro_tokens is not None else plan.micro)
+    assert plan.recipe.rl is not None
+    n, prompts = plan.recipe.rl.rollout_n, plan.recipe.rl.prompts_per_step
+    batch = VerlBatch(world=plan.dims.world, model_parallel=plan.dims.model_parallel,
+                      megatron=plan.recipe.strategy == "megatron", prompts=prompts, n=n,
+                      mini=mini_batch(plan),
+                      micro=None if plan.recipe.batch.micro_tokens is not None else plan.batch.micro)
     return [finding("DR220", TARGET, _message(v, batch)) for v in batch_violations(batch)]
 
 
@@ -188,13 +191,13 @@ def fsdp_size(plan: Plan) -> int:
     makes a (world / fsdp_size, fsdp_size) ("ddp", "fsdp") mesh below the world, so 1 for
     DDP (DR205) is FSDP2 on a shard group of one: every rank a whole fp32 copy, the
     gradients all-reduced across all ranks (HSDP's replicate dimension)."""
-    return 1 if plan.stage == 0 else plan.world // plan.replicas
+    return 1 if plan.stage == 0 else plan.dims.world // plan.dims.replicas
 
 
 def overrides(plan: Plan) -> list[Override]:
     """The Hydra overrides, in a stable order, the recipe's `native.verl` merged in last;
     assumes `findings(plan)` holds no error."""
-    assert plan.rl is not None
+    assert plan.recipe.rl is not None
     out: list[Override] = []
     if actor_engine(plan) == "megatron":
         out.append(("model_engine", "megatron"))
@@ -202,28 +205,31 @@ def overrides(plan: Plan) -> list[Override]:
     else:
         out.extend(_fsdp(plan))
     out.append((f"{ACTOR}.ppo_mini_batch_size", mini_batch(plan)))
-    if plan.micro_tokens is not None:
+    if plan.recipe.batch.micro_tokens is not None:
         # Rollout and ref log-prob passes follow the actor's switch and token budget
         # (`oc.select` in verl's config), so two keys say it for all three.
-        out += [(f"{ACTOR}.use_dynamic_bsz", True), (f"{ACTOR}.ppo_max_token_len_per_gpu", plan.micro_tokens)]
+        out += [(f"{ACTOR}.use_dynamic_bsz", True),
+                (f"{ACTOR}.ppo_max_token_len_per_gpu", plan.recipe.batch.micro_tokens)]
     else:
         out += [
-            (f"{ACTOR}.ppo_micro_batch_size_per_gpu", plan.micro),
-            ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", plan.micro),
-            ("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", plan.micro),
+            (f"{ACTOR}.ppo_micro_batch_size_per_gpu", plan.batch.micro),
+            ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", plan.batch.micro),
+            ("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", plan.batch.micro),
         ]
     out += [
-        ("actor_rollout_ref.rollout.n", plan.rl.rollout_n),
-        *_rollout_memory(plan.rl),
-        ("data.train_batch_size", plan.rl.prompts_per_step),
-        ("actor_rollout_ref.model.enable_gradient_checkpointing", plan.activation_checkpointing != "none"),
-        (f"{ACTOR}.optim.lr", plan.optimizer.lr),
-        (f"{ACTOR}.optim.weight_decay", plan.optimizer.weight_decay),
-        (f"{ACTOR}.optim.clip_grad", plan.grad_clip if plan.grad_clip is not None else float("inf")),
-        ("trainer.nnodes", plan.nodes),
-        ("trainer.n_gpus_per_node", plan.gpus_per_node),
+        ("actor_rollout_ref.rollout.n", plan.recipe.rl.rollout_n),
+        *_rollout_memory(plan.recipe.rl),
+        ("data.train_batch_size", plan.recipe.rl.prompts_per_step),
+        ("actor_rollout_ref.model.enable_gradient_checkpointing",
+         plan.recipe.activation_checkpointing != "none"),
+        (f"{ACTOR}.optim.lr", plan.recipe.optimizer.lr),
+        (f"{ACTOR}.optim.weight_decay", plan.recipe.optimizer.weight_decay),
+        (f"{ACTOR}.optim.clip_grad",
+         plan.recipe.grad_clip if plan.recipe.grad_clip is not None else float("inf")),
+        ("trainer.nnodes", plan.dims.nodes),
+        ("trainer.n_gpus_per_node", plan.dims.gpus_per_node),
     ]
-    return merge_overrides(out, plan.native.verl)
+    return merge_overrides(out, plan.recipe.native.verl)
 
 
 def _rollout_memory(rl: RL) -> list[Override]:
@@ -243,43 +249,43 @@ def _fsdp(plan: Plan) -> list[Override]:
         (f"{ACTOR}.strategy", actor_engine(plan)),
         (f"{fsdp}.reshard_after_forward", plan.reshard_after_forward),
         (f"{fsdp}.fsdp_size", fsdp_size(plan)),
-        (f"{fsdp}.offload_policy", plan.offload.enabled),
+        (f"{fsdp}.offload_policy", plan.recipe.offload.enabled),
         (f"{fsdp}.param_offload", False),
         (f"{fsdp}.optimizer_offload", False),
         (f"++{fsdp}.mixed_precision.param_dtype", FSDP_DTYPE[plan.precision]),
-        (f"{ACTOR}.ulysses_sequence_parallel_size", plan.sequence),
+        (f"{ACTOR}.ulysses_sequence_parallel_size", plan.dims.sequence),
     ]
-    if plan.sequence > 1:
+    if plan.dims.sequence > 1:
         # verl's Ulysses path requires unpadded (packed) sequences.
         out.append(("actor_rollout_ref.model.use_remove_padding", True))
-    out.append((f"{ACTOR}.optim.optimizer", FSDP_OPTIMIZER[plan.optimizer.name]))
-    if plan.optimizer.name != "sgd":
-        out.append((f"{ACTOR}.optim.betas", list(plan.optimizer.betas)))
-        out.append((f"++{ACTOR}.optim.override_optimizer_config", {"eps": plan.optimizer.eps}))
+    out.append((f"{ACTOR}.optim.optimizer", FSDP_OPTIMIZER[plan.recipe.optimizer.name]))
+    if plan.recipe.optimizer.name != "sgd":
+        out.append((f"{ACTOR}.optim.betas", list(plan.recipe.optimizer.betas)))
+        out.append((f"++{ACTOR}.optim.override_optimizer_config", {"eps": plan.recipe.optimizer.eps}))
     return out
 
 
 def _megatron(plan: Plan) -> list[Override]:
     megatron = f"{ACTOR}.megatron"
     override: dict[str, Any] = {}
-    if plan.optimizer.name != "sgd":
+    if plan.recipe.optimizer.name != "sgd":
         # verl passes its `betas` only to Muon; Adam reads Megatron's own names.
-        beta1, beta2 = plan.optimizer.betas
-        override = {"adam_beta1": beta1, "adam_beta2": beta2, "adam_eps": plan.optimizer.eps}
-    if plan.offload.optimizer != "none":
+        beta1, beta2 = plan.recipe.optimizer.betas
+        override = {"adam_beta1": beta1, "adam_beta2": beta2, "adam_eps": plan.recipe.optimizer.eps}
+    if plan.recipe.offload.optimizer != "none":
         override["optimizer_cpu_offload"] = True
     out: list[Override] = [
         (f"{ACTOR}.strategy", "megatron"),
-        (f"{megatron}.tensor_model_parallel_size", plan.tensor),
-        (f"{megatron}.pipeline_model_parallel_size", plan.pipeline),
-        (f"{megatron}.context_parallel_size", plan.sequence),
-        *([(f"{megatron}.virtual_pipeline_model_parallel_size", plan.virtual_stages)]
-          if plan.virtual_stages > 1 else []),
+        (f"{megatron}.tensor_model_parallel_size", plan.dims.tensor),
+        (f"{megatron}.pipeline_model_parallel_size", plan.dims.pipeline),
+        (f"{megatron}.context_parallel_size", plan.dims.sequence),
+        *([(f"{megatron}.virtual_pipeline_model_parallel_size", plan.dims.virtual_stages)]
+          if plan.dims.virtual_stages > 1 else []),
         (f"{megatron}.use_distributed_optimizer", plan.stage >= 1),
-        (f"{megatron}.param_offload", plan.offload.params != "none"),
+        (f"{megatron}.param_offload", plan.recipe.offload.params != "none"),
         (f"{megatron}.optimizer_offload", False),
         (f"{megatron}.dtype", MEGATRON_DTYPE[plan.precision]),
-        (f"{ACTOR}.optim.optimizer", MEGATRON_OPTIMIZER[plan.optimizer.name]),
+        (f"{ACTOR}.optim.optimizer", MEGATRON_OPTIMIZER[plan.recipe.optimizer.name]),
     ]
     if override:
         out.append((f"++{ACTOR}.optim.override_optimizer_config", override))

@@ -88,7 +88,7 @@ def test_secrets_never_reach_the_run_directory_or_the_terminal(
     assert sum(p.name == "run.json" for p in written) == 3
     copy = (runs / "recipe-args" / "recipe.yaml").read_text()
     assert "# kept" in copy and '"--db-password=<redacted>"' in copy, "the copy is redacted in place"
-    assert json.loads((runs / "recipe-args" / "plan.json").read_text())["launch"]["args"] == [
+    assert json.loads((runs / "recipe-args" / "plan.json").read_text())["recipe"]["launch"]["args"] == [
         "--hf_token", REDACTED, f"--db-password={REDACTED}", "--remote", REDACTED, "--lr", "1e-4"]
     texts = [p.read_text() for p in written] + [r.out for r in results] + [r.err for r in results]
     for secret in _values():
@@ -226,17 +226,18 @@ def test_secrets_elsewhere_in_the_recipe_reach_only_what_the_job_reads(
     run = runs / "r"
     plan = json.loads((run / "plan.json").read_text())
     config = json.loads((run / "ds_config.json").read_text())
-    assert config["comet"] == plan["native"]["deepspeed"]["comet"] == {
+    assert config["comet"] == plan["recipe"]["native"]["deepspeed"]["comet"] == {
         "enabled": False, "api_key": "hunter2-native-key", "project": "https://u:hunter2-native-url@x.example/p",
         "experiment_key": "hunter2-set-key"}
-    assert plan["native"]["hf"] == {"hub_token": "hunter2-hf-token"}
-    assert plan["native"]["verl"] == ["trainer.wandb_api_key=hunter2-verl-key"]
+    assert plan["recipe"]["native"]["hf"] == {"hub_token": "hunter2-hf-token"}
+    assert plan["recipe"]["native"]["verl"] == ["trainer.wandb_api_key=hunter2-verl-key"]
     for name in ("plan.json", "ds_config.json"):
         (run / name).unlink()
     copy = load_plan(run / "recipe.yaml")
-    assert copy.native.deepspeed["comet"] == {"enabled": False, "api_key": REDACTED, "project": REDACTED}
-    assert copy.native.hf == {"hub_token": REDACTED} and copy.native.verl == (f"trainer.wandb_api_key={REDACTED}",)
-    assert copy.launch.args == ("--lr", "1e-4") and copy.global_batch == 8
+    native = copy.recipe.native
+    assert native.deepspeed["comet"] == {"enabled": False, "api_key": REDACTED, "project": REDACTED}
+    assert native.hf == {"hub_token": REDACTED} and native.verl == (f"trainer.wandb_api_key={REDACTED}",)
+    assert copy.recipe.launch.args == ("--lr", "1e-4") and copy.batch.global_ == 8
     written = [p for p in run.rglob("*") if p.is_file()]
     assert sorted(p.name for p in written) == ["recipe.yaml", "run.json"]
     texts = [p.read_text() for p in written] + [r.out for r in results] + [r.err for r in results]

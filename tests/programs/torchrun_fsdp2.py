@@ -28,24 +28,24 @@ def main() -> None:
         if isinstance(layer, nn.Linear):
             fully_shard(layer, reshard_after_forward=plan.stage == 3)
     fully_shard(model, reshard_after_forward=plan.stage == 3)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=plan.optimizer.lr,
-                                  betas=plan.optimizer.betas, weight_decay=plan.optimizer.weight_decay)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=plan.recipe.optimizer.lr,
+                                  betas=plan.recipe.optimizer.betas, weight_decay=plan.recipe.optimizer.weight_decay)
     generator = torch.Generator().manual_seed(1 + rank)
     samples, losses = [], []
     for _ in range(3):
         seen = torch.zeros(1)
-        for _ in range(plan.accumulation):
-            x = torch.randn(plan.micro, 8, generator=generator)
-            loss = nn.functional.mse_loss(model(x), x.sum(dim=1, keepdim=True).sin()) / plan.accumulation
+        for _ in range(plan.batch.accumulation):
+            x = torch.randn(plan.batch.micro, 8, generator=generator)
+            loss = nn.functional.mse_loss(model(x), x.sum(dim=1, keepdim=True).sin()) / plan.batch.accumulation
             loss.backward()
-            seen += plan.micro
-        if plan.grad_clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), plan.grad_clip)
+            seen += plan.batch.micro
+        if plan.recipe.grad_clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), plan.recipe.grad_clip)
         optimizer.step()
         optimizer.zero_grad()
         dist.all_reduce(seen)
         samples.append(int(seen.item()))
-        losses.append(loss.item() * plan.accumulation)
+        losses.append(loss.item() * plan.batch.accumulation)
     if rank == 0:
         print(json.dumps({"world": world, "samples": samples, "losses": losses}), flush=True)
     dist.destroy_process_group()

@@ -20,22 +20,22 @@ def build(request: LaunchRequest) -> LaunchSpec:
     from distrecipe.translator.accelerate import launch_env  # the emitter owns what Accelerate reads
 
     plan = request.plan
-    if plan.device == "cpu":
+    if plan.recipe.cluster.device == "cpu":
         # `--cpu` makes Accelerate use its simple launcher (one process, not distributed)
         # and without it an FSDP/DDP launch on a GPU-less machine falls back to a
         # non-distributed Accelerator: either way not the recipe's ranks.
-        raise LaunchError(f"Accelerate cannot run {plan.world} CPU ranks (with --cpu it starts one "
+        raise LaunchError(f"Accelerate cannot run {plan.dims.world} CPU ranks (with --cpu it starts one "
                           "process); use launch.backend torchrun or deepspeed for cluster.device cpu")
     yamls = [name for name in request.configs if name.endswith((".yaml", ".yml"))]
     if len(yamls) != 1:
         raise LaunchError(f"accelerate needs one emitted config YAML, the emitter gave {yamls or 'none'}")
     argv = [executable("accelerate"), "launch", "--config_file", str(request.run_dir / yamls[0]),
-            "--num_machines", str(plan.nodes),
+            "--num_machines", str(plan.dims.nodes),
             "--machine_rank", str(request.node_rank),
-            "--num_processes", str(plan.world),
+            "--num_processes", str(plan.dims.world),
             "--main_process_ip", request.master(),
             "--main_process_port", str(request.master_port)]
-    if plan.launch.backend == "accelerate-deepspeed":
+    if plan.backend == "accelerate-deepspeed":
         argv += ["--deepspeed_config_file", str(request.run_dir / DS_CONFIG)]
     argv += program_argv(request.program, "--module")
     return LaunchSpec(argv=tuple(argv), env={**job_env(request), **launch_env(plan)})

@@ -31,33 +31,35 @@ def one_node_gpus(request: LaunchRequest) -> list[str]:
     would land on someone else's. Naming the visible ids keeps it on its own.
     """
     plan, visible = request.plan, request.environ.get("CUDA_VISIBLE_DEVICES")
-    if plan.nodes > 1 or plan.device != "gpu" or visible is None:
+    if plan.dims.nodes > 1 or plan.recipe.cluster.device != "gpu" or visible is None:
         return []
     ids = [entry.strip() for entry in visible.split(",")]
     ids = ids[: next((i for i, entry in enumerate(ids) if not entry.isdigit()), len(ids))]
-    if len(ids) < plan.gpus_per_node:
+    if len(ids) < plan.dims.gpus_per_node:
         raise LaunchError(f"CUDA_VISIBLE_DEVICES={visible} shows {len(ids)} GPU(s) by index, the recipe "
-                          f"asks for {plan.gpus_per_node} (DeepSpeed's --include needs indices, not UUIDs)")
-    return ["--include", f"localhost:{','.join(ids[: plan.gpus_per_node])}"]
+                          f"asks for {plan.dims.gpus_per_node} (DeepSpeed's --include needs indices, "
+                          "not UUIDs)")
+    return ["--include", f"localhost:{','.join(ids[: plan.dims.gpus_per_node])}"]
 
 
 def build(request: LaunchRequest) -> LaunchSpec:
     plan = request.plan
     argv = [executable("deepspeed")]
     files: dict[str, str] = {}
-    if plan.nodes > 1:
-        if plan.launch.hostfile is not None:
-            hostfile = plan.launch.hostfile
+    if plan.dims.nodes > 1:
+        if plan.recipe.launch.hostfile is not None:
+            hostfile = plan.recipe.launch.hostfile
         elif request.hosts:
-            files[HOSTFILE] = hostfile_text(request.hosts[: plan.nodes], plan.gpus_per_node)
+            files[HOSTFILE] = hostfile_text(request.hosts[: plan.dims.nodes], plan.dims.gpus_per_node)
             hostfile = str(request.run_dir / HOSTFILE)
         else:
-            raise LaunchError(f"deepspeed needs a hostfile for {plan.nodes} nodes: set "
+            raise LaunchError(f"deepspeed needs a hostfile for {plan.dims.nodes} nodes: set "
                               "launch.hostfile, or launch inside a SLURM allocation")
         argv += ["--hostfile", hostfile]
         if request.per_node:
             argv += ["--no_ssh", "--node_rank", str(request.node_rank)]
-    argv += one_node_gpus(request) or ["--num_nodes", str(plan.nodes), "--num_gpus", str(plan.gpus_per_node)]
+    argv += one_node_gpus(request) or ["--num_nodes", str(plan.dims.nodes),
+                                       "--num_gpus", str(plan.dims.gpus_per_node)]
     argv += ["--master_addr", request.master(), "--master_port", str(request.master_port)]
     argv += program_argv(request.program, "--module")
     return LaunchSpec(argv=tuple(argv), env=job_env(request), files=files)

@@ -14,13 +14,13 @@ from distrecipe.launch.spec import LaunchRequest, LaunchSpec, executable, job_en
 
 def build(request: LaunchRequest) -> LaunchSpec:
     plan = request.plan
-    argv = [executable("torchrun"), "--nnodes", str(plan.nodes),
-            "--nproc-per-node", str(plan.gpus_per_node)]
-    if plan.nodes == 1:
+    argv = [executable("torchrun"), "--nnodes", str(plan.dims.nodes),
+            "--nproc-per-node", str(plan.dims.gpus_per_node)]
+    if plan.dims.nodes == 1:
         argv.append("--standalone")
     else:
         argv += ["--rdzv-backend", "c10d",
                  "--rdzv-endpoint", f"{request.master()}:{request.master_port}",
-                 "--rdzv-id", plan.name]
+                 "--rdzv-id", plan.recipe.name]
     argv += program_argv(request.program, "--module")
     return LaunchSpec(argv=tuple(argv), env=job_env(request))

@@ -20,11 +20,11 @@ ENTRY = "verl.trainer.main_ppo"
 
 def build(request: LaunchRequest) -> LaunchSpec:
     plan = request.plan
-    if plan.nodes > 1 and "RAY_ADDRESS" not in request.environ:
-        raise LaunchError(f"verl on {plan.nodes} nodes needs a Ray cluster: run `ray start --head` "
+    if plan.dims.nodes > 1 and "RAY_ADDRESS" not in request.environ:
+        raise LaunchError(f"verl on {plan.dims.nodes} nodes needs a Ray cluster: run `ray start --head` "
                           "on node 0 and `ray start --address=HEAD:6379` on the others, then "
                           "launch on node 0 with RAY_ADDRESS set")
-    if plan.nodes > 1 and request.node_rank != 0:
+    if plan.dims.nodes > 1 and request.node_rank != 0:
         raise LaunchError("verl launches from node 0 only; the other nodes just join the Ray cluster")
     program = request.program
     entry = ["-m", program.target] if program.module else [program.target]

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from distrecipe.engines import data_parallel
 from distrecipe.engines.deepspeed import BATCH_KEYS
+from distrecipe.job import data_parallel, model_parallel
 from distrecipe.keys import integer
 from distrecipe.lint.rule import Problem, Source
-from distrecipe.recipe import batch_from_script, model_parallel
+from distrecipe.recipe import batch_from_script
 from distrecipe.source import KeyPath
 from distrecipe.translator.resolve import nearest_multiples
 

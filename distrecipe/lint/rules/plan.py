@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
+from distrecipe.job import Plan
 from distrecipe.lint.rule import Problem, Source
 from distrecipe.plan.units import gb
-from distrecipe.recipe import Plan
+from distrecipe.translator.resolve import variant
 
 
 def memory_does_not_fit(src: Source) -> Iterator[Problem]:
@@ -50,7 +51,7 @@ def memory_does_not_fit(src: Source) -> Iterator[Problem]:
 def does_not_fit(plan: Plan) -> str | None:
     """DR370's message when the plan needs more than `cluster.gpu_memory`; `compile`
     reports the same for the recipe it compiles."""
-    if plan.model.params is None:
+    if plan.recipe.model.params is None:
         return None
     from distrecipe.plan.report import estimate  # only recipes that size a model need it
 
@@ -92,15 +93,17 @@ def zero3_where_zero2_fits(src: Source) -> Iterator[Problem]:
     Fix: `stage: 2` (or suppress when the memory is wanted for a larger batch).
     """
     plan = src.plan
-    if plan is None or plan.stage != 3 or plan.strategy not in ("zero", "fsdp") or plan.model.params is None:
+    if (plan is None or plan.stage != 3 or plan.recipe.strategy not in ("zero", "fsdp")
+            or plan.recipe.model.params is None):
         return
     from distrecipe.plan.report import estimate
 
     current = estimate(plan)
     if not current.fits:
         return
-    offload = plan.offload
-    lighter = estimate(replace(plan, stage=2, offload=replace(offload, params="none")))
+    offload = plan.recipe.offload
+    lighter = estimate(variant(plan, stage=2, offload=replace(offload, params="none")))  # stage 2 resolves
+
     if lighter.fits:
         extra = current.traffic_formula.total - lighter.traffic_formula.total
         yield Problem(("stage",), (

@@ -35,9 +35,9 @@ from distrecipe.engines.verl import (
     rollout_layout_refusal,
     uses_megatron,
 )
+from distrecipe.job import model_parallel
 from distrecipe.keys import did_you_mean, dotted, integer, joined
 from distrecipe.lint.rule import Problem, Source
-from distrecipe.recipe import model_parallel
 
 
 def batch_rules(src: Source) -> Iterator[Problem]:

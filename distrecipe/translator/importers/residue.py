@@ -22,7 +22,7 @@ from distrecipe.engines import Kind
 from distrecipe.engines.accelerate import EMITTED_DEFAULTS as ACCELERATE_DEFAULTS
 from distrecipe.engines.deepspeed import BATCH_KEYS, NO_DEFAULT, emitted_default
 from distrecipe.engines.defaults import lookup, null_is_default
-from distrecipe.recipe import Plan
+from distrecipe.job import Plan
 from distrecipe.source import KeyPath
 from distrecipe.translator import accelerate, deepspeed, hf, verl
 from distrecipe.translator.native import DECIDED, leaves, override_line, same

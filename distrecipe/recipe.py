@@ -27,6 +27,8 @@ Precision = Literal["bf16", "fp16", "fp32"]
 Device = Literal["gpu", "cpu"]
 Recompute = Literal["none", "selective", "full"]
 Attention = Literal["eager", "sdpa", "flash"]
+ScheduleDecay = Literal["constant", "linear", "cosine"]
+CheckpointWeights = Literal["sharded", "full"]
 Backend = Literal["deepspeed", "accelerate", "accelerate-deepspeed", "torchrun", "verl"]
 ProgramKind = Literal["hf", "accelerate", "deepspeed", "torchrun", "verl"]
 """How a training program reads its settings: Trainer flags, `accelerate launch`'s config,
@@ -90,7 +92,7 @@ RECOMPUTE_FORM: dict[str, Any] = {
     ],
 }
 """`activation_checkpointing` as written: true/false, a mode, or `{mode, every}` (`every` is
-`Recipe.checkpoint_every`, which the schema generator places in the mapping form)."""
+`Recipe.recompute_every`, which the schema generator places in the mapping form)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -208,18 +210,53 @@ class Batch:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Optimizer:
-    """The optimizer and its hyper-parameters, as the emitted configs name them."""
+    """The optimizer and its hyper-parameters. A value left out is the engine's own default
+    where the engine builds the optimizer (DeepSpeed's, the HF Trainer's, verl's), never
+    one distrecipe picks."""
 
     name: OptimizerName = "adamw"
     """`adamw` (decoupled weight decay, the default), `adam` (coupled L2 decay) or `sgd`."""
-    lr: float = spec(1.0e-5, exclusiveMinimum=0, maximum=1000.0)
-    """Learning rate. Default 1e-5."""
-    betas: tuple[float, float] = spec((0.9, 0.999), items={"minimum": 0, "exclusiveMaximum": 1})
-    """Adam's moment decay rates (β1, β2). Default (0.9, 0.999)."""
-    eps: float = spec(1.0e-8, exclusiveMinimum=0, maximum=1.0)
-    """Adam's denominator epsilon. Default 1e-8."""
-    weight_decay: float = spec(0.0, minimum=0, maximum=1000.0)
-    """Weight decay coefficient. Default 0."""
+    lr: float | None = spec(None, exclusiveMinimum=0, maximum=1000.0)
+    """Learning rate (the schedule's peak). Default: the engine's."""
+    betas: tuple[float, float] | None = spec(None, items={"minimum": 0, "exclusiveMaximum": 1})
+    """Adam's moment decay rates (β1, β2). Default: the engine's."""
+    eps: float | None = spec(None, exclusiveMinimum=0, maximum=1.0)
+    """Adam's denominator epsilon. Default: the engine's."""
+    weight_decay: float | None = spec(None, minimum=0, maximum=1000.0)
+    """Weight decay coefficient. Default: the engine's."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Schedule:
+    """The learning rate over the run and the run's length: a linear warmup from 0 to
+    `optimizer.lr`, then `decay` towards `min_lr_ratio` × lr at `total_steps` (every engine's
+    shape; `docs/equivalence.md` says which keys each uses). A value left out is the engine's."""
+
+    decay: ScheduleDecay = "constant"
+    """After warmup: `constant` (the default), `linear` or `cosine` decay."""
+    warmup_steps: int | None = spec(None, minimum=0, maximum=2**31)
+    """Optimizer steps of linear warmup. Default: none, or `warmup_ratio`'s."""
+    warmup_ratio: float | None = spec(None, minimum=0, maximum=1)
+    """Warmup as a fraction of `total_steps` (the Trainer's and verl's ratio), instead of
+    `warmup_steps`. Default: none."""
+    min_lr_ratio: float | None = spec(None, minimum=0, maximum=1)
+    """Where the decay ends, as a fraction of `optimizer.lr`. Default: the engine's (0)."""
+    total_steps: int | None = spec(None, minimum=1, maximum=2**40)
+    """The run's length in optimizer steps (DeepSpeed's `total_num_steps`, the Trainer's
+    `max_steps`, verl's `total_training_steps`). Default: the script's or the data's."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Checkpoint:
+    """What a saved checkpoint holds, and how often one is written."""
+
+    weights: CheckpointWeights | None = None
+    """`full`: the whole model's 16-bit weights gathered on save (DeepSpeed's
+    `stage3_gather_16bit_weights_on_model_save`, Accelerate's `FULL_STATE_DICT`); `sharded`:
+    each rank saves its shard. Default: the engine's."""
+    every: int | None = spec(None, minimum=1, maximum=2**31)
+    """Save every this many optimizer steps (the Trainer's `save_steps`, verl's `save_freq`).
+    Default: the script's."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -343,10 +380,15 @@ class Recipe:
     """The batch arithmetic. Required."""
     precision: Precision = "bf16"
     """Training dtype of parameters and activations: `bf16` (the default), `fp16`, `fp32`."""
-    optimizer: Optimizer = field(default_factory=Optimizer)
-    """The optimizer. Default: AdamW with `Optimizer`'s defaults."""
-    grad_clip: float | None = spec(1.0, nullable=True, minimum=0, maximum=1e9)
-    """Max gradient norm; `None` (written 0 or null) disables clipping. Default 1.0."""
+    optimizer: Optimizer | None = None
+    """The optimizer. Default: none stated, so the training script builds its own (or the
+    engine its default one); nothing is written for it."""
+    schedule: Schedule | None = None
+    """The learning-rate schedule and the run's length. Default: none stated (the engine's
+    or the script's)."""
+    grad_clip: float | None = spec(None, nullable=True, minimum=0, maximum=1e9)
+    """Max gradient norm; 0 or null disables clipping. Default: the engine's (DeepSpeed, the
+    Trainer and verl clip at 1.0)."""
     activation_checkpointing: Recompute = spec("none", written=RECOMPUTE_FORM)
     """What the backward recomputes: `none` (the default, written false); `full` (written true:
     every block wrapped whole, torch's checkpoint_wrapper, HF gradient_checkpointing);
@@ -354,9 +396,11 @@ class Recipe:
     and attention outputs); `{mode: selective, every: k}` (torchtitan's layer-level policy)."""
     rl: RL | None = None
     """verl's RL batch; `None` (the default) for supervised training."""
+    checkpoint: Checkpoint | None = None
+    """What checkpoints hold and how often they are saved. Default: none stated (the engine's)."""
     launch: Launch = field(default_factory=Launch)
     """How the job starts. Default: the strategy's launcher running the reference trainer."""
-    checkpoint_every: int | None = spec(None, key="activation_checkpointing.every", minimum=1)
+    recompute_every: int | None = spec(None, key="activation_checkpointing.every", minimum=1)
     """With mode selective: wrap every k-th block whole (torchtitan's layer-level
     `selective_ac_option`) instead of op-level selection."""
     native: Native = field(default_factory=Native)

@@ -75,6 +75,11 @@ ROWS: dict[str, dict[str, Any]] = {
                                                 batch={"micro": 2, "accumulation": 4, "global": 128}),
     "batch.micro_tokens": doc(strategy="fsdp", batch={"global": 64, "micro_tokens": 8192}),
     "rl: prompts_per_step, rollout_n": doc(rl={"rollout_n": 4, "prompts_per_step": 24}),
+    "optimizer, grad_clip, schedule stated": doc(optimizer={"lr": 1e-4}, grad_clip=1.0,
+                                                 schedule={"decay": "cosine", "total_steps": 1000}),
+    "schedule: linear decay to a floor above 0": doc(
+        optimizer={"lr": 1e-4}, schedule={"decay": "linear", "min_lr_ratio": 0.1, "total_steps": 1000}),
+    "schedule: decay without schedule.total_steps": doc(schedule={"decay": "cosine"}),
     "rl on GPUs the rollout's tensor parallelism does not divide": doc(
         native={"verl": ["actor_rollout_ref.rollout.tensor_model_parallel_size=3"]}),
 }

@@ -18,7 +18,7 @@ import pytest
 from distrecipe import recipe
 from distrecipe.schemas import recipe_schema
 
-WRITTEN_INSIDE = {"checkpoint_every": ("activation_checkpointing", "every")}
+WRITTEN_INSIDE = {"recompute_every": ("activation_checkpointing", "every")}
 """`Recipe` fields written as a key of another one's mapping form
 (`activation_checkpointing: {mode: selective, every: 2}`)."""
 NOT_WRITTEN = {"source", "where", *WRITTEN_INSIDE}

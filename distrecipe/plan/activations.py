@@ -210,7 +210,7 @@ def plan_activations(plan: Plan) -> tuple[Activations, ...]:
     local = -(-s // cp)  # each context-parallel rank's share of a sample's tokens
     flash, recompute = m.attention != "eager", plan.recipe.activation_checkpointing
     b, t = plan.batch.micro, plan.dims.tensor
-    every = plan.recipe.checkpoint_every
+    every = plan.recipe.recompute_every
     chunk = -(-layers // (plan.dims.pipeline * plan.dims.virtual_stages))
     stages = [(chunk * pipeline_in_flight(plan, last=True), True)]
     if plan.dims.pipeline > 1:

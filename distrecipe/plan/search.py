@@ -156,7 +156,7 @@ def candidates(recipe: Recipe, gpus_per_node: int) -> Iterator[Recipe]:
                         parallel=replace(recipe.parallel, tensor=tensor, pipeline=pipeline,
                                          sequence=sequence, virtual_stages=virtual, shard_group="all"),
                         batch=replace(recipe.batch, micro=1, accumulation=AUTO),
-                        activation_checkpointing=recompute, checkpoint_every=None,
+                        activation_checkpointing=recompute, recompute_every=None,
                     )
 
 

@@ -135,8 +135,8 @@ def recompute_flops_per_token(plan: Plan) -> float:
     if plan.recipe.activation_checkpointing == "full":
         return forward
     if plan.recipe.activation_checkpointing == "selective":
-        if plan.recipe.checkpoint_every:
-            return forward / plan.recipe.checkpoint_every
+        if plan.recipe.recompute_every:
+            return forward / plan.recipe.recompute_every
         m = plan.recipe.model
         psi = float(m.params or 0) - (m.vocab or 0) * (m.hidden_size or 0)
         return psi  # half of the matmuls' forward, 2Ψ' / 2

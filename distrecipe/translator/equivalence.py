@@ -104,6 +104,12 @@ CODES: dict[str, Code] = {
     "DR221": Code("error", "verl's workers cannot lay the rollout engine out on these GPUs, or it cannot "
                   "split the model's stated heads over its tensor parallelism; verl would refuse it after "
                   "the cluster starts"),
+    "DR222": Code("warning", "not carried: the file has no key for it, so the training script decides "
+                  "(the carry table in docs/equivalence.md names who)"),
+    "DR225": Code("warning", "the learning-rate schedule is approximated: this engine's schedulers cannot "
+                  "take its exact shape"),
+    "DR226": Code("warning", "DeepSpeed's scheduler needs the run's length (total_num_steps) and the recipe "
+                  "states none: the script or the Trainer must give it, or DeepSpeed refuses to start"),
 }
 """Every mapping finding code with its severity; `explain DR2xx` can read `summary`."""
 
@@ -354,6 +360,27 @@ TABLE: tuple[Row, ...] = (
         Cell("not applicable"),
     ),
     Row(
+        "optimizer, grad_clip, schedule stated",
+        Cell("`optimizer`, `gradient_clipping`, `scheduler` (see the field rows)"),
+        Cell("none: the script builds its optimizer and scheduler and clips", "DR222"),
+        Cell("`optim.*`, `trainer.total_training_steps`"),
+        Cell("`learning_rate`, `lr_scheduler_type`, `max_grad_norm`, ..."),
+    ),
+    Row(
+        "schedule: linear decay to a floor above 0",
+        Cell("WarmupDecayLR: the floor also starts the warmup", "DR225"),
+        Cell("the script's scheduler", "DR222"),
+        Cell("none: FSDP has constant and cosine; Megatron `lr_decay_style: linear`", "DR208"),
+        Cell("`linear` decays to 0", "DR225"),
+    ),
+    Row(
+        "schedule: decay without schedule.total_steps",
+        Cell("`total_num_steps` left to the script or the Trainer", "DR226"),
+        Cell("the script's scheduler", "DR222"),
+        Cell("verl counts the data's steps"),
+        Cell("the Trainer counts the data's steps"),
+    ),
+    Row(
         "rl on GPUs the rollout's tensor parallelism does not divide",
         Cell("not applicable"),
         Cell("not applicable"),
@@ -365,7 +392,8 @@ TABLE: tuple[Row, ...] = (
 
 
 def markdown() -> str:
-    """The table and the codes as one Markdown page (`docs/equivalence.md` is this, verbatim)."""
+    """The tables and the codes as one Markdown page (`docs/equivalence.md` is this, verbatim)."""
+    from distrecipe.translator import carry  # it reads this module's codes
     lines = [
         "# What each recipe setting becomes in each engine",
         "",
@@ -379,6 +407,9 @@ def markdown() -> str:
     for row in TABLE:
         cells = [_cell_text(row.cell(engine)) for engine in ENGINES]
         lines.append(f"| {row.recipe} | " + " | ".join(cells) + " |")
+    lines += ["", "## Every recipe field", "",
+              "What each file does with each field; a stated field no file of the target carries is",
+              "named by its code (`translator/carry.py`).", "", *carry.markdown()]
     lines += ["", "## Codes", "", "| code | severity | meaning |", "|---|---|---|"]
     lines += [f"| {code} | {entry.severity} | {entry.summary} |" for code, entry in CODES.items()]
     return "\n".join(lines) + "\n"

@@ -55,8 +55,12 @@ def resolve(recipe: Recipe, *, detected_gpus: int | None = None, world: int | No
         prov["launch.backend"] = f"default for strategy {recipe.strategy}" + (
             " with rl" if recipe.rl else ""
         )
-    if recipe.grad_clip is None:
+    if recipe.grad_clip == 0:
         prov["grad_clip"] = "disabled (0 or null)"
+    elif recipe.grad_clip is None:
+        prov["grad_clip"] = "not stated: each engine's own (DeepSpeed, the Trainer and verl clip at 1.0)"
+    if recipe.optimizer is None:
+        prov["optimizer"] = "not stated: the training script's own (plan counts AdamW's state)"
     plan = Plan(recipe=recipe, dims=dims, batch=batch, stage=stage, backend=backend,
                 precision=recipe.precision, gpu_memory=recipe.cluster.gpu_memory,
                 buckets=_buckets(recipe, stage, prov), provenance=prov)

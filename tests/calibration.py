@@ -17,7 +17,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from distrecipe.job import Plan
+from distrecipe.plan import efficiency as eff
+from distrecipe.plan.efficiency import Efficiency, engine_family, generation, kernel_family
 from distrecipe.plan.report import estimate
+from distrecipe.plan.steptime import step_time
+from distrecipe.plan.traffic import Traffic
+from distrecipe.plan.engine import DeepSpeedZero
+from distrecipe.plan.report import deepspeed_zero
 from distrecipe.plan.units import GiB
 from tests.published import CSV, Row, plan_for_row, rows, unstatable
 
@@ -57,24 +67,25 @@ STATISTIC = {"max_reserved": "reserved", "peak reserved": "reserved", "reported"
 """What each `memory_kind` compares with (its first word or words)."""
 
 
-def _family_and_generation(plan: object) -> tuple[str, str]:
-    try:
-        from distrecipe.plan.efficiency import engine_family, generation
-    except ImportError:  # before engine families: one efficiency per GPU
-        from distrecipe.plan.hardware import hardware
-        hw = hardware(plan)  # type: ignore[arg-type]
-        return "one per GPU", hw.name if hw else "?"
-    return engine_family(plan), generation(plan)  # type: ignore[arg-type]
+def _family_and_generation(plan: Plan) -> tuple[str, str]:
+    return engine_family(plan), generation(plan) or "?"
+
+
+HARDWARE_FLOPS = ("narayanan2021_ptdp_secondary",)
+"""Sources whose TFLOP/s count the recomputed forward (Narayanan et al.'s Eq. 3)."""
 
 
 def megatron_tokens(row: Row) -> float | None:
-    """Tokens/s/GPU from a Megatron row's model TFLOP/s, through Megatron's count of a GPT
-    layer's model FLOPs per token (Narayanan et al. 2021, Eq. 3 without the recomputed
-    forward): 72·l·h²·(1 + s/6h + V/12lh)."""
+    """Tokens/s/GPU from a Megatron row's TFLOP/s, through Megatron's count of a GPT
+    layer's FLOPs per token: model FLOPs 72·l·h²·(1 + s/6h + V/12lh), or with the
+    recomputed forward (Narayanan et al. 2021, Eq. 3) 96·l·h²·(1 + s/6h + V/16lh)."""
     d = row.data
-    if not d["tflops_per_gpu"] or d["tokens_per_s_per_gpu"]:
+    if not d["tflops_per_gpu"] or d["tokens_per_s_per_gpu"] or not d["layers"]:
         return None
     layers, h, s, vocab = int(d["layers"]), int(d["hidden"]), int(d["seq_len"]), int(d["vocab"])
+    if d["source_id"] in HARDWARE_FLOPS:
+        per_token = 96 * layers * h * h * (1 + s / (6 * h) + vocab / (16 * layers * h))
+        return float(d["tflops_per_gpu"]) * 1e12 / per_token
     per_token = 72 * layers * h * h * (1 + s / (6 * h) + vocab / (12 * layers * h))
     return float(d["tflops_per_gpu"]) * 1e12 / per_token
 
@@ -157,6 +168,142 @@ def report(results: list[Judged]) -> str:
     return "\n".join(lines) + "\n"
 
 
+Cell = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class Timed:
+    """A judged throughput row with what `step_time` needs, so fits can re-price it cheaply."""
+
+    row: Row
+    plan: Plan
+    traffic: Traffic
+    zero: DeepSpeedZero | None
+    measured: float
+
+    @property
+    def source(self) -> str:
+        return self.row.data["source_id"]
+
+    @property
+    def cell(self) -> Cell:
+        """The efficiency cell that prices it (`efficiency.kernel_family`)."""
+        return kernel_family(self.plan), generation(self.plan) or "?"
+
+    @property
+    def fitted(self) -> bool:
+        """DeepSpeed's rows are judged by torch's figure, never fitted (`kernel_family`)."""
+        return engine_family(self.plan) != "deepspeed"
+
+
+def timed(paths: Iterable[Path] = (CSV,)) -> list[Timed]:
+    """Every judged row with a throughput figure and a known GPU generation."""
+    out = []
+    for item in judged(paths):
+        if item.throughput is None or item.generation == "?":
+            continue
+        plan = plan_for_row(item.row)
+        est = estimate(plan)
+        assert est.step is not None
+        measured = est.step.tokens_per_s_per_gpu / (1 + item.throughput)
+        out.append(Timed(item.row, plan, est.traffic_engine, deepspeed_zero(plan), measured))
+    return out
+
+
+@contextmanager
+def table(cells: dict[Cell, Efficiency]) -> Iterator[None]:
+    """`efficiency.FITTED` replaced by `cells` (a fit, or one made without a source)."""
+    saved = dict(eff.FITTED)
+    try:
+        eff.FITTED.clear()
+        eff.FITTED.update(cells)
+        yield
+    finally:
+        eff.FITTED.clear()
+        eff.FITTED.update(saved)
+
+
+def predicted(item: Timed) -> float:
+    result = step_time(item.plan, item.traffic, item.zero)
+    assert result is not None
+    return result.tokens_per_s_per_gpu
+
+
+def fit(items: list[Timed], start: dict[Cell, Efficiency] | None = None) -> dict[Cell, Efficiency]:
+    """Each cell's figure: the value whose median measured ÷ predicted over the cell's rows
+    is 1 (exposed traffic makes the prediction not quite proportional, so the median ratio
+    is applied until it settles), with its basis: how many rows, from which sources."""
+    cells: dict[Cell, list[Timed]] = defaultdict(list)
+    for item in items:
+        if item.fitted:
+            cells[item.cell].append(item)
+    fitted: dict[Cell, Efficiency] = {}
+    for cell, chosen in sorted(cells.items()):
+        value = (start or eff.FITTED).get(cell, Efficiency(0.5, "", False)).value
+        for _ in range(6):
+            with table({**fitted, cell: Efficiency(value, "", False)}):
+                value *= statistics.median(i.measured / predicted(i) for i in chosen)
+        sources = ", ".join(dict.fromkeys(SOURCE_NAMES.get(i.source, i.source) for i in chosen))
+        fitted[cell] = Efficiency(round(value, 2), f"fitted on {len(chosen)} published runs ({sources})", False)
+    return fitted
+
+
+SOURCE_NAMES = {
+    "torchtitan_bench_h100_202412": "torchtitan", "torchtitan_perf_a100_2024": "torchtitan",
+    "torchtitan_perf_405b_h100_2024": "torchtitan", "mosaic_llmfoundry_bench": "llm-foundry",
+    "ibm_fms_fsdp_readme": "IBM fms-fsdp", "colossalai_pl_gpt2xl": "Colossal-AI",
+    "kempnerforge_mfu_scaling_202604": "KempnerForge", "kempnerforge_weak_scaling_202606": "KempnerForge",
+    "kempnerforge_175b_360gpu_202607": "KempnerForge", "narayanan2021_ptdp_secondary": "Megatron-LM 2021",
+    "bigscience_tr11_prequel_2022": "BigScience", "bigscience_bloom_176b_run_2022": "BigScience",
+    "megatron_lm_readme_h100_2024": "Megatron-Core 2024",
+}
+"""How a basis names each source (a publication, not a file)."""
+
+
+def leave_one_source_out(items: list[Timed]) -> dict[str, list[tuple[Timed, float, Efficiency]]]:
+    """Each source's rows predicted by a table fitted without it: (row, error, the figure
+    used: the cell's refit, or borrowed by `efficiency.lookup` when only it had the cell)."""
+    out: dict[str, list[tuple[Timed, float, Efficiency]]] = {}
+    for source in dict.fromkeys(i.source for i in items):
+        others = fit([i for i in items if i.source != source])
+        rows_of = [i for i in items if i.source == source]
+        out[source] = []
+        for item in rows_of:
+            used = eff.lookup(*item.cell, others)
+            with table({**others, item.cell: used}):
+                out[source].append((item, predicted(item) / item.measured - 1, used))
+    return out
+
+
+def loso_report(items: list[Timed]) -> str:
+    """The leave-one-source-out table: per source, and per engine family × generation."""
+    results = leave_one_source_out(items)
+    lines = ["| source | family × generation | rows | median | median \\|e\\| | worst | within 15 % | figure used |",
+             "|---|---|---|---|---|---|---|---|"]
+    by_cell: dict[Cell, list[float]] = defaultdict(list)
+    for source, found in results.items():
+        errors = [e for _, e, _ in found]
+        cells = sorted({f"{engine_family(i.plan)} × {i.cell[1]}" for i, _, _ in found})
+        used = sorted({f"{u.value:g}{' (borrowed)' if u.borrowed else ''}" for _, _, u in found})
+        lines.append(f"| {source} | {', '.join(cells)} | {len(errors)} | {statistics.median(errors):+.1%} | "
+                     f"{statistics.median(abs(e) for e in errors):.1%} | {max(errors, key=abs):+.1%} | "
+                     f"{sum(abs(e) <= 0.15 for e in errors)} | {', '.join(used)} |")
+        for item, error, _ in found:
+            by_cell[(engine_family(item.plan), item.cell[1])].append(error)
+    lines += ["", "| family × generation | rows | median | median \\|e\\| | worst | within 15 % |", "|---|---|---|---|---|---|"]
+    for cell, errors in sorted(by_cell.items()):
+        lines.append(f"| {cell[0]} × {cell[1]} | {len(errors)} | {statistics.median(errors):+.1%} | "
+                     f"{statistics.median(abs(e) for e in errors):.1%} | {max(errors, key=abs):+.1%} | "
+                     f"{sum(abs(e) <= 0.15 for e in errors)} |")
+    return "\n".join(lines) + "\n"
+
+
 if __name__ == "__main__":
-    paths = [Path(p) for p in sys.argv[1:]] or [CSV]
-    sys.stdout.write(report(judged(paths)))
+    paths = [Path(p) for p in sys.argv[1:] if not p.startswith("-")] or [CSV]
+    if "--fit" in sys.argv:
+        for cell, value in fit(timed(paths)).items():
+            sys.stdout.write(f"{cell}: {value}\n")
+    elif "--loso" in sys.argv:
+        sys.stdout.write(loso_report(timed(paths)))
+    else:
+        sys.stdout.write(report(judged(paths)))

@@ -90,8 +90,11 @@ GPT_SOURCES = ("bigscience_", "megatron_lm_readme_h100_2024", "deepspeed_zero")
 TIED = ("bigscience_", "deepspeed_zero")
 """GPT sources whose output head shares the embedding (BLOOM, Megatron-LM's GPT-2 example);
 Megatron-Core's 2024 scaling models are untied (their sizes, 1.7B … 462B, count V·h twice)."""
-ASSUMED_MICRO = {"megatron_lm_readme_h100_2024": 1}
-"""Micro-batches a source does not state, and what is assumed (Narayanan's rows likewise)."""
+ASSUMED_MICRO = {"megatron_lm_readme_h100_2024": 1, "narayanan2021_ptdp_secondary": 1}
+"""Micro-batches a source does not state, and what is assumed (1, the smallest)."""
+ASSUMED_CHECKPOINTING = {"narayanan2021_ptdp_secondary": "full"}
+"""Recompute a source does not state in its table but implies: Narayanan et al.'s Eq. 3
+counts the recomputed forward."""
 
 
 def gpt_params(d: dict[str, str]) -> int:
@@ -159,7 +162,8 @@ def plan_for_row(row: Row) -> Plan:
     backend = {"fsdp": "torchrun", "ddp": "accelerate", "zero": "deepspeed", "megatron": "torchrun"}[strategy]
     if d["source_id"].startswith("deepspeed_") or (strategy == "fsdp" and d["source_id"].startswith("hf_blog")):
         backend = "deepspeed" if strategy in ("ddp", "zero") else "accelerate"
-    checkpointing = CHECKPOINTING.get(d["checkpointing"] or "none", "selective")
+    written = d["checkpointing"] or ASSUMED_CHECKPOINTING.get(d["source_id"], "none")
+    checkpointing = CHECKPOINTING.get(written, "selective")
     precision = "fp16" if "fp16" in d["precision"].lower().replace("fp16 or bf16", "") else "bf16"
     doc: dict[str, Any] = {
         "recipe": 1, "name": "published", "model": model,
@@ -171,6 +175,11 @@ def plan_for_row(row: Row) -> Plan:
         "precision": precision, "activation_checkpointing": checkpointing,
         "launch": {"backend": backend},
     }
+    if d["source_id"].startswith("bigscience_"):  # Megatron-DeepSpeed of 2022: no sequence parallelism
+        doc["parallel"]["tensor_sequence"] = False
+        doc["launch"]["backend"] = "deepspeed"
+        if "BF16_Optimizer" not in d["precision"].replace("BF16_Optimizer only", ""):
+            doc["reduce_dtype"] = "bf16"  # before BF16_Optimizer: ZeRO's 16-bit gradients
     if "offload_optimizer device cpu" in d["notes"]:  # ZeRO-Offload (the CSV has no offload column)
         doc["offload"] = {"optimizer": "cpu"}
     if "Sharding Strategy=HSDP" in d["notes"]:  # HSDP: shard within the node, replicate across

@@ -54,8 +54,10 @@ def emit(plan: Plan, *, hf_auto: bool = False) -> dict[str, Any]:
         config["activation_checkpointing"] = {
             "partition_activations": plan.dims.tensor > 1,
             "contiguous_memory_optimization": False,
-            "cpu_checkpointing": False,
+            "cpu_checkpointing": plan.recipe.offload.activations == "cpu",
         }
+    if plan.recipe.reduce_dtype is not None:
+        config["communication_data_type"] = plan.recipe.reduce_dtype
     config["steps_per_print"] = 10
     config["wall_clock_breakdown"] = False
     return merge(config, plan.recipe.native.deepspeed)
@@ -79,9 +81,16 @@ def _optimizer(plan: Plan, auto: Any) -> dict[str, Any]:
 
 def findings(plan: Plan) -> list[Finding]:
     """Where DeepSpeed cannot say exactly what the recipe says (codes in the equivalence table)."""
-    from distrecipe.translator.equivalence import finding, token_batch_findings  # only a few recipes need it
+    from distrecipe.translator.equivalence import (  # only a few recipes need it
+        finding,
+        precision_findings,
+        token_batch_findings,
+    )
 
     found = token_batch_findings(plan, "deepspeed")
+    found += precision_findings(plan, "deepspeed", activations=True, reduce=True)
+    if plan.recipe.offload.activations != "none":
+        found.append(finding("DR224", "deepspeed", "activation_checkpointing.cpu_checkpointing: true"))
     detail = f"shard_group {plan.dims.shard_group} of DP {plan.dims.dp}"
     if plan.dims.hybrid and plan.stage < 3:
         found.append(finding("DR216", "deepspeed", detail))

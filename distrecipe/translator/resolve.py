@@ -280,6 +280,10 @@ def _check_uneven_stages(recipe: Recipe) -> None:
     must split evenly over the other stages (its assertion "With uneven pipelineing the
     left over layers must be divisible by left over stages")."""
     par = recipe.parallel
+    if par.tensor_sequence is not None and recipe.strategy != "megatron":
+        raise RecipeError(f"parallel.tensor_sequence is Megatron's sequence_parallel; strategy {recipe.strategy}'s "
+                          "tensor parallelism has no such switch: use strategy megatron or drop it",
+                          recipe.at("parallel.tensor_sequence", "parallel"))
     first, last = par.first_stage_layers, par.last_stage_layers
     if first is None and last is None:
         return

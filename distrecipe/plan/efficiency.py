@@ -123,13 +123,19 @@ def lookup(family: Family, gen: Generation | None, table: dict[tuple[Family, Gen
         f, known = same_gen[0]
         return Efficiency(known.value, f"borrowed from {_cell((f, gen))}: no published bf16 run of "
                                        f"{_cell((family, gen))}", True)
-    base = table.get((family, "hopper")) or table.get(("torch", "hopper")) or next(iter(table.values()))
-    return Efficiency(base.value, f"borrowed from Hopper: no published bf16 run on a {gen} GPU", True)
+    cell = (family, "hopper") if (family, "hopper") in table else ("torch", "hopper")
+    base = table.get(cell) or next(iter(table.values()))
+    return Efficiency(base.value, f"borrowed from {_cell(cell)}: no published bf16 run on {_name(gen)} GPUs",
+                      True)
+
+
+def _name(gen: Generation) -> str:
+    return {"cdna3": "CDNA 3"}.get(gen, gen.title())
 
 
 def _cell(cell: tuple[Family, Generation]) -> str:
     family, gen = cell
-    return f"{ {'torch': 'FSDP2/DDP', 'deepspeed': 'DeepSpeed', 'megatron': 'Megatron'}[family]} on {gen.title()}"
+    return f"{ {'torch': 'FSDP2/DDP', 'deepspeed': 'DeepSpeed', 'megatron': 'Megatron'}[family]} on {_name(gen)}"
 
 
 def gemms(plan: Plan) -> list[tuple[float, float, float]]:

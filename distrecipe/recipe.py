@@ -469,17 +469,27 @@ def recipe_values(recipe: Recipe) -> dict[str, object]:
 
 
 def _walk(node: Any, section: str, out: dict[str, object]) -> None:
-    for item in fields(node):
-        key = field_key(section, item)
-        if key is None:
-            continue
-        value = getattr(node, item.name)
-        if isinstance(value, Native):
-            _native(value, out)
-        elif is_dataclass(value):
-            _walk(value, key, out)
-        elif value is not None or item.name not in _sections(node.__class__):
+    for name, key, section_field in _keys(node.__class__, section):
+        value = getattr(node, name)
+        if not section_field:
             out[key] = value
+        elif isinstance(value, Native):
+            _native(value, out)
+        elif value is not None:
+            _walk(value, key, out)
+
+
+@cache
+def _keys(cls: type[object], section: str) -> tuple[tuple[str, str, bool], ...]:
+    """(field name, dotted key, holds a section) for `cls`'s fields written in a recipe:
+    `recipe_values` runs for every plan resolved (`plan --search` resolves thousands)."""
+    sections = _sections(cls)
+    out = []
+    for item in fields(cls):  # type: ignore[arg-type]
+        key = field_key(section, item)
+        if key is not None:
+            out.append((item.name, key, item.name in sections))
+    return tuple(out)
 
 
 @cache

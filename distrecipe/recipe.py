@@ -480,12 +480,12 @@ def _walk(node: Any, section: str, out: dict[str, object]) -> None:
 
 
 @cache
-def _keys(cls: type[object], section: str) -> tuple[tuple[str, str, bool], ...]:
+def _keys(cls: Any, section: str) -> tuple[tuple[str, str, bool], ...]:
     """(field name, dotted key, holds a section) for `cls`'s fields written in a recipe:
     `recipe_values` runs for every plan resolved (`plan --search` resolves thousands)."""
     sections = _sections(cls)
     out = []
-    for item in fields(cls):  # type: ignore[arg-type]
+    for item in fields(cls):
         key = field_key(section, item)
         if key is not None:
             out.append((item.name, key, item.name in sections))

@@ -13,21 +13,18 @@ from __future__ import annotations
 import statistics
 import sys
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from distrecipe.job import Plan
 from distrecipe.plan import efficiency as eff
 from distrecipe.plan.efficiency import Efficiency, engine_family, generation, kernel_family
-from distrecipe.plan.report import estimate
+from distrecipe.plan.engine import DeepSpeedZero
+from distrecipe.plan.report import deepspeed_zero, estimate
 from distrecipe.plan.steptime import step_time
 from distrecipe.plan.traffic import Traffic
-from distrecipe.plan.engine import DeepSpeedZero
-from distrecipe.plan.report import deepspeed_zero
 from distrecipe.plan.units import GiB
 from tests.published import CSV, Row, plan_for_row, rows, unstatable
 

@@ -17,9 +17,8 @@ import yaml
 from distrecipe.api import load_plan, plan_of_document
 from distrecipe.errors import DistrecipeError
 from distrecipe.job import plan_values
-from distrecipe.output import write_files
+from distrecipe.output import to_json, write_files
 from distrecipe.plan.report import estimate
-from distrecipe.output import to_json
 from distrecipe.plan.search import TIE, Candidate, as_json, check_searchable, search, why
 from distrecipe.source import read_document
 from distrecipe.translator.load import apply_overrides, load_recipe
@@ -40,7 +39,8 @@ def search_recipe(*, recipe: str, overrides: Sequence[str] = (), write: str | No
     if output_format == "json":
         click.echo(to_json({"tried": result.tried, "fitting": len(result.ranked), "gpu_memory": budget,
                             "tie": TIE, "units": "bytes, seconds",
-                            "candidates": [as_json(c, rank) for rank, c in enumerate(result.ranked[:top], 1)]}),
+                            "candidates": [as_json(c, rank)
+                                           for rank, c in enumerate(result.ranked[:top], 1)]}),
                    nl=False)
     else:
         click.echo(f"{len(result.ranked)} of {result.tried} valid recipes fit {budget / 1e9:.0f} GB; "

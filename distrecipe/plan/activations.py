@@ -197,9 +197,11 @@ def megatron(*, s: int, b: int, h: int, a: int, kv: int, inter: int | None, laye
         saved = layers * whole
     head = 4.0 * sbh * (1 + vocab / h) / t if with_head else 0.0
     recomputed = (whole if recompute == "full" or every is not None else 0.0) + attention_extra / t
-    name = ("Megatron-Core (Korthikanti et al. 2022" + (", GPT block" if inter is None else ", gated MLP, GQA")
+    block = ", GPT block" if inter is None else ", gated MLP, GQA"
+    mode = _recompute(recompute, every).replace("selective (op)", "selective (core attention)")
+    name = (f"Megatron-Core (Korthikanti et al. 2022{block}"
             + (", sequence parallel" if sequence_parallel and t > 1 else "") + ")"
-            + (", flash" if flash else "") + _recompute(recompute, every).replace("selective (op)", "selective (core attention)"))
+            + (", flash" if flash else "") + mode)
     return Activations(name, saved, head, recomputed)
 
 

@@ -59,12 +59,13 @@ class Efficiency:
 
 
 FITTED: dict[tuple[Family, Generation], Efficiency] = {
-    ("megatron", "ampere"): Efficiency(0.54, "fitted on 38 published runs (Megatron-LM 2021, BigScience)", False),
+    ("megatron", "ampere"): Efficiency(0.54, "fitted on 38 published runs (Megatron-LM 2021, BigScience)",
+                                       False),
     ("megatron", "hopper"): Efficiency(0.75, "fitted on 9 published runs (Megatron-Core 2024)", False),
-    ("torch", "ampere"): Efficiency(0.71, "fitted on 33 published runs (torchtitan, llm-foundry, IBM fms-fsdp, "
-                                          "Colossal-AI)", False),
-    ("torch", "hopper"): Efficiency(0.53, "fitted on 53 published runs (torchtitan, KempnerForge, llm-foundry)",
-                                    False),
+    ("torch", "ampere"): Efficiency(0.71, "fitted on 33 published runs (torchtitan, llm-foundry, "
+                                          "IBM fms-fsdp, Colossal-AI)", False),
+    ("torch", "hopper"): Efficiency(0.53, "fitted on 53 published runs (torchtitan, KempnerForge, "
+                                          "llm-foundry)", False),
 }
 """Each cell's figure, fitted as `tests/test_plan_calibration.py` checks (the median of
 measured ÷ predicted tokens/s/GPU over the cell's rows is 1, rounded to two places)."""
@@ -116,8 +117,9 @@ def lookup(family: Family, gen: Generation | None, table: dict[tuple[Family, Gen
             for (f2, g2), other in table.items():
                 if g2 == gen and f2 != family and (f2, g) in table:
                     value = known.value * other.value / table[(f2, g)].value
-                    return Efficiency(round(value, 2), f"borrowed: {_cell((f, g))} × {_cell((f2, g2))} / "
-                                      f"{_cell((f2, g))}, no published bf16 run of {_cell((family, gen))}", True)
+                    basis = (f"borrowed: {_cell((f, g))} × {_cell((f2, g2))} / {_cell((f2, g))}, "
+                             f"no published bf16 run of {_cell((family, gen))}")
+                    return Efficiency(round(value, 2), basis, True)
     same_gen = [(f, v) for (f, g), v in table.items() if g == gen]
     if same_gen:
         f, known = same_gen[0]
@@ -135,7 +137,8 @@ def _name(gen: Generation) -> str:
 
 def _cell(cell: tuple[Family, Generation]) -> str:
     family, gen = cell
-    return f"{ {'torch': 'FSDP2/DDP', 'deepspeed': 'DeepSpeed', 'megatron': 'Megatron'}[family]} on {_name(gen)}"
+    names = {"torch": "FSDP2/DDP", "deepspeed": "DeepSpeed", "megatron": "Megatron"}
+    return f"{names[family]} on {_name(gen)}"
 
 
 def gemms(plan: Plan) -> list[tuple[float, float, float]]:

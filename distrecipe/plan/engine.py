@@ -283,7 +283,8 @@ def megatron_deepspeed(plan: Plan, psi: float, n: int) -> EngineView:
                 "optimizer": 8 * psi / n}
         points = {"rest": rest, "forward": rest, "backward": rest, "step": rest}
         return EngineView("Megatron-DeepSpeed (BF16_Optimizer: fp32 gradient accumulation)", points, {})
-    view = deepspeed(psi, n, DeepSpeedZero(stage=min(plan.stage, 1)), lp=lp, accumulation=plan.batch.accumulation)
+    view = deepspeed(psi, n, DeepSpeedZero(stage=min(plan.stage, 1)), lp=lp,
+                     accumulation=plan.batch.accumulation)
     return EngineView(view.engine.replace("DeepSpeed", "Megatron-DeepSpeed"), view.points, view.cpu)
 
 

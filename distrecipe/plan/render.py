@@ -73,7 +73,8 @@ def text(est: Estimate, advice: list[str]) -> str:
     judged = est.stage
     stage = (f", the pipeline's {judged.name} ({judged.layers} layers"
              + (", the embedding" if judged.embedding else "") + (", the head" if judged.head else "")
-             + f"), {judged.in_flight} {chunks} in flight" if p.dims.pipeline > 1 and judged is not None else "")
+             + f"), {judged.in_flight} {chunks} in flight"
+             if p.dims.pipeline > 1 and judged is not None else "")
     lines.append(f"activations per GPU (micro {p.batch.micro} × {tokens}{stage})")
     for i, act in enumerate(est.activations):
         used = "  ← used" if i == 0 else ""
@@ -126,10 +127,11 @@ def _step(est: Estimate) -> str:
     bubble = f" + pipeline bubble {st.bubble:.3g} s ({schedule})" if st.bubble else ""
     host = f" + offload {st.offload:.3g} s (PCIe copies, CPU optimizer step)" if st.offload else ""
     kinds = ", ".join(f"{kind} {seconds:.3g} s" for kind, seconds in st.exposed_by.items() if seconds)
-    return (f"step time: {st.seconds:.3g} s = compute {st.compute:.3g} s ({st.efficiency.value:g} × matmul size "
-            f"{st.matmul:.2f} of {hw.name}'s {hw.peak_tflops:g} TFLOPS, recompute included; efficiency "
-            f"{st.efficiency.basis}){bubble} + exposed traffic "
-            f"{st.exposed:.3g} s (of {st.communication:.3g} s, engine view{': ' + kinds if kinds else ''}){host}; "
+    return (f"step time: {st.seconds:.3g} s = compute {st.compute:.3g} s ({st.efficiency.value:g} × "
+            f"matmul size {st.matmul:.2f} of {hw.name}'s {hw.peak_tflops:g} TFLOPS, recompute included; "
+            f"efficiency {st.efficiency.basis}){bubble} + exposed traffic "
+            f"{st.exposed:.3g} s (of {st.communication:.3g} s, engine view"
+            f"{': ' + kinds if kinds else ''}){host}; "
             f"{st.tokens_per_s_per_gpu:,.0f} tokens/s/GPU, MFU {st.mfu:.1%}")
 
 

@@ -47,7 +47,6 @@ rule, `resolve`), so its micro-batches are those.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
@@ -274,7 +273,8 @@ def why(candidate: Candidate, budget: float) -> str:
     extra = "".join(f", {name} {seconds:.3g} s" for name, seconds in
                     (("bubble", step.bubble), ("offload", step.offload)) if seconds)
     return (f"{', '.join(parts)}: {step.seconds:.3g} s/step, {step.tokens_per_s_per_gpu:,.0f} "
-            f"tokens/s/GPU, MFU {step.mfu:.1%} (compute {step.compute:.3g} s at matmul size {step.matmul:.2f}, "
+            f"tokens/s/GPU, MFU {step.mfu:.1%} (compute {step.compute:.3g} s at matmul size "
+            f"{step.matmul:.2f}, "
             f"exposed traffic {step.exposed:.3g} s of {step.communication:.3g} s for {sent / 1e9:.3g} GB "
             f"sent{extra}); needs {est.need / 1e9:.1f} of {budget / 1e9:.0f} GB")
 
@@ -292,7 +292,8 @@ def as_json(candidate: Candidate, rank: int) -> dict[str, object]:
         "exposed_seconds": step.exposed, "exposed_by": step.exposed_by, "offload_seconds": step.offload,
         "communication_seconds": step.communication, "tokens_per_s_per_gpu": step.tokens_per_s_per_gpu,
         "mfu": step.mfu, "efficiency": step.efficiency.value, "matmul_factor": step.matmul,
-        "sent_bytes": est.traffic_engine.total, "needed_bytes": est.need, "reserved_bytes": est.memory.reserved,
+        "sent_bytes": est.traffic_engine.total, "needed_bytes": est.need,
+        "reserved_bytes": est.memory.reserved,
         "host_bytes_per_node": host_bytes_per_node(est), "fits": est.fits,
     }
 

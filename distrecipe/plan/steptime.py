@@ -56,11 +56,11 @@ from dataclasses import dataclass
 
 from distrecipe.engines.runner import runs_fsdp2, uses_deepspeed
 from distrecipe.job import Plan
+from distrecipe.model_shapes import kv_width
 from distrecipe.plan import traffic
 from distrecipe.plan.activations import ring_context_parallel
-from distrecipe.plan.engine import DeepSpeedZero, fsdp2_shard_ranks
-from distrecipe.model_shapes import kv_width
 from distrecipe.plan.efficiency import Efficiency, efficiency, matmul_factor
+from distrecipe.plan.engine import DeepSpeedZero, fsdp2_shard_ranks
 from distrecipe.plan.hardware import Hardware, hardware
 from distrecipe.plan.memory import reduce_ranks, shard_ranks
 
@@ -136,7 +136,8 @@ def windows(plan: Plan, zero: DeepSpeedZero | None) -> dict[str, Window]:
     if zero.stage == 0:
         return {"all-reduce gradients": "none"}
     reduce = ("backward" if zero.stage == 2 else "last backward") if overlapped else "none"
-    return {"all-reduce gradients": reduce, "reduce-scatter gradients": reduce, "all-gather parameters": "none"}
+    return {"all-reduce gradients": reduce, "reduce-scatter gradients": reduce,
+            "all-gather parameters": "none"}
 
 
 def overlap(plan: Plan, zero: DeepSpeedZero | None) -> float:

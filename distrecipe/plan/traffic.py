@@ -97,7 +97,8 @@ def megatron(plan: Plan, psi: float) -> Traffic:
     n = reduce_ranks(plan)
     if plan.stage == 0:
         return Traffic({"all-reduce gradients": 2 * ring(n) * g * psi}, 1)
-    return Traffic({"reduce-scatter gradients": ring(n) * g * psi, "all-gather parameters": ring(n) * lp * psi}, 1)
+    return Traffic({"reduce-scatter gradients": ring(n) * g * psi,
+                    "all-gather parameters": ring(n) * lp * psi}, 1)
 
 
 def reduce_bytes(plan: Plan) -> int:

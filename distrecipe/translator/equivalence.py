@@ -380,7 +380,8 @@ TABLE: tuple[Row, ...] = (
         "selective recompute under megatron",
         Cell("the Megatron script's own flag (DR218)"),
         Cell("none", "DR208"),
-        Cell("`override_transformer_config.recompute_granularity=selective`, `recompute_modules=[core_attn]`"),
+        Cell("`override_transformer_config.recompute_granularity=selective`, "
+             "`recompute_modules=[core_attn]`"),
         Cell("none", "DR208"),
     ),
     Row(

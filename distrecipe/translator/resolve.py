@@ -234,7 +234,8 @@ def _check_virtual_stages(recipe: Recipe, accumulation: int) -> None:
         if any(count % v for count in counts):
             raise RecipeError(
                 f"with virtual_stages {v}, every pipeline stage's layers must split into {v} model chunks "
-                f"(Megatron's get_num_layers_to_build), but the stages hold {', '.join(map(str, counts))} layers",
+                f"(Megatron's get_num_layers_to_build), but the stages hold "
+                f"{', '.join(map(str, counts))} layers",
                 where)
     elif layers is not None and layers % (p * v):
         fits = (f"virtual_stages that do: {_or(tuple(divisors(layers // p)))}" if layers % p == 0
@@ -281,8 +282,9 @@ def _check_uneven_stages(recipe: Recipe) -> None:
     left over layers must be divisible by left over stages")."""
     par = recipe.parallel
     if par.tensor_sequence is not None and recipe.strategy != "megatron":
-        raise RecipeError(f"parallel.tensor_sequence is Megatron's sequence_parallel; strategy {recipe.strategy}'s "
-                          "tensor parallelism has no such switch: use strategy megatron or drop it",
+        raise RecipeError(f"parallel.tensor_sequence is Megatron's sequence_parallel; strategy "
+                          f"{recipe.strategy}'s tensor parallelism has no such switch: use strategy megatron "
+                          "or drop it",
                           recipe.at("parallel.tensor_sequence", "parallel"))
     first, last = par.first_stage_layers, par.last_stage_layers
     if first is None and last is None:
@@ -297,15 +299,16 @@ def _check_uneven_stages(recipe: Recipe) -> None:
         raise RecipeError("parallel.first_stage_layers / last_stage_layers need parallel.pipeline > 1", where)
     given = [count for count in (first, last) if count is not None]
     if first is not None and last is not None and p == 2 and layers is not None and first + last != layers:
-        raise RecipeError(f"with pipeline 2, first_stage_layers + last_stage_layers = {first} + {last} must be "
-                          f"model.layers {layers}", where)
+        raise RecipeError(f"with pipeline 2, first_stage_layers + last_stage_layers = {first} + {last} "
+                          f"must be model.layers {layers}", where)
     if layers is None:
         return
     rest, left = p - len(given), layers - sum(given)
     if left < 0 or (rest and (left % rest or left // rest == 0)):
         raise RecipeError(
-            f"model.layers {layers} less the stated stages' {' + '.join(map(str, given))} leaves {left} layers, "
-            f"which do not split evenly over the other {rest} pipeline stages (at least one layer each)", where)
+            f"model.layers {layers} less the stated stages' {' + '.join(map(str, given))} leaves {left} "
+            f"layers, which do not split evenly over the other {rest} pipeline stages (at least one layer "
+            "each)", where)
 
 
 def _shard_group(recipe: Recipe, stage: int, dp: int, prov: dict[str, str]) -> int:

@@ -305,7 +305,8 @@ def _megatron(plan: Plan) -> list[Override]:
         out.append((f"++{ACTOR}.optim.override_optimizer_config", override))
     out += [(f"++{megatron}.override_transformer_config.{key}", value) for key, value in _transformer(plan)]
     if plan.recipe.reduce_dtype is not None:
-        out.append((f"++{megatron}.override_ddp_config.grad_reduce_in_fp32", plan.recipe.reduce_dtype == "fp32"))
+        out.append((f"++{megatron}.override_ddp_config.grad_reduce_in_fp32",
+                    plan.recipe.reduce_dtype == "fp32"))
     return out
 
 
@@ -316,7 +317,8 @@ def _transformer(plan: Plan) -> list[Override]:
     r = plan.recipe
     out: list[Override] = []
     if r.activation_checkpointing == "full" or r.checkpoint_every:
-        out += [("recompute_granularity", "full"), ("recompute_method", "uniform"), ("recompute_num_layers", 1)]
+        out += [("recompute_granularity", "full"), ("recompute_method", "uniform"),
+                ("recompute_num_layers", 1)]
     elif r.activation_checkpointing == "selective":
         out += [("recompute_granularity", "selective"), ("recompute_modules", ["core_attn"])]
     if r.parallel.tensor_sequence is not None:

@@ -59,6 +59,18 @@ class Judged:
         return self.verdict == "oom" and self.fits is True
 
 
+MEMORY_NOT_MODELLED = {
+    "kempnerforge_mfu_scaling_202604": "KempnerForge: its one-GPU rows hold less than AdamW's state alone "
+                                       "(8B in 80.7 GiB where 16 bytes a parameter is 120 GiB), and its TP plan "
+                                       "is not the engines' (docs/plan.md)",
+    "kempnerforge_weak_scaling_202606": "KempnerForge: as its MFU-scaling rows",
+    "kempnerforge_175b_360gpu_202607": "KempnerForge: as its MFU-scaling rows",
+    "torchtune_readme_mem": "torchtune's low-memory recipe (bf16 optimizer state in its step) is not stated",
+    "colossalai_pl_gpt2xl": "GPT-2's block and its fp16 loss are not the shapes modelled",
+}
+"""Sources whose memory figures the model does not describe (tests/test_plan_gpu.py's
+"not modelled"), reported apart; their throughput and verdicts are still judged."""
+
 STATISTIC = {"max_reserved": "reserved", "peak reserved": "reserved", "reported": "reserved",
              "unstated": "reserved", "max_allocated": "allocated"}
 """What each `memory_kind` compares with (its first word or words)."""
@@ -100,11 +112,12 @@ def judge(row: Row) -> Judged:
     family, gen = _family_and_generation(plan)
     memory = needed = None
     verdict = d["memory_kind"] if d["memory_kind"] in ("trained", "oom") else None
-    if d["memory_GiB"]:
+    if d["memory_GiB"] and d["source_id"] not in MEMORY_NOT_MODELLED:
         measured = float(d["memory_GiB"]) * GiB
         kind = next(v for k, v in STATISTIC.items() if d["memory_kind"].startswith(k))
         predicted = est.memory.reserved if kind == "reserved" else est.memory.allocated
         memory, needed = predicted / measured - 1, est.memory.needed / measured - 1
+    if d["memory_GiB"]:
         verdict = "ran"
     throughput = None
     measured_tokens = float(d["tokens_per_s_per_gpu"]) if d["tokens_per_s_per_gpu"] else megatron_tokens(row)
@@ -154,6 +167,8 @@ def report(results: list[Judged]) -> str:
         if item.reason is None and (item.verdict in ("trained", "oom") or item.verdict_wrong):
             mark = "WRONG" if item.verdict_wrong else "ok"
             lines.append(f"  {mark:5} {item.verdict:7} plan fits={item.fits}  {item.row.name}")
+    lines += ["", "memory not modelled (reported apart):"]
+    lines += [f"  {source}: {reason}" for source, reason in MEMORY_NOT_MODELLED.items()]
     lines += ["", "not judged:"]
     reasons: dict[str, list[str]] = defaultdict(list)
     for item in results:

@@ -196,7 +196,7 @@ def _step_cells(est: Estimate) -> tuple[str, str, str]:
     st = est.step
     if st is None:
         return ("?", "?", "?")
-    return (f"{st.seconds:.3g} s", f"{st.tokens_per_s_per_gpu:,.0f}", f"{st.mfu:.1%}")
+    return (f"{st.seconds:.4g} s", f"{st.tokens_per_s_per_gpu:,.0f}", f"{st.mfu:.1%}")
 
 
 def as_json(est: Estimate, advice: list[str] | None = None) -> dict[str, Any]:

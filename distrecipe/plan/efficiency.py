@@ -29,20 +29,21 @@ from distrecipe.model_shapes import kv_width
 Family = str
 """`megatron`, `deepspeed` or `torch` (FSDP2 and DDP: torchtitan, Accelerate, verl's FSDP)."""
 Generation = str
-"""`volta`, `ampere`, `ada`, `hopper`, `blackwell`, `cdna3`."""
+"""`volta`, `ampere`, `ada`, `hopper`, `blackwell`, `cdna2`, `cdna3`."""
 
 GENERATIONS: tuple[tuple[str, Generation], ...] = (
     ("v100", "volta"), ("gh200", "hopper"), ("h100", "hopper"), ("h200", "hopper"), ("b200", "blackwell"),
     ("gb200", "blackwell"), ("b100", "blackwell"), ("a100", "ampere"), ("a10", "ampere"), ("a40", "ampere"),
     ("a6000", "ampere"), ("rtx-3090", "ampere"), ("rtx3090", "ampere"), ("l40", "ada"), ("l4", "ada"),
-    ("rtx-4090", "ada"), ("rtx4090", "ada"), ("mi300", "cdna3"), ("mi325", "cdna3"),
+    ("rtx-4090", "ada"), ("rtx4090", "ada"), ("mi300", "cdna3"), ("mi325", "cdna3"), ("mi250", "cdna2"),
 )
 """`cluster.gpu` names by prefix (first match) → generation."""
 
 HBM: dict[Generation, float] = {"volta": 900e9, "ampere": 2.0e12, "ada": 864e9, "hopper": 3.35e12,
-                                "blackwell": 8.0e12, "cdna3": 5.3e12}
+                                "blackwell": 8.0e12, "cdna2": 3.2e12, "cdna3": 5.3e12}
 """Bytes per second of device memory, per generation's data-centre part (datasheets: V100
-SXM2 900 GB/s, A100 80GB 2,039, L40S 864, H100 SXM 3,350, B200 8,000, MI300X 5,300); the
+SXM2 900 GB/s, A100 80GB 2,039, L40S 864, H100 SXM 3,350, B200 8,000, MI250X 3,200, MI300X
+5,300); the
 roofline's second term. A generation's other parts differ; the factor is a ratio, and the
 fitted efficiency absorbs the level."""
 
@@ -132,7 +133,7 @@ def lookup(family: Family, gen: Generation | None, table: dict[tuple[Family, Gen
 
 
 def _name(gen: Generation) -> str:
-    return {"cdna3": "CDNA 3"}.get(gen, gen.title())
+    return {"cdna2": "CDNA 2", "cdna3": "CDNA 3"}.get(gen, gen.title())
 
 
 def _cell(cell: tuple[Family, Generation]) -> str:

@@ -235,7 +235,7 @@ def test_megatron_keys_are_written_only_where_stated() -> None:
                  "++actor_rollout_ref.actor.megatron.override_ddp_config.grad_reduce_in_fp32=false"):
         assert line + "\n" in text, line
     assert "use_precision_aware_optimizer:true,exp_avg_dtype:bf16,exp_avg_sq_dtype:bf16}" in text
-    assert not {f.code for f in emitter.findings(plan)} & {"DR222", "DR225", "DR226"}
+    assert not {f.code for f in emitter.findings(plan)} & {"DR227", "DR230", "DR231"}
     plain = emitter.overrides_text(plan_of(megatron_doc()))
     assert "sequence_parallel" not in plain and "tp_comm_overlap" not in plain and "override_ddp" not in plain
 
@@ -245,8 +245,8 @@ def test_fsdp_actor_names_what_it_cannot_carry() -> None:
                                                         "reduce_dtype": "fp32"})
     assert "++actor_rollout_ref.actor.fsdp_config.mixed_precision.reduce_dtype=fp32\n" in \
         emitter.overrides_text(plan)
-    assert {f.code for f in emitter.findings(plan)} >= {"DR225"}
-    assert "DR226" not in {f.code for f in emitter.findings(plan)}
+    assert {f.code for f in emitter.findings(plan)} >= {"DR230"}
+    assert "DR231" not in {f.code for f in emitter.findings(plan)}
 
 
 @pytest.mark.slow

@@ -90,7 +90,7 @@ def findings(plan: Plan) -> list[Finding]:
     found = token_batch_findings(plan, "deepspeed")
     found += precision_findings(plan, "deepspeed", activations=True, reduce=True)
     if plan.recipe.offload.activations != "none":
-        found.append(finding("DR224", "deepspeed", "activation_checkpointing.cpu_checkpointing: true"))
+        found.append(finding("DR229", "deepspeed", "activation_checkpointing.cpu_checkpointing: true"))
     detail = f"shard_group {plan.dims.shard_group} of DP {plan.dims.dp}"
     if plan.dims.hybrid and plan.stage < 3:
         found.append(finding("DR216", "deepspeed", detail))

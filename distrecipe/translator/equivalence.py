@@ -104,16 +104,16 @@ CODES: dict[str, Code] = {
     "DR221": Code("error", "verl's workers cannot lay the rollout engine out on these GPUs, or it cannot "
                   "split the model's stated heads over its tensor parallelism; verl would refuse it after "
                   "the cluster starts"),
-    "DR222": Code("warning", "no tensor-parallel communication overlap in this engine; every tensor-parallel "
+    "DR227": Code("warning", "no tensor-parallel communication overlap in this engine; every tensor-parallel "
                   "gather and reduction is exposed"),
-    "DR223": Code("warning", "no CPU-held activation checkpoints in this engine; the checkpoints stay in "
+    "DR228": Code("warning", "no CPU-held activation checkpoints in this engine; the checkpoints stay in "
                   "GPU memory"),
-    "DR224": Code("info", "cpu_checkpointing is honoured by programs that checkpoint through "
+    "DR229": Code("info", "cpu_checkpointing is honoured by programs that checkpoint through "
                   "deepspeed.checkpointing (Megatron-DeepSpeed); torch's and Hugging Face's gradient "
                   "checkpointing keep their checkpoints on the GPU"),
-    "DR225": Code("warning", "no bf16 optimizer state beside fp32 master weights in this engine; Adam's "
+    "DR230": Code("warning", "no bf16 optimizer state beside fp32 master weights in this engine; Adam's "
                   "moments stay fp32"),
-    "DR226": Code("warning", "the gradient reduction dtype is not a setting here; the engine reduces in its "
+    "DR231": Code("warning", "the gradient reduction dtype is not a setting here; the engine reduces in its "
                   "own dtype"),
 }
 """Every mapping finding code with its severity; `explain DR2xx` can read `summary`."""
@@ -154,20 +154,20 @@ def offload_findings(offload: Offload, target: str, native: str) -> list[Finding
 
 def precision_findings(plan: Plan, target: str, *, overlap: bool = False, activations: bool = False,
                        state: bool = False, reduce: bool = False) -> list[Finding]:
-    """DR222/DR223/DR225/DR226 for the newer keys a target cannot carry; each flag says the
+    """DR227/DR228/DR230/DR231 for the newer keys a target cannot carry; each flag says the
     target can (`overlap`: tensor-parallel overlap, `activations`: CPU-held checkpoints,
     `state`: bf16 Adam moments, `reduce`: the reduction dtype). Only stated values are
     named: a default is every engine's own."""
     r = plan.recipe
     found: list[Finding] = []
     if r.parallel.tensor_overlap and plan.dims.tensor > 1 and not overlap:
-        found.append(finding("DR222", target, f"parallel.tensor_overlap with tensor {plan.dims.tensor}"))
+        found.append(finding("DR227", target, f"parallel.tensor_overlap with tensor {plan.dims.tensor}"))
     if r.offload.activations != "none" and not activations:
-        found.append(finding("DR223", target, f"offload.activations: {r.offload.activations}"))
+        found.append(finding("DR228", target, f"offload.activations: {r.offload.activations}"))
     if r.optimizer.state_dtype != "fp32" and not state:
-        found.append(finding("DR225", target, f"optimizer.state_dtype: {r.optimizer.state_dtype}"))
+        found.append(finding("DR230", target, f"optimizer.state_dtype: {r.optimizer.state_dtype}"))
     if r.reduce_dtype is not None and not reduce:
-        found.append(finding("DR226", target, f"reduce_dtype: {r.reduce_dtype}"))
+        found.append(finding("DR231", target, f"reduce_dtype: {r.reduce_dtype}"))
     return found
 
 
@@ -386,10 +386,10 @@ TABLE: tuple[Row, ...] = (
     ),
     Row(
         "parallel.tensor_overlap",
-        Cell("AutoTP has no overlap", "DR222"),
-        Cell("none", "DR222"),
+        Cell("AutoTP has no overlap", "DR227"),
+        Cell("none", "DR227"),
         Cell("Megatron `override_transformer_config.tp_comm_overlap`"),
-        Cell("none", "DR222"),
+        Cell("none", "DR227"),
     ),
     Row(
         "parallel.first_stage_layers / last_stage_layers (megatron)",
@@ -400,25 +400,25 @@ TABLE: tuple[Row, ...] = (
     ),
     Row(
         "offload.activations: cpu",
-        Cell("`activation_checkpointing.cpu_checkpointing: true`", "DR224"),
-        Cell("none", "DR223"),
-        Cell("none", "DR223"),
-        Cell("the ds_config's `cpu_checkpointing` (ignored by the Trainer's checkpointing)", "DR223"),
+        Cell("`activation_checkpointing.cpu_checkpointing: true`", "DR229"),
+        Cell("none", "DR228"),
+        Cell("none", "DR228"),
+        Cell("the ds_config's `cpu_checkpointing` (ignored by the Trainer's checkpointing)", "DR228"),
     ),
     Row(
         "optimizer.state_dtype: bf16",
-        Cell("`bf16_optimizer_states` needs bf16 master weights too", "DR225"),
-        Cell("none", "DR225"),
+        Cell("`bf16_optimizer_states` needs bf16 master weights too", "DR230"),
+        Cell("none", "DR230"),
         Cell("Megatron: `use_precision_aware_optimizer`, `exp_avg_dtype`, `exp_avg_sq_dtype`; FSDP: none",
-             "DR225"),
-        Cell("none", "DR225"),
+             "DR230"),
+        Cell("none", "DR230"),
     ),
     Row(
         "reduce_dtype",
         Cell("`communication_data_type`"),
-        Cell("none (FSDP2's `reduce_dtype` is not in the YAML)", "DR226"),
+        Cell("none (FSDP2's `reduce_dtype` is not in the YAML)", "DR231"),
         Cell("FSDP `mixed_precision.reduce_dtype`; Megatron `override_ddp_config.grad_reduce_in_fp32`"),
-        Cell("via the ds_config; FSDP: none", "DR226"),
+        Cell("via the ds_config; FSDP: none", "DR231"),
     ),
     Row(
         "rl: prompts_per_step, rollout_n",

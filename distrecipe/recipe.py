@@ -34,6 +34,7 @@ ProgramKind = Literal["hf", "accelerate", "deepspeed", "torchrun", "verl"]
 """How a training program reads its settings: Trainer flags, `accelerate launch`'s config,
 `--deepspeed_config`, environment variables (plain torchrun), or Hydra overrides (verl)."""
 OptimizerName = Literal["adamw", "adam", "sgd"]
+Dtype = Literal["fp32", "bf16"]
 AutoInt = int | Literal["auto"]
 Gpu = Literal["a100-40gb", "a100-80gb", "h100", "h100-pcie", "h200", "gh200", "b200", "l40s", "l4",
               "a10g", "mi300x"]
@@ -162,10 +163,17 @@ class Offload:
     """Directory for NVMe offload, used when either device is `nvme`. Default: none."""
     pin_memory: bool = True
     """Page-locked host buffers: faster copies, more host memory. Default true."""
+    activations: Literal["none", "cpu"] = "none"
+    """Where the checkpointed layer inputs wait for backward: `none` (on the GPU, the
+    default) or `cpu` (DeepSpeed's `activation_checkpointing.cpu_checkpointing`: each
+    block's saved input is copied to host memory in forward and back in backward, so
+    the GPU holds about one layer's instead of every layer's). Needs
+    `activation_checkpointing: full`."""
 
     @property
     def enabled(self) -> bool:
-        """True when anything is offloaded (FSDP2 has one switch for all of it)."""
+        """True when model state is offloaded (FSDP2 has one switch for all of it); CPU-held
+        activation checkpoints are not model state (`activations`)."""
         return self.optimizer != "none" or self.params != "none"
 
 
@@ -187,6 +195,24 @@ class Parallel:
     pipeline (Megatron's interleaved schedule). Default 1 (plain 1F1B)."""
     shard_group: int | Literal["all"] = spec("all", minimum=1, maximum=2**30)
     """Ranks one shard is split over; fewer than the DP world means hybrid sharding. Default `all`."""
+    tensor_sequence: bool | None = None
+    """Megatron's sequence parallelism (`sequence_parallel`) beside tensor parallelism: the
+    norms' and dropouts' activations are split over the tensor group as well, so a layer
+    keeps 34·sbh/t instead of (10 + 24/t)·sbh (Korthikanti et al. 2022, §4.2.2). Default:
+    Megatron's on whenever tensor > 1 (verl's engine sets it so, and `compile` leaves the key
+    to it); the other engines' tensor parallelism has no such switch."""
+    tensor_overlap: bool = False
+    """Tensor-parallel communication overlapped with the matrix multiplies that produce and
+    consume it (Megatron's `tp_comm_overlap`, Transformer Engine's userbuffers; torchtitan's
+    async TP). Off, every tensor-parallel gather and reduction is exposed. Default false,
+    as in every engine."""
+    first_stage_layers: int | None = spec(None, minimum=0, maximum=100_000)
+    """Transformer layers on the first pipeline stage (Megatron's
+    `num_layers_in_first_pipeline_stage`): fewer leaves room for the embedding it also
+    holds; the other stages share the rest evenly. Default: an even split."""
+    last_stage_layers: int | None = spec(None, minimum=0, maximum=100_000)
+    """Transformer layers on the last pipeline stage (`num_layers_in_last_pipeline_stage`),
+    which also holds the output head and the loss. Default: an even split."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -224,6 +250,10 @@ class Optimizer:
     """Adam's denominator epsilon. Default: the engine's."""
     weight_decay: float | None = spec(None, minimum=0, maximum=1000.0)
     """Weight decay coefficient. Default: the engine's."""
+    state_dtype: Dtype = "fp32"
+    """dtype of Adam's moments m and v: `fp32` (the default, every engine's) or `bf16`
+    (Megatron's precision-aware optimizer, `exp_avg_dtype` / `exp_avg_sq_dtype`: 4 bytes a
+    parameter instead of 8; the fp32 master copy stays)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -383,6 +413,11 @@ class Recipe:
     optimizer: Optimizer | None = None
     """The optimizer. Default: none stated, so the training script builds its own (or the
     engine its default one); nothing is written for it."""
+    reduce_dtype: Dtype | None = None
+    """dtype gradients are reduced across data-parallel ranks in (and Megatron keeps its
+    gradient buffer in): `fp32` or `bf16`. Default: the engine's own: fp32 under Megatron
+    (`grad_reduce_in_fp32`, as verl sets it), torchtitan and verl's FSDP2; the training dtype
+    under Accelerate's FSDP2 and DeepSpeed; fp32 under DDP, whose parameters are fp32."""
     schedule: Schedule | None = None
     """The learning-rate schedule and the run's length. Default: none stated (the engine's
     or the script's)."""
@@ -478,17 +513,27 @@ def recipe_values(recipe: Recipe) -> dict[str, object]:
 
 
 def _walk(node: Any, section: str, out: dict[str, object]) -> None:
-    for item in fields(node):
-        key = field_key(section, item)
-        if key is None:
-            continue
-        value = getattr(node, item.name)
-        if isinstance(value, Native):
-            _native(value, out)
-        elif is_dataclass(value):
-            _walk(value, key, out)
-        elif value is not None or item.name not in _sections(node.__class__):
+    for name, key, section_field in _keys(node.__class__, section):
+        value = getattr(node, name)
+        if not section_field:
             out[key] = value
+        elif isinstance(value, Native):
+            _native(value, out)
+        elif value is not None:
+            _walk(value, key, out)
+
+
+@cache
+def _keys(cls: Any, section: str) -> tuple[tuple[str, str, bool], ...]:
+    """(field name, dotted key, holds a section) for `cls`'s fields written in a recipe:
+    `recipe_values` runs for every plan resolved (`plan --search` resolves thousands)."""
+    sections = _sections(cls)
+    out = []
+    for item in fields(cls):
+        key = field_key(section, item)
+        if key is not None:
+            out.append((item.name, key, item.name in sections))
+    return tuple(out)
 
 
 @cache

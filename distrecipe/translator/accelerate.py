@@ -24,6 +24,7 @@ from distrecipe.translator import carry, deepspeed
 from distrecipe.translator.equivalence import (
     finding,
     offload_findings,
+    precision_findings,
     refuse_errors,
     token_batch_findings,
     virtual_stages,
@@ -67,6 +68,8 @@ def findings(plan: Plan) -> list[Finding]:
         found.extend(_fsdp_findings(plan))
     if kind == "DEEPSPEED":  # the ds_config it points at, e.g. AutoTP's
         found.extend(deepspeed.findings(plan))
+    else:
+        found.extend(precision_findings(plan, TARGET))
     if kind in ("MULTI_GPU", "FSDP") and plan.recipe.cluster.device == "cpu":
         found.append(finding("DR209", TARGET, f"{plan.dims.world} CPU ranks"))
     if plan.dims.nodes > 1 and plan.recipe.launch.master_addr is None:

@@ -94,6 +94,11 @@ FIELDS: dict[str, Row] = {
     **{key: _same(CASES) for key in ("strategy", "stage", "offload.optimizer", "offload.params",
                                      "offload.nvme_path", "parallel.tensor", "parallel.pipeline",
                                      "parallel.sequence", "parallel.virtual_stages", "parallel.shard_group")},
+    **{key: _same(Cell("mapped", "the precision and parallelism rows above (DR227-DR231 where an "
+                                 "engine has no key)"))
+       for key in ("optimizer.state_dtype", "reduce_dtype", "parallel.tensor_sequence",
+                   "parallel.tensor_overlap", "parallel.first_stage_layers", "parallel.last_stage_layers",
+                   "offload.activations")},
     "offload.pin_memory": Row(exact("zero_optimization.offload_optimizer.pin_memory"), NA, NA,
                               mapped("the ds_config's")),
     "batch.micro": Row(exact("train_micro_batch_size_per_gpu"),

@@ -60,9 +60,13 @@ def emit(plan: Plan, *, hf_auto: bool = False) -> dict[str, Any]:
         config["sequence_parallel_size"] = plan.dims.sequence
     if autotp_size(plan):
         config["tensor_parallel"] = {"autotp_size": autotp_size(plan)}
-    if plan.recipe.activation_checkpointing != "none" and plan.dims.tensor > 1:
+    recompute, cpu = plan.recipe.activation_checkpointing != "none", plan.recipe.offload.activations == "cpu"
+    if recompute and (plan.dims.tensor > 1 or cpu):
         # Read only by deepspeed.checkpointing, for a script that checkpoints through it.
-        config["activation_checkpointing"] = {"partition_activations": True}
+        config["activation_checkpointing"] = {key: True for key, on in (
+            ("partition_activations", plan.dims.tensor > 1), ("cpu_checkpointing", cpu)) if on}
+    if plan.recipe.reduce_dtype is not None:
+        config["communication_data_type"] = plan.recipe.reduce_dtype
     config["steps_per_print"] = 10
     config["wall_clock_breakdown"] = False
     return merge(config, plan.recipe.native.deepspeed)
@@ -145,10 +149,17 @@ def warmup_steps(schedule: Schedule) -> int | None:
 def findings(plan: Plan, *, hf_auto: bool = False) -> list[Finding]:
     """Where DeepSpeed cannot say exactly what the recipe says (codes in the equivalence table);
     under `hf_auto` the Trainer fills the schedule's steps."""
-    from distrecipe.translator.equivalence import finding, token_batch_findings  # only a few recipes need it
+    from distrecipe.translator.equivalence import (  # only a few recipes need it
+        finding,
+        precision_findings,
+        token_batch_findings,
+    )
 
     found = token_batch_findings(plan, "deepspeed")
     found += schedule_findings(plan, hf_auto)
+    found += precision_findings(plan, "deepspeed", activations=True, reduce=True)
+    if plan.recipe.offload.activations != "none":
+        found.append(finding("DR229", "deepspeed", "activation_checkpointing.cpu_checkpointing: true"))
     weights = plan.recipe.checkpoint.weights if plan.recipe.checkpoint else None
     if weights == "sharded" and plan.stage < 3:
         found.append(finding("DR222", "deepspeed", f"checkpoint.weights sharded: at ZeRO stage {plan.stage} "

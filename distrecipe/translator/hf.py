@@ -27,6 +27,7 @@ from distrecipe.translator import accelerate, carry, deepspeed
 from distrecipe.translator.equivalence import (
     finding,
     offload_findings,
+    precision_findings,
     refuse_errors,
     token_batch_findings,
     virtual_stages,
@@ -74,6 +75,8 @@ def findings(plan: Plan) -> list[Finding]:
         found.extend(offload_findings(plan.recipe.offload, TARGET, "fsdp_config.cpu_offload"))
     if plan.recipe.activation_checkpointing == "selective":
         found.append(finding("DR207", TARGET, "whole-block gradient checkpointing"))
+    # The ds_config carries the reduction dtype; the Trainer's checkpointing is torch's.
+    found.extend(precision_findings(plan, TARGET, reduce=plan.recipe.strategy == "zero"))
     opt = plan.recipe.optimizer
     if plan.recipe.strategy != "zero" and opt is not None and opt.name == "adam" and opt.weight_decay:
         found.append(finding("DR215", TARGET, f"weight_decay {opt.weight_decay}"))

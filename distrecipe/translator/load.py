@@ -153,7 +153,7 @@ def recipe_from_document(doc: Document, base_dir: Path) -> Recipe:
         k: _bounded(parse_size(v), ("cluster", k), doc) if k in ("gpu_memory", "cpu_memory") else v
         for k, v in d.get("cluster", {}).items()}
     batch: dict[str, Any] = {"global_" if k == "global" else k: v for k, v in d.get("batch", {}).items()}
-    written: dict[str, Any] = {k: d[k] for k in ("stage", "precision") if k in d}
+    written: dict[str, Any] = {k: d[k] for k in ("stage", "precision", "reduce_dtype") if k in d}
     if "grad_clip" in d:
         written["grad_clip"] = d["grad_clip"] or 0.0  # 0 and null both mean "no clipping"
     if "activation_checkpointing" in d:

@@ -48,7 +48,13 @@ from distrecipe.keys import dotted, joined
 from distrecipe.recipe import RL, Schedule
 from distrecipe.source import KeyPath
 from distrecipe.translator import carry
-from distrecipe.translator.equivalence import finding, offload_findings, refuse_errors, virtual_stages
+from distrecipe.translator.equivalence import (
+    finding,
+    offload_findings,
+    precision_findings,
+    refuse_errors,
+    virtual_stages,
+)
 from distrecipe.translator.native import merge_overrides, verl_pairs
 from distrecipe.translator.targets import EmitOptions, Output
 
@@ -152,8 +158,11 @@ def _structure_findings(plan: Plan) -> list[Finding]:
             found.append(finding("DR208", TARGET, "verl's Megatron engine trains in bf16 or fp16 only"))
         if plan.recipe.offload.params != "none":
             found.append(finding("DR210", TARGET, "megatron.param_offload=true"))
-    if plan.recipe.activation_checkpointing == "selective":
-        found.append(finding("DR207", TARGET, "model.enable_gradient_checkpointing=true"))
+    if plan.recipe.activation_checkpointing == "selective" and (not megatron or plan.recipe.recompute_every):
+        key = ("override_transformer_config.recompute_granularity=full" if megatron
+               else "model.enable_gradient_checkpointing=true")
+        found.append(finding("DR207", TARGET, key))
+    found.extend(precision_findings(plan, TARGET, overlap=megatron, state=megatron, reduce=True))
     if plan.recipe.grad_clip == 0:
         found.append(finding("DR212", TARGET))
     schedule = plan.recipe.schedule
@@ -302,6 +311,8 @@ def _fsdp(plan: Plan) -> list[Override]:
         (f"{fsdp}.param_offload", False),
         (f"{fsdp}.optimizer_offload", False),
         (f"++{fsdp}.mixed_precision.param_dtype", FSDP_DTYPE[plan.precision]),
+        *([(f"++{fsdp}.mixed_precision.reduce_dtype", FSDP_DTYPE[plan.recipe.reduce_dtype])]
+          if plan.recipe.reduce_dtype is not None else []),
         (f"{ACTOR}.ulysses_sequence_parallel_size", plan.dims.sequence),
     ]
     if plan.dims.sequence > 1:
@@ -329,6 +340,9 @@ def _megatron(plan: Plan) -> list[Override]:
             override["adam_eps"] = opt.eps
     if plan.recipe.offload.optimizer != "none":
         override["optimizer_cpu_offload"] = True
+    if opt is not None and opt.state_dtype == "bf16":  # the precision-aware optimizer: bf16 moments
+        override.update({"use_precision_aware_optimizer": True, "exp_avg_dtype": "bf16",
+                         "exp_avg_sq_dtype": "bf16"})
     out: list[Override] = [
         (f"{ACTOR}.strategy", "megatron"),
         (f"{megatron}.tensor_model_parallel_size", plan.dims.tensor),
@@ -344,6 +358,32 @@ def _megatron(plan: Plan) -> list[Override]:
     ]
     if override:
         out.append((f"++{ACTOR}.optim.override_optimizer_config", override))
+    out += [(f"++{megatron}.override_transformer_config.{key}", value) for key, value in _transformer(plan)]
+    if plan.recipe.reduce_dtype is not None:
+        out.append((f"++{megatron}.override_ddp_config.grad_reduce_in_fp32",
+                    plan.recipe.reduce_dtype == "fp32"))
+    return out
+
+
+def _transformer(plan: Plan) -> list[Override]:
+    """Megatron-Core `TransformerConfig` fields the recipe decides: recompute (verl's Megatron
+    engine reads these, not `enable_gradient_checkpointing`), and only where stated,
+    sequence parallelism, tensor-parallel overlap and uneven end stages."""
+    r = plan.recipe
+    out: list[Override] = []
+    if r.activation_checkpointing == "full" or r.recompute_every:
+        out += [("recompute_granularity", "full"), ("recompute_method", "uniform"),
+                ("recompute_num_layers", 1)]
+    elif r.activation_checkpointing == "selective":
+        out += [("recompute_granularity", "selective"), ("recompute_modules", ["core_attn"])]
+    if r.parallel.tensor_sequence is not None:
+        out.append(("sequence_parallel", r.parallel.tensor_sequence))
+    if r.parallel.tensor_overlap:
+        out.append(("tp_comm_overlap", True))
+    if r.parallel.first_stage_layers is not None:
+        out.append(("num_layers_in_first_pipeline_stage", r.parallel.first_stage_layers))
+    if r.parallel.last_stage_layers is not None:
+        out.append(("num_layers_in_last_pipeline_stage", r.parallel.last_stage_layers))
     return out
 
 

@@ -17,6 +17,8 @@ from functools import cache
 from pathlib import PurePath
 from typing import Any, Literal, get_args, get_type_hints
 
+import yaml
+
 from distrecipe.errors import Position
 
 AUTO: Literal["auto"] = "auto"
@@ -193,9 +195,9 @@ class RL:
 class Slurm:
     """The `#SBATCH` lines of `launch --slurm` that only the cluster's owners can decide.
 
-    Unset, `partition`, `account` and `time` are written as `SET-launch.slurm.<key>`
-    placeholders, which sbatch rejects and the script refuses to run past; `default`
-    leaves the line out, so the cluster's own default applies.
+    Unset, `partition`, `account`, `time` and `cpus_per_task` are written as
+    `SET-launch.slurm.<key>` placeholders, which sbatch rejects and the script refuses to
+    run past; `default` leaves the line out, so the cluster's own default applies.
     """
 
     partition: str | None = None
@@ -203,9 +205,61 @@ class Slurm:
     account: str | None = None
     """The account charged. Default: a placeholder; `default` for your default account."""
     time: str | None = None
-    """Wall-time limit (`HH:MM:SS`, `D-HH:MM:SS`). Default: a placeholder; `default` for the partition's."""
-    cpus_per_task: int | None = None
-    """CPUs for each node's launcher and its ranks. Default: 8 per GPU, or 1 per CPU rank."""
+    """Wall-time limit as SLURM writes it (`30` minutes, `12:00:00`, `2-00:00:00`, `1-12`).
+    Default: a placeholder; `default` for the partition's. YAML 1.1 reads an unquoted
+    `12:00:00` as the number 43200: the text as written is kept (`SLURM_TIME`)."""
+    cpus_per_task: int | Literal["default"] | None = None
+    """CPUs for each node's launcher, its ranks and their data loaders. Default: a
+    placeholder (no count fits every node), none under `exclusive`; `default` for SLURM's
+    (one CPU)."""
+    mem: int | str | None = None
+    """Memory per node (`#SBATCH --mem`: `512G`, a number of megabytes, `0` for all of it).
+    Default: none asked, the partition's default applies."""
+    exclusive: bool = False
+    """Ask for whole nodes (`#SBATCH --exclusive`), every CPU included. Default false."""
+
+
+SLURM_TIME = ("launch", "slurm", "time")
+"""The recipe key whose YAML 1.1 reading (sexagesimal `12:00:00` → 43200) is undone at load."""
+_PLAIN_WORD = re.compile(r"[^\s,\[\]{}#\"']+")
+"""A plain scalar of one word, as a SLURM time is written (`12:00:00`, `1-12`)."""
+
+
+def slurm_time_as_written(value: object, written: str) -> object:
+    """`launch.slurm.time` as the user wrote it, where YAML 1.1 read it as something else.
+
+    SLURM's `12:00:00` and `1:00:00` are sexagesimal integers to YAML 1.1 (43200, 3600),
+    `30` a plain one, `1.5` a float and `yes` a boolean; a time is text, so the word at
+    the value's position (`written`, from there to the end of its line) is read back
+    when YAML reads that word as `value`: the schema then judges the text, and its
+    message quotes what was written. Anything else is returned as it came.
+    """
+    if isinstance(value, str) or value is None or isinstance(value, (dict, list)):
+        return value
+    word = _PLAIN_WORD.match(written.lstrip())
+    if word is None:
+        return value
+    try:
+        same = yaml.safe_load(word.group(0)) == value
+    except yaml.YAMLError:
+        same = False
+    return word.group(0) if same else value
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SkyPilot:
+    """What `launch --skypilot` writes into the SkyPilot task besides the plan's nodes and GPUs."""
+
+    accelerator: str | None = None
+    """SkyPilot's accelerator name (`sky show-gpus`: `H100`, `A100-80GB`, ...), for a GPU
+    `cluster.gpu` does not name or names ambiguously. Default: `cluster.gpu`'s SkyPilot
+    name, else a `SET-cluster.gpu` placeholder that `sky launch` refuses."""
+    workdir: str | None = None
+    """The local directory SkyPilot syncs to every node, where `run` starts; the recipe and
+    the script must lie inside it. Default: the directory `launch --skypilot` runs in."""
+    setup: str | None = None
+    """Shell commands SkyPilot runs once per node before `run`. Default: installing this
+    version of distrecipe with its launcher's extra (`pip install 'distrecipe[deepspeed]==…'`)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -255,6 +309,8 @@ class Launch:
     """How the script reads the recipe; `auto` (the default) infers it from the script's imports."""
     slurm: Slurm = field(default_factory=Slurm)
     """`#SBATCH` settings for `launch --slurm`. Default: placeholders where only the cluster knows."""
+    skypilot: SkyPilot = field(default_factory=SkyPilot)
+    """Task settings for `launch --skypilot`. Default: see `SkyPilot`."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

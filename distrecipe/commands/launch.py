@@ -162,7 +162,7 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
               help="Run directory (default: RUNS_ROOT/<name>-<time>-<pid>).")
 @click.option("--runs-root", type=click.Path(file_okay=False), default="runs", show_default=True)
 @click.option("--node-rank", type=click.IntRange(min=0), default=None,
-              help="This node's rank (default: SLURM_NODEID inside SLURM, else 0).")
+              help="This node's rank (default: the platform's, e.g. SLURM_NODEID, else 0).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Seconds before the job is stopped (exit code 124).")
 def command(recipe: str, program: tuple[str, ...], overrides: tuple[str, ...], target: str | None,

@@ -3,7 +3,8 @@
 Written before the job starts, so a job that hangs or is killed still leaves its
 provenance: the resolved plan (`plan.json`, also the reference trainer's input),
 the recipe text as written, every emitted config, and `run.json` with argv, the
-environment the job got, the versions of distrecipe and the engines, and start time;
+environment the job got, the platform's allocation it ran in (`launch.allocation`),
+the versions of distrecipe and the engines, and start time;
 end time and exit code are added when it ends. Secrets (`launch/secrets.py`) are
 redacted in what is written for reading: the environment, argv, `launch.args` in the
 plan, and the recipe text and `--set` overrides wherever a secret stands in them

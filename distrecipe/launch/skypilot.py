@@ -95,18 +95,17 @@ def inside(path: str, *, workdir: Path, cwd: Path, what: str) -> str:
 def skypilot_argv(plan: Plan, *, recipe: str, overrides: Sequence[str], runs_root: str,
                   timeout: float | None, program: Sequence[str], program_kind: ProgramKind | None,
                   allow_override: bool, workdir: Path, cwd: Path) -> list[str]:
-    """`node_argv` for a SkyPilot task: paths relative to the workdir every node runs in
-    (a script given by an absolute path outside it is kept, as a file of the node's
-    image), the image's `python3`."""
+    """`node_argv` for a SkyPilot task: the recipe's and the script's paths relative to the
+    workdir every node runs in (a script given by an absolute path outside it is kept, as
+    a file of the node's image), the image's `python3`. The runs root is where the nodes
+    write: a relative one lies in their workdir, as it would here."""
     words = list(program)
     at = script_word(plan, words)
     if at is not None and not (Path(words[at]).is_absolute() and not (cwd / words[at]).resolve()
                                .is_relative_to(workdir)):
         words[at] = inside(words[at], workdir=workdir, cwd=cwd, what="script")
-    root = runs_root if Path(runs_root).is_absolute() else inside(runs_root, workdir=workdir, cwd=cwd,
-                                                                  what="runs root")
     return node_argv(plan, python=PYTHON, recipe=inside(recipe, workdir=workdir, cwd=cwd, what="recipe"),
-                     overrides=overrides, runs_root=root, timeout=timeout, program=words,
+                     overrides=overrides, runs_root=runs_root, timeout=timeout, program=words,
                      program_kind=program_kind, allow_override=allow_override)
 
 

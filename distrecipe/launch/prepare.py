@@ -203,12 +203,10 @@ def node_argv(plan: Plan, *, python: str, recipe: str, overrides: Sequence[str],
     return argv
 
 
-def script_word(plan: Plan, program: Sequence[str]) -> int | None:
-    """The index of the script's path among the program's words, or None: `-m module` and
-    verl's Hydra overrides name no file."""
-    if not program or program[0] == "-m" or (plan.backend == "verl" and program[0] != "-m"):
-        return None
-    return 0
+def names_script(plan: Plan, program: Sequence[str]) -> bool:
+    """Whether the program's first word is a script's path: `-m module` and verl's Hydra
+    overrides name no file."""
+    return bool(program) and program[0] != "-m" and plan.backend != "verl"
 
 
 def slurm_argv(plan: Plan, *, recipe: str, overrides: Sequence[str], runs_root: str,
@@ -217,9 +215,8 @@ def slurm_argv(plan: Plan, *, recipe: str, overrides: Sequence[str], runs_root: 
     """`node_argv` for an sbatch job: the interpreter and every path absolute (the job
     starts elsewhere, with another PATH), the script's too."""
     words = list(program)
-    at = script_word(plan, words)
-    if at is not None:
-        words[at] = str(Path(words[at]).resolve())
+    if names_script(plan, words):
+        words[0] = str(Path(words[0]).resolve())
     return node_argv(plan, python=sys.executable, recipe=str(Path(recipe).resolve()), overrides=overrides,
                      runs_root=str(Path(runs_root).resolve()), timeout=timeout, program=words,
                      program_kind=program_kind, allow_override=allow_override)

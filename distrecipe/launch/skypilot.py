@@ -28,7 +28,7 @@ import yaml
 from distrecipe import __version__
 from distrecipe.errors import LaunchError
 from distrecipe.job import Plan
-from distrecipe.launch.prepare import node_argv, script_word
+from distrecipe.launch.prepare import names_script, node_argv
 from distrecipe.launch.slurm import RAY_PORT
 from distrecipe.recipe import Gpu, ProgramKind
 
@@ -100,10 +100,9 @@ def skypilot_argv(plan: Plan, *, recipe: str, overrides: Sequence[str], runs_roo
     a file of the node's image), the image's `python3`. The runs root is where the nodes
     write: a relative one lies in their workdir, as it would here."""
     words = list(program)
-    at = script_word(plan, words)
-    if at is not None and not (Path(words[at]).is_absolute() and not (cwd / words[at]).resolve()
-                               .is_relative_to(workdir)):
-        words[at] = inside(words[at], workdir=workdir, cwd=cwd, what="script")
+    if names_script(plan, words):
+        image_file = Path(words[0]).is_absolute() and not Path(words[0]).resolve().is_relative_to(workdir)
+        words[0] = words[0] if image_file else inside(words[0], workdir=workdir, cwd=cwd, what="script")
     return node_argv(plan, python=PYTHON, recipe=inside(recipe, workdir=workdir, cwd=cwd, what="recipe"),
                      overrides=overrides, runs_root=runs_root, timeout=timeout, program=words,
                      program_kind=program_kind, allow_override=allow_override)

@@ -9,8 +9,8 @@ before it asks any cloud: the task schema (`sky.utils.schemas.get_task_schema` w
 `num_nodes` and the workdir. No API server, credentials or catalog are needed; the
 accelerator's name is looked up only at launch (it is not judged here).
 
-Prints one JSON object per file: `{"file", "ok", "error", "num_nodes", "accelerators",
-"cpus", "workdir", "run", "setup"}`. Exit 0 when every file was read (accepted or not).
+Prints one JSON object per file: `{"file", "ok", "error", "skypilot" (its version),
+"num_nodes", "accelerators", "cpus", "workdir", "run", "setup"}`. Exit 0 when every file was read (accepted or not).
 Importing sky writes `~/.sky/`: run it with HOME set to a scratch directory.
 """
 
@@ -28,7 +28,7 @@ def judge(path: str) -> dict[str, object]:
 
     with open(path, encoding="utf-8") as handle:
         config = yaml.safe_load(handle)
-    verdict: dict[str, object] = {"file": path, "ok": False, "error": None}
+    verdict: dict[str, object] = {"file": path, "ok": False, "error": None, "skypilot": sky.__version__}
     try:
         common_utils.validate_schema(dict(config), schemas.get_task_schema(), "Invalid task YAML: ")
         task = sky.Task.from_yaml_config(dict(config))

@@ -218,6 +218,16 @@ def run_on_every_node(cli: Cli, written: dict[str, Any], monkeypatch: pytest.Mon
             assert argv[argv.index("--node-rank") + 1] == str(rank)
 
 
+def pinned() -> str:
+    """The SkyPilot version the Makefile installs into .venv-skypilot."""
+    line = next(line for line in (ROOT / "Makefile").read_text().splitlines() if line.startswith("SKYPILOT "))
+    return line.split("==")[1].strip()
+
+
+def test_one_skypilot_version_is_pinned() -> None:
+    assert f'skypilot = ["skypilot=={pinned()}"]' in (ROOT / "pyproject.toml").read_text()
+
+
 def test_the_judge_refuses_what_skypilot_refuses(tmp_path: Path) -> None:
     good = "name: t\nnum_nodes: 2\nresources:\n  accelerators: H100:8\nrun: echo\n"
     cases = {"typo": good.replace("num_nodes", "num_node"), "string nodes": good.replace("2", "two"),
@@ -228,6 +238,7 @@ def test_the_judge_refuses_what_skypilot_refuses(tmp_path: Path) -> None:
         files[-1].write_text(text)
     verdicts = judge(files, tmp_path / "home")
     assert [v["ok"] for v in verdicts] == [False, False, False]
+    assert {v["skypilot"] for v in verdicts} == {pinned()}, "the judge is the pinned SkyPilot"
     assert "did you mean 'num_nodes'" in verdicts[0]["error"]
     assert "'two' is not of type 'integer'" in verdicts[1]["error"]
     assert "acelerators" in verdicts[2]["error"]

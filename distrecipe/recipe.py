@@ -12,7 +12,7 @@ import json
 import re
 import types
 import unicodedata
-from dataclasses import Field, dataclass, field, fields, is_dataclass
+from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass
 from functools import cache
 from pathlib import PurePath
 from typing import Any, Literal, get_args, get_type_hints
@@ -43,27 +43,84 @@ STRATEGIES: tuple[Strategy, ...] = get_args(Strategy)
 PRECISION_BYTES: dict[Precision, int] = {"bf16": 2, "fp16": 2, "fp32": 4}
 
 # Each section's defaults are its fields' defaults and nowhere else: `translator.load`
-# passes on only the keys a recipe wrote, and tests/test_recipe_schema.py holds the JSON
-# schema's keys, enums and required keys to these classes and `Literal`s.
+# passes on only the keys a recipe wrote. The JSON schema is generated from these classes
+# (`schemas/generate.py`): each field's docstring is its description, and what JSON Schema
+# checks beyond the type (bounds, patterns, the written form of a size) sits beside the
+# field in `spec`.
+
+_SAME = object()
+
+
+def spec(default: Any = MISSING, /, *, key: str | object | None = _SAME,
+         written: dict[str, Any] | None = None, optional: bool = False, nullable: bool = False,
+         **json: Any) -> Any:
+    """A field with its schema beside it: `json` holds JSON Schema keywords for the value
+    (`minimum`, `maximum`, `pattern`, `title`; `items` for a list's items; a keyword set to
+    None drops one the type would give), `written` replaces the whole schema where a recipe
+    writes the value in another form (a size as `80GB`), `key` is the dotted key when it is
+    not the field's name (None: not written in a recipe), `optional` makes a field without
+    default optional in a recipe (the loader fills it), and `nullable` admits a written null."""
+    metadata: dict[str, Any] = {"json": json, "written": written, "optional": optional, "nullable": nullable}
+    if key is not _SAME:
+        metadata["key"] = key
+    return field(default=default, metadata=metadata)
+
+
+COUNT_FORM: dict[str, Any] = {
+    "anyOf": [
+        {"type": "integer", "minimum": 1, "maximum": 10**15},
+        {"type": "number", "exclusiveMinimum": 0, "maximum": 10**15},
+        {"type": "string", "pattern": r"^\s*[0-9]{1,16}(\.[0-9]{1,16})?([eE][+]?[0-9]{1,2})?\s*[KMBT]?\s*$",
+         "examples": ["8.2B"]},
+    ],
+}
+"""A parameter count as a recipe writes it: an integer, a float (`8.2e9`) or `8.2B`."""
+SIZE_FORM: dict[str, Any] = {
+    "oneOf": [
+        {"type": "integer", "minimum": 1, "maximum": 2**50},
+        {"type": "string", "pattern": r"^\s*[0-9]{1,16}(\.[0-9]{1,16})?\s*([KMGT]i?B|B)\s*$",
+         "examples": ["80GiB"]},
+    ],
+}
+"""Bytes as a recipe writes them: an integer, or a number with a unit (`80GiB`, `80GB`)."""
+RECOMPUTE_FORM: dict[str, Any] = {
+    "oneOf": [
+        {"type": "boolean"},
+        {"enum": list(get_args(Recompute))},
+        {"type": "object", "additionalProperties": False, "required": ["mode"],
+         "properties": {"mode": {"enum": list(get_args(Recompute))}}},
+    ],
+}
+"""`activation_checkpointing` as written: true/false, a mode, or `{mode, every}` (`every` is
+`Recipe.checkpoint_every`, which the schema generator places in the mapping form)."""
+MEMORY_FORM: dict[str, Any] = {
+    "oneOf": [
+        {"type": "integer", "minimum": 0, "maximum": 10**12},
+        {"type": "string", "pattern": "^(default|[0-9]{1,12}[KMGT]?)$",
+         "title": "a SLURM memory size such as 512G, 64000M or 0 (all of the node's), or default"},
+    ],
+}
+"""`launch.slurm.mem` as SLURM writes it: megabytes as a number, or a number with a unit."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Model:
     """The model's shape; enough for bucket sizes, memory and activation estimates."""
 
-    params: int | None = None
-    """Parameter count Ψ. Computed from the shape when a Hugging Face config is given."""
-    hidden_size: int | None = None
+    params: int | None = spec(None, written=COUNT_FORM)
+    """Parameter count Ψ: an integer, a float such as 8.2e9, or 8.2B (K/M/B/T). Computed from
+    the shape when a Hugging Face config is given."""
+    hidden_size: int | None = spec(None, minimum=1, maximum=2**20)
     """Width of the residual stream (d_model); sizes DeepSpeed's buckets. Default: unknown."""
-    layers: int | None = None
+    layers: int | None = spec(None, minimum=1, maximum=100_000)
     """Number of transformer blocks. Default: unknown."""
-    heads: int | None = None
+    heads: int | None = spec(None, minimum=1, maximum=65_536)
     """Attention (query) heads. Default: unknown."""
-    kv_heads: int | None = None
+    kv_heads: int | None = spec(None, minimum=1, maximum=65_536)
     """Key/value heads (grouped-query attention); defaults to `heads`."""
-    intermediate_size: int | None = None
+    intermediate_size: int | None = spec(None, minimum=1, maximum=2**24)
     """Width of the MLP's hidden layer. Default: unknown."""
-    vocab: int | None = None
+    vocab: int | None = spec(None, minimum=1, maximum=2**31)
     """Vocabulary size (rows of the embedding). Default: unknown."""
     layer_cls: str | None = None
     """The transformer block's class name, for FSDP's transformer auto-wrap policy."""
@@ -72,30 +129,32 @@ class Model:
     tied_embeddings: bool = False
     """The output projection shares the input embedding's weights. Default false."""
     hf_config: str | None = None
-    """Path of the Hugging Face `config.json` the shape was read from, if any."""
+    """Path of a Hugging Face `config.json`, relative to the recipe; it fills the shape's
+    fields the recipe leaves out."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Cluster:
     """Where the job runs. `gpus_per_node` counts ranks per node (CPU processes on `cpu`)."""
 
-    nodes: int = 1
+    nodes: int = spec(1, minimum=1, maximum=1_000_000)
     """Machines in the job. Default 1."""
-    gpus_per_node: AutoInt = AUTO
+    gpus_per_node: AutoInt = spec(AUTO, minimum=1, maximum=1024)
     """Ranks per node; `auto` (the default) counts this machine's GPUs at launch."""
-    gpu_memory: int | None = None
-    """Bytes of memory per accelerator, for the `fits?` verdict. Default: unknown."""
-    cpu_memory: int | None = None
-    """Bytes of host memory per node, for offload. Default: unknown."""
+    gpu_memory: int | None = spec(None, written=SIZE_FORM)
+    """Bytes of memory per accelerator, for the `fits?` verdict: an integer, or a number with a
+    unit (80GiB, 80GB = 10⁹, 512MiB). Default: unknown."""
+    cpu_memory: int | None = spec(None, written=SIZE_FORM)
+    """Bytes of host memory per node, for offload, written as `gpu_memory`. Default: unknown."""
     device: Device = "gpu"
     """`cpu` runs every rank as a CPU process with gloo (laptops, CI, demo). Default `gpu`."""
     gpu: Gpu | None = None
     """The GPU model, for step time (peak FLOPS, NVLink and network bandwidth). Default: unknown."""
-    peak_tflops: float | None = None
+    peak_tflops: float | None = spec(None, exclusiveMinimum=0, maximum=100_000)
     """Dense bf16 peak per GPU in TFLOPS, overriding `gpu`'s. Default: `gpu`'s."""
-    intra_node_bandwidth: float | None = None
+    intra_node_bandwidth: float | None = spec(None, exclusiveMinimum=0, maximum=100_000)
     """GB/s one GPU sends to its node's peers (per direction), overriding `gpu`'s. Default: `gpu`'s."""
-    inter_node_bandwidth: float | None = None
+    inter_node_bandwidth: float | None = spec(None, exclusiveMinimum=0, maximum=100_000)
     """GB/s one GPU sends to other nodes (per direction), overriding `gpu`'s. Default: `gpu`'s."""
 
 
@@ -122,19 +181,19 @@ class Offload:
 class Parallel:
     """Model-parallel degrees; what is left of the world is data parallel."""
 
-    tensor: int = 1
+    tensor: int = spec(1, minimum=1, maximum=2**20)
     """Tensor-parallel degree (ranks splitting each layer's matrices). Default 1."""
-    pipeline: int = 1
+    pipeline: int = spec(1, minimum=1, maximum=2**20)
     """Pipeline-parallel degree (stages of consecutive layers). Default 1."""
-    sequence: int = 1
+    sequence: int = spec(1, minimum=1, maximum=2**20)
     """Sequence-parallel degree (ranks splitting each sample's tokens). Default 1."""
-    virtual_stages: int = 1
+    virtual_stages: int = spec(1, minimum=1, maximum=2**20)
     """Model chunks each pipeline rank holds (Megatron's interleaved 1F1B,
     `virtual_pipeline_model_parallel_size`): v chunks of layers / (pipeline × v) layers
     each divide the 1F1B bubble by v at v times the point-to-point sends. Needs pipeline
     > 1, layers divisible by pipeline × v, and micro-batches per step a multiple of
     pipeline (Megatron's interleaved schedule). Default 1 (plain 1F1B)."""
-    shard_group: int | Literal["all"] = "all"
+    shard_group: int | Literal["all"] = spec("all", minimum=1, maximum=2**30)
     """Ranks one shard is split over; fewer than the DP world means hybrid sharding. Default `all`."""
 
 
@@ -142,15 +201,15 @@ class Parallel:
 class Batch:
     """`micro × accumulation × DP = global`; any one or two may be `auto`."""
 
-    micro: AutoInt = AUTO
+    micro: AutoInt = spec(AUTO, minimum=1, maximum=2**31)
     """Samples per rank per forward pass. Default `auto` (derived)."""
-    accumulation: AutoInt = AUTO
+    accumulation: AutoInt = spec(AUTO, minimum=1, maximum=2**31)
     """Micro-batches per optimizer step. Default `auto` (derived)."""
-    global_: AutoInt = field(default=AUTO, metadata={"key": "batch.global"})
+    global_: AutoInt = spec(AUTO, key="batch.global", minimum=1, maximum=2**40)
     """Samples per optimizer step over all data-parallel ranks (`batch.global`). Default `auto`."""
-    seq_len: int | None = None
+    seq_len: int | None = spec(None, minimum=1, maximum=2**31)
     """Tokens per sample, for activation memory. Default: unknown."""
-    micro_tokens: int | None = None
+    micro_tokens: int | None = spec(None, minimum=1, maximum=2**31)
     """Micro-batches packed by tokens, at most this many per GPU (verl's `use_dynamic_bsz`
     with `ppo_max_token_len_per_gpu`): a micro-batch's sample count then varies, so
     `micro` and `accumulation` stay `auto` and `global` fixes the step. Default: none
@@ -163,13 +222,13 @@ class Optimizer:
 
     name: OptimizerName = "adamw"
     """`adamw` (decoupled weight decay, the default), `adam` (coupled L2 decay) or `sgd`."""
-    lr: float = 1.0e-5
+    lr: float = spec(1.0e-5, exclusiveMinimum=0, maximum=1000.0)
     """Learning rate. Default 1e-5."""
-    betas: tuple[float, float] = (0.9, 0.999)
+    betas: tuple[float, float] = spec((0.9, 0.999), items={"minimum": 0, "exclusiveMaximum": 1})
     """Adam's moment decay rates (β1, β2). Default (0.9, 0.999)."""
-    eps: float = 1.0e-8
+    eps: float = spec(1.0e-8, exclusiveMinimum=0, maximum=1.0)
     """Adam's denominator epsilon. Default 1e-8."""
-    weight_decay: float = 0.0
+    weight_decay: float = spec(0.0, minimum=0, maximum=1000.0)
     """Weight decay coefficient. Default 0."""
 
 
@@ -177,11 +236,11 @@ class Optimizer:
 class RL:
     """verl only: a step's global batch counts sequences, data counts prompts."""
 
-    rollout_n: int
+    rollout_n: int = spec(minimum=1, maximum=65_536)
     """Responses sampled per prompt (the GRPO group size). Required in `rl`."""
-    prompts_per_step: int
+    prompts_per_step: int = spec(minimum=1, maximum=2**31)
     """Prompts per optimizer step, each giving `rollout_n` sequences. Required in `rl`."""
-    rollout_memory: float | None = None
+    rollout_memory: float | None = spec(None, exclusiveMinimum=0, maximum=1)
     """Fraction of each GPU's total memory the rollout engine (vLLM, SGLang) takes while it
     generates, its weights and KV cache included: verl's `rollout.gpu_memory_utilization`,
     in (0, 1]. Default: verl's 0.5, and `compile` leaves the key to verl."""
@@ -200,24 +259,29 @@ class Slurm:
     run past; `default` leaves the line out, so the cluster's own default applies.
     """
 
-    partition: str | None = None
-    """The partition (queue). Default: a placeholder; `default` for the cluster's."""
-    account: str | None = None
-    """The account charged. Default: a placeholder; `default` for your default account."""
-    time: str | None = None
-    """Wall-time limit as SLURM writes it (`30` minutes, `12:00:00`, `2-00:00:00`, `1-12`).
-    Default: a placeholder; `default` for the partition's. YAML 1.1 reads an unquoted
-    `12:00:00` as the number 43200: the text as written is kept (`SLURM_TIME`)."""
-    cpus_per_task: int | Literal["default"] | None = None
-    """CPUs for each node's launcher, its ranks and their data loaders. Default: a
-    placeholder (no count fits every node), none under `exclusive`; `default` for SLURM's
-    (one CPU)."""
-    mem: int | str | None = None
-    """Memory per node (`#SBATCH --mem`: `512G`, a number of megabytes, `0` for all of it).
-    Default: none asked, the partition's default applies."""
+    partition: str | None = spec(None, pattern="^[A-Za-z0-9_.,-]+$", minLength=None,
+                                 title="a SLURM partition name, or a comma-separated list of them")
+    """`#SBATCH --partition` (the queue). Default: a placeholder; `default` leaves the line out
+    (the cluster's default partition)."""
+    account: str | None = spec(None, pattern="^[A-Za-z0-9_.-]+$", minLength=None,
+                               title="a SLURM account name (letters, digits, '.', '_' and '-')")
+    """`#SBATCH --account`, the account charged. Default: a placeholder; `default` leaves the
+    line out (your default account)."""
+    time: str | None = spec(None, pattern="^(default|([0-9]+-)?[0-9]+(:[0-9]{2}){0,2})$", minLength=None,
+                            title="a SLURM time limit such as 2-00:00:00, 12:00:00 or 30, or default")
+    """`#SBATCH --time`, the wall-time limit as SLURM writes it (`30` minutes, `1:00:00`,
+    `12:00:00`, `2-00:00:00`, `1-12`). Default: a placeholder; `default` leaves the line out
+    (the partition's limit). YAML 1.1 reads an unquoted `12:00:00` as the number 43200: the
+    text as written is read back (`slurm_time_as_written`)."""
+    cpus_per_task: int | Literal["default"] | None = spec(None, minimum=1, maximum=100_000)
+    """`#SBATCH --cpus-per-task`: CPUs for each node's launcher, its ranks and their data
+    loaders. Default: a placeholder (no count fits every cluster's nodes), none under
+    `exclusive`; `default` leaves the line out (SLURM's one CPU)."""
+    mem: int | str | None = spec(None, written=MEMORY_FORM)
+    """`#SBATCH --mem`, memory per node: `512G`, a number of megabytes, `0` for all of it.
+    Default: none asked, the partition's default applies (as with `default`)."""
     exclusive: bool = False
-    """Ask for whole nodes (`#SBATCH --exclusive`), every CPU included. Default false."""
-
+    """`#SBATCH --exclusive`: whole nodes, every CPU included. Default false."""
 
 SLURM_TIME = ("launch", "slurm", "time")
 """The recipe key whose YAML 1.1 reading (sexagesimal `12:00:00` → 43200) is undone at load."""
@@ -250,7 +314,8 @@ def slurm_time_as_written(value: object, written: str) -> object:
 class SkyPilot:
     """What `launch --skypilot` writes into the SkyPilot task besides the plan's nodes and GPUs."""
 
-    accelerator: str | None = None
+    accelerator: str | None = spec(None, pattern="^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", minLength=None,
+                                   title="a SkyPilot accelerator name such as H100 or A100-80GB")
     """SkyPilot's accelerator name (`sky show-gpus`: `H100`, `A100-80GB`, ...), for a GPU
     `cluster.gpu` does not name or names ambiguously. Default: `cluster.gpu`'s SkyPilot
     name, else a `SET-cluster.gpu` placeholder that `sky launch` refuses."""
@@ -282,7 +347,9 @@ class Native:
     """Merged into `accelerate_config.yaml`."""
     hf: dict[str, Any] = field(default_factory=dict)
     """Merged into the TrainingArguments JSON."""
-    verl: tuple[str, ...] = ()
+    verl: tuple[str, ...] = spec((), items={
+        "title": "a Hydra override key=value (e.g. actor_rollout_ref.actor.clip_ratio=0.2)",
+        "pattern": "^[+~]{0,2}[A-Za-z_][A-Za-z0-9_.]*=.*$", "minLength": None})
     """Hydra `key=value` overrides: each replaces distrecipe's override of the same key, or is appended."""
 
     def __bool__(self) -> bool:
@@ -293,19 +360,21 @@ class Native:
 class Launch:
     """How `distrecipe launch` starts the job."""
 
-    backend: Backend | Literal["auto"] = AUTO
+    backend: Literal["auto"] | Backend = AUTO
     """The engine's launcher; `auto` (the default) picks the strategy's natural one."""
     script: str | None = None
     """Training script to run. Default: the reference trainer (verl: its PPO entry point)."""
-    args: tuple[str, ...] = ()
+    args: tuple[str, ...] = spec((), items={"minLength": None})
     """Arguments passed to the script. Default: none."""
     master_addr: str | None = None
-    """Address of rank 0's node; several nodes need it (or SLURM). Default: none."""
-    master_port: int = 29500
+    """Address of rank 0's node; several nodes need it, or a platform that names it (SLURM,
+    SkyPilot, dstack, Kubeflow). Default: none."""
+    master_port: int = spec(29500, minimum=1, maximum=65_535)
     """TCP port of the rendezvous on `master_addr`. Default 29500."""
     hostfile: str | None = None
-    """DeepSpeed hostfile for several nodes outside SLURM. Default: none."""
-    program_kind: ProgramKind | Literal["auto"] = AUTO
+    """DeepSpeed hostfile, for several nodes where distrecipe runs on node 0 only and DeepSpeed
+    fans out over ssh; a platform that ranks every node needs none. Default: none."""
+    program_kind: Literal["auto"] | ProgramKind = AUTO
     """How the script reads the recipe; `auto` (the default) infers it from the script's imports."""
     slurm: Slurm = field(default_factory=Slurm)
     """`#SBATCH` settings for `launch --slurm`. Default: placeholders where only the cluster knows."""
@@ -317,17 +386,21 @@ class Launch:
 class Recipe:
     """A recipe as declared (format version 1), after schema validation."""
 
-    name: str
-    """The job's name, for run directories; defaults to the recipe file's stem made a slug
-    (`name_from_file`, with a note where that changes it)."""
+    name: str = spec(optional=True, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$", minLength=None,
+                     title="a safe slug (letters, digits, '.', '_' and '-', starting with a letter or digit, "
+                           "at most 128 characters)")
+    """The job's name: it names the run directory and the SLURM job, so it is data, never a
+    path or code. Defaults to the recipe file's stem made a slug (`name_from_file`, with a
+    note where that changes it)."""
     model: Model
     """The model's shape. Required."""
     cluster: Cluster
     """Nodes and ranks per node. Required."""
     strategy: Strategy
     """How the model is distributed: `ddp`, `zero`, `fsdp` or `megatron`. Required."""
-    stage: int | None = None
-    """ZeRO stage 0..3; `None` (the default) means the strategy's natural stage."""
+    stage: int | None = spec(None, minimum=0, maximum=3)
+    """ZeRO stage 0..3 (fsdp: 2 = `reshard_after_forward` false, 3 = true); unset (the default)
+    means the strategy's natural stage."""
     offload: Offload = field(default_factory=Offload)
     """Where optimizer state and parameters live. Default: all on the accelerator."""
     parallel: Parallel = field(default_factory=Parallel)
@@ -338,19 +411,23 @@ class Recipe:
     """Training dtype of parameters and activations: `bf16` (the default), `fp16`, `fp32`."""
     optimizer: Optimizer = field(default_factory=Optimizer)
     """The optimizer. Default: AdamW with `Optimizer`'s defaults."""
-    grad_clip: float | None = 1.0
+    grad_clip: float | None = spec(1.0, nullable=True, minimum=0, maximum=1e9)
     """Max gradient norm; `None` (written 0 or null) disables clipping. Default 1.0."""
-    activation_checkpointing: Recompute = "none"
-    """What the backward recomputes: `none` (the default), `selective`, `full` (written true)."""
+    activation_checkpointing: Recompute = spec("none", written=RECOMPUTE_FORM)
+    """What the backward recomputes: `none` (the default, written false); `full` (written true:
+    every block wrapped whole, torch's checkpoint_wrapper, HF gradient_checkpointing);
+    `selective` (torchtitan's op-level policy: saves matmul outputs except every second one,
+    and attention outputs); `{mode: selective, every: k}` (torchtitan's layer-level policy)."""
     rl: RL | None = None
     """verl's RL batch; `None` (the default) for supervised training."""
     launch: Launch = field(default_factory=Launch)
     """How the job starts. Default: the strategy's launcher running the reference trainer."""
-    checkpoint_every: int | None = field(default=None, metadata={"key": "activation_checkpointing.every"})
-    """With `selective`: wrap every k-th block whole (layer level); None is op level."""
+    checkpoint_every: int | None = spec(None, key="activation_checkpointing.every", minimum=1)
+    """With mode selective: wrap every k-th block whole (torchtitan's layer-level
+    `selective_ac_option`) instead of op-level selection."""
     native: Native = field(default_factory=Native)
     """Engine settings carried verbatim (see `Native`). Default: none."""
-    source: str = field(default="<recipe>", metadata={"key": None})
+    source: str = spec("<recipe>", key=None)
     """The file the recipe came from, for messages."""
     where: dict[str, Position] = field(default_factory=dict, compare=False, repr=False,
                                        metadata={"key": None})

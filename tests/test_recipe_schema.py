@@ -131,3 +131,11 @@ def test_every_pattern_says_in_words_what_it_accepts() -> None:
 
     walk(recipe_schema(), "#")
     assert not missing
+
+
+def test_the_schema_file_is_generated_from_the_dataclasses() -> None:
+    """`recipe.schema.json` is what `schemas.generate` writes from `Recipe`: a field, bound or
+    docstring changed in `recipe.py` without regenerating fails here, naming the command."""
+    from distrecipe.schemas import generate
+
+    assert generate.FILE.read_text("utf-8") == generate.text(), "run: python -m distrecipe.schemas.generate"

@@ -17,6 +17,8 @@ from functools import cache
 from pathlib import PurePath
 from typing import Any, Literal, get_args, get_type_hints
 
+import yaml
+
 from distrecipe.errors import Position
 
 AUTO: Literal["auto"] = "auto"
@@ -94,6 +96,14 @@ RECOMPUTE_FORM: dict[str, Any] = {
 }
 """`activation_checkpointing` as written: true/false, a mode, or `{mode, every}` (`every` is
 `Recipe.recompute_every`, which the schema generator places in the mapping form)."""
+MEMORY_FORM: dict[str, Any] = {
+    "oneOf": [
+        {"type": "integer", "minimum": 0, "maximum": 10**12},
+        {"type": "string", "pattern": "^(default|[0-9]{1,12}[KMGT]?)$",
+         "title": "a SLURM memory size such as 512G, 64000M or 0 (all of the node's), or default"},
+    ],
+}
+"""`launch.slurm.mem` as SLURM writes it: megabytes as a number, or a number with a unit."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -311,9 +321,9 @@ class RL:
 class Slurm:
     """The `#SBATCH` lines of `launch --slurm` that only the cluster's owners can decide.
 
-    Unset, `partition`, `account` and `time` are written as `SET-launch.slurm.<key>`
-    placeholders, which sbatch rejects and the script refuses to run past; `default`
-    leaves the line out, so the cluster's own default applies.
+    Unset, `partition`, `account`, `time` and `cpus_per_task` are written as
+    `SET-launch.slurm.<key>` placeholders, which sbatch rejects and the script refuses to
+    run past; `default` leaves the line out, so the cluster's own default applies.
     """
 
     partition: str | None = spec(None, pattern="^[A-Za-z0-9_.,-]+$", minLength=None,
@@ -326,10 +336,62 @@ class Slurm:
     line out (your default account)."""
     time: str | None = spec(None, pattern="^(default|([0-9]+-)?[0-9]+(:[0-9]{2}){0,2})$", minLength=None,
                             title="a SLURM time limit such as 2-00:00:00, 12:00:00 or 30, or default")
-    """`#SBATCH --time`, the wall-time limit (`HH:MM:SS`, `D-HH:MM:SS`, minutes). Default: a
-    placeholder; `default` leaves the line out (the partition's limit)."""
-    cpus_per_task: int | None = spec(None, minimum=1)
-    """CPUs for each node's launcher and its ranks. Default: 8 per GPU, or 1 per CPU rank."""
+    """`#SBATCH --time`, the wall-time limit as SLURM writes it (`30` minutes, `1:00:00`,
+    `12:00:00`, `2-00:00:00`, `1-12`). Default: a placeholder; `default` leaves the line out
+    (the partition's limit). YAML 1.1 reads an unquoted `12:00:00` as the number 43200: the
+    text as written is read back (`slurm_time_as_written`)."""
+    cpus_per_task: int | Literal["default"] | None = spec(None, minimum=1, maximum=100_000)
+    """`#SBATCH --cpus-per-task`: CPUs for each node's launcher, its ranks and their data
+    loaders. Default: a placeholder (no count fits every cluster's nodes), none under
+    `exclusive`; `default` leaves the line out (SLURM's one CPU)."""
+    mem: int | str | None = spec(None, written=MEMORY_FORM)
+    """`#SBATCH --mem`, memory per node: `512G`, a number of megabytes, `0` for all of it.
+    Default: none asked, the partition's default applies (as with `default`)."""
+    exclusive: bool = False
+    """`#SBATCH --exclusive`: whole nodes, every CPU included. Default false."""
+
+SLURM_TIME = ("launch", "slurm", "time")
+"""The recipe key whose YAML 1.1 reading (sexagesimal `12:00:00` → 43200) is undone at load."""
+_PLAIN_WORD = re.compile(r"[^\s,\[\]{}#\"']+")
+"""A plain scalar of one word, as a SLURM time is written (`12:00:00`, `1-12`)."""
+
+
+def slurm_time_as_written(value: object, written: str) -> object:
+    """`launch.slurm.time` as the user wrote it, where YAML 1.1 read it as something else.
+
+    SLURM's `12:00:00` and `1:00:00` are sexagesimal integers to YAML 1.1 (43200, 3600),
+    `30` a plain one, `1.5` a float and `yes` a boolean; a time is text, so the word at
+    the value's position (`written`, from there to the end of its line) is read back
+    when YAML reads that word as `value`: the schema then judges the text, and its
+    message quotes what was written. Anything else is returned as it came.
+    """
+    if isinstance(value, str) or value is None or isinstance(value, (dict, list)):
+        return value
+    word = _PLAIN_WORD.match(written.lstrip())
+    if word is None:
+        return value
+    try:
+        same = yaml.safe_load(word.group(0)) == value
+    except yaml.YAMLError:
+        same = False
+    return word.group(0) if same else value
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SkyPilot:
+    """What `launch --skypilot` writes into the SkyPilot task besides the plan's nodes and GPUs."""
+
+    accelerator: str | None = spec(None, pattern="^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", minLength=None,
+                                   title="a SkyPilot accelerator name such as H100 or A100-80GB")
+    """SkyPilot's accelerator name (`sky show-gpus`: `H100`, `A100-80GB`, ...), for a GPU
+    `cluster.gpu` does not name or names ambiguously. Default: `cluster.gpu`'s SkyPilot
+    name, else a `SET-cluster.gpu` placeholder that `sky launch` refuses."""
+    workdir: str | None = None
+    """The local directory SkyPilot syncs to every node, where `run` starts; the recipe and
+    the script must lie inside it. Default: the directory `launch --skypilot` runs in."""
+    setup: str | None = None
+    """Shell commands SkyPilot runs once per node before `run`. Default: installing this
+    version of distrecipe with its launcher's extra (`pip install 'distrecipe[deepspeed]==…'`)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -372,15 +434,19 @@ class Launch:
     args: tuple[str, ...] = spec((), items={"minLength": None})
     """Arguments passed to the script. Default: none."""
     master_addr: str | None = None
-    """Address of rank 0's node; several nodes need it (or SLURM). Default: none."""
+    """Address of rank 0's node; several nodes need it, or a platform that names it (SLURM,
+    SkyPilot, dstack, Kubeflow). Default: none."""
     master_port: int = spec(29500, minimum=1, maximum=65_535)
     """TCP port of the rendezvous on `master_addr`. Default 29500."""
     hostfile: str | None = None
-    """DeepSpeed hostfile for several nodes outside SLURM. Default: none."""
+    """DeepSpeed hostfile, for several nodes where distrecipe runs on node 0 only and DeepSpeed
+    fans out over ssh; a platform that ranks every node needs none. Default: none."""
     program_kind: Literal["auto"] | ProgramKind = AUTO
     """How the script reads the recipe; `auto` (the default) infers it from the script's imports."""
     slurm: Slurm = field(default_factory=Slurm)
     """`#SBATCH` settings for `launch --slurm`. Default: placeholders where only the cluster knows."""
+    skypilot: SkyPilot = field(default_factory=SkyPilot)
+    """Task settings for `launch --skypilot`. Default: see `SkyPilot`."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

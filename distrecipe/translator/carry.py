@@ -73,6 +73,14 @@ def _same(cell: Cell) -> Row:
     return Row(cell, cell, cell, cell)
 
 
+def _launch_keys() -> list[str]:
+    """Every `launch.*` field: `launch`'s own (its argv, the platforms' files), no engine config's."""
+    from distrecipe.recipe import Batch, Cluster, Model, Recipe
+
+    blank = Recipe(name="", model=Model(), cluster=Cluster(), strategy="ddp", batch=Batch())
+    return [key for key in recipe_values(blank) if key.startswith("launch.")]
+
+
 OPTIMIZER = script("the script's optimizer (Accelerate builds none)")
 SCHEDULE = script("the script's scheduler (Accelerate builds none)")
 
@@ -172,10 +180,7 @@ FIELDS: dict[str, Row] = {
         ("rollout_n", "actor_rollout_ref.rollout.n"), ("prompts_per_step", "data.train_batch_size"),
         ("rollout_memory", "actor_rollout_ref.rollout.gpu_memory_utilization"),
         ("free_rollout_memory", "actor_rollout_ref.rollout.free_cache_engine"))},
-    **{key: _same(LAUNCH) for key in ("launch.backend", "launch.script", "launch.args", "launch.master_addr",
-                                      "launch.master_port", "launch.hostfile", "launch.program_kind",
-                                      "launch.slurm.partition", "launch.slurm.account", "launch.slurm.time",
-                                      "launch.slurm.cpus_per_task")},
+    **{key: _same(LAUNCH) for key in _launch_keys()},
 }
 """Recipe field → how each file kind carries it."""
 

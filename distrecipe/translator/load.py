@@ -21,6 +21,7 @@ from distrecipe.keys import dotted
 from distrecipe.model_shapes import llama
 from distrecipe.recipe import (
     RL,
+    SLURM_TIME,
     Batch,
     Checkpoint,
     Cluster,
@@ -33,8 +34,10 @@ from distrecipe.recipe import (
     Recipe,
     Recompute,
     Schedule,
+    SkyPilot,
     Slurm,
     name_from_file,
+    slurm_time_as_written,
 )
 from distrecipe.schemas import coerce_integers, recipe_schema, validate_recipe
 from distrecipe.source import Document, SourceError, parse_text, read_document, read_text
@@ -124,6 +127,8 @@ def apply_overrides(doc: Document, overrides: Sequence[str]) -> Document:
             value = parse_text(raw, label).data if raw.strip() else None
         except SourceError as exc:
             raise RecipeError(exc.message, value_at) from None
+        if path == SLURM_TIME:
+            value = slurm_time_as_written(value, raw)
         node = data
         for depth, part in enumerate(path[:-1]):
             child = node.setdefault(part, {})
@@ -147,6 +152,7 @@ def recipe_from_document(doc: Document, base_dir: Path) -> Recipe:
     """
     if not isinstance(doc.data, dict):
         raise RecipeError("a recipe must be a mapping (key: value pairs)", doc.where(()))
+    doc = _slurm_time(doc)
     validate_recipe(doc)
     d: dict[str, Any] = coerce_integers(doc.data, recipe_schema())
     cluster: dict[str, Any] = {
@@ -174,6 +180,8 @@ def recipe_from_document(doc: Document, base_dir: Path) -> Recipe:
             values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in d[key].items()}
             if isinstance(values.get("slurm"), dict):
                 values["slurm"] = Slurm(**values["slurm"])
+            if isinstance(values.get("skypilot"), dict):
+                values["skypilot"] = SkyPilot(**values["skypilot"])
             written[key] = section(**values)
     return Recipe(
         name=d.get("name") or name_from_file(doc.file)[0],
@@ -187,6 +195,22 @@ def recipe_from_document(doc: Document, base_dir: Path) -> Recipe:
         source=doc.file,
         where={dotted(path): pos for path, pos in doc.positions.items() if path},
     )
+
+
+def _slurm_time(doc: Document) -> Document:
+    """The document with `launch.slurm.time` read back as written where YAML 1.1 made a
+    number of it (`recipe.slurm_time_as_written`); a `--set` value was read back already."""
+    launch = doc.data.get("launch")
+    slurm = launch.get("slurm") if isinstance(launch, dict) else None
+    where = doc.positions.get(SLURM_TIME)
+    if not (isinstance(slurm, dict) and where is not None and where.file == doc.file
+            and 0 < where.line <= len(doc.lines)):
+        return doc
+    written = slurm_time_as_written(slurm.get("time"), doc.lines[where.line - 1][where.col - 1:])
+    if written is slurm.get("time"):
+        return doc
+    data = {**doc.data, "launch": {**launch, "slurm": {**slurm, "time": written}}}
+    return Document(data, doc.file, doc.positions, doc.key_positions, doc.lines)
 
 
 def _recompute(ac: bool | str | dict[str, Any], doc: Document) -> Recompute:

@@ -109,11 +109,13 @@ def test_step_time_says_whose_efficiency_it_is(cli: Callable[..., Result]) -> No
     """A GPU no published run calibrates gets H100's figure, and the text and JSON say so."""
     out = cli("plan", SEED_ZERO2, "--set", "cluster.gpu=h100").out
     assert "recompute included; efficiency fitted on 27 published H100 runs" in out
-    out = cli("plan", SEED_ZERO2, "--set", "cluster.gpu=l40s").out
+    out = cli("plan", SEED_ZERO2, "--set", "cluster.gpu=l40s", "--set", "cluster.gpu_memory=48GB").out
     assert (f"({GPUS['h100'].efficiency:.2f} of L40S (PCIe 4)'s 362.05 TFLOPS, recompute included; efficiency H100's; "
             "no published bf16 run on L40S)") in out
-    step = json.loads(cli("plan", SEED_ZERO2, "--set", "cluster.gpu=mi300x", "--format", "json").out)
+    step = json.loads(cli("plan", SEED_ZERO2, "--set", "cluster.gpu=mi300x", "--set", "cluster.gpu_memory=192GB",
+                          "--format", "json").out)
     assert step["step_time"]["efficiency_borrowed"] is True
     assert step["step_time"]["efficiency_basis"] == "H100's; no published bf16 run on MI300X"
-    step = json.loads(cli("plan", SEED_ZERO2, "--set", "cluster.gpu=h200", "--format", "json").out)
+    step = json.loads(cli("plan", SEED_ZERO2, "--set", "cluster.gpu=h200", "--set", "cluster.gpu_memory=141GB",
+                          "--format", "json").out)
     assert step["step_time"]["efficiency_borrowed"] is False

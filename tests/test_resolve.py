@@ -39,7 +39,6 @@ def plan_of(micro: object = 2, acc: object = 4, glob: object = 64, nodes: int = 
         ("auto", 4, 64, (2, 4, 64)),
         (2, "auto", 64, (2, 4, 64)),
         (2, 4, "auto", (2, 4, 64)),
-        ("auto", "auto", 64, (8, 1, 64)),
         (2, "auto", "auto", (2, 1, 16)),
     ],
 )

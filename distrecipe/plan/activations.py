@@ -80,7 +80,7 @@ from dataclasses import dataclass
 
 from distrecipe.engines.runner import uses_deepspeed
 from distrecipe.job import Plan
-from distrecipe.model_shapes import kv_width
+from distrecipe.model_shapes import kv_width, mlp_width
 from distrecipe.recipe import Recompute
 
 
@@ -221,14 +221,15 @@ def plan_activations(plan: Plan) -> tuple[Activations, ...]:
                            recompute=recompute, tensor=t, every=every, with_head=with_head)
 
     first = max((seed(*st) for st in stages), key=lambda act: act.peak)
-    if m.intermediate_size is None:
+    inter = mlp_width(m)  # per token: a mixture of experts' k routed and its shared experts
+    if inter is None:
         return (first,)
-    kv = kv_width(h, a, m.kv_heads)
+    kv = kv_width(h, a, m.kv_heads, m.head_dim)
     extra = ring_attention(s=s, b=b, h=h, cp=cp) if ring_context_parallel(plan) else 0.0
 
     def measured(count: int, with_head: bool) -> Activations:
-        assert m.intermediate_size is not None
-        return hf_llama(s=local, b=b, h=h, a=a, kv=kv, inter=m.intermediate_size, layers=count,
+        assert inter is not None
+        return hf_llama(s=local, b=b, h=h, a=a, kv=kv, inter=inter, layers=count,
                         vocab=vocab, flash=flash, recompute=recompute, tensor=t, every=every,
                         holds_logits=holds_logits(plan), with_head=with_head,
                         attention_extra=extra)

@@ -56,6 +56,7 @@ from dataclasses import dataclass
 
 from distrecipe.engines.runner import runs_fsdp2, uses_deepspeed
 from distrecipe.job import Plan
+from distrecipe.model_shapes import active_params
 from distrecipe.plan import traffic
 from distrecipe.plan.activations import ring_context_parallel
 from distrecipe.plan.engine import DeepSpeedZero, fsdp2_shard_ranks
@@ -119,9 +120,11 @@ class StepTime:
 
 
 def model_flops_per_token(plan: Plan) -> float:
-    """6Ψ' + 12·L·h·s with Ψ' = Ψ less the input embedding (None-safe: 6Ψ without a shape)."""
+    """6Ψ' + 12·L·h·s with Ψ' = the active parameters (`model_shapes.active_params`: a mixture
+    of experts counts the k routed experts a token visits) less the input embedding
+    (None-safe: 6Ψ without a shape)."""
     m = plan.recipe.model
-    psi = float(m.params or 0)
+    psi = float(active_params(m) or 0)
     if m.vocab and m.hidden_size:
         psi -= m.vocab * m.hidden_size
     seq_len = plan.recipe.batch.seq_len or 0
@@ -138,7 +141,7 @@ def recompute_flops_per_token(plan: Plan) -> float:
         if plan.recipe.checkpoint_every:
             return forward / plan.recipe.checkpoint_every
         m = plan.recipe.model
-        psi = float(m.params or 0) - (m.vocab or 0) * (m.hidden_size or 0)
+        psi = float(active_params(m) or 0) - (m.vocab or 0) * (m.hidden_size or 0)
         return psi  # half of the matmuls' forward, 2Ψ' / 2
     return 0.0
 
@@ -224,8 +227,8 @@ def step_time(plan: Plan, engine_traffic: traffic.Traffic, zero: DeepSpeedZero |
     """The estimate for `plan`, or None when the GPU's peak is unknown or there is no sequence."""
     hw = hardware(plan)
     recipe, seq_len = plan.recipe, plan.recipe.batch.seq_len
-    if hw is None or recipe.cluster.device == "cpu" or not seq_len or not recipe.model.params:
-        return None
+    if hw is None or recipe.cluster.device == "cpu" or not seq_len or not active_params(recipe.model):
+        return None  # no peak, no sequence, or the FLOPs unknown (a mixture of experts without its shape)
     tokens = plan.batch.global_ * seq_len / plan.dims.world
     model = model_flops_per_token(plan)
     compute = tokens * (model + recompute_flops_per_token(plan)) / (hw.peak_tflops * 1e12 * hw.efficiency)

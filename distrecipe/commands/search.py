@@ -34,8 +34,10 @@ def search_recipe(*, recipe: str, overrides: Sequence[str] = (), write: str | No
     assert plan.gpu_memory is not None
     result = search(declared, plan.dims.gpus_per_node)
     budget = plan.gpu_memory
-    click.echo(f"{len(result.ranked)} of {result.tried} valid recipes fit {budget / 1e9:.0f} GB; "
-               "fastest first:")
+    order = "fastest first:" if result.timed else (
+        "no cluster.gpu or cluster.peak_tflops, so no step time: ranked by what can be judged, "
+        "least traffic per rank first, then no offload, then least memory:")
+    click.echo(f"{len(result.ranked)} of {result.tried} valid recipes fit {budget / 1e9:.0f} GB; {order}")
     for rank, candidate in enumerate(result.ranked[:TOP], 1):
         click.echo(f"  {rank}. {why(candidate, budget)}")
     if not result.ranked:

@@ -21,6 +21,7 @@ from distrecipe.job import Plan
 from distrecipe.output import one_line
 from distrecipe.translator import deepspeed
 from distrecipe.translator.equivalence import (
+    expert_findings,
     finding,
     offload_findings,
     refuse_errors,
@@ -62,6 +63,8 @@ def findings(plan: Plan) -> list[Finding]:
                 f"group of 2+ ranks; shard_group is {plan.dims.shard_group}",
             )
         )
+    if kind != "DEEPSPEED":  # DeepSpeed's findings say it for its path
+        found.extend(expert_findings(plan, TARGET))
     if kind == "FSDP":
         found.extend(_fsdp_findings(plan))
     if kind == "DEEPSPEED":  # the ds_config it points at, e.g. AutoTP's

@@ -79,9 +79,13 @@ def _optimizer(plan: Plan, auto: Any) -> dict[str, Any]:
 
 def findings(plan: Plan) -> list[Finding]:
     """Where DeepSpeed cannot say exactly what the recipe says (codes in the equivalence table)."""
-    from distrecipe.translator.equivalence import finding, token_batch_findings  # only a few recipes need it
+    from distrecipe.translator.equivalence import (  # only a few recipes need it
+        expert_findings,
+        finding,
+        token_batch_findings,
+    )
 
-    found = token_batch_findings(plan, "deepspeed")
+    found = token_batch_findings(plan, "deepspeed") + expert_findings(plan, "deepspeed")
     detail = f"shard_group {plan.dims.shard_group} of DP {plan.dims.dp}"
     if plan.dims.hybrid and plan.stage < 3:
         found.append(finding("DR216", "deepspeed", detail))

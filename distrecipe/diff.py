@@ -16,7 +16,7 @@ traffic per step (formula view) and the engine view's peak against the GPU's mem
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from distrecipe.engines.tables import is_comment_key
 from distrecipe.errors import DistrecipeError, Position
 from distrecipe.job import Plan, plan_values
 from distrecipe.keys import get, joined
+from distrecipe.recipe import Model
 from distrecipe.source import Document
 from distrecipe.translator.importers import World
 from distrecipe.translator.importers.registry import import_document, read_native
@@ -72,11 +73,10 @@ class Diff:
     """What a side did not state and took from the other, and what was not compared."""
 
 
-UNSTATED = (("model", "params"), ("model", "hidden_size"), ("model", "layers"), ("model", "heads"),
-            ("model", "kv_heads"), ("model", "intermediate_size"), ("model", "vocab"),
-            ("model", "layer_cls"), ("model", "attention"), ("model", "tied_embeddings"),
+UNSTATED = (*(("model", item.name) for item in fields(Model) if item.name != "hf_config"),
             ("batch", "seq_len"), ("cluster", "gpu_memory"), ("cluster", "gpu"))
-"""What no native config states; a native side takes it from the other side."""
+"""What no native config states (the model's every field but its config file, whose path is
+the other side's); a native side takes it from the other side."""
 
 NATIVE: dict[str, Kind] = {kind: kind for kind in KINDS if kind != "recipe"}
 """The kinds compared key by key when both sides are one of them."""

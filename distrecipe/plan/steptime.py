@@ -1,7 +1,8 @@
 """Seconds per optimizer step, tokens per second per GPU and MFU, from FLOPs and bytes.
 
 * **Model FLOPs** per token, as torchtitan, llm-foundry and the PaLM paper count them
-  for MFU: 6 × (Ψ − embedding) for the matrix multiplies forward and backward, plus
+  for MFU: 6 × (Ψ − embedding) for the matrix multiplies forward and backward (Ψ the
+  active parameters: a mixture of experts' k routed experts, `model_shapes.active_params`), plus
   12 · layers · hidden · seq_len for attention's scores and values over the full square
   (torchtitan's `get_num_flop_per_token`: "we follow the convention and do not account
   for sparsity in causal attention"; llm-foundry's `flops_per_batch` likewise). Time is

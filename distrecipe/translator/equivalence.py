@@ -104,7 +104,7 @@ CODES: dict[str, Code] = {
     "DR221": Code("error", "verl's workers cannot lay the rollout engine out on these GPUs, or it cannot "
                   "split the model's stated heads over its tensor parallelism; verl would refuse it after "
                   "the cluster starts"),
-    "DR222": Code("warning", "expert parallelism is the training script's (DeepSpeed MoE's "
+    "DR232": Code("warning", "expert parallelism is the training script's (DeepSpeed MoE's "
                   "`deepspeed.moe.layer.MoE(ep_size=...)`); no ds_config key carries it, so the script "
                   "must say the same"),
 }
@@ -112,13 +112,13 @@ CODES: dict[str, Code] = {
 
 
 def expert_findings(plan: Plan, target: str, carried: bool = False) -> list[Finding]:
-    """`parallel.expert` where the target does not carry it: DR222 where DeepSpeed runs the
+    """`parallel.expert` where the target does not carry it: DR232 where DeepSpeed runs the
     experts (the script's MoE layers), DR208 where the engine has no expert parallelism."""
     ep = plan.recipe.parallel.expert
     if ep == 1 or carried:
         return []
     if target == "deepspeed":
-        return [finding("DR222", target, f"ep_size={ep}")]
+        return [finding("DR232", target, f"ep_size={ep}")]
     return [finding("DR208", target, f"parallel.expert {ep}: no expert parallelism in this engine")]
 
 
@@ -306,7 +306,7 @@ TABLE: tuple[Row, ...] = (
     ),
     Row(
         "parallel.expert (mixture of experts)",
-        Cell("the script's `deepspeed.moe.layer.MoE(ep_size=...)`", "DR222"),
+        Cell("the script's `deepspeed.moe.layer.MoE(ep_size=...)`", "DR232"),
         Cell("none for FSDP2; with DeepSpeed, the script's MoE `ep_size`", "DR208"),
         Cell("Megatron `expert_model_parallel_size` (megatron only)", "DR208"),
         Cell("none", "DR208"),

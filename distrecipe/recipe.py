@@ -38,9 +38,17 @@ ProgramKind = Literal["hf", "accelerate", "deepspeed", "torchrun", "verl"]
 OptimizerName = Literal["adamw", "adam", "sgd"]
 Dtype = Literal["fp32", "bf16"]
 AutoInt = int | Literal["auto"]
-Gpu = Literal["a100-40gb", "a100-80gb", "h100", "h100-pcie", "h200", "gh200", "b200", "l40s", "l4",
-              "a10g", "mi300x"]
-"""GPU models `plan` knows the peak and bandwidths of (`distrecipe.plan.hardware.GPUS`)."""
+Gpu = Literal["v100-16gb", "v100-32gb", "a10g", "l4", "l40s", "a100-40gb", "a100-80gb", "h100", "h100-pcie",
+              "h200", "gh200", "b200", "mi250x", "mi300x", "rtx3090", "rtx4090"]
+"""GPU models whose memory, peak and bandwidths distrecipe knows (`distrecipe.engines.gpus.GPUS`)."""
+Family = Literal["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2",
+                 "gemma3_text", "phi3", "olmo2", "granite", "deepseek_v2", "deepseek_v3", "gpt2", "gpt_neox",
+                 "falcon"]
+"""Decoder families by their Hugging Face `model_type`: each fixes which small tensors a
+block holds and how its MLP is built (`distrecipe.model_shapes.LAYOUTS`)."""
+Bias = Literal["none", "qkv", "attention", "mlp", "all"]
+"""Which linear layers carry a bias: q/k/v, all of attention (q/k/v/o), the MLP, or both."""
+MicroPolicy = Literal["largest-that-fits", "accumulation-1"]
 
 STRATEGIES: tuple[Strategy, ...] = get_args(Strategy)
 PRECISION_BYTES: dict[Precision, int] = {"bf16": 2, "fp16": 2, "fp32": 4}
@@ -133,7 +141,52 @@ class Model:
     """The output projection shares the input embedding's weights. Default false."""
     hf_config: str | None = None
     """Path of a Hugging Face `config.json`, relative to the recipe; it fills the shape's
-    fields the recipe leaves out."""
+    fields the recipe leaves out (`resolve` names the config key each came from)."""
+    family: Family = "llama"
+    """The decoder family (Hugging Face's `model_type`): which norms, biases and q/k norms a
+    block holds and whether its MLP is gated (three matrices) or plain (two: GPT-2, GPT-NeoX,
+    Falcon). Default `llama` (two RMSNorms, no biases, a gated MLP), which Mistral, Mixtral,
+    Phi-3 and Granite share."""
+    head_dim: int | None = spec(None, minimum=1, maximum=2**16)
+    """Width of one attention head; default hidden_size / heads (Gemma and Qwen3 set 256
+    and 128 whatever the hidden size). With multi-latent attention, the query/key head:
+    the no-position part plus `rope_head_dim`."""
+    bias: Bias | None = None
+    """Which linear layers have a bias: `none`, `qkv`, `attention` (q/k/v/o), `mlp` or `all`.
+    Default: the family's (`qwen2` qkv, `gpt2` and `gpt_neox` all, the rest none)."""
+    block_norms: int | None = spec(None, minimum=1, maximum=16)
+    """Norms of hidden width in each block. Default: the family's (2; Gemma 2 and 3: 4;
+    Falcon's parallel attention: 1)."""
+    position_embeddings: int | None = spec(None, minimum=1, maximum=2**31)
+    """Rows of a learned position embedding (GPT-2's `n_positions`). Default: none (rotary)."""
+    experts: int | None = spec(None, minimum=1, maximum=65_536)
+    """Routed experts in each mixture-of-experts layer. Default: none (a dense model). All
+    are counted in memory; only `experts_per_token` of them in a token's FLOPs."""
+    experts_per_token: int | None = spec(None, minimum=1, maximum=65_536)
+    """Routed experts each token visits (top-k). Needed with `experts`."""
+    expert_intermediate_size: int | None = spec(None, minimum=1, maximum=2**24)
+    """Width of one routed expert's MLP. Default `intermediate_size` (Mixtral's experts are
+    its MLP's width)."""
+    shared_experts: int = spec(0, minimum=0, maximum=65_536)
+    """Experts every token visits beside the routed ones (DeepSeek's `n_shared_experts`,
+    Qwen-MoE's shared expert). Default 0."""
+    shared_expert_size: int | None = spec(None, minimum=1, maximum=2**24)
+    """Width of one shared expert's MLP. Default `expert_intermediate_size`."""
+    dense_layers: int = spec(0, minimum=0, maximum=100_000)
+    """Layers whose MLP is dense (`intermediate_size` wide) instead of experts: DeepSeek's
+    first `first_k_dense_replace`, Qwen-MoE's `mlp_only_layers`. Default 0 (every layer
+    has experts, when `experts` is set)."""
+    q_lora_rank: int | None = spec(None, minimum=1, maximum=2**20)
+    """Multi-latent attention (DeepSeek-V2/V3): rank of the query's low-rank projection.
+    Default: none (queries projected at full rank)."""
+    kv_lora_rank: int | None = spec(None, minimum=1, maximum=2**20)
+    """Multi-latent attention: rank of the compressed key/value latent; setting it makes
+    attention MLA. Default: none (multi-head or grouped-query attention)."""
+    rope_head_dim: int | None = spec(None, minimum=1, maximum=2**16)
+    """Multi-latent attention: the rotary part of each query/key head, shared by all heads'
+    keys (`qk_rope_head_dim`). Needed with `kv_lora_rank`."""
+    v_head_dim: int | None = spec(None, minimum=1, maximum=2**16)
+    """Multi-latent attention: width of one value head. Default `head_dim`."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -146,13 +199,16 @@ class Cluster:
     """Ranks per node; `auto` (the default) counts this machine's GPUs at launch."""
     gpu_memory: int | None = spec(None, written=SIZE_FORM)
     """Bytes of memory per accelerator, for the `fits?` verdict: an integer, or a number with a
-    unit (80GiB, 80GB = 10⁹, 512MiB). Default: unknown."""
+    unit (80GiB, 80GB = 10⁹, 512MiB). Default: `gpu`'s size; one that contradicts `gpu` is
+    refused."""
     cpu_memory: int | None = spec(None, written=SIZE_FORM)
     """Bytes of host memory per node, for offload, written as `gpu_memory`. Default: unknown."""
     device: Device = "gpu"
     """`cpu` runs every rank as a CPU process with gloo (laptops, CI, demo). Default `gpu`."""
     gpu: Gpu | None = None
-    """The GPU model, for step time (peak FLOPS, NVLink and network bandwidth). Default: unknown."""
+    """The GPU model: it implies `gpu_memory` (a100-80gb: 80 GB), and gives step time its
+    peak FLOPS, NVLink and network bandwidth (`distrecipe/engines/gpus.py`, with sources).
+    Default: unknown."""
     peak_tflops: float | None = spec(None, exclusiveMinimum=0, maximum=100_000)
     """Dense bf16 peak per GPU in TFLOPS, overriding `gpu`'s. Default: `gpu`'s."""
     intra_node_bandwidth: float | None = spec(None, exclusiveMinimum=0, maximum=100_000)
@@ -223,6 +279,11 @@ class Parallel:
     last_stage_layers: int | None = spec(None, minimum=0, maximum=100_000)
     """Transformer layers on the last pipeline stage (`num_layers_in_last_pipeline_stage`),
     which also holds the output head and the loss. Default: an even split."""
+    expert: int = spec(1, minimum=1, maximum=2**20)
+    """Expert-parallel degree: ranks the routed experts of a mixture-of-experts layer are
+    divided over, taken from the data (× sequence) parallel ranks, which it must divide
+    (Megatron's `expert_model_parallel_size`, DeepSpeed MoE's `ep_size` in the script).
+    Default 1."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -237,6 +298,12 @@ class Batch:
     """Samples per optimizer step over all data-parallel ranks (`batch.global`). Default `auto`."""
     seq_len: int | None = spec(None, minimum=1, maximum=2**31)
     """Tokens per sample, for activation memory. Default: unknown."""
+    micro_policy: MicroPolicy = "largest-that-fits"
+    """What `micro: auto` means when accumulation is `auto` too: `largest-that-fits` (the
+    default) takes the largest micro-batch whose memory fits the GPU, which needs the model's
+    size and shape, `seq_len` and `cluster.gpu_memory` (or `cluster.gpu`), and is refused
+    without them; `accumulation-1` takes accumulation 1 and micro = global / DP, whatever
+    memory it needs."""
     micro_tokens: int | None = spec(None, minimum=1, maximum=2**31)
     """Micro-batches packed by tokens, at most this many per GPU (verl's `use_dynamic_bsz`
     with `ppo_max_token_len_per_gpu`): a micro-batch's sample count then varies, so
@@ -511,6 +578,10 @@ class Recipe:
     where: dict[str, Position] = field(default_factory=dict, compare=False, repr=False,
                                        metadata={"key": None})
     """Dotted key → where its value was written, so resolution errors point at it."""
+    derived: dict[str, str] = field(default_factory=dict, compare=False, repr=False,
+                                    metadata={"key": None})
+    """Dotted key → where a value the recipe did not write came from (`model.hf_config
+    config.json: num_local_experts`), for `resolve`'s provenance."""
 
     def at(self, *keys: str) -> Position:
         """Position of the first of `keys` that was written, else the file's start."""

@@ -119,6 +119,8 @@ def judge(row: Row) -> Judged:
         memory, needed = predicted / measured - 1, est.memory.needed / measured - 1
     if d["memory_GiB"]:
         verdict = "ran"
+    if verdict == "ran" and row.gpu_gib is None:
+        verdict = None  # the card's memory is not stated: its size is the table's guess, no verdict
     throughput = None
     measured_tokens = float(d["tokens_per_s_per_gpu"]) if d["tokens_per_s_per_gpu"] else megatron_tokens(row)
     if measured_tokens and est.step is not None and "fp8" not in d["precision"].lower():

@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from distrecipe.engines.gpus import GPUS as GPU_TABLE
 from distrecipe.job import Plan
 from distrecipe.translator.load import recipe_from_text
 from distrecipe.translator.resolve import resolve
@@ -186,6 +187,7 @@ def plan_for_row(row: Row) -> Plan:
         doc["parallel"]["shard_group"] = per_node
     if row.gpu_gib is not None:
         doc["cluster"]["gpu_memory"] = f"{row.gpu_gib}GiB"
-    if row.gpu_model is not None:
-        doc["cluster"]["gpu"] = row.gpu_model
+    if row.gpu_model is not None and (row.gpu_gib is None or GPU_TABLE[row.gpu_model].agrees(  # type: ignore[index]
+            round(row.gpu_gib * 2**30))):
+        doc["cluster"]["gpu"] = row.gpu_model  # a card of another size (a slice) states its memory alone
     return resolve(recipe_from_text(yaml.safe_dump(doc, sort_keys=False), row.name))

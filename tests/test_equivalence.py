@@ -45,6 +45,8 @@ def without_stage(**changes: Any) -> dict[str, Any]:
     return {k: v for k, v in doc(**changes).items() if k != "stage"}
 
 
+MOE = {"hidden_size": 1024, "layer_cls": "MixtralDecoderLayer", "experts": 8, "experts_per_token": 2}
+"""A mixture of experts the expert-parallel row divides."""
 FOUR_WAY = {"micro": 2, "accumulation": 8, "global": 64}
 """The batch of `doc` when 2 of the 8 ranks' factors go to model parallelism."""
 
@@ -65,6 +67,7 @@ ROWS: dict[str, dict[str, Any]] = {
     "tensor parallel": doc(parallel={"tensor": 2}, batch=FOUR_WAY),
     "pipeline parallel": doc(parallel={"pipeline": 2}, batch=FOUR_WAY),
     "virtual pipeline stages": doc(parallel={"pipeline": 2, "virtual_stages": 2}, batch=FOUR_WAY),
+    "parallel.expert (mixture of experts)": doc(model=MOE, parallel={"expert": 2}),
     "strategy megatron": without_stage(strategy="megatron"),
     "megatron offload params": without_stage(strategy="megatron", offload={"params": "cpu"}),
     "optimizer adam with weight_decay": doc(optimizer={"name": "adam", "weight_decay": 0.1}),
@@ -109,6 +112,8 @@ CELL_RECIPES: dict[tuple[str, str], dict[str, Any]] = {
     ("tensor parallel", "hf"): without_stage(strategy="ddp", parallel={"tensor": 2}, batch=FOUR_WAY),
     ("virtual pipeline stages", "verl"): doc(strategy="fsdp", parallel={"pipeline": 2, "virtual_stages": 2},
                                              batch=FOUR_WAY),
+    ("parallel.expert (mixture of experts)", "accelerate"): doc(strategy="fsdp", model=MOE, parallel={"expert": 2}),
+    ("parallel.expert (mixture of experts)", "verl"): doc(strategy="fsdp", model=MOE, parallel={"expert": 2}),
     ("strategy megatron", "verl"): without_stage(strategy="megatron", precision="fp32"),
     ("parallel.tensor_overlap", "verl"): without_stage(strategy="megatron", parallel={"tensor": 2,
                                                        "tensor_overlap": True}, batch=FOUR_WAY),

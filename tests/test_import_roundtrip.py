@@ -33,11 +33,11 @@ from tests.strategies import NONE, Only, recipe_documents
 MAIN_FILE = {"deepspeed": "ds_config.json", "accelerate": "accelerate_config.yaml",
              "verl": "verl_overrides.txt", "hf": "training_args.json"}
 NOT_IN_FILES: dict[str, tuple[str, ...]] = {
-    "deepspeed": ("name", "model", "batch.seq_len", "cluster.gpu_memory", "launch"),
-    "accelerate": ("name", "model", "batch.seq_len", "cluster.gpu_memory", "launch", "optimizer", "grad_clip",
+    "deepspeed": ("name", "model", "batch.seq_len", "batch.micro_policy", "cluster.gpu_memory", "launch"),
+    "accelerate": ("name", "model", "batch.seq_len", "batch.micro_policy", "cluster.gpu_memory", "launch", "optimizer", "grad_clip",
                    "activation_checkpointing", "schedule", "checkpoint"),
-    "verl": ("name", "model", "batch.seq_len", "cluster.gpu_memory", "launch"),
-    "hf": ("name", "model", "batch.seq_len", "cluster.gpu_memory", "launch"),
+    "verl": ("name", "model", "batch.seq_len", "batch.micro_policy", "cluster.gpu_memory", "launch"),
+    "hf": ("name", "model", "batch.seq_len", "batch.micro_policy", "cluster.gpu_memory", "launch"),
 }
 """What each target's files do not hold; taken from the original recipe."""
 HARMLESS = frozenset({"DR211", "DR212", "DR222"})

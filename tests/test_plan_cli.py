@@ -111,12 +111,14 @@ def test_step_time_says_whose_efficiency_it_is(cli: Callable[..., Result]) -> No
     hopper = FITTED[("torch", "hopper")]
     out = cli("plan", SEED_ZERO2, "--set", "cluster.gpu=h100").out
     assert f"recompute included; efficiency {hopper.basis})" in out
-    out = cli("plan", SEED_ZERO2, "--set", "cluster.gpu=l40s").out
+    out = cli("plan", SEED_ZERO2, "--set", "cluster.gpu=l40s", "--set", "cluster.gpu_memory=48GB").out
     assert (f"({hopper.value:g} × matmul size 0.85 of L40S (PCIe 4)'s 362.05 TFLOPS, recompute included; "
             "efficiency borrowed from FSDP2/DDP on Hopper: no published bf16 run on Ada GPUs)") in out
-    step = json.loads(cli("plan", SEED_ZERO2, "--set", "cluster.gpu=mi300x", "--format", "json").out)
+    step = json.loads(cli("plan", SEED_ZERO2, "--set", "cluster.gpu=mi300x", "--set", "cluster.gpu_memory=192GB",
+                          "--format", "json").out)
     assert step["step_time"]["efficiency_borrowed"] is True
     assert step["step_time"]["efficiency_basis"] == ("borrowed from FSDP2/DDP on Hopper: no published bf16 run "
                                                      "on CDNA 3 GPUs")
-    step = json.loads(cli("plan", SEED_ZERO2, "--set", "cluster.gpu=h200", "--format", "json").out)
+    step = json.loads(cli("plan", SEED_ZERO2, "--set", "cluster.gpu=h200", "--set", "cluster.gpu_memory=141GB",
+                          "--format", "json").out)
     assert step["step_time"]["efficiency_borrowed"] is False

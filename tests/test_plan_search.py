@@ -60,10 +60,29 @@ def test_written_winner_resolves_to_the_ranked_plan(cli: Callable[..., Result], 
     assert plan_values(load_plan(best)) == plan_values(winner.estimate.plan)
 
 
-def test_search_needs_a_gpu_model(cli: Callable[..., Result]) -> None:
+def test_search_without_a_gpu_model_ranks_by_fit_and_traffic(cli: Callable[..., Result]) -> None:
+    """The seed names no GPU: no step time, but what fits and what each rank sends can be
+    judged, and the search ranks by that and says so, instead of refusing."""
     result = cli("plan", SEED, "--search")
+    assert result.code == 0, result.err
+    head, *lines = result.out.splitlines()
+    assert "fit 80 GB; no cluster.gpu or cluster.peak_tflops, so no step time" in head
+    assert "least traffic per rank first" in head
+    ranked = search(load_recipe(SEED), gpus_per_node=8)
+    assert not ranked.timed and all(c.estimate.step is None for c in ranked.ranked)
+    sent = [round(c.traffic) for c in ranked.ranked]
+    assert sent == sorted(sent) and sent[0] < sent[-1]
+    assert "s/step" not in lines[0] and " GB per rank per step; needs " in lines[0]
+    timed = search(load_recipe(SEED, SET_GPU), gpus_per_node=8)
+    assert timed.timed and len(timed.ranked) == len(ranked.ranked)  # the same recipes fit
+
+
+def test_search_needs_a_memory_budget(cli: Callable[..., Result], tmp_path: Path) -> None:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(SEED.read_text().replace(", gpu_memory: 80GB", ""))
+    result = cli("plan", recipe, "--search")
     assert result.code == 2
-    assert "cluster.gpu or cluster.peak_tflops" in result.err
+    assert "plan --search needs cluster.gpu_memory (or cluster.gpu)" in result.err
 
 
 def test_search_loads_no_engine() -> None:

@@ -21,7 +21,7 @@ from distrecipe.schemas import recipe_schema
 WRITTEN_INSIDE = {"recompute_every": ("activation_checkpointing", "every")}
 """`Recipe` fields written as a key of another one's mapping form
 (`activation_checkpointing: {mode: selective, every: 2}`)."""
-NOT_WRITTEN = {"source", "where", *WRITTEN_INSIDE}
+NOT_WRITTEN = {"source", "where", "derived", *WRITTEN_INSIDE}
 """`Recipe` fields filled by the loader, never written at the top level of a recipe."""
 
 

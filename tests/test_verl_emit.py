@@ -57,6 +57,7 @@ def check_numbers(judge: Any, plan: Plan, cfg: Any) -> None:
                 meg.context_parallel_size) == (plan.dims.tensor, plan.dims.pipeline, plan.dims.sequence)
         assert (meg.virtual_pipeline_model_parallel_size or 1) == plan.dims.virtual_stages
         assert meg.use_distributed_optimizer is (plan.stage >= 1)
+        assert meg.expert_model_parallel_size == plan.recipe.parallel.expert
         assert judge.dtype(meg.dtype) == DTYPES[plan.precision]
     else:
         fsdp = actor.fsdp_config
@@ -265,3 +266,20 @@ def test_verl_composes_the_megatron_keys(judge: Any) -> None:
     assert megatron.override_transformer_config.tp_comm_overlap is True
     assert megatron.override_ddp_config.grad_reduce_in_fp32 is True
     assert cfg.actor_rollout_ref.actor.optim.override_optimizer_config.exp_avg_dtype == "bf16"
+
+
+@pytest.mark.slow
+@QUIET
+def test_expert_parallelism_is_verls_megatron_expert_model_parallel_size(judge: Any) -> None:
+    """`parallel.expert` reaches verl's Megatron actor (and its ref, which reads the actor's)."""
+    doc = rl_doc(prompts=64, rollout_n=4)
+    del doc["stage"]
+    doc.update(strategy="megatron", model={"params": 1_000_000_000, "hidden_size": 1024, "experts": 8,
+                                            "experts_per_token": 2})
+    doc["parallel"] = {"expert": 4}
+    plan = plan_of(doc)
+    assert not [f for f in emitter.findings(plan) if f.severity != "info"]
+    cfg = composed(judge, plan)
+    judge.validate(cfg)
+    check_numbers(judge, plan, cfg)
+    assert cfg.actor_rollout_ref.ref.megatron.expert_model_parallel_size == 4

@@ -43,8 +43,10 @@ def search_recipe(*, recipe: str, overrides: Sequence[str] = (), write: str | No
                                            for rank, c in enumerate(result.ranked[:top], 1)]}),
                    nl=False)
     else:
-        click.echo(f"{len(result.ranked)} of {result.tried} valid recipes fit {budget / 1e9:.0f} GB; "
-                   f"fastest first (within {TIE:.1%} a tie: fewer parallel dimensions, then more headroom):")
+        order = (f"fastest first (within {TIE:.1%} a tie: fewer parallel dimensions, then more headroom):"
+                 if result.timed else "no cluster.gpu or cluster.peak_tflops, so no step time: ranked by "
+                 "what can be judged, least traffic per rank first, then no offload, then least memory:")
+        click.echo(f"{len(result.ranked)} of {result.tried} valid recipes fit {budget / 1e9:.0f} GB; {order}")
         for rank, candidate in enumerate(result.ranked[:top], 1):
             click.echo(f"  {rank}. {why(candidate, budget)}")
         if not result.ranked:

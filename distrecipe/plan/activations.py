@@ -103,7 +103,7 @@ from dataclasses import dataclass
 
 from distrecipe.engines.runner import uses_deepspeed
 from distrecipe.job import Plan
-from distrecipe.model_shapes import kv_width
+from distrecipe.model_shapes import kv_width, mlp_width
 from distrecipe.plan.stages import Stage, binding, in_flight
 from distrecipe.recipe import Recompute
 
@@ -293,19 +293,20 @@ def plan_activations(plan: Plan, stage: Stage | None = None) -> tuple[Activation
     b, t = plan.batch.micro, plan.dims.tensor
     every = plan.recipe.recompute_every
     count = -(-stage.layers // plan.dims.virtual_stages) * stage.in_flight
-    kv = kv_width(h, a, m.kv_heads)
+    kv = kv_width(h, a, m.kv_heads, m.head_dim)
+    inter = mlp_width(m)  # per token: a mixture of experts' k routed and its shared experts
     seed = korthikanti(s=local, b=b, h=h, a=a, layers=count, vocab=vocab, flash=flash,
                        recompute=recompute, tensor=t, every=every, with_head=stage.head)
     if plan.recipe.strategy == "megatron":
         ring = megatron_ring(s=s, b=b, kv=kv, cp=cp)
-        own = megatron(s=local, b=b, h=h, a=a, kv=kv, inter=m.intermediate_size, layers=count, vocab=vocab,
+        own = megatron(s=local, b=b, h=h, a=a, kv=kv, inter=inter, layers=count, vocab=vocab,
                        flash=flash, recompute=recompute, tensor=t, sequence_parallel=sequence_parallel(plan),
                        every=every, with_head=stage.head, attention_extra=ring)
         return (offloaded(plan, own), seed)
-    if m.intermediate_size is None:
+    if inter is None:
         return (offloaded(plan, seed),)
     extra = ring_attention(s=s, b=b, h=h, cp=cp) if ring_context_parallel(plan) else 0.0
-    measured = hf_llama(s=local, b=b, h=h, a=a, kv=kv, inter=m.intermediate_size, layers=count,
+    measured = hf_llama(s=local, b=b, h=h, a=a, kv=kv, inter=inter, layers=count,
                         vocab=vocab, flash=flash, recompute=recompute, tensor=t, every=every,
                         holds_logits=holds_logits(plan), with_head=stage.head, attention_extra=extra)
     return (offloaded(plan, measured), seed)

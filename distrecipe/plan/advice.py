@@ -25,7 +25,7 @@ from typing import Any
 
 from distrecipe.errors import RecipeError
 from distrecipe.job import Plan
-from distrecipe.model_shapes import llama
+from distrecipe.model_shapes import inventory as model_inventory
 from distrecipe.plan.report import Estimate, compare, estimate
 from distrecipe.plan.rollout import fractions
 from distrecipe.plan.runnable import runs
@@ -282,7 +282,7 @@ def _next_stage(rows: list[Estimate], current: Estimate) -> Estimate | None:
 
 
 def _tensor_parallel(plan: Plan, best: Estimate) -> str:
-    inventory = llama(plan.recipe.model)
+    inventory = model_inventory(plan.recipe.model)
     layer = "" if inventory is None else (
         f"; one layer alone holds {gb(inventory.block_params * plan.precision_bytes)} of weights")
     split = _try(plan, parallel={"tensor": 2 * plan.dims.tensor}, batch={"accumulation": AUTO})

@@ -152,7 +152,7 @@ def gemms(plan: Plan) -> list[tuple[float, float, float]]:
         return []
     t = plan.dims.tensor
     tokens = float(plan.batch.micro * -(-s // plan.dims.sequence))
-    kv = kv_width(h, heads, m.kv_heads)
+    kv = kv_width(h, heads, m.kv_heads, m.head_dim)
     out = [(tokens, h, h / t), (tokens, h, 2 * kv / t), (tokens, h / t, h)]
     inter = m.intermediate_size
     if inter:

@@ -42,13 +42,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from distrecipe.engines.runner import DEEPSPEED_BACKENDS, runs_fsdp2, uses_deepspeed
 from distrecipe.job import Plan
-from distrecipe.model_shapes import llama
-from distrecipe.plan.memory import local_params, reduce_ranks, shard_ranks
+from distrecipe.model_shapes import inventory as model_inventory
+from distrecipe.plan.memory import held_params, local_params, reduce_ranks, shard_ranks
 from distrecipe.translator.verl import fsdp_size
 
 POINTS = ("rest", "forward", "backward", "step")
@@ -301,22 +301,31 @@ def plan_engine_view(plan: Plan, zero: DeepSpeedZero | None = None, psi: float |
     psi = local_params(plan) if psi is None else psi
     lp = plan.precision_bytes
     offloaded = plan.recipe.offload.enabled
-    if plan.recipe.strategy == "megatron":
-        return megatron(plan, psi)
+    if plan.recipe.strategy == "megatron":  # Megatron keeps only its expert group's routed experts
+        return megatron(plan, psi - (local_params(plan) - held_params(plan)))
+    view = _engine_view(plan, zero, psi, lp, offloaded)
+    if plan.recipe.parallel.expert == 1:
+        return view
+    return replace(view, notes=(*view.notes, (
+        f"expert parallelism ({plan.recipe.parallel.expert}) is not modelled in this engine view: every rank "
+        "is counted holding all experts (an over-estimate; the formula view divides them)")))
+
+
+def _engine_view(plan: Plan, zero: DeepSpeedZero | None, psi: float, lp: int, offloaded: bool) -> EngineView:
     if runs_fsdp2(plan):
         return fsdp2(psi, fsdp2_shard_ranks(plan), reshard=plan.reshard_after_forward, lp=lp,
                      offload=offloaded)
     if not uses_deepspeed(plan):
         return ddp(psi)
     settings = zero if zero is not None else DeepSpeedZero(stage=plan.stage)
-    inventory = llama(plan.recipe.model)
+    inventory = model_inventory(plan.recipe.model)
     persistent = 0.0
     sub_group = None
     n = reduce_ranks(plan)
     if settings.stage == 3 and inventory is not None:
         persistent = min(psi, inventory.persistent(settings.persistence_threshold))
         split = plan.dims.tensor * plan.dims.pipeline
-        tensors = [*inventory.outer[:1]] + [*inventory.block] * inventory.layers + [*inventory.outer[1:]]
+        tensors = inventory.tensors()
         sub_group = largest_sub_group([math.ceil(t / split / n) for t in tensors],
                                       settings.sub_group_size)
     # DeepSpeed shards over all N; a shard group becomes hpZ's secondary copy (`settings`).

@@ -55,8 +55,16 @@ from distrecipe.errors import DistrecipeError, RecipeError
 from distrecipe.plan.activations import ring_context_parallel
 from distrecipe.plan.report import Estimate, estimate
 from distrecipe.plan.runnable import judge
+from distrecipe.plan.steptime import context_parallel_bytes, pipeline_bytes, tensor_parallel_bytes
 from distrecipe.recipe import AUTO, Offload, Recipe, Recompute, Strategy
-from distrecipe.translator.resolve import ALLOWED_STAGES, DEFAULT_BACKEND, offload_refusal, resolve, variant
+from distrecipe.translator.resolve import (
+    ALLOWED_STAGES,
+    DEFAULT_BACKEND,
+    needs_fit,
+    offload_refusal,
+    resolve,
+    variant,
+)
 
 DEGREES = (1, 2, 4, 8)
 CHECKPOINTING: tuple[Recompute, ...] = ("none", "selective", "full")
@@ -76,8 +84,16 @@ class Candidate:
 
     @property
     def seconds(self) -> float:
-        assert self.estimate.step is not None  # search() keeps only estimated ones
+        assert self.estimate.step is not None  # a timed search keeps only estimated ones
         return self.estimate.step.seconds
+
+    @property
+    def traffic(self) -> float:
+        """Bytes one rank sends per step, data-parallel (the engine view's), tensor-, context-
+        and pipeline-parallel together: what an untimed search ranks by."""
+        plan = self.estimate.plan
+        return (self.estimate.traffic_engine.total + tensor_parallel_bytes(plan)
+                + context_parallel_bytes(plan) + pipeline_bytes(plan))
 
     def overrides(self) -> dict[str, object]:
         """The recipe keys the search set, as `--set` would write them."""
@@ -100,6 +116,8 @@ class Result:
     """Every fitting candidate, fastest first."""
     tried: int
     """Candidates the resolver and the engines accepted, fitting or not."""
+    timed: bool = True
+    """Whether step time ranked them; without a GPU's peak, fit and traffic do (`search`)."""
 
 
 def _strategies(recipe: Recipe) -> list[tuple[Strategy, int]]:
@@ -165,10 +183,17 @@ def candidates(recipe: Recipe, gpus_per_node: int) -> Iterator[Recipe]:
 
 
 def search(recipe: Recipe, gpus_per_node: int) -> Result:
-    """Resolve, judge and estimate every candidate; keep those that fit, fastest first."""
+    """Resolve, judge and estimate every candidate; keep those that fit, fastest first.
+
+    Without a GPU model or peak (`cluster.gpu`, `cluster.peak_tflops`) there is no step
+    time: the search still judges what it can, which recipes fit and how much each rank
+    sends per step, and ranks by that, least traffic first (then without offload before
+    with it, then least memory needed); the result says it is untimed (`Result.timed`)."""
     fitting: list[Candidate] = []
     tried = 0
-    runs = judge(resolve(recipe, detected_gpus=gpus_per_node))
+    written = resolve(recipe, detected_gpus=gpus_per_node, micro=1 if needs_fit(recipe) else None)
+    timed = estimate(written).step is not None
+    runs = judge(written)
     for shape in candidates(recipe, gpus_per_node):
         try:
             base = resolve(shape, detected_gpus=gpus_per_node)
@@ -190,9 +215,13 @@ def search(recipe: Recipe, gpus_per_node: int) -> Result:
             est = estimate(plan)
             if est.fits is False:
                 break  # memory grows with the micro-batch: no larger one fits either
-            if est.step is not None and host_fits(est):
+            if (est.step is not None or not timed) and host_fits(est):
                 fitting.append(Candidate(shape, est))
-    return Result(rank(fitting), tried)
+    if timed:
+        return Result(rank(fitting), tried, timed)
+    # Offload's PCIe copies and CPU step cost time no byte count here shows: after it.
+    fitting.sort(key=lambda c: (round(c.traffic), c.shape.offload.enabled, c.estimate.need))
+    return Result(fitting, tried, timed)
 
 
 TIE = 0.005
@@ -242,10 +271,10 @@ def host_fits(est: Estimate) -> bool:
 
 
 def check_searchable(recipe: Recipe, plan_of: Estimate) -> None:
-    """What the search needs to rank anything: a memory budget and a step-time estimate."""
+    """What the search needs to rank anything: a memory budget (what fits) and a fixed
+    global batch. A step-time estimate (a GPU's peak) it uses when there is one."""
     missing = [key for key, absent in (
-        ("cluster.gpu_memory", plan_of.plan.gpu_memory is None),
-        ("cluster.gpu or cluster.peak_tflops", plan_of.step is None),
+        ("cluster.gpu_memory (or cluster.gpu)", plan_of.plan.gpu_memory is None),
         ("a fixed batch.global", recipe.batch.global_ == AUTO)) if absent]
     if missing:
         raise DistrecipeError(f"{recipe.source}: plan --search needs {', '.join(missing)}",
@@ -256,7 +285,6 @@ def why(candidate: Candidate, budget: float) -> str:
     """One line: what the candidate is and what decides its place."""
     est = candidate.estimate
     step = est.step
-    assert step is not None
     p = est.plan
     parts = [est.label]
     parts += [f"{name} {degree}" for name, degree in
@@ -270,13 +298,16 @@ def why(candidate: Candidate, budget: float) -> str:
         parts.append(f"host {host:.0f} GB per node" + (
             "" if p.recipe.cluster.cpu_memory is not None else " (cluster.cpu_memory unknown: not checked)"))
     sent = est.traffic_engine.total
+    needs = f"needs {est.need / 1e9:.1f} of {budget / 1e9:.0f} GB"
+    if step is None:
+        return f"{', '.join(parts)}: sends {candidate.traffic / 1e9:.3g} GB per rank per step; {needs}"
     extra = "".join(f", {name} {seconds:.3g} s" for name, seconds in
                     (("bubble", step.bubble), ("offload", step.offload)) if seconds)
     return (f"{', '.join(parts)}: {step.seconds:.3g} s/step, {step.tokens_per_s_per_gpu:,.0f} "
             f"tokens/s/GPU, MFU {step.mfu:.1%} (compute {step.compute:.3g} s at matmul size "
             f"{step.matmul:.2f}, "
             f"exposed traffic {step.exposed:.3g} s of {step.communication:.3g} s for {sent / 1e9:.3g} GB "
-            f"sent{extra}); needs {est.need / 1e9:.1f} of {budget / 1e9:.0f} GB")
+            f"sent{extra}); {needs}")
 
 
 def as_json(candidate: Candidate, rank: int) -> dict[str, object]:
@@ -284,14 +315,14 @@ def as_json(candidate: Candidate, rank: int) -> dict[str, object]:
     time by part, its memory and traffic, in bytes and seconds."""
     est = candidate.estimate
     step = est.step
-    assert step is not None
-    return {
-        "rank": rank, "label": est.label, "set": candidate.overrides(),
-        "parallel_dimensions": parallel_dimensions(candidate),
+    timing: dict[str, object] = {} if step is None else {
         "seconds": step.seconds, "compute_seconds": step.compute, "bubble_seconds": step.bubble,
         "exposed_seconds": step.exposed, "exposed_by": step.exposed_by, "offload_seconds": step.offload,
         "communication_seconds": step.communication, "tokens_per_s_per_gpu": step.tokens_per_s_per_gpu,
-        "mfu": step.mfu, "efficiency": step.efficiency.value, "matmul_factor": step.matmul,
+        "mfu": step.mfu, "efficiency": step.efficiency.value, "matmul_factor": step.matmul}
+    return {
+        "rank": rank, "label": est.label, "set": candidate.overrides(),
+        "parallel_dimensions": parallel_dimensions(candidate), **timing,
         "sent_bytes": est.traffic_engine.total, "needed_bytes": est.need,
         "reserved_bytes": est.memory.reserved,
         "host_bytes_per_node": host_bytes_per_node(est), "fits": est.fits,

@@ -1,7 +1,8 @@
 """Seconds per optimizer step, tokens per second per GPU and MFU, from FLOPs and bytes.
 
 * **Model FLOPs** per token, as torchtitan, llm-foundry and the PaLM paper count them
-  for MFU: 6 × (Ψ − embedding) for the matrix multiplies forward and backward, plus
+  for MFU: 6 × (Ψ − embedding) for the matrix multiplies forward and backward (Ψ the
+  active parameters: a mixture of experts' k routed experts, `model_shapes.active_params`), plus
   12 · layers · hidden · seq_len for attention's scores and values over the full square
   (torchtitan's `get_num_flop_per_token`: "we follow the convention and do not account
   for sparsity in causal attention"; llm-foundry's `flops_per_batch` likewise). Time is
@@ -56,7 +57,7 @@ from dataclasses import dataclass
 
 from distrecipe.engines.runner import runs_fsdp2, uses_deepspeed
 from distrecipe.job import Plan
-from distrecipe.model_shapes import kv_width
+from distrecipe.model_shapes import active_params, kv_width
 from distrecipe.plan import traffic
 from distrecipe.plan.activations import ring_context_parallel
 from distrecipe.plan.efficiency import Efficiency, efficiency, matmul_factor
@@ -178,9 +179,11 @@ class StepTime:
 
 
 def model_flops_per_token(plan: Plan) -> float:
-    """6Ψ' + 12·L·h·s with Ψ' = Ψ less the input embedding (None-safe: 6Ψ without a shape)."""
+    """6Ψ' + 12·L·h·s with Ψ' = the active parameters (`model_shapes.active_params`: a mixture
+    of experts counts the k routed experts a token visits) less the input embedding
+    (None-safe: 6Ψ without a shape)."""
     m = plan.recipe.model
-    psi = float(m.params or 0)
+    psi = float(active_params(m) or 0)
     if m.vocab and m.hidden_size:
         psi -= m.vocab * m.hidden_size
     seq_len = plan.recipe.batch.seq_len or 0
@@ -197,7 +200,7 @@ def recompute_flops_per_token(plan: Plan) -> float:
         if plan.recipe.recompute_every:
             return forward / plan.recipe.recompute_every
         m = plan.recipe.model
-        psi = float(m.params or 0) - (m.vocab or 0) * (m.hidden_size or 0)
+        psi = float(active_params(m) or 0) - (m.vocab or 0) * (m.hidden_size or 0)
         return psi  # half of the matmuls' forward, 2Ψ' / 2
     return 0.0
 
@@ -227,8 +230,8 @@ def context_parallel_bytes(plan: Plan) -> float:
     sbh = plan.recipe.batch.seq_len * plan.batch.micro * m.hidden_size / plan.dims.tensor
     layers = plan.batch.accumulation * m.layers / plan.dims.pipeline
     if plan.recipe.strategy == "megatron" and m.heads:  # Transformer Engine's p2p ring: K/V at kv heads
-        kv = plan.recipe.batch.seq_len * plan.batch.micro * kv_width(m.hidden_size, m.heads, m.kv_heads) \
-            / plan.dims.tensor
+        width = kv_width(m.hidden_size, m.heads, m.kv_heads, m.head_dim)
+        kv = plan.recipe.batch.seq_len * plan.batch.micro * width / plan.dims.tensor
         forwards = 2 if plan.recipe.activation_checkpointing == "full" else 1
         return layers * (forwards * 4 * kv + 8 * kv) * traffic.ring(cp)
     if not ring_context_parallel(plan):  # Ulysses: q, k, v and output, forward and backward
@@ -288,8 +291,8 @@ def step_time(plan: Plan, engine_traffic: traffic.Traffic, zero: DeepSpeedZero |
     """The estimate for `plan`, or None when the GPU's peak is unknown or there is no sequence."""
     hw = hardware(plan)
     recipe, seq_len = plan.recipe, plan.recipe.batch.seq_len
-    if hw is None or recipe.cluster.device == "cpu" or not seq_len or not recipe.model.params:
-        return None
+    if hw is None or recipe.cluster.device == "cpu" or not seq_len or not active_params(recipe.model):
+        return None  # no peak, no sequence, or the FLOPs unknown (a mixture of experts without its shape)
     achieved = efficiency(plan) if recipe.cluster.peak_tflops is None or recipe.cluster.gpu else Efficiency(
         hw.achieved.value, hw.achieved.basis, hw.achieved.borrowed)
     peak = hw.peak_tflops * 1e12

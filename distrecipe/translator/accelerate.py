@@ -22,6 +22,7 @@ from distrecipe.job import Plan
 from distrecipe.output import one_line
 from distrecipe.translator import carry, deepspeed
 from distrecipe.translator.equivalence import (
+    expert_findings,
     finding,
     offload_findings,
     precision_findings,
@@ -64,6 +65,8 @@ def findings(plan: Plan) -> list[Finding]:
                 f"group of 2+ ranks; shard_group is {plan.dims.shard_group}",
             )
         )
+    if kind != "DEEPSPEED":  # DeepSpeed's findings say it for its path
+        found.extend(expert_findings(plan, TARGET))
     if kind == "FSDP":
         found.extend(_fsdp_findings(plan))
     if kind == "DEEPSPEED":  # the ds_config it points at, e.g. AutoTP's

@@ -73,12 +73,13 @@ def _same(cell: Cell) -> Row:
     return Row(cell, cell, cell, cell)
 
 
-def _launch_keys() -> list[str]:
-    """Every `launch.*` field: `launch`'s own (its argv, the platforms' files), no engine config's."""
+def _keys(prefix: str) -> list[str]:
+    """Every field of a section that one cell serves whole: the model's shape (the planner's),
+    `launch.*` (`launch`'s argv and the platforms' files, no engine config's)."""
     from distrecipe.recipe import Batch, Cluster, Model, Recipe
 
     blank = Recipe(name="", model=Model(), cluster=Cluster(), strategy="ddp", batch=Batch())
-    return [key for key in recipe_values(blank) if key.startswith("launch.")]
+    return [key for key in recipe_values(blank) if key.startswith(prefix)]
 
 
 OPTIMIZER = script("the script's optimizer (Accelerate builds none)")
@@ -86,8 +87,7 @@ SCHEDULE = script("the script's scheduler (Accelerate builds none)")
 
 FIELDS: dict[str, Row] = {
     "name": _same(Cell("not applicable", "the file's header comment")),
-    **{f"model.{key}": _same(PLAN) for key in ("params", "layers", "heads", "kv_heads", "intermediate_size",
-                                                "vocab", "attention", "tied_embeddings", "hf_config")},
+    **{key: _same(PLAN) for key in _keys("model.") if key not in ("model.hidden_size", "model.layer_cls")},
     "model.hidden_size": Row(mapped("the ZeRO buckets: reduce_bucket_size = hidden², stage-3 prefetch and "
                                     "persistence thresholds"), PLAN, PLAN, PLAN),
     "model.layer_cls": Row(NA, exact("fsdp_config.fsdp_transformer_layer_cls_to_wrap"), NA,
@@ -120,6 +120,9 @@ FIELDS: dict[str, Row] = {
                         mapped(f"{ACTOR}.ppo_mini_batch_size × rollout.n"),
                         mapped("per_device_train_batch_size × gradient_accumulation_steps × world")),
     "batch.seq_len": _same(PLAN),
+    "batch.micro_policy": _same(Cell("not applicable", "how resolve picks batch.micro: auto")),
+    "parallel.expert": Row(mapped("the script's deepspeed.moe.layer.MoE(ep_size=...) (DR232)"), REFUSED,
+                           mapped("Megatron expert_model_parallel_size (FSDP: DR208)"), REFUSED),
     "batch.micro_tokens": Row(REFUSED, REFUSED, exact(f"{ACTOR}.ppo_max_token_len_per_gpu"), REFUSED),
     "precision": Row(mapped("bf16.enabled / fp16.enabled"), exact("mixed_precision"),
                      mapped(f"{ACTOR}.fsdp_config.mixed_precision.param_dtype; Megatron dtype"),
@@ -180,7 +183,7 @@ FIELDS: dict[str, Row] = {
         ("rollout_n", "actor_rollout_ref.rollout.n"), ("prompts_per_step", "data.train_batch_size"),
         ("rollout_memory", "actor_rollout_ref.rollout.gpu_memory_utilization"),
         ("free_rollout_memory", "actor_rollout_ref.rollout.free_cache_engine"))},
-    **{key: _same(LAUNCH) for key in _launch_keys()},
+    **{key: _same(LAUNCH) for key in _keys("launch.")},
 }
 """Recipe field → how each file kind carries it."""
 

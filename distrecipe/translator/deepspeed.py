@@ -150,12 +150,13 @@ def findings(plan: Plan, *, hf_auto: bool = False) -> list[Finding]:
     """Where DeepSpeed cannot say exactly what the recipe says (codes in the equivalence table);
     under `hf_auto` the Trainer fills the schedule's steps."""
     from distrecipe.translator.equivalence import (  # only a few recipes need it
+        expert_findings,
         finding,
         precision_findings,
         token_batch_findings,
     )
 
-    found = token_batch_findings(plan, "deepspeed")
+    found = token_batch_findings(plan, "deepspeed") + expert_findings(plan, "deepspeed")
     found += schedule_findings(plan, hf_auto)
     found += precision_findings(plan, "deepspeed", activations=True, reduce=True)
     if plan.recipe.offload.activations != "none":

@@ -121,8 +121,22 @@ CODES: dict[str, Code] = {
                   "moments stay fp32"),
     "DR231": Code("warning", "the gradient reduction dtype is not a setting here; the engine reduces in its "
                   "own dtype"),
+    "DR232": Code("warning", "expert parallelism is the training script's (DeepSpeed MoE's "
+                  "`deepspeed.moe.layer.MoE(ep_size=...)`); no ds_config key carries it, so the script "
+                  "must say the same"),
 }
 """Every mapping finding code with its severity; `explain DR2xx` can read `summary`."""
+
+
+def expert_findings(plan: Plan, target: str, carried: bool = False) -> list[Finding]:
+    """`parallel.expert` where the target does not carry it: DR232 where DeepSpeed runs the
+    experts (the script's MoE layers), DR208 where the engine has no expert parallelism."""
+    ep = plan.recipe.parallel.expert
+    if ep == 1 or carried:
+        return []
+    if target == "deepspeed":
+        return [finding("DR232", target, f"ep_size={ep}")]
+    return [finding("DR208", target, f"parallel.expert {ep}: no expert parallelism in this engine")]
 
 
 def virtual_stages(plan: Plan) -> str:
@@ -324,6 +338,13 @@ TABLE: tuple[Row, ...] = (
         Cell("Megatron: the script's own flag (DR218); ZeRO: `TrainSchedule` is plain 1F1B", "DR208"),
         Cell("none", "DR208"),
         Cell("Megatron `virtual_pipeline_model_parallel_size` (megatron only)", "DR208"),
+        Cell("none", "DR208"),
+    ),
+    Row(
+        "parallel.expert (mixture of experts)",
+        Cell("the script's `deepspeed.moe.layer.MoE(ep_size=...)`", "DR232"),
+        Cell("none for FSDP2; with DeepSpeed, the script's MoE `ep_size`", "DR208"),
+        Cell("Megatron `expert_model_parallel_size` (megatron only)", "DR208"),
         Cell("none", "DR208"),
     ),
     Row(

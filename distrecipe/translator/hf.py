@@ -25,6 +25,7 @@ from distrecipe.output import to_json
 from distrecipe.recipe import Optimizer, Schedule
 from distrecipe.translator import accelerate, carry, deepspeed
 from distrecipe.translator.equivalence import (
+    expert_findings,
     finding,
     offload_findings,
     precision_findings,
@@ -45,7 +46,7 @@ def uses_fsdp(plan: Plan) -> bool:
 
 def findings(plan: Plan) -> list[Finding]:
     """Where TrainingArguments cannot say what the recipe says."""
-    found = token_batch_findings(plan, TARGET)
+    found = token_batch_findings(plan, TARGET) + expert_findings(plan, TARGET)
     if plan.recipe.strategy == "megatron" or plan.dims.pipeline > 1:
         found.append(finding("DR208", TARGET,
                              f"the Trainer has no Megatron or pipeline engine{virtual_stages(plan)}"))

@@ -49,6 +49,7 @@ from distrecipe.recipe import RL, Schedule
 from distrecipe.source import KeyPath
 from distrecipe.translator import carry
 from distrecipe.translator.equivalence import (
+    expert_findings,
     finding,
     offload_findings,
     precision_findings,
@@ -126,8 +127,8 @@ def stated_degree(stated: Mapping[str, tuple[int, object]], path: KeyPath, defau
 
 
 def _structure_findings(plan: Plan) -> list[Finding]:
-    found: list[Finding] = []
     megatron = plan.recipe.strategy == "megatron"
+    found: list[Finding] = expert_findings(plan, TARGET, carried=megatron)
     if not megatron:
         if plan.dims.tensor > 1 or plan.dims.pipeline > 1:
             found.append(
@@ -350,6 +351,8 @@ def _megatron(plan: Plan) -> list[Override]:
         (f"{megatron}.context_parallel_size", plan.dims.sequence),
         *([(f"{megatron}.virtual_pipeline_model_parallel_size", plan.dims.virtual_stages)]
           if plan.dims.virtual_stages > 1 else []),
+        *([(f"{megatron}.expert_model_parallel_size", plan.recipe.parallel.expert)]
+          if plan.recipe.parallel.expert > 1 else []),
         (f"{megatron}.use_distributed_optimizer", plan.stage >= 1),
         (f"{megatron}.param_offload", plan.recipe.offload.params != "none"),
         (f"{megatron}.optimizer_offload", False),

@@ -74,8 +74,12 @@ def test_the_run_block_reads_skypilot_s_variables_through_distrecipe(cli: Cli) -
 
 
 @pytest.mark.parametrize(("gpu", "name"), sorted(ACCELERATORS.items()))
-def test_every_gpu_the_recipe_names_has_skypilot_s_name(cli: Cli, gpu: str, name: str) -> None:
-    assert task(cli, SEED, "--set", f"cluster.gpu={gpu}")["resources"] == {"accelerators": f"{name}:8"}
+def test_every_gpu_the_recipe_names_has_skypilot_s_name(cli: Cli, gpu: str, name: str,
+                                                        tmp_path: Path) -> None:
+    recipe = tmp_path / "r.yaml"  # the seed without its 80 GB, which only some of these GPUs have
+    recipe.write_text(SEED.read_text().replace(", gpu_memory: 80GB", ""))
+    sets = ("--set", f"cluster.gpu={gpu}", "--set", f"launch.skypilot.workdir={tmp_path}")
+    assert task(cli, recipe, *sets)["resources"] == {"accelerators": f"{name}:8"}
 
 
 def test_an_unknown_gpu_is_a_placeholder_sky_launch_refuses(cli: Cli) -> None:

@@ -114,3 +114,30 @@ def recipe_documents(
 
 def to_yaml(doc: dict[str, Any]) -> str:
     return yaml.safe_dump(doc, sort_keys=False)
+
+
+@st.composite
+def journey_documents(draw: st.DrawFn, rl: bool = False) -> dict[str, Any]:
+    """`recipe_documents` with what a job carried between engines also states, or leaves to
+    its script: a schedule, a checkpoint format, an optimizer, clipping and a precision the
+    HF Trainer decides, or none of them."""
+    doc = draw(recipe_documents(strategies=("ddp", "zero", "fsdp", "megatron") if rl else ("ddp", "zero", "fsdp"),
+                                rl=rl))
+    if draw(st.booleans()):
+        decay = draw(st.sampled_from(["constant", "linear", "cosine"]))
+        schedule: dict[str, Any] = {"decay": decay, "warmup_steps": draw(st.sampled_from([0, 10, 100]))}
+        if decay != "constant" or draw(st.booleans()):
+            schedule["total_steps"] = draw(st.sampled_from([1000, 5000]))
+        if decay == "cosine" and draw(st.booleans()):
+            schedule["min_lr_ratio"] = 0.1
+        doc["schedule"] = schedule
+    if draw(st.booleans()):
+        doc["checkpoint"] = {"weights": draw(st.sampled_from(["full", "sharded"])),
+                             **({"every": 500} if draw(st.booleans()) else {})}
+    if draw(st.booleans()):
+        del doc["optimizer"]
+    if draw(st.booleans()):
+        del doc["grad_clip"]
+    if draw(st.booleans()) and not rl:
+        doc["precision"] = "auto"
+    return doc

@@ -142,7 +142,7 @@ def diff_paths(old: str, new: str, *, world: int | None, nodes: int = 1,
     as Plans (import, complete with what only the other side states, resolve)."""
     (kind_a, doc_a), (kind_b, doc_b) = read_native(old), read_native(new)
     if kind_a == kind_b and kind_a in NATIVE:
-        changes, notes = native_changes(NATIVE[kind_a], doc_a, doc_b)
+        changes, notes = native_changes(NATIVE[kind_a], doc_a, doc_b, world=world)
         if not changes or not _sizes_model(overrides):
             return Diff(changes, None, NO_MODEL if changes else None, notes)
         try:
@@ -178,9 +178,15 @@ def diff(old: Plan, new: Plan, borrowed: Sequence[str] = ()) -> Diff:
     return Diff(changes, impact, NO_MODEL if changes and impact is None else None, list(borrowed))
 
 
-def native_changes(kind: Kind, old: Document, new: Document) -> tuple[list[Change], list[str]]:
+def native_changes(kind: Kind, old: Document, new: Document, *, world: int | None = None) -> tuple[
+        list[Change], list[str]]:
     """Every key whose value differs between two files of `kind`, in the order the files
-    write them; a key one side leaves out is the engine's default there, or not stated."""
+    write them; a key one side leaves out is the engine's default there, or not stated. A
+    ds_config's batch number DeepSpeed derives from the other two (with the `world` known)
+    is the derived number on the side that leaves it out: the same batch, said twice."""
+    if kind == "deepspeed" and world is not None:
+        old, new = (Document(_derived_batch(doc.data, world), doc.file, doc.positions, doc.key_positions,
+                             doc.lines) for doc in (old, new))
     a, b = _leaves(kind, old.data), _leaves(kind, new.data)
     defaults = lookup(kind, old.data, old.lines), lookup(kind, new.data, new.lines)
     changes: list[Change] = []
@@ -198,6 +204,33 @@ def native_changes(kind: Kind, old: Document, new: Document) -> tuple[list[Chang
             changes += [] if change is None else [change]
     notes = [f"comment keys not compared: {', '.join(sorted(comments))}"] if comments else []
     return changes, notes
+
+
+def _derived_batch(data: Any, world: int) -> Any:
+    """`data` with the batch keys it leaves out filled as `DeepSpeedConfig` derives them
+    (`_set_batch_related_parameters`): two numbers give the third, micro alone or the
+    global batch alone mean one accumulation step; DP is the world over
+    `sequence_parallel_size`. Where DeepSpeed would floor, nothing is filled."""
+    if not isinstance(data, dict):
+        return data
+    total, micro, steps = (data.get(key) for key in DS_BATCH)
+    sequence = data.get("sequence_parallel_size", 1)
+    stated = [n for n in (total, micro, steps) if n is not None]
+    if not stated or not all(type(n) is int and n > 0 for n in stated) or type(sequence) is not int \
+            or sequence < 1 or world % sequence:
+        return data
+    dp = world // sequence
+    if total is None and micro is not None:
+        total = micro * (steps or 1) * dp
+    elif total is not None and micro is None and total % ((steps or 1) * dp) == 0:
+        micro = total // ((steps or 1) * dp)
+    if steps is None and total is not None and micro is not None and total % (micro * dp) == 0:
+        steps = total // (micro * dp)
+    filled = dict(zip(DS_BATCH, (total, micro, steps), strict=True))
+    return {**data, **{key: value for key, value in filled.items() if key not in data and value is not None}}
+
+
+DS_BATCH = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
 
 
 def _against_default(key: str, path: tuple[str, ...], value: Any, unstated: Lookup, *,

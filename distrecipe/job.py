@@ -138,7 +138,8 @@ class Plan:
 
     recipe: Recipe
     dims: ParallelDims
-    batch: ResolvedBatch
+    resolved_batch: ResolvedBatch | None
+    """The solved batch; None where the training script decides it (`script_batch`)."""
     stage: int
     """The ZeRO stage, the strategy's natural one where the recipe gives none."""
     backend: Backend
@@ -167,6 +168,23 @@ class Plan:
     def gradient_bytes(self) -> int:
         """Bytes per gradient element (see `gradient_bytes`)."""
         return gradient_bytes(self.recipe.strategy, self.precision)
+
+    @property
+    def batch(self) -> ResolvedBatch:
+        """The solved batch, or a refusal where the training script decides it: what needs
+        the numbers (the plan, raw DeepSpeed, verl, launch) asks the user for them."""
+        if self.resolved_batch is None:
+            raise RecipeError(
+                "the batch is the training script's (batch.micro and batch.global are auto: the HF Trainer's "
+                "--per_device_train_batch_size and --gradient_accumulation_steps decide it), and this needs "
+                "its numbers: --set batch.micro=N (and --set batch.accumulation=N unless it is 1)",
+                self.recipe.at("batch.micro", "batch.global", "batch"))
+        return self.resolved_batch
+
+    @property
+    def script_batch(self) -> bool:
+        """The training script decides the batch: the files leave it to the program."""
+        return self.resolved_batch is None
 
     def explain(self) -> list[tuple[str, object, str]]:
         """Every resolved value with where it came from, in a stable order."""
@@ -201,13 +219,17 @@ def plan_values(plan: Plan) -> dict[str, object]:
     resolution decides one (`batch.micro`, `stage`, `launch.backend`, ...), walked from
     the recipe's fields, so a field added to the format is listed without touching this."""
     values = recipe_values(plan.recipe)
-    dims, batch = plan.dims, plan.batch
+    dims, batch = plan.dims, plan.resolved_batch
     resolved: dict[str, object] = {
         "stage": plan.stage, "precision": plan.precision, "launch.backend": plan.backend,
         "cluster.gpus_per_node": dims.gpus_per_node, "cluster.gpu_memory": plan.gpu_memory,
         "parallel.shard_group": dims.shard_group,
-        "batch.micro": batch.micro, "batch.accumulation": batch.accumulation, "batch.global": batch.global_,
     }
+    if batch is not None:
+        resolved |= {"batch.micro": batch.micro, "batch.accumulation": batch.accumulation,
+                     "batch.global": batch.global_}
+    else:  # the script's: not a number the job model knows, and never "auto" in a resolved value
+        resolved |= dict.fromkeys(("batch.micro", "batch.accumulation", "batch.global"))
     out: dict[str, object] = {}
     for key, value in values.items():
         out[key] = resolved.get(key, value)

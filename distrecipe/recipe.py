@@ -419,8 +419,9 @@ class Slurm:
 
 SLURM_TIME = ("launch", "slurm", "time")
 """The recipe key whose YAML 1.1 reading (sexagesimal `12:00:00` → 43200) is undone at load."""
-_PLAIN_WORD = re.compile(r"[^\s,\[\]{}#\"']+")
-"""A plain scalar of one word, as a SLURM time is written (`12:00:00`, `1-12`)."""
+_PLAIN_WORD = re.compile(r"[^\s,\[\]{}#\"'!&*|>%@`][^\s,\[\]{}#\"']*")
+"""A plain scalar of one word, as a SLURM time is written (`12:00:00`, `1-12`); a tag
+(`!!float 1`), anchor or alias is the user's own typing and is not read back."""
 
 
 def slurm_time_as_written(value: object, written: str) -> object:
@@ -541,8 +542,10 @@ class Recipe:
     """Model-parallel degrees. Default: none (every rank is data parallel)."""
     batch: Batch
     """The batch arithmetic. Required."""
-    precision: Precision = "bf16"
-    """Training dtype of parameters and activations: `bf16` (the default), `fp16`, `fp32`."""
+    precision: Literal["auto"] | Precision = "bf16"
+    """Training dtype of parameters and activations: `bf16` (the default), `fp16`, `fp32`; or
+    `auto`, what an HF Trainer template says (`"enabled": "auto"`): the Trainer's `--bf16` /
+    `--fp16` decide, the files leave it to them, and `plan` assumes bf16 (and says so)."""
     optimizer: Optimizer | None = None
     """The optimizer. Default: none stated, so the training script builds its own (or the
     engine its default one); nothing is written for it."""

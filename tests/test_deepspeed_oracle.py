@@ -80,16 +80,20 @@ def test_deepspeed_would_floor_what_distrecipe_refuses() -> None:
 
 def _training_args(plan: Plan) -> Any:
     transformers = pytest.importorskip("transformers")
+    stated = plan.recipe.optimizer  # what the recipe leaves out stays the Trainer's default
+    optimizer: dict[str, Any] = {}
+    if stated is not None:
+        pairs = (("learning_rate", stated.lr), ("adam_epsilon", stated.eps), ("weight_decay", stated.weight_decay))
+        optimizer = {key: value for key, value in pairs if value is not None}
+        if stated.betas is not None:
+            optimizer.update(adam_beta1=stated.betas[0], adam_beta2=stated.betas[1])
+    if plan.recipe.grad_clip is not None:
+        optimizer["max_grad_norm"] = plan.recipe.grad_clip
     args = transformers.TrainingArguments(
         output_dir="unused",
         per_device_train_batch_size=plan.batch.micro,
         gradient_accumulation_steps=plan.batch.accumulation,
-        learning_rate=plan.recipe.optimizer.lr,
-        adam_beta1=plan.recipe.optimizer.betas[0],
-        adam_beta2=plan.recipe.optimizer.betas[1],
-        adam_epsilon=plan.recipe.optimizer.eps,
-        weight_decay=plan.recipe.optimizer.weight_decay,
-        max_grad_norm=plan.recipe.grad_clip or 0.0,
+        **optimizer,
         bf16=plan.precision == "bf16",
         fp16=False,  # fp16 needs a GPU to construct TrainingArguments; checked via the config
         use_cpu=True,
@@ -115,6 +119,13 @@ def test_hf_trainer_fills_auto_to_the_concrete_emit(doc: dict[str, Any]) -> None
         as_written = hf_ds.HfTrainerDeepSpeedConfig(copy.deepcopy(concrete))
         as_written.trainer_config_process(args)
         as_written.trainer_config_finalize(args, model, num_training_steps=100)
+    # An optimizer value the recipe leaves out is "auto" for the Trainer to fill with its own
+    # default (its weight decay 0.0 is not DeepSpeed's 0.01); the concrete file omits it.
+    params = filled.config.get("optimizer", {}).get("params", {})
+    unstated = set(params) - set(concrete.get("optimizer", {}).get("params", {}))
+    defaults = {"betas": [args.adam_beta1, args.adam_beta2], "eps": args.adam_epsilon,
+                "weight_decay": args.weight_decay, "lr": args.learning_rate}
+    assert {key: params.pop(key) for key in unstated} == {key: defaults[key] for key in unstated}
     assert filled.config == concrete
     assert "auto" in str(ds_emit.emit(plan, hf_auto=True))
 

@@ -90,6 +90,12 @@ ROWS: dict[str, dict[str, Any]] = {
     "schedule: linear decay to a floor above 0": doc(
         optimizer={"lr": 1e-4}, schedule={"decay": "linear", "min_lr_ratio": 0.1, "total_steps": 1000}),
     "schedule: decay without schedule.total_steps": doc(schedule={"decay": "cosine"}),
+    "native section of another engine (native.hf here)": doc(native={"hf": {"logging_steps": 5}}),
+    "strategy zero on Accelerate, fsdp on DeepSpeed": doc(),
+    "adam without weight decay": doc(optimizer={"name": "adam"}),
+    "batch left to the training script (micro and global auto)": doc(batch={"micro": "auto", "global": "auto"}),
+    "precision auto (an HF Trainer template's)": doc(precision="auto"),
+    "launch settings stated (launch.master_port)": doc(launch={"master_port": 29511}),
     "rl on GPUs the rollout's tensor parallelism does not divide": doc(
         native={"verl": ["actor_rollout_ref.rollout.tensor_model_parallel_size=3"]}),
 }
@@ -125,6 +131,10 @@ CELL_RECIPES: dict[tuple[str, str], dict[str, Any]] = {
         strategy="megatron", optimizer={"name": "adam", "weight_decay": 0.1}),
     ("optimizer adam with weight_decay", "hf"): doc(strategy="fsdp",
                                                     optimizer={"name": "adam", "weight_decay": 0.1}),
+    ("strategy zero on Accelerate, fsdp on DeepSpeed", "deepspeed"): doc(strategy="fsdp"),
+    ("adam without weight decay", "hf"): doc(strategy="fsdp", optimizer={"name": "adam"}),
+    ("sharded over one rank (world or shard_group 1)", "hf"): doc(
+        strategy="fsdp", cluster={"nodes": 1, "gpus_per_node": 1}, batch={"micro": 2, "accumulation": 4}),
 }
 
 

@@ -10,6 +10,7 @@ builds from its `fsdp_config` must equal what the Accelerate config says.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import tempfile
 from collections.abc import Iterator
@@ -72,7 +73,9 @@ def test_trainer_accepts_what_distrecipe_emits(doc: dict[str, Any]) -> None:
         args = build(plan, hf_auto)
         assert args.per_device_train_batch_size == plan.batch.micro
         assert args.gradient_accumulation_steps == plan.batch.accumulation
-        assert args.max_grad_norm == (plan.recipe.grad_clip or 0.0)
+        fields = dataclasses.fields(type(args))  # unstated: the Trainer's own default stands
+        default = next(f.default for f in fields if f.name == "max_grad_norm")
+        assert args.max_grad_norm == (default if plan.recipe.grad_clip is None else plan.recipe.grad_clip)
         assert (args.bf16, args.fp16) == (plan.precision == "bf16", plan.precision == "fp16")
         if plan.recipe.strategy == "zero":
             config = args.hf_deepspeed_config.config
@@ -92,7 +95,10 @@ def check_fsdp_matches_accelerate(plan: Plan, args: Any) -> None:
     assert (type(plugin.cpu_offload).__name__ == "CPUOffloadPolicy") is fsdp["fsdp_offload_params"]
     assert plugin.activation_checkpointing is fsdp["fsdp_activation_checkpointing"]
     assert plugin.cpu_ram_efficient_loading is fsdp["fsdp_cpu_ram_efficient_loading"]
-    assert plugin.state_dict_type.name == fsdp["fsdp_state_dict_type"]
+    if "fsdp_state_dict_type" in fsdp:
+        assert plugin.state_dict_type.name == fsdp["fsdp_state_dict_type"]
+    else:  # unstated on both sides: each engine keeps its own default
+        assert "state_dict_type" not in args.fsdp_plugin_args
     if plan.recipe.model.layer_cls:
         assert plugin.transformer_cls_names_to_wrap == [fsdp["fsdp_transformer_layer_cls_to_wrap"]]
 

@@ -57,13 +57,16 @@ def test_accelerate_without_batch_imports_with_the_batch_left_to_the_script(
     assert "DataLoader's batch_size" in imported.err and "--set batch.micro=N" in imported.err
     recipe = yaml.safe_load(imported.out)
     assert recipe["batch"] == {"micro": "auto", "accumulation": "auto", "global": "auto"}
-    # Nothing invented: compile refuses at batch.micro until the script's numbers are given,
-    # and lint finds nothing wrong with a recipe that says the script decides.
+    # Nothing invented: the Accelerate config has no batch, so compile writes it with the
+    # header naming the script; plan needs numbers and refuses at batch.micro until given.
     saved = write("imported.yaml", imported.out)
-    refused = cli("compile", saved, "--target", "accelerate", "-o", saved.parent / "out")
+    written = cli("compile", saved, "--target", "accelerate", "-o", saved.parent / "script")
+    assert written.code == 0, written.err
+    assert "DataLoader" in (saved.parent / "script" / "accelerate_config.yaml").read_text()
+    refused = cli("plan", saved, "--set", "model.params=1e9")
     batch_line = 1 + imported.out.splitlines().index(next(line for line in imported.out.splitlines()
                                                           if line.startswith("batch:")))
-    assert refused.code == 2 and f"imported.yaml:{batch_line}:" in refused.err
+    assert refused.code == 2 and f"imported.yaml:{batch_line}:" in refused.err, refused.err
     assert "--set batch.micro=" in refused.err and len(refused.err.strip().splitlines()) == 1
     assert cli("lint", saved).code == 0
     compiled = cli("compile", saved, "--target", "accelerate", "-o", saved.parent / "out",

@@ -104,7 +104,7 @@ def test_run_directory_records_start_and_end(tmp_path: Path) -> None:
     assert written["env"] == {"A": "1", "HF_TOKEN": REDACTED}
     assert written["versions"]["distrecipe"] and "torch" in written["versions"]
     plan_data = json.loads((tmp_path / "run" / "plan.json").read_text())
-    assert plan_data["batch"]["global_"] == 8 and plan_data["world"] == 2
+    assert plan_data["resolved_batch"]["global_"] == 8 and plan_data["world"] == 2
     record.finish(143, signal="SIGTERM")
     written = json.loads((tmp_path / "run" / "run.json").read_text())
     assert written["exit_code"] == 143 and written["signal"] == "SIGTERM" and written["end"]

@@ -44,11 +44,14 @@ def check_numbers(judge: Any, plan: Plan, cfg: Any) -> None:
     assert cfg.data.train_batch_size == plan.recipe.rl.prompts_per_step
     assert cfg.actor_rollout_ref.rollout.n == plan.recipe.rl.rollout_n
     assert actor.ppo_mini_batch_size * plan.recipe.rl.rollout_n == plan.batch.global_
-    assert actor.optim.lr == plan.recipe.optimizer.lr
-    assert actor.optim.weight_decay == plan.recipe.optimizer.weight_decay
-    if plan.recipe.grad_clip is None:
+    stated = plan.recipe.optimizer
+    if stated is not None and stated.lr is not None:
+        assert actor.optim.lr == stated.lr
+    if stated is not None and stated.weight_decay is not None:
+        assert actor.optim.weight_decay == stated.weight_decay
+    if plan.recipe.grad_clip == 0:  # disabled: verl clips to max_norm, so 0 would zero every gradient
         assert math.isinf(actor.optim.clip_grad)
-    else:
+    elif plan.recipe.grad_clip is not None:
         assert actor.optim.clip_grad == plan.recipe.grad_clip
     offloaded = plan.recipe.offload.params != "none" or plan.recipe.offload.optimizer != "none"
     if plan.recipe.strategy == "megatron":

@@ -46,18 +46,18 @@ def recipe_text(path: str, *, world: int | None, nodes: int, overrides: Sequence
     checked = apply_overrides(Document(recipe, f"{path} (imported)"), overrides)
     if name_note and checked.data.get("name") == name:
         click.echo(f"{shown}: note: {name_note}: --set name=... to choose another", err=True)
-    # A batch the training script decides stays auto (the note says who fills it); the
-    # rest of the recipe is proven at a stand-in micro-batch.
+    # A batch the training script decides stays auto (the note says who fills it).
     from_script = batch_from_script(checked.data.get("batch"))
     try:
-        plan_of_document(checked, Path(path).parent, overrides=["batch.micro=1"] if from_script else [])
+        plan_of_document(checked, Path(path).parent)
     except DistrecipeError as exc:
         raise DistrecipeError(f"the imported recipe does not resolve: {exc.message}",
                               Position(path, 1, 1)) from None
     text = yaml.safe_dump(checked.data, sort_keys=False, default_flow_style=None, width=100)
     if from_script:
-        text = text.replace("\nbatch:", "\n# The training script decides the batch (see import's note): "
-                            "compile with --set batch.micro=N [--set batch.accumulation=N].\nbatch:", 1)
+        note = ("# The training script decides the batch (see import's note); plan and raw DeepSpeed "
+                "need --set batch.micro=N [--set batch.accumulation=N].")
+        text = text.replace("\nbatch:", f"\n{note}\nbatch:", 1)
     return f"# Imported by distrecipe from {shown} ({kind}).\n" + text
 
 

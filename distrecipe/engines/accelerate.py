@@ -94,8 +94,9 @@ def fsdp1_strategy(value: object) -> str | None:
 FSDP_VERSION_DEFAULT = 1
 """`fsdp_version` when a config does not say: FSDP1 (the plugin's `FSDP_VERSION` default)."""
 EMITTED_DEFAULTS: dict[tuple[str | int, ...], object] = {
-    ("compute_environment",): "LOCAL_MACHINE",
+    ("compute_environment",): "LOCAL_MACHINE",  # ClusterConfig.from_yaml_file fills these three
     ("use_cpu",): False,
+    ("debug",): False,
     ("machine_rank",): 0,
     ("num_machines",): 1,
     ("main_process_port",): 29500,
@@ -106,8 +107,9 @@ EMITTED_DEFAULTS: dict[tuple[str | int, ...], object] = {
     ("fsdp_config", "fsdp_activation_checkpointing"): False,
     ("deepspeed_config", "zero3_init_flag"): False,
 }
-"""Accelerate's default for a key the emitter writes (`accelerate launch`'s argument
-defaults); `import` does not carry an added key whose emitted value is this."""
+"""Accelerate's default for a key the emitter writes (what `ClusterConfig.from_yaml_file`
+fills in, `accelerate launch`'s argument defaults); `import` does not carry an added key
+whose emitted value is this, and `diff` compares a key one side leaves out with it."""
 
 DEEPSPEED_FILLS: dict[KeyPath, str] = {
     ("train_micro_batch_size_per_gpu",): "the prepared DataLoader's batch_size",

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from distrecipe.engines import Kind
+from distrecipe.engines.accelerate import EMITTED_DEFAULTS
 from distrecipe.engines.hydra import parse_value
 from distrecipe.engines.tables import label, section, table, training_defaults, verl_tree
 from distrecipe.engines.verl import verl_config
@@ -111,9 +112,9 @@ def _accelerate(path: Path) -> Default | None:
     if len(path) > 2:
         return None
     found = section("accelerate", path[:-1])
-    if found is None:
-        return None
-    has, value = found.default(path[-1])
+    has, value = found.default(path[-1]) if found is not None else (False, None)
+    if not has or value is None:  # what the config loader fills in, or `accelerate launch` defaults to
+        has, value = path in EMITTED_DEFAULTS, EMITTED_DEFAULTS.get(path)
     return _known(value, f"{label('accelerate')} default") if has else None
 
 

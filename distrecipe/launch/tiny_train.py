@@ -81,7 +81,7 @@ class TrainSettings:
     def from_plan(cls, plan: Mapping[str, Any], *, steps: int, deepspeed: bool) -> TrainSettings:
         """Pick the engine the plan describes (`plan.json`, `job.plan_dict`); DeepSpeed whenever
         its config is in play."""
-        recipe, batch = plan["recipe"], plan["batch"]
+        recipe, batch = plan["recipe"], plan["resolved_batch"]
         strategy = recipe["strategy"]
         engine: Engine
         if deepspeed or strategy == "zero":

@@ -44,6 +44,8 @@ def launch_env(plan: Plan) -> dict[str, str]:
     """
     if distributed_type(plan) == "DEEPSPEED":
         return {}
+    if plan.script_batch:
+        return {}  # the script's Accelerator (or its Trainer) says it
     return {"ACCELERATE_GRADIENT_ACCUMULATION_STEPS": str(plan.batch.accumulation)}
 
 
@@ -70,13 +72,19 @@ def findings(plan: Plan) -> list[Finding]:
     if kind == "FSDP":
         found.extend(_fsdp_findings(plan))
     if kind == "DEEPSPEED":  # the ds_config it points at, e.g. AutoTP's
-        found.extend(deepspeed.findings(plan))
+        found.extend(deepspeed.findings(plan, alone=False))
     else:
         found.extend(precision_findings(plan, TARGET))
     if kind in ("MULTI_GPU", "FSDP") and plan.recipe.cluster.device == "cpu":
         found.append(finding("DR209", TARGET, f"{plan.dims.world} CPU ranks"))
     if plan.dims.nodes > 1 and plan.recipe.launch.master_addr is None:
         found.append(finding("DR211", TARGET, "accelerate launch --main_process_ip ADDR"))
+    if plan.stage > 0 and kind in ("NO", "MULTI_GPU"):
+        found.append(finding("DR236", TARGET, f"strategy {plan.recipe.strategy} stage {plan.stage} over one "
+                             f"shard (parallel.shard_group {plan.dims.shard_group}) is {kind}"))
+    elif plan.recipe.strategy == "zero" and kind == "FSDP":
+        found.append(finding("DR238", TARGET, f"strategy zero stage {plan.stage} runs as FSDP2 "
+                             "(launch.backend accelerate-deepspeed keeps DeepSpeed)"))
     recompute = plan.recipe.activation_checkpointing
     if kind != "FSDP" and recompute != "none":
         found.append(finding("DR222", TARGET, f"activation_checkpointing {recompute} (Accelerate's {kind} "
@@ -85,6 +93,9 @@ def findings(plan: Plan) -> list[Finding]:
     if kind in ("NO", "MULTI_GPU") and weights == "sharded":
         found.append(finding("DR222", TARGET, "checkpoint.weights sharded: DDP keeps the whole model on "
                              "every rank, and a checkpoint saves it whole"))
+    if kind != "DEEPSPEED" and plan.recipe.precision == "auto":
+        found.append(finding("DR235", TARGET, "mixed_precision is left out: the Trainer's --bf16 / --fp16 "
+                             "set it; a script without the Trainer runs Accelerate's default, no (fp32)"))
     columns: tuple[Engine, ...] = ("accelerate", "deepspeed") if kind == "DEEPSPEED" else ("accelerate",)
     return found + carry.findings(plan, columns, TARGET)
 
@@ -109,9 +120,9 @@ def emit(plan: Plan) -> dict[str, Any]:
     the recipe's `native.accelerate` merged in last."""
     kind = distributed_type(plan)
     config: dict[str, Any] = {"compute_environment": "LOCAL_MACHINE", "distributed_type": kind}
-    if kind != "DEEPSPEED":
-        # Beside a deepspeed_config_file Accelerate refuses mixed_precision: the
-        # ds_config's bf16/fp16 blocks decide.
+    if kind != "DEEPSPEED" and plan.recipe.precision != "auto":
+        # Beside a deepspeed_config_file Accelerate refuses mixed_precision: the ds_config's
+        # bf16/fp16 blocks decide; `auto` leaves it to the Trainer's --bf16 / --fp16.
         config["mixed_precision"] = MIXED_PRECISION[plan.precision]
     config["use_cpu"] = False
     config["num_machines"] = plan.dims.nodes
@@ -190,14 +201,21 @@ def render(plan: Plan, options: EmitOptions) -> Output:
     return Output(files=files, findings=tuple(found))
 
 
+def _batch_line(plan: Plan) -> str:
+    if plan.script_batch:
+        return ("# Batch (no Accelerate keys): the training script's (its DataLoader's batch_size, or the "
+                "Trainer's --per_device_train_batch_size and --gradient_accumulation_steps).")
+    return (f"# Batch (no Accelerate keys): micro {plan.batch.micro} per GPU (the DataLoader's batch_size)"
+            f" x accumulation {plan.batch.accumulation} x DP {plan.dims.dp} = global {plan.batch.global_}.")
+
+
 def text(plan: Plan) -> str:
     """The YAML, headed by what it cannot hold (batch numbers), as comments."""
     env = " ".join(f"{key}={value}" for key, value in launch_env(plan).items())
     header = [
         f"# distrecipe: {one_line(plan.recipe.name)}. "
         "accelerate launch --config_file accelerate_config.yaml SCRIPT",
-        f"# Batch (no Accelerate keys): micro {plan.batch.micro} per GPU (the DataLoader's batch_size)"
-        f" x accumulation {plan.batch.accumulation} x DP {plan.dims.dp} = global {plan.batch.global_}.",
+        _batch_line(plan),
     ]
     if plan.dims.nodes > 1:
         nodes = plan.dims.nodes

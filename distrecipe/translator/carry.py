@@ -50,6 +50,14 @@ def script(who: str) -> Cell:
 
 
 NA = Cell("not applicable")
+
+
+def unused(why: str) -> Cell:
+    """The engine has no such setting: a stated value is named (DR234, info), as it does nothing there."""
+    return Cell("not carried", why, "DR234")
+
+
+LAUNCHED = unused("`launch`'s argv and environment, not this file's")
 PLAN = Cell("not applicable", "read by `plan` only")
 LAUNCH = Cell("not applicable", "`launch`'s argv and environment")
 CASES = Cell("mapped", "the strategy, stage, offload and parallelism rows above")
@@ -90,7 +98,9 @@ FIELDS: dict[str, Row] = {
     **{key: _same(PLAN) for key in _keys("model.") if key not in ("model.hidden_size", "model.layer_cls")},
     "model.hidden_size": Row(mapped("the ZeRO buckets: reduce_bucket_size = hidden², stage-3 prefetch and "
                                     "persistence thresholds"), PLAN, PLAN, PLAN),
-    "model.layer_cls": Row(NA, exact("fsdp_config.fsdp_transformer_layer_cls_to_wrap"), NA,
+    "model.layer_cls": Row(unused("DeepSpeed wraps no blocks"),
+                           exact("fsdp_config.fsdp_transformer_layer_cls_to_wrap"),
+                           unused("verl wraps its model's own blocks"),
                            exact("fsdp_config.transformer_layer_cls_to_wrap")),
     "cluster.nodes": Row(LAUNCH, exact("num_machines"), exact("trainer.nnodes"), LAUNCH),
     "cluster.gpus_per_node": Row(LAUNCH, mapped("num_processes = nodes × gpus_per_node"),
@@ -99,16 +109,30 @@ FIELDS: dict[str, Row] = {
                           mapped("not runnable without GPUs"), exact("use_cpu")),
     **{f"cluster.{key}": _same(PLAN) for key in ("gpu_memory", "cpu_memory", "gpu", "peak_tflops",
                                                   "intra_node_bandwidth", "inter_node_bandwidth")},
-    **{key: _same(CASES) for key in ("strategy", "stage", "offload.optimizer", "offload.params",
-                                     "offload.nvme_path", "parallel.tensor", "parallel.pipeline",
-                                     "parallel.sequence", "parallel.virtual_stages", "parallel.shard_group")},
+    **{key: _same(CASES) for key in ("strategy", "stage", "parallel.pipeline", "parallel.virtual_stages")},
+    "parallel.tensor": Row(mapped("tensor_parallel.autotp_size (AutoTP)"),
+                           mapped("parallelism_config.parallelism_config_tp_size"),
+                           mapped("Megatron tensor_model_parallel_size"), CASES),
+    "parallel.sequence": Row(mapped("sequence_parallel_size (Ulysses)"),
+                             mapped("parallelism_config.parallelism_config_cp_size (FSDP), "
+                                    "parallelism_config.parallelism_config_sp_size (DeepSpeed)"),
+                             mapped("ulysses_sequence_parallel_size; Megatron context_parallel_size"), CASES),
+    "parallel.shard_group": Row(mapped("zero_optimization.zero_hpz_partition_size (ZeRO++)"),
+                                mapped("parallelism_config.parallelism_config_dp_shard_size, "
+                                       "parallelism_config_dp_replicate_size"),
+                                mapped("fsdp_config.fsdp_size"), CASES),
+    "offload.optimizer": Row(exact("zero_optimization.offload_optimizer.device"), CASES, CASES, CASES),
+    "offload.params": Row(exact("zero_optimization.offload_param.device"), CASES, CASES, CASES),
+    "offload.nvme_path": Row(mapped("zero_optimization.offload_optimizer.nvme_path, "
+                                    "zero_optimization.offload_param.nvme_path"), CASES, CASES, CASES),
     **{key: _same(Cell("mapped", "the precision and parallelism rows above (DR227-DR231 where an "
                                  "engine has no key)"))
        for key in ("optimizer.state_dtype", "reduce_dtype", "parallel.tensor_sequence",
                    "parallel.tensor_overlap", "parallel.first_stage_layers", "parallel.last_stage_layers",
                    "offload.activations")},
-    "offload.pin_memory": Row(exact("zero_optimization.offload_optimizer.pin_memory"), NA, NA,
-                              mapped("the ds_config's")),
+    "offload.pin_memory": Row(exact("zero_optimization.offload_optimizer.pin_memory"),
+                              unused("FSDP2's CPU offload pins its own buffers"),
+                              unused("FSDP2's CPU offload pins its own buffers"), mapped("the ds_config's")),
     "batch.micro": Row(exact("train_micro_batch_size_per_gpu"),
                        mapped("the header comment: the DataLoader's batch_size"),
                        exact(f"{ACTOR}.ppo_micro_batch_size_per_gpu"), exact("per_device_train_batch_size")),
@@ -127,7 +151,8 @@ FIELDS: dict[str, Row] = {
     "precision": Row(mapped("bf16.enabled / fp16.enabled"), exact("mixed_precision"),
                      mapped(f"{ACTOR}.fsdp_config.mixed_precision.param_dtype; Megatron dtype"),
                      mapped("bf16 / fp16")),
-    "optimizer.name": Row(exact("optimizer.type"), OPTIMIZER, exact(f"{ACTOR}.optim.optimizer"),
+    "optimizer.name": Row(mapped("optimizer.type (adam: Adam with optimizer.params.adam_w_mode false)"),
+                          OPTIMIZER, exact(f"{ACTOR}.optim.optimizer"),
                           exact("optim")),
     "optimizer.lr": Row(exact("optimizer.params.lr"), OPTIMIZER, exact(f"{ACTOR}.optim.lr"),
                         exact("learning_rate")),
@@ -140,7 +165,9 @@ FIELDS: dict[str, Row] = {
     "optimizer.weight_decay": Row(exact("optimizer.params.weight_decay"), OPTIMIZER,
                                   exact(f"{ACTOR}.optim.weight_decay"), exact("weight_decay")),
     "schedule.decay": Row(mapped("scheduler.type: WarmupLR (constant), WarmupDecayLR (linear), "
-                                 "WarmupCosineLR (cosine)"), SCHEDULE,
+                                 "WarmupCosineLR (cosine), warming up linearly (warmup_type) from "
+                                 "warmup_min_lr 0 (warmup_min_ratio) to warmup_max_lr = optimizer.lr"),
+                          SCHEDULE,
                           mapped(f"{ACTOR}.optim.lr_scheduler_type (constant, cosine); Megatron "
                                  "lr_decay_style"),
                           mapped("lr_scheduler_type: constant(_with_warmup), linear, cosine(_with_min_lr)")),
@@ -183,7 +210,11 @@ FIELDS: dict[str, Row] = {
         ("rollout_n", "actor_rollout_ref.rollout.n"), ("prompts_per_step", "data.train_batch_size"),
         ("rollout_memory", "actor_rollout_ref.rollout.gpu_memory_utilization"),
         ("free_rollout_memory", "actor_rollout_ref.rollout.free_cache_engine"))},
-    **{key: _same(LAUNCH) for key in _keys("launch.")},
+    **{key: Row(LAUNCHED, LAUNCHED, LAUNCHED, LAUNCHED) for key in _keys("launch.")},
+    "launch.backend": Row(LAUNCHED, mapped("distributed_type DEEPSPEED for accelerate-deepspeed"), LAUNCHED,
+                          LAUNCHED),
+    "launch.master_addr": Row(LAUNCHED, exact("main_process_ip"), LAUNCHED, LAUNCHED),
+    "launch.master_port": Row(LAUNCHED, exact("main_process_port"), LAUNCHED, LAUNCHED),
 }
 """Recipe field → how each file kind carries it."""
 
@@ -198,6 +229,10 @@ def stated(plan: Plan) -> Iterator[tuple[str, object]]:
             yield key, value
 
 
+PRIVATE = frozenset({"launch.args", "launch.skypilot.setup"})
+"""Fields a finding names by key only: a program's argv and a setup script carry tokens."""
+
+
 def findings(plan: Plan, columns: tuple[Engine, ...], target: str) -> list[Finding]:
     """A finding for every stated field none of `columns` carries (the files `target`
     writes: Accelerate's DeepSpeed path also writes a ds_config), one line per code."""
@@ -209,8 +244,38 @@ def findings(plan: Plan, columns: tuple[Engine, ...], target: str) -> list[Findi
         if all(cell.how == "not carried" for cell in cells):
             cell = cells[0]
             assert cell.code is not None
-            lost.setdefault(cell.code, []).append(f"{key} {_text(value)} ({cell.native})")
-    return [finding(code, target, "; ".join(items)) for code, items in lost.items()]
+            shown = "(values not shown: they may hold secrets)" if key in PRIVATE else _text(value)
+            lost.setdefault(cell.code, []).append(f"{key} {shown} ({cell.native})")
+    found = [finding(code, target, "; ".join(items)) for code, items in lost.items()]
+    return found + native_findings(plan, columns, target)
+
+
+def native_findings(plan: Plan, columns: tuple[Engine, ...], target: str) -> list[Finding]:
+    """DR233 for each `native.<engine>` section none of `columns` is: those keys are that
+    engine's spelling and reach no file of `target`, so each is named."""
+    from distrecipe.translator.equivalence import finding
+
+    native = plan.recipe.native
+    out = []
+    for engine in ENGINES:
+        if engine in columns:
+            continue
+        keys = ([line.partition("=")[0].lstrip("+~") for line in native.verl] if engine == "verl"
+                else _native_keys(getattr(native, engine)))
+        if keys:
+            out.append(finding("DR233", target, f"native.{engine}: " + ", ".join(keys)))
+    return out
+
+
+def _native_keys(section: dict[str, object], prefix: str = "") -> list[str]:
+    """The dotted keys of a native mapping's leaves."""
+    keys: list[str] = []
+    for key, value in section.items():
+        if isinstance(value, dict) and value:
+            keys += _native_keys(value, f"{prefix}{key}.")
+        else:
+            keys.append(f"{prefix}{key}")
+    return keys
 
 
 def _text(value: object) -> str:

@@ -41,13 +41,19 @@ def emit(plan: Plan, *, hf_auto: bool = False) -> dict[str, Any]:
     def auto(value: Any) -> Any:
         return "auto" if hf_auto else value
 
-    micro, accumulation = plan.batch.micro, plan.batch.accumulation
-    batch = {"global": micro * accumulation * batch_ranks(plan), "micro": micro, "accumulation": accumulation}
-    config: dict[str, Any] = {key: auto(batch[name]) for name, key in BATCH_KEYS.items()}
+    if plan.script_batch:  # the Trainer (or Accelerate) fills them from the script's arguments
+        config: dict[str, Any] = dict.fromkeys(BATCH_KEYS.values(), "auto")
+    else:
+        micro, accumulation = plan.batch.micro, plan.batch.accumulation
+        batch = {"global": micro * accumulation * batch_ranks(plan), "micro": micro,
+                 "accumulation": accumulation}
+        config = {key: auto(batch[name]) for name, key in BATCH_KEYS.items()}
     clip = auto(plan.recipe.grad_clip)
     if clip is not None:  # unstated: DeepSpeed's own 1.0, as every engine's
         config["gradient_clipping"] = clip
-    if plan.precision == "bf16":
+    if plan.recipe.precision == "auto":  # the Trainer turns one on from its --bf16 / --fp16
+        config |= {"bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"}}
+    elif plan.precision == "bf16":
         config["bf16"] = {"enabled": auto(True)}
     elif plan.precision == "fp16":
         config["fp16"] = {"enabled": auto(True), **FP16_LOSS_SCALING}
@@ -129,6 +135,9 @@ def schedule_findings(plan: Plan, hf_auto: bool) -> list[Finding]:
         found.append(finding("DR226", "deepspeed", f"schedule.warmup_ratio {schedule.warmup_ratio}: "
                              "DeepSpeed counts warmup in steps; state schedule.total_steps or "
                              "schedule.warmup_steps"))
+    if schedule.decay == "constant" and schedule.total_steps is not None:
+        found.append(finding("DR222", "deepspeed", f"schedule.total_steps {schedule.total_steps}: WarmupLR "
+                             "has no run length; the script's loop ends the run"))
     if schedule.decay == "linear" and schedule.min_lr_ratio:
         found.append(finding("DR225", "deepspeed", f"schedule.min_lr_ratio {schedule.min_lr_ratio}: "
                              "WarmupDecayLR's floor warmup_min_lr is also where its warmup starts, so the "
@@ -146,9 +155,12 @@ def warmup_steps(schedule: Schedule) -> int | None:
     return math.ceil(schedule.warmup_ratio * schedule.total_steps)
 
 
-def findings(plan: Plan, *, hf_auto: bool = False) -> list[Finding]:
+def findings(plan: Plan, *, hf_auto: bool = False, alone: bool = True) -> list[Finding]:
     """Where DeepSpeed cannot say exactly what the recipe says (codes in the equivalence table);
-    under `hf_auto` the Trainer fills the schedule's steps."""
+    under `hf_auto` the Trainer fills the schedule's steps. `alone`: the ds_config is the
+    target's only file, so what it does not carry is named here (`carry`); the Accelerate
+    and Trainer targets name it with their own files beside it."""
+    from distrecipe.translator import carry
     from distrecipe.translator.equivalence import (  # only a few recipes need it
         expert_findings,
         finding,
@@ -157,6 +169,18 @@ def findings(plan: Plan, *, hf_auto: bool = False) -> list[Finding]:
     )
 
     found = token_batch_findings(plan, "deepspeed") + expert_findings(plan, "deepspeed")
+    if alone:
+        found += carry.findings(plan, ("deepspeed",), "deepspeed")
+    if plan.recipe.strategy == "fsdp":
+        found.append(finding("DR238", "deepspeed", f"strategy fsdp stage {plan.stage} runs as DeepSpeed's "
+                             f"ZeRO-{plan.stage}"))
+    if plan.recipe.precision == "auto":
+        found.append(finding("DR235", "deepspeed", "bf16.enabled and fp16.enabled are \"auto\": the HF "
+                             "Trainer fills them; raw DeepSpeed reads neither as on and trains in fp32"))
+    if plan.script_batch:
+        found.append(finding("DR223", "deepspeed", "train_batch_size, train_micro_batch_size_per_gpu and "
+                             "gradient_accumulation_steps are \"auto\": raw DeepSpeed refuses them; the HF "
+                             "Trainer or Accelerate fills them"))
     found += schedule_findings(plan, hf_auto)
     found += precision_findings(plan, "deepspeed", activations=True, reduce=True)
     if plan.recipe.offload.activations != "none":
@@ -165,7 +189,10 @@ def findings(plan: Plan, *, hf_auto: bool = False) -> list[Finding]:
     if weights == "sharded" and plan.stage < 3:
         found.append(finding("DR222", "deepspeed", f"checkpoint.weights sharded: at ZeRO stage {plan.stage} "
                              "every rank holds the whole weights, and a checkpoint saves them whole"))
-    detail = f"shard_group {plan.dims.shard_group} of DP {plan.dims.dp}"
+    elif weights == "full" and plan.stage < 3:
+        found.append(finding("DR234", "deepspeed", f"checkpoint.weights full: at ZeRO stage {plan.stage} the "
+                             "weights are whole on every rank, so no ds_config key says it"))
+    detail = f"parallel.shard_group {plan.dims.shard_group} of DP {plan.dims.dp}"
     if plan.dims.hybrid and plan.stage < 3:
         found.append(finding("DR216", "deepspeed", detail))
     if plan.dims.hybrid and plan.stage == 3:
@@ -181,7 +208,7 @@ def findings(plan: Plan, *, hf_auto: bool = False) -> list[Finding]:
     refusal = autotp_refusal(plan)
     if refusal:
         found.append(finding("DR208", "deepspeed", refusal))
-    elif autotp_size(plan):
+    elif autotp_size(plan) and not plan.script_batch:
         found.append(finding("DR219", "deepspeed", (
             f"train_batch_size {batch_ranks(plan) * plan.batch.micro * plan.batch.accumulation} = "
             f"global {plan.batch.global_} × tensor {plan.dims.tensor}")))

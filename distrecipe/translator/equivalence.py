@@ -106,6 +106,18 @@ CODES: dict[str, Code] = {
                   "the cluster starts"),
     "DR222": Code("warning", "not carried: the file has no key for it, so the training script decides "
                   "(the carry table in docs/equivalence.md names who)"),
+    "DR223": Code("info", "the batch is the training script's: the file leaves it to the program's own "
+                  "arguments (the HF Trainer's, Accelerate's DataLoader)"),
+    "DR234": Code("info", "a stated setting this file has no key for and its engine does not use (the "
+                  "launcher's settings, an FSDP wrap class under DeepSpeed): named, since the file alone "
+                  "cannot carry it"),
+    "DR235": Code("warning", "precision auto: the HF Trainer's --bf16 / --fp16 decide, and this file leaves "
+                  "it to them; a program without the Trainer runs its own default"),
+    "DR236": Code("info", "sharding over one shard is replication: the engine runs plain data parallelism, "
+                  "the same job (no stage to write)"),
+    "DR237": Code("info", "Adam without weight decay is AdamW's update: written as the engine's AdamW"),
+    "DR238": Code("info", "the strategy runs as this engine's form of the same sharding (ZeRO as FSDP2, "
+                  "FSDP as ZeRO): its file says the engine, not the recipe's word"),
     "DR225": Code("warning", "the learning-rate schedule is approximated: this engine's schedulers cannot "
                   "take its exact shape"),
     "DR226": Code("warning", "DeepSpeed's scheduler needs the run's length (total_num_steps) and the recipe "
@@ -124,6 +136,8 @@ CODES: dict[str, Code] = {
     "DR232": Code("warning", "expert parallelism is the training script's (DeepSpeed MoE's "
                   "`deepspeed.moe.layer.MoE(ep_size=...)`); no ds_config key carries it, so the script "
                   "must say the same"),
+    "DR233": Code("warning", "a native section for another engine reaches no file of this target; each key "
+                  "it states is named (compile that engine's target, or state the setting in the recipe)"),
 }
 """Every mapping finding code with its severity; `explain DR2xx` can read `summary`."""
 
@@ -164,11 +178,13 @@ def offload_findings(offload: Offload, target: str, native: str) -> list[Finding
     params, optimizer = offload.params, offload.optimizer
     found: list[Finding] = []
     if optimizer != "none" and params == "none":
-        found.append(finding("DR202", target, native))
+        found.append(finding("DR202", target, f"{native}: offload.params none becomes cpu"))
     if params != "none" and optimizer == "none":
-        found.append(finding("DR203", target, native))
+        found.append(finding("DR203", target, f"{native}: offload.optimizer none becomes cpu"))
     if "nvme" in (params, optimizer):
-        found.append(finding("DR204", target))
+        stated = [f"offload.{key} nvme" for key, device in (("optimizer", optimizer), ("params", params))
+                  if device == "nvme"]
+        found.append(finding("DR204", target, ", ".join([*stated, f"offload.nvme_path {offload.nvme_path}"])))
     return found
 
 
@@ -266,9 +282,9 @@ TABLE: tuple[Row, ...] = (
     Row(
         "sharded over one rank (world or shard_group 1)",
         Cell("ZeRO over one rank"),
-        Cell("`MULTI_GPU` / `NO` (replication is DDP)"),
+        Cell("`MULTI_GPU` / `NO` (replication is DDP)", "DR236"),
         Cell("`fsdp_size=1`"),
-        Cell("no `fsdp` (DDP), as Accelerate"),
+        Cell("no `fsdp` (DDP), as Accelerate", "DR236"),
     ),
     Row(
         "offload optimizer only",
@@ -474,6 +490,48 @@ TABLE: tuple[Row, ...] = (
         Cell("the script's scheduler", "DR222"),
         Cell("verl counts the data's steps"),
         Cell("the Trainer counts the data's steps"),
+    ),
+    Row(
+        "native section of another engine (native.hf here)",
+        Cell("named key by key", "DR233"),
+        Cell("named key by key", "DR233"),
+        Cell("named key by key", "DR233"),
+        Cell("merged into training_args.json"),
+    ),
+    Row(
+        "strategy zero on Accelerate, fsdp on DeepSpeed",
+        Cell("`zero_optimization.stage` (fsdp is ZeRO)", "DR238"),
+        Cell("FSDP2 (zero as FSDP2)", "DR238"),
+        Cell("fsdp2"),
+        Cell("`deepspeed` (zero) or `fsdp` (fsdp)"),
+    ),
+    Row(
+        "adam without weight decay",
+        Cell("`Adam` with `adam_w_mode: false`"),
+        Cell("the script's optimizer", "DR222"),
+        Cell("FSDP `torch.optim.Adam`"),
+        Cell("`optim: adamw_torch` (the same update)", "DR237"),
+    ),
+    Row(
+        "batch left to the training script (micro and global auto)",
+        Cell("the three batch keys `auto`", "DR223"),
+        Cell("the script's DataLoader (header comment)"),
+        Cell("none: verl needs numbers", "DR208"),
+        Cell("no batch keys: the script's flags", "DR223"),
+    ),
+    Row(
+        "precision auto (an HF Trainer template's)",
+        Cell("`bf16.enabled` / `fp16.enabled` `auto`", "DR235"),
+        Cell("no `mixed_precision`", "DR235"),
+        Cell("verl's own dtypes", "DR235"),
+        Cell("no `bf16` / `fp16`: the script's flags", "DR235"),
+    ),
+    Row(
+        "launch settings stated (launch.master_port)",
+        Cell("none: the launcher's", "DR234"),
+        Cell("`main_process_port`"),
+        Cell("none: the launcher's", "DR234"),
+        Cell("none: the launcher's", "DR234"),
     ),
     Row(
         "rl on GPUs the rollout's tensor parallelism does not divide",

@@ -69,8 +69,8 @@ def findings(plan: Plan) -> list[Finding]:
                 finding(
                     "DR214",
                     TARGET,
-                    f"replicate {plan.dims.replicas} × shard {plan.dims.shard_group}, "
-                    f"tensor {plan.dims.tensor}, sequence {plan.dims.sequence}",
+                    f"replicate {plan.dims.replicas} × parallel.shard_group {plan.dims.shard_group}, "
+                    f"parallel.tensor {plan.dims.tensor}, parallel.sequence {plan.dims.sequence}",
                 )
             )
         found.extend(offload_findings(plan.recipe.offload, TARGET, "fsdp_config.cpu_offload"))
@@ -79,12 +79,23 @@ def findings(plan: Plan) -> list[Finding]:
     # The ds_config carries the reduction dtype; the Trainer's checkpointing is torch's.
     found.extend(precision_findings(plan, TARGET, reduce=plan.recipe.strategy == "zero"))
     opt = plan.recipe.optimizer
-    if plan.recipe.strategy != "zero" and opt is not None and opt.name == "adam" and opt.weight_decay:
-        found.append(finding("DR215", TARGET, f"weight_decay {opt.weight_decay}"))
+    if plan.recipe.strategy != "zero" and opt is not None and opt.name == "adam":
+        found.append(finding("DR215", TARGET, f"optimizer.name adam, weight_decay {opt.weight_decay}")
+                     if opt.weight_decay else
+                     finding("DR237", TARGET, "optimizer.name adam: optim adamw_torch"))
+    if plan.recipe.strategy == "fsdp" and plan.stage > 0 and not uses_fsdp(plan):
+        found.append(finding("DR236", TARGET, f"strategy fsdp stage {plan.stage} over one shard "
+                             f"(parallel.shard_group {plan.dims.shard_group}) is DDP: no fsdp"))
     schedule = plan.recipe.schedule
     if schedule is not None and schedule.decay == "linear" and schedule.min_lr_ratio:
         found.append(finding("DR225", TARGET, f"schedule.min_lr_ratio {schedule.min_lr_ratio}: the Trainer's "
                              "linear schedule decays to 0"))
+    if plan.recipe.precision == "auto":
+        found.append(finding("DR235", TARGET, "bf16 and fp16 are left to the script's flags (the Trainer's "
+                             "default is fp32)"))
+    if plan.script_batch:
+        found.append(finding("DR223", TARGET, "per_device_train_batch_size and gradient_accumulation_steps "
+                             "are left to the script's flags (the Trainer's defaults are 8 and 1)"))
     columns: tuple[Engine, ...] = ("hf", "deepspeed") if plan.recipe.strategy == "zero" else ("hf",)
     return found + carry.findings(plan, columns, TARGET)
 
@@ -94,12 +105,11 @@ def emit(plan: Plan) -> dict[str, Any]:
     with the recipe's `native.hf` merged in last. A value the recipe leaves out is left
     out: the Trainer's default (or the script's flag) applies, as it would without us."""
     recipe = plan.recipe
-    args: dict[str, Any] = {
+    args: dict[str, Any] = {} if plan.script_batch else {
         "per_device_train_batch_size": plan.batch.micro,
-        "gradient_accumulation_steps": plan.batch.accumulation,
-        "bf16": plan.precision == "bf16",
-        "fp16": plan.precision == "fp16",
-    }
+        "gradient_accumulation_steps": plan.batch.accumulation}
+    if recipe.precision != "auto":  # else the script's --bf16 / --fp16
+        args |= {"bf16": plan.precision == "bf16", "fp16": plan.precision == "fp16"}
     if recipe.optimizer is not None:
         args.update(_optimizer(recipe.optimizer))
     if recipe.schedule is not None:
@@ -169,7 +179,7 @@ def render(plan: Plan, options: EmitOptions) -> Output:
     found = findings(plan)
     files: dict[str, str] = {}
     if plan.recipe.strategy == "zero":
-        found += deepspeed.findings(plan, hf_auto=options.hf_auto)
+        found += deepspeed.findings(plan, hf_auto=options.hf_auto, alone=False)
         files[DS_CONFIG_FILE] = to_json(deepspeed.emit(plan, hf_auto=options.hf_auto))
     refuse_errors(found)
     files[CONFIG_FILE] = to_json(emit(plan))

@@ -31,7 +31,8 @@ Check = Callable[[Plan, Any], bool]
 
 
 def _auto_or(expected: Callable[[Plan], Any]) -> Check:
-    return lambda plan, value: value == "auto" or same(value, expected(plan))
+    # With the batch the script's, only "auto" (the Trainer's fill) agrees: a number would decide it.
+    return lambda plan, value: value == "auto" or (not plan.script_batch and same(value, expected(plan)))
 
 
 def _enabled(precision: str) -> Check:
@@ -81,8 +82,8 @@ DECIDED: dict[str, dict[KeyPath, tuple[str, Check]]] = {
         ("deepspeed_config", "offload_param_device"): ("offload.params", _device("params")),
     },
     "hf": {
-        ("per_device_train_batch_size",): ("batch.micro", lambda p, v: same(v, p.batch.micro)),
-        ("gradient_accumulation_steps",): ("batch.accumulation", lambda p, v: same(v, p.batch.accumulation)),
+        ("per_device_train_batch_size",): ("batch.micro", _auto_or(_BATCH["micro"])),
+        ("gradient_accumulation_steps",): ("batch.accumulation", _auto_or(_BATCH["accumulation"])),
         ("bf16",): ("precision", lambda p, v: same(v, p.precision == "bf16")),
         ("fp16",): ("precision", lambda p, v: same(v, p.precision == "fp16")),
     },

@@ -19,7 +19,7 @@ from typing import Any
 from distrecipe.engines.gpus import gpu_spec
 from distrecipe.errors import RecipeError
 from distrecipe.job import Buckets, ParallelDims, Plan, ResolvedBatch, plan_values
-from distrecipe.recipe import AUTO, Backend, Offload, Recipe, Strategy, name_from_file
+from distrecipe.recipe import AUTO, Backend, Offload, Precision, Recipe, Strategy, name_from_file
 from distrecipe.translator.native import conflicts
 
 NATURAL_STAGE = {"ddp": 0, "zero": 2, "fsdp": 3, "megatron": 1}
@@ -48,12 +48,15 @@ def resolve(recipe: Recipe, *, detected_gpus: int | None = None, world: int | No
     gpu_memory = _gpu_memory(recipe, prov)
     dims = _dims(recipe, stage, _gpus_per_node(recipe, detected_gpus, world, prov), prov)
     _check_expert(recipe, dims)
-    batch = _batch(recipe, dims.dp, prov, micro, gpu_memory)
-    if recipe.batch.micro_tokens is not None:
-        prov["batch.micro"] = (f"at most global / DP = {batch.global_} / {dims.dp}: micro-batches are packed "
-                               f"by tokens, ≤ {recipe.batch.micro_tokens} per GPU")
-    _check_rl(recipe, batch.global_, dims.dp)
-    _check_virtual_stages(recipe, batch.accumulation)
+    batch = None if script_batch(recipe) else _batch(recipe, dims.dp, prov, micro, gpu_memory)
+    if batch is None:
+        prov.update(dict.fromkeys(("batch.micro", "batch.accumulation", "batch.global"), SCRIPT_BATCH))
+    else:
+        if recipe.batch.micro_tokens is not None:
+            prov["batch.micro"] = (f"at most global / DP = {batch.global_} / {dims.dp}: micro-batches are "
+                                   f"packed by tokens, ≤ {recipe.batch.micro_tokens} per GPU")
+        _check_rl(recipe, batch.global_, dims.dp)
+        _check_virtual_stages(recipe, batch.accumulation)
     backend = recipe.launch.backend
     if backend == AUTO:
         backend = "verl" if recipe.rl else DEFAULT_BACKEND[recipe.strategy]
@@ -66,8 +69,8 @@ def resolve(recipe: Recipe, *, detected_gpus: int | None = None, world: int | No
         prov["grad_clip"] = "not stated: each engine's own (DeepSpeed, the Trainer and verl clip at 1.0)"
     if recipe.optimizer is None:
         prov["optimizer"] = "not stated: the training script's own (plan counts AdamW's state)"
-    plan = Plan(recipe=recipe, dims=dims, batch=batch, stage=stage, backend=backend,
-                precision=recipe.precision, gpu_memory=gpu_memory,
+    plan = Plan(recipe=recipe, dims=dims, resolved_batch=batch, stage=stage, backend=backend,
+                precision=_precision(recipe, prov), gpu_memory=gpu_memory,
                 buckets=_buckets(recipe, stage, prov), provenance=prov)
     _check_native(plan, recipe)
     if "name" not in recipe.where:
@@ -76,6 +79,15 @@ def resolve(recipe: Recipe, *, detected_gpus: int | None = None, world: int | No
         if key not in prov:
             prov[key] = "recipe" if key in recipe.where else "not set" if value is None else "default"
     return plan
+
+
+def _precision(recipe: Recipe, prov: dict[str, str]) -> Precision:
+    """The dtype a plan is priced in: the recipe's, or bf16 where the Trainer decides (`auto`)."""
+    if recipe.precision != AUTO:
+        return recipe.precision
+    prov["precision"] = ("auto: the HF Trainer's --bf16 / --fp16 decide (the files say \"auto\"); plan "
+                         "assumes bf16")
+    return "bf16"
 
 
 def variant(plan: Plan, why: str | None = None, **changes: Any) -> Plan:
@@ -421,6 +433,21 @@ def _shard_group(recipe: Recipe, stage: int, dp: int, prov: dict[str, str]) -> i
     return declared
 
 
+SCRIPT_BATCH = ("the training script decides (batch.micro and batch.global are auto): the HF Trainer's "
+                "--per_device_train_batch_size and --gradient_accumulation_steps, or the DataLoader's "
+                "batch_size")
+"""The provenance of a batch the recipe leaves to the program (an HF template, an Accelerate YAML)."""
+
+
+def script_batch(recipe: Recipe) -> bool:
+    """Nothing in the recipe fixes the batch (micro, accumulation and global `auto`, no token
+    budget): the training script does, as an HF Trainer template or an Accelerate config
+    leaves it. A stated accumulation alone is refused, since no engine could carry it alone."""
+    b = recipe.batch
+    return (b.micro == AUTO and b.global_ == AUTO and b.accumulation == AUTO and b.micro_tokens is None
+            and b.micro_policy != "accumulation-1")
+
+
 def _batch(recipe: Recipe, dp: int, prov: dict[str, str], chosen: int | None,
            gpu_memory: int | None) -> ResolvedBatch:
     """Solve micro × accumulation × DP = global for what is `auto`; never floor.
@@ -439,11 +466,12 @@ def _batch(recipe: Recipe, dp: int, prov: dict[str, str], chosen: int | None,
             "varies: leave batch.micro and batch.accumulation auto and give batch.global",
             recipe.at("batch.micro", "batch.accumulation", "batch.micro_tokens", "batch"),
         )
-    if glob is None and micro is None:
+    if glob is None and micro is None:  # accumulation alone: no engine can carry it
         raise RecipeError(
             "batch.micro and batch.global are both auto, so nothing fixes the batch: set batch.micro "
-            "(per GPU; the HF Trainer's --per_device_train_batch_size, the DataLoader's batch_size) and "
-            "batch.accumulation, or batch.global, e.g. --set batch.micro=4 --set batch.accumulation=2",
+            "(per GPU; the HF Trainer's --per_device_train_batch_size, the DataLoader's batch_size) or "
+            "batch.global, e.g. --set batch.micro=4, or leave batch.accumulation auto too for the "
+            "training script to decide the whole batch",
             recipe.at("batch.micro", "batch.global", "batch"),
         )
     if glob is not None and dp > glob:

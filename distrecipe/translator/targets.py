@@ -39,12 +39,10 @@ Render = Callable[[Plan, EmitOptions], Output]
 
 
 def render_deepspeed(plan: Plan, options: EmitOptions) -> Output:
-    """`ds_config.json`, with what no key of it carries named (`carry`)."""
-    from distrecipe.translator import carry
+    """`ds_config.json`, with what no key of it carries named."""
     from distrecipe.translator.equivalence import refuse_errors  # only a few recipes need it
 
     found = deepspeed.findings(plan, hf_auto=options.hf_auto)
-    found += carry.findings(plan, ("deepspeed",), "deepspeed")
     refuse_errors(found)
     return Output(
         files={CONFIG_FILE: to_json(deepspeed.emit(plan, hf_auto=options.hf_auto))},

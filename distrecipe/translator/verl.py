@@ -78,6 +78,10 @@ def findings(plan: Plan) -> list[Finding]:
     if plan.recipe.rl is None:
         found.append(finding("DR208", TARGET, "verl needs rl.rollout_n and rl.prompts_per_step"))
         return found
+    if plan.script_batch:
+        found.append(finding("DR208", TARGET, "verl needs the batch in numbers: state batch.micro and "
+                             "batch.global"))
+        return found
     found.extend(_batch_findings(plan))
     refused = rollout_layout(plan)
     if refused is not None:
@@ -154,7 +158,8 @@ def _structure_findings(plan: Plan) -> list[Finding]:
             found.append(finding("DR206", TARGET, f"context_parallel_size={plan.dims.sequence}"))
         opt = plan.recipe.optimizer
         if opt is not None and opt.name == "adam" and opt.weight_decay:
-            found.append(finding("DR215", TARGET, "Megatron's adam decouples weight decay"))
+            found.append(finding("DR215", TARGET, f"optimizer.name adam, weight_decay {opt.weight_decay}: "
+                                 "Megatron's adam decouples weight decay"))
         if plan.precision == "fp32":
             found.append(finding("DR208", TARGET, "verl's Megatron engine trains in bf16 or fp16 only"))
         if plan.recipe.offload.params != "none":
@@ -166,6 +171,9 @@ def _structure_findings(plan: Plan) -> list[Finding]:
     found.extend(precision_findings(plan, TARGET, overlap=megatron, state=megatron, reduce=True))
     if plan.recipe.grad_clip == 0:
         found.append(finding("DR212", TARGET))
+    if plan.recipe.precision == "auto":
+        found.append(finding("DR235", TARGET, "verl's own dtypes apply (FSDP: bf16 parameters; Megatron: "
+                             "bf16)"))
     schedule = plan.recipe.schedule
     if schedule is not None and schedule.decay == "linear" and not megatron:
         found.append(finding("DR208", TARGET, "schedule.decay linear: verl's FSDP optimizer schedules are "
@@ -311,7 +319,8 @@ def _fsdp(plan: Plan) -> list[Override]:
         (f"{fsdp}.offload_policy", plan.recipe.offload.enabled),
         (f"{fsdp}.param_offload", False),
         (f"{fsdp}.optimizer_offload", False),
-        (f"++{fsdp}.mixed_precision.param_dtype", FSDP_DTYPE[plan.precision]),
+        *([(f"++{fsdp}.mixed_precision.param_dtype", FSDP_DTYPE[plan.precision])]
+          if plan.recipe.precision != "auto" else []),
         *([(f"++{fsdp}.mixed_precision.reduce_dtype", FSDP_DTYPE[plan.recipe.reduce_dtype])]
           if plan.recipe.reduce_dtype is not None else []),
         (f"{ACTOR}.ulysses_sequence_parallel_size", plan.dims.sequence),
@@ -356,7 +365,8 @@ def _megatron(plan: Plan) -> list[Override]:
         (f"{megatron}.use_distributed_optimizer", plan.stage >= 1),
         (f"{megatron}.param_offload", plan.recipe.offload.params != "none"),
         (f"{megatron}.optimizer_offload", False),
-        (f"{megatron}.dtype", MEGATRON_DTYPE[plan.precision]),
+        *([(f"{megatron}.dtype", MEGATRON_DTYPE[plan.precision])]
+          if plan.recipe.precision != "auto" else []),
         *([(f"{ACTOR}.optim.optimizer", MEGATRON_OPTIMIZER[opt.name])] if opt is not None else []),
     ]
     if override:

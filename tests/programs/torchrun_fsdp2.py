@@ -28,8 +28,10 @@ def main() -> None:
         if isinstance(layer, nn.Linear):
             fully_shard(layer, reshard_after_forward=plan.stage == 3)
     fully_shard(model, reshard_after_forward=plan.stage == 3)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=plan.recipe.optimizer.lr,
-                                  betas=plan.recipe.optimizer.betas, weight_decay=plan.recipe.optimizer.weight_decay)
+    stated = plan.recipe.optimizer  # what the recipe leaves out stays torch's default
+    kwargs = {key: value for key in ("lr", "betas", "eps", "weight_decay")
+              if stated is not None and (value := getattr(stated, key)) is not None}
+    optimizer = torch.optim.AdamW(model.parameters(), **kwargs)
     generator = torch.Generator().manual_seed(1 + rank)
     samples, losses = [], []
     for _ in range(3):

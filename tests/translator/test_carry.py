@@ -47,7 +47,8 @@ CHANGES: dict[str, tuple[Any, Any]] = {
     "cluster.gpus_per_node": (8, 4), "cluster.device": ("gpu", "cpu"), "offload.pin_memory": (True, False),
     "precision": ("bf16", "fp16"), "activation_checkpointing": ("none", "full"),
     "rl.rollout_n": (4, 8), "rl.prompts_per_step": (32, 64), "rl.rollout_memory": (0.5, 0.6),
-    "rl.free_rollout_memory": (True, False),
+    "rl.free_rollout_memory": (True, False), "offload.optimizer": ("none", "cpu"), "offload.params": ("none", "cpu"),
+    "launch.master_addr": ("10.0.0.1", "10.0.0.2"), "launch.master_port": (29501, 29502),
 }
 """Two values for each field an `exact` cell names, both valid beside `BASE`."""
 WRITTEN: dict[tuple[str, str], Any] = {
@@ -90,6 +91,10 @@ def _set(doc: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
         out["batch"] = {"micro": 2, "accumulation": value}
     if key == "batch.micro_tokens":
         out["batch"] = {"global": 64, "micro_tokens": value}
+    if key.startswith("offload.") and key != "offload.pin_memory":
+        out["strategy"] = "zero"
+    if key == "launch.master_addr":
+        out["cluster"], out["batch"] = {"nodes": 2, "gpus_per_node": 8}, {"micro": 2, "accumulation": 4}
     if key == "offload.pin_memory":
         out["strategy"], out["offload"] = "zero", {"optimizer": "cpu", "pin_memory": value}
     return out

@@ -54,12 +54,8 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     if parallel:
         recipe["parallel"] = parallel
     recipe["batch"] = batch(data, parallel.get("tensor", 1))
-    recipe["precision"] = precision(data)
     precision_autos = [k for k in ("bf16", "bfloat16", "fp16") if section(data, k).get("enabled") == "auto"]
-    if context.via is None and precision_autos:
-        notes.append('fp16/bf16 enabled "auto": the Trainer turns them on from --bf16/--fp16; compile keeps '
-                     f'"auto", and the recipe says precision {recipe["precision"]} for the plan only: '
-                     "--set precision=... to match the TrainingArguments")
+    recipe["precision"] = "auto" if precision_autos and precision(data) == "fp32" else precision(data)
     optimizer = _optimizer(data.get("optimizer"), notes)
     if optimizer:
         recipe["optimizer"] = optimizer
@@ -129,7 +125,10 @@ def _optimizer(block: Any, notes: list[str]) -> dict[str, Any]:
                      "native.deepspeed and compiles as written; the recipe's optimizer fields do not "
                      "describe it (plan counts AdamW's state)")
         return {}
-    out: dict[str, Any] = {"name": OPTIMIZERS[kind]}
+    name = OPTIMIZERS[kind]
+    if name == "adam" and params.get("adam_w_mode", True) is not False:
+        name = "adamw"  # DeepSpeed's Adam decouples weight decay unless adam_w_mode is false
+    out: dict[str, Any] = {"name": name}
     for key in ("lr", "betas", "eps", "weight_decay"):
         if key in params and params[key] != "auto":
             out[key] = params[key]
@@ -174,6 +173,10 @@ def _model(zero: dict[str, Any], notes: list[str]) -> dict[str, Any]:
         return {}
     hidden = math.isqrt(size) if size > 0 else 0
     if hidden and hidden * hidden == size:
+        notes.append(f"model.hidden_size {hidden} is read from zero_optimization.reduce_bucket_size "
+                     "(hidden², the HF Trainer's rule), and gives "
+                     "zero_optimization.stage3_prefetch_bucket_size and stage3_param_persistence_threshold "
+                     "back: a file without them (another engine's) carries none")
         return {"hidden_size": hidden}
     notes.append(f"zero_optimization.reduce_bucket_size {size} is not hidden²: model.hidden_size stays "
                  "unknown, and the size is carried in native.deepspeed")

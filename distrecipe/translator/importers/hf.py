@@ -43,8 +43,11 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
         recipe.update(_fsdp(section(data, "fsdp_config"), recipe))
     else:
         recipe.update(strategy="ddp", stage=0)
-    recipe["batch"] = {"micro": args["per_device_train_batch_size"],
-                       "accumulation": args["gradient_accumulation_steps"], "global": "auto"}
+    micro = args["per_device_train_batch_size"]
+    # A micro left to the command line leaves the accumulation beside it there too.
+    accumulation = "auto" if micro == "auto" and "gradient_accumulation_steps" not in data \
+        else args["gradient_accumulation_steps"]
+    recipe["batch"] = {"micro": micro, "accumulation": accumulation, "global": "auto"}
     recipe["precision"] = "bf16" if args["bf16"] else "fp16" if args["fp16"] else "fp32"
     if optimizer:
         recipe["optimizer"] = optimizer
@@ -95,7 +98,7 @@ def _schedule(data: dict[str, Any]) -> dict[str, Any]:
         return {}
     args = {**training_defaults(), **data}
     kind = args.get("lr_scheduler_type")
-    if kind not in SCHEDULES:
+    if not isinstance(kind, str) or kind not in SCHEDULES:
         return {}
     out: dict[str, Any] = {"decay": SCHEDULES[kind]}
     warmup, ratio = args.get("warmup_steps"), args.get("warmup_ratio")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -63,12 +62,10 @@ def import_document(kind: str, doc: Document, world: World | None,
         recipe = recipe_from_document(checked, Path(doc.file).parent)
         if batch_from_script(checked.data.get("batch")):
             imported.notes.append(
-                "the input states no batch size, so the recipe's batch is auto: "
-                f"{BATCH_FILL[kind]}; compile and resolve need it given: --set batch.micro=N "
-                "(and --set batch.accumulation=N unless it is 1)")
-            # Compared at a stand-in micro-batch: nothing the comparison carries depends on
-            # it (the input's batch keys are "auto", absent and derived, or stated and equal).
-            recipe = replace(recipe, batch=replace(recipe.batch, micro=1))
+                "the input states no batch size, so the recipe's batch is the training script's: "
+                f"{BATCH_FILL[kind]}; "
+                "compile writes it so, and what needs numbers (plan, raw DeepSpeed, verl) asks for them: "
+                "--set batch.micro=N (and --set batch.accumulation=N unless it is 1)")
         plan = resolve(recipe)
     except DistrecipeError:
         return imported

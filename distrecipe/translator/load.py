@@ -23,6 +23,7 @@ from distrecipe.recipe import (
     RL,
     Batch,
     Cluster,
+    K8s,
     Launch,
     Model,
     Native,
@@ -171,6 +172,8 @@ def recipe_from_document(doc: Document, base_dir: Path) -> Recipe:
             values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in d[key].items()}
             if isinstance(values.get("slurm"), dict):
                 values["slurm"] = Slurm(**values["slurm"])
+            if isinstance(values.get("k8s"), dict):
+                values["k8s"] = K8s(**values["k8s"])
             written[key] = section(**values)
     return Recipe(
         name=d.get("name") or name_from_file(doc.file)[0],

@@ -8,7 +8,8 @@
 * A KubeRay `RayJob` for verl: a head without GPUs, one worker group of
   `trainer.nnodes` workers (`replicas = minReplicas = maxReplicas`) with
   `n_gpus_per_node` GPUs each, verl's `main_ppo` with the emitted overrides as the
-  entrypoint, and `shutdownAfterJobFinishes` so the GPUs go back when the job ends.
+  entrypoint (quoted for the `bash` KubeRay's submitter pastes it into), and
+  `shutdownAfterJobFinishes` so the GPUs go back when the job ends.
 * A `PyTorchJob` (kubeflow.org/v1, the training-operator's) only when asked for: a
   Master and nodes-1 Workers running the same command.
 
@@ -16,7 +17,8 @@ No API server can run where distrecipe is tested: the manifests are judged there
 the operators' own CRDs (pinned by release tag, unknown fields refused, defaults and
 CEL rules applied), their webhook and controller rules (`engines.k8s`, lint's DR38x)
 and Kubernetes' core schemas for the pod templates; the commands run as two local
-process trees with the variables the operators inject.
+process trees with the variables the operators inject, and the RayJob's entrypoint is
+submitted to a two-raylet Ray cluster.
 """
 
 from __future__ import annotations
@@ -131,7 +133,7 @@ def k8s_manifest(plan: Plan, kind: ProgramKind, *, recipe: str, overrides: Seque
     metadata = {"name": name, **({"namespace": settings.namespace} if settings.namespace else {})}
     if manifest == "rayjob":
         entry = [settings.python, *(["-m"] if given.module else []), given.target, *given.args]
-        spec = rayjob_spec(plan, ray_entrypoint(entry))
+        spec = rayjob_spec(plan, ray_entrypoint(entry, notes))
     else:
         node = NodeLaunch(recipe=image_path(recipe, cwd or Path.cwd(), notes), overrides=tuple(overrides),
                           program=tuple(program), program_kind=program_kind, allow_override=allow_override,
@@ -225,40 +227,30 @@ def rayjob_spec(plan: Plan, entrypoint: str) -> dict[str, Any]:
             "rayClusterSpec": {"headGroupSpec": head, "workerGroupSpecs": [worker]}}
 
 
-_PLAIN = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
-_DOUBLE_QUOTED = frozenset('$`\\"')
+_REREAD = re.compile(r"[$`'\"\\;&|<>()*?\n]|^[~#]")
+"""What `sh` would read differently in a word a `list2cmdline` join left bare (brackets and
+braces are globs that match no file name a job directory holds)."""
 
 
-def ray_entrypoint(argv: Sequence[str]) -> str:
+def ray_entrypoint(argv: Sequence[str], notes: list[str] | None = None) -> str:
     """A RayJob `entrypoint` that gives verl exactly `argv`.
 
-    The text is read three times: KubeRay's submitter pastes it into a `bash -c` line
-    (`ray job submit … -- ENTRYPOINT`, `common/job.go:211`, `util.go:1006`), Ray's CLI
-    joins the words bash gives it with `subprocess.list2cmdline`
-    (`dashboard/modules/job/cli.py:314`), and the job supervisor runs that with `sh`
-    (`shell=True`). Each word is written so that all three leave it as it is; a word no
-    such spelling exists for (a newline; a backslash or a double quote beside a space)
-    is refused.
+    KubeRay's submitter pastes the entrypoint into a `bash -c` line (`ray job submit …
+    -- ENTRYPOINT`: `common/job.go:211`, `utils/util.go:1006`), so each word is quoted
+    for bash. `ray job submit` joins the words bash gives it with `shlex.join` and the
+    job supervisor runs that with `sh` (Ray 2.60, installed here: ray-project/ray#63797).
+    Releases before that change joined with `list2cmdline`, which leaves a word without
+    spaces bare for `sh` to read again: such a word is named in `notes`.
     """
-    return " ".join(_bash_word(_sh_word(word)) for word in argv)
+    reread = [shlex.quote(word) for word in argv if _reread(word)]
+    if notes is not None and reread:
+        notes.append(f"distrecipe: verl gets {', '.join(reread)} as written from Ray 2.60's "
+                     "`ray job submit`; an older Ray image's (list2cmdline) lets sh read them again")
+    return shlex.join(argv)
 
 
-def _sh_word(word: str) -> str:
-    """What `list2cmdline` must be given so that `sh` reads `word` back."""
-    if _PLAIN.fullmatch(word):
-        return word
-    if set(word) & set("\n\r\\"):
-        raise LaunchError(f"{word!r} cannot be passed through a RayJob entrypoint (bash, Ray's "
-                          "list2cmdline and sh each read it): drop the line break or backslash")
-    if " " in word or "\t" in word or not word:  # list2cmdline wraps it in double quotes for sh
-        return "".join(f"\\{char}" if char in "$`" else char for char in word)
-    if not set(word) & set("'\""):
-        return f"'{word}'"  # list2cmdline leaves it alone; sh takes it literally
-    # list2cmdline escapes a double quote (sh reads `\"` as one); the rest is escaped for sh
-    return "".join(char if _PLAIN.fullmatch(char) or char == '"' else f"\\{char}" for char in word)
-
-
-def _bash_word(word: str) -> str:
-    if _PLAIN.fullmatch(word):
-        return word
-    return f'"{word}"' if not set(word) & _DOUBLE_QUOTED else shlex.quote(word)
+def _reread(word: str) -> bool:
+    """Whether `sh` reads `list2cmdline([word])` as something else than `word`."""
+    if " " in word or "\t" in word:  # list2cmdline wraps it in double quotes
+        return bool(set(word) & set('$`"\\\n'))
+    return bool(_REREAD.search(word))

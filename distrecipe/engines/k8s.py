@@ -293,3 +293,20 @@ def nodes_and_processes(kind: ManifestKind, data: dict[str, Any]) -> tuple[int |
     first = containers[0] if isinstance(containers, list) and containers else {}
     return integer(groups[0].get("replicas")), gpus(section(first, "resources")) or None, \
         "workerGroupSpecs[0].replicas × its nvidia.com/gpu"
+
+
+def rayjob_gpus(data: dict[str, Any]) -> tuple[int, str]:
+    """The GPUs a RayJob's cluster has, head included (verl counts every node's), and how."""
+    cluster = section(data, "spec", "rayClusterSpec")
+    containers = get(cluster, "headGroupSpec", "template", "spec", "containers")
+    head = gpus(section(containers[0], "resources")) if isinstance(containers, list) and containers and \
+        isinstance(containers[0], dict) else 0
+    total, parts = head, [f"the head's {head}"]
+    groups = cluster.get("workerGroupSpecs")
+    for index, group in enumerate(groups if isinstance(groups, list) else []):
+        listed = get(group, "template", "spec", "containers")
+        first = listed[0] if isinstance(listed, list) and listed and isinstance(listed[0], dict) else {}
+        replicas, each = integer(get(group, "replicas")) or 0, gpus(section(first, "resources"))
+        total += replicas * each
+        parts.append(f"workerGroupSpecs[{index}]: {replicas} × {each}")
+    return total, ", ".join(parts)

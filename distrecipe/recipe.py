@@ -296,14 +296,15 @@ class K8s:
     """The container image of every node: Python, distrecipe and the training program (a
     TrainJob or PyTorchJob also reads the recipe from it, at the path `launch` was given,
     relative to the image's working directory). Default: a placeholder."""
-    python: str = spec("python3", pattern=r"^[A-Za-z0-9_./+-]+$", maxLength=255, minLength=None)
+    python: str = spec("python3", pattern=r"^[A-Za-z0-9_./+-]+$", maxLength=255, minLength=None,
+                       title="a command name or path without spaces, e.g. python3 or /opt/venv/bin/python")
     """The image's Python, which runs `-m distrecipe` on every node (or verl's entry point in
     a RayJob). Default: `python3`."""
     namespace: str | None = spec(None, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", maxLength=63,
                                  minLength=None, title="a Kubernetes namespace (a DNS-1123 label)")
     """`metadata.namespace`. Default: unset, so `kubectl apply` uses the current context's."""
     runtime: str = spec("torch-distributed", pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", maxLength=253,
-                        minLength=None)
+                        minLength=None, title="a ClusterTrainingRuntime name (a DNS-1123 subdomain)")
     """The ClusterTrainingRuntime a TrainJob runs on. Default: `torch-distributed`, the runtime
     Kubeflow Trainer installs for torchrun jobs."""
     cpu: int | str | None = spec(None, written=QUANTITY_FORM)

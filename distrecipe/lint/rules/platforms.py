@@ -414,10 +414,11 @@ def _launch(src: Source, launch: Launch, world: World, written: str) -> Iterator
     if launch.launcher != "accelerate" or (file := launch.option("config_file")) is None or not file.value:
         return
     data = _read(src, file.value)
-    for key, want in (("num_processes", world.ranks), ("num_machines", world.nodes)):
-        have = integer(get(data, key)) if isinstance(data, dict) else None
-        if have is not None and want is not None and have != want:
-            yield Problem((), f"{file.value} says {key} {have}; {_said(world, written)}", where=file.where)
+    said = [f"{key} {have}" for key, want in (("num_processes", world.ranks), ("num_machines", world.nodes))
+            if (have := integer(get(data, key))) is not None and want is not None and have != want]
+    if said:
+        yield Problem((), f"{file.value} says {' and '.join(said)}; {_said(world, written)}",
+                      where=file.where)
 
 
 def _recipe(src: Source, recipe: Word, world: World, written: str) -> Iterator[Problem]:

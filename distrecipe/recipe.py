@@ -284,9 +284,10 @@ K8sKind = Literal["trainjob", "rayjob", "pytorchjob"]
 class K8s:
     """What `launch --k8s` writes into a manifest that only the cluster's owners can decide.
 
-    Nothing here is written unless stated, except the image: unset, it is the
-    placeholder `SET-launch.k8s.image`, which is not a valid image reference, so the
-    pods fail to start (`InvalidImageName`) instead of running another image.
+    The namespace, CPU and memory are written only when stated; the runtime and the
+    Python have the defaults Trainer and images ship with. Unset, the image is the
+    placeholder `SET-launch.k8s.image`, not a valid image reference, so the pods fail
+    to start (`InvalidImageName`) instead of running another image.
     """
 
     kind: Literal["auto"] | K8sKind = AUTO

@@ -76,6 +76,8 @@ class Diff:
 
 NATIVE: dict[str, Kind] = {kind: kind for kind in KINDS if kind != "recipe"}
 """The kinds compared key by key when both sides are one of them."""
+PLATFORMS = frozenset({"trainjob", "rayjob", "pytorchjob", "skypilot"})
+"""Job files (`engines.platforms`): compared key by key, never priced."""
 
 NO_MODEL = "the model size is not given (`--set model.params=8e9`)"
 
@@ -143,6 +145,8 @@ def diff_paths(old: str, new: str, *, world: int | None, nodes: int = 1,
     (kind_a, doc_a), (kind_b, doc_b) = read_native(old), read_native(new)
     if kind_a == kind_b and kind_a in NATIVE:
         changes, notes = native_changes(NATIVE[kind_a], doc_a, doc_b, world=world)
+        if changes and kind_a in PLATFORMS:
+            return Diff(changes, None, "a platform's job file trains no model of its own", notes)
         if not changes or not _sizes_model(overrides):
             return Diff(changes, None, NO_MODEL if changes else None, notes)
         try:

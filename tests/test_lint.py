@@ -65,7 +65,8 @@ def test_exit_codes(cli: Callable[..., Result], write: Callable[[str, str], Path
     unknown = write("notes.yaml", "title: hello\n")
     result = cli("lint", unknown)
     assert (result.code, result.err.strip()) == (2, f"{unknown}:1:1: error: cannot tell which kind of config "
-                                                    "this is (recipe, deepspeed, accelerate, verl, hf): pass --kind")
+                                                    "this is (recipe, deepspeed, accelerate, verl, hf, or a job: "
+                                                    "trainjob, rayjob, pytorchjob, skypilot): pass --kind")
 
 
 def test_every_format_is_deterministic(cli: Callable[..., Result], write: Callable[[str, str], Path]) -> None:

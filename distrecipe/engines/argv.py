@@ -114,6 +114,11 @@ def launches(text: str, file: str) -> list[Launch]:
     return out
 
 
+def launch_of(words: list[Word]) -> Launch | None:
+    """The launch command `words` are (a job file's command list), or None."""
+    return _launch(words) if words else None
+
+
 def _launch(words: list[Word]) -> Launch | None:
     values = [w.value or "" for w in words]
     name = values[0].rsplit("/", 1)[-1]

@@ -5,8 +5,10 @@ convention: `recipe:` marks a recipe, `distributed_type` an Accelerate config,
 `actor_rollout_ref` (or `data` with `trainer`, or any of verl's groups in a script
 that runs `verl.trainer.main_ppo`) verl, TrainingArguments' own names an
 HF file, and DeepSpeed's keys (or a near miss of one: `zero_optimisation`) a
-ds_config. verl is also written as Hydra overrides (`key=value` lines, or a launch
-script); those are read into the same nested mapping, with each override's position.
+ds_config; a platform's job file goes by its `apiVersion` and `kind` (TrainJob, RayJob,
+PyTorchJob) or by SkyPilot's task keys (`engines.platforms`). verl is also written as
+Hydra overrides (`key=value` lines, or a launch script); those are read into the same
+nested mapping, with each override's position.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from distrecipe.engines.argv import LAUNCHER_WORDS, launches, training_arguments
 from distrecipe.engines.deepspeed import MARKERS as DS_MARKERS
 from distrecipe.engines.hf import MARKERS as HF_MARKERS
 from distrecipe.engines.hydra import read_overrides
+from distrecipe.engines.platforms import platform_kind
 from distrecipe.engines.verl import ENTRY as VERL_ENTRY
 from distrecipe.engines.verl import VERL_ROOTS
 from distrecipe.keys import get
@@ -35,6 +38,8 @@ def detect(doc: Document) -> Kind | None:
     if not isinstance(data, dict):
         return None
     keys = set(data)
+    if {"apiVersion", "kind"} <= keys and (manifest := platform_kind(data)) is not None:
+        return manifest
     if "recipe" in keys:
         return "recipe"
     if keys & ACCELERATE_MARKERS:
@@ -45,7 +50,7 @@ def detect(doc: Document) -> Kind | None:
         return "hf"
     if keys & DS_MARKERS or _near_deepspeed(keys):
         return "deepspeed"
-    return None
+    return platform_kind(data)
 
 
 def _runs_verl(doc: Document, keys: set[str]) -> bool:

@@ -78,8 +78,9 @@ def _lint(paths: Sequence[str | Path], workspace: Workspace, config: LintConfig,
             source = workspace.source(path, kind)
             if source is None:
                 if explicit and not ignore_unknown:
-                    raise NotAConfig("cannot tell which kind of config this is "
-                                     "(recipe, deepspeed, accelerate, verl, hf): pass --kind", _start(path))
+                    raise NotAConfig("cannot tell which kind of config this is (recipe, deepspeed, "
+                                     "accelerate, verl, hf, or a job: trainjob, rayjob, pytorchjob, "
+                                     "skypilot): pass --kind", _start(path))
                 continue
         except DistrecipeError as exc:
             if not explicit and path.suffix.lower() in OVERRIDE_SUFFIXES:

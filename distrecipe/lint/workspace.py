@@ -18,9 +18,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from distrecipe.engines import Kind
-from distrecipe.engines.argv import LAUNCHER_WORDS, Launch, launches
+from distrecipe.engines.argv import LAUNCHER_WORDS, Launch, launch_of, launches
 from distrecipe.engines.hf import FLAG_TYPES
 from distrecipe.engines.native import DATA_SUFFIXES, detect, ds_reference, is_file, read, referenced_path
+from distrecipe.engines.platforms import (
+    PLATFORMS,
+    PlatformKind,
+    World,
+    job_commands,
+    job_world,
+    platform_kind,
+)
 from distrecipe.keys import integer
 from distrecipe.lint.config import Consumer, LintConfig
 from distrecipe.lint.rule import Source
@@ -30,6 +38,8 @@ if TYPE_CHECKING:
     from distrecipe.judges import Verdict
 
 _SIBLING_HINTS = ("distributed_type", "per_device_train_batch_size", '"deepspeed"')
+_JOB_HINTS = ("apiVersion", "num_nodes", "run:")
+"""Text a YAML file must hold to be worth parsing as a platform's job file."""
 """Text that must occur in a file for it to be an Accelerate or HF sibling worth parsing."""
 
 
@@ -78,6 +88,7 @@ class Workspace:
         self.config = config or LintConfig()
         self._uses: dict[str, list[Use]] = {}
         self._launches: dict[str, list[Launch]] = {}
+        self._jobs: dict[str, tuple[PlatformKind, World] | None] = {}
         self._accelerate_launches: dict[str, list[tuple[str, bool]]] = {}
         self.engines = engines
         """Run the engines' own judges too (`lint --engines`: DR900, DR901)."""
@@ -126,7 +137,7 @@ class Workspace:
         return found if root is None and found.is_file() else None
 
     def launches(self, path: Path) -> list[Launch]:
-        """The launch commands of a shell script (none for any other file)."""
+        """The launch commands of a shell script or a platform's job file (none for others)."""
         key = os.path.abspath(path)
         if key not in self._launches:
             found: list[Launch] = []
@@ -137,8 +148,27 @@ class Workspace:
                     text = ""
                 if any(word in text for word in LAUNCHER_WORDS):
                     found = launches(text, str(path))
+            elif (job := self.job(path)) is not None:
+                found = [launch for words in job_commands(job[0], self.document(path))
+                         if (launch := launch_of(words)) is not None]
             self._launches[key] = found
         return self._launches[key]
+
+    def job(self, path: Path) -> tuple[PlatformKind, World] | None:
+        """A platform's job file (TrainJob, RayJob, PyTorchJob, SkyPilot task): its kind and world."""
+        key = os.path.abspath(path)
+        if key not in self._jobs:
+            self._jobs[key] = None
+            if path.suffix.lower() in (".yaml", ".yml"):
+                try:
+                    text = self._texts.get(key) or self._texts.setdefault(key, read_text(path))
+                    if any(hint in text for hint in _JOB_HINTS):
+                        data = self.document(path).data
+                        kind = platform_kind(data)
+                        self._jobs[key] = (kind, job_world(kind, data)) if kind is not None else None
+                except (SourceError, OSError):
+                    pass
+        return self._jobs[key]
 
     def register(self, path: Path, root: Path) -> None:
         """Note which ds_configs a launch script names, how, and at which world."""
@@ -163,6 +193,8 @@ class Workspace:
     def _launch_world(self, launch: Launch, path: Path, root: Path | None) -> tuple[int | None, str | None]:
         """The launch's world, from its options or (accelerate) the config file it names."""
         world, world_from = launch.world()
+        if world is None and (job := self.job(path)) is not None and job[1].ranks is not None:
+            return job[1].ranks, job[1].said
         if world is None and launch.launcher == "accelerate" and (file := launch.option("config_file")):
             target = self.resolve(path, file.value, root) if file.value else None
             try:
@@ -229,6 +261,9 @@ class Workspace:
 
     def _world(self, path: Path, kind: Kind, doc: Document) -> tuple[int | None, str | None]:
         data = doc.data
+        if kind in PLATFORMS and isinstance(data, dict):
+            job = job_world(kind, data)  # type: ignore[arg-type]  # kind is a PlatformKind here
+            return job.ranks, job.said
         if kind == "accelerate" and (n := integer(data.get("num_processes"))):
             return n, "num_processes"
         trainer = data.get("trainer") if kind == "verl" else None

@@ -25,6 +25,7 @@ from distrecipe.recipe import (
     Batch,
     Checkpoint,
     Cluster,
+    K8s,
     Launch,
     Model,
     Native,
@@ -185,6 +186,8 @@ def recipe_from_document(doc: Document, base_dir: Path) -> Recipe:
                 values["slurm"] = Slurm(**values["slurm"])
             if isinstance(values.get("skypilot"), dict):
                 values["skypilot"] = SkyPilot(**values["skypilot"])
+            if isinstance(values.get("k8s"), dict):
+                values["k8s"] = K8s(**values["k8s"])
             written[key] = section(**values)
     model, derived = _model(d.get("model", {}), base_dir, doc)
     return Recipe(

@@ -3,13 +3,16 @@
 Codes are stable forever (suppressions and CI configs name them). DR1xx is the batch
 arithmetic shared with recipes (DR105: heads and sequence over the tensor and sequence
 degrees, which `compile` refuses too), DR220 is the verl batch fact `compile --target verl`
-also reports, DR3xx are lint's own, DR9xx the engines' own verdicts (`lint --engines`).
+also reports, DR3xx are lint's own (DR38x the platforms' job files: Kubernetes manifests and
+SkyPilot tasks), DR9xx the engines' own verdicts (`lint --engines`).
 The severity here is the default; the engine applies `[tool.distrecipe] severity` over it.
 """
 
 from __future__ import annotations
 
-from distrecipe.engines import KINDS, Kind
+from typing import get_args
+
+from distrecipe.engines import Kind
 from distrecipe.lint.rule import Rule
 from distrecipe.lint.rules import (
     accelerate,
@@ -18,13 +21,21 @@ from distrecipe.lint.rules import (
     engines,
     hf,
     plan,
+    platforms,
     recipe,
     unknown_keys,
     value_types,
     verl,
 )
 
-RECIPE, DEEPSPEED, ACCELERATE, VERL, HF = (frozenset({kind}) for kind in KINDS)
+
+def _only(kind: Kind) -> frozenset[Kind]:
+    return frozenset({kind})
+
+
+RECIPE, DEEPSPEED, ACCELERATE, VERL, HF = map(_only, get_args(Kind)[:5])
+TRAINJOB, RAYJOB, PYTORCHJOB, SKYPILOT = map(_only, get_args(Kind)[5:])
+MANIFESTS: frozenset[Kind] = TRAINJOB | RAYJOB | PYTORCHJOB
 RECIPE_DS: frozenset[Kind] = RECIPE | DEEPSPEED
 NATIVE: frozenset[Kind] = DEEPSPEED | ACCELERATE | VERL | HF
 
@@ -73,6 +84,14 @@ RULES: dict[str, Rule] = {rule.code: rule for rule in (
     Rule("DR362", "trainer-removed-field", "warning", HF, hf.removed_field),
     Rule("DR370", "memory-does-not-fit", "error", RECIPE, plan.memory_does_not_fit),
     Rule("DR371", "zero3-where-zero2-fits", "info", RECIPE, plan.zero3_where_zero2_fits),
+    Rule("DR390", "job-name", "error", MANIFESTS, platforms.name),
+    Rule("DR391", "trainjob-reserved-env", "error", TRAINJOB, platforms.reserved_env),
+    Rule("DR392", "trainjob-processes-per-node", "error", TRAINJOB, platforms.processes_per_node),
+    Rule("DR393", "pytorchjob-replicas", "error", PYTORCHJOB, platforms.pytorchjob_replicas),
+    Rule("DR394", "rayjob-worker-replicas", "error", RAYJOB, platforms.rayjob_worker_replicas),
+    Rule("DR395", "rayjob-refused", "error", RAYJOB, platforms.rayjob_refused),
+    Rule("DR396", "rayjob-cluster-kept", "warning", RAYJOB, platforms.rayjob_cluster_kept),
+    Rule("DR397", "job-world-mismatch", "error", MANIFESTS | SKYPILOT, platforms.job_world_mismatch),
     Rule("DR900", "engine-refuses", "error", NATIVE, engines.engine_refuses),
     Rule("DR901", "engine-differs", "error", NATIVE, engines.engine_differs),
 )}

@@ -55,6 +55,10 @@ def import_document(kind: str, doc: Document, world: World | None,
     before the recipe is resolved for the comparison; they are not written into it. A
     recipe that does not resolve is returned as mapped: the caller reports why.
     """
+    if kind not in IMPORTERS:  # a platform's job file: its world and command, no training config
+        raise NotNative(f"a {kind} file is a platform's job, not a training config: import reads "
+                        f"{', '.join(IMPORTERS)} files (lint checks a job against the configs it names)",
+                        doc.where(()))
     imported = IMPORTERS[kind](doc.data, Context(doc=doc, world=world, read=read_document))
     sources = {kind: doc.data if imported.read is None else imported.read, **imported.companions}
     checked = apply_overrides(Document({**imported.recipe, "recipe": 1}, doc.file), overrides)

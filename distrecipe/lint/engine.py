@@ -23,6 +23,7 @@ from distrecipe.lint.rule import Source
 from distrecipe.lint.rules import RULES
 from distrecipe.lint.suppress import suppressions
 from distrecipe.lint.workspace import Workspace
+from distrecipe.lint.world import World
 
 SKIPPED_DIRS = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__", ".mypy_cache", ".tox"})
 
@@ -55,9 +56,10 @@ def lint(paths: Sequence[str | Path], *, config: LintConfig, world: int | None =
     passes every JSON and YAML file of a commit, configs or not). `engines` also runs
     the engines' own judges (DR900, DR901); an engine that is not installed is an error.
     """
-    workspace = Workspace(world if world is not None else config.world,
-                          "--world" if world is not None else "[tool.distrecipe] world",
-                          consumer=consumer, config=config, engines=engines)
+    stated = (World(world, "--world", "option") if world is not None
+              else World(config.world, "[tool.distrecipe] world", "project") if config.world is not None
+              else None)
+    workspace = Workspace(stated, consumer=consumer, config=config, engines=engines)
     try:
         return _lint(paths, workspace, config, kind, ignore_unknown)
     finally:
@@ -123,7 +125,8 @@ def _with_plan(src: Source) -> Source:
     from distrecipe.api import review_plan
 
     try:
-        plan = review_plan(src.doc, src.path.parent, world=src.workspace.world)
+        stated = src.workspace.world
+        plan = review_plan(src.doc, src.path.parent, world=stated.ranks if stated else None)
         return src if plan is None else replace(src, plan=plan)
     except DistrecipeError as exc:
         return replace(src, error=exc)

@@ -60,8 +60,8 @@ def deepspeed_mismatch(src: Source) -> Iterator[Problem]:
     ]
     micro, accumulation = (integer(args[key]) for key in ("per_device_train_batch_size",
                                                           "gradient_accumulation_steps"))
-    if src.world is not None and micro is not None and accumulation is not None:
-        total = src.world * micro * accumulation
+    if src.ranks is not None and micro is not None and accumulation is not None:
+        total = src.ranks * micro * accumulation
         pairs.append((("train_batch_size",), "per_device_train_batch_size", total))
     for ds_path, key, expected in pairs:
         written = ds.get(*ds_path, default="auto")
@@ -70,7 +70,7 @@ def deepspeed_mismatch(src: Source) -> Iterator[Problem]:
         if written == "auto" or written == expected or unknown:
             continue
         at = (key,) if key in src.data else ("deepspeed",)
-        origin = "" if ds_path != ("train_batch_size",) else f" (world {src.world} × micro × accumulation)"
+        origin = "" if ds_path != ("train_batch_size",) else f" (world {src.ranks} × micro × accumulation)"
         yield Problem(at, f"{'.'.join(ds_path)} is {written!r} in {ds.path.name} but {expected!r} from "
                           f"TrainingArguments{origin}: the Trainer refuses the mismatch when training starts")
 

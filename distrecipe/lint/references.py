@@ -1,0 +1,200 @@
+"""Which files of a repository name which: the reference index of one lint run.
+
+A ds_config is used through an Accelerate YAML or a TrainingArguments file beside it,
+or through a launch script (`--deepspeed`, `--deepspeed_config`, `--config_file`),
+which decides who fills its `"auto"` values and at which world it runs. References are
+resolved as the tools resolve them: beside the referring file, else from the directory
+jobs are launched from (the linted directory, or the repository's root: the nearest
+directory above holding `.git`, else the project's pyproject.toml), never outside it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from distrecipe.engines import Kind
+from distrecipe.engines.argv import Launch
+from distrecipe.engines.native import DATA_SUFFIXES, detect, ds_reference, referenced_path
+from distrecipe.lint.config import Consumer, LintConfig
+from distrecipe.lint.files import Files
+from distrecipe.source import Document, SourceError
+
+SIBLING_HINTS = ("distributed_type", "per_device_train_batch_size", '"deepspeed"', "deepspeed:")
+"""Text that must occur in a file for it to be a sibling worth parsing."""
+CONSUMER_KINDS: tuple[Kind, ...] = ("accelerate", "hf")
+"""The kinds that name a ds_config and run it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sibling:
+    path: Path
+    kind: Kind
+    doc: Document
+
+    def references(self) -> Path | None:
+        """The ds_config this config points at (see `referenced_path`)."""
+        ref = ds_reference(self.kind, self.doc.data)
+        return referenced_path(self.path, ref) if ref else None
+
+
+@dataclass(frozen=True, slots=True)
+class Use:
+    """Who reads a ds_config, and how lint knows (for messages)."""
+
+    consumer: Consumer
+    by: str
+    launch: Launch | None = None
+    """The launch command that names the file, when a script does."""
+    script: Path | None = None
+
+
+PRECEDENCE: tuple[Consumer, ...] = ("raw", "hf", "accelerate")
+"""When several files use one ds_config: raw DeepSpeed is the strictest reader, and the
+Trainer fills more than Accelerate alone."""
+
+FLAG: dict[Consumer, str] = {
+    "raw": "deepspeed_config", "hf": "deepspeed", "accelerate": "deepspeed_config_file"}
+"""The launch-command argument that names a ds_config for each consumer."""
+
+
+@cache
+def repository_root(directory: Path) -> Path | None:
+    """The nearest directory at or above `directory` holding `.git` (a checkout's root)."""
+    for candidate in (directory, *directory.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return None
+
+
+def consumer_of(kind: Kind) -> Consumer:
+    """Who fills a ds_config a config of `kind` names: Accelerate alone, or the HF Trainer
+    (which Axolotl and LLaMA-Factory build their training on)."""
+    return "accelerate" if kind == "accelerate" else "hf"
+
+
+class References:
+    """Resolves references and remembers who names which file."""
+
+    def __init__(self, files: Files, config: LintConfig, consumer: Consumer | None = None) -> None:
+        self.files = files
+        self.config = config
+        self.consumer = consumer
+        self._uses: dict[str, list[Use]] = {}
+        self._accelerate_launches: dict[str, list[tuple[str, Launch]]] = {}
+        self._siblings: dict[str, list[Sibling]] = {}
+        self._registered: set[str] = set()
+
+    def launch_directories(self, referrer: Path, root: Path | None) -> list[Path]:
+        """Where jobs using `referrer` may be launched from: the linted directory, the
+        repository's root, the project's (where pyproject.toml is)."""
+        found: list[Path] = []
+        for base in (root, repository_root(Path(os.path.abspath(referrer.parent))), self.config.root):
+            if base is not None and base not in found:
+                found.append(base)
+        return found
+
+    def resolve(self, referrer: Path, ref: str, root: Path | None = None) -> Path | None:
+        """The file `ref` names: beside `referrer`, else from a launch directory, never
+        outside the linted directory or the repository; else as `referenced_path` finds it."""
+        launched = self.launch_directories(referrer, root)
+        fences = [os.path.realpath(base) for base in launched]
+        for base in (referrer.parent, *launched):
+            candidate = base / ref
+            if not _is_file(candidate):
+                continue
+            if base == referrer.parent and root is None:
+                return candidate
+            if any(os.path.realpath(candidate).startswith(fence + os.sep) for fence in fences):
+                return candidate
+        found = referenced_path(referrer, ref)
+        return found if root is None and _is_file(found) else None
+
+    def register(self, path: Path, root: Path | None) -> None:
+        """Note which ds_configs and Accelerate configs a launch script names, and how."""
+        key = os.path.abspath(path)
+        if key in self._registered:
+            return
+        self._registered.add(key)
+        for launch in self.files.launches(path):
+            line = f"{path.name}:{launch.start.where.line}"
+            if launch.launcher == "accelerate" and (file := launch.option("config_file")) and file.value:
+                config = self.resolve(path, file.value, root)
+                if config is not None:
+                    self._accelerate_launches.setdefault(os.path.realpath(config), []).append((line, launch))
+            for consumer, name in FLAG.items():  # the launcher's option, or the program's flag
+                word = (launch.option(name) if consumer == "accelerate"
+                        else launch.flags.get(name, (None, None))[1])
+                ref = word.value if word is not None else None
+                target = self.resolve(path, ref, root) if ref else None
+                if target is not None:
+                    use = Use(consumer, f"--{FLAG[consumer]} in {line}", launch, path)
+                    self._uses.setdefault(os.path.realpath(target), []).append(use)
+
+    def launch_uses(self, path: Path) -> list[Use]:
+        """The launch commands that name the ds_config at `path`."""
+        return self._uses.get(os.path.realpath(path), [])
+
+    def accelerate_launches(self, path: Path) -> list[tuple[str, Launch]]:
+        """The `accelerate launch --config_file` commands that name the Accelerate config at
+        `path`, each with where it is (`script:line`)."""
+        return self._accelerate_launches.get(os.path.realpath(path), [])
+
+    def use(self, path: Path) -> Use | None:
+        """Who reads the ds_config at `path`: declared (flag, then `[tool.distrecipe]`
+        ds_config), else inferred from the files that name it; None when unknown."""
+        if self.consumer is not None:
+            return Use(self.consumer, "--ds-config-consumer")
+        relative = path
+        if self.config.root is not None and self.config.ds_config:
+            try:
+                relative = path.resolve().relative_to(self.config.root.resolve())
+            except ValueError:
+                relative = path
+        for glob, consumer in self.config.ds_config:
+            if fnmatch.fnmatch(relative.as_posix(), glob) or fnmatch.fnmatch(path.name, glob):
+                return Use(consumer, f"[tool.distrecipe] ds_config {glob!r}")
+        found = list(self.launch_uses(path))
+        found += [Use(consumer_of(s.kind), s.path.name) for s in self.consumers(path)]
+        for consumer in PRECEDENCE:
+            for use in found:
+                if use.consumer == consumer:
+                    return use
+        return None
+
+    def siblings(self, directory: Path) -> list[Sibling]:
+        """The configs in `directory` that name a ds_config or state a world
+        (`CONSUMER_KINDS`), sorted by name."""
+        key = os.path.abspath(directory)
+        if key not in self._siblings:
+            found = []
+            for path in sorted(directory.iterdir()) if directory.is_dir() else []:
+                if path.suffix.lower() not in DATA_SUFFIXES or not path.is_file():
+                    continue
+                try:
+                    if not any(hint in self.files.text(path) for hint in SIBLING_HINTS):
+                        continue
+                    doc = self.files.document(path)
+                except (SourceError, OSError):
+                    continue
+                kind = detect(doc)
+                if kind in CONSUMER_KINDS:
+                    found.append(Sibling(path, kind, doc))
+            self._siblings[key] = found
+        return self._siblings[key]
+
+    def consumers(self, path: Path) -> list[Sibling]:
+        """Siblings that use the ds_config at `path` (so it is not read by raw DeepSpeed)."""
+        target = os.path.realpath(path)
+        return [s for s in self.siblings(path.parent)
+                if (ref := s.references()) and os.path.realpath(ref) == target]
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False

@@ -48,6 +48,22 @@ def detect(doc: Document) -> Kind | None:
     return None
 
 
+def unsupported(doc: Document) -> str | None:
+    """What a file distrecipe does not read is, when its keys tell (for the message that
+    says it is not read): formats that look like a kind but are another's."""
+    data = doc.data
+    if not isinstance(data, dict):
+        return None
+    for keys, what in UNSUPPORTED:
+        if keys <= set(data):
+            return what
+    return None
+
+
+UNSUPPORTED: tuple[tuple[frozenset[str], str], ...] = ()
+"""(keys a file holds all of, what it is) for formats lint recognises but does not read."""
+
+
 def _runs_verl(doc: Document, keys: set[str]) -> bool:
     """Overrides a script passes to verl's trainer: any of verl's groups (a critic-only or
     `algorithm.*` run sets neither `actor_rollout_ref` nor `data` with `trainer`)."""

@@ -9,23 +9,23 @@ A file that cannot be read at all is not a finding but an unusable input (exit 2
 from __future__ import annotations
 
 import fnmatch
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from distrecipe.engines import KINDS, Kind
-from distrecipe.engines.native import DATA_SUFFIXES, OVERRIDE_SUFFIXES, unsupported
+from distrecipe.engines.native import DATA_SUFFIXES, OVERRIDE_SUFFIXES, is_file, unsupported
 from distrecipe.errors import DistrecipeError, Position
 from distrecipe.findings import Finding, Severity
 from distrecipe.lint import native
 from distrecipe.lint.config import Consumer, LintConfig, at_least
+from distrecipe.lint.references import SKIPPED_DIRS
 from distrecipe.lint.rule import Source
 from distrecipe.lint.rules import RULES
 from distrecipe.lint.suppress import suppressions
 from distrecipe.lint.workspace import Workspace
 from distrecipe.lint.world import World
-
-SKIPPED_DIRS = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__", ".mypy_cache", ".tox"})
 
 
 class NotAConfig(DistrecipeError):
@@ -94,6 +94,9 @@ def _lint(paths: Sequence[str | Path], workspace: Workspace, config: LintConfig,
     files = list(_files(paths, config.exclude))
     for path, root in files:  # launch scripts first: they say how the configs are used
         workspace.register(path, root or Path.cwd())
+    named = [path for path, root in files if root is None and is_file(path)]
+    linted = {os.path.realpath(path) for path, _ in files}
+    related = [path for path in workspace.references.related(named) if os.path.realpath(path) not in linted]
     for path, root in files:
         explicit = root is None
         try:
@@ -112,6 +115,13 @@ def _lint(paths: Sequence[str | Path], workspace: Workspace, config: LintConfig,
             continue
         count += 1
         findings.extend(check(_with_plan(source), config))
+    for path in related:  # the other half of a pair a named file is in: the pair rules only
+        try:
+            source = workspace.source(path)
+        except DistrecipeError:
+            continue
+        if source is not None:
+            findings.extend(check(_with_plan(source), config, pairs_only=True))
     findings.sort(key=_order)
     return Report(findings, unusable, count, skipped=skipped)
 
@@ -122,21 +132,22 @@ def _unread(workspace: Workspace, path: Path) -> str:
     return f"; {what}" if what else ""
 
 
-def check(src: Source, config: LintConfig) -> list[Finding]:
+def check(src: Source, config: LintConfig, *, pairs_only: bool = False) -> list[Finding]:
     """Every enabled rule's findings for one source, suppressions applied; for a recipe,
-    also the key rules' findings on each of its `native` sections (`lint/native.py`)."""
-    out = _check(src, config)
-    if src.kind == "recipe":
+    also the key rules' findings on each of its `native` sections (`lint/native.py`).
+    `pairs_only`: only the rules that judge the file with another (`Rule.pair`)."""
+    out = _check(src, config, pairs_only)
+    if src.kind == "recipe" and not pairs_only:
         for section in native.sections(src):
-            out.extend(_check(section, config))
+            out.extend(_check(section, config, pairs_only))
     return out
 
 
-def _check(src: Source, config: LintConfig) -> list[Finding]:
+def _check(src: Source, config: LintConfig, pairs_only: bool = False) -> list[Finding]:
     quiet = suppressions(src.doc)
     out = []
     for code, rule in RULES.items():
-        if src.kind not in rule.kinds or (src.within and not rule.section):
+        if src.kind not in rule.kinds or (src.within and not rule.section) or (pairs_only and not rule.pair):
             continue
         level = config.level(code, rule.severity)
         if level == "off" or config.ignored(code, src.doc.file):

@@ -87,6 +87,8 @@ class References:
         self._accelerate_launches: dict[str, list[tuple[str, Launch]]] = {}
         self._siblings: dict[str, list[Sibling]] = {}
         self._registered: set[str] = set()
+        self._names: dict[str, set[str]] = {}
+        """Each registered script → the real paths of the configs it names."""
 
     def launch_directories(self, referrer: Path, root: Path | None) -> list[Path]:
         """Where jobs using `referrer` may be launched from: the linted directory, the
@@ -119,12 +121,14 @@ class References:
         if key in self._registered:
             return
         self._registered.add(key)
+        named = self._names.setdefault(key, set())
         for launch in self.files.launches(path):
             line = f"{path.name}:{launch.start.where.line}"
             if launch.launcher == "accelerate" and (file := launch.option("config_file")) and file.value:
                 config = self.resolve(path, file.value, root)
                 if config is not None:
                     self._accelerate_launches.setdefault(os.path.realpath(config), []).append((line, launch))
+                    named.add(os.path.realpath(config))
             for consumer, name in FLAG.items():  # the launcher's option, or the program's flag
                 word = (launch.option(name) if consumer == "accelerate"
                         else launch.flags.get(name, (None, None))[1])
@@ -133,6 +137,55 @@ class References:
                 if target is not None:
                     use = Use(consumer, f"--{FLAG[consumer]} in {line}", launch, path)
                     self._uses.setdefault(os.path.realpath(target), []).append(use)
+                    named.add(os.path.realpath(target))
+
+    def related(self, named: list[Path]) -> list[Path]:
+        """The files that name one of `named` (a launch script, an Accelerate or Trainer
+        config naming a ds_config) and those `named` name, in the repository around each:
+        what pre-commit's changed files are checked together with (`Rule.pair`)."""
+        wanted = {os.path.realpath(path) for path in named}
+        found: dict[str, Path] = {}
+        by_root: dict[Path, list[Path]] = {}
+        for path in named:
+            by_root.setdefault(self.scan_root(path), []).append(path)
+        for root, targets in sorted(by_root.items()):
+            aimed = {os.path.realpath(path) for path in targets}
+            for candidate in map(_shown, mentions(root, {path.name for path in targets})):
+                if os.path.realpath(candidate) not in wanted and self.names(candidate, root) & aimed:
+                    found.setdefault(os.path.realpath(candidate), candidate)
+        for path in named:
+            for target in sorted(self.names(path, self.scan_root(path))):
+                if target not in wanted:
+                    found.setdefault(target, _shown(Path(target)))
+        return [found[key] for key in sorted(found)]
+
+    def scan_root(self, path: Path) -> Path:
+        """Where to look for the files that name `path`: its repository (the checkout's
+        root), else the project (pyproject.toml's directory) holding it, else its directory."""
+        directory = Path(os.path.abspath(path.parent))
+        repository = repository_root(directory)
+        if repository is not None:
+            return repository
+        if self.config.root is not None and directory.is_relative_to(Path(os.path.abspath(self.config.root))):
+            return Path(os.path.abspath(self.config.root))
+        return directory
+
+    def names(self, path: Path, root: Path) -> set[str]:
+        """The real paths of the configs `path` names: a launch script's, or the ds_config
+        an Accelerate, Trainer, Axolotl or LLaMA-Factory config points at."""
+        if path.suffix.lower() == ".sh":
+            self.register(path, root)
+            return self._names.get(os.path.abspath(path), set())
+        if path.suffix.lower() not in DATA_SUFFIXES:
+            return set()
+        try:
+            doc = self.files.document(path)
+        except (SourceError, OSError):
+            return set()
+        kind = detect(doc)
+        ref = ds_reference(kind, doc.data) if kind in CONSUMER_KINDS else None
+        target = self.resolve(path, ref, root) if ref else None
+        return {os.path.realpath(target)} if target is not None else set()
 
     def launch_uses(self, path: Path) -> list[Use]:
         """The launch commands that name the ds_config at `path`."""
@@ -193,8 +246,61 @@ class References:
                 if (ref := s.references()) and os.path.realpath(ref) == target]
 
 
+def _shown(path: Path) -> Path:
+    """`path` relative to the working directory when it is below it (as a walk names files)."""
+    relative = os.path.relpath(path)
+    return Path(relative) if not relative.startswith("..") else path
+
+
 def _is_file(path: Path) -> bool:
     try:
         return path.is_file()
     except (OSError, ValueError):
         return False
+
+
+SCANNED_SUFFIXES = (*DATA_SUFFIXES, ".sh")
+"""Files that may name another config: configs themselves and launch scripts."""
+SCAN_LIMIT = 5000
+"""The most files a search without git reads for references (a repository's configs)."""
+SKIPPED_DIRS = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__", ".mypy_cache", ".tox"})
+
+
+def mentions(root: Path, names: set[str]) -> list[Path]:
+    """Files under `root` (configs and scripts) whose text holds any of `names`: what git
+    grep finds in a checkout (tracked and untracked, not ignored), else a bounded walk."""
+    if not names:
+        return []
+    if (root / ".git").exists():
+        found = _git_grep(root, names)
+        if found is not None:
+            return found
+    out: list[Path] = []
+    for count, path in enumerate(sorted(root.rglob("*"))):
+        if count >= SCAN_LIMIT:
+            break
+        if any(part in SKIPPED_DIRS for part in path.relative_to(root).parts):
+            continue
+        if path.suffix.lower() in SCANNED_SUFFIXES and _is_file(path) and path.stat().st_size <= 1 << 20:
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            if any(name in text for name in names):
+                out.append(path)
+    return out
+
+
+def _git_grep(root: Path, names: set[str]) -> list[Path] | None:
+    import subprocess  # only a run that names files searches for who names them
+
+    patterns = [arg for name in sorted(names) for arg in ("-e", name)]
+    globs = [f"*{suffix}" for suffix in SCANNED_SUFFIXES]
+    try:
+        done = subprocess.run(["git", "-C", str(root), "grep", "--untracked", "-I", "-l", "-F", "-z",
+                               *patterns, "--", *globs], capture_output=True, timeout=60, check=False)
+    except (OSError, ValueError, subprocess.SubprocessError):  # ValueError: a name no argv can hold
+        return None
+    if done.returncode not in (0, 1):  # 1: nothing found
+        return None
+    return sorted(root / os.fsdecode(name) for name in done.stdout.split(b"\0") if name)

@@ -98,6 +98,10 @@ class Rule:
     section: bool = False
     """The rule judges keys where they stand, so it also runs over a recipe's `native`
     sections (`lint/native.py`); whole-file rules (batch, world, companions) do not."""
+    pair: bool = False
+    """The rule judges the file together with another (the ds_config it names, the launch
+    script or Accelerate config that uses it), so when only one of the two is named (a
+    pre-commit hook given the changed files), it also runs on the other."""
 
     @property
     def explanation(self) -> str:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from distrecipe.api import plan_of_document
-from distrecipe.engines import KINDS, Kind
+from distrecipe.engines import ENGINES, KINDS, Kind
 from distrecipe.engines.defaults import Lookup, canonical, lookup, modelled
 from distrecipe.engines.tables import is_comment_key
 from distrecipe.errors import DistrecipeError, Position
@@ -78,7 +78,7 @@ UNSTATED = (("model", "params"), ("model", "hidden_size"), ("model", "layers"), 
             ("batch", "seq_len"), ("cluster", "gpu_memory"), ("cluster", "gpu"))
 """What no native config states; a native side takes it from the other side."""
 
-NATIVE: dict[str, Kind] = {kind: kind for kind in KINDS if kind != "recipe"}
+NATIVE: dict[str, Kind] = {kind: kind for kind in KINDS if kind in ENGINES}
 """The kinds compared key by key when both sides are one of them."""
 
 NO_MODEL = "the model size is not given (`--set model.params=8e9`)"

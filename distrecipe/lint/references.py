@@ -13,20 +13,26 @@ from __future__ import annotations
 import fnmatch
 import os
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 
 from distrecipe.engines import Kind
 from distrecipe.engines.argv import Launch
-from distrecipe.engines.native import DATA_SUFFIXES, detect, ds_reference, referenced_path
+from distrecipe.engines.native import (
+    DATA_SUFFIXES,
+    DS_REFERRERS,
+    detect,
+    ds_reference,
+    referenced_path,
+    repository_root,
+)
 from distrecipe.lint.config import Consumer, LintConfig
 from distrecipe.lint.files import Files
 from distrecipe.source import Document, SourceError
 
 SIBLING_HINTS = ("distributed_type", "per_device_train_batch_size", '"deepspeed"', "deepspeed:")
 """Text that must occur in a file for it to be a sibling worth parsing."""
-CONSUMER_KINDS: tuple[Kind, ...] = ("accelerate", "hf")
-"""The kinds that name a ds_config and run it."""
+CONSUMER_KINDS: tuple[Kind, ...] = DS_REFERRERS
+"""The kinds that name a ds_config and run it (all but Accelerate through the HF Trainer)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,15 +67,6 @@ FLAG: dict[Consumer, str] = {
 """The launch-command argument that names a ds_config for each consumer."""
 
 
-@cache
-def repository_root(directory: Path) -> Path | None:
-    """The nearest directory at or above `directory` holding `.git` (a checkout's root)."""
-    for candidate in (directory, *directory.parents):
-        if (candidate / ".git").exists():
-            return candidate
-    return None
-
-
 def consumer_of(kind: Kind) -> Consumer:
     """Who fills a ds_config a config of `kind` names: Accelerate alone, or the HF Trainer
     (which Axolotl and LLaMA-Factory build their training on)."""
@@ -99,11 +96,22 @@ class References:
                 found.append(base)
         return found
 
-    def resolve(self, referrer: Path, ref: str, root: Path | None = None) -> Path | None:
+    def resolve(self, referrer: Path, ref: str, root: Path | None = None, *,
+                beside: bool = True) -> Path | None:
         """The file `ref` names: beside `referrer`, else from a launch directory, never
-        outside the linted directory or the repository; else as `referenced_path` finds it."""
+        outside the linted directory or the repository; else as `referenced_path` finds it.
+        `beside=False`: only from where the job runs (Axolotl and LLaMA-Factory open the
+        path from their working directory), then the working directory itself."""
         launched = self.launch_directories(referrer, root)
         fences = [os.path.realpath(base) for base in launched]
+        if not beside:
+            for base in launched:
+                candidate = base / ref
+                if _is_file(candidate) and any(os.path.realpath(candidate).startswith(fence + os.sep)
+                                               for fence in fences):
+                    return candidate
+            found = Path(ref)
+            return found if root is None and _is_file(found) else None
         for base in (referrer.parent, *launched):
             candidate = base / ref
             if not _is_file(candidate):
@@ -116,12 +124,16 @@ class References:
         return found if root is None and _is_file(found) else None
 
     def register(self, path: Path, root: Path | None) -> None:
-        """Note which ds_configs and Accelerate configs a launch script names, and how."""
+        """Note which ds_configs and Accelerate configs a launch script names, and how; and
+        the ds_config a Trainer, Accelerate, Axolotl or LLaMA-Factory config names."""
         key = os.path.abspath(path)
         if key in self._registered:
             return
         self._registered.add(key)
         named = self._names.setdefault(key, set())
+        if path.suffix.lower() in DATA_SUFFIXES:
+            self._register_config(path, root, named)
+            return
         for launch in self.files.launches(path):
             line = f"{path.name}:{launch.start.where.line}"
             if launch.launcher == "accelerate" and (file := launch.option("config_file")) and file.value:
@@ -138,6 +150,22 @@ class References:
                     use = Use(consumer, f"--{FLAG[consumer]} in {line}", launch, path)
                     self._uses.setdefault(os.path.realpath(target), []).append(use)
                     named.add(os.path.realpath(target))
+
+    def _register_config(self, path: Path, root: Path | None, named: set[str]) -> None:
+        try:
+            if "deepspeed" not in self.files.text(path):
+                return
+            doc = self.files.document(path)
+        except (SourceError, OSError):
+            return
+        kind = detect(doc)
+        ref = ds_reference(kind, doc.data) if kind in CONSUMER_KINDS else None
+        target = self.resolve(path, ref, root, beside=kind in ("accelerate", "hf")) if kind and ref else None
+        if kind is not None and target is not None:
+            real = os.path.realpath(target)
+            if os.path.dirname(real) != os.path.dirname(os.path.realpath(path)):  # siblings are found apart
+                self._uses.setdefault(real, []).append(Use(consumer_of(kind), path.name, None, path))
+            named.add(real)
 
     def related(self, named: list[Path]) -> list[Path]:
         """The files that name one of `named` (a launch script, an Accelerate or Trainer
@@ -173,19 +201,10 @@ class References:
     def names(self, path: Path, root: Path) -> set[str]:
         """The real paths of the configs `path` names: a launch script's, or the ds_config
         an Accelerate, Trainer, Axolotl or LLaMA-Factory config points at."""
-        if path.suffix.lower() == ".sh":
-            self.register(path, root)
-            return self._names.get(os.path.abspath(path), set())
-        if path.suffix.lower() not in DATA_SUFFIXES:
+        if path.suffix.lower() not in (*DATA_SUFFIXES, ".sh"):
             return set()
-        try:
-            doc = self.files.document(path)
-        except (SourceError, OSError):
-            return set()
-        kind = detect(doc)
-        ref = ds_reference(kind, doc.data) if kind in CONSUMER_KINDS else None
-        target = self.resolve(path, ref, root) if ref else None
-        return {os.path.realpath(target)} if target is not None else set()
+        self.register(path, root)
+        return self._names.get(os.path.abspath(path), set())
 
     def launch_uses(self, path: Path) -> list[Use]:
         """The launch commands that name the ds_config at `path`."""

@@ -9,6 +9,7 @@ each rule a `Source` that carries them.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +46,9 @@ class Workspace:
         self.verdicts: dict[str, Verdict] = {}
         """Each file's engine verdict, judged once for both engine rules."""
         self._verl: Any = None
+        self.roots: dict[str, Path] = {}
+        """Each linted file → the directory it was found under (the working directory for a
+        named file): where a tool that opens paths from its working directory runs."""
 
     def document(self, path: Path) -> Document:
         return self.files.document(path)
@@ -57,15 +61,20 @@ class Workspace:
             return None
         return Source(doc=doc, kind=kind, workspace=self, worlds=self.worlds(path, kind, doc))
 
-    def companion(self, referrer: Path, ref: str) -> Source | None:
-        """The ds_config `referrer` names as `ref`, or None when it cannot be found or read."""
-        path = self.references.resolve(referrer, ref)
+    def companion(self, referrer: Path, ref: str, *, beside: bool = True) -> Source | None:
+        """The ds_config `referrer` names as `ref`, or None when it cannot be found or read;
+        `beside=False` for a tool that opens it only from where it runs (`References.resolve`)."""
+        root = None if beside else self.roots.get(os.path.abspath(referrer))
+        path = self.references.resolve(referrer, ref, root, beside=beside)
         try:
             return self.source(path, "deepspeed") if path is not None and is_file(path) else None
         except SourceError:
             return None
 
     def register(self, path: Path, root: Path | None) -> None:
+        """Note what `path` names, and the directory it is linted from (where its jobs run)."""
+        if root is not None:
+            self.roots.setdefault(os.path.abspath(path), root)
         self.references.register(path, root)
 
     def use(self, path: Path) -> Use | None:

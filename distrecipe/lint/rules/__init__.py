@@ -13,10 +13,12 @@ from distrecipe.engines import KINDS, Kind
 from distrecipe.lint.rule import Rule
 from distrecipe.lint.rules import (
     accelerate,
+    axolotl,
     batch,
     deepspeed,
     engines,
     hf,
+    llamafactory,
     plan,
     recipe,
     unknown_keys,
@@ -25,7 +27,9 @@ from distrecipe.lint.rules import (
     world,
 )
 
-RECIPE, DEEPSPEED, ACCELERATE, VERL, HF = (frozenset({kind}) for kind in KINDS)
+RECIPE, DEEPSPEED, ACCELERATE, VERL, HF, AXOLOTL, LLAMAFACTORY = (frozenset({kind}) for kind in KINDS)
+TRAINER: frozenset[Kind] = HF | AXOLOTL | LLAMAFACTORY
+"""The kinds that run the HF Trainer with the file's TrainingArguments (and the ds_config it names)."""
 RECIPE_DS: frozenset[Kind] = RECIPE | DEEPSPEED
 NATIVE: frozenset[Kind] = DEEPSPEED | ACCELERATE | VERL | HF
 
@@ -55,7 +59,7 @@ RULES: dict[str, Rule] = {rule.code: rule for rule in (
     Rule("DR317", "deepspeed-misspelt-key", "error", DEEPSPEED,
          unknown_keys.deepspeed_misspelt_key, section=True),
     Rule("DR320", "offload-param-below-stage3", "warning", DEEPSPEED, deepspeed.offload_param_below_stage3),
-    Rule("DR321", "fp16-and-bf16", "error", DEEPSPEED | HF, deepspeed.fp16_and_bf16),
+    Rule("DR321", "fp16-and-bf16", "error", DEEPSPEED | HF | LLAMAFACTORY, deepspeed.fp16_and_bf16),
     Rule("DR322", "zero-setting-refused-at-stage", "error", DEEPSPEED,
          deepspeed.zero_setting_refused_at_stage),
     Rule("DR340", "accelerate-ignored-key", "warning", ACCELERATE,
@@ -80,11 +84,17 @@ RULES: dict[str, Rule] = {rule.code: rule for rule in (
     Rule("DR352", "verl-unknown-key", "error", VERL, unknown_keys.verl_unknown_key, section=True),
     Rule("DR353", "verl-rollout-memory", "error", VERL, verl.rollout_memory),
     Rule("DR354", "verl-rollout-layout", "error", VERL | RECIPE, verl.rollout_layout),
-    Rule("DR360", "trainer-deepspeed-mismatch", "error", HF, hf.deepspeed_mismatch, pair=True),
-    Rule("DR361", "trainer-best-model-strategies", "error", HF, hf.best_model_strategies),
+    Rule("DR360", "trainer-deepspeed-mismatch", "error", TRAINER, hf.deepspeed_mismatch, pair=True),
+    Rule("DR361", "trainer-best-model-strategies", "error", HF | LLAMAFACTORY, hf.best_model_strategies),
     Rule("DR362", "trainer-removed-field", "warning", HF, hf.removed_field),
     Rule("DR370", "memory-does-not-fit", "error", RECIPE, plan.memory_does_not_fit),
     Rule("DR371", "zero3-where-zero2-fits", "info", RECIPE, plan.zero3_where_zero2_fits),
+    Rule("DR380", "axolotl-unknown-key", "warning", AXOLOTL, axolotl.unknown_key),
+    Rule("DR381", "axolotl-misspelt-key", "error", AXOLOTL, axolotl.misspelt_key),
+    Rule("DR382", "axolotl-wrong-type", "error", AXOLOTL, axolotl.wrong_type),
+    Rule("DR383", "axolotl-parallelism-size", "error", AXOLOTL, axolotl.parallelism_size),
+    Rule("DR385", "llamafactory-unknown-key", "error", LLAMAFACTORY, llamafactory.unknown_key),
+    Rule("DR386", "llamafactory-megatron-not-judged", "info", LLAMAFACTORY, llamafactory.megatron_not_judged),
     Rule("DR900", "engine-refuses", "error", NATIVE, engines.engine_refuses),
     Rule("DR901", "engine-differs", "error", NATIVE, engines.engine_differs),
 )}

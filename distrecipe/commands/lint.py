@@ -74,7 +74,8 @@ def lint_paths(
 def command(paths: tuple[str, ...], world: int | None, kind: Kind | None, output_format: str | None,
             ignore_unknown: bool, consumer: Consumer | None, fail_on: Severity | None,
             min_severity: Severity | None, engines: bool) -> int:
-    """Check recipes, ds_configs, accelerate/verl configs, TrainingArguments and launch scripts.
+    """Check recipes, ds_configs, accelerate/verl configs, TrainingArguments, Axolotl and
+    LLaMA-Factory YAMLs, and launch scripts.
 
     Levels per code, per-path ignores and the defaults of --fail-on and --min-severity
     are set in pyproject.toml: `distrecipe explain config`.

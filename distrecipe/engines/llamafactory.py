@@ -34,7 +34,8 @@ V1 = (frozenset({"dist_config"}), frozenset({"model", "train_dataset"}))
 def is_llamafactory(data: dict[str, object]) -> bool:
     keys = set(data)
     stage = data.get("stage")
-    return bool(keys & MARKERS) or (isinstance(stage, str) and stage in STAGES and "model_name_or_path" in keys)
+    trains = isinstance(stage, str) and stage in STAGES
+    return bool(keys & MARKERS) or (trains and "model_name_or_path" in keys)
 
 
 def is_v1(keys: set[str]) -> bool:

@@ -173,30 +173,32 @@ class References:
         what pre-commit's changed files are checked together with (`Rule.pair`)."""
         wanted = {os.path.realpath(path) for path in named}
         found: dict[str, Path] = {}
-        by_root: dict[Path, list[Path]] = {}
+        by_root: dict[tuple[Path, bool], list[Path]] = {}
         for path in named:
             by_root.setdefault(self.scan_root(path), []).append(path)
-        for root, targets in sorted(by_root.items()):
+        for (root, recursive), targets in sorted(by_root.items()):
             aimed = {os.path.realpath(path) for path in targets}
-            for candidate in map(_shown, mentions(root, {path.name for path in targets})):
+            names = {path.name for path in targets}
+            for candidate in map(_shown, mentions(root, names, recursive=recursive)):
                 if os.path.realpath(candidate) not in wanted and self.names(candidate, root) & aimed:
                     found.setdefault(os.path.realpath(candidate), candidate)
         for path in named:
-            for target in sorted(self.names(path, self.scan_root(path))):
+            for target in sorted(self.names(path, self.scan_root(path)[0])):
                 if target not in wanted:
                     found.setdefault(target, _shown(Path(target)))
         return [found[key] for key in sorted(found)]
 
-    def scan_root(self, path: Path) -> Path:
-        """Where to look for the files that name `path`: its repository (the checkout's
-        root), else the project (pyproject.toml's directory) holding it, else its directory."""
+    def scan_root(self, path: Path) -> tuple[Path, bool]:
+        """Where to look for the files that name `path`, and whether below it too: its
+        repository (the checkout's root), else the project (pyproject.toml's directory)
+        holding it, else only its own directory (never a whole home directory)."""
         directory = Path(os.path.abspath(path.parent))
         repository = repository_root(directory)
         if repository is not None:
-            return repository
+            return repository, True
         if self.config.root is not None and directory.is_relative_to(Path(os.path.abspath(self.config.root))):
-            return Path(os.path.abspath(self.config.root))
-        return directory
+            return Path(os.path.abspath(self.config.root)), True
+        return directory, False
 
     def names(self, path: Path, root: Path) -> set[str]:
         """The real paths of the configs `path` names: a launch script's, or the ds_config
@@ -285,29 +287,51 @@ SCAN_LIMIT = 5000
 SKIPPED_DIRS = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__", ".mypy_cache", ".tox"})
 
 
-def mentions(root: Path, names: set[str]) -> list[Path]:
+def mentions(root: Path, names: set[str], *, recursive: bool = True) -> list[Path]:
     """Files under `root` (configs and scripts) whose text holds any of `names`: what git
-    grep finds in a checkout (tracked and untracked, not ignored), else a bounded walk."""
+    grep finds in a checkout (tracked and untracked, not ignored), else a walk that reads
+    at most `SCAN_LIMIT` files (`recursive=False`: `root`'s own files only)."""
     if not names:
         return []
-    if (root / ".git").exists():
+    if recursive and (root / ".git").exists():
         found = _git_grep(root, names)
         if found is not None:
             return found
     out: list[Path] = []
-    for count, path in enumerate(sorted(root.rglob("*"))):
-        if count >= SCAN_LIMIT:
-            break
-        if any(part in SKIPPED_DIRS for part in path.relative_to(root).parts):
-            continue
-        if path.suffix.lower() in SCANNED_SUFFIXES and _is_file(path) and path.stat().st_size <= 1 << 20:
-            try:
-                text = path.read_text(encoding="utf-8", errors="replace")
-            except OSError:
+    for path in _walk(root, recursive):
+        try:
+            if path.stat().st_size > 1 << 20:
                 continue
-            if any(name in text for name in names):
-                out.append(path)
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if any(name in text for name in names):
+            out.append(path)
     return out
+
+
+def _walk(root: Path, recursive: bool) -> list[Path]:
+    """Config and script files below `root`, in sorted order, at most `SCAN_LIMIT`; the
+    directories lint never walks (`SKIPPED_DIRS`) are left out."""
+    found: list[Path] = []
+    pending = [root]
+    while pending and len(found) < SCAN_LIMIT:
+        directory = pending.pop(0)
+        try:
+            entries = sorted(directory.iterdir())
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name in SKIPPED_DIRS or entry.is_symlink():
+                continue
+            if entry.is_dir():
+                if recursive:
+                    pending.append(entry)
+            elif entry.suffix.lower() in SCANNED_SUFFIXES and _is_file(entry):
+                found.append(entry)
+                if len(found) >= SCAN_LIMIT:
+                    break
+    return found
 
 
 def _git_grep(root: Path, names: set[str]) -> list[Path] | None:

@@ -67,3 +67,15 @@ def test_lint_inside_a_subdirectory_resolves_from_the_repository(tmp_path: Path,
     report = lint(["."], config=LintConfig())
     assert [(os.path.basename(f.where.file), f.code) for f in report.findings if f.where] == [
         ("train.sh", "DR360")]
+
+
+def test_outside_a_repository_or_project_only_the_files_directory_is_read(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "deep").mkdir()
+    (tmp_path / "ds.json").write_text(DS)
+    (tmp_path / "run.sh").write_text("deepspeed --num_gpus 2 train.py --deepspeed ds.json\n")
+    (tmp_path / "deep" / "run.sh").write_text("deepspeed --num_gpus 2 train.py --deepspeed ../ds.json\n")
+    monkeypatch.chdir(tmp_path)
+    refs = References(Files(), LintConfig())
+    assert refs.scan_root(Path("ds.json")) == (tmp_path, False)
+    assert [p.as_posix() for p in refs.related([Path("ds.json")])] == ["run.sh"]

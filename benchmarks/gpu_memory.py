@@ -156,6 +156,7 @@ def recipe(run: Run, gpu: Gpu, shape: dict[str, int]) -> dict[str, Any]:
         "strategy": "zero" if zero else "fsdp", "stage": int(run.engine[-1]) if zero else 3,
         "batch": {"micro": run.micro, "accumulation": 1, "global": run.micro, "seq_len": run.seq_len},
         "precision": "bf16", "activation_checkpointing": RECIPE_CHECKPOINTING[run.checkpointing],
+        "optimizer": {"name": "adamw", "lr": 1.0e-5},  # DeepSpeed builds it: the ds_config must say so
         "launch": {"backend": "deepspeed" if zero else "torchrun"},
     }
 

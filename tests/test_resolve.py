@@ -237,3 +237,40 @@ def test_nearest_valid_globals_respect_rollout_n() -> None:
                 assert plan_of(micro, k, "auto" if glob == "auto" else g, extra=rl).batch.global_ == g
         else:
             raise AssertionError(f"{micro} {acc} {glob} resolved")
+
+
+MEGATRON = """recipe: 1
+model: {params: 1.0e9, hidden_size: 1024, layers: 28}
+cluster: {nodes: 1, gpus_per_node: 8}
+strategy: megatron
+parallel: {tensor: 2, pipeline: 4}
+batch: {micro: 1, global: 8}
+"""
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ("parallel: {tensor: 2, pipeline: 4, first_stage_layers: 6, last_stage_layers: 6}", None),
+    ("parallel: {tensor: 2, pipeline: 4, first_stage_layers: 7, last_stage_layers: 6}",
+     r"less the stated stages' 7 \+ 6 leaves 15 layers, which do not split evenly over the other 2"),
+    ("parallel: {tensor: 2, pipeline: 4, first_stage_layers: 6, last_stage_layers: 6, virtual_stages: 2}", None),
+    ("parallel: {tensor: 2, pipeline: 4, first_stage_layers: 5, last_stage_layers: 7, virtual_stages: 2}",
+     r"every pipeline stage's layers must split into 2 model chunks .* hold 5, 8, 8, 7 layers"),
+    ("parallel: {tensor: 2, pipeline: 1, first_stage_layers: 6}", r"need parallel.pipeline > 1"),
+    ("strategy: fsdp\nparallel: {tensor: 2, pipeline: 4, first_stage_layers: 6}",
+     r"Megatron's uneven pipeline stages .* strategy fsdp splits the layers evenly"),
+    ("strategy: zero\nparallel: {tensor: 2, tensor_sequence: true}", r"tensor_sequence is Megatron's"),
+    ("offload: {activations: cpu}", r"needs activation_checkpointing: full; this recipe has none"),
+    ("offload: {activations: cpu}\nactivation_checkpointing: full", None),
+])
+def test_megatron_stage_and_offload_rules(extra: str, message: str | None) -> None:
+    """Megatron-Core's uneven end stages (`get_num_layers_to_build`'s assertions), Megatron's
+    sequence parallelism, and CPU-held checkpoints (full recompute only), refused here."""
+    lines = [line for line in MEGATRON.splitlines()
+             if not any(line.startswith(key.split(":")[0] + ":") for key in extra.splitlines())]
+    text = "\n".join(lines) + "\n" + extra + "\n"
+    if message is None:
+        resolve(recipe_from_text(text, "m.yaml"))
+        return
+    with pytest.raises(RecipeError, match=message) as caught:
+        resolve(recipe_from_text(text, "m.yaml"))
+    assert caught.value.where is not None and caught.value.where.line > 1  # at the key, not the start

@@ -56,7 +56,7 @@ def advise(plan: Plan) -> list[str]:
     if current.rollout is not None and _rollout_cannot_fit(plan):
         return [_more_gpus(plan)]
     lightest = _try(_most_sharded(plan), batch=_micro_batch(plan, 1), activation_checkpointing="full",
-                    checkpoint_every=None, offload=Offload(optimizer="cpu"))
+                    recompute_every=None, offload=Offload(optimizer="cpu"))
     return [_tensor_parallel(plan, estimate(lightest or plan))]
 
 
@@ -172,16 +172,16 @@ def _training_levers(plan: Plan) -> Iterator[Plan]:
     trials: list[tuple[Plan, dict[str, object]]] = [(plan, {"batch": _micro_batch(plan, m)}) for m in micros]
     for recompute in recomputes:
         trials += [(plan, {"batch": _micro_batch(plan, m), "activation_checkpointing": recompute,
-                           "checkpoint_every": None}) for m in [plan.batch.micro, *micros]]
+                           "recompute_every": None}) for m in [plan.batch.micro, *micros]]
     for stage_plan in _more_sharded(plan):
         for recompute in [plan.recipe.activation_checkpointing, *recomputes]:
             trials += [(stage_plan, {"batch": _micro_batch(plan, m), "activation_checkpointing": recompute,
-                                     "checkpoint_every": None}) for m in [plan.batch.micro, *micros]]
+                                     "recompute_every": None}) for m in [plan.batch.micro, *micros]]
     sharded = _most_sharded(plan)
     for offload in ACTOR_OFFLOADS:
         for recompute in [plan.recipe.activation_checkpointing, *recomputes]:
             trials += [(sharded, {"batch": _micro_batch(plan, m), "offload": offload,
-                                  "activation_checkpointing": recompute, "checkpoint_every": None})
+                                  "activation_checkpointing": recompute, "recompute_every": None})
                        for m in [plan.batch.micro, *micros]]
     for base, changes in trials:
         trial = _try(base, **changes)

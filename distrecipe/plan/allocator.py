@@ -40,6 +40,7 @@ from distrecipe.job import Plan
 from distrecipe.model_shapes import llama
 from distrecipe.plan.activations import Activations
 from distrecipe.plan.engine import EngineView, fsdp2_shard_ranks
+from distrecipe.plan.traffic import reduce_bytes
 from distrecipe.plan.units import GiB
 
 FRAGMENTATION = 0.10
@@ -102,8 +103,9 @@ def buffers(plan: Plan) -> dict[str, float]:
 
 def reduce_fp32(plan: Plan) -> bool:
     """FSDP2 reduces in fp32 under verl and torchtitan (`mixed_precision_reduce`), in
-    the parameters' 16-bit dtype under Accelerate."""
-    return plan.backend in ("verl", "torchrun")
+    the parameters' 16-bit dtype under Accelerate; `reduce_dtype` where stated
+    (`traffic.reduce_bytes`)."""
+    return reduce_bytes(plan) == 4
 
 
 def foreach_temporaries(plan: Plan, engine: EngineView) -> float:

@@ -22,6 +22,7 @@ from distrecipe.model_shapes import llama
 from distrecipe.recipe import (
     RL,
     Batch,
+    Checkpoint,
     Cluster,
     Launch,
     Model,
@@ -31,6 +32,7 @@ from distrecipe.recipe import (
     Parallel,
     Recipe,
     Recompute,
+    Schedule,
     Slurm,
     name_from_file,
 )
@@ -151,14 +153,14 @@ def recipe_from_document(doc: Document, base_dir: Path) -> Recipe:
         k: _bounded(parse_size(v), ("cluster", k), doc) if k in ("gpu_memory", "cpu_memory") else v
         for k, v in d.get("cluster", {}).items()}
     batch: dict[str, Any] = {"global_" if k == "global" else k: v for k, v in d.get("batch", {}).items()}
-    written: dict[str, Any] = {k: d[k] for k in ("stage", "precision") if k in d}
+    written: dict[str, Any] = {k: d[k] for k in ("stage", "precision", "reduce_dtype") if k in d}
     if "grad_clip" in d:
-        written["grad_clip"] = d["grad_clip"] or None  # 0 and null both mean "no clipping"
+        written["grad_clip"] = d["grad_clip"] or 0.0  # 0 and null both mean "no clipping"
     if "activation_checkpointing" in d:
         ac = d["activation_checkpointing"]
         written["activation_checkpointing"] = _recompute(ac, doc)
         if isinstance(ac, dict) and "every" in ac:
-            written["checkpoint_every"] = ac["every"]
+            written["recompute_every"] = ac["every"]
     if d.get("rl"):
         written["rl"] = RL(**d["rl"])
     if d.get("native"):
@@ -166,7 +168,8 @@ def recipe_from_document(doc: Document, base_dir: Path) -> Recipe:
         written["native"] = Native(deepspeed=native.get("deepspeed", {}),
                                    accelerate=native.get("accelerate", {}),
                                    hf=native.get("hf", {}), verl=tuple(native.get("verl", ())))
-    for key, section in (("optimizer", Optimizer), ("launch", Launch)):
+    for key, section in (("optimizer", Optimizer), ("schedule", Schedule), ("checkpoint", Checkpoint),
+                         ("launch", Launch)):
         if key in d:  # lists in YAML, tuples in the frozen sections
             values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in d[key].items()}
             if isinstance(values.get("slurm"), dict):

@@ -42,6 +42,7 @@ def resolve(recipe: Recipe, *, detected_gpus: int | None = None, world: int | No
     prov: dict[str, str] = {}
     stage = _stage(recipe, prov)
     _check_offload(recipe, stage)
+    _check_uneven_stages(recipe)
     dims = _dims(recipe, stage, _gpus_per_node(recipe, detected_gpus, world, prov), prov)
     batch = _batch(recipe, dims.dp, prov, micro)
     if recipe.batch.micro_tokens is not None:
@@ -55,8 +56,12 @@ def resolve(recipe: Recipe, *, detected_gpus: int | None = None, world: int | No
         prov["launch.backend"] = f"default for strategy {recipe.strategy}" + (
             " with rl" if recipe.rl else ""
         )
-    if recipe.grad_clip is None:
+    if recipe.grad_clip == 0:
         prov["grad_clip"] = "disabled (0 or null)"
+    elif recipe.grad_clip is None:
+        prov["grad_clip"] = "not stated: each engine's own (DeepSpeed, the Trainer and verl clip at 1.0)"
+    if recipe.optimizer is None:
+        prov["optimizer"] = "not stated: the training script's own (plan counts AdamW's state)"
     plan = Plan(recipe=recipe, dims=dims, batch=batch, stage=stage, backend=backend,
                 precision=recipe.precision, gpu_memory=recipe.cluster.gpu_memory,
                 buckets=_buckets(recipe, stage, prov), provenance=prov)
@@ -140,6 +145,12 @@ def _check_offload(recipe: Recipe, stage: int) -> None:
     if refusal is not None:
         message, keys = refusal
         raise RecipeError(message, recipe.at(*keys))
+    if recipe.offload.activations != "none" and recipe.activation_checkpointing != "full":
+        raise RecipeError(
+            f"offload.activations: {recipe.offload.activations} holds the checkpointed layer inputs in host "
+            "memory (DeepSpeed's cpu_checkpointing), so it needs activation_checkpointing: full; this recipe "
+            f"has {recipe.activation_checkpointing}",
+            recipe.at("offload.activations", "activation_checkpointing"))
 
 
 def offload_refusal(off: Offload, stage: int, strategy: Strategy) -> tuple[str, tuple[str, ...]] | None:
@@ -221,12 +232,21 @@ def _check_virtual_stages(recipe: Recipe, accumulation: int) -> None:
         raise RecipeError(f"parallel.virtual_stages {v} interleaves pipeline stages, but parallel.pipeline "
                           "is 1: set pipeline > 1 or virtual_stages 1", where)
     layers = recipe.model.layers
-    if layers is not None and layers % (p * v):
+    uneven = par.first_stage_layers is not None or par.last_stage_layers is not None
+    if layers is not None and uneven:
+        counts = stage_layers(recipe)
+        if any(count % v for count in counts):
+            raise RecipeError(
+                f"with virtual_stages {v}, every pipeline stage's layers must split into {v} model chunks "
+                f"(Megatron's get_num_layers_to_build), but the stages hold "
+                f"{', '.join(map(str, counts))} layers",
+                where)
+    elif layers is not None and layers % (p * v):
         fits = (f"virtual_stages that do: {_or(tuple(divisors(layers // p)))}" if layers % p == 0
                 else f"no virtual_stages does, as pipeline {p} does not divide {layers}")
         raise RecipeError(
             f"model.layers {layers} does not split into pipeline × virtual_stages = {p} × {v} = {p * v} "
-            f"equal model chunks; {fits}", where)
+            f"equal model chunks; {fits}; or give parallel.first_stage_layers / last_stage_layers", where)
     if recipe.batch.micro_tokens is None and accumulation % p:
         raise RecipeError(
             f"interleaved 1F1B (virtual_stages {v}) runs micro-batches in groups of pipeline = {p}, "
@@ -234,6 +254,65 @@ def _check_virtual_stages(recipe: Recipe, accumulation: int) -> None:
             f"micro-batches per step to be a multiple of {p}; use accumulation "
             f"{_or(nearest_multiples(accumulation, p))}",
             recipe.at("batch.accumulation", "batch.micro", "parallel.virtual_stages", "batch"))
+
+
+def stage_layers(recipe: Recipe) -> tuple[int, ...]:
+    """Transformer layers on each pipeline stage, first to last: the stated first and last
+    stages' counts and the rest split evenly over the others (Megatron-Core's
+    `get_num_layers_to_build` with `num_layers_in_first/last_pipeline_stage`), or an even
+    split rounded up (⌈L/p⌉: what the fullest stage holds) when neither is stated. Needs
+    `model.layers`; `_check_uneven_stages` has proved the split exact."""
+    par, layers = recipe.parallel, recipe.model.layers
+    assert layers is not None
+    p = par.pipeline
+    first, last = par.first_stage_layers, par.last_stage_layers
+    if first is None and last is None:
+        return (-(-layers // p),) * p
+    given = [count for count in (first, last) if count is not None]
+    rest = p - len(given)
+    middle = (layers - sum(given)) // rest if rest else 0
+    counts = [middle] * p
+    if first is not None:
+        counts[0] = first
+    if last is not None:
+        counts[-1] = last
+    return tuple(counts)
+
+
+def _check_uneven_stages(recipe: Recipe) -> None:
+    """`parallel.first_stage_layers` / `last_stage_layers` are Megatron-Core's
+    `num_layers_in_first/last_pipeline_stage`: they need a pipeline, and the layers left
+    must split evenly over the other stages (its assertion "With uneven pipelineing the
+    left over layers must be divisible by left over stages")."""
+    par = recipe.parallel
+    if par.tensor_sequence is not None and recipe.strategy != "megatron":
+        raise RecipeError(f"parallel.tensor_sequence is Megatron's sequence_parallel; strategy "
+                          f"{recipe.strategy}'s tensor parallelism has no such switch: use strategy megatron "
+                          "or drop it",
+                          recipe.at("parallel.tensor_sequence", "parallel"))
+    first, last = par.first_stage_layers, par.last_stage_layers
+    if first is None and last is None:
+        return
+    where = recipe.at("parallel.first_stage_layers", "parallel.last_stage_layers", "parallel")
+    if recipe.strategy != "megatron":
+        raise RecipeError("parallel.first_stage_layers / last_stage_layers are Megatron's uneven pipeline "
+                          f"stages (num_layers_in_first/last_pipeline_stage); strategy {recipe.strategy} "
+                          "splits the layers evenly: use strategy megatron or drop them", where)
+    p, layers = par.pipeline, recipe.model.layers
+    if p == 1:
+        raise RecipeError("parallel.first_stage_layers / last_stage_layers need parallel.pipeline > 1", where)
+    given = [count for count in (first, last) if count is not None]
+    if first is not None and last is not None and p == 2 and layers is not None and first + last != layers:
+        raise RecipeError(f"with pipeline 2, first_stage_layers + last_stage_layers = {first} + {last} "
+                          f"must be model.layers {layers}", where)
+    if layers is None:
+        return
+    rest, left = p - len(given), layers - sum(given)
+    if left < 0 or (rest and (left % rest or left // rest == 0)):
+        raise RecipeError(
+            f"model.layers {layers} less the stated stages' {' + '.join(map(str, given))} leaves {left} "
+            f"layers, which do not split evenly over the other {rest} pipeline stages (at least one layer "
+            "each)", where)
 
 
 def _shard_group(recipe: Recipe, stage: int, dp: int, prov: dict[str, str]) -> int:

@@ -24,6 +24,7 @@ from typing import Any
 from distrecipe.api import plan_of_document
 from distrecipe.engines import ENGINES, KINDS, Kind
 from distrecipe.engines.defaults import Lookup, canonical, lookup, modelled
+from distrecipe.engines.platforms import PLATFORMS
 from distrecipe.engines.tables import is_comment_key
 from distrecipe.errors import DistrecipeError, Position
 from distrecipe.job import Plan, plan_values
@@ -74,10 +75,9 @@ class Diff:
     """What a side did not state and took from the other, and what was not compared."""
 
 
-NATIVE: dict[str, Kind] = {kind: kind for kind in KINDS if kind != "recipe"}
-"""The kinds compared key by key when both sides are one of them."""
-PLATFORMS = frozenset({"trainjob", "rayjob", "pytorchjob", "skypilot"})
-"""Job files (`engines.platforms`): compared key by key, never priced."""
+NATIVE: dict[str, Kind] = {kind: kind for kind in KINDS if kind in ENGINES or kind in PLATFORMS}
+"""The kinds compared key by key when both sides are one of them (job files, `engines.platforms`,
+are compared key by key and never priced)."""
 
 NO_MODEL = "the model size is not given (`--set model.params=8e9`)"
 

@@ -451,8 +451,9 @@ def verl_table() -> dict[str, Any]:
 
 def hf_table() -> dict[str, Any]:
     """TrainingArguments' fields, and the default of each that has a stable one (what a
-    dumped TrainingArguments JSON holds for a field nobody set)."""
-    from transformers import TrainingArguments
+    dumped TrainingArguments JSON holds for a field nobody set); the fields
+    Seq2SeqTrainingArguments adds (LLaMA-Factory's TrainingArguments extends it)."""
+    from transformers import Seq2SeqTrainingArguments, TrainingArguments
 
     fields = [f for f in dataclasses.fields(TrainingArguments) if f.init]
     defaults: dict[str, Any] = {}
@@ -465,8 +466,11 @@ def hf_table() -> dict[str, Any]:
             continue
         with contextlib.suppress(ValueError):
             defaults[f.name] = jsonable(value)
+    seq2seq = sorted({f.name for f in dataclasses.fields(Seq2SeqTrainingArguments) if f.init}
+                     - {f.name for f in fields})
     return {"engine": "transformers", "version": importlib.metadata.version("transformers"),
-            "training_arguments": sorted(f.name for f in fields), "defaults": defaults}
+            "training_arguments": sorted(f.name for f in fields), "defaults": defaults,
+            "seq2seq_arguments": seq2seq}
 
 
 # --- writing and checking --------------------------------------------------------------------

@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from distrecipe.judges import Verdict
+from distrecipe.judges import Note, Verdict
 from distrecipe.judges import accelerate as accelerate_judge
 from distrecipe.judges import deepspeed as deepspeed_judge
 from distrecipe.judges import hf as hf_judge
@@ -70,10 +70,20 @@ def provenance() -> dict[str, dict[str, str]]:
     return rows
 
 
+TOOLS = ("axolotl", "llamafactory")
+"""Folders of Axolotl and LLaMA-Factory YAMLs (with the ds_configs and Accelerate configs
+they name): their tools cannot be installed here, so RECORDED.csv holds each YAML's verdict
+from the tool's own validator, run from its source at the commit PROVENANCE.csv names."""
+
+
 def kind_of(relative: str) -> str | None:
     directory, name = relative.split("/", 1)
     if directory == "verl":
         return "verl"
+    if directory in TOOLS:
+        if name.endswith(".json"):
+            return "deepspeed"
+        return "accelerate" if "__accelerate__" in name else directory
     if name.endswith(".json") and directory in ("deepspeed", "scripts"):
         return "deepspeed"
     if name.endswith((".yaml", ".yml")) and directory in ("accelerate", "scripts"):
@@ -176,13 +186,28 @@ def judge_hf(relative: str) -> Verdict:
     return hf_judge.judge(data)
 
 
+def recorded() -> dict[str, Verdict]:
+    """The verdicts RECORDED.csv holds for the tools this environment cannot install."""
+    out = {}
+    for tool in TOOLS:
+        with (CORPUS / tool / "RECORDED.csv").open(newline="") as f:
+            for row in csv.DictReader(f):
+                notes = (Note((), row["why"]),) if row["why"] else ()
+                out[f"{tool}/{row['file']}"] = Verdict(row["verdict"], row["engine"], row["message"],  # type: ignore[arg-type]
+                                                       notes, row["context"])
+    return out
+
+
 def rows() -> Iterator[Row]:
     origins = provenance()
+    verdicts = recorded()
     verl = None
     try:
         for relative in sorted(origins):
             kind = kind_of(relative)
-            if kind == "deepspeed":
+            if kind in TOOLS:
+                yield Row(relative, kind, verdicts[relative])
+            elif kind == "deepspeed":
                 yield Row(relative, kind, judge_deepspeed(relative))
             elif kind == "accelerate":
                 yield Row(relative, kind, judge_accelerate(relative, origins))

@@ -70,5 +70,6 @@ def recipe_text(path: str, *, world: int | None, nodes: int, overrides: Sequence
               help="Nodes the --world ranks are spread over.")
 @overrides_option
 def command(path: str, world: int | None, nodes: int, overrides: tuple[str, ...]) -> int:
-    """Turn a ds_config, accelerate YAML, verl overrides or TrainingArguments JSON into a recipe."""
+    """Turn a ds_config, accelerate YAML, verl overrides, TrainingArguments, Axolotl or LLaMA-Factory
+    YAML into a recipe."""
     return import_config(path=path, world=world, nodes=nodes, overrides=overrides)

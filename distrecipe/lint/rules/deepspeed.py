@@ -281,7 +281,7 @@ def fp16_and_bf16(src: Source) -> Iterator[Problem]:
         bf16_key = "bf16" if "bf16" in src.data else "bfloat16"
         if fp16 and enabled(src.get(bf16_key)):
             yield Problem((bf16_key, "enabled"), f"{bf16_key}.enabled and fp16.enabled are both true")
-    elif src.kind == "hf" and src.get("fp16") is True and src.get("bf16") is True:
+    elif src.kind in ("hf", "llamafactory") and src.get("fp16") is True and src.get("bf16") is True:
         yield Problem(("bf16",), "bf16 and fp16 are both true")
 
 

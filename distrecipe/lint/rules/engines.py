@@ -109,7 +109,7 @@ def _run(src: Source) -> Verdict:
         from distrecipe.judges import deepspeed
 
         version("deepspeed")
-        world = src.world if src.world is not None else deepspeed.implied_world(src.data)[0]
+        world = src.ranks if src.ranks is not None else deepspeed.implied_world(src.data)[0]
         return deepspeed.judge(src.data, world)
     if src.kind == "accelerate":
         from distrecipe.judges import accelerate

@@ -455,7 +455,7 @@ def _verl(src: Source, overrides: dict[str, Word], world: World, written: str,
 
 
 def _read(src: Source, ref: str) -> Any:
-    path = src.workspace.resolve(src.path, ref)
+    path = src.workspace.references.resolve(src.path, ref)
     if path is None:
         return None
     try:

@@ -77,7 +77,7 @@ def batch_rules(src: Source) -> Iterator[Problem]:
 
     Fix: the message names the numbers; keep M × n a multiple of DP × m.
     """
-    if src.world is None:
+    if src.ranks is None:
         return
     megatron = uses_megatron(src.data, src.doc.lines)
     if megatron:
@@ -86,7 +86,7 @@ def batch_rules(src: Source) -> Iterator[Problem]:
         replica = model_parallel(*split)
     else:
         replica = integer(src.get(*ULYSSES)) or 1
-    b = VerlBatch(world=src.world, model_parallel=replica, megatron=megatron,
+    b = VerlBatch(world=src.ranks, model_parallel=replica, megatron=megatron,
                   prompts=integer(src.get(*PROMPTS)), n=integer(src.get(*ROLLOUT_N)) or 1,
                   mini=integer(src.get(*MINI)), micro=integer(src.get(*MICRO)),
                   fsdp_size=integer(src.get(*FSDP_SIZE)))
@@ -247,12 +247,12 @@ def rollout_layout(src: Source) -> Iterator[Problem]:
         if at_key is not None:
             yield Problem(at_key[1], at_key[0])
         return
-    if src.world is None or src.kind != "verl":
+    if src.ranks is None or src.kind != "verl":
         return
     degrees = [integer(src.get(*path)) for path in (ROLLOUT_TP, ROLLOUT_DP, ROLLOUT_PP)]
     tp, dp, pp = (value if value is not None and value >= 1 else default
                   for value, default in zip(degrees, (ROLLOUT_TP_DEFAULT, 1, 1), strict=True))
-    refused = rollout_layout_refusal(src.world, integer(src.get(*GPUS_PER_NODE)), tp, dp, pp,
+    refused = rollout_layout_refusal(src.ranks, integer(src.get(*GPUS_PER_NODE)), tp, dp, pp,
                                      src.get(*ROLLOUT_NAME))
     if refused is not None:
         stated = next((path for path in (ROLLOUT_TP, ROLLOUT_DP, ROLLOUT_PP) if src.get(*path) is not None),

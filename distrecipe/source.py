@@ -4,11 +4,12 @@ Recipes and native configs (ds_config.json, accelerate YAML, verl YAML) are all 
 here, so every later message can point at `file:line:col`. Loading is safe and
 bounded on purpose: these files arrive in code review from anyone.
 
-* Every file is read by `read_text`: regular files only, at most `MAX_BYTES` + 1
+* Every file is read by `read_text`: regular files only, at most `BUDGET.bytes` + 1
   bytes whatever the file claims its size is, UTF-8 only.
 * Only YAML's safe types: a `!!python/object` tag is refused, never constructed.
 * Duplicate keys are an error (PyYAML keeps the last one silently).
-* Size and alias expansion are bounded: a billion-laughs file fails fast.
+* Size, values (after alias expansion) and nesting are held to one `Budget`: a
+  billion-laughs file fails fast.
 * YAML 1.2 numbers: `1e-5` and `8.2e9` are floats (YAML 1.1 reads them as strings).
 * JSON is read by `json.loads` (ds_configs are most of what is read, and most have
   no finding); its positions are composed by libyaml only when a message asks.
@@ -32,14 +33,46 @@ import yaml
 
 from distrecipe.errors import DistrecipeError, Position
 
-MAX_BYTES = 1 << 20
-"""Largest file read: real configs are a few KiB; 1 MiB leaves room for comments."""
-MAX_NODES = 20_000
-"""Largest number of values, after alias expansion; a billion-laughs file has 10⁹. Real
-configs hold hundreds (verl's whole composed PPO config about 1,500), and reading is
-linear in this bound, so a hostile file is refused in well under a second."""
-MAX_DEPTH = 64
-"""Deepest nesting read; real configs nest four or five levels."""
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """How much of an untrusted file is read: its size, its values and its nesting.
+
+    Real configs are a few KiB, hold hundreds of values (verl's whole composed PPO config
+    about 1,500) and nest four or five levels; a hostile one (a billion-laughs file holds
+    10⁹ values) is refused at the first value past a bound, so reading stays linear in
+    the bounds and a hostile file is refused in well under a second. Every reader of a
+    user's file asks this one object, so the bounds and their messages live in one place.
+    """
+
+    bytes: int = 1 << 20
+    """Largest file read: 1 MiB leaves room for comments."""
+    nodes: int = 20_000
+    """Most values, after alias expansion."""
+    depth: int = 64
+    """Deepest nesting."""
+
+    def size(self, size: int, where: Position, what: str = "file") -> None:
+        """Refuse `size` bytes of text when over the bound."""
+        if size > self.bytes:
+            raise SourceError(f"{what} is larger than {self.bytes:,} bytes; larger configs are refused",
+                              where)
+
+    def values(self, count: int, where: Position, *, expanded: bool = False) -> None:
+        """Refuse a document whose `count`-th value is past the bound."""
+        if count > self.nodes:
+            if expanded:
+                raise SourceError(f"document expands to more than {self.nodes:,} values (alias bomb?)", where)
+            raise SourceError(f"more than {self.nodes:,} values: a training config holds hundreds", where)
+
+    def nesting(self, depth: int, where: Position) -> None:
+        """Refuse a value nested `depth` levels deep when past the bound."""
+        if depth > self.depth:
+            raise SourceError(f"document nested more than {self.depth} levels", where)
+
+
+BUDGET = Budget()
+"""The bounds every file distrecipe reads is held to."""
 
 KeyPath = tuple[str | int, ...]
 Tables = tuple[dict[KeyPath, Position], dict[KeyPath, Position]]
@@ -167,7 +200,7 @@ def read_text(path: str | Path) -> str:
 
     Only a regular file is read (a FIFO would hang, `/dev/zero` never ends), checked
     on the opened descriptor so it cannot be swapped between check and read; at most
-    `MAX_BYTES` + 1 bytes are read whatever size the file claims; the text must be
+    `BUDGET.bytes` + 1 bytes are read whatever size the file claims; the text must be
     UTF-8. Every refusal is a `SourceError` at `path:1:1` (or at the bad byte).
     """
     name = _printable(str(path))
@@ -186,8 +219,8 @@ def read_text(path: str | Path) -> str:
             raise SourceError(f"cannot read: it is {kind}, not a regular file", where)
         chunks: list[bytes] = []
         size = 0
-        while size <= MAX_BYTES:
-            chunk = os.read(fd, MAX_BYTES + 1 - size)
+        while size <= BUDGET.bytes:
+            chunk = os.read(fd, BUDGET.bytes + 1 - size)
             if not chunk:
                 break
             chunks.append(chunk)
@@ -196,8 +229,7 @@ def read_text(path: str | Path) -> str:
         raise SourceError(f"cannot read: {exc.strerror or exc}", where) from None
     finally:
         os.close(fd)
-    if size > MAX_BYTES:
-        raise SourceError(f"file is larger than {MAX_BYTES:,} bytes; larger configs are refused", where)
+    BUDGET.size(size, where)
     return _decode(b"".join(chunks), name)
 
 
@@ -240,8 +272,7 @@ def _decode(data: bytes, name: str) -> str:
 
 def parse_text(text: str, file: str) -> Document:
     """Parse YAML or JSON text (by the file's name); JSON is read as JSON."""
-    if len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
-        raise SourceError(f"text is larger than {MAX_BYTES:,} bytes", Position(file, 1, 1))
+    BUDGET.size(len(text.encode("utf-8", "surrogatepass")), Position(file, 1, 1), "text")
     if file.endswith(".json"):
         return _json(text, file)
     return _compose(text, file)
@@ -382,17 +413,14 @@ def _duplicate(key: str | int, first: Position) -> str:
 
 
 def _check_size(data: Any, file: str) -> None:
-    """Refuse JSON data with more than MAX_NODES values or nested deeper than MAX_DEPTH
-    (`json.loads` itself is fast; what follows it, positions and rules, is not)."""
-    count, stack = 0, [(data, 0)]
+    """Hold JSON data to the budget's values and nesting (`json.loads` itself is fast;
+    what follows it, positions and rules, is not)."""
+    count, stack, start = 0, [(data, 0)], Position(file, 1, 1)
     while stack:
         node, depth = stack.pop()
         count += 1
-        if count > MAX_NODES:
-            raise SourceError(f"more than {MAX_NODES:,} values: a training config holds hundreds",
-                              Position(file, 1, 1))
-        if depth > MAX_DEPTH:
-            raise SourceError(f"document nested more than {MAX_DEPTH} levels", Position(file, 1, 1))
+        BUDGET.values(count, start)
+        BUDGET.nesting(depth, start)
         if isinstance(node, dict):
             stack.extend((value, depth + 1) for value in node.values())
         elif isinstance(node, list):
@@ -414,20 +442,15 @@ def _prescan(text: str, file: str) -> None:
         while (event := parser.get_event()) is not None:
             if isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
-                if depth > MAX_DEPTH:
-                    raise SourceError(f"document nested more than {MAX_DEPTH} levels",
-                                      _pos(file, event.start_mark))
+                BUDGET.nesting(depth, _pos(file, event.start_mark))
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
             if isinstance(event, (yaml.ScalarEvent, yaml.AliasEvent, yaml.CollectionStartEvent)):
                 count += 1
-                if count > MAX_NODES:
-                    raise SourceError(f"more than {MAX_NODES:,} values: a training config holds hundreds",
-                                      _pos(file, event.start_mark))
+                BUDGET.values(count, _pos(file, event.start_mark))
     except yaml.YAMLError as exc:
-        if "depth" in str(exc):  # libyaml's own nesting limit, far above MAX_DEPTH
-            raise SourceError(f"document nested more than {MAX_DEPTH} levels",
-                              _pos(file, getattr(exc, "problem_mark", None))) from None
+        if "depth" in str(exc):  # libyaml's own nesting limit, far above the budget's
+            BUDGET.nesting(BUDGET.depth + 1, _pos(file, getattr(exc, "problem_mark", None)))
     finally:
         parser.dispose()
 
@@ -478,14 +501,8 @@ class _Builder:
 
     def build(self, node: yaml.Node, path: KeyPath, depth: int = 0) -> Any:
         self.count += 1
-        if self.count > MAX_NODES:
-            raise SourceError(
-                f"document expands to more than {MAX_NODES:,} values (alias bomb?)",
-                _pos(self.doc.file, node.start_mark),
-            )
-        if depth > MAX_DEPTH:
-            raise SourceError(f"document nested more than {MAX_DEPTH} levels",
-                              _pos(self.doc.file, node.start_mark))
+        BUDGET.values(self.count, _pos(self.doc.file, node.start_mark), expanded=True)
+        BUDGET.nesting(depth, _pos(self.doc.file, node.start_mark))
         self.doc.positions.setdefault(path, _pos(self.doc.file, node.start_mark))
         if not isinstance(node, yaml.ScalarNode) and node.tag not in _PLAIN_TAGS:
             raise SourceError(

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from distrecipe.schemas import recipe_schema
-from distrecipe.source import MAX_BYTES
+from distrecipe.source import BUDGET
 from tests.hostile.harness import Case
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -185,8 +185,8 @@ def _damaged(text: str) -> Iterator[tuple[str, bytes]]:
     yield "deep flow list", data + b"extra: " + b"[" * 10_000 + b"]" * 10_000 + b"\n"
     yield "deep flow map", data + b"extra: " + b"{a: " * 10_000 + b"1" + b"}" * 10_000 + b"\n"
     yield "deep block map", data + b"".join(b" " * i + b"k:\n" for i in range(2000))
-    yield "near the size limit", data + b"#" * (MAX_BYTES - len(data) - 2) + b"\n"
-    yield "over the size limit", data + b"#" * (MAX_BYTES - len(data) + 1) + b"\n"
+    yield "near the size limit", data + b"#" * (BUDGET.bytes - len(data) - 2) + b"\n"
+    yield "over the size limit", data + b"#" * (BUDGET.bytes - len(data) + 1) + b"\n"
     yield "many keys", data + b"x:\n" + b"".join(b"  k%d: 1\n" % i for i in range(60_000))
     yield "many short keys", b"{" + b",".join(b"k%d: 1" % i for i in range(90_000)) + b"}"
     yield "truncated", data[:half]
@@ -354,7 +354,7 @@ def special_cases() -> list[Case]:
         ("NaN", {"in/config.json": b'{"hidden_size": NaN, "num_hidden_layers": 1e400}'}, ()),
         ("huge int", {"in/config.json": b'{"hidden_size": ' + BIG_INT.encode() + b"}"}, ()),
         ("a list", {"in/config.json": b"[1, 2]"}, ()),
-        ("over the size limit", {"in/config.json": b" " * (MAX_BYTES + 1) + b"{}"}, ()),
+        ("over the size limit", {"in/config.json": b" " * (BUDGET.bytes + 1) + b"{}"}, ()),
         ("valid", {"in/config.json": _hf_json().encode()}, ()),
     ]
     for label, files, special in hf_targets:

@@ -443,7 +443,14 @@ def verl_table() -> dict[str, Any]:
     with initialize_config_module("verl.trainer.config", version_base=None):
         for name in VERL_CONFIGS:
             trees[name] = jsonable(OmegaConf.to_container(compose(name), resolve=False))
-    return {"engine": "verl", "version": importlib.metadata.version("verl"), "configs": trees}
+    import pkgutil
+
+    import verl.trainer
+
+    modules = sorted(f"verl.trainer.{module.name}" for module in pkgutil.iter_modules(verl.trainer.__path__)
+                     if not module.ispkg)
+    return {"engine": "verl", "version": importlib.metadata.version("verl"), "configs": trees,
+            "trainer_modules": modules}
 
 
 # --- transformers ----------------------------------------------------------------------------
@@ -466,7 +473,29 @@ def hf_table() -> dict[str, Any]:
         with contextlib.suppress(ValueError):
             defaults[f.name] = jsonable(value)
     return {"engine": "transformers", "version": importlib.metadata.version("transformers"),
-            "training_arguments": sorted(f.name for f in fields), "defaults": defaults}
+            "training_arguments": sorted(f.name for f in fields), "defaults": defaults, "flags": hf_flags()}
+
+
+def hf_flags() -> dict[str, dict[str, Any]]:
+    """How `HfArgumentParser(TrainingArguments)` reads each field from a command line: the
+    argparse conversion (`int`, `float`, `bool` by `string_to_bool`, `str`, `enum` for an
+    enum field, which `TrainingArguments.__post_init__` converts from a file's string too,
+    or `other`), the `choices` argparse refuses anything outside of, and `nargs`."""
+    from transformers import HfArgumentParser, TrainingArguments
+
+    kinds = {"int": "int", "float": "float", "string_to_bool": "bool", "str": "str"}
+    flags: dict[str, dict[str, Any]] = {}
+    for action in HfArgumentParser(TrainingArguments)._actions:
+        if not action.option_strings or action.dest in ("help", *flags) or action.nargs == 0:
+            continue  # `--no_X` (store_false) sets the same field as `--X`
+        name = getattr(action.type, "__name__", "")
+        entry: dict[str, Any] = {"type": "enum" if name == "<lambda>" else kinds.get(name, "other")}
+        if action.choices:
+            entry["choices"] = [jsonable(choice) for choice in action.choices]
+        if action.nargs is not None:
+            entry["nargs"] = action.nargs
+        flags[action.dest] = entry
+    return dict(sorted(flags.items()))
 
 
 # --- writing and checking --------------------------------------------------------------------

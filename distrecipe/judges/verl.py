@@ -19,7 +19,6 @@ live engine.
 from __future__ import annotations
 
 import copy
-import re
 import zlib
 from dataclasses import dataclass
 from typing import Any
@@ -204,44 +203,49 @@ SCRIPT = "<launch script>"
 """The file name the shell reader is given: the judge has only the script's text."""
 
 
-_CONFIG_NAME = re.compile(r"--config-name[= ]['\"]?([\w-]+)")
-
-
 def script_overrides(text: str) -> tuple[str, list[str], list[tuple[int, str]], dict[str, str]]:
     """A verl launch script's config name, its Hydra overrides as the shell passes them,
     each override's (line, key), and what the script leaves unknown: `$NAME` (or a word
     as written) → the placeholder standing in for it.
 
-    The overrides are found by lint's own reader (`override_matches`) and each value is
-    the word the shell passes (`shell_variables`: the script's straight-line assignments,
-    `${X:-8}` defaults, quotes removed). Where only running the script gives a value (the
-    environment, `$(...)`, arithmetic, a variable set in a loop), the judge is more
-    permissive than a run: it puts a placeholder (`UNSET_X`) in its place and judges the
-    rest, and `judge_script` calls the script not judgeable where verl reads a number there.
+    The overrides are found by lint's own reader (`hydra.verl_commands`: the arguments of
+    the commands that run verl, as bash splits them) and each value is the word the shell
+    passes (`shell_variables`: the script's straight-line assignments, `${X:-8}` defaults,
+    quotes removed). Where only running the script gives a value (the environment,
+    `$(...)`, arithmetic, a variable set in a loop), the judge is more permissive than a
+    run: it puts a placeholder (`UNSET_X`) in its place and judges the rest, and
+    `judge_script` calls the script not judgeable where verl reads a number there.
     """
-    from distrecipe.engines.hydra import override_matches
-    from distrecipe.engines.shell_variables import Value, unfixed, variables_at, word_value
+    from distrecipe.engines.hydra import overrides as read_overrides
+    from distrecipe.engines.hydra import verl_commands
+    from distrecipe.engines.shell_variables import Value, raw_word_value, unfixed, variables_at
 
-    lines = text.replace("\\\n", " \\\n").splitlines()
-    matches = list(override_matches(lines))
-    tables = variables_at(text, SCRIPT, (number for number, _ in matches))
+    items = read_overrides(text, SCRIPT)
+    tables = variables_at(text, SCRIPT, (item.key_at.line for item in items))
     unknown: dict[str, str] = {}
     overrides, where = [], []
-    for number, match in matches:
-        prefix, dotted, raw = match.groups()
-        raw = raw.rstrip("\\")
-        value = word_value(raw, tables[number], SCRIPT, number)
-        if value.text is None:
-            names = unfixed(raw, tables[number])
-            unknown.update((f"${name}", f"UNSET_{name}") for name in names)
-            stand_ins = {name: Value(f"UNSET_{name}", ()) for name in names}
-            value = word_value(raw, {**tables[number], **stand_ins}, SCRIPT, number)
-        if value.text is None:  # computed in the word itself: `$((a + b))`, `$(nproc)`
-            unknown[raw] = "UNSET_" + dotted.replace(".", "_")
-            value = Value(unknown[raw], ())
-        overrides.append(f"{prefix}{dotted}={value.text}")
-        where.append((number, dotted))
-    name = m.group(1) if (m := _CONFIG_NAME.search(text)) else "ppo_trainer"
+    for item in items:
+        number = item.key_at.line
+        if item.value is None:  # `~key`: delete
+            overrides.append(f"~{item.key}")
+            where.append((number, item.key))
+            continue
+        text_value: str | None = item.value
+        if item.word is not None and "$" in item.word.text:
+            value = raw_word_value(item.word, tables[number], number)
+            if value.text is None:
+                names = unfixed(item.word.text, tables[number])
+                unknown.update((f"${name}", f"UNSET_{name}") for name in names)
+                stand_ins = {name: Value(f"UNSET_{name}", ()) for name in names}
+                value = raw_word_value(item.word, {**tables[number], **stand_ins}, number)
+            if value.text is None:  # computed in the word itself: `$((a + b))`, `$(nproc)`
+                unknown[item.written] = "UNSET_" + item.key.replace(".", "_")
+                value = Value(f"{item.key}={unknown[item.written]}", ())
+            text_value = (value.text or "").partition("=")[2]
+        overrides.append(f"{item.prefix}{item.key}={text_value}")
+        where.append((number, item.key))
+    commands = verl_commands(text, SCRIPT)
+    name = next((c.config_name for c in commands if c.config_name), None) or "ppo_trainer"
     return name, overrides, where, dict(sorted(unknown.items()))
 
 
@@ -270,8 +274,9 @@ def judge_script(verl: VerlJudge, text: str) -> Any:
     try:
         verl.validate(cfg)
         verl.split(cfg)
-    except (AssertionError, ValueError, TypeError) as exc:
-        message = first_line(exc)
+    except Exception as exc:  # Hydra wraps a typed config's own assertion (InstantiationException)
+        cause = (exc.__cause__ or exc.__context__) if type(exc).__name__ == "InstantiationException" else None
+        message = first_line(cause if isinstance(cause, Exception) else exc)
         return Verdict("refuses", engine, message, (Note((), message),), context)
     return Verdict("accepts", engine, "", (), context)
 

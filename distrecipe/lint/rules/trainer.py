@@ -111,9 +111,9 @@ def value_refused(src: Source) -> Iterator[Problem]:
             continue
         for flag, value, field, accepts in refused_flags(launch):
             shown = "no value" if value is None else repr(value.value)
-            choices = flags[field].get("choices")
-            if choices is not None and value is not None and value.value is not None:
-                accepts = _listed(value.value, list(map(str, choices)))
+            named = flags[field].get("choices")
+            if named is not None and value is not None and value.value is not None:
+                accepts = _listed(value.value, list(map(str, named)))
             yield Problem((), f"--{field} {shown}: HfArgumentParser ({label('hf')}) refuses it at start-up; "
                               f"it takes {accepts}", where=(value or flag).where)
 

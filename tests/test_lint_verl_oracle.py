@@ -77,3 +77,21 @@ def test_the_judges_verdict_reads_a_scripts_variables_as_the_shell(judge: Any) -
     conditional = "BS=64\nif [ -n \"$BIG\" ]; then\n  BS=128\nfi\n" + head + rest
     verdict = judge_script(judge, conditional)
     assert verdict.outcome == "not-judgeable" and "$BS" in verdict.message, verdict
+
+
+def test_a_script_for_another_program_or_a_removed_entry_is_a_verdict(judge: Any) -> None:
+    """EasyR1's `verl.trainer.main` (its own package) is not verl's PPO entry: not judgeable,
+    where the judge used to compose its `worker.*` keys and crash (InstantiationException);
+    a module verl removed is refused as Python would; a typed config's own assertion that
+    Hydra wraps is a refusal with the assertion's message."""
+    from distrecipe.judges.verl import judge_script
+
+    easyr1 = ("python3 -m verl.trainer.main \\\n    config=examples/config.yaml \\\n"
+              "    worker.rollout.tensor_parallel_size=1 \\\n    trainer.n_gpus_per_node=1\n")
+    assert judge_script(judge, easyr1).outcome == "not-judgeable"
+    sft = "torchrun --nproc_per_node 8 -m verl.trainer.fsdp_sft_trainer data.train_batch_size=256\n"
+    verdict = judge_script(judge, sft)
+    assert (verdict.outcome, verdict.message) == ("refuses", "No module named 'verl.trainer.fsdp_sft_trainer'")
+    bare = "python3 -m verl.trainer.main_ppo data.max_response_length=2048 trainer.n_gpus_per_node=1\n"
+    verdict = judge_script(judge, bare)
+    assert verdict.outcome == "refuses" and "ppo_micro_batch_size" in verdict.message, verdict

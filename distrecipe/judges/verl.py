@@ -19,6 +19,7 @@ live engine.
 from __future__ import annotations
 
 import copy
+import re
 import zlib
 from dataclasses import dataclass
 from typing import Any
@@ -199,8 +200,17 @@ class VerlJudge:
         return WorkerSplit(steps, micro_counts.pop(), actor.ppo_micro_batch_size_per_gpu, dp)
 
 
-SCRIPT = "<launch script>"
+SCRIPT = "<launch script>.sh"
 """The file name the shell reader is given: the judge has only the script's text."""
+OVERRIDE_FILE = "<overrides>.txt"
+"""The name it reads an override file under: one `key=value` per line."""
+
+
+def _is_override_file(text: str) -> bool:
+    """Every line an override (`key=value` from its start), a comment or blank: the text is
+    an override file, not a script."""
+    lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    return bool(lines) and all(re.match(r"\s*[+~]{0,2}[A-Za-z_][\w.\-]*=", line) for line in lines)
 
 
 def script_overrides(text: str) -> tuple[str, list[str], list[tuple[int, str]], dict[str, str]]:
@@ -220,8 +230,9 @@ def script_overrides(text: str) -> tuple[str, list[str], list[tuple[int, str]], 
     from distrecipe.engines.hydra import verl_commands
     from distrecipe.engines.shell_variables import Value, raw_word_value, unfixed, variables_at
 
-    items = read_overrides(text, SCRIPT)
-    tables = variables_at(text, SCRIPT, (item.key_at.line for item in items))
+    file = OVERRIDE_FILE if _is_override_file(text) else SCRIPT
+    items = read_overrides(text, file)
+    tables = variables_at(text, file, (item.key_at.line for item in items))
     unknown: dict[str, str] = {}
     overrides, where = [], []
     for item in items:
@@ -244,7 +255,7 @@ def script_overrides(text: str) -> tuple[str, list[str], list[tuple[int, str]], 
             text_value = (value.text or "").partition("=")[2]
         overrides.append(f"{item.prefix}{item.key}={text_value}")
         where.append((number, item.key))
-    commands = verl_commands(text, SCRIPT)
+    commands = verl_commands(text, file) if file == SCRIPT else []
     name = next((c.config_name for c in commands if c.config_name), None) or "ppo_trainer"
     return name, overrides, where, dict(sorted(unknown.items()))
 
@@ -255,6 +266,18 @@ def judge_script(verl: VerlJudge, text: str) -> Any:
     from distrecipe.judges import Note, Verdict, first_line, version
 
     engine = version("verl")
+    if not _is_override_file(text):
+        from distrecipe.engines.hydra import verl_commands
+        from distrecipe.engines.verl import removed_entry
+
+        commands = verl_commands(text, SCRIPT)
+        if not commands:
+            return Verdict("not-judgeable", engine, "not judgeable: the script runs no command of verl's PPO "
+                           "entry (another program's, or a fork's own module)", (), "")
+        gone = [c.entry for c in commands if removed_entry(c.entry)]
+        if len(gone) == len(commands):
+            message = f"No module named {gone[0]!r}"  # as Python says it, before anything is composed
+            return Verdict("refuses", engine, message, (Note((), message),), f"runs {gone[0]}")
     name, lines, where, unresolved = script_overrides(text)
     context = f"config {name}"
     if unresolved:

@@ -13,6 +13,7 @@ from distrecipe.engines import KINDS, Kind
 from distrecipe.lint.rule import Rule
 from distrecipe.lint.rules import (
     accelerate,
+    accelerate_values,
     batch,
     deepspeed,
     engines,
@@ -54,6 +55,8 @@ RULES: dict[str, Rule] = {rule.code: rule for rule in (
     Rule("DR321", "fp16-and-bf16", "error", DEEPSPEED | HF, deepspeed.fp16_and_bf16),
     Rule("DR322", "zero-setting-refused-at-stage", "error", DEEPSPEED,
          deepspeed.zero_setting_refused_at_stage),
+    Rule("DR330", "accelerate-value-refused", "error", ACCELERATE, accelerate_values.value_refused,
+         section=True),
     Rule("DR340", "accelerate-ignored-key", "warning", ACCELERATE,
          unknown_keys.accelerate_ignored_key, section=True),
     Rule("DR341", "accelerate-unknown-key", "error", ACCELERATE,

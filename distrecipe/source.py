@@ -124,6 +124,10 @@ class Document:
     file: str
     lines: tuple[str, ...]
     _located: _Located = field(repr=False)
+    written: dict[KeyPath, str] = field(repr=False)
+    """For a plain YAML scalar that YAML 1.1 read as something other than a string
+    (`12:00:00` → 43200, `no` → False, `2024-01-01` → a date, `0755` → 493): its text as
+    written (see `written_text`)."""
 
     def __init__(
         self,
@@ -134,6 +138,7 @@ class Document:
         lines: tuple[str, ...] = (),
         *,
         locate: Callable[[], Tables] | None = None,
+        written: dict[KeyPath, str] | None = None,
     ) -> None:
         given = None if locate is not None else (
             {} if positions is None else positions, {} if key_positions is None else key_positions)
@@ -141,6 +146,7 @@ class Document:
         object.__setattr__(self, "file", file)
         object.__setattr__(self, "lines", lines)
         object.__setattr__(self, "_located", _Located(given, locate))
+        object.__setattr__(self, "written", {} if written is None else written)
 
     @property
     def positions(self) -> dict[KeyPath, Position]:
@@ -181,6 +187,56 @@ _Loader.yaml_implicit_resolvers = {
     ch: sorted(resolvers, key=lambda r: r[0] != "tag:yaml.org,2002:int")
     for ch, resolvers in _Loader.yaml_implicit_resolvers.items()
 }
+
+
+def written_text(doc: Document, path: KeyPath) -> str | None:
+    """The text a plain YAML scalar at `path` was written as, where YAML 1.1 read it as
+    something other than a string (`12:00:00` is the number 43200, `no` is False,
+    `2024-01-01` a date, `0755` the number 493); None for any other value. A reader that
+    expects text takes this instead of the value (`strings_as_written`)."""
+    return doc.written.get(tuple(path))
+
+
+def yaml11_reading(text: str, value: Any) -> str | None:
+    """How YAML 1.1 turned the plain scalar `text` into `value`, where a person writing it
+    rarely means that: a base-60 number, an octal number, a boolean spelt yes/no/on/off,
+    or a date; None for an ordinary reading (`8`, `true`, `1.5e-5`)."""
+    if isinstance(value, bool):
+        return None if text.lower() in ("true", "false") else f"the boolean {str(value).lower()}"
+    if isinstance(value, int | float) and ":" in text:
+        return f"the base-60 number {value}"
+    if isinstance(value, int) and re.fullmatch(r"[-+]?0[0-7_]+", text):
+        return f"the octal number {value}"
+    if not isinstance(value, int | float | str) and hasattr(value, "isoformat"):
+        return f"the date {value.isoformat()}"
+    return None
+
+
+def strings_as_written(doc: Document, wants_text: Callable[[KeyPath, Any], bool]) -> Document:
+    """`doc` with each value YAML 1.1 read from a plain scalar replaced by its text as
+    written, where `wants_text(path, value)` says text is expected there."""
+    changed = {path: text for path, text in doc.written.items() if wants_text(path, _at(doc.data, path))}
+    if not changed:
+        return doc
+    data = _replaced(doc.data, (), changed)
+    rest = {path: text for path, text in doc.written.items() if path not in changed}
+    return Document(data, doc.file, doc.positions, doc.key_positions, doc.lines, written=rest)
+
+
+def _at(data: Any, path: KeyPath) -> Any:
+    for part in path:
+        data = data[part]
+    return data
+
+
+def _replaced(data: Any, path: KeyPath, changed: dict[KeyPath, str]) -> Any:
+    if path in changed:
+        return changed[path]
+    if isinstance(data, dict):
+        return {key: _replaced(value, (*path, key), changed) for key, value in data.items()}
+    if isinstance(data, list):
+        return [_replaced(value, (*path, index), changed) for index, value in enumerate(data)]
+    return data
 
 
 def _pos(file: str, mark: Any) -> Position:
@@ -485,7 +541,7 @@ def _compose(text: str, file: str) -> Document:
         return doc
     builder = _Builder(loader, doc)
     data = builder.build(root, ())
-    return Document(data, file, doc.positions, doc.key_positions, doc.lines)
+    return Document(data, file, doc.positions, doc.key_positions, doc.lines, written=doc.written)
 
 
 _PLAIN_TAGS = frozenset({"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"})
@@ -513,7 +569,10 @@ class _Builder:
             return self._mapping(node, path, depth)
         if isinstance(node, yaml.SequenceNode):
             return [self.build(item, (*path, i), depth + 1) for i, item in enumerate(node.value)]
-        return self._scalar(node)
+        value = self._scalar(node)
+        if getattr(node, "style", None) is None and not isinstance(value, str) and value is not None:
+            self.doc.written[path] = node.value  # plain: the scalar's text as written
+        return value
 
     def _mapping(self, node: yaml.MappingNode, path: KeyPath, depth: int) -> dict[str, Any]:
         self.loader.flatten_mapping(node)  # resolves `<<` merge keys

@@ -248,3 +248,15 @@ def test_wide_files_are_quick(command: str, suffix: str, cli: Callable[..., Resu
     elapsed = time.perf_counter() - start
     assert result.code == 2 and "more than 20,000 values" in result.err
     assert elapsed < 2, f"{elapsed:.1f} s"
+
+
+def test_plain_scalars_yaml_reads_as_other_types_keep_their_text() -> None:
+    from distrecipe.source import strings_as_written, written_text, yaml11_reading
+
+    doc = parse_text("a: 12:00:00\nb: no\nc: 2024-01-01\nd: 0755\ne: 'x'\nf: [on, 8]\ng: true\n", "r.yaml")
+    assert [written_text(doc, (k,)) for k in "abcde"] == ["12:00:00", "no", "2024-01-01", "0755", None]
+    assert [yaml11_reading(written_text(doc, (k,)) or "", doc.data[k]) for k in "abcdg"] == [
+        "the base-60 number 43200", "the boolean false", "the date 2024-01-01", "the octal number 493", None]
+    kept = strings_as_written(doc, lambda path, value: path != ("g",))
+    assert kept.data == {"a": "12:00:00", "b": "no", "c": "2024-01-01", "d": "0755", "e": "x", "f": ["on", "8"],
+                         "g": True}

@@ -327,8 +327,17 @@ def _decode(data: bytes, name: str) -> str:
 
 
 def parse_text(text: str, file: str) -> Document:
-    """Parse YAML or JSON text (by the file's name); JSON is read as JSON."""
+    """Parse YAML or JSON text (by the file's name); JSON is read as JSON.
+
+    Text holding a lone surrogate came from bytes that are not UTF-8 (Python hands a
+    command-line argument's over that way): refused at the byte, as a file's would be.
+    """
     BUDGET.size(len(text.encode("utf-8", "surrogatepass")), Position(file, 1, 1), "text")
+    if (bad := _SURROGATE.search(text)) is not None:
+        code = ord(bad.group(0))
+        byte = f"byte 0x{code - 0xDC00:02X}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
+        raise SourceError(f"not UTF-8 text: {byte} is not valid here; distrecipe reads text as UTF-8",
+                          _offset_position(text, bad.start(), file))
     if file.endswith(".json"):
         return _json(text, file)
     return _compose(text, file)
@@ -386,6 +395,7 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 _STRING = re.compile(r'("(?:[^"\\]|\\.)*")(\s*:)?')
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _Composer: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 """libyaml where PyYAML was built with it (about 10× faster than PyYAML's own composer)."""
 

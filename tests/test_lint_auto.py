@@ -96,9 +96,13 @@ def test_compile_hf_auto_output_lints_clean(tmp_path: Path, cli: Callable[..., R
 
 
 def test_corpus_script_pairs_in_their_repository_layout(tmp_path: Path) -> None:
-    """The scripts and the configs they name, put back where their repositories keep them."""
+    """The scripts and the configs they name, put back where their repositories keep them
+    (the repositories of the first corpus; issue 20's set B is held to the engines in
+    tests/test_corpus_verdicts.py)."""
     with (SCRIPTS / "PROVENANCE.csv").open() as table:
         for row in csv.DictReader(table):
+            if "issue 20 set B" in row["notes"]:
+                continue
             target = tmp_path / row["repo"] / row["path"]
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(SCRIPTS / row["file"], target)

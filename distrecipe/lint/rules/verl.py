@@ -80,10 +80,12 @@ def batch_rules(src: Source) -> Iterator[Problem]:
     ```
     (16 × 2 = 32 sequences, 4 per rank, two micro-batches of 2.)
 
+    Without a GPU count (`trainer.n_gpus_per_node=$N`) the rules that need none are
+    checked: P ≥ M, and P a multiple of M.
+
     Fix: the message names the numbers; keep M × n a multiple of DP × m.
     """
-    if src.world is None:
-        return
+    world_free = ("below-one", "mini-exceeds-prompts", "whole-mini-batches")
     megatron = uses_megatron(src.data, src.doc.lines)
     if megatron:
         split = [integer(src.get(*ACTOR, "megatron", f"{k}_parallel_size")) or 1
@@ -91,12 +93,13 @@ def batch_rules(src: Source) -> Iterator[Problem]:
         replica = model_parallel(*split)
     else:
         replica = integer(src.get(*ULYSSES)) or 1
-    b = VerlBatch(world=src.world, model_parallel=replica, megatron=megatron,
+    b = VerlBatch(world=src.world or replica, model_parallel=replica, megatron=megatron,
                   prompts=integer(src.get(*PROMPTS)), n=integer(src.get(*ROLLOUT_N)) or 1,
                   mini=integer(src.get(*MINI)), micro=integer(src.get(*MICRO)),
                   fsdp_size=integer(src.get(*FSDP_SIZE)))
     for v in batch_violations(b):
-        yield Problem(v.path, _message(v, b))
+        if src.world is not None or v.rule in world_free:
+            yield Problem(v.path, _message(v, b))
 
 
 def _message(v: Violation, b: VerlBatch) -> str:

@@ -82,6 +82,15 @@ class Launch:
     def __post_init__(self) -> None:
         object.__setattr__(self, "flags", parse_flags(self.program[1:]))
 
+    def configs(self) -> tuple[Word, ...]:
+        """The program's plain arguments that name a config file (`train.py args.json`,
+        `llamafactory-cli train x.yaml`): HfArgumentParser reads a lone `.json` argument as
+        the TrainingArguments (`parse_json_file`), and YAML-driven trainers take theirs so."""
+        taken = {id(value) for _, value in self.flags.values() if value is not None}
+        return tuple(word for word in self.program[1:] if id(word) not in taken and word.value is not None
+                     and not word.value.startswith("-")
+                     and word.value.lower().endswith((".json", ".yaml", ".yml")))
+
     def option(self, *names: str) -> Word | None:
         """The value word of the first of `names` the launcher was given."""
         for name in names:

@@ -14,7 +14,7 @@ from typing import Any
 from distrecipe.engines.tables import label, table
 from distrecipe.keys import did_you_mean
 from distrecipe.lint.rule import Problem, Source
-from distrecipe.source import KeyPath
+from distrecipe.source import KeyPath, written_text
 
 TRUTH = ("y", "yes", "t", "true", "on", "1", "n", "no", "f", "false", "off", "0")
 """Accelerate's `str_to_bool` words (any case)."""
@@ -40,16 +40,18 @@ def _written(src: Source) -> Iterator[tuple[KeyPath, str, Any]]:
                 yield (section, written), f"{dotted}@{scope}", block[written]
 
 
-def refusal(entry: dict[str, Any], value: Any) -> str | None:
-    """What the key takes, when Accelerate refuses `value` for it; None when it takes it."""
+def refusal(entry: dict[str, Any], value: Any, written: str | None = None) -> str | None:
+    """What the key takes, when Accelerate refuses `value` (written as `written`) for it;
+    None when it takes it."""
     kind = entry["kind"]
     if kind == "open" or value is None:
         return None
     if isinstance(value, bool):
         if kind == "truth" or entry.get("booleans"):
             return None
-        word = "true" if value else "false"
-        return f"{_takes(entry)}; YAML 1.1 reads an unquoted yes/no/on/off as {word}: quote the word"
+        if written is None or written.lower() in ("true", "false"):
+            return _takes(entry)
+        return f"{_takes(entry)}; YAML 1.1 reads an unquoted {written} as {str(value).lower()}: quote it"
     text = str(value)
     if kind == "truth":
         return None if text.lower() in TRUTH else "true or false (a truth value)"
@@ -105,7 +107,8 @@ def value_refused(src: Source) -> Iterator[Problem]:
     for path, name, value in _written(src):
         dotted, _, version = name.partition("@")
         entry = accepted[dotted].get(version or "*")
-        takes = refusal(entry, value) if entry is not None and not isinstance(value, dict | list) else None
+        takes = (refusal(entry, value, written_text(src.doc, path))
+                 if entry is not None and not isinstance(value, dict | list) else None)
         if takes is not None:
             shown = ".".join(map(str, path))
             yield Problem(path, f"{shown}: {label('accelerate')} refuses {value!r} (it takes {takes})")

@@ -122,12 +122,14 @@ class Gpu:
 
     @property
     def model(self) -> str | None:
-        """The card as a `cluster.gpu` (`NVIDIA H200` → `h200`), where the peak table has it:
-        then the plan predicts step time too."""
-        from distrecipe.plan.hardware import GPUS
+        """The card as a `cluster.gpu` (`NVIDIA H200` → `h200`), where the GPU table has it and
+        its memory is one of the card's sizes: then the plan predicts step time too. A MIG
+        slice or a capped card states its memory alone (the table would refuse the pair)."""
+        from distrecipe.engines.gpus import GPUS
 
         first = self.card.split()[0].lower() if self.card else ""
-        return first if first in GPUS else None
+        spec = GPUS.get(first)  # type: ignore[call-overload]
+        return first if spec is not None and spec.agrees(round(self.total_gib * 2**30)) else None
 
     @property
     def memory_gib(self) -> str:
@@ -156,6 +158,7 @@ def recipe(run: Run, gpu: Gpu, shape: dict[str, int]) -> dict[str, Any]:
         "strategy": "zero" if zero else "fsdp", "stage": int(run.engine[-1]) if zero else 3,
         "batch": {"micro": run.micro, "accumulation": 1, "global": run.micro, "seq_len": run.seq_len},
         "precision": "bf16", "activation_checkpointing": RECIPE_CHECKPOINTING[run.checkpointing],
+        "optimizer": {"name": "adamw", "lr": 1.0e-5},  # DeepSpeed builds it: the ds_config must say so
         "launch": {"backend": "deepspeed" if zero else "torchrun"},
     }
 

@@ -28,7 +28,7 @@ from distrecipe.job import Plan
 from distrecipe.recipe import AUTO, Recipe, batch_from_script
 from distrecipe.source import Document
 from distrecipe.translator.load import apply_overrides, load_recipe, recipe_from_document
-from distrecipe.translator.resolve import resolve
+from distrecipe.translator.resolve import needs_fit, resolve
 
 __all__ = [
     "Plan",
@@ -81,7 +81,7 @@ def plan_of_recipe(
         except LaunchError:
             if must_detect:
                 raise
-    return _fitted(recipe, resolve(recipe, detected_gpus=detected_gpus))
+    return _resolved(recipe, detected_gpus=detected_gpus)
 
 
 def plan_of_document(doc: Document, base_dir: Path, *, world: int | None = None,
@@ -92,7 +92,7 @@ def plan_of_document(doc: Document, base_dir: Path, *, world: int | None = None,
     needs `world` (or the resolver says what to write instead).
     """
     recipe = recipe_from_document(apply_overrides(doc, overrides), base_dir)
-    return _fitted(recipe, resolve(recipe, world=world))
+    return _resolved(recipe, world=world)
 
 
 def review_plan(doc: Document, base_dir: Path, *, world: int | None) -> Plan | None:
@@ -107,23 +107,22 @@ def review_plan(doc: Document, base_dir: Path, *, world: int | None) -> Plan | N
     batch = doc.data.get("batch") if isinstance(doc.data, dict) else None
     if (recipe.cluster.gpus_per_node == AUTO and world is None) or batch_from_script(batch):
         return None
-    return _fitted(recipe, resolve(recipe, world=world))
+    return _resolved(recipe, world=world)
 
 
-def _fitted(recipe: Recipe, plan: Plan) -> Plan:
-    """`plan` with `batch.micro: auto` chosen by memory where the recipe lets memory decide.
+def _resolved(recipe: Recipe, *, detected_gpus: int | None = None, world: int | None = None) -> Plan:
+    """The Plan, with `batch.micro: auto` chosen by memory where the recipe lets memory decide.
 
-    The batch algebra alone (the resolver) takes accumulation 1 and the largest micro-batch
-    when both are `auto`; with the model, sequence and GPU known, the largest micro-batch
-    that fits is the one a user means. The memory model sits above the resolver, so the
-    choice is made here, on the one path every command takes.
+    The batch algebra alone cannot say which micro-batch "auto" means when accumulation is
+    `auto` too; under `batch.micro_policy: largest-that-fits` (the default) it is the largest
+    that fits, which the memory model (above the resolver) chooses: so the choice is made
+    here, on the one path every command takes (`plan.fit.fitted`).
     """
-    batch = recipe.batch
-    if batch.micro != AUTO or batch.accumulation != AUTO or batch.global_ == AUTO:
-        return plan
-    from distrecipe.plan.fit import judgeable, largest_micro  # the memory model, only when asked
+    if not needs_fit(recipe):
+        return resolve(recipe, detected_gpus=detected_gpus, world=world)
+    from distrecipe.plan.fit import fitted  # the memory model, only when asked
 
-    return largest_micro(plan) if judgeable(plan) else plan
+    return fitted(recipe, detected_gpus=detected_gpus, world=world)
 
 
 def load(path: str | Path, overrides: Sequence[str] = ()) -> Plan:

@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "explain": "distrecipe.commands.explain",
     "import": "distrecipe.commands.import_",
     "diff": "distrecipe.commands.diff",
+    "init": "distrecipe.commands.init",
 }
 """Command name → module defining `command`. Imported only when that command runs,
 so `distrecipe compile` never pays for what `launch` or `plan` import."""

@@ -15,19 +15,21 @@ traffic per step (formula view) and the engine view's peak against the GPU's mem
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from distrecipe.api import plan_of_document
-from distrecipe.engines import KINDS, Kind
+from distrecipe.engines import ENGINES, KINDS, Kind
 from distrecipe.engines.defaults import Lookup, canonical, lookup, modelled
 from distrecipe.engines.tables import is_comment_key
 from distrecipe.errors import DistrecipeError, Position
 from distrecipe.job import Plan, plan_values
 from distrecipe.keys import get, joined
 from distrecipe.source import Document
+from distrecipe.translator.carry import FIELDS
 from distrecipe.translator.importers import World
 from distrecipe.translator.importers.registry import import_document, read_native
 
@@ -72,12 +74,6 @@ class Diff:
     """What a side did not state and took from the other, and what was not compared."""
 
 
-UNSTATED = (("model", "params"), ("model", "hidden_size"), ("model", "layers"), ("model", "heads"),
-            ("model", "kv_heads"), ("model", "intermediate_size"), ("model", "vocab"),
-            ("model", "layer_cls"), ("model", "attention"), ("model", "tied_embeddings"),
-            ("batch", "seq_len"), ("cluster", "gpu_memory"), ("cluster", "gpu"))
-"""What no native config states; a native side takes it from the other side."""
-
 NATIVE: dict[str, Kind] = {kind: kind for kind in KINDS if kind != "recipe"}
 """The kinds compared key by key when both sides are one of them."""
 
@@ -100,21 +96,36 @@ def read_side(path: str, kind: str, doc: Document, *, world: int | None, nodes: 
     return Side(path, Document(data, f"{path} (imported)"), native=True)
 
 
-def _borrow(side: Side, other: Side, notes: list[str]) -> Document:
-    """The native side, completed with what only the other side states (model, sequence length)."""
-    if not side.native or not isinstance(other.doc.data, dict):
+def _borrow(side: Side, kind: str, other: Side, notes: list[str]) -> Document:
+    """The native side, completed with what its kind cannot state and only the other side
+    does (the model's shape, the run's launch settings, recompute in a ds_config): per the
+    carry table (`translator.carry`), every field that kind does not carry exactly."""
+    if not side.native or not isinstance(other.doc.data, dict) or kind not in ENGINES:
         return side.doc
-    data = dict(side.doc.data)
+    data = copy.deepcopy(side.doc.data)
     taken = []
-    for section, key in UNSTATED:
-        value = get(other.doc.data, section, key)
-        if value is None or key in (data.get(section) or {}):
+    for key, row in FIELDS.items():
+        written = _written(key)
+        if row.cell(kind).how == "exact" or written is None:
             continue
-        data[section] = {**(data.get(section) or {}), key: value}
-        taken.append(f"{section}.{key}")
+        value = get(other.doc.data, *written)
+        if value is None or get(data, *written) is not None:
+            continue
+        node = data
+        for part in written[:-1]:
+            node = node.setdefault(part, {})
+        node[written[-1]] = value
+        taken.append(key)
     if taken:
         notes.append(f"{side.path} does not state {', '.join(taken)}: taken from {other.path}")
     return Document(data, side.doc.file)
+
+
+def _written(key: str) -> tuple[str, ...] | None:
+    """Where a field sits in a recipe document; None for one written inside another's form."""
+    if key == "activation_checkpointing.every":
+        return None
+    return tuple(key.split("."))
 
 
 def plan_of(doc: Document, base: str, *, world: int | None, overrides: Sequence[str]) -> Plan:
@@ -153,7 +164,8 @@ def _sizes_model(overrides: Sequence[str]) -> bool:
 def _plans(sides: Sequence[tuple[str, str, Document]], world: int | None, nodes: int,
            overrides: Sequence[str], notes: list[str]) -> list[Plan]:
     a, b = (read_side(path, kind, doc, world=world, nodes=nodes) for path, kind, doc in sides)
-    return [plan_of(_borrow(x, y, notes), x.path, world=world, overrides=overrides)
+    kinds = {a.path: sides[0][1], b.path: sides[1][1]}
+    return [plan_of(_borrow(x, kinds[x.path], y, notes), x.path, world=world, overrides=overrides)
             for x, y in ((a, b), (b, a))]
 
 

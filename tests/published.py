@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from distrecipe.engines.gpus import GPUS as GPU_TABLE
 from distrecipe.job import Plan
 from distrecipe.translator.load import recipe_from_text
 from distrecipe.translator.resolve import resolve
@@ -27,17 +28,21 @@ from distrecipe.translator.resolve import resolve
 CSV = Path(__file__).resolve().parent / "corpus" / "gpu" / "published.csv"
 
 GPU_GIB = {"H100 SXM HBM2e 96GB": 95.0, "H100 SXM HBM2e 95GB": 95.0, "H200": 140.0,
-           "H100 80GB": 79.1, "A100 80GB": 79.1, "A100-SXM4-80G": 79.1, "A100 40GB": 39.4, "DGX-H100": 79.1}
-"""What torch reports as total memory for each card the rows name (GiB)."""
+           "H100 80GB": 79.1, "A100 80GB": 79.1, "A100-SXM4-80G": 79.1, "A100 40GB": 39.4, "DGX-H100": 79.1,
+           "H100 (": 79.1, "8xH100 80GB": 79.1, "V100": 31.7}
+"""What torch reports as total memory for each card the rows name (GiB); V100 32GB is
+34,089,730,048 bytes (31.75 GiB), taken as 31.7."""
 
 GPU_MODEL = {"H100 SXM": "h100", "H100 80GB": "h100", "DGX-H100": "h100", "H200": "h200",
              "A100 80GB": "a100-80gb", "A100-SXM4-80G": "a100-80gb", "A100 40GB": "a100-40gb", "A100 (": "a100-80gb",
-             "DGX-B200": "b200"}
+             "DGX-B200": "b200", "H100 (": "h100", "8xH100": "h100"}
 """Each row's card as a `cluster.gpu` (an A100 of unstated memory has the same peak)."""
 
 CHECKPOINTING: dict[str, Any] = {"none": "none", "full": "full", "selective_op": "selective",
-                                 "selective_layer": {"mode": "selective", "every": 2}}
-"""torchtitan's `selective_ac_option` for layer SAC in its A100 table is 2."""
+                                 "selective_layer": {"mode": "selective", "every": 2},
+                                 "selective_attn": "selective"}
+"""torchtitan's `selective_ac_option` for layer SAC in its A100 table is 2; Megatron's
+selective recompute (`selective_attn`, the attention core) is `selective` under megatron."""
 
 
 @dataclass(frozen=True)
@@ -79,27 +84,88 @@ def rows(path: Path = CSV) -> list[Row]:
         return [Row(d) for d in csv.DictReader(handle)]
 
 
+GPT_SOURCES = ("bigscience_", "megatron_lm_readme_h100_2024", "deepspeed_zero")
+"""Sources whose models are GPT blocks (learned or ALiBi positions, a two-matrix GELU MLP of
+4 × hidden, one kv head per head): stated with `model.params` from the shape and without
+`intermediate_size`, so the activations follow Korthikanti et al.'s GPT terms."""
+TIED = ("bigscience_", "deepspeed_zero")
+"""GPT sources whose output head shares the embedding (BLOOM, Megatron-LM's GPT-2 example);
+Megatron-Core's 2024 scaling models are untied (their sizes, 1.7B … 462B, count V·h twice)."""
+ASSUMED_MICRO = {"megatron_lm_readme_h100_2024": 1, "narayanan2021_ptdp_secondary": 1}
+"""Micro-batches a source does not state, and what is assumed (1, the smallest)."""
+ASSUMED_CHECKPOINTING = {"narayanan2021_ptdp_secondary": "full"}
+"""Recompute a source does not state in its table but implies: Narayanan et al.'s Eq. 3
+counts the recomputed forward."""
+
+
+def gpt_params(d: dict[str, str]) -> int:
+    """A GPT model's parameters from its shape: 12·h² + 13·h per layer (QKV, projection, a
+    4h MLP, two norms, biases), the embedding V·h (twice when untied) and the final norm;
+    positions (GPT-2's learned table) add s·h. BLOOM 176B: 176,247,271,424."""
+    h, layers, vocab = int(d["hidden"]), int(d["layers"]), int(d["vocab"])
+    embeddings = vocab * h * (1 if d["source_id"].startswith(TIED) else 2)
+    positions = int(d["seq_len"]) * h if d["source_id"].startswith("deepspeed_zero") else 0
+    return layers * (12 * h * h + 13 * h) + embeddings + 2 * h + positions
+
+
+def gpt_shaped(row: Row) -> bool:
+    return row.data["source_id"].startswith(GPT_SOURCES)
+
+
+def unstatable(row: Row) -> str | None:
+    """Why a row cannot be written as a recipe plan models, or None when it can."""
+    d = row.data
+    text = f"{d['model']} {d['precision']}".lower()
+    if "float8" in text or "fp8" in text:
+        return "float8 / FP8"
+    if "lora" in text:
+        return "adapters on a frozen base (LoRA / QLoRA): not full training"
+    if "rlhf" in text:
+        return "RLHF (actor, critic, reference and reward models): not one model's training"
+    if "a22b" in text or "mixtral" in text or "moe" in text:
+        return "mixture of experts: needs model.experts (issue 18 item 1)"
+    if d["strategy"] not in ("fsdp", "fsdp2", "ddp", "zero", "megatron"):
+        return f"strategy {d['strategy']}"
+    if not (d["layers"] and d["hidden"] and d["heads"] and d["vocab"] and d["seq_len"]):
+        return "model shape or sequence not stated"
+    if d["strategy"] == "megatron" and not (d["tp"] and d["pp"] and d["gpus"]):
+        return "tensor / pipeline layout or GPU count not stated"
+    if not d["micro"] and d["source_id"] not in ASSUMED_MICRO:
+        return "micro-batch not stated"
+    return None
+
+
 def plan_for_row(row: Row) -> Plan:
     """The recipe a user would write for the published run, resolved."""
     d = row.data
     gpus, tp, cp, pp = int(d["gpus"]), int(d["tp"] or 1), int(d["cp"] or 1), int(d["pp"] or 1)
-    per_node = min(gpus, 4 if "4 per node" in d["gpu"] else 8)
+    per_node = min(gpus, 4 if "4 per node" in d["gpu"] else 16 if "16/node" in d["gpu"] else 8)
     h, heads = int(d["hidden"]), int(d["heads"])
     model: dict[str, Any] = {
         "hidden_size": h, "layers": int(d["layers"]), "heads": heads,
-        "kv_heads": int(d["kv_heads"] or heads), "intermediate_size": int(d["ffn"]),
+        "kv_heads": int(d["kv_heads"] or heads), "intermediate_size": int(d["ffn"] or 4 * h),
         "vocab": int(d["vocab"]),
     }
+    if gpt_shaped(row):
+        del model["intermediate_size"]
+        model["params"] = gpt_params(d)
+        model["tied_embeddings"] = d["source_id"].startswith(TIED)
+        model["attention"] = "eager" if d["source_id"].startswith(("bigscience_", "deepspeed_")) else "flash"
     if d["params"]:
         model["params"] = int(float(d["params"]))
-    strategy = {"fsdp2": "fsdp", "fsdp": "fsdp", "ddp": "ddp", "zero": "zero"}[d["strategy"]]
-    stage = int(d["zero_stage"]) if d["zero_stage"] else {"fsdp": 3, "ddp": 0, "zero": 2}[strategy]
-    micro = int(d["micro"])
+    strategy = {"fsdp2": "fsdp", "fsdp": "fsdp", "ddp": "ddp", "zero": "zero", "megatron": "megatron"}[d["strategy"]]
+    stage = int(d["zero_stage"]) if d["zero_stage"] else {"fsdp": 3, "ddp": 0, "zero": 2, "megatron": 1}[strategy]
+    micro = int(d["micro"] or ASSUMED_MICRO.get(d["source_id"], 0))
     dp = gpus // (tp * pp * cp)
     # The row's global batch where stated: accumulation = global / (micro × DP), so the
     # plan's step (traffic per step, ZeRO's held gradients, tokens per step) is the run's.
     global_batch = int(d["global_batch"]) if d["global_batch"] else micro * dp
-    backend = {"fsdp": "torchrun", "ddp": "accelerate", "zero": "deepspeed"}[strategy]
+    backend = {"fsdp": "torchrun", "ddp": "accelerate", "zero": "deepspeed", "megatron": "torchrun"}[strategy]
+    if d["source_id"].startswith("deepspeed_") or (strategy == "fsdp" and d["source_id"].startswith("hf_blog")):
+        backend = "deepspeed" if strategy in ("ddp", "zero") else "accelerate"
+    written = d["checkpointing"] or ASSUMED_CHECKPOINTING.get(d["source_id"], "none")
+    checkpointing = CHECKPOINTING.get(written, "selective")
+    precision = "fp16" if "fp16" in d["precision"].lower().replace("fp16 or bf16", "") else "bf16"
     doc: dict[str, Any] = {
         "recipe": 1, "name": "published", "model": model,
         "cluster": {"nodes": gpus // per_node, "gpus_per_node": per_node},
@@ -107,13 +173,21 @@ def plan_for_row(row: Row) -> Plan:
         "parallel": {"tensor": tp, "pipeline": pp, "sequence": cp},
         "batch": {"micro": micro, "accumulation": global_batch // (micro * dp), "global": global_batch,
                   "seq_len": int(d["seq_len"])},
-        "precision": "bf16", "activation_checkpointing": CHECKPOINTING[d["checkpointing"]],
+        "precision": precision, "activation_checkpointing": checkpointing,
         "launch": {"backend": backend},
     }
+    if d["source_id"].startswith("bigscience_"):  # Megatron-DeepSpeed of 2022: no sequence parallelism
+        doc["parallel"]["tensor_sequence"] = False
+        doc["launch"]["backend"] = "deepspeed"
+        if "BF16_Optimizer" not in d["precision"].replace("BF16_Optimizer only", ""):
+            doc["reduce_dtype"] = "bf16"  # before BF16_Optimizer: ZeRO's 16-bit gradients
+    if "offload_optimizer device cpu" in d["notes"]:  # ZeRO-Offload (the CSV has no offload column)
+        doc["offload"] = {"optimizer": "cpu"}
     if "Sharding Strategy=HSDP" in d["notes"]:  # HSDP: shard within the node, replicate across
         doc["parallel"]["shard_group"] = per_node
     if row.gpu_gib is not None:
         doc["cluster"]["gpu_memory"] = f"{row.gpu_gib}GiB"
-    if row.gpu_model is not None:
-        doc["cluster"]["gpu"] = row.gpu_model
+    if row.gpu_model is not None and (row.gpu_gib is None or GPU_TABLE[row.gpu_model].agrees(  # type: ignore[index]
+            round(row.gpu_gib * 2**30))):
+        doc["cluster"]["gpu"] = row.gpu_model  # a card of another size (a slice) states its memory alone
     return resolve(recipe_from_text(yaml.safe_dump(doc, sort_keys=False), row.name))

@@ -63,10 +63,13 @@ def recipe_documents(
     hide = draw(st.sampled_from([(), ("micro",), ("accumulation",), ("global",),
                                  ("micro", "accumulation"), ("accumulation", "global")]))
     if "accumulation" in hide and len(hide) == 2:
-        # two autos mean accumulation 1: only documents that really have 1 can hide it
+        # two autos mean accumulation 1 (global's auto; micro's under batch.micro_policy
+        # accumulation-1): only documents that really have 1 can hide it
         hide = hide if acc == 1 else (hide[1],)
     for key in hide:
         batch[key] = "auto"
+    if hide == ("micro", "accumulation"):
+        batch["micro_policy"] = "accumulation-1"
     batch["seq_len"] = draw(st.sampled_from([512, 2048, 4096]))
     hidden = draw(st.sampled_from([None, 256, 1024, 4096]))
     model: dict[str, Any] = {"params": draw(st.sampled_from([125_000_000, 1_300_000_000, 8_000_000_000]))}

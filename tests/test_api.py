@@ -74,7 +74,7 @@ def test_the_engines_take_the_dicts() -> None:
     zero = api.load(SEED3, ["precision=fp32"])
     ds_plugin = accelerate_dataclasses.DeepSpeedPlugin(**api.deepspeed_plugin_kwargs(zero))
     assert ds_plugin.zero_stage == 3
-    assert ds_plugin.deepspeed_config["train_batch_size"] == zero.global_batch
+    assert ds_plugin.deepspeed_config["train_batch_size"] == zero.batch.global_
     args = training_args.TrainingArguments(output_dir="unused", report_to="none",
                                            **api.training_arguments(zero))
-    assert args.hf_deepspeed_config.config["train_batch_size"] == zero.global_batch
+    assert args.hf_deepspeed_config.config["train_batch_size"] == zero.batch.global_

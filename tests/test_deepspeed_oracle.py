@@ -117,3 +117,18 @@ def test_hf_trainer_fills_auto_to_the_concrete_emit(doc: dict[str, Any]) -> None
         as_written.trainer_config_finalize(args, model, num_training_steps=100)
     assert filled.config == concrete
     assert "auto" in str(ds_emit.emit(plan, hf_auto=True))
+
+
+@pytest.mark.parametrize("reduce_dtype", ["fp32", "bf16"])
+def test_deepspeed_reads_cpu_checkpoints_and_the_reduction_dtype(reduce_dtype: str) -> None:
+    """`offload.activations: cpu` is DeepSpeed's `cpu_checkpointing`, `reduce_dtype` its
+    `communication_data_type`: its own parser reads both as written."""
+    import torch
+
+    plan = plan_of({"recipe": 1, "name": "t", "model": {"params": 1e9, "hidden_size": 1024},
+                    "cluster": {"nodes": 1, "gpus_per_node": 8}, "strategy": "zero", "stage": 2,
+                    "batch": {"micro": 1, "accumulation": 2, "global": 16}, "activation_checkpointing": "full",
+                    "offload": {"activations": "cpu"}, "reduce_dtype": reduce_dtype})
+    parsed = deepspeed_judge.parse(ds_emit.emit(plan), plan.dims.dp)
+    assert parsed.activation_checkpointing_config.cpu_checkpointing is True
+    assert parsed.communication_data_type == {"fp32": torch.float32, "bf16": torch.bfloat16}[reduce_dtype]

@@ -43,13 +43,12 @@ def test_native_configs_diff_key_by_key_and_are_priced_with_a_model(cli: Callabl
                  "--set", "model.params=8e9")
     assert result.code == 0, result.err
     default = f"({label('deepspeed')} default)"
-    assert result.out.splitlines()[4:10] == [
+    assert result.out.splitlines()[4:9] == [
         "| `train_batch_size` | 256 | 512 |",
         "| `gradient_accumulation_steps` | 4 | 8 |",
         "| `zero_optimization.stage` | 2 | 3 |",
         f"| `zero_optimization.stage3_prefetch_bucket_size` | 50000000 {default} | 15099494 |",
         f"| `zero_optimization.stage3_param_persistence_threshold` | 100000 {default} | 40960 |",
-        f"| `zero_optimization.stage3_gather_16bit_weights_on_model_save` | false {default} | true |",
     ]
     assert "- per-GPU model state 19.5 GB → 4 GB (−15.5 GB)" in result.out
     unpriced = cli("diff", old, new)
@@ -140,8 +139,8 @@ def test_mixed_kinds_borrow_what_the_native_side_cannot_say(cli: Callable[..., R
     data = json.loads(result.out)
     assert data["changes"] == [] and data["impact"] is None
     assert data["notes"][0].endswith(f"does not state model.params, model.layers, model.heads, model.kv_heads, "
-                                     f"model.intermediate_size, model.vocab, model.layer_cls, model.attention, batch.seq_len, "
-                                     f"cluster.gpu_memory: "
+                                     f"model.intermediate_size, model.vocab, model.attention, model.layer_cls, "
+                                     f"cluster.device, cluster.gpu_memory, batch.seq_len, activation_checkpointing: "
                                      f"taken from {ZERO2}")
     same = cli("diff", ZERO2, tmp_path / "ds_config.json", "--world", "32", "--nodes", "4")
     assert same.out.startswith(f"{ZERO2} and {tmp_path / 'ds_config.json'} describe the same job\n")

@@ -45,6 +45,8 @@ def without_stage(**changes: Any) -> dict[str, Any]:
     return {k: v for k, v in doc(**changes).items() if k != "stage"}
 
 
+MOE = {"hidden_size": 1024, "layer_cls": "MixtralDecoderLayer", "experts": 8, "experts_per_token": 2}
+"""A mixture of experts the expert-parallel row divides."""
 FOUR_WAY = {"micro": 2, "accumulation": 8, "global": 64}
 """The batch of `doc` when 2 of the 8 ranks' factors go to model parallelism."""
 
@@ -65,6 +67,7 @@ ROWS: dict[str, dict[str, Any]] = {
     "tensor parallel": doc(parallel={"tensor": 2}, batch=FOUR_WAY),
     "pipeline parallel": doc(parallel={"pipeline": 2}, batch=FOUR_WAY),
     "virtual pipeline stages": doc(parallel={"pipeline": 2, "virtual_stages": 2}, batch=FOUR_WAY),
+    "parallel.expert (mixture of experts)": doc(model=MOE, parallel={"expert": 2}),
     "strategy megatron": without_stage(strategy="megatron"),
     "megatron offload params": without_stage(strategy="megatron", offload={"params": "cpu"}),
     "optimizer adam with weight_decay": doc(optimizer={"name": "adam", "weight_decay": 0.1}),
@@ -74,7 +77,19 @@ ROWS: dict[str, dict[str, Any]] = {
     "several nodes, no launch.master_addr": doc(cluster={"nodes": 2, "gpus_per_node": 8},
                                                 batch={"micro": 2, "accumulation": 4, "global": 128}),
     "batch.micro_tokens": doc(strategy="fsdp", batch={"global": 64, "micro_tokens": 8192}),
+    "selective recompute under megatron": without_stage(strategy="megatron", activation_checkpointing="selective"),
+    "parallel.tensor_overlap": doc(parallel={"tensor": 2, "tensor_overlap": True}, batch=FOUR_WAY),
+    "parallel.first_stage_layers / last_stage_layers (megatron)": without_stage(
+        strategy="megatron", parallel={"pipeline": 2, "first_stage_layers": 1}, batch=FOUR_WAY),
+    "offload.activations: cpu": doc(offload={"activations": "cpu"}, activation_checkpointing="full"),
+    "optimizer.state_dtype: bf16": doc(optimizer={"state_dtype": "bf16"}),
+    "reduce_dtype": doc(reduce_dtype="fp32"),
     "rl: prompts_per_step, rollout_n": doc(rl={"rollout_n": 4, "prompts_per_step": 24}),
+    "optimizer, grad_clip, schedule stated": doc(optimizer={"lr": 1e-4}, grad_clip=1.0,
+                                                 schedule={"decay": "cosine", "total_steps": 1000}),
+    "schedule: linear decay to a floor above 0": doc(
+        optimizer={"lr": 1e-4}, schedule={"decay": "linear", "min_lr_ratio": 0.1, "total_steps": 1000}),
+    "schedule: decay without schedule.total_steps": doc(schedule={"decay": "cosine"}),
     "rl on GPUs the rollout's tensor parallelism does not divide": doc(
         native={"verl": ["actor_rollout_ref.rollout.tensor_model_parallel_size=3"]}),
 }
@@ -97,7 +112,15 @@ CELL_RECIPES: dict[tuple[str, str], dict[str, Any]] = {
     ("tensor parallel", "hf"): without_stage(strategy="ddp", parallel={"tensor": 2}, batch=FOUR_WAY),
     ("virtual pipeline stages", "verl"): doc(strategy="fsdp", parallel={"pipeline": 2, "virtual_stages": 2},
                                              batch=FOUR_WAY),
+    ("parallel.expert (mixture of experts)", "accelerate"): doc(strategy="fsdp", model=MOE, parallel={"expert": 2}),
+    ("parallel.expert (mixture of experts)", "verl"): doc(strategy="fsdp", model=MOE, parallel={"expert": 2}),
     ("strategy megatron", "verl"): without_stage(strategy="megatron", precision="fp32"),
+    ("parallel.tensor_overlap", "verl"): without_stage(strategy="megatron", parallel={"tensor": 2,
+                                                       "tensor_overlap": True}, batch=FOUR_WAY),
+    ("parallel.tensor_overlap", "accelerate"): doc(strategy="fsdp", parallel={"tensor": 2, "tensor_overlap": True},
+                                                   batch=FOUR_WAY),
+    ("reduce_dtype", "hf"): doc(strategy="fsdp", reduce_dtype="fp32"),
+    ("reduce_dtype", "accelerate"): doc(strategy="fsdp", reduce_dtype="fp32"),
     ("optimizer adam with weight_decay", "verl"): without_stage(
         strategy="megatron", optimizer={"name": "adam", "weight_decay": 0.1}),
     ("optimizer adam with weight_decay", "hf"): doc(strategy="fsdp",

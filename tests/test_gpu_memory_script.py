@@ -217,7 +217,8 @@ def test_rows_it_writes_are_judged_as_measured_here(tmp_path: Path) -> None:
     from tests.test_plan_gpu import _kind, judge_measured_here
 
     run = gm.Run("zero3", 1, 1024, "full")
-    small = gm.Gpu(name="NVIDIA H200", total_gib=0.5, capability="9.0", versions={})
+    small = gm.Gpu(name="NVIDIA H200", total_gib=0.5, capability="9.0", versions={})  # a MIG-like slice
+    assert small.model is None  # states its memory alone: cluster.gpu h200 would contradict it
     predicted = estimate(gm.plan_for(run, H200, gm.TINY))
     starved = estimate(gm.plan_for(run, small, gm.SHAPE))
     assert predicted.fits is True and starved.fits is False

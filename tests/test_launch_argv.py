@@ -110,7 +110,8 @@ def test_deepspeed_per_node_under_srun(dry: DryRun) -> None:
 
 
 def test_an_allocation_smaller_than_the_recipe_is_refused(dry: DryRun) -> None:
-    with pytest.raises(LaunchError, match="allocation has 2: gpu07, gpu08"):
+    with pytest.raises(LaunchError, match=r"the recipe asks for 4 node\(s\) \(cluster.nodes\), SLURM gives 2 "
+                                          r"\(SLURM_JOB_NODELIST\)"):
         dry(SEED, target="torchrun", environ={**SLURM_NODE_1, "SLURM_JOB_NODELIST": "gpu[07-08]"})
 
 
@@ -192,14 +193,15 @@ def test_verl_on_several_nodes_needs_ray(dry: DryRun) -> None:
 
 def test_slurm_batch_script(capsys: pytest.CaptureFixture[str]) -> None:
     settings = ("stage=3", "launch.slurm.partition=gpu", "launch.slurm.account=proj",
-                "launch.slurm.time=2-00:00:00")
+                "launch.slurm.time=2-00:00:00", "launch.slurm.cpus_per_task=64", "launch.slurm.mem=512G")
     assert launch(recipe=str(SEED), overrides=settings, slurm=True, program=("train.py", "--a b"),
                   runs_root="/scratch/runs", environ={}) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "#!/bin/bash"
     assert [line for line in lines if line.startswith("#SBATCH")] == [
         "#SBATCH --job-name=seed-8b-32gpu-zero2", "#SBATCH --nodes=4", "#SBATCH --ntasks-per-node=1",
-        "#SBATCH --gpus-per-node=8", "#SBATCH --cpus-per-task=64",
+        "#SBATCH --gpus-per-node=8", "#SBATCH --cpus-per-task=64", "#SBATCH --mem=512G",
+        f"#SBATCH --chdir={Path.cwd()}",
         "#SBATCH --output=/scratch/runs/seed-8b-32gpu-zero2-slurm%j.out",
         "#SBATCH --error=/scratch/runs/seed-8b-32gpu-zero2-slurm%j.err", "#SBATCH --open-mode=append",
         "#SBATCH --partition=gpu", "#SBATCH --account=proj", "#SBATCH --time=2-00:00:00",
@@ -208,7 +210,8 @@ def test_slurm_batch_script(capsys: pytest.CaptureFixture[str]) -> None:
     assert srun.startswith(f"srun --ntasks-per-node=1 --cpus-per-task=64 --kill-on-bad-exit=1 "
                            f"{sys.executable} -m distrecipe launch ")
     assert f"{SEED} --set stage=3 --set launch.slurm.partition=gpu" in srun
-    assert srun.endswith("--target deepspeed --runs-root /scratch/runs -- train.py '--a b'")
+    assert srun.endswith(f"--target deepspeed --runs-root /scratch/runs -- {Path.cwd()}/train.py '--a b'"), \
+        "the script's path is absolute too"
     assert not any(line.startswith("echo") for line in lines)
 
 
@@ -219,9 +222,10 @@ def test_slurm_placeholders_fail_loudly(capsys: pytest.CaptureFixture[str]) -> N
     assert "#SBATCH --partition=SET-launch.slurm.partition" in lines
     assert "#SBATCH --time=SET-launch.slurm.time" in lines
     assert not any("--account" in line for line in lines), "default: the cluster's own"
-    assert "#SBATCH --cpus-per-task=2" in lines, "one CPU per CPU rank"
+    assert "#SBATCH --cpus-per-task=SET-launch.slurm.cpus_per_task" in lines, "no CPU count is assumed"
     guard = lines[lines.index("set -euo pipefail") + 1]
-    assert guard.startswith("echo 'distrecipe: set launch.slurm.partition, launch.slurm.time")
+    assert guard.startswith("echo 'distrecipe: set launch.slurm.cpus_per_task, launch.slurm.partition, "
+                            "launch.slurm.time")
     assert guard.endswith("exit 2")
 
 
@@ -238,7 +242,7 @@ def test_slurm_settings_as_options(cli: Callable[..., Any]) -> None:
 
 def test_slurm_verl_starts_a_ray_cluster_first(capsys: pytest.CaptureFixture[str]) -> None:
     settings = (*RL, "launch.slurm.partition=default", "launch.slurm.account=default",
-                "launch.slurm.time=default")
+                "launch.slurm.time=default", "launch.slurm.cpus_per_task=64")
     assert launch(recipe=str(SEED), overrides=settings, target="verl", slurm=True, environ={}) == 0
     script = capsys.readouterr().out
     ray = executable("ray")

@@ -10,10 +10,10 @@ import pytest
 
 from distrecipe.errors import LaunchError
 from distrecipe.launch.detect import detect_gpus, hold_port
-from distrecipe.launch.rundir import RunDir, default_run_dir
+from distrecipe.launch.rundir import RunDir
 from distrecipe.launch.secrets import REDACTED
 from distrecipe.launch.secrets import redact_env as redact
-from distrecipe.launch.slurm import Allocation, expand_nodelist
+from distrecipe.launch.slurm import expand_nodelist
 from distrecipe.output import write_files
 from distrecipe.translator.load import load_recipe
 from distrecipe.translator.resolve import resolve
@@ -82,45 +82,8 @@ def test_an_unreadable_node_list_is_refused(nodelist: str) -> None:
         expand_nodelist(nodelist)
 
 
-@pytest.mark.parametrize(("name", "value"), [("SLURM_NODEID", "x"), ("SLURM_RESTART_COUNT", "9" * 5000),
-                                           ("SLURM_NODEID", "-1"), ("SLURM_NODEID", "\u0661")])
-def test_a_slurm_count_that_is_not_a_number_is_refused_by_name(name: str, value: str) -> None:
-    env = {"SLURM_JOB_ID": "5", "SLURM_JOB_NODELIST": "n[1-2]", name: value}
-    with pytest.raises(LaunchError, match=f"^{name}=.* is not a number$"):
-        Allocation.from_env(env)
-
-
 def test_the_largest_node_list_a_recipe_may_use_expands() -> None:
     assert len(expand_nodelist("n[1-999999],m1")) == 1_000_000
-
-
-def test_allocation_from_slurm() -> None:
-    assert Allocation.from_env({"PATH": "/bin"}) is None
-    batch = {"SLURM_JOB_ID": "5", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_NODEID": "0", "SLURM_NTASKS": "2"}
-    assert Allocation.from_env(batch) == Allocation(hosts=("n1", "n2"), node_rank=0, job_id="5",
-                                                    per_node=False)
-    step = {**batch, "SLURM_STEP_ID": "0", "SLURM_NODEID": "1"}
-    allocation = Allocation.from_env(step)
-    assert allocation is not None and allocation.per_node and allocation.node_rank == 1
-    assert allocation.master_addr == "n1"
-
-
-@pytest.mark.parametrize(("extra", "key"), [
-    ({}, "5"),
-    ({"SLURM_STEP_ID": "0"}, "5"),
-    ({"SLURM_STEP_ID": "2"}, "5.2"),
-    ({"SLURM_STEP_ID": "0", "SLURM_RESTART_COUNT": "0"}, "5"),
-    ({"SLURM_STEP_ID": "0", "SLURM_RESTART_COUNT": "1"}, "5-restart1"),
-    ({"SLURM_STEP_ID": "3", "SLURM_RESTART_COUNT": "2"}, "5.3-restart2"),
-])
-def test_every_slurm_run_gets_its_own_run_directory(extra: dict[str, str], key: str, tmp_path: Path) -> None:
-    """A requeued job keeps its id and a batch script may srun twice: neither may find
-    the previous run's directory (RunDir refuses a used one, so the job would fail)."""
-    env = {"SLURM_JOB_ID": "5", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_NODEID": "1", "SLURM_NTASKS": "2", **extra}
-    allocation = Allocation.from_env(env)
-    assert allocation is not None and allocation.run_key == key
-    assert default_run_dir(tmp_path, "job", slurm_run=allocation.run_key, node_rank=1) == (
-        tmp_path / f"job-slurm{key}" / "node1")
 
 
 def test_secrets_are_redacted() -> None:

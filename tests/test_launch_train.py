@@ -118,7 +118,9 @@ def test_two_torchrun_agents_rendezvous_over_loopback(
     tmp_path: Path, curves: dict[str, list[dict[str, Any]]]
 ) -> None:
     """Two "nodes" of one SLURM step on this machine: each agent reads its node rank and
-    node 0's address from SLURM_*, as under `srun` from the --slurm script."""
+    node 0's address from SLURM_*, as under `srun` from the --slurm script. Node 1 starts
+    first: torchrun's c10d rendezvous ranked agents by pid and gave it global rank 0 (and
+    metrics.jsonl); the static rank keeps rank 0 on node 0."""
     port = str(free_port())
     common = ["--set", "cluster.nodes=2", "--set", "cluster.gpus_per_node=1", "--set", "strategy=fsdp",
               "--set", "grad_clip=0.3", "--set", "launch.backend=torchrun",
@@ -128,21 +130,25 @@ def test_two_torchrun_agents_rendezvous_over_loopback(
     # Files, not pipes: an agent blocked on a full pipe nobody reads yet would stall the
     # rendezvous its peer waits in.
     logs = [tmp_path / f"agent{rank}.log" for rank in (0, 1)]
-    with logs[0].open("w") as out0, logs[1].open("w") as out1:
-        agents = [subprocess.Popen(distrecipe(TINY, *common), cwd=ROOT,
-                                   env={**os.environ, **slurm, "SLURM_NODEID": str(rank)},
-                                   stdout=out, stderr=subprocess.STDOUT)
-                  for rank, out in enumerate((out0, out1))]
-        codes = [agent.wait(timeout=300) for agent in agents]
+    agents = {}
+    for rank in (1, 0):
+        with logs[rank].open("w") as out:
+            agents[rank] = subprocess.Popen(distrecipe(TINY, *common), cwd=ROOT,
+                                            env={**os.environ, **slurm, "SLURM_NODEID": str(rank)},
+                                            stdout=out, stderr=subprocess.STDOUT)
+        time.sleep(2)
+    codes = [agents[rank].wait(timeout=300) for rank in (0, 1)]
     assert codes == [0, 0], "".join(log.read_text()[-2000:] for log in logs)
     nodes = [tmp_path / "tiny-cpu-slurm4242" / f"node{rank}" for rank in (0, 1)]
-    for node in nodes:
+    for rank, node in enumerate(nodes):
         argv = json.loads((node / "run.json").read_text())["argv"]
-        assert argv[1:3] == ["--nnodes", "2"] and f"127.0.0.1:{port}" in argv
-    logged = [metrics(node) for node in nodes if (node / "metrics.jsonl").exists()]
-    assert len(logged) == 1, "exactly one agent hosts global rank 0"
-    assert [r["samples"] for r in logged[0]] == [GLOBAL] * STEPS
-    for got, want in zip(losses(logged[0]), losses(curves["fsdp2-reshard-false"]), strict=True):
+        assert argv[1:3] == ["--nnodes", "2"] and argv[5:13] == [
+            "--rdzv-backend", "static", "--node-rank", str(rank), "--master-addr", "127.0.0.1",
+            "--master-port", port]
+    assert not (nodes[1] / "metrics.jsonl").exists(), "global rank 0 is node 0's"
+    logged = metrics(nodes[0])
+    assert [r["samples"] for r in logged] == [GLOBAL] * STEPS
+    for got, want in zip(losses(logged), losses(curves["fsdp2-reshard-false"]), strict=True):
         assert relative(got, want) <= TOLERANCE
 
 

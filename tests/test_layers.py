@@ -21,7 +21,7 @@ PACKAGE = ROOT / "distrecipe"
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"cli", "__main__"}),
     frozenset({"commands"}),
-    frozenset({"api", "lint", "diff", "launch"}),
+    frozenset({"api", "lint", "diff", "launch", "starter"}),
     frozenset({"plan"}),
     frozenset({"translator"}),
     frozenset({"judges"}),

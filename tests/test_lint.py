@@ -249,3 +249,27 @@ def test_every_code_in_the_package_can_be_explained() -> None:
     package = Path(__file__).parent.parent / "distrecipe"
     written = {code for path in package.rglob("*.py") for code in re.findall(r'"(DR\d{3})"', path.read_text())}
     assert written - set(RULES) - set(CODES) == set()
+
+
+def test_dr371_quotes_the_plans_traffic(cli: Callable[..., Result], write: Callable[[str, str], Path]) -> None:
+    """DR371's bytes are the engine's, the same `plan` and its advice print: FSDP2 stage 3's
+    sent less stage 2's for the same recipe, accumulation included; DeepSpeed's ZeRO-3 of
+    a small model sends less than its ZeRO-2 (every micro-step's all-reduce), so no DR371."""
+    from distrecipe.api import load_plan
+    from distrecipe.plan.report import estimate
+    from distrecipe.plan.units import gb
+
+    recipe = write("z3.yaml", """recipe: 1
+model: {params: 1.0e9, hidden_size: 2048, layers: 16, heads: 16}
+cluster: {nodes: 1, gpus_per_node: 8, gpu_memory: 80GB}
+strategy: fsdp
+stage: 3
+batch: {micro: 1, accumulation: 4, global: 32, seq_len: 2048}
+""")
+    three = estimate(load_plan(recipe))
+    two = estimate(load_plan(recipe, ("stage=2",)))
+    extra = three.traffic_engine.total - two.traffic_engine.total
+    out = cli("lint", recipe).out
+    assert extra > 0 and f"sends {gb(extra)} less per step than stage 3" in out
+    deepspeed = write("ds.yaml", recipe.read_text().replace("strategy: fsdp", "strategy: zero"))
+    assert "DR371" not in cli("lint", deepspeed).out

@@ -7,6 +7,8 @@ saved storage once, plus the 16-bit logits the caller holds.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from distrecipe.api import load_plan
@@ -124,3 +126,42 @@ def test_first_pipeline_stage_holds_min_p_m_micro_batches() -> None:
     whole = plan_activations(_plan_with(**base))[0]
     stage = plan_activations(plan)[0]
     assert stage.head == 0 and stage.layers == pytest.approx(whole.layers / 36 * 9 * 4)
+
+
+def test_megatron_gpt_block_is_korthikantis() -> None:
+    """Korthikanti et al. 2022's per-layer terms: sbh·(34/t + 5as/(ht)) with sequence
+    parallelism, sbh·(10 + 24/t + 5as/(ht)) without, 34·sbh/t under selective (core
+    attention) recompute, 2·sbh/t per layer under full recompute."""
+    from distrecipe.plan.activations import megatron, megatron_layer
+
+    s, b, h, a, t = 2048, 1, 12288, 96, 8
+    sbh = s * b * h
+    core = 5 * a * s / h
+    sp = megatron_layer(s=s, b=b, h=h, a=a, kv=h, inter=None, t=t, sequence_parallel=True, flash=False)
+    assert sp == pytest.approx(sbh * (34 / t + core / t))
+    plain = megatron_layer(s=s, b=b, h=h, a=a, kv=h, inter=None, t=t, sequence_parallel=False, flash=False)
+    assert plain == pytest.approx(sbh * (10 + 24 / t + core / t))
+    kwargs: dict[str, Any] = {"s": s, "b": b, "h": h, "a": a, "kv": h, "inter": None, "layers": 10,
+                              "vocab": 51200, "flash": False, "tensor": t, "sequence_parallel": True}
+    assert megatron(**kwargs, recompute="selective").layers == pytest.approx(10 * 34 * sbh / t)
+    full = megatron(**kwargs, recompute="full")
+    assert full.layers == pytest.approx(10 * 2 * sbh / t) and full.backward == pytest.approx(sp)
+
+
+def test_megatron_keeps_less_than_hugging_faces_llama() -> None:
+    """Transformer Engine's layers save sbh·(12 + 4·h_kv/h + 6·i/h) per Llama block (no
+    dropout), where Hugging Face's Llama saves sbh·(20 + 4·h_kv/h + 8·i/h)."""
+    from distrecipe.plan.activations import llama_layer, megatron_layer
+
+    s, b, h, a, kv, i = 4096, 1, 4096, 32, 1024, 14336
+    mcore = megatron_layer(s=s, b=b, h=h, a=a, kv=kv, inter=i, t=1, sequence_parallel=True, flash=True)
+    assert mcore == pytest.approx(s * b * h * (12 + 4 * kv / h + 6 * i / h) + 4 * a * s * b)
+    assert mcore < llama_layer(s=s, b=b, h=h, a=a, kv=kv, inter=i, flash=True)
+
+
+def test_cpu_held_checkpoints_leave_two_layers_on_the_gpu() -> None:
+    full = _plan_with(**{"activation_checkpointing": "full"})
+    held = _plan_with(**{"activation_checkpointing": "full", "offload.activations": "cpu"})
+    layers = full.recipe.model.layers
+    assert layers is not None
+    assert plan_activations(held)[0].layers == pytest.approx(2 * plan_activations(full)[0].layers / layers)

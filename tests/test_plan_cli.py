@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from distrecipe.plan.hardware import GPUS
+from distrecipe.plan.efficiency import FITTED
 from tests.conftest import RECIPES, Result
 
 SEED_ZERO2 = RECIPES / "seed-8b-32gpu-zero2.yaml"
@@ -106,14 +106,19 @@ def test_plan_exits_1_when_it_does_not_fit_and_compile_says_dr370(cli: Callable[
 
 
 def test_step_time_says_whose_efficiency_it_is(cli: Callable[..., Result]) -> None:
-    """A GPU no published run calibrates gets H100's figure, and the text and JSON say so."""
+    """A generation no published run calibrates borrows a fitted cell's figure, and the text
+    and JSON say so; DeepSpeed shares torch's kernels' figure."""
+    hopper = FITTED[("torch", "hopper")]
     out = cli("plan", SEED_ZERO2, "--set", "cluster.gpu=h100").out
-    assert "recompute included; efficiency fitted on 27 published H100 runs" in out
-    out = cli("plan", SEED_ZERO2, "--set", "cluster.gpu=l40s").out
-    assert (f"({GPUS['h100'].efficiency:.2f} of L40S (PCIe 4)'s 362.05 TFLOPS, recompute included; efficiency H100's; "
-            "no published bf16 run on L40S)") in out
-    step = json.loads(cli("plan", SEED_ZERO2, "--set", "cluster.gpu=mi300x", "--format", "json").out)
+    assert f"recompute included; efficiency {hopper.basis})" in out
+    out = cli("plan", SEED_ZERO2, "--set", "cluster.gpu=l40s", "--set", "cluster.gpu_memory=48GB").out
+    assert (f"({hopper.value:g} × matmul size 0.85 of L40S (PCIe 4)'s 362.05 TFLOPS, recompute included; "
+            "efficiency borrowed from FSDP2/DDP on Hopper: no published bf16 run on Ada GPUs)") in out
+    step = json.loads(cli("plan", SEED_ZERO2, "--set", "cluster.gpu=mi300x", "--set", "cluster.gpu_memory=192GB",
+                          "--format", "json").out)
     assert step["step_time"]["efficiency_borrowed"] is True
-    assert step["step_time"]["efficiency_basis"] == "H100's; no published bf16 run on MI300X"
-    step = json.loads(cli("plan", SEED_ZERO2, "--set", "cluster.gpu=h200", "--format", "json").out)
+    assert step["step_time"]["efficiency_basis"] == ("borrowed from FSDP2/DDP on Hopper: no published bf16 run "
+                                                     "on CDNA 3 GPUs")
+    step = json.loads(cli("plan", SEED_ZERO2, "--set", "cluster.gpu=h200", "--set", "cluster.gpu_memory=141GB",
+                          "--format", "json").out)
     assert step["step_time"]["efficiency_borrowed"] is False

@@ -1,21 +1,15 @@
-"""Step time against every published throughput row (`tests/corpus/gpu/published.csv`).
+"""Step time: its parts, against the published throughput rows (`tests/corpus/gpu/published.csv`).
 
-A row is used when distrecipe's model describes the run: bf16 (no float8 or FP8),
-FSDP/DDP/ZeRO without pipeline or context parallelism, the model's shape and the
-micro-batch stated. Each GPU with published bf16 rows has its own efficiency in
-`distrecipe/plan/hardware.py`, fitted on the sources `CALIBRATION` names for it; every
-other used row is held out: IBM fms-fsdp's and Colossal-AI's A100 runs, KempnerForge's
-weak-scaling and 175B H200 runs. The test checks that each table figure is the fit,
-prints predicted against measured tokens/s/GPU for every row used, calibration and
-held-out apart per GPU, and every row not used with the reason.
+The efficiency table and its leave-one-source-out validation are
+`tests/plan/test_efficiency.py`'s; here: every statable row is priced within a factor of
+four, each row plans its stated global batch, MFU never exceeds the efficiency, the
+pipeline bubble and the network rules, and what the per-collective overlap windows make
+engines differ by.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import replace
 
 import pytest
 import yaml
@@ -25,42 +19,10 @@ from distrecipe.plan.hardware import GPUS
 from distrecipe.plan.report import deepspeed_zero, estimate
 from distrecipe.plan.steptime import StepTime, bubble, ring_bandwidth, step_time, tensor_parallel_bytes
 from distrecipe.plan.traffic import formula
-from distrecipe.recipe import Gpu
 from distrecipe.translator.load import recipe_from_text
-from distrecipe.translator.resolve import resolve
+from distrecipe.translator.resolve import resolve, variant
+from tests import calibration
 from tests.published import Row, plan_for_row, rows
-
-FAMILY: dict[str, tuple[Gpu, ...]] = {
-    "A100": ("a100-40gb", "a100-80gb"), "H100": ("h100",), "H200": ("h200",)}
-"""The GPUs that share one fitted figure (the A100s differ only in memory)."""
-CALIBRATION: dict[str, tuple[str, ...]] = {
-    "A100": ("torchtitan", "mosaic_llmfoundry"),
-    "H100": ("torchtitan", "mosaic_llmfoundry"),
-    "H200": ("kempnerforge_mfu_scaling",),
-}
-"""Per family, the `source_id` prefixes its efficiency is fitted on."""
-
-
-def family(row: Row) -> str | None:
-    return next((f for f, gpus in FAMILY.items() if row.gpu_model in gpus), None)
-
-
-def calibrates(row: Row) -> bool:
-    f = family(row)
-    return f is not None and row.data["source_id"].startswith(CALIBRATION[f])
-
-
-def unused_reason(row: Row) -> str | None:
-    d = row.data
-    if row.float8 or "fp8" in d["precision"].lower():
-        return "float8 / FP8"
-    if d["strategy"] not in ("fsdp", "fsdp2", "ddp", "zero"):
-        return f"strategy {d['strategy']}"
-    if (d["cp"] or "1") != "1" or (d["pp"] or "1") != "1":
-        return "context or pipeline parallel"
-    if not (d["ffn"] and d["layers"] and d["micro"]):
-        return "shape or micro-batch not stated"
-    return None
 
 
 def predicted(row: Row) -> StepTime:
@@ -70,118 +32,89 @@ def predicted(row: Row) -> StepTime:
     return result
 
 
-def used() -> list[tuple[Row, float, bool]]:
-    """(row, relative error of tokens/s/GPU, calibration row?) for every usable row."""
-    out = []
-    for row in rows():
-        if row.throughput is None or unused_reason(row):
-            continue
-        error = predicted(row).tokens_per_s_per_gpu / row.throughput - 1
-        out.append((row, error, calibrates(row)))
-    return out
-
-
-@contextmanager
-def efficiency(gpus: tuple[Gpu, ...], value: float) -> Iterator[None]:
-    """The table with `value` as these GPUs' efficiency, for the fit."""
-    saved = {gpu: GPUS[gpu] for gpu in gpus}
-    try:
-        for gpu in gpus:
-            GPUS[gpu] = replace(saved[gpu], achieved=replace(saved[gpu].achieved, value=value))
-        yield
-    finally:
-        GPUS.update(saved)
-
-
-def fit(name: str) -> tuple[float, int]:
-    """The efficiency whose median measured ÷ predicted over the family's calibration rows
-    is 1, and how many rows. Exposed traffic makes the prediction not quite proportional
-    to the efficiency, so the median ratio is applied until it settles."""
-    gpus = FAMILY[name]
-    chosen = [r for r in rows() if r.throughput and not unused_reason(r)
-              and family(r) == name and calibrates(r)]
-    value = GPUS[gpus[0]].efficiency
-    for _ in range(4):
-        with efficiency(gpus, value):
-            value *= statistics.median(r.throughput / predicted(r).tokens_per_s_per_gpu
-                                       for r in chosen if r.throughput)
-    return value, len(chosen)
-
-
-def test_every_gpu_name_has_numbers() -> None:
-    assert set(GPUS) == set(Gpu.__args__)  # type: ignore[attr-defined]
-
-
-@pytest.mark.parametrize("name", sorted(FAMILY))
-def test_each_efficiency_is_the_fit_of_its_calibration_rows(name: str) -> None:
-    value, count = fit(name)
-    for gpu in FAMILY[name]:
-        achieved = GPUS[gpu].achieved
-        assert not achieved.borrowed
-        assert achieved.value == round(value, 2), (gpu, value)
-        assert f"fitted on {count} published {name} runs" in achieved.basis
-
-
-def test_every_other_gpu_says_its_efficiency_is_borrowed() -> None:
-    """No published bf16 row calibrates them, and `plan` must not present H100's figure as theirs."""
-    calibrated = {gpu for gpus in FAMILY.values() for gpu in gpus}
-    for gpu, hw in GPUS.items():
-        if gpu not in calibrated:
-            assert hw.achieved.borrowed and hw.achieved.value == GPUS["h100"].efficiency, gpu
-            assert hw.achieved.basis.startswith("H100's; no published bf16 run on"), gpu
-    # Nor does any used row name a GPU outside the fitted families.
-    assert all(family(r) for r, _, _ in used())
-
-
-def test_error_against_every_published_throughput_row() -> None:
-    results = used()
+def test_every_statable_throughput_row_within_a_factor_of_four() -> None:
+    """In-sample: with the fitted table, every judged row's tokens/s/GPU; printed per source."""
+    results = [item for item in calibration.judged() if item.throughput is not None]
+    by_source: dict[str, list[float]] = {}
+    for item in results:
+        by_source.setdefault(item.source, []).append(item.throughput or 0.0)
     print()
-    for name in FAMILY:
-        for title, wanted in (("calibration", True), ("held out", False)):
-            chosen = [(r, e) for r, e, c in results if c is wanted and family(r) == name]
-            if not chosen:
-                continue
-            print(f"{name} {title}: {len(chosen)} rows, median "
-                  f"{statistics.median(e for _, e in chosen):+.1%}, median |error| "
-                  f"{statistics.median(abs(e) for _, e in chosen):.1%}")
-            for row, error in chosen:
-                print(f"  {error:+7.1%}  measured {row.throughput:8.0f}  {row.name}")
-    for title, wanted in (("all calibration", True), ("all held out", False)):
-        errors = [e for _, e, c in results if c is wanted]
-        print(f"{title}: {len(errors)} rows, median {statistics.median(errors):+.1%}, "
-              f"median |error| {statistics.median(abs(e) for e in errors):.1%}")
-    skipped = [(r, unused_reason(r)) for r in rows() if r.throughput is not None and unused_reason(r)]
-    print(f"not used: {len(skipped)} rows")
-    for row, reason in skipped:
-        print(f"  {reason}: {row.name}")
-    assert len(results) + len(skipped) == sum(r.throughput is not None for r in rows())
-    # The calibration holds: its median error is about zero for each fitted GPU.
-    for name in FAMILY:
-        errors = [e for r, e, c in results if c and family(r) == name]
-        assert abs(statistics.median(errors)) < 0.05, name
-    # Half the calibration rows within 20 %; no row off by more than a factor of four.
-    assert statistics.median(abs(e) for _, e, c in results if c) < 0.20
-    assert all(-0.75 < e < 3.0 for _, e, _ in results)
+    for source, errors in by_source.items():
+        print(f"  {source}: {len(errors)} rows, median {statistics.median(errors):+.1%}")
+    assert len(results) >= 130
+    assert all(-0.75 < item.throughput < 4.0 for item in results if item.throughput is not None)
 
 
 def test_rows_plan_their_stated_global_batch() -> None:
     """A row's plan accumulates to the global batch the run states (MosaicML's and
     KempnerForge's rows accumulate 2 to 21 micro-batches), not one micro-batch per rank."""
-    stated = [r for r in rows() if r.throughput and not unused_reason(r) and r.data["global_batch"]]
+    stated = [i.row for i in calibration.judged() if i.throughput is not None and i.row.data["global_batch"]]
     plans = [(r, plan_for_row(r)) for r in stated]
     for row, plan in plans:
         assert plan.batch.global_ == int(row.data["global_batch"]), row.name
         assert plan.batch.global_ == plan.batch.micro * plan.batch.accumulation * plan.dims.dp, row.name
-    assert max(plan.batch.accumulation for _, plan in plans) == 21
+    assert max(plan.batch.accumulation for _, plan in plans) >= 21
 
 
 @pytest.mark.parametrize("gpu", ["h100", "a100-80gb"])
 def test_mfu_is_model_flops_over_peak(gpu: str) -> None:
-    """MFU never exceeds the calibrated efficiency (recompute and exposed traffic only lower it)."""
-    row = next(r for r in rows() if r.throughput and not unused_reason(r) and r.gpu_model == gpu)
+    """MFU never exceeds the efficiency times the matmul factor (recompute and exposed
+    traffic only lower it)."""
+    row = next(i.row for i in calibration.judged() if i.throughput is not None and i.row.gpu_model == gpu)
     result = predicted(row)
-    assert 0 < result.mfu <= GPUS[gpu].efficiency + 1e-9  # type: ignore[index]
+    assert 0 < result.mfu <= result.efficiency.value * result.matmul + 1e-9
     assert result.seconds >= result.compute
+
+
+def seed_on(gpu: str = "h100", **changes: object) -> Plan:
+    from distrecipe.api import load_plan
+    from tests.conftest import RECIPES
+
+    plan = load_plan(RECIPES / "seed-8b-32gpu-zero2.yaml", (f"cluster.gpu={gpu}",))
+    return variant(plan, **changes) if changes else plan
+
+
+def test_engines_differ_where_their_overlap_differs() -> None:
+    """DDP's one all-reduce hides in the last micro-step's backward, ZeRO-1/2's parameter
+    all-gather after `step()` hides nowhere, ZeRO-3's prefetched gathers hide behind every
+    micro-step: the same model and batch give different step times. On the seed's 400 GB/s
+    of NICs per node ZeRO-1's and ZeRO-2's reductions both hide (ZeRO-2 in each micro-step's
+    backward, ZeRO-1 in the last), so they tie; on 1 GB/s per GPU they do not."""
+    def times(network: float | None) -> dict[str, StepTime]:
+        out = {}
+        for name, change in {"ddp": {"strategy": "ddp", "stage": 0}, "zero1": {"stage": 1},
+                             "zero2": {"stage": 2}, "zero3": {"stage": 3}}.items():
+            cluster = {"cluster": {"inter_node_bandwidth": network}} if network else {}
+            result = estimate(seed_on(**change, **cluster)).step  # type: ignore[arg-type]
+            assert result is not None
+            out[name] = result
+        return out
+
+    fast, slow = times(None), times(1.0)
+    assert len({round(t.seconds, 4) for t in fast.values()}) == 3
+    assert fast["zero1"].exposed_by["data parallel"] > 0  # the all-gather after step() hides nowhere
+    assert fast["ddp"].exposed_by["data parallel"] > fast["zero1"].exposed_by["data parallel"]
+    assert len({round(t.seconds, 3) for t in slow.values()}) == 4
+    assert slow["zero2"].seconds > slow["zero1"].seconds
+
+
+def test_offload_is_in_the_sum() -> None:
+    """The printed parts add up: compute + bubble + exposed traffic + offload."""
+    from distrecipe.api import load_plan
+    from tests.conftest import RECIPES
+
+    plan = load_plan(RECIPES / "seed-8b-32gpu-zero2-offload.yaml", ("cluster.gpu=h100",))
+    result = estimate(plan).step
+    assert result is not None and result.offload > 0
+    assert result.seconds == pytest.approx(result.compute + result.bubble + result.exposed + result.offload)
+
+
+def test_tensor_overlap_hides_tensor_parallel_traffic() -> None:
+    plan = seed_on(strategy="megatron", stage=1, parallel={"tensor": 8})
+    overlapped = variant(plan, parallel={"tensor_overlap": True})
+    plain, hidden = estimate(plan).step, estimate(overlapped).step
+    assert plain is not None and hidden is not None
+    assert plain.exposed_by["tensor parallel"] > 0 == hidden.exposed_by["tensor parallel"]
 
 
 NARAYANAN = "narayanan2021_ptdp_secondary"

@@ -18,10 +18,10 @@ import pytest
 from distrecipe import recipe
 from distrecipe.schemas import recipe_schema
 
-WRITTEN_INSIDE = {"checkpoint_every": ("activation_checkpointing", "every")}
+WRITTEN_INSIDE = {"recompute_every": ("activation_checkpointing", "every")}
 """`Recipe` fields written as a key of another one's mapping form
 (`activation_checkpointing: {mode: selective, every: 2}`)."""
-NOT_WRITTEN = {"source", "where", *WRITTEN_INSIDE}
+NOT_WRITTEN = {"source", "where", "derived", *WRITTEN_INSIDE}
 """`Recipe` fields filled by the loader, never written at the top level of a recipe."""
 
 
@@ -131,3 +131,11 @@ def test_every_pattern_says_in_words_what_it_accepts() -> None:
 
     walk(recipe_schema(), "#")
     assert not missing
+
+
+def test_the_schema_file_is_generated_from_the_dataclasses() -> None:
+    """`recipe.schema.json` is what `schemas.generate` writes from `Recipe`: a field, bound or
+    docstring changed in `recipe.py` without regenerating fails here, naming the command."""
+    from distrecipe.schemas import generate
+
+    assert generate.FILE.read_text("utf-8") == generate.text(), "run: python -m distrecipe.schemas.generate"

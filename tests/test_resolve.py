@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from distrecipe.errors import LaunchError, RecipeError
 from distrecipe.job import Plan
 from distrecipe.translator.load import count_parameters, load_recipe, recipe_from_text
 from distrecipe.translator.resolve import resolve
-from tests.conftest import RECIPES
+from tests.conftest import RECIPES, Result
 
 BASE = """\
 recipe: 1
@@ -39,7 +40,6 @@ def plan_of(micro: object = 2, acc: object = 4, glob: object = 64, nodes: int = 
         ("auto", 4, 64, (2, 4, 64)),
         (2, "auto", 64, (2, 4, 64)),
         (2, 4, "auto", (2, 4, 64)),
-        ("auto", "auto", 64, (8, 1, 64)),
         (2, "auto", "auto", (2, 1, 16)),
     ],
 )
@@ -237,3 +237,85 @@ def test_nearest_valid_globals_respect_rollout_n() -> None:
                 assert plan_of(micro, k, "auto" if glob == "auto" else g, extra=rl).batch.global_ == g
         else:
             raise AssertionError(f"{micro} {acc} {glob} resolved")
+
+
+MEGATRON = """recipe: 1
+model: {params: 1.0e9, hidden_size: 1024, layers: 28}
+cluster: {nodes: 1, gpus_per_node: 8}
+strategy: megatron
+parallel: {tensor: 2, pipeline: 4}
+batch: {micro: 1, global: 8}
+"""
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ("parallel: {tensor: 2, pipeline: 4, first_stage_layers: 6, last_stage_layers: 6}", None),
+    ("parallel: {tensor: 2, pipeline: 4, first_stage_layers: 7, last_stage_layers: 6}",
+     r"less the stated stages' 7 \+ 6 leaves 15 layers, which do not split evenly over the other 2"),
+    ("parallel: {tensor: 2, pipeline: 4, first_stage_layers: 6, last_stage_layers: 6, virtual_stages: 2}", None),
+    ("parallel: {tensor: 2, pipeline: 4, first_stage_layers: 5, last_stage_layers: 7, virtual_stages: 2}",
+     r"every pipeline stage's layers must split into 2 model chunks .* hold 5, 8, 8, 7 layers"),
+    ("parallel: {tensor: 2, pipeline: 1, first_stage_layers: 6}", r"need parallel.pipeline > 1"),
+    ("strategy: fsdp\nparallel: {tensor: 2, pipeline: 4, first_stage_layers: 6}",
+     r"Megatron's uneven pipeline stages .* strategy fsdp splits the layers evenly"),
+    ("strategy: zero\nparallel: {tensor: 2, tensor_sequence: true}", r"tensor_sequence is Megatron's"),
+    ("offload: {activations: cpu}", r"needs activation_checkpointing: full; this recipe has none"),
+    ("offload: {activations: cpu}\nactivation_checkpointing: full", None),
+])
+def test_megatron_stage_and_offload_rules(extra: str, message: str | None) -> None:
+    """Megatron-Core's uneven end stages (`get_num_layers_to_build`'s assertions), Megatron's
+    sequence parallelism, and CPU-held checkpoints (full recompute only), refused here."""
+    lines = [line for line in MEGATRON.splitlines()
+             if not any(line.startswith(key.split(":")[0] + ":") for key in extra.splitlines())]
+    text = "\n".join(lines) + "\n" + extra + "\n"
+    if message is None:
+        resolve(recipe_from_text(text, "m.yaml"))
+        return
+    with pytest.raises(RecipeError, match=message) as caught:
+        resolve(recipe_from_text(text, "m.yaml"))
+    assert caught.value.where is not None and caught.value.where.line > 1  # at the key, not the start
+
+
+def test_two_autos_beside_a_fixed_global_need_what_memory_needs() -> None:
+    """`micro: auto` with accumulation auto is the largest micro-batch that fits: without the
+    shape, sequence and GPU memory that is an error naming them, never accumulation 1."""
+    with pytest.raises(RecipeError) as caught:
+        plan_of("auto", "auto", 64)
+    message = caught.value.message
+    assert ("batch.micro and batch.accumulation are auto, so the micro-batch is the largest that fits the GPU "
+            "(batch.micro_policy largest-that-fits), which needs model.layers, model.heads, model.vocab, "
+            "batch.seq_len, cluster.gpu_memory (or cluster.gpu)") in message
+    assert "set batch.micro_policy: accumulation-1 for micro = global / DP = 64 / 8 = 8" in message
+    assert caught.value.where is not None and caught.value.where.line == 7  # the batch line
+
+
+def test_micro_policy_accumulation_1_is_the_stated_other_meaning() -> None:
+    text = BASE.format(micro="auto", acc="auto", glob=64, nodes=1, gpus=8, tp=1).replace(
+        "global: 64}", "global: 64, micro_policy: accumulation-1}")
+    plan = resolve(recipe_from_text(text, "r.yaml"))
+    assert (plan.batch.micro, plan.batch.accumulation, plan.batch.global_) == (8, 1, 64)
+    assert plan.provenance["batch.accumulation"] == "1, as batch.micro_policy accumulation-1 says"
+
+
+def test_the_seed_without_its_gpu_memory_says_what_is_missing(cli: Callable[..., Result],
+                                                              tmp_path: Path) -> None:
+    """The issue's case: micro auto on the seed without GPU memory used to plan micro 32 per
+    GPU ("needs 316 GB", exit 0)."""
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text((RECIPES / "seed-8b-32gpu-zero2.yaml").read_text()
+                      .replace(", gpu_memory: 80GB", "").replace("micro: 2", "micro: auto"))
+    result = cli("plan", recipe)
+    assert result.code == 2 and result.err.count("\n") == 1
+    assert "which needs cluster.gpu_memory (or cluster.gpu): give it" in result.err
+    fitted = cli("resolve", recipe, "--set", "cluster.gpu=h100", "--format", "json")
+    assert fitted.code == 0, fitted.err
+    data = json.loads(fitted.out)
+    assert data["cluster.gpu_memory"] == {"value": 80 * 10**9,
+                                          "from": "80 GB, as cluster.gpu h100 implies (engines/gpus.py)"}
+    assert data["batch.micro"]["value"] < 32
+    assert data["batch.micro"]["from"].startswith("largest that fits 80 GB with 10% headroom")
+
+
+def test_one_sample_per_rank_needs_no_memory_model() -> None:
+    plan = plan_of("auto", "auto", 8)
+    assert (plan.batch.micro, plan.batch.accumulation) == (1, 1)

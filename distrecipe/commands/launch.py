@@ -37,6 +37,7 @@ from distrecipe.launch.prepare import (
 )
 from distrecipe.launch.rundir import WRITTEN, RunDir
 from distrecipe.launch.secrets import redact_argv
+from distrecipe.launch.skypilot import skypilot_task
 from distrecipe.launch.slurm import batch_script
 from distrecipe.launch.spec import executable
 from distrecipe.launch.supervise import LAUNCH_ID, new_launch_id, supervise
@@ -68,7 +69,7 @@ def _say(line: str) -> None:
 def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str] = (),
            target: Backend | None = None, run_dir: str | None = None, runs_root: str = "runs",
            node_rank: int | None = None, timeout: float | None = None, dry_run: bool = False,
-           slurm: bool = False, environ: Mapping[str, str] | None = None,
+           slurm: bool = False, skypilot: bool = False, environ: Mapping[str, str] | None = None,
            program_kind: ProgramKind | None = None, allow_override: bool = False) -> int:
     """Launch RECIPE's job (or describe it); returns the job's exit code."""
     env = dict(os.environ if environ is None else environ)
@@ -82,7 +83,16 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
                           allow_override=allow_override)
         root = Path(runs_root).resolve()
         root.mkdir(parents=True, exist_ok=True)  # SLURM writes --output there and creates no directory
-        click.echo(batch_script(plan, argv, runs_root=root, ray=executable("ray")), nl=False)
+        script = batch_script(plan, argv, runs_root=root, chdir=Path.cwd(), ray=executable("ray"))
+        click.echo(script, nl=False)
+        return 0
+    if skypilot:
+        task, notes = skypilot_task(plan, kind.kind, recipe=recipe, overrides=overrides, runs_root=runs_root,
+                                    timeout=timeout, program=program, program_kind=program_kind,
+                                    allow_override=allow_override, cwd=Path.cwd())
+        for note in notes:
+            _say(note)
+        click.echo(task, nl=False)
         return 0
     path = run_directory(plan, run_dir=run_dir, runs_root=runs_root, node_rank=node_rank, environ=env)
     configs = emit_configs(plan, kind.kind)
@@ -110,7 +120,8 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
         record.start(plan=plan, recipe_text=read_text(recipe), files={**configs.files, **spec.files},
                      argv=spec.argv, env=job_env, cwd=os.getcwd(), overrides=overrides,
                      overridden=[dataclasses.asdict(item) for item in given.overridden],
-                     program_kind=dataclasses.asdict(kind))
+                     program_kind=dataclasses.asdict(kind),
+                     allocation=request.allocation.record() if request.allocation else None)
         click.echo(f"distrecipe: run directory {path}", err=True)
         click.echo(f"distrecipe: {shlex.join(redact_argv(spec.argv))}", err=True)
         sys.stderr.flush()
@@ -137,23 +148,28 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
               help="Let program arguments replace values the recipe decided (recorded in run.json).")
 @click.option("--dry-run", is_flag=True, help="Print the exact argv and env as JSON; run and write nothing.")
 @click.option("--slurm", is_flag=True, help="Print an sbatch script that runs this launch on every node.")
+@click.option("--skypilot", is_flag=True, help="Print a SkyPilot task that runs this launch on every node "
+              "(settings: --set launch.skypilot.accelerator|workdir|setup=...).")
 @click.option("--partition", default=None, help="--slurm: the partition (= --set launch.slurm.partition=…).")
 @click.option("--account", default=None, help="--slurm: the account (= --set launch.slurm.account=...).")
 @click.option("--time", "time_limit", default=None,
               help="--slurm: the wall-time limit, e.g. 2-00:00:00 (= --set launch.slurm.time=...).")
 @click.option("--cpus-per-task", type=click.IntRange(min=1), default=None,
               help="--slurm: CPUs per node's launch (= --set launch.slurm.cpus_per_task=...).")
+@click.option("--mem", default=None, help="--slurm: memory per node, 512G or 0 for all (= launch.slurm.mem).")
+@click.option("--exclusive", is_flag=True, default=None, help="--slurm: whole nodes.")
 @click.option("--run-dir", type=click.Path(file_okay=False), default=None,
               help="Run directory (default: RUNS_ROOT/<name>-<time>-<pid>).")
 @click.option("--runs-root", type=click.Path(file_okay=False), default="runs", show_default=True)
 @click.option("--node-rank", type=click.IntRange(min=0), default=None,
-              help="This node's rank (default: SLURM_NODEID inside SLURM, else 0).")
+              help="This node's rank (default: the platform's, e.g. SLURM_NODEID, else 0).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Seconds before the job is stopped (exit code 124).")
 def command(recipe: str, program: tuple[str, ...], overrides: tuple[str, ...], target: str | None,
-            dry_run: bool, slurm: bool, run_dir: str | None, runs_root: str, node_rank: int | None,
-            timeout: float | None, program_kind: str | None, allow_override: bool, partition: str | None,
-            account: str | None, time_limit: str | None, cpus_per_task: int | None) -> int:
+            dry_run: bool, slurm: bool, skypilot: bool, run_dir: str | None, runs_root: str,
+            node_rank: int | None, timeout: float | None, program_kind: str | None, allow_override: bool,
+            partition: str | None, account: str | None, time_limit: str | None, cpus_per_task: int | None,
+            mem: str | None, exclusive: bool | None) -> int:
     """Run RECIPE's job through its engine's own launcher.
 
     PROGRAM, after `--`, is `script.py ARGS...` or `-m module ARGS...` (for verl: more
@@ -164,9 +180,9 @@ def command(recipe: str, program: tuple[str, ...], overrides: tuple[str, ...], t
     backend = next((b for b in BACKENDS if b == target), None)  # click checked the choice
     kind = next((k for k in KINDS if k == program_kind), None)
     slurm_settings = {"partition": partition, "account": account, "time": time_limit,
-                      "cpus_per_task": cpus_per_task}
+                      "cpus_per_task": cpus_per_task, "mem": mem, "exclusive": "true" if exclusive else None}
     overrides += tuple(f"launch.slurm.{key}={value}" for key, value in slurm_settings.items()
                        if value is not None)
     return launch(recipe=recipe, program=program, overrides=overrides, target=backend, run_dir=run_dir,
                   runs_root=runs_root, node_rank=node_rank, timeout=timeout, dry_run=dry_run,
-                  slurm=slurm, program_kind=kind, allow_override=allow_override)
+                  slurm=slurm, skypilot=skypilot, program_kind=kind, allow_override=allow_override)

@@ -52,16 +52,21 @@ def plan_recipe(*, recipe: str, overrides: Sequence[str] = (), compare_all: bool
               help="Rank every valid recipe for this model, cluster and global batch that fits.")
 @click.option("--write", "write_path", type=click.Path(dir_okay=False), default=None,
               help="With --search: write the fastest as a recipe file.")
+@click.option("--top", "top", type=click.IntRange(1, 10_000), default=None,
+              help="With --search: how many candidates to show (text) or list (json); default 5.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="Write stacked per-GPU memory bars (svg/png/pdf); needs distrecipe[plot].")
 def command(recipe: str, overrides: tuple[str, ...], compare_all: bool, search_all: bool,
-            write_path: str | None, output_format: str, plot_path: str | None) -> int:
+            write_path: str | None, top: int | None, output_format: str, plot_path: str | None) -> int:
     """Per-GPU memory (formula and engine views), activations, traffic, fit and advice."""
     if write_path and not search_all:
         raise click.UsageError("--write needs --search")
+    if top is not None and not search_all:
+        raise click.UsageError("--top needs --search")
     if search_all:
-        from distrecipe.commands.search import search_recipe
+        from distrecipe.commands.search import TOP, search_recipe
 
-        return search_recipe(recipe=recipe, overrides=overrides, write=write_path)
+        return search_recipe(recipe=recipe, overrides=overrides, write=write_path, top=top or TOP,
+                             output_format=output_format)
     return plan_recipe(recipe=recipe, overrides=overrides, compare_all=compare_all,
                        output_format=output_format, plot_path=plot_path)

@@ -17,29 +17,41 @@ import yaml
 from distrecipe.api import load_plan, plan_of_document
 from distrecipe.errors import DistrecipeError
 from distrecipe.job import plan_values
-from distrecipe.output import write_files
+from distrecipe.output import to_json, write_files
 from distrecipe.plan.report import estimate
-from distrecipe.plan.search import Candidate, check_searchable, search, why
+from distrecipe.plan.search import TIE, Candidate, as_json, check_searchable, search, why
 from distrecipe.source import read_document
 from distrecipe.translator.load import apply_overrides, load_recipe
 
 TOP = 5
 
 
-def search_recipe(*, recipe: str, overrides: Sequence[str] = (), write: str | None = None) -> int:
-    """Print the fastest fitting recipes; with `write`, write the fastest as a recipe file."""
+def search_recipe(*, recipe: str, overrides: Sequence[str] = (), write: str | None = None, top: int = TOP,
+                  output_format: str = "text") -> int:
+    """Print the `top` fastest fitting recipes (JSON: every candidate's figures); with
+    `write`, write the fastest as a recipe file."""
     declared = load_recipe(recipe, overrides)
     plan = load_plan(recipe, overrides)
     check_searchable(declared, estimate(plan))
     assert plan.gpu_memory is not None
     result = search(declared, plan.dims.gpus_per_node)
     budget = plan.gpu_memory
-    click.echo(f"{len(result.ranked)} of {result.tried} valid recipes fit {budget / 1e9:.0f} GB; "
-               "fastest first:")
-    for rank, candidate in enumerate(result.ranked[:TOP], 1):
-        click.echo(f"  {rank}. {why(candidate, budget)}")
+    if output_format == "json":
+        click.echo(to_json({"tried": result.tried, "fitting": len(result.ranked), "gpu_memory": budget,
+                            "tie": TIE, "units": "bytes, seconds",
+                            "candidates": [as_json(c, rank)
+                                           for rank, c in enumerate(result.ranked[:top], 1)]}),
+                   nl=False)
+    else:
+        order = (f"fastest first (within {TIE:.1%} a tie: fewer parallel dimensions, then more headroom):"
+                 if result.timed else "no cluster.gpu or cluster.peak_tflops, so no step time: ranked by "
+                 "what can be judged, least traffic per rank first, then no offload, then least memory:")
+        click.echo(f"{len(result.ranked)} of {result.tried} valid recipes fit {budget / 1e9:.0f} GB; {order}")
+        for rank, candidate in enumerate(result.ranked[:top], 1):
+            click.echo(f"  {rank}. {why(candidate, budget)}")
+        if not result.ranked:
+            click.echo("  none: see distrecipe plan for what each strategy needs")
     if not result.ranked:
-        click.echo("  none: see distrecipe plan for what each strategy needs")
         return 1
     if write:
         text = winner_text(recipe, overrides, result.ranked[0])

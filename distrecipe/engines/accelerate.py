@@ -50,6 +50,10 @@ def restates(plan: Plan, written: object) -> bool:
 MIXED_PRECISION = {"bf16": "bf16", "fp16": "fp16", "fp32": "no"}
 """A recipe precision → Accelerate's `mixed_precision`."""
 
+STATE_DICT_TYPE = {"full": "FULL_STATE_DICT", "sharded": "SHARDED_STATE_DICT"}
+"""`checkpoint.weights` → `fsdp_state_dict_type` (FSDP2's default, unset, is
+`SHARDED_STATE_DICT`: `FullyShardedDataParallelPlugin.set_state_dict_type`)."""
+
 BATCH_FILL = ("the training script decides them: the DataLoader's batch_size is the micro-batch per GPU, "
               "ACCELERATE_GRADIENT_ACCUMULATION_STEPS (or Accelerator(gradient_accumulation_steps=N)) the "
               "accumulation")

@@ -31,6 +31,17 @@ FP16_LOSS_SCALING = {
 """Dynamic loss scaling as DeepSpeed's docs recommend (`loss_scale: 0` = dynamic)."""
 
 
+GATHER_ON_SAVE = "stage3_gather_16bit_weights_on_model_save"
+"""The ZeRO-3 key that gathers the whole 16-bit model on save (`checkpoint.weights: full`);
+DeepSpeed also reads it as `stage3_gather_fp16_weights_on_model_save`."""
+
+SCHEDULERS = {"constant": "WarmupLR", "linear": "WarmupDecayLR", "cosine": "WarmupCosineLR"}
+"""`schedule.decay` → DeepSpeed's scheduler (deepspeed/runtime/lr_schedules.py): each warms up
+from its floor to the optimizer's lr, then stays, decays linearly to the floor at
+`total_num_steps`, or follows a cosine to `cos_min_ratio` × lr. Their defaults differ from
+the recipe's meaning (1000 warmup steps, a log-shaped warmup, a cosine floor of 0.0001), so
+the emitter writes those three out."""
+
 BATCH_KEYS = {"global": "train_batch_size", "micro": "train_micro_batch_size_per_gpu",
               "accumulation": "gradient_accumulation_steps"}
 """A recipe's `batch.*` name → the ds_config key for the same number (lint and import read it)."""
@@ -131,7 +142,9 @@ def zero_optimization(plan: Plan, *, hf_auto: bool = False) -> dict[str, Any]:
             zero["stage3_param_persistence_threshold"] = (
                 "auto" if hf_auto else b.stage3_param_persistence_threshold
             )
-        zero["stage3_gather_16bit_weights_on_model_save"] = True
+        weights = plan.recipe.checkpoint.weights if plan.recipe.checkpoint else None
+        if weights is not None:
+            zero[GATHER_ON_SAVE] = weights == "full"
         if plan.dims.hybrid:
             zero["zero_hpz_partition_size"] = plan.dims.shard_group
     return zero

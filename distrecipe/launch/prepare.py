@@ -19,6 +19,7 @@ from pathlib import Path
 from distrecipe.errors import LaunchError
 from distrecipe.findings import Finding
 from distrecipe.job import Plan
+from distrecipe.launch.allocation import Allocation, check_allocation, read_allocation
 from distrecipe.launch.detect import hold_port
 from distrecipe.launch.handoff import Handoff, handoff
 from distrecipe.launch.kinds import KindChoice, backend_for, infer
@@ -26,7 +27,6 @@ from distrecipe.launch.launchers import GIVEN_PORT
 from distrecipe.launch.launchers.verl import ENTRY as VERL_ENTRY
 from distrecipe.launch.rundir import default_run_dir
 from distrecipe.launch.secrets import REDACTED, is_secret, redact_argv
-from distrecipe.launch.slurm import Allocation
 from distrecipe.launch.spec import TINY_TRAINER, LaunchRequest, LaunchSpec, Program
 from distrecipe.recipe import ProgramKind
 from distrecipe.translator.resolve import variant
@@ -107,14 +107,22 @@ def hand_off(plan: Plan, program: Program, kind: ProgramKind, *, run_dir: Path,
     return replace(program, args=given.args, env=given.env), given
 
 
+def allocation_of(plan: Plan, environ: Mapping[str, str]) -> Allocation | None:
+    """The platform's allocation (`launch.allocation`), held to the recipe, or None."""
+    allocation = read_allocation(environ)
+    if allocation is not None:
+        check_allocation(allocation, plan)
+    return allocation
+
+
 def run_directory(plan: Plan, *, run_dir: str | None, runs_root: str, node_rank: int | None,
                   environ: Mapping[str, str]) -> Path:
-    """The run directory asked for, else one per job (and per node inside SLURM)."""
+    """The run directory asked for, else one per job (and per node on a platform that names its run)."""
     if run_dir:
         return Path(run_dir).resolve()
-    allocation = Allocation.from_env(environ)
+    allocation = allocation_of(plan, environ)
     return default_run_dir(
-        Path(runs_root), plan.recipe.name, slurm_run=allocation.run_key if allocation else None,
+        Path(runs_root), plan.recipe.name, job_key=allocation.job_key if allocation else None,
         node_rank=node_rank if node_rank is not None else (allocation.node_rank if allocation else 0),
     ).resolve()
 
@@ -141,18 +149,18 @@ def one_node_port(plan: Plan, *, say: Say) -> Iterator[int | None]:
 def build_request(plan: Plan, *, program: Program, run_dir: Path, configs: dict[str, str],
                   node_rank: int | None, environ: Mapping[str, str], dry_run: bool,
                   say: Say, held_port: int | None = None) -> LaunchRequest:
-    """Node rank, master and hosts: the command line, the recipe, then SLURM, then one node.
+    """Node rank, master and hosts: the command line, the recipe, then the platform, then one node.
 
-    A one-node job uses `held_port` (`one_node_port`) when the caller holds one; a dry
-    run shows missing multi-node hosts as placeholders.
+    A node rank from `--node-rank` or from a platform that starts distrecipe on every
+    node (`Allocation.per_node`) makes each launcher start this node's ranks only, with
+    that rank. A one-node job uses `held_port` (`one_node_port`) when the caller holds
+    one; a dry run shows missing multi-node hosts as placeholders.
     """
-    allocation = Allocation.from_env(environ)
-    if allocation and len(allocation.hosts) < plan.dims.nodes:
-        raise LaunchError(f"the recipe asks for {plan.dims.nodes} nodes, the SLURM allocation has "
-                          f"{len(allocation.hosts)}: {', '.join(allocation.hosts)}")
+    allocation = allocation_of(plan, environ)
     rank = node_rank if node_rank is not None else (allocation.node_rank if allocation else 0)
     if not 0 <= rank < plan.dims.nodes:
-        raise LaunchError(f"node rank {rank} is outside the recipe's {plan.dims.nodes} node(s)")
+        where = f" ({allocation.sources['node_rank']})" if allocation and node_rank is None else ""
+        raise LaunchError(f"node rank {rank}{where} is outside the recipe's {plan.dims.nodes} node(s)")
     master = plan.recipe.launch.master_addr or (allocation.master_addr if allocation else None)
     hosts = allocation.hosts if allocation else ()
     if dry_run and plan.dims.nodes > 1 and not hosts:
@@ -160,9 +168,11 @@ def build_request(plan: Plan, *, program: Program, run_dir: Path, configs: dict[
         # host names that cannot be mistaken for real ones.
         hosts = tuple(f"<node-{i}>" for i in range(plan.dims.nodes))
         master = master or hosts[0]
-        say(f"distrecipe: dry run outside a SLURM allocation: the {plan.dims.nodes} hosts are shown as "
+        say(f"distrecipe: dry run outside an allocation: the {plan.dims.nodes} hosts are shown as "
             f"{hosts[0]}..{hosts[-1]}")
     port = plan.recipe.launch.master_port
+    if allocation and allocation.master_port is not None and "launch.master_port" not in plan.recipe.where:
+        port = allocation.master_port  # the platform's (Kubeflow opens it on the pod); a stated one wins
     if plan.dims.nodes == 1:
         master = master or "127.0.0.1"
         port = port if held_port is None else held_port
@@ -170,27 +180,46 @@ def build_request(plan: Plan, *, program: Program, run_dir: Path, configs: dict[
         plan=plan, program=program, run_dir=run_dir, configs=configs, node_rank=rank,
         master_addr=master, master_port=port,
         hosts=hosts,
-        per_node=allocation.per_node if allocation else False,
-        environ=dict(environ),
+        per_node=node_rank is not None or (allocation.per_node if allocation else False),
+        environ=dict(environ), allocation=allocation,
     )
 
 
-def slurm_argv(plan: Plan, *, recipe: str, overrides: Sequence[str], runs_root: str,
-               timeout: float | None, program: Sequence[str], program_kind: ProgramKind | None,
-               allow_override: bool) -> list[str]:
-    """The `distrecipe launch` each node of an sbatch job runs: this launch, pinned down.
+def node_argv(plan: Plan, *, python: str, recipe: str, overrides: Sequence[str], runs_root: str,
+              timeout: float | None, program: Sequence[str], program_kind: ProgramKind | None,
+              allow_override: bool) -> list[str]:
+    """The `distrecipe launch` a platform runs on every node: this launch, pinned down.
 
-    The interpreter and paths are absolute (the batch job starts elsewhere, with another
-    PATH) and the backend is spelled out, so every node runs what this command resolved.
+    The backend is spelled out, so every node runs what this command resolved; the
+    node's rank and node 0's address come from the platform's variables on each node.
     """
-    argv = [sys.executable, "-m", "distrecipe", "launch", str(Path(recipe).resolve())]
+    argv = [python, "-m", "distrecipe", "launch", recipe]
     argv += [word for key in overrides for word in ("--set", key)]
-    argv += ["--target", plan.backend, "--runs-root", str(Path(runs_root).resolve())]
+    argv += ["--target", plan.backend, "--runs-root", runs_root]
     argv += ["--program-kind", program_kind] if program_kind is not None else []
     argv += ["--allow-override"] if allow_override else []
     argv += ["--timeout", str(timeout)] if timeout is not None else []
     argv += ["--", *program] if program else []
     return argv
+
+
+def names_script(plan: Plan, program: Sequence[str]) -> bool:
+    """Whether the program's first word is a script's path: `-m module` and verl's Hydra
+    overrides name no file."""
+    return bool(program) and program[0] != "-m" and plan.backend != "verl"
+
+
+def slurm_argv(plan: Plan, *, recipe: str, overrides: Sequence[str], runs_root: str,
+               timeout: float | None, program: Sequence[str], program_kind: ProgramKind | None,
+               allow_override: bool) -> list[str]:
+    """`node_argv` for an sbatch job: the interpreter and every path absolute (the job
+    starts elsewhere, with another PATH), the script's too."""
+    words = list(program)
+    if names_script(plan, words):
+        words[0] = str(Path(words[0]).resolve())
+    return node_argv(plan, python=sys.executable, recipe=str(Path(recipe).resolve()), overrides=overrides,
+                     runs_root=str(Path(runs_root).resolve()), timeout=timeout, program=words,
+                     program_kind=program_kind, allow_override=allow_override)
 
 
 def dry_run_text(spec: LaunchSpec, run_dir: Path, files: Sequence[str], kind: KindChoice) -> str:

@@ -3,7 +3,8 @@
 Written before the job starts, so a job that hangs or is killed still leaves its
 provenance: the resolved plan (`plan.json`, also the reference trainer's input),
 the recipe text as written, every emitted config, and `run.json` with argv, the
-environment the job got, the versions of distrecipe and the engines, and start time;
+environment the job got, the platform's allocation it ran in (`launch.allocation`),
+the versions of distrecipe and the engines, and start time;
 end time and exit code are added when it ends. Secrets (`launch/secrets.py`) are
 redacted in what is written for reading: the environment, argv, `launch.args` in the
 plan, and the recipe text and `--set` overrides wherever a secret stands in them
@@ -74,18 +75,19 @@ def redact_plan(plan: Plan) -> Plan:
     return variant(plan, launch={"args": args})
 
 
-def default_run_dir(root: Path, name: str, *, slurm_run: str | None = None, node_rank: int = 0) -> Path:
-    """`runs/<name>-<UTC time>-<pid>`, or per SLURM run and node (nodes may share a disk).
+def default_run_dir(root: Path, name: str, *, job_key: str | None = None, node_rank: int = 0) -> Path:
+    """`runs/<name>-<UTC time>-<pid>`, or per platform run and node (nodes may share a disk).
 
-    `slurm_run` is `Allocation.run_key`: every node of one run computes the same name
-    without talking to the others, and a requeued job or a later step gets a new one.
+    `job_key` is `Allocation.job_key` (`slurm77`, `skypilot-<task id>`): every node of one
+    run computes the same name without talking to the others, and a requeued job or a
+    later step gets a new one.
     """
-    if slurm_run is not None:
-        path = root / f"{name}-slurm{slurm_run}" / f"node{node_rank}"
+    if job_key is not None:
+        path = root / f"{name}-{job_key}" / f"node{node_rank}"
     else:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
         path = root / f"{name}-{stamp}-{os.getpid()}"
-    # The name is a slug by the schema and SLURM's ids are numbers, but the directory
+    # The name is a slug by the schema and the platforms' ids are cleaned, but the directory
     # is where the run writes: it is checked, resolved, to lie inside the runs root.
     inside = root.resolve()
     if inside not in path.resolve().parents:
@@ -108,7 +110,8 @@ class RunDir:
     def start(self, *, plan: Plan, recipe_text: str, files: Mapping[str, str],
               argv: tuple[str, ...], env: Mapping[str, str], cwd: str,
               overrides: Sequence[str] = (), overridden: Sequence[Mapping[str, str]] = (),
-              program_kind: Mapping[str, str] | None = None) -> None:
+              program_kind: Mapping[str, str] | None = None,
+              allocation: Mapping[str, object] | None = None) -> None:
         if self.path.exists() and any(self.path.iterdir()):
             raise LaunchError(f"run directory {self.path} already holds a run; choose another --run-dir")
         self._started = time.monotonic()
@@ -119,6 +122,7 @@ class RunDir:
             "overrides": [redact_override(item) for item in overrides],
             "program_kind": dict(program_kind or {}),
             "overridden": [dict(item) for item in overridden],
+            "allocation": dict(allocation) if allocation is not None else None,
             "env": redact_env(env),
             "versions": versions(),
             "start": now(),

@@ -1,8 +1,8 @@
-"""SLURM: read the allocation from `SLURM_*`, and write a batch script that uses it.
+"""SLURM: its node lists, and a batch script that runs the recipe on every node.
 
 Inside an allocation, distrecipe runs once per node (`srun --ntasks-per-node=1`);
-each copy reads its node rank and the node list from SLURM and starts the recipe's
-own launcher for its node, so the engines' rendezvous does the rest. The batch
+each copy reads its node rank and the node list from SLURM (`launch.allocation`) and
+starts the recipe's own launcher for its node, so the engines' rendezvous does the rest. The batch
 script is therefore short: `#SBATCH` lines from the plan and `launch.slurm`, and one
 `srun python -m distrecipe launch …` line (verl: a Ray cluster first).
 """
@@ -12,8 +12,7 @@ from __future__ import annotations
 import itertools
 import re
 import shlex
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
 from distrecipe.errors import LaunchError
@@ -105,84 +104,49 @@ def _names(segment: Segment) -> list[str]:
     return [str(number).zfill(width) for low, high, width in segment for number in range(low, high + 1)]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Allocation:
-    """What a SLURM job step tells each node about the job."""
-
-    hosts: tuple[str, ...]
-    node_rank: int
-    job_id: str
-    per_node: bool
-    """True inside an `srun` step with one task per node (distrecipe runs on every node)."""
-    step_id: str | None = None
-    """The `srun` step (None in the batch script itself); one job may run several."""
-    restarts: int = 0
-    """SLURM_RESTART_COUNT: how often the job was requeued (preemption, node failure)."""
-
-    @property
-    def master_addr(self) -> str:
-        return self.hosts[0]
-
-    @property
-    def run_key(self) -> str:
-        """This run's name within SLURM, the same on every node and new on every run.
-
-        The job id alone is not enough: a requeued job keeps its id, and a batch script
-        may `srun` several launches. SLURM's own `job.step` notation is used for steps
-        after the first, and `-restartN` for a requeued job.
-        """
-        key = self.job_id
-        if self.step_id not in (None, "0"):
-            key += f".{self.step_id}"
-        return key + (f"-restart{self.restarts}" if self.restarts else "")
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> Allocation | None:
-        """The allocation this process runs in, or None outside SLURM."""
-        if "SLURM_JOB_ID" not in env:
-            return None
-        nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
-        if not nodelist:
-            raise LaunchError("inside SLURM but SLURM_JOB_NODELIST is not set")
-        hosts = tuple(expand_nodelist(nodelist))
-        # The batch step also sees SLURM_NTASKS; only an srun step has a step id.
-        in_step = "SLURM_STEP_ID" in env
-        per_node = in_step and len(hosts) > 1 and env.get("SLURM_NTASKS") == str(len(hosts))
-        return cls(hosts=hosts, node_rank=_number(env, "SLURM_NODEID"),
-                   job_id=env["SLURM_JOB_ID"], per_node=per_node, step_id=env.get("SLURM_STEP_ID"),
-                   restarts=_number(env, "SLURM_RESTART_COUNT"))
-
-
-def _number(env: Mapping[str, str], name: str) -> int:
-    """A count SLURM sets (0 when unset), refused by name when it is not one."""
-    value = env.get(name) or "0"
-    if not (value.isascii() and value.isdigit() and len(value) <= 20):
-        raise LaunchError(f"{name}={_shown(value)} is not a number")
-    return int(value)
-
-
 PLACEHOLDER = "SET-launch.slurm.{key}"
 """What an unset cluster-specific `#SBATCH` value is written as: sbatch rejects it (an
-unknown partition, a malformed time) and the script's first command refuses to go on."""
-CPUS_PER_GPU = 8
-"""Default CPUs per GPU rank: the launcher, the rank, and its data-loader workers."""
+unknown partition, a malformed time or CPU count) and the script's first command refuses
+to go on."""
 RAY_PORT = 6379
 
 
-def sbatch_lines(plan: Plan, runs_root: Path) -> tuple[list[str], list[str]]:
-    """The `#SBATCH` lines, and the recipe keys still written as placeholders."""
+def cpus_per_task(plan: Plan) -> int | None:
+    """The CPUs each node's launch asks for: `launch.slurm.cpus_per_task` when a number;
+    None when it is `default`, unset under `--exclusive` (the whole node), or unset."""
+    value = plan.recipe.launch.slurm.cpus_per_task
+    return value if isinstance(value, int) else None
+
+
+def sbatch_lines(plan: Plan, runs_root: Path, chdir: Path) -> tuple[list[str], list[str]]:
+    """The `#SBATCH` lines, and the recipe keys still written as placeholders.
+
+    Nothing a cluster's owners decide is guessed: partition, account, time and CPUs are
+    placeholders until stated (`default` leaves a line out for the cluster's own default;
+    `--exclusive` without a CPU count takes the whole node). Memory is asked only when
+    stated (`launch.slurm.mem`), else the partition's default applies. Paths are absolute
+    and the job starts in `chdir` (`--chdir`), so what the script names means the same on
+    every node whatever directory sbatch was run from.
+    """
     slurm = plan.recipe.launch.slurm
-    per_rank = CPUS_PER_GPU if plan.recipe.cluster.device == "gpu" else 1
-    cpus = slurm.cpus_per_task or plan.dims.gpus_per_node * per_rank
     log = runs_root / f"{plan.recipe.name}-slurm%j"
     lines = [f"--job-name={shell_word(plan.recipe.name)}", f"--nodes={plan.dims.nodes}",
              "--ntasks-per-node=1"]
     if plan.recipe.cluster.device == "gpu":
         lines.append(f"--gpus-per-node={plan.dims.gpus_per_node}")
-    lines += [f"--cpus-per-task={cpus}", f"--output={shell_word(f'{log}.out')}",
+    placeholders = []
+    if slurm.cpus_per_task is None and not slurm.exclusive:
+        placeholders.append("launch.slurm.cpus_per_task")
+        lines.append(f"--cpus-per-task={PLACEHOLDER.format(key='cpus_per_task')}")
+    elif isinstance(slurm.cpus_per_task, int):
+        lines.append(f"--cpus-per-task={slurm.cpus_per_task}")
+    if slurm.mem not in (None, "default"):
+        lines.append(f"--mem={shell_word(str(slurm.mem))}")
+    if slurm.exclusive:
+        lines.append("--exclusive")
+    lines += [f"--chdir={shell_word(str(chdir))}", f"--output={shell_word(f'{log}.out')}",
               f"--error={shell_word(f'{log}.err')}",
               "--open-mode=append"]  # a requeued job adds to its log instead of truncating it
-    placeholders = []
     for key, value in (("partition", slurm.partition), ("account", slurm.account), ("time", slurm.time)):
         if value is None:
             placeholders.append(f"launch.slurm.{key}")
@@ -192,7 +156,8 @@ def sbatch_lines(plan: Plan, runs_root: Path) -> tuple[list[str], list[str]]:
     return [f"#SBATCH {line}" for line in lines], placeholders
 
 
-def batch_script(plan: Plan, launch_argv: Sequence[str], *, runs_root: Path, ray: str = "ray") -> str:
+def batch_script(plan: Plan, launch_argv: Sequence[str], *, runs_root: Path, chdir: Path,
+                 ray: str = "ray") -> str:
     """An sbatch script: the plan's nodes, GPUs and CPUs, then one distrecipe per node.
 
     `launch_argv` is the `distrecipe launch …` command (without `--slurm`) each node
@@ -200,16 +165,16 @@ def batch_script(plan: Plan, launch_argv: Sequence[str], *, runs_root: Path, ray
     on the first node and Ray workers on the others, then one launch on the head, as
     verl's multi-node guide does; `ray` is the Ray command to use.
     """
-    sbatch, placeholders = sbatch_lines(plan, runs_root)
+    sbatch, placeholders = sbatch_lines(plan, runs_root, chdir)
     lines = ["#!/bin/bash", *sbatch, "set -euo pipefail"]
     if placeholders:
         lines.append(f"echo 'distrecipe: set {', '.join(placeholders)} (or pass --set KEY=VALUE to "
                      "launch --slurm); this script still has placeholders' >&2; exit 2")
-    cpus = next(line for line in sbatch if "--cpus-per-task=" in line).split("=")[1]
+    cpus = cpus_per_task(plan)
     # srun does not inherit --cpus-per-task from the batch step (SLURM 22.05+), so it is repeated.
-    step = f"srun --ntasks-per-node=1 --cpus-per-task={cpus} --kill-on-bad-exit=1"
+    step = "srun --ntasks-per-node=1" + (f" --cpus-per-task={cpus}" if cpus else "") + " --kill-on-bad-exit=1"
     if plan.backend == "verl" and plan.dims.nodes > 1:
-        gpus = f"--num-cpus={cpus} --num-gpus={plan.dims.gpus_per_node} --block &"
+        gpus = (f"--num-cpus={cpus} " if cpus else "") + f"--num-gpus={plan.dims.gpus_per_node} --block &"
         join = f'{shlex.quote(ray)} start --address="$head_ip:{RAY_PORT}"'
         lines += [
             "# verl's multi-node recipe: a Ray head on the first node, workers on the others,",

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from distrecipe.errors import LaunchError
 from distrecipe.job import Plan
+from distrecipe.launch.allocation import Allocation
 
 TINY_TRAINER = "distrecipe.launch.tiny_train"
 """The reference trainer, run when neither the recipe nor the command line names a program."""
@@ -35,7 +36,7 @@ class Program:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LaunchRequest:
-    """Everything a builder needs; the caller has already read SLURM and the recipe."""
+    """Everything a builder needs; the caller has already read the platform and the recipe."""
 
     plan: Plan
     program: Program
@@ -48,18 +49,22 @@ class LaunchRequest:
     """Node 0's address; None when several nodes were asked for and nobody said where."""
     master_port: int = 29500
     hosts: tuple[str, ...] = ()
-    """The allocation's host names (from SLURM), first one is node 0."""
+    """The allocation's host names in rank order (SLURM's, SkyPilot's), first one is node 0."""
     per_node: bool = False
-    """True when distrecipe runs once on every node (under srun): launchers must not fan out."""
+    """True when distrecipe runs once on every node (a platform, or `--node-rank`): launchers
+    start this node's ranks only, with `node_rank`, and never fan out."""
     environ: dict[str, str] = field(default_factory=dict)
     """The caller's environment, read (never copied into the spec) for user choices."""
+    allocation: Allocation | None = None
+    """The platform's allocation these ranks came from, for the run's record."""
 
 
     def master(self) -> str:
         """The rendezvous address, for the launchers that need one."""
         if self.master_addr is None:
             raise LaunchError(f"{self.plan.dims.nodes} nodes need launch.master_addr (node 0's address) "
-                              "or a SLURM allocation")
+                              "or a platform that names it (SLURM, SkyPilot, dstack, Kubeflow's "
+                              "PET_MASTER_ADDR)")
         return self.master_addr
 
 

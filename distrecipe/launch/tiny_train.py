@@ -72,7 +72,7 @@ class TrainSettings:
     """FSDP2 only: stage 3 re-shards parameters after forward (ZeRO-3), stage 2 keeps them."""
     offload: bool
     """FSDP2 only: its CPU offload moves parameters, gradients and the optimizer step."""
-    optimizer: Mapping[str, Any]
+    optimizer: Mapping[str, Any] | None
     grad_clip: float | None
     steps: int
     seed: int = 0
@@ -141,13 +141,27 @@ def sample_indices(settings: TrainSettings, *, step: int, micro_step: int, rank:
     return torch.arange(start, start + settings.micro) % DATASET_SIZE
 
 
-def build_optimizer(params: Iterator[nn.Parameter], spec: Mapping[str, Any]) -> torch.optim.Optimizer:
-    name, lr = spec["name"], spec["lr"]
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=lr, weight_decay=spec["weight_decay"])
-    kind = torch.optim.AdamW if name == "adamw" else torch.optim.Adam
-    return kind(params, lr=lr, betas=tuple(spec["betas"]), eps=spec["eps"],
-                weight_decay=spec["weight_decay"])
+def max_norm(grad_clip: float | None) -> float:
+    """The clipping norm: the recipe's, 0 for none, and where it states none the engines'
+    common default, 1.0 (DeepSpeed, the Trainer and verl all clip there)."""
+    return 1.0 if grad_clip is None else grad_clip or float("inf")
+
+
+REFERENCE_LR = 1e-3
+"""The reference trainer's own learning rate, where the recipe states none: it is the script."""
+
+
+def build_optimizer(params: Iterator[nn.Parameter], spec: Mapping[str, Any] | None) -> torch.optim.Optimizer:
+    """The recipe's optimizer with what it states; torch's defaults for the rest (AdamW at
+    `REFERENCE_LR` where the recipe states no optimizer)."""
+    spec = spec or {"name": "adamw"}
+    stated = {key: spec.get(key) for key in ("betas", "eps", "weight_decay")}
+    kwargs: dict[str, Any] = {"lr": spec.get("lr") or REFERENCE_LR}
+    kwargs |= {key: tuple(value) if key == "betas" else value for key, value in stated.items()
+               if value is not None and not (spec["name"] == "sgd" and key in ("betas", "eps"))}
+    kind = {"sgd": torch.optim.SGD, "adamw": torch.optim.AdamW, "adam": torch.optim.Adam}[spec["name"]]
+    optimizer: torch.optim.Optimizer = kind(params, **kwargs)
+    return optimizer
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,7 +258,7 @@ def torch_stepper(settings: TrainSettings, model: nn.Sequential, device: torch.d
 
     def step() -> float | None:
         scaler.unscale_(optimizer)
-        norm = nn.utils.clip_grad_norm_(wrapped.parameters(), settings.grad_clip or float("inf"))
+        norm = nn.utils.clip_grad_norm_(wrapped.parameters(), max_norm(settings.grad_clip))
         if hasattr(norm, "full_tensor"):  # FSDP2: a DTensor norm over the shards
             norm = norm.full_tensor()
         scaler.step(optimizer)

@@ -58,8 +58,31 @@ s/cp × V per rank), is taken at s/cp. What attention keeps on top depends on th
   s/cp tokens × a heads into s tokens × a/cp heads around the attention core, so what
   is saved is the same bytes as s/cp tokens × a heads; the all-to-all buffers are one
   layer's q, k, v at that size, transient. Nothing is added.
-* Megatron's context parallel (Transformer Engine's p2p ring, verl's Megatron engine):
-  not read; taken as Ulysses (nothing added).
+* Megatron's context parallel (Transformer Engine's `AttnFuncWithCPAndKVP2P`, the default
+  `cp_comm_type: p2p`): a ring of point-to-point sends of each rank's K/V chunk (kv heads,
+  no `repeat_kv`), so attention holds the chunk being computed on and the one arriving,
+  2 × 4·(s/cp)·b·h_kv, and in backward the dK/dV chunk travelling the other way as well
+  (`megatron_ring`).
+
+Megatron-Core keeps less than Hugging Face's Llama (`megatron_layer`, the engine family
+`strategy: megatron` runs): Korthikanti et al. 2022's terms, generalised to grouped-query
+attention and a gated MLP as Transformer Engine's layers save them: each `LayerNormLinear`
+its input and its normalised output (2·sbh each, twice a layer), the attention core q
+(2·sbh), k and v (4·sb·h_kv), the projection's input (2·sbh), the MLP's fc1 output
+(gate and up, 4·sbi) and its activation's output (2·sbi): sbh·(12 + 4·h_kv/h + 6·i/h),
+plus the core's 5·a·s²·b without flash (its fp32 softmax statistics, 4·a·s·b, with),
+and Korthikanti's dropout masks (2·sbh) only for GPT blocks (Llama-family models train
+without dropout: verl's `hidden_dropout` 0). With sequence parallelism
+(`parallel.tensor_sequence`, on by default with tensor > 1) all of it is split over
+the tensor group; without, the norms' inputs and outputs (8·sbh, 10·sbh for GPT with
+its masks) stay whole on every tensor rank (Korthikanti's sbh·(10 + 24/t)). Megatron's
+selective recompute (`recompute_granularity: selective`, `recompute_modules: [core_attn]`,
+`activation_checkpointing: selective` under megatron) drops the attention core's terms;
+full recompute (`recompute_method: uniform`, one layer per checkpoint) keeps each layer's
+input, 2·sbh (÷ t with sequence parallelism), and rebuilds one layer at a time. Its head
+keeps Korthikanti's 4·sbh·(1 + V/h)/t (vocab-parallel logits and their softmax; the cross
+entropy's backward runs in place on the saved softmax). A GPT-shaped recipe (no
+`intermediate_size`) takes Korthikanti's GPT terms exactly.
 
 Pipeline parallelism does not divide them: under 1F1B the first stage holds min(p, m)
 micro-batches (m = micro-batches per step) of L/p layers (Korthikanti §4.2;
@@ -80,7 +103,8 @@ from dataclasses import dataclass
 
 from distrecipe.engines.runner import uses_deepspeed
 from distrecipe.job import Plan
-from distrecipe.model_shapes import kv_width
+from distrecipe.model_shapes import kv_width, mlp_width
+from distrecipe.plan.stages import Stage, binding, in_flight
 from distrecipe.recipe import Recompute
 
 
@@ -125,6 +149,60 @@ def korthikanti(*, s: int, b: int, h: int, a: int, layers: int, vocab: int, flas
     head = 4.0 * sbh * (1 + vocab / h) / tensor if with_head else 0.0
     name = "Korthikanti 2022" + (", flash" if flash else "") + _recompute(recompute, every)
     return Activations(name, per_layers, head)
+
+
+def megatron_layer(*, s: int, b: int, h: int, a: int, kv: int, inter: int | None, t: int,
+                   sequence_parallel: bool, flash: bool, core: bool = True) -> float:
+    """One Megatron-Core block's saved bytes without recompute (module docstring); `inter`
+    None for a GPT block (4h MLP, dropout masks: Korthikanti's 34·sbh); `core` False drops
+    the attention core's terms (selective recompute)."""
+    sbh = s * b * h
+    if inter is None:
+        split, whole = 24.0, 10.0  # Korthikanti eq. (2)/(4): 34 = 10 replicated + 24 split
+    else:
+        split, whole = 4 + 4 * kv / h + 6 * inter / h, 8.0
+    attention = (4.0 * a * s * b if flash else 5.0 * a * s * s * b) if core else 0.0
+    if inter is None and flash:
+        attention = 0.0  # Korthikanti's flash / selective form: 34·sbh exactly
+    per_rank = whole if not sequence_parallel or t == 1 else whole / t
+    return sbh * (per_rank + split / t) + attention / t
+
+
+def megatron_ring(*, s: int, b: int, kv: int, cp: int) -> float:
+    """Bytes Transformer Engine's p2p context parallel holds in one layer's attention
+    backward beyond the layer: the K/V chunk computed on and the one in flight (kv heads),
+    and the dK/dV chunks sent the other way, 16-bit, (s/cp) tokens each."""
+    if cp == 1:
+        return 0.0
+    return 4 * (4.0 * s / cp * b * kv)
+
+
+def megatron(*, s: int, b: int, h: int, a: int, kv: int, inter: int | None, layers: int, vocab: int,
+             flash: bool, recompute: Recompute, tensor: int, sequence_parallel: bool,
+             every: int | None = None, with_head: bool = True, attention_extra: float = 0.0) -> Activations:
+    """Megatron-Core's activations for `layers` layers' worth of micro-batches (module docstring)."""
+    t, sbh = tensor, s * b * h
+    whole = megatron_layer(s=s, b=b, h=h, a=a, kv=kv, inter=inter, t=t, sequence_parallel=sequence_parallel,
+                           flash=flash)
+    checkpoint = 2.0 * sbh / (t if sequence_parallel else 1)
+    if recompute == "full":
+        saved = layers * checkpoint
+    elif recompute == "selective" and every is not None:
+        wrapped = layers // every
+        saved = wrapped * checkpoint + (layers - wrapped) * whole
+    elif recompute == "selective":
+        saved = layers * megatron_layer(s=s, b=b, h=h, a=a, kv=kv, inter=inter, t=t,
+                                        sequence_parallel=sequence_parallel, flash=flash, core=False)
+    else:
+        saved = layers * whole
+    head = 4.0 * sbh * (1 + vocab / h) / t if with_head else 0.0
+    recomputed = (whole if recompute == "full" or every is not None else 0.0) + attention_extra / t
+    block = ", GPT block" if inter is None else ", gated MLP, GQA"
+    mode = _recompute(recompute, every).replace("selective (op)", "selective (core attention)")
+    name = (f"Megatron-Core (Korthikanti et al. 2022{block}"
+            + (", sequence parallel" if sequence_parallel and t > 1 else "") + ")"
+            + (", flash" if flash else "") + mode)
+    return Activations(name, saved, head, recomputed)
 
 
 def llama_layer(*, s: int, b: int, h: int, a: int, kv: int, inter: int, flash: bool) -> float:
@@ -197,43 +275,58 @@ def _recompute(recompute: Recompute, every: int | None) -> str:
     return ", full recompute"
 
 
-def plan_activations(plan: Plan) -> tuple[Activations, ...]:
-    """The estimates a Plan's shape allows; the first is the one `fits?` uses. Empty if
-    the shape or `seq_len` is unknown. Under pipeline parallelism, the stage whose
-    peak is highest: the first (`pipeline_in_flight` micro-batches of its layers) or the
-    last (one micro-batch, with the head and the loss)."""
+def plan_activations(plan: Plan, stage: Stage | None = None) -> tuple[Activations, ...]:
+    """The estimates a Plan's shape allows for one pipeline stage (the worst of
+    `stages.binding` when not given); the first is the one `fits?` uses: Megatron-Core's
+    under `strategy: megatron`, the measured Llama formula when the shape has kv heads and
+    an intermediate size, Korthikanti's otherwise. Empty if the shape or `seq_len` is unknown."""
     m = plan.recipe.model
     s, h, layers, a, vocab = plan.recipe.batch.seq_len, m.hidden_size, m.layers, m.heads, m.vocab
     if s is None or h is None or layers is None or a is None or vocab is None:
         return ()
+    if stage is None:
+        options = [plan_activations(plan, st) for st in binding(plan)]
+        return max(options, key=lambda acts: acts[0].peak)
     cp = plan.dims.sequence
     local = -(-s // cp)  # each context-parallel rank's share of a sample's tokens
     flash, recompute = m.attention != "eager", plan.recipe.activation_checkpointing
     b, t = plan.batch.micro, plan.dims.tensor
-    every = plan.recipe.checkpoint_every
-    chunk = -(-layers // (plan.dims.pipeline * plan.dims.virtual_stages))
-    stages = [(chunk * pipeline_in_flight(plan, last=True), True)]
-    if plan.dims.pipeline > 1:
-        stages.append((chunk * pipeline_in_flight(plan), False))
-
-    def seed(count: int, with_head: bool) -> Activations:
-        return korthikanti(s=local, b=b, h=h, a=a, layers=count, vocab=vocab, flash=flash,
-                           recompute=recompute, tensor=t, every=every, with_head=with_head)
-
-    first = max((seed(*st) for st in stages), key=lambda act: act.peak)
-    if m.intermediate_size is None:
-        return (first,)
-    kv = kv_width(h, a, m.kv_heads)
+    every = plan.recipe.recompute_every
+    count = -(-stage.layers // plan.dims.virtual_stages) * stage.in_flight
+    kv = kv_width(h, a, m.kv_heads, m.head_dim)
+    inter = mlp_width(m)  # per token: a mixture of experts' k routed and its shared experts
+    seed = korthikanti(s=local, b=b, h=h, a=a, layers=count, vocab=vocab, flash=flash,
+                       recompute=recompute, tensor=t, every=every, with_head=stage.head)
+    if plan.recipe.strategy == "megatron":
+        ring = megatron_ring(s=s, b=b, kv=kv, cp=cp)
+        own = megatron(s=local, b=b, h=h, a=a, kv=kv, inter=inter, layers=count, vocab=vocab,
+                       flash=flash, recompute=recompute, tensor=t, sequence_parallel=sequence_parallel(plan),
+                       every=every, with_head=stage.head, attention_extra=ring)
+        return (offloaded(plan, own), seed)
+    if inter is None:
+        return (offloaded(plan, seed),)
     extra = ring_attention(s=s, b=b, h=h, cp=cp) if ring_context_parallel(plan) else 0.0
-
-    def measured(count: int, with_head: bool) -> Activations:
-        assert m.intermediate_size is not None
-        return hf_llama(s=local, b=b, h=h, a=a, kv=kv, inter=m.intermediate_size, layers=count,
+    measured = hf_llama(s=local, b=b, h=h, a=a, kv=kv, inter=inter, layers=count,
                         vocab=vocab, flash=flash, recompute=recompute, tensor=t, every=every,
-                        holds_logits=holds_logits(plan), with_head=with_head,
-                        attention_extra=extra)
+                        holds_logits=holds_logits(plan), with_head=stage.head, attention_extra=extra)
+    return (offloaded(plan, measured), seed)
 
-    return (max((measured(*st) for st in stages), key=lambda act: act.peak), first)
+
+def offloaded(plan: Plan, act: Activations) -> Activations:
+    """With `offload.activations: cpu` (full recompute) the checkpointed inputs wait in host
+    memory: DeepSpeed's `cpu_checkpointing` copies each block's input to the CPU in forward
+    and back before that block's recompute, so the GPU holds the one being rebuilt (and
+    the next one coming back): two layers' inputs instead of all of them."""
+    if plan.recipe.offload.activations == "none" or act.layers == 0:
+        return act
+    kept = min(act.layers, 2 * act.layers / max(1, plan.recipe.model.layers or 1))
+    return Activations(act.formula + ", checkpoints held in CPU memory", kept, act.head, act.backward)
+
+
+def sequence_parallel(plan: Plan) -> bool:
+    """Megatron's sequence parallelism: as stated, else on with tensor > 1 (verl's default)."""
+    stated = plan.recipe.parallel.tensor_sequence
+    return plan.dims.tensor > 1 if stated is None else stated and plan.dims.tensor > 1
 
 
 def pipeline_in_flight(plan: Plan, *, last: bool = False) -> int:
@@ -241,11 +334,7 @@ def pipeline_in_flight(plan: Plan, *, last: bool = False) -> int:
     once (the last with `last`). 1F1B: the first runs p forwards before its first backward,
     or all m if a step has fewer; the last one at a time. Interleaved (v > 1): Megatron's
     warm-up forwards plus the steady state's one (module docstring), at most v·m."""
-    p, m, v = plan.dims.pipeline, plan.batch.accumulation, plan.dims.virtual_stages
-    if v == 1:
-        return 1 if last else min(p, m)
-    warmup = (0 if last else 2 * (p - 1)) + (v - 1) * p
-    return min(warmup + 1, v * m)
+    return in_flight(plan, plan.dims.pipeline - 1 if last else 0)
 
 
 def ring_context_parallel(plan: Plan) -> bool:

@@ -25,7 +25,7 @@ from typing import Any
 
 from distrecipe.errors import RecipeError
 from distrecipe.job import Plan
-from distrecipe.model_shapes import llama
+from distrecipe.model_shapes import inventory as model_inventory
 from distrecipe.plan.report import Estimate, compare, estimate
 from distrecipe.plan.rollout import fractions
 from distrecipe.plan.runnable import runs
@@ -56,7 +56,7 @@ def advise(plan: Plan) -> list[str]:
     if current.rollout is not None and _rollout_cannot_fit(plan):
         return [_more_gpus(plan)]
     lightest = _try(_most_sharded(plan), batch=_micro_batch(plan, 1), activation_checkpointing="full",
-                    checkpoint_every=None, offload=Offload(optimizer="cpu"))
+                    recompute_every=None, offload=Offload(optimizer="cpu"))
     return [_tensor_parallel(plan, estimate(lightest or plan))]
 
 
@@ -172,16 +172,16 @@ def _training_levers(plan: Plan) -> Iterator[Plan]:
     trials: list[tuple[Plan, dict[str, object]]] = [(plan, {"batch": _micro_batch(plan, m)}) for m in micros]
     for recompute in recomputes:
         trials += [(plan, {"batch": _micro_batch(plan, m), "activation_checkpointing": recompute,
-                           "checkpoint_every": None}) for m in [plan.batch.micro, *micros]]
+                           "recompute_every": None}) for m in [plan.batch.micro, *micros]]
     for stage_plan in _more_sharded(plan):
         for recompute in [plan.recipe.activation_checkpointing, *recomputes]:
             trials += [(stage_plan, {"batch": _micro_batch(plan, m), "activation_checkpointing": recompute,
-                                     "checkpoint_every": None}) for m in [plan.batch.micro, *micros]]
+                                     "recompute_every": None}) for m in [plan.batch.micro, *micros]]
     sharded = _most_sharded(plan)
     for offload in ACTOR_OFFLOADS:
         for recompute in [plan.recipe.activation_checkpointing, *recomputes]:
             trials += [(sharded, {"batch": _micro_batch(plan, m), "offload": offload,
-                                  "activation_checkpointing": recompute, "checkpoint_every": None})
+                                  "activation_checkpointing": recompute, "recompute_every": None})
                        for m in [plan.batch.micro, *micros]]
     for base, changes in trials:
         trial = _try(base, **changes)
@@ -282,7 +282,7 @@ def _next_stage(rows: list[Estimate], current: Estimate) -> Estimate | None:
 
 
 def _tensor_parallel(plan: Plan, best: Estimate) -> str:
-    inventory = llama(plan.recipe.model)
+    inventory = model_inventory(plan.recipe.model)
     layer = "" if inventory is None else (
         f"; one layer alone holds {gb(inventory.block_params * plan.precision_bytes)} of weights")
     split = _try(plan, parallel={"tensor": 2 * plan.dims.tensor}, batch={"accumulation": AUTO})

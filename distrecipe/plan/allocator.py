@@ -37,9 +37,10 @@ from dataclasses import dataclass
 
 from distrecipe.engines.runner import runs_fsdp2, uses_deepspeed
 from distrecipe.job import Plan
-from distrecipe.model_shapes import llama
+from distrecipe.model_shapes import inventory as model_inventory
 from distrecipe.plan.activations import Activations
 from distrecipe.plan.engine import EngineView, fsdp2_shard_ranks
+from distrecipe.plan.traffic import reduce_bytes
 from distrecipe.plan.units import GiB
 
 FRAGMENTATION = 0.10
@@ -86,13 +87,13 @@ class Memory:
 
 def buffers(plan: Plan) -> dict[str, float]:
     """Communication buffers alive at the start of backward (see the module's list)."""
-    inventory = llama(plan.recipe.model)
+    inventory = model_inventory(plan.recipe.model)
     sharded = runs_fsdp2(plan) or (plan.recipe.strategy == "zero" and plan.stage == 3)
     if inventory is None or not sharded or plan.recipe.strategy == "megatron":
         return {}
     lp, t = plan.precision_bytes, plan.dims.tensor
     block = inventory.block_params / t
-    head = inventory.outer[-1] / t if not plan.recipe.model.tied_embeddings else inventory.outer[0] / t
+    head = inventory.head / t
     out = {"gathered blocks": 2 * lp * block, "gathered head": lp * head}
     if runs_fsdp2(plan):
         reduce_bytes = 4 if reduce_fp32(plan) else lp
@@ -102,8 +103,9 @@ def buffers(plan: Plan) -> dict[str, float]:
 
 def reduce_fp32(plan: Plan) -> bool:
     """FSDP2 reduces in fp32 under verl and torchtitan (`mixed_precision_reduce`), in
-    the parameters' 16-bit dtype under Accelerate."""
-    return plan.backend in ("verl", "torchrun")
+    the parameters' 16-bit dtype under Accelerate; `reduce_dtype` where stated
+    (`traffic.reduce_bytes`)."""
+    return reduce_bytes(plan) == 4
 
 
 def foreach_temporaries(plan: Plan, engine: EngineView) -> float:
@@ -118,7 +120,7 @@ def foreach_temporaries(plan: Plan, engine: EngineView) -> float:
 def stranded(plan: Plan, psi: float, act: Activations | None) -> float:
     """FSDP2's fp32 gradient shards (4Ψ/N), freed by `zero_grad` and kept in per-block
     segments smaller than one activation tensor (2·s·b·h bytes)."""
-    inventory = llama(plan.recipe.model)
+    inventory = model_inventory(plan.recipe.model)
     if not runs_fsdp2(plan) or plan.recipe.offload.enabled or inventory is None or act is None:
         return 0.0
     h, s = plan.recipe.model.hidden_size or 0, plan.recipe.batch.seq_len or 0

@@ -42,13 +42,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from distrecipe.engines.runner import runs_fsdp2, uses_deepspeed
+from distrecipe.engines.runner import DEEPSPEED_BACKENDS, runs_fsdp2, uses_deepspeed
 from distrecipe.job import Plan
-from distrecipe.model_shapes import llama
-from distrecipe.plan.memory import local_params, plan_model_state, reduce_ranks, shard_ranks
+from distrecipe.model_shapes import inventory as model_inventory
+from distrecipe.plan.memory import held_params, local_params, reduce_ranks, shard_ranks
 from distrecipe.translator.verl import fsdp_size
 
 POINTS = ("rest", "forward", "backward", "step")
@@ -228,14 +228,65 @@ def ddp(psi: float) -> EngineView:
     return EngineView("torch DDP (fp32 parameters, autocast)", points, {})
 
 
-def formula_only(plan: Plan) -> EngineView:
-    """Megatron-LM is not an emitted target: its table entry (stage 1 the distributed
-    optimizer, stage 0 without) stands."""
-    view = plan_model_state(plan)
-    points = {point: dict(view.gpu) for point in POINTS}
-    name = "Megatron distributed optimizer" if plan.stage == 1 else "Megatron without distributed optimizer"
-    return EngineView(f"{name} (formula)", points, dict(view.cpu),
-                      ("no engine is emitted for megatron; the seed's formula is used",))
+def megatron_gradient_bytes(plan: Plan) -> int:
+    """Bytes per element of Megatron-Core's gradient buffer (`main_grad`), which is also
+    the dtype it reduces in: `reduce_dtype` where stated; else fp32 for bf16 training
+    (`grad_reduce_in_fp32`, which verl sets and Megatron-LM forces for bf16), the
+    training dtype for fp16 and fp32."""
+    if plan.recipe.reduce_dtype is not None:
+        return 4 if plan.recipe.reduce_dtype == "fp32" else 2
+    return 4 if plan.precision in ("bf16", "fp32") else 2
+
+
+def megatron(plan: Plan, psi: float) -> EngineView:
+    """Megatron-Core: 16-bit parameters and a persistent gradient buffer
+    (`megatron_gradient_bytes`); the distributed optimizer (stage 1) shards the fp32 master
+    weights and Adam's moments over data × context parallel ranks, stage 0 keeps them
+    whole. Adam's moments are 8 bytes, 4 with `optimizer.state_dtype: bf16` (the
+    precision-aware optimizer). A 16-bit buffer is cast to fp32 for the step, one shard at
+    a time. `offload.optimizer` is Megatron's `optimizer_cpu_offload` (master and moments
+    on the host, the step there)."""
+    lp, g = plan.precision_bytes, megatron_gradient_bytes(plan)
+    n = shard_ranks(plan) if plan.stage >= 1 else 1
+    if plan.backend in DEEPSPEED_BACKENDS:
+        return megatron_deepspeed(plan, psi, n)
+    opt = plan.recipe.optimizer
+    moments = 4 if opt is not None and opt.state_dtype == "bf16" else 8
+    master = 0.0 if lp == 4 else 4 * psi / n
+    rest = {"parameters": lp * psi, "gradients": g * psi}
+    state = {"master weights": master, "optimizer": moments * psi / n}
+    cpu: dict[str, float] = {}
+    if plan.recipe.offload.optimizer != "none":
+        cpu = state
+        step = rest
+    else:
+        rest.update(state)
+        step = _add(rest, fp32_gradients=4 * psi / n if g < 4 else 0.0)
+    points = {"rest": rest, "forward": rest, "backward": rest, "step": {k: v for k, v in step.items() if v}}
+    kind = "distributed optimizer" if plan.stage >= 1 else "no distributed optimizer"
+    name = f"Megatron-Core ({kind}, {'fp32' if g == 4 else '16-bit'} gradient buffer)"
+    return EngineView(name + (" + optimizer offload" if cpu else ""), points, cpu)
+
+
+def megatron_deepspeed(plan: Plan, psi: float, n: int) -> EngineView:
+    """Megatron-DeepSpeed (`strategy: megatron` launched by DeepSpeed): Megatron's tensor
+    parallelism, DeepSpeed's pipeline engine and optimizer. With bf16 and fp32 gradient
+    accumulation (DeepSpeed's `BF16_Optimizer`, `grad_accum_dtype` fp32, its default for
+    bf16) every micro-batch's backward leaves the 16-bit gradients in place
+    (`clear_lp_grads` zeroes them, `update_hp_grads` adds them to the fp32 buffer:
+    runtime/pipe/engine.py:838-862), so 2Ψ of them stay beside the unsharded 4Ψ fp32
+    buffer, and stage 1 shards the fp32 master and Adam's moments; with 16-bit reduction
+    (`reduce_dtype: bf16`, or fp16) DeepSpeed's ZeRO-1 or ZeRO-0 optimizer as `deepspeed`
+    models it."""
+    lp = plan.precision_bytes
+    if lp == 2 and megatron_gradient_bytes(plan) == 4:
+        rest = {"parameters": lp * psi, "gradients": (lp + 4) * psi, "master weights": 4 * psi / n,
+                "optimizer": 8 * psi / n}
+        points = {"rest": rest, "forward": rest, "backward": rest, "step": rest}
+        return EngineView("Megatron-DeepSpeed (BF16_Optimizer: fp32 gradient accumulation)", points, {})
+    view = deepspeed(psi, n, DeepSpeedZero(stage=min(plan.stage, 1)), lp=lp,
+                     accumulation=plan.batch.accumulation)
+    return EngineView(view.engine.replace("DeepSpeed", "Megatron-DeepSpeed"), view.points, view.cpu)
 
 
 def fsdp2_shard_ranks(plan: Plan) -> int:
@@ -244,27 +295,37 @@ def fsdp2_shard_ranks(plan: Plan) -> int:
     return fsdp_size(plan) if plan.backend == "verl" else shard_ranks(plan)
 
 
-def plan_engine_view(plan: Plan, zero: DeepSpeedZero | None = None) -> EngineView:
-    """The engine view for a Plan; `zero` is read from the emitted DeepSpeed config."""
-    psi = local_params(plan)
+def plan_engine_view(plan: Plan, zero: DeepSpeedZero | None = None, psi: float | None = None) -> EngineView:
+    """The engine view for a Plan; `zero` is read from the emitted DeepSpeed config; `psi`
+    the parameters of the pipeline stage judged (`stages.Stage.params`; Ψ/(t·p) if None)."""
+    psi = local_params(plan) if psi is None else psi
     lp = plan.precision_bytes
     offloaded = plan.recipe.offload.enabled
-    if plan.recipe.strategy == "megatron":
-        return formula_only(plan)
+    if plan.recipe.strategy == "megatron":  # Megatron keeps only its expert group's routed experts
+        return megatron(plan, psi - (local_params(plan) - held_params(plan)))
+    view = _engine_view(plan, zero, psi, lp, offloaded)
+    if plan.recipe.parallel.expert == 1:
+        return view
+    return replace(view, notes=(*view.notes, (
+        f"expert parallelism ({plan.recipe.parallel.expert}) is not modelled in this engine view: every rank "
+        "is counted holding all experts (an over-estimate; the formula view divides them)")))
+
+
+def _engine_view(plan: Plan, zero: DeepSpeedZero | None, psi: float, lp: int, offloaded: bool) -> EngineView:
     if runs_fsdp2(plan):
         return fsdp2(psi, fsdp2_shard_ranks(plan), reshard=plan.reshard_after_forward, lp=lp,
                      offload=offloaded)
     if not uses_deepspeed(plan):
         return ddp(psi)
     settings = zero if zero is not None else DeepSpeedZero(stage=plan.stage)
-    inventory = llama(plan.recipe.model)
+    inventory = model_inventory(plan.recipe.model)
     persistent = 0.0
     sub_group = None
     n = reduce_ranks(plan)
     if settings.stage == 3 and inventory is not None:
         persistent = min(psi, inventory.persistent(settings.persistence_threshold))
         split = plan.dims.tensor * plan.dims.pipeline
-        tensors = [*inventory.outer[:1]] + [*inventory.block] * inventory.layers + [*inventory.outer[1:]]
+        tensors = inventory.tensors()
         sub_group = largest_sub_group([math.ceil(t / split / n) for t in tensors],
                                       settings.sub_group_size)
     # DeepSpeed shards over all N; a shard group becomes hpZ's secondary copy (`settings`).

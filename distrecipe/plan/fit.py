@@ -1,12 +1,15 @@
 """`batch.micro: auto` by memory: the largest micro-batch that fits, accumulation follows.
 
 With the global batch fixed and both micro and accumulation left `auto`, the batch
-algebra alone would pick accumulation 1 and the largest micro-batch, which for an 8B
-model at 8K tokens needs several times a GPU. When the recipe says enough to judge
-memory (parameters, shape, `batch.seq_len`, `cluster.gpu_memory`), the resolver asks
-this module instead: every micro-batch that divides the samples each rank takes per
-step, largest first, estimated exactly as `distrecipe plan` does, and the first that
-needs at most `gpu_memory × (1 − AUTO_HEADROOM)` wins. Under verl only the training
+algebra alone cannot choose: accumulation 1 and the largest micro-batch would need, for
+an 8B model at 8K tokens, several times a GPU. Under `batch.micro_policy:
+largest-that-fits` (the default) the micro-batch is chosen here, by memory, which needs
+the parameters and shape, `batch.seq_len` and the GPU's memory (`cluster.gpu_memory`,
+or what `cluster.gpu` implies); without them the resolver refuses, naming what is
+missing (`translator.resolve.memory_inputs_missing`), and `accumulation-1` is the
+explicit other meaning. Every micro-batch that divides the samples each rank takes per
+step is tried, largest first, estimated exactly as `distrecipe plan` does, and the
+first that needs at most `gpu_memory × (1 − AUTO_HEADROOM)` wins. Under verl only the training
 phase depends on the micro-batch, so that is what is judged, with the rollout engine's
 share included when it is kept through training (`rl.free_rollout_memory: false`);
 a rollout phase that does not fit is `plan`'s to report, whatever the micro-batch.
@@ -18,14 +21,25 @@ from distrecipe.job import Plan
 from distrecipe.plan.allocator import AUTO_HEADROOM
 from distrecipe.plan.report import estimate
 from distrecipe.plan.units import gb
-from distrecipe.translator.resolve import resolve
+from distrecipe.recipe import Recipe
+from distrecipe.translator.resolve import memory_inputs_missing, needs_fit, resolve
 
 
 def judgeable(plan: Plan) -> bool:
     """Whether memory can be estimated at all: a size, a shape, a sequence, a GPU."""
-    m = plan.recipe.model
-    return None not in (m.params, m.hidden_size, m.layers, m.heads, m.vocab, plan.recipe.batch.seq_len,
-                        plan.gpu_memory) and plan.recipe.cluster.device == "gpu"
+    return not memory_inputs_missing(plan.recipe, plan.gpu_memory)
+
+
+def fitted(recipe: Recipe, *, detected_gpus: int | None = None, world: int | None = None) -> Plan:
+    """`recipe` resolved, its `micro: auto` the largest that fits where the recipe asks so
+    (`needs_fit`); without what memory needs, the resolver's error naming it."""
+    if not needs_fit(recipe):
+        return resolve(recipe, detected_gpus=detected_gpus, world=world)
+    base = resolve(recipe, detected_gpus=detected_gpus, world=world, micro=1)
+    if not judgeable(base):
+        resolve(recipe, detected_gpus=detected_gpus, world=world)  # refuses, naming what is missing
+        return base  # one sample per rank per step: micro 1 is the only choice
+    return largest_micro(base)
 
 
 def largest_micro(plan: Plan) -> Plan:

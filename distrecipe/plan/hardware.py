@@ -1,6 +1,8 @@
-"""GPUs as numbers: dense 16-bit peak and the bandwidth one GPU gets to its peers.
+"""GPUs as numbers: dense 16-bit peak, the bandwidth one GPU gets to its peers, and the
+efficiency `plan` achieves on it.
 
-Peaks are the vendors' dense (no sparsity) bf16 tensor-core figures; bandwidths are
+The figures are the GPU table's (`distrecipe/engines/gpus.py`, where the resolver also
+reads each GPU's memory). Peaks are the vendors' dense (no sparsity) bf16 tensor-core figures; bandwidths are
 per GPU and per direction, which is what a ring collective's per-rank bytes move
 over: NVLink within a node, the node's network ports (one NIC per GPU on the
 machines these were sold in) between nodes. A recipe overrides any of them with
@@ -11,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from distrecipe.engines.gpus import GPUS as GPU_SPECS
+from distrecipe.engines.gpus import GpuSpec
 from distrecipe.job import Plan
 from distrecipe.recipe import Gpu
 
@@ -65,32 +69,24 @@ def borrowed(reason: str) -> Efficiency:
     return Efficiency(H100.value, f"H100's; {reason}", True)
 
 
-GPUS: dict[Gpu, Hardware] = {
-    # Peaks: vendor datasheets, dense (half the "with sparsity" figure), bf16 tensor core.
-    # A100 SXM/PCIe 312; H100 SXM 989 and PCIe 756 (1,979 / 1,513 with sparsity); H200
-    # 989 (same GH100 silicon and clocks as H100 SXM); GH200's Hopper GPU 989; HGX B200
-    # 2,250 at 1,000 W (4.5 PFLOPS with sparsity); L40S 362.05 (733 with sparsity); L4 121
-    # (242 with sparsity); MI300X 1,307.4 (its dense fp8 is 2,614.9). A10G 70 is unverified:
-    # no datasheet for AWS's A10 variant was found in the sources read.
-    # NVLink 3: 600 GB/s both ways; 8 × 200 Gb/s HDR per DGX A100.
-    "a100-40gb": Hardware(312, 300 * GB_S, 25 * GB_S, "A100 40GB", A100),
-    "a100-80gb": Hardware(312, 300 * GB_S, 25 * GB_S, "A100 80GB", A100),
-    # NVLink 4: 900 GB/s both ways; 8 × 400 Gb/s NDR per DGX H100 / H200.
-    "h100": Hardware(989, 450 * GB_S, 50 * GB_S, "H100 SXM", H100),
-    "h100-pcie": Hardware(756, 64 * GB_S, 25 * GB_S, "H100 PCIe (PCIe 5, no NVLink)",
-                          borrowed("no published bf16 run on H100 PCIe")),
-    "h200": Hardware(989, 450 * GB_S, 50 * GB_S, "H200 SXM", H200),
-    "gh200": Hardware(989, 450 * GB_S, 50 * GB_S, "GH200", borrowed("no published bf16 run on GH200")),
-    # NVLink 5: 1.8 TB/s both ways; 8 × 400 Gb/s per DGX B200.
-    "b200": Hardware(2250, 900 * GB_S, 50 * GB_S, "B200",
-                     borrowed("no published bf16 run on B200 (Megatron-Bridge's are FP8)")),
-    "l40s": Hardware(362.05, 32 * GB_S, 25 * GB_S, "L40S (PCIe 4)",
-                     borrowed("no published bf16 run on L40S")),
-    "l4": Hardware(121, 32 * GB_S, 12.5 * GB_S, "L4 (PCIe 4)", borrowed("no published bf16 run on L4")),
-    "a10g": Hardware(70, 32 * GB_S, 12.5 * GB_S, "A10G (PCIe 4)", borrowed("no published bf16 run on A10G")),
-    # Infinity Fabric: 7 links × 64 GB/s per direction to the other 7 GPUs.
-    "mi300x": Hardware(1307.4, 448 * GB_S, 50 * GB_S, "MI300X", borrowed("no published bf16 run on MI300X")),
-}
+CALIBRATED: dict[Gpu, Efficiency] = {"a100-40gb": A100, "a100-80gb": A100, "h100": H100, "h200": H200}
+"""The GPUs published bf16 runs calibrate; every other GPU borrows H100's (`borrowed`)."""
+
+
+UNCALIBRATED: dict[Gpu, str] = {"b200": "no published bf16 run on B200 (Megatron-Bridge's are FP8)"}
+"""Why a GPU has no calibration, where there is more to say than that no run was found."""
+
+
+def _hardware(gpu: Gpu, spec: GpuSpec) -> Hardware:
+    short = spec.name.split(" (")[0]
+    why = UNCALIBRATED.get(gpu, f"no published bf16 run on {short}")
+    return Hardware(spec.peak_tflops, spec.intra * GB_S, spec.inter * GB_S, spec.name,
+                    CALIBRATED.get(gpu) or borrowed(why))
+
+
+# Peaks, memory and bandwidths are the datasheets' (`distrecipe/engines/gpus.py`, with sources;
+# docs/plan.md, "The GPU table"); the efficiencies are this module's.
+GPUS: dict[Gpu, Hardware] = {gpu: _hardware(gpu, spec) for gpu, spec in GPU_SPECS.items()}
 """`cluster.gpu` → its numbers. Every name of `recipe.Gpu` has a row (tested)."""
 
 

@@ -14,7 +14,9 @@ divides one more of the three by the N data-parallel ranks:
 | Megatron without it (stage 0)     | 18Ψ         |             | 144 GB         |
 
 Megatron is ZeRO-1 with fp32 gradients (4 bytes, not 2); without the distributed optimizer
-(`stage: 0`) it shards nothing. Pure fp32 training has no
+(`stage: 0`) it shards nothing. Ψ counts every parameter, a mixture of experts' every
+expert; expert parallelism (`parallel.expert`) divides the routed experts among ranks, so
+what is not sharded covers only a rank's own experts. Pure fp32 training has no
 master copy: 4 + 4 + 8 bytes, the same 16 but split differently. Tensor and pipeline
 parallelism divide Ψ before any of this; a shard group smaller than N shards within
 the group only. This is the paper's steady state; `engine.py` adds what engines hold
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 
 from distrecipe.errors import Position, RecipeError
 from distrecipe.job import Plan, gradient_bytes
+from distrecipe.model_shapes import inventory
 from distrecipe.recipe import PRECISION_BYTES, Precision, Strategy
 
 
@@ -84,16 +87,21 @@ def model_state(
     *,
     offload_optimizer: bool = False,
     offload_params: bool = False,
+    held: float | None = None,
 ) -> FormulaView:
     """Per-GPU model state for Ψ parameters (already divided by TP × PP) over N shards.
 
     Offload moves the optimizer state (ZeRO-Offload) and, at stage 3 only, the
     parameter shard (ZeRO-Infinity) to host memory: those bytes appear under `cpu`.
+    `held` is what one rank keeps of what is not sharded when expert parallelism leaves
+    it a part of the experts (`held_params`); the sharded terms stay Ψ/N, as each
+    rank's experts are sharded over the N/ep ranks holding the same ones.
     """
     gpu: dict[str, float] = {}
     cpu: dict[str, float] = {}
+    whole = psi if held is None else held
     for term in terms(strategy, stage, precision):
-        size = term.bytes_per_param * psi / (n if term.sharded else 1)
+        size = term.bytes_per_param * (psi / n if term.sharded else whole)
         moved = (term.name == "optimizer" and offload_optimizer) or (
             term.name == "parameters" and offload_params and term.sharded
         )
@@ -107,6 +115,18 @@ def local_params(plan: Plan) -> float:
         raise RecipeError("plan needs model.params (or model.hf_config, or the model's shape)",
                           Position(plan.recipe.source, 1, 1))
     return plan.recipe.model.params / plan.dims.model_shards
+
+
+def held_params(plan: Plan) -> float:
+    """Ψ one rank holds of its replica's share under expert parallelism: `local_params` less
+    the routed experts that live on the other ep − 1 ranks of its expert group (Megatron's
+    `expert_model_parallel_size`, the experts' tensor parallelism the model's)."""
+    ep = plan.recipe.parallel.expert
+    psi = local_params(plan)
+    found = inventory(plan.recipe.model) if ep > 1 else None
+    if found is None:
+        return psi
+    return psi - found.routed * (1 - 1 / ep) / plan.dims.model_shards
 
 
 def shard_ranks(plan: Plan) -> int:
@@ -137,4 +157,5 @@ def plan_model_state(plan: Plan) -> FormulaView:
         plan.precision,
         offload_optimizer=plan.recipe.offload.optimizer != "none",
         offload_params=plan.recipe.offload.params != "none",
+        held=held_params(plan) if plan.recipe.parallel.expert > 1 else None,
     )

@@ -9,26 +9,33 @@ from __future__ import annotations
 from pathlib import Path
 
 from distrecipe.errors import DistrecipeError
-from distrecipe.plan.allocator import CONTEXT
 from distrecipe.plan.report import Estimate
 from distrecipe.plan.units import GB
 
 STACK = {
-    "parameters": ("parameters", "gathered"),
-    "gradients": ("gradients", "fp32 gradients", "buffers"),
-    "optimizer": ("master weights", "optimizer"),
+    "parameters": ("parameters", "gathered", "gathered blocks", "gathered head"),
+    "gradients": ("gradients", "fp32 gradients", "flattened gradients (transient)"),
+    "optimizer": ("master weights", "optimizer", "optimizer temporaries"),
+    "activations": ("activations (saved)", "loss / recompute (backward)"),
 }
-"""The engine view's components grouped into the seed's three parts of model state."""
+"""The allocator view's parts (`Memory.parts`, at its binding moment) grouped into the seed's
+three parts of model state and the activations; everything else it holds is `buffers`."""
 
 
 def stacks(rows: list[Estimate]) -> dict[str, list[float]]:
-    """GB per category per row, at each row's engine peak; activations at their backward peak."""
-    out: dict[str, list[float]] = {name: [] for name in (*STACK, "activations")}
+    """GB per category per row, the same numbers as the table's `needs`: what is allocated at
+    the binding moment, the allocator's cache above it, and the CUDA context, so a bar
+    above the GPU's line is exactly a row the table says does not fit."""
+    names = (*STACK, "buffers", "allocator cache", "CUDA context")
+    out: dict[str, list[float]] = {name: [] for name in names}
     for row in rows:
-        parts = row.engine.points[row.engine.peak_point]
-        for name, members in STACK.items():
-            out[name].append(sum(parts.get(m, 0.0) for m in members) / GB)
-        out["activations"].append(row.activation / GB)
+        parts = row.memory.parts
+        grouped = {name: sum(parts.get(m, 0.0) for m in members) for name, members in STACK.items()}
+        grouped["buffers"] = sum(parts.values()) - sum(grouped.values())
+        grouped["allocator cache"] = row.memory.reserved - row.memory.allocated
+        grouped["CUDA context"] = row.training_need - row.memory.reserved
+        for name in names:
+            out[name].append(grouped[name] / GB)
     return out
 
 
@@ -51,10 +58,7 @@ def plot(rows: list[Estimate], path: str, *, current: str) -> Path:
     memory = rows[0].plan.gpu_memory
     if memory is not None:
         ax.axhline(memory / GB, color="black", linewidth=1, label=f"GPU memory {memory / GB:g} GB")
-        usable = (memory - CONTEXT) / GB
-        ax.axhline(usable, color="black", linewidth=1, linestyle="--",
-                   label=f"for PyTorch's allocator {usable:.3g} GB")
-    ax.set_ylabel("GB per GPU at the engine's peak (10⁹ bytes)")
+    ax.set_ylabel("GB per GPU needed (10⁹ bytes), as the table's needs")
     ax.set_title(f"{rows[0].plan.recipe.name}: per-GPU memory (current: {current})")
     ax.legend(fontsize="small")
     fig.tight_layout()

@@ -6,7 +6,6 @@ from typing import Any
 
 from distrecipe.engines.verl import ROLLOUT_PROFILE
 from distrecipe.job import Plan
-from distrecipe.plan.activations import pipeline_in_flight
 from distrecipe.plan.allocator import CONTEXT, FRAGMENTATION
 from distrecipe.plan.engine import POINTS
 from distrecipe.plan.memory import shard_ranks
@@ -71,8 +70,11 @@ def text(est: Estimate, advice: list[str]) -> str:
               if seq_len and cp > 1 else f"{seq_len or '?'} tokens")
     chunks = ("micro-batch(es)" if p.dims.virtual_stages == 1
               else f"model chunks (of {p.dims.virtual_stages} per rank, interleaved 1F1B)")
-    stage = (f", pipeline stage of the highest peak, {pipeline_in_flight(p)} {chunks} "
-             "in flight on the first" if p.dims.pipeline > 1 else "")
+    judged = est.stage
+    stage = (f", the pipeline's {judged.name} ({judged.layers} layers"
+             + (", the embedding" if judged.embedding else "") + (", the head" if judged.head else "")
+             + f"), {judged.in_flight} {chunks} in flight"
+             if p.dims.pipeline > 1 and judged is not None else "")
     lines.append(f"activations per GPU (micro {p.batch.micro} × {tokens}{stage})")
     for i, act in enumerate(est.activations):
         used = "  ← used" if i == 0 else ""
@@ -123,10 +125,13 @@ def _step(est: Estimate) -> str:
     v = est.plan.dims.virtual_stages
     schedule = "1F1B" if v == 1 else f"interleaved 1F1B, {v} virtual stages"
     bubble = f" + pipeline bubble {st.bubble:.3g} s ({schedule})" if st.bubble else ""
-    return (f"step time: {st.seconds:.3g} s = compute {st.compute:.3g} s ({hw.efficiency:g} of "
-            f"{hw.name}'s {hw.peak_tflops:g} TFLOPS, recompute included; efficiency "
-            f"{hw.achieved.basis}){bubble} + exposed traffic "
-            f"{st.exposed:.3g} s (of {st.communication:.3g} s, engine view); "
+    host = f" + offload {st.offload:.3g} s (PCIe copies, CPU optimizer step)" if st.offload else ""
+    kinds = ", ".join(f"{kind} {seconds:.3g} s" for kind, seconds in st.exposed_by.items() if seconds)
+    return (f"step time: {st.seconds:.3g} s = compute {st.compute:.3g} s ({st.efficiency.value:g} × "
+            f"matmul size {st.matmul:.2f} of {hw.name}'s {hw.peak_tflops:g} TFLOPS, recompute included; "
+            f"efficiency {st.efficiency.basis}){bubble} + exposed traffic "
+            f"{st.exposed:.3g} s (of {st.communication:.3g} s, engine view"
+            f"{': ' + kinds if kinds else ''}){host}; "
             f"{st.tokens_per_s_per_gpu:,.0f} tokens/s/GPU, MFU {st.mfu:.1%}")
 
 
@@ -191,7 +196,7 @@ def _step_cells(est: Estimate) -> tuple[str, str, str]:
     st = est.step
     if st is None:
         return ("?", "?", "?")
-    return (f"{st.seconds:.3g} s", f"{st.tokens_per_s_per_gpu:,.0f}", f"{st.mfu:.1%}")
+    return (f"{st.seconds:.4g} s", f"{st.tokens_per_s_per_gpu:,.0f}", f"{st.mfu:.1%}")
 
 
 def as_json(est: Estimate, advice: list[str] | None = None) -> dict[str, Any]:
@@ -232,11 +237,12 @@ def as_json(est: Estimate, advice: list[str] | None = None) -> dict[str, Any]:
             "seconds": est.step.seconds, "compute_seconds": est.step.compute,
             "communication_seconds": est.step.communication,
             "exposed_seconds": est.step.exposed, "bubble_seconds": est.step.bubble,
+            "offload_seconds": est.step.offload, "exposed_by": est.step.exposed_by,
             "tokens_per_s_per_gpu": est.step.tokens_per_s_per_gpu, "mfu": est.step.mfu,
             "gpu": est.step.hardware.name, "peak_tflops": est.step.hardware.peak_tflops,
-            "efficiency": est.step.hardware.efficiency,
-            "efficiency_basis": est.step.hardware.achieved.basis,
-            "efficiency_borrowed": est.step.hardware.achieved.borrowed,
+            "efficiency": est.step.efficiency.value, "matmul_factor": est.step.matmul,
+            "efficiency_basis": est.step.efficiency.basis,
+            "efficiency_borrowed": est.step.efficiency.borrowed,
         },
         "rollout": None if est.rollout is None else {
             "fraction": est.rollout.fraction, "stated": est.rollout.stated,

@@ -24,6 +24,7 @@ from distrecipe.plan.engine import DeepSpeedZero, EngineView, plan_engine_view
 from distrecipe.plan.memory import FormulaView, local_params, plan_model_state
 from distrecipe.plan.rollout import Rollout, rollout
 from distrecipe.plan.runnable import runs
+from distrecipe.plan.stages import Stage, binding
 from distrecipe.plan.steptime import StepTime, step_time
 from distrecipe.recipe import Offload, Strategy
 from distrecipe.translator.resolve import variant
@@ -48,6 +49,8 @@ class Estimate:
     """Seconds per step, tokens/s/GPU and MFU; None without a GPU model or peak."""
     rollout: Rollout | None = None
     """verl's rollout phase (`rollout.py`); None for every other engine."""
+    stage: Stage | None = None
+    """The pipeline stage judged (the whole model without a pipeline)."""
 
     @property
     def activation(self) -> float:
@@ -114,24 +117,32 @@ def deepspeed_zero(plan: Plan) -> DeepSpeedZero | None:
 
 
 def estimate(plan: Plan) -> Estimate:
+    """The estimate at the pipeline stage that needs the most (`stages.binding`; the whole
+    model without a pipeline), so model state and activations are one rank's."""
     zero = deepspeed_zero(plan)
-    psi = local_params(plan)
-    engine = plan_engine_view(plan, zero)
-    activations = plan_activations(plan)
-    traffic_engine = traffic.engine(plan, zero)
+    local_params(plan)  # refuses a plan without model.params
+    judged = []
+    for st in binding(plan):
+        engine = plan_engine_view(plan, zero, st.params)
+        activations = plan_activations(plan, st)
+        held = memory(plan, engine, activations[0] if activations else None, st.params)
+        judged.append((held.needed, st, engine, activations, held))
+    _, st, engine, activations, held = max(judged, key=lambda item: item[0])
+    traffic_engine = traffic.engine(plan, zero, st.params)
     return Estimate(
         plan=plan,
         label=label(plan),
-        psi=psi,
+        psi=st.params,
         formula=plan_model_state(plan),
         engine=engine,
         activations=activations,
-        memory=memory(plan, engine, activations[0] if activations else None, psi),
+        memory=held,
         traffic_formula=traffic.formula(plan),
         traffic_engine=traffic_engine,
         ddp_buckets=traffic.ddp_buckets(plan),
         step=step_time(plan, traffic_engine, zero),
         rollout=rollout(plan, engine),
+        stage=st,
     )
 
 

@@ -22,10 +22,12 @@ from distrecipe.errors import RecipeError
 from distrecipe.job import Plan
 from distrecipe.translator.targets import TARGETS, EmitOptions, emitted_targets
 
-MODELLED = frozenset({"DR206"})
+MODELLED = frozenset({"DR206", "DR222"})
 """Warnings that name a mapping `plan` already models: `parallel.sequence` runs as the
 engine's own kind (ring attention under torchtitan and Accelerate, Ulysses under DeepSpeed
-and verl, Megatron's context parallel: `activations.ring_context_parallel`)."""
+and verl, Megatron's context parallel: `activations.ring_context_parallel`); a setting the
+file leaves to the training script (DR222: recompute under raw DeepSpeed) runs as stated
+once the script does it, which the finding tells the user."""
 
 
 def _warnings(plan: Plan, target: str) -> frozenset[str] | None:

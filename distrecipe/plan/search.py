@@ -30,8 +30,12 @@ heads and sequence split over its tensor and sequence degrees in the engine that
 targets its launcher emits with no error, e.g. AutoTP beside a sequence group or verl's
 batch rules, and no warning the recipe's own compile lacks, e.g. ZeRO-1 under verl), that fits (`needed ≤
 cluster.gpu_memory`, as `plan` judges; with offload, the host memory a node's ranks
-hold ≤ `cluster.cpu_memory` when it is given), ranked by estimated step time, then by
-memory needed.
+hold ≤ `cluster.cpu_memory` when it is given), ranked by estimated step time
+(`rank`). Step times within 0.5 % of the fastest of their group are a tie (the estimate
+is not that exact), broken by stated preferences, in this order: fewer parallel
+dimensions (each of tensor, pipeline, virtual stages and sequence above 1 is one more
+group to launch, debug and fail), then more headroom (less memory needed), then no
+offload, then less recompute, then less traffic.
 
 One bound keeps it fast without deciding for the user: under 1F1B a pipeline of p
 stages idles (p − 1)/(m + p − 1) of the step, so a layout with pipeline > 1 is tried
@@ -51,8 +55,16 @@ from distrecipe.errors import DistrecipeError, RecipeError
 from distrecipe.plan.activations import ring_context_parallel
 from distrecipe.plan.report import Estimate, estimate
 from distrecipe.plan.runnable import judge
+from distrecipe.plan.steptime import context_parallel_bytes, pipeline_bytes, tensor_parallel_bytes
 from distrecipe.recipe import AUTO, Offload, Recipe, Recompute, Strategy
-from distrecipe.translator.resolve import ALLOWED_STAGES, DEFAULT_BACKEND, offload_refusal, resolve, variant
+from distrecipe.translator.resolve import (
+    ALLOWED_STAGES,
+    DEFAULT_BACKEND,
+    needs_fit,
+    offload_refusal,
+    resolve,
+    variant,
+)
 
 DEGREES = (1, 2, 4, 8)
 CHECKPOINTING: tuple[Recompute, ...] = ("none", "selective", "full")
@@ -72,8 +84,16 @@ class Candidate:
 
     @property
     def seconds(self) -> float:
-        assert self.estimate.step is not None  # search() keeps only estimated ones
+        assert self.estimate.step is not None  # a timed search keeps only estimated ones
         return self.estimate.step.seconds
+
+    @property
+    def traffic(self) -> float:
+        """Bytes one rank sends per step, data-parallel (the engine view's), tensor-, context-
+        and pipeline-parallel together: what an untimed search ranks by."""
+        plan = self.estimate.plan
+        return (self.estimate.traffic_engine.total + tensor_parallel_bytes(plan)
+                + context_parallel_bytes(plan) + pipeline_bytes(plan))
 
     def overrides(self) -> dict[str, object]:
         """The recipe keys the search set, as `--set` would write them."""
@@ -96,6 +116,8 @@ class Result:
     """Every fitting candidate, fastest first."""
     tried: int
     """Candidates the resolver and the engines accepted, fitting or not."""
+    timed: bool = True
+    """Whether step time ranked them; without a GPU's peak, fit and traffic do (`search`)."""
 
 
 def _strategies(recipe: Recipe) -> list[tuple[Strategy, int]]:
@@ -156,15 +178,22 @@ def candidates(recipe: Recipe, gpus_per_node: int) -> Iterator[Recipe]:
                         parallel=replace(recipe.parallel, tensor=tensor, pipeline=pipeline,
                                          sequence=sequence, virtual_stages=virtual, shard_group="all"),
                         batch=replace(recipe.batch, micro=1, accumulation=AUTO),
-                        activation_checkpointing=recompute, checkpoint_every=None,
+                        activation_checkpointing=recompute, recompute_every=None,
                     )
 
 
 def search(recipe: Recipe, gpus_per_node: int) -> Result:
-    """Resolve, judge and estimate every candidate; keep those that fit, fastest first."""
+    """Resolve, judge and estimate every candidate; keep those that fit, fastest first.
+
+    Without a GPU model or peak (`cluster.gpu`, `cluster.peak_tflops`) there is no step
+    time: the search still judges what it can, which recipes fit and how much each rank
+    sends per step, and ranks by that, least traffic first (then without offload before
+    with it, then least memory needed); the result says it is untimed (`Result.timed`)."""
     fitting: list[Candidate] = []
     tried = 0
-    runs = judge(resolve(recipe, detected_gpus=gpus_per_node))
+    written = resolve(recipe, detected_gpus=gpus_per_node, micro=1 if needs_fit(recipe) else None)
+    timed = estimate(written).step is not None
+    runs = judge(written)
     for shape in candidates(recipe, gpus_per_node):
         try:
             base = resolve(shape, detected_gpus=gpus_per_node)
@@ -186,10 +215,48 @@ def search(recipe: Recipe, gpus_per_node: int) -> Result:
             est = estimate(plan)
             if est.fits is False:
                 break  # memory grows with the micro-batch: no larger one fits either
-            if est.step is not None and host_fits(est):
+            if (est.step is not None or not timed) and host_fits(est):
                 fitting.append(Candidate(shape, est))
-    fitting.sort(key=lambda c: (round(c.seconds, 6), c.estimate.need))
-    return Result(fitting, tried)
+    if timed:
+        return Result(rank(fitting), tried, timed)
+    # Offload's PCIe copies and CPU step cost time no byte count here shows: after it.
+    fitting.sort(key=lambda c: (round(c.traffic), c.shape.offload.enabled, c.estimate.need))
+    return Result(fitting, tried, timed)
+
+
+TIE = 0.005
+"""Step times closer than this (relative) are a tie: the estimate is not that exact."""
+RECOMPUTE_COST = {"none": 0, "selective": 1, "full": 2}
+
+
+def parallel_dimensions(candidate: Candidate) -> int:
+    """How many model-parallel dimensions the candidate uses (degrees above 1)."""
+    d = candidate.estimate.plan.dims
+    return sum(degree > 1 for degree in (d.tensor, d.pipeline, d.virtual_stages, d.sequence))
+
+
+def preference(candidate: Candidate) -> tuple[int, float, bool, int, float]:
+    """The stated preferences that break a tie (module docstring), best first."""
+    recipe = candidate.estimate.plan.recipe
+    step = candidate.estimate.step
+    assert step is not None
+    return (parallel_dimensions(candidate), candidate.estimate.need, recipe.offload.enabled,
+            RECOMPUTE_COST[recipe.activation_checkpointing], step.communication)
+
+
+def rank(candidates: list[Candidate]) -> list[Candidate]:
+    """Fastest first; a group is the fastest left and every candidate within `TIE` of it,
+    ordered by `preference`."""
+    left = sorted(candidates, key=lambda c: (c.seconds, preference(c)))
+    out: list[Candidate] = []
+    start = 0
+    while start < len(left):
+        limit, end = left[start].seconds * (1 + TIE), start
+        while end < len(left) and left[end].seconds <= limit:
+            end += 1
+        out += sorted(left[start:end], key=preference)
+        start = end
+    return out
 
 
 def host_bytes_per_node(est: Estimate) -> float:
@@ -204,10 +271,10 @@ def host_fits(est: Estimate) -> bool:
 
 
 def check_searchable(recipe: Recipe, plan_of: Estimate) -> None:
-    """What the search needs to rank anything: a memory budget and a step-time estimate."""
+    """What the search needs to rank anything: a memory budget (what fits) and a fixed
+    global batch. A step-time estimate (a GPU's peak) it uses when there is one."""
     missing = [key for key, absent in (
-        ("cluster.gpu_memory", plan_of.plan.gpu_memory is None),
-        ("cluster.gpu or cluster.peak_tflops", plan_of.step is None),
+        ("cluster.gpu_memory (or cluster.gpu)", plan_of.plan.gpu_memory is None),
         ("a fixed batch.global", recipe.batch.global_ == AUTO)) if absent]
     if missing:
         raise DistrecipeError(f"{recipe.source}: plan --search needs {', '.join(missing)}",
@@ -218,7 +285,6 @@ def why(candidate: Candidate, budget: float) -> str:
     """One line: what the candidate is and what decides its place."""
     est = candidate.estimate
     step = est.step
-    assert step is not None
     p = est.plan
     parts = [est.label]
     parts += [f"{name} {degree}" for name, degree in
@@ -231,7 +297,34 @@ def why(candidate: Candidate, budget: float) -> str:
         host = host_bytes_per_node(est) / 1e9
         parts.append(f"host {host:.0f} GB per node" + (
             "" if p.recipe.cluster.cpu_memory is not None else " (cluster.cpu_memory unknown: not checked)"))
+    sent = est.traffic_engine.total
+    needs = f"needs {est.need / 1e9:.1f} of {budget / 1e9:.0f} GB"
+    if step is None:
+        return f"{', '.join(parts)}: sends {candidate.traffic / 1e9:.3g} GB per rank per step; {needs}"
+    extra = "".join(f", {name} {seconds:.3g} s" for name, seconds in
+                    (("bubble", step.bubble), ("offload", step.offload)) if seconds)
     return (f"{', '.join(parts)}: {step.seconds:.3g} s/step, {step.tokens_per_s_per_gpu:,.0f} "
-            f"tokens/s/GPU, MFU {step.mfu:.1%} (compute {step.compute:.3g} s, exposed traffic "
-            f"{step.exposed:.3g} s); needs {est.need / 1e9:.1f} of {budget / 1e9:.0f} GB")
+            f"tokens/s/GPU, MFU {step.mfu:.1%} (compute {step.compute:.3g} s at matmul size "
+            f"{step.matmul:.2f}, "
+            f"exposed traffic {step.exposed:.3g} s of {step.communication:.3g} s for {sent / 1e9:.3g} GB "
+            f"sent{extra}); {needs}")
+
+
+def as_json(candidate: Candidate, rank: int) -> dict[str, object]:
+    """One candidate's figures for `plan --search --format json`: the keys it sets, its step
+    time by part, its memory and traffic, in bytes and seconds."""
+    est = candidate.estimate
+    step = est.step
+    timing: dict[str, object] = {} if step is None else {
+        "seconds": step.seconds, "compute_seconds": step.compute, "bubble_seconds": step.bubble,
+        "exposed_seconds": step.exposed, "exposed_by": step.exposed_by, "offload_seconds": step.offload,
+        "communication_seconds": step.communication, "tokens_per_s_per_gpu": step.tokens_per_s_per_gpu,
+        "mfu": step.mfu, "efficiency": step.efficiency.value, "matmul_factor": step.matmul}
+    return {
+        "rank": rank, "label": est.label, "set": candidate.overrides(),
+        "parallel_dimensions": parallel_dimensions(candidate), **timing,
+        "sent_bytes": est.traffic_engine.total, "needed_bytes": est.need,
+        "reserved_bytes": est.memory.reserved,
+        "host_bytes_per_node": host_bytes_per_node(est), "fits": est.fits,
+    }
 

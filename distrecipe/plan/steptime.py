@@ -1,7 +1,8 @@
 """Seconds per optimizer step, tokens per second per GPU and MFU, from FLOPs and bytes.
 
 * **Model FLOPs** per token, as torchtitan, llm-foundry and the PaLM paper count them
-  for MFU: 6 × (Ψ − embedding) for the matrix multiplies forward and backward, plus
+  for MFU: 6 × (Ψ − embedding) for the matrix multiplies forward and backward (Ψ the
+  active parameters: a mixture of experts' k routed experts, `model_shapes.active_params`), plus
   12 · layers · hidden · seq_len for attention's scores and values over the full square
   (torchtitan's `get_num_flop_per_token`: "we follow the convention and do not account
   for sparsity in causal attention"; llm-foundry's `flops_per_batch` likewise). Time is
@@ -56,8 +57,10 @@ from dataclasses import dataclass
 
 from distrecipe.engines.runner import runs_fsdp2, uses_deepspeed
 from distrecipe.job import Plan
+from distrecipe.model_shapes import active_params, kv_width
 from distrecipe.plan import traffic
 from distrecipe.plan.activations import ring_context_parallel
+from distrecipe.plan.efficiency import Efficiency, efficiency, matmul_factor
 from distrecipe.plan.engine import DeepSpeedZero, fsdp2_shard_ranks
 from distrecipe.plan.hardware import Hardware, hardware
 from distrecipe.plan.memory import reduce_ranks, shard_ranks
@@ -70,12 +73,19 @@ about a second per billion parameters on a server core group)."""
 
 
 def offload_seconds(plan: Plan) -> float:
-    """Seconds an offloaded step spends on PCIe and in the CPU optimizer (not hidden)."""
-    if not plan.recipe.offload.enabled or plan.recipe.model.params is None:
-        return 0.0
-    shard = plan.recipe.model.params / plan.dims.model_shards / shard_ranks(plan)
-    lp = plan.precision_bytes
+    """Seconds an offloaded step spends on PCIe and in the CPU optimizer (not hidden), and
+    with `offload.activations: cpu` each micro-step's checkpointed inputs going down in
+    forward and coming back before their recompute (DeepSpeed copies them synchronously)."""
     seconds = 0.0
+    m = plan.recipe.model
+    if plan.recipe.offload.activations != "none" and m.layers and m.hidden_size and plan.recipe.batch.seq_len:
+        tokens = plan.batch.micro * -(-plan.recipe.batch.seq_len // plan.dims.sequence)
+        per_layer = 2.0 * tokens * m.hidden_size / plan.dims.tensor
+        seconds += 2 * per_layer * m.layers / plan.dims.pipeline * plan.batch.accumulation / PCIE
+    if not plan.recipe.offload.enabled or m.params is None:
+        return seconds
+    shard = m.params / plan.dims.model_shards / shard_ranks(plan)
+    lp = plan.precision_bytes
     if plan.recipe.offload.optimizer != "none" or runs_fsdp2(plan):
         seconds += 2 * lp * shard / PCIE + shard / CPU_ADAM_PARAMS_PER_S
     if plan.recipe.offload.params != "none":
@@ -83,22 +93,63 @@ def offload_seconds(plan: Plan) -> float:
     return seconds
 
 
-def overlap(plan: Plan, zero: DeepSpeedZero | None) -> float:
-    """Fraction of the step's compute that data-parallel traffic can hide behind.
+Window = str
+"""What a collective can hide behind: `step` (every micro-step's forward and backward),
+`backward` (every micro-step's backward), `last backward` (the last micro-step's
+backward only: reductions deferred with `no_sync`), `first forward` (the next step's
+first forward: Megatron's `overlap_param_gather`), `attention` (attention's share of the
+compute: ring context parallelism), `none`."""
 
-    FSDP2 prefetches the next block's all-gather in forward and backward and
-    reduce-scatters during backward; ZeRO-3 with `overlap_comm` does the same.
-    DDP, ZeRO-1/2 (reductions during backward, the parameter all-gather after the
-    step) and Megatron's distributed optimizer hide only behind backward, two thirds
-    of the compute; ZeRO without `overlap_comm` hides nothing.
+
+def windows(plan: Plan, zero: DeepSpeedZero | None) -> dict[str, Window]:
+    """Each data-parallel collective's window, by engine (what each engine overlaps):
+
+    * FSDP2: every gather is prefetched (`step`); reduce-scatters and HSDP's all-reduce
+      run in each micro-step's backward.
+    * DeepSpeed ZeRO-3: gathers prefetched; reduce-scatter in backward with
+      `overlap_comm`, else after it (`none`).
+    * DeepSpeed ZeRO-1/2: ZeRO-2 reduces in every micro-step's backward, ZeRO-1 at the
+      accumulation boundary only (the last backward), both only with `overlap_comm`; the
+      parameter all-gather runs after `step()`, before the next forward (`none`).
+      ZeRO-0 all-reduces after backward (`none`).
+    * torch DDP: buckets all-reduced during the last micro-step's backward (`no_sync`).
+    * Megatron-Core: the gradient reduce-scatter during the last micro-step's backward
+      (`overlap_grad_reduce`), the parameter all-gather during the next step's first
+      forward (`overlap_param_gather`), as the published runs set them.
     """
+    if plan.recipe.strategy == "megatron":
+        if plan.backend in ("deepspeed", "accelerate-deepspeed"):  # DeepSpeed's optimizer
+            return {"all-reduce gradients": "none", "reduce-scatter gradients": "none",
+                    "all-gather parameters": "none"}
+        return {"all-reduce gradients": "last backward", "reduce-scatter gradients": "last backward",
+                "all-gather parameters": "first forward"}
     if runs_fsdp2(plan):
-        return 1.0
-    if uses_deepspeed(plan) and zero is not None and zero.stage > 0:
-        if not zero.overlap_comm:
-            return 0.0
-        return 1.0 if zero.stage == 3 else 2 / 3
-    return 2 / 3
+        return {"all-gather parameters": "step", "all-gather parameters (backward)": "step",
+                "reduce-scatter gradients": "backward", "all-reduce shard across replicas": "backward"}
+    if not uses_deepspeed(plan):
+        return {"all-reduce gradients": "last backward"}
+    zero = zero or DeepSpeedZero(stage=plan.stage)
+    overlapped = zero.overlap_comm
+    if zero.stage == 3:
+        return {"all-gather parameters": "step", "all-gather parameters (backward)": "step",
+                "all-gather parameters (later micro-steps)": "step",
+                "reduce-scatter gradients": "backward" if overlapped else "none"}
+    if zero.stage == 0:
+        return {"all-reduce gradients": "none"}
+    reduce = ("backward" if zero.stage == 2 else "last backward") if overlapped else "none"
+    return {"all-reduce gradients": reduce, "reduce-scatter gradients": reduce,
+            "all-gather parameters": "none"}
+
+
+def overlap(plan: Plan, zero: DeepSpeedZero | None) -> float:
+    """Fraction of the step's compute the gradient reduction hides behind (`windows`): the
+    summary `plan` quotes; `step_time` prices each collective in its own window."""
+    forward = 1 / 3
+    sizes = {"step": 1.0, "backward": 1 - forward, "last backward": (1 - forward) / plan.batch.accumulation,
+             "first forward": forward / plan.batch.accumulation, "none": 0.0}
+    found = windows(plan, zero)
+    name = next((n for n in ("reduce-scatter gradients", "all-reduce gradients") if n in found), None)
+    return sizes[found[name]] if name else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,16 +163,27 @@ class StepTime:
     """Of `communication`, seconds not hidden behind compute."""
     bubble: float
     """Seconds pipeline stages idle in the (interleaved) 1F1B schedule's fill and drain."""
+    offload: float
+    """Seconds of host copies and the CPU optimizer step (`offload_seconds`), not hidden."""
     tokens_per_s_per_gpu: float
     mfu: float
     """Model FLOPs (no recompute) per second over the peak."""
     hardware: Hardware
+    efficiency: Efficiency
+    """The engine family × GPU generation figure (`efficiency.efficiency`)."""
+    matmul: float
+    """The matmuls' size factor (`efficiency.matmul_factor`): compute runs at
+    efficiency × matmul of the peak."""
+    exposed_by: dict[str, float]
+    """Of `exposed`, seconds by kind: data parallel, tensor, context, pipeline."""
 
 
 def model_flops_per_token(plan: Plan) -> float:
-    """6Ψ' + 12·L·h·s with Ψ' = Ψ less the input embedding (None-safe: 6Ψ without a shape)."""
+    """6Ψ' + 12·L·h·s with Ψ' = the active parameters (`model_shapes.active_params`: a mixture
+    of experts counts the k routed experts a token visits) less the input embedding
+    (None-safe: 6Ψ without a shape)."""
     m = plan.recipe.model
-    psi = float(m.params or 0)
+    psi = float(active_params(m) or 0)
     if m.vocab and m.hidden_size:
         psi -= m.vocab * m.hidden_size
     seq_len = plan.recipe.batch.seq_len or 0
@@ -135,10 +197,10 @@ def recompute_flops_per_token(plan: Plan) -> float:
     if plan.recipe.activation_checkpointing == "full":
         return forward
     if plan.recipe.activation_checkpointing == "selective":
-        if plan.recipe.checkpoint_every:
-            return forward / plan.recipe.checkpoint_every
+        if plan.recipe.recompute_every:
+            return forward / plan.recipe.recompute_every
         m = plan.recipe.model
-        psi = float(m.params or 0) - (m.vocab or 0) * (m.hidden_size or 0)
+        psi = float(active_params(m) or 0) - (m.vocab or 0) * (m.hidden_size or 0)
         return psi  # half of the matmuls' forward, 2Ψ' / 2
     return 0.0
 
@@ -167,6 +229,11 @@ def context_parallel_bytes(plan: Plan) -> float:
         return 0.0
     sbh = plan.recipe.batch.seq_len * plan.batch.micro * m.hidden_size / plan.dims.tensor
     layers = plan.batch.accumulation * m.layers / plan.dims.pipeline
+    if plan.recipe.strategy == "megatron" and m.heads:  # Transformer Engine's p2p ring: K/V at kv heads
+        width = kv_width(m.hidden_size, m.heads, m.kv_heads, m.head_dim)
+        kv = plan.recipe.batch.seq_len * plan.batch.micro * width / plan.dims.tensor
+        forwards = 2 if plan.recipe.activation_checkpointing == "full" else 1
+        return layers * (forwards * 4 * kv + 8 * kv) * traffic.ring(cp)
     if not ring_context_parallel(plan):  # Ulysses: q, k, v and output, forward and backward
         passes = 3 if plan.recipe.activation_checkpointing == "full" else 2
         return layers * passes * 4 * 2 * sbh / cp * traffic.ring(cp)
@@ -224,12 +291,20 @@ def step_time(plan: Plan, engine_traffic: traffic.Traffic, zero: DeepSpeedZero |
     """The estimate for `plan`, or None when the GPU's peak is unknown or there is no sequence."""
     hw = hardware(plan)
     recipe, seq_len = plan.recipe, plan.recipe.batch.seq_len
-    if hw is None or recipe.cluster.device == "cpu" or not seq_len or not recipe.model.params:
-        return None
+    if hw is None or recipe.cluster.device == "cpu" or not seq_len or not active_params(recipe.model):
+        return None  # no peak, no sequence, or the FLOPs unknown (a mixture of experts without its shape)
+    achieved = efficiency(plan) if recipe.cluster.peak_tflops is None or recipe.cluster.gpu else Efficiency(
+        hw.achieved.value, hw.achieved.basis, hw.achieved.borrowed)
+    peak = hw.peak_tflops * 1e12
+    size = matmul_factor(plan, peak)
     tokens = plan.batch.global_ * seq_len / plan.dims.world
     model = model_flops_per_token(plan)
-    compute = tokens * (model + recompute_flops_per_token(plan)) / (hw.peak_tflops * 1e12 * hw.efficiency)
-    dp_bytes = engine_traffic.total
+    extra = recompute_flops_per_token(plan)
+    compute = tokens * (model + extra) / (peak * achieved.value * size)
+    m = plan.batch.accumulation
+    forward = compute * (model / 3) / (model + extra) if model + extra else 0.0
+    sizes = {"step": compute, "backward": compute - forward, "last backward": (compute - forward) / m,
+             "first forward": forward / m, "none": 0.0}
     # The data-parallel group spans nodes unless the model-parallel groups fill them.
     dp_within_node = plan.dims.nodes == 1 or plan.dims.dp * plan.dims.sequence <= 1
     intra = engine_traffic.intra or 0.0
@@ -243,28 +318,51 @@ def step_time(plan: Plan, engine_traffic: traffic.Traffic, zero: DeepSpeedZero |
     replicas_only = engine_traffic.intra is not None and not uses_deepspeed(plan)
     members = (plan.dims.gpus_per_node // (plan.dims.tensor * shards) if replicas_only
                else min(reduce_ranks(plan), plan.dims.gpus_per_node // plan.dims.tensor))
-    dp_seconds = (dp_bytes / hw.intra if dp_within_node
-                  else intra / hw.intra + (dp_bytes - intra) / ring_bandwidth(hw, members))
+    total = engine_traffic.total
+    network = ring_bandwidth(hw, members)
+    # Each collective's seconds: its in-node share on NVLink, the rest on the network.
+    in_node_share = 1.0 if dp_within_node or total == 0 else intra / total
+    rate = 1 / (in_node_share / hw.intra + (1 - in_node_share) / network)
+    found = windows(plan, zero)
+    by_window: dict[str, float] = {}
+    for name, sent in engine_traffic.sent.items():
+        window = found.get(name, "none")
+        by_window[window] = by_window.get(window, 0.0) + sent / rate
+    dp_seconds = sum(by_window.values())
+    dp_exposed = sum(max(0.0, seconds - sizes[window]) for window, seconds in by_window.items())
+    # A prefetched collective still waits for its first gather and its last reduction in
+    # each micro-step: one block's worth (FSDP2, ZeRO-3).
+    layers = (recipe.model.layers or 1) / plan.dims.pipeline
+    prefetched = by_window.get("step", 0.0)
+    dp_exposed += min(prefetched, 2 * prefetched / layers) if prefetched else 0.0
     tp_seconds = tensor_parallel_bytes(plan) / hw.intra
+    tp_exposed = max(0.0, tp_seconds - compute) if recipe.parallel.tensor_overlap else tp_seconds
     # Ranks are laid out tensor innermost, then sequence: cp spans nodes past the node's size.
     cp_link = (hw.intra if plan.dims.tensor * plan.dims.sequence <= plan.dims.gpus_per_node
                else ring_bandwidth(hw, plan.dims.gpus_per_node // plan.dims.tensor))
     cp_seconds = context_parallel_bytes(plan) / cp_link
-    cp_hidden = attention_share(plan) * compute if ring_context_parallel(plan) else 0.0
+    ring = ring_context_parallel(plan) or recipe.strategy == "megatron"
+    cp_hidden = attention_share(plan) * compute if ring else 0.0
     dims = plan.dims
     pp_link = hw.inter if dims.world // dims.pipeline >= dims.gpus_per_node and dims.nodes > 1 else hw.intra
     pp_seconds = pipeline_bytes(plan) / pp_link
     idle = compute * bubble(plan) / (1 - bubble(plan))
-    exposed = (max(0.0, dp_seconds - overlap(plan, zero) * compute) + tp_seconds
-               + max(0.0, cp_seconds - cp_hidden) + pp_seconds)
-    seconds = compute + idle + exposed + offload_seconds(plan)
+    exposed_by = {"data parallel": dp_exposed, "tensor parallel": tp_exposed,
+                  "context parallel": max(0.0, cp_seconds - cp_hidden), "pipeline": pp_seconds}
+    exposed = sum(exposed_by.values())
+    host = offload_seconds(plan)
+    seconds = compute + idle + exposed + host
     return StepTime(
         seconds=seconds,
         compute=compute,
         communication=dp_seconds + tp_seconds + cp_seconds + pp_seconds,
         exposed=exposed,
         bubble=idle,
+        offload=host,
         tokens_per_s_per_gpu=tokens / seconds,
-        mfu=model * tokens / seconds / (hw.peak_tflops * 1e12),
+        mfu=model * tokens / seconds / peak,
         hardware=hw,
+        efficiency=achieved,
+        matmul=size,
+        exposed_by=exposed_by,
     )

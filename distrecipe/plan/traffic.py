@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from distrecipe.engines.runner import runs_fsdp2, uses_deepspeed
 from distrecipe.job import Plan
-from distrecipe.plan.engine import DeepSpeedZero, fsdp2_shard_ranks
+from distrecipe.plan.engine import DeepSpeedZero, fsdp2_shard_ranks, megatron_gradient_bytes
 from distrecipe.plan.memory import local_params, reduce_ranks, shard_ranks
 from distrecipe.plan.units import MiB
 
@@ -88,53 +88,80 @@ def formula(plan: Plan, *, no_sync: bool = True) -> Traffic:
     return Traffic(sent, reductions, intra)
 
 
+def megatron(plan: Plan, psi: float) -> Traffic:
+    """Megatron-Core's data-parallel traffic, once a step (its DDP reduces during the last
+    micro-batch's backward): the distributed optimizer reduce-scatters the gradient buffer
+    (`engine.megatron_gradient_bytes`) and all-gathers the updated 16-bit parameters over
+    data × context ranks; without it (stage 0) the buffer is all-reduced."""
+    g, lp = megatron_gradient_bytes(plan), plan.precision_bytes
+    n = reduce_ranks(plan)
+    if plan.stage == 0:
+        return Traffic({"all-reduce gradients": 2 * ring(n) * g * psi}, 1)
+    return Traffic({"reduce-scatter gradients": ring(n) * g * psi,
+                    "all-gather parameters": ring(n) * lp * psi}, 1)
+
+
+def reduce_bytes(plan: Plan) -> int:
+    """Bytes per element FSDP2 and DeepSpeed reduce gradients in: `reduce_dtype` where
+    stated (FSDP2's `MixedPrecisionPolicy.reduce_dtype`, DeepSpeed's
+    `communication_data_type`); else fp32 where torchtitan (`mixed_precision_reduce`) and
+    verl run FSDP2, the training dtype under Accelerate and DeepSpeed."""
+    if plan.recipe.reduce_dtype is not None:
+        return 4 if plan.recipe.reduce_dtype == "fp32" else 2
+    if runs_fsdp2(plan) and plan.backend in ("verl", "torchrun"):
+        return 4
+    return plan.precision_bytes
+
+
 def ddp_buckets(plan: Plan) -> float:
     """How many 25 MiB DDP buckets the 16-bit gradients fill (the seed's ≈610 for 8B)."""
     return local_params(plan) * plan.precision_bytes / DDP_BUCKET
 
 
-def engine(plan: Plan, zero: DeepSpeedZero | None = None) -> Traffic:
+def engine(plan: Plan, zero: DeepSpeedZero | None = None, psi: float | None = None) -> Traffic:
     """What the engine that runs `plan` sends, per `reference/memory.md`'s measurements.
 
     `zero` is read from the emitted ds_config (`report.deepspeed_zero`); without it a
-    DeepSpeed plan is taken at DeepSpeed's defaults, never as Accelerate's DDP.
+    DeepSpeed plan is taken at DeepSpeed's defaults, never as Accelerate's DDP. `psi`: the
+    parameters of the pipeline stage judged (Ψ/(t·p) if None).
     """
-    psi = local_params(plan)
+    psi = local_params(plan) if psi is None else psi
     lp = plan.precision_bytes
     n, m = reduce_ranks(plan), plan.batch.accumulation
     if plan.recipe.strategy == "megatron":
-        return formula(plan)
+        return megatron(plan, psi)
     if runs_fsdp2(plan):
         s = fsdp2_shard_ranks(plan)
-        reduce_bytes = 4 if plan.backend == "verl" else lp  # verl reduces in fp32
+        grads = reduce_bytes(plan)
         sent = {"all-gather parameters": m * ring(s) * lp * psi,
-                "reduce-scatter gradients": m * ring(s) * reduce_bytes * psi}
+                "reduce-scatter gradients": m * ring(s) * grads * psi}
         if plan.reshard_after_forward:
             sent["all-gather parameters (backward)"] = m * ring(s) * lp * psi
         intra = None
         if s < n:  # HSDP (verl's DDP too): the shard's gradients are all-reduced across replicas
             intra = sum(sent.values()) if in_node(plan, s) else 0.0
-            sent["all-reduce shard across replicas"] = m * 2 * ring(n // s) * reduce_bytes * psi / s
+            sent["all-reduce shard across replicas"] = m * 2 * ring(n // s) * grads * psi / s
         return Traffic(sent, m, intra)
     if not uses_deepspeed(plan):
         # Accelerate's DDP: fp32 gradients under autocast, no_sync until the last micro-step.
         return Traffic({"all-reduce gradients": 2 * ring(n) * 4 * psi}, 1)
     if zero is None:  # DeepSpeed's defaults, as `engine.plan_engine_view` assumes too
         zero = DeepSpeedZero(stage=plan.stage)
+    grads = reduce_bytes(plan)
     if zero.stage == 0:
-        return Traffic({"all-reduce gradients": 2 * ring(n) * lp * psi}, 1)
+        return Traffic({"all-reduce gradients": 2 * ring(n) * grads * psi}, 1)
     if zero.stage in (1, 2):
         reductions = m if zero.stage == 2 else 1
         factor = 2 if zero.multi_rank_allreduce else 1
         name = "all-reduce gradients" if zero.multi_rank_allreduce else "reduce-scatter gradients"
-        return Traffic({name: reductions * factor * ring(n) * lp * psi,
+        return Traffic({name: reductions * factor * ring(n) * grads * psi,
                         "all-gather parameters": ring(n) * lp * psi}, reductions)
     released = max(0.0, psi - zero.max_live_parameters)
     h = min(zero.hpz_partition_size, plan.dims.world)
     if h <= 1:
         return Traffic({"all-gather parameters": m * ring(n) * lp * psi,
                         "all-gather parameters (backward)": m * ring(n) * lp * released,
-                        "reduce-scatter gradients": m * ring(n) * lp * psi}, m)
+                        "reduce-scatter gradients": m * ring(n) * grads * psi}, m)
     # ZeRO++ hpZ (DeepSpeed 0.19.8 `partition_parameters.py`): a parameter released after
     # its first gather keeps a secondary partition over its group of h consecutive ranks
     # (`_partition_param_sec`; `groups._create_zero_param_parallel_group`), and every later
@@ -146,5 +173,5 @@ def engine(plan: Plan, zero: DeepSpeedZero | None = None) -> Traffic:
     if m > 1:
         secondary["all-gather parameters (later micro-steps)"] = (m - 1) * ring(h) * lp * psi
     sent = {"all-gather parameters": ring(n) * lp * psi, **secondary,
-            "reduce-scatter gradients": m * ring(n) * lp * psi}
+            "reduce-scatter gradients": m * ring(n) * grads * psi}
     return Traffic(sent, m, sum(secondary.values()) if in_node(plan, h) else 0.0)

@@ -14,15 +14,18 @@ from typing import Any
 
 import yaml
 
-from distrecipe.engines.accelerate import CONFIG_FILE, MIXED_PRECISION, distributed_type
+from distrecipe.engines import Engine
+from distrecipe.engines.accelerate import CONFIG_FILE, MIXED_PRECISION, STATE_DICT_TYPE, distributed_type
 from distrecipe.engines.deepspeed import CONFIG_FILE as DS_CONFIG_FILE
 from distrecipe.findings import Finding
 from distrecipe.job import Plan
 from distrecipe.output import one_line
-from distrecipe.translator import deepspeed
+from distrecipe.translator import carry, deepspeed
 from distrecipe.translator.equivalence import (
+    expert_findings,
     finding,
     offload_findings,
+    precision_findings,
     refuse_errors,
     token_batch_findings,
     virtual_stages,
@@ -62,15 +65,28 @@ def findings(plan: Plan) -> list[Finding]:
                 f"group of 2+ ranks; shard_group is {plan.dims.shard_group}",
             )
         )
+    if kind != "DEEPSPEED":  # DeepSpeed's findings say it for its path
+        found.extend(expert_findings(plan, TARGET))
     if kind == "FSDP":
         found.extend(_fsdp_findings(plan))
     if kind == "DEEPSPEED":  # the ds_config it points at, e.g. AutoTP's
         found.extend(deepspeed.findings(plan))
+    else:
+        found.extend(precision_findings(plan, TARGET))
     if kind in ("MULTI_GPU", "FSDP") and plan.recipe.cluster.device == "cpu":
         found.append(finding("DR209", TARGET, f"{plan.dims.world} CPU ranks"))
     if plan.dims.nodes > 1 and plan.recipe.launch.master_addr is None:
         found.append(finding("DR211", TARGET, "accelerate launch --main_process_ip ADDR"))
-    return found
+    recompute = plan.recipe.activation_checkpointing
+    if kind != "FSDP" and recompute != "none":
+        found.append(finding("DR222", TARGET, f"activation_checkpointing {recompute} (Accelerate's {kind} "
+                             "path has no key for it: the script checkpoints its blocks)"))
+    weights = plan.recipe.checkpoint.weights if plan.recipe.checkpoint else None
+    if kind in ("NO", "MULTI_GPU") and weights == "sharded":
+        found.append(finding("DR222", TARGET, "checkpoint.weights sharded: DDP keeps the whole model on "
+                             "every rank, and a checkpoint saves it whole"))
+    columns: tuple[Engine, ...] = ("accelerate", "deepspeed") if kind == "DEEPSPEED" else ("accelerate",)
+    return found + carry.findings(plan, columns, TARGET)
 
 
 def _fsdp_findings(plan: Plan) -> list[Finding]:
@@ -124,6 +140,16 @@ def emit(plan: Plan) -> dict[str, Any]:
         if plan.dims.nodes > 1:
             deepspeed["deepspeed_multinode_launcher"] = "standard"
         config["deepspeed_config"] = deepspeed
+        if plan.dims.sequence > 1:
+            # Ulysses through Accelerate (ParallelismConfig's sp_size, DeepSpeed's backend): the
+            # ds_config's sequence_parallel_size alone sets no sequence-parallel groups up.
+            config["parallelism_config"] = {
+                "parallelism_config_dp_replicate_size": 1,
+                "parallelism_config_dp_shard_size": plan.dims.dp,
+                "parallelism_config_tp_size": 1,
+                "parallelism_config_sp_size": plan.dims.sequence,
+                "parallelism_config_sp_backend": "deepspeed",
+            }
     return merge(config, plan.recipe.native.accelerate)
 
 
@@ -144,7 +170,9 @@ def fsdp_config(plan: Plan) -> dict[str, Any]:
     }
     if plan.recipe.model.layer_cls is not None:
         fsdp["fsdp_transformer_layer_cls_to_wrap"] = plan.recipe.model.layer_cls
-    fsdp["fsdp_state_dict_type"] = "SHARDED_STATE_DICT"
+    weights = plan.recipe.checkpoint.weights if plan.recipe.checkpoint else None
+    if weights is not None:  # else Accelerate's own: SHARDED_STATE_DICT under FSDP2
+        fsdp["fsdp_state_dict_type"] = STATE_DICT_TYPE[weights]
     fsdp["fsdp_cpu_ram_efficient_loading"] = efficient_loading
     fsdp["fsdp_sync_module_states"] = efficient_loading
     fsdp["fsdp_activation_checkpointing"] = plan.recipe.activation_checkpointing != "none"

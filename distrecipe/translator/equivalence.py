@@ -104,8 +104,39 @@ CODES: dict[str, Code] = {
     "DR221": Code("error", "verl's workers cannot lay the rollout engine out on these GPUs, or it cannot "
                   "split the model's stated heads over its tensor parallelism; verl would refuse it after "
                   "the cluster starts"),
+    "DR222": Code("warning", "not carried: the file has no key for it, so the training script decides "
+                  "(the carry table in docs/equivalence.md names who)"),
+    "DR225": Code("warning", "the learning-rate schedule is approximated: this engine's schedulers cannot "
+                  "take its exact shape"),
+    "DR226": Code("warning", "DeepSpeed's scheduler needs the run's length (total_num_steps) and the recipe "
+                  "states none: the script or the Trainer must give it, or DeepSpeed refuses to start"),
+    "DR227": Code("warning", "no tensor-parallel communication overlap in this engine; every tensor-parallel "
+                  "gather and reduction is exposed"),
+    "DR228": Code("warning", "no CPU-held activation checkpoints in this engine; the checkpoints stay in "
+                  "GPU memory"),
+    "DR229": Code("info", "cpu_checkpointing is honoured by programs that checkpoint through "
+                  "deepspeed.checkpointing (Megatron-DeepSpeed); torch's and Hugging Face's gradient "
+                  "checkpointing keep their checkpoints on the GPU"),
+    "DR230": Code("warning", "no bf16 optimizer state beside fp32 master weights in this engine; Adam's "
+                  "moments stay fp32"),
+    "DR231": Code("warning", "the gradient reduction dtype is not a setting here; the engine reduces in its "
+                  "own dtype"),
+    "DR232": Code("warning", "expert parallelism is the training script's (DeepSpeed MoE's "
+                  "`deepspeed.moe.layer.MoE(ep_size=...)`); no ds_config key carries it, so the script "
+                  "must say the same"),
 }
 """Every mapping finding code with its severity; `explain DR2xx` can read `summary`."""
+
+
+def expert_findings(plan: Plan, target: str, carried: bool = False) -> list[Finding]:
+    """`parallel.expert` where the target does not carry it: DR232 where DeepSpeed runs the
+    experts (the script's MoE layers), DR208 where the engine has no expert parallelism."""
+    ep = plan.recipe.parallel.expert
+    if ep == 1 or carried:
+        return []
+    if target == "deepspeed":
+        return [finding("DR232", target, f"ep_size={ep}")]
+    return [finding("DR208", target, f"parallel.expert {ep}: no expert parallelism in this engine")]
 
 
 def virtual_stages(plan: Plan) -> str:
@@ -138,6 +169,25 @@ def offload_findings(offload: Offload, target: str, native: str) -> list[Finding
         found.append(finding("DR203", target, native))
     if "nvme" in (params, optimizer):
         found.append(finding("DR204", target))
+    return found
+
+
+def precision_findings(plan: Plan, target: str, *, overlap: bool = False, activations: bool = False,
+                       state: bool = False, reduce: bool = False) -> list[Finding]:
+    """DR227/DR228/DR230/DR231 for the newer keys a target cannot carry; each flag says the
+    target can (`overlap`: tensor-parallel overlap, `activations`: CPU-held checkpoints,
+    `state`: bf16 Adam moments, `reduce`: the reduction dtype). Only stated values are
+    named: a default is every engine's own."""
+    r = plan.recipe
+    found: list[Finding] = []
+    if r.parallel.tensor_overlap and plan.dims.tensor > 1 and not overlap:
+        found.append(finding("DR227", target, f"parallel.tensor_overlap with tensor {plan.dims.tensor}"))
+    if r.offload.activations != "none" and not activations:
+        found.append(finding("DR228", target, f"offload.activations: {r.offload.activations}"))
+    if r.optimizer is not None and r.optimizer.state_dtype != "fp32" and not state:
+        found.append(finding("DR230", target, f"optimizer.state_dtype: {r.optimizer.state_dtype}"))
+    if r.reduce_dtype is not None and not reduce:
+        found.append(finding("DR231", target, f"reduce_dtype: {r.reduce_dtype}"))
     return found
 
 
@@ -291,6 +341,13 @@ TABLE: tuple[Row, ...] = (
         Cell("none", "DR208"),
     ),
     Row(
+        "parallel.expert (mixture of experts)",
+        Cell("the script's `deepspeed.moe.layer.MoE(ep_size=...)`", "DR232"),
+        Cell("none for FSDP2; with DeepSpeed, the script's MoE `ep_size`", "DR208"),
+        Cell("Megatron `expert_model_parallel_size` (megatron only)", "DR208"),
+        Cell("none", "DR208"),
+    ),
+    Row(
         "strategy megatron",
         Cell("ZeRO data parallelism; TP/PP need a Megatron mpu", "DR218"),
         Cell("none", "DR208"),
@@ -347,11 +404,76 @@ TABLE: tuple[Row, ...] = (
         Cell("none", "DR208"),
     ),
     Row(
+        "selective recompute under megatron",
+        Cell("the Megatron script's own flag (DR218)"),
+        Cell("none", "DR208"),
+        Cell("`override_transformer_config.recompute_granularity=selective`, "
+             "`recompute_modules=[core_attn]`"),
+        Cell("none", "DR208"),
+    ),
+    Row(
+        "parallel.tensor_overlap",
+        Cell("AutoTP has no overlap", "DR227"),
+        Cell("none", "DR227"),
+        Cell("Megatron `override_transformer_config.tp_comm_overlap`"),
+        Cell("none", "DR227"),
+    ),
+    Row(
+        "parallel.first_stage_layers / last_stage_layers (megatron)",
+        Cell("the Megatron script's own flags (DR218)", "DR218"),
+        Cell("none", "DR208"),
+        Cell("`override_transformer_config.num_layers_in_first/last_pipeline_stage`"),
+        Cell("none", "DR208"),
+    ),
+    Row(
+        "offload.activations: cpu",
+        Cell("`activation_checkpointing.cpu_checkpointing: true`", "DR229"),
+        Cell("none", "DR228"),
+        Cell("none", "DR228"),
+        Cell("the ds_config's `cpu_checkpointing` (ignored by the Trainer's checkpointing)", "DR228"),
+    ),
+    Row(
+        "optimizer.state_dtype: bf16",
+        Cell("`bf16_optimizer_states` needs bf16 master weights too", "DR230"),
+        Cell("none", "DR230"),
+        Cell("Megatron: `use_precision_aware_optimizer`, `exp_avg_dtype`, `exp_avg_sq_dtype`; FSDP: none",
+             "DR230"),
+        Cell("none", "DR230"),
+    ),
+    Row(
+        "reduce_dtype",
+        Cell("`communication_data_type`"),
+        Cell("none (FSDP2's `reduce_dtype` is not in the YAML)", "DR231"),
+        Cell("FSDP `mixed_precision.reduce_dtype`; Megatron `override_ddp_config.grad_reduce_in_fp32`"),
+        Cell("via the ds_config; FSDP: none", "DR231"),
+    ),
+    Row(
         "rl: prompts_per_step, rollout_n",
         Cell("not applicable"),
         Cell("not applicable"),
         Cell("`data.train_batch_size`, `rollout.n`, `ppo_mini_batch_size` = global / n", "DR220"),
         Cell("not applicable"),
+    ),
+    Row(
+        "optimizer, grad_clip, schedule stated",
+        Cell("`optimizer`, `gradient_clipping`, `scheduler` (see the field rows)"),
+        Cell("none: the script builds its optimizer and scheduler and clips", "DR222"),
+        Cell("`optim.*`, `trainer.total_training_steps`"),
+        Cell("`learning_rate`, `lr_scheduler_type`, `max_grad_norm`, ..."),
+    ),
+    Row(
+        "schedule: linear decay to a floor above 0",
+        Cell("WarmupDecayLR: the floor also starts the warmup", "DR225"),
+        Cell("the script's scheduler", "DR222"),
+        Cell("none: FSDP has constant and cosine; Megatron `lr_decay_style: linear`", "DR208"),
+        Cell("`linear` decays to 0", "DR225"),
+    ),
+    Row(
+        "schedule: decay without schedule.total_steps",
+        Cell("`total_num_steps` left to the script or the Trainer", "DR226"),
+        Cell("the script's scheduler", "DR222"),
+        Cell("verl counts the data's steps"),
+        Cell("the Trainer counts the data's steps"),
     ),
     Row(
         "rl on GPUs the rollout's tensor parallelism does not divide",
@@ -365,7 +487,8 @@ TABLE: tuple[Row, ...] = (
 
 
 def markdown() -> str:
-    """The table and the codes as one Markdown page (`docs/equivalence.md` is this, verbatim)."""
+    """The tables and the codes as one Markdown page (`docs/equivalence.md` is this, verbatim)."""
+    from distrecipe.translator import carry  # it reads this module's codes
     lines = [
         "# What each recipe setting becomes in each engine",
         "",
@@ -379,6 +502,9 @@ def markdown() -> str:
     for row in TABLE:
         cells = [_cell_text(row.cell(engine)) for engine in ENGINES]
         lines.append(f"| {row.recipe} | " + " | ".join(cells) + " |")
+    lines += ["", "## Every recipe field", "",
+              "What each file does with each field; a stated field no file of the target carries is",
+              "named by its code (`translator/carry.py`).", "", *carry.markdown()]
     lines += ["", "## Codes", "", "| code | severity | meaning |", "|---|---|---|"]
     lines += [f"| {code} | {entry.severity} | {entry.summary} |" for code, entry in CODES.items()]
     return "\n".join(lines) + "\n"

@@ -15,22 +15,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from distrecipe.engines import Engine
 from distrecipe.engines.accelerate import distributed_type
 from distrecipe.engines.deepspeed import CONFIG_FILE as DS_CONFIG_FILE
 from distrecipe.engines.hf import CONFIG_FILE, OPTIM, TRAINER_FSDP_KEYS
 from distrecipe.findings import Finding
 from distrecipe.job import Plan
 from distrecipe.output import to_json
-from distrecipe.translator import accelerate
+from distrecipe.recipe import Optimizer, Schedule
+from distrecipe.translator import accelerate, carry, deepspeed
 from distrecipe.translator.equivalence import (
+    expert_findings,
     finding,
     offload_findings,
+    precision_findings,
     refuse_errors,
     token_batch_findings,
     virtual_stages,
 )
 from distrecipe.translator.native import merge
-from distrecipe.translator.targets import EmitOptions, Output, render_deepspeed
+from distrecipe.translator.targets import EmitOptions, Output
 
 TARGET = "hf"
 
@@ -42,7 +46,7 @@ def uses_fsdp(plan: Plan) -> bool:
 
 def findings(plan: Plan) -> list[Finding]:
     """Where TrainingArguments cannot say what the recipe says."""
-    found = token_batch_findings(plan, TARGET)
+    found = token_batch_findings(plan, TARGET) + expert_findings(plan, TARGET)
     if plan.recipe.strategy == "megatron" or plan.dims.pipeline > 1:
         found.append(finding("DR208", TARGET,
                              f"the Trainer has no Megatron or pipeline engine{virtual_stages(plan)}"))
@@ -72,41 +76,83 @@ def findings(plan: Plan) -> list[Finding]:
         found.extend(offload_findings(plan.recipe.offload, TARGET, "fsdp_config.cpu_offload"))
     if plan.recipe.activation_checkpointing == "selective":
         found.append(finding("DR207", TARGET, "whole-block gradient checkpointing"))
+    # The ds_config carries the reduction dtype; the Trainer's checkpointing is torch's.
+    found.extend(precision_findings(plan, TARGET, reduce=plan.recipe.strategy == "zero"))
     opt = plan.recipe.optimizer
-    if plan.recipe.strategy != "zero" and opt.name == "adam" and opt.weight_decay:
+    if plan.recipe.strategy != "zero" and opt is not None and opt.name == "adam" and opt.weight_decay:
         found.append(finding("DR215", TARGET, f"weight_decay {opt.weight_decay}"))
-    return found
+    schedule = plan.recipe.schedule
+    if schedule is not None and schedule.decay == "linear" and schedule.min_lr_ratio:
+        found.append(finding("DR225", TARGET, f"schedule.min_lr_ratio {schedule.min_lr_ratio}: the Trainer's "
+                             "linear schedule decays to 0"))
+    columns: tuple[Engine, ...] = ("hf", "deepspeed") if plan.recipe.strategy == "zero" else ("hf",)
+    return found + carry.findings(plan, columns, TARGET)
 
 
 def emit(plan: Plan) -> dict[str, Any]:
     """The TrainingArguments kwargs for `plan` (minus `output_dir`, which is the user's),
-    with the recipe's `native.hf` merged in last."""
-    opt = plan.recipe.optimizer
+    with the recipe's `native.hf` merged in last. A value the recipe leaves out is left
+    out: the Trainer's default (or the script's flag) applies, as it would without us."""
+    recipe = plan.recipe
     args: dict[str, Any] = {
         "per_device_train_batch_size": plan.batch.micro,
         "gradient_accumulation_steps": plan.batch.accumulation,
         "bf16": plan.precision == "bf16",
         "fp16": plan.precision == "fp16",
-        "learning_rate": opt.lr,
-        "weight_decay": opt.weight_decay,
-        "optim": OPTIM[opt.name],
-        "adam_beta1": opt.betas[0],
-        "adam_beta2": opt.betas[1],
-        "adam_epsilon": opt.eps,
-        # The Trainer clips only when max_grad_norm > 0; its default is 1.0.
-        "max_grad_norm": plan.recipe.grad_clip if plan.recipe.grad_clip is not None else 0.0,
     }
-    if plan.recipe.cluster.device == "cpu":
+    if recipe.optimizer is not None:
+        args.update(_optimizer(recipe.optimizer))
+    if recipe.schedule is not None:
+        args.update(schedule(recipe.schedule))
+    if recipe.grad_clip is not None:  # the Trainer clips only when max_grad_norm > 0; its default is 1.0
+        args["max_grad_norm"] = recipe.grad_clip
+    if recipe.checkpoint is not None and recipe.checkpoint.every is not None:
+        args |= {"save_strategy": "steps", "save_steps": recipe.checkpoint.every}
+    if recipe.cluster.device == "cpu":
         args["use_cpu"] = True
     if uses_fsdp(plan):
         args["fsdp"] = True
         args["fsdp_config"] = _fsdp_config(plan)
     else:
         # FSDP has its own recompute; the Trainer warns that both would gather twice.
-        args["gradient_checkpointing"] = plan.recipe.activation_checkpointing != "none"
-    if plan.recipe.strategy == "zero":
+        args["gradient_checkpointing"] = recipe.activation_checkpointing != "none"
+    if recipe.strategy == "zero":
         args["deepspeed"] = DS_CONFIG_FILE
-    return merge(args, plan.recipe.native.hf)
+    return merge(args, recipe.native.hf)
+
+
+def _optimizer(opt: Optimizer) -> dict[str, Any]:
+    """The stated hyper-parameters in the Trainer's names."""
+    args: dict[str, Any] = {"optim": OPTIM[opt.name]}
+    if opt.lr is not None:
+        args["learning_rate"] = opt.lr
+    if opt.weight_decay is not None:
+        args["weight_decay"] = opt.weight_decay
+    if opt.betas is not None:
+        args["adam_beta1"], args["adam_beta2"] = opt.betas
+    if opt.eps is not None:
+        args["adam_epsilon"] = opt.eps
+    return args
+
+
+def schedule(schedule: Schedule) -> dict[str, Any]:
+    """The schedule in the Trainer's terms: `lr_scheduler_type` (a cosine with a floor is
+    `cosine_with_min_lr`), warmup in steps or, below 1, as a fraction (transformers 5's
+    `warmup_steps`), and `max_steps` for the run's length."""
+    floor = schedule.min_lr_ratio or 0
+    warmup = schedule.warmup_steps if schedule.warmup_ratio is None else schedule.warmup_ratio
+    if schedule.decay == "constant":
+        kind = "constant_with_warmup" if warmup else "constant"
+    else:
+        kind = "cosine_with_min_lr" if schedule.decay == "cosine" and floor else schedule.decay
+    args: dict[str, Any] = {"lr_scheduler_type": kind}
+    if kind == "cosine_with_min_lr":
+        args["lr_scheduler_kwargs"] = {"min_lr_rate": floor}
+    if warmup is not None:
+        args["warmup_steps"] = warmup
+    if schedule.total_steps is not None:
+        args["max_steps"] = schedule.total_steps
+    return args
 
 
 def _fsdp_config(plan: Plan) -> dict[str, Any]:
@@ -123,9 +169,8 @@ def render(plan: Plan, options: EmitOptions) -> Output:
     found = findings(plan)
     files: dict[str, str] = {}
     if plan.recipe.strategy == "zero":
-        ds = render_deepspeed(plan, options)
-        found += ds.findings
-        files.update(ds.files)
+        found += deepspeed.findings(plan, hf_auto=options.hf_auto)
+        files[DS_CONFIG_FILE] = to_json(deepspeed.emit(plan, hf_auto=options.hf_auto))
     refuse_errors(found)
     files[CONFIG_FILE] = to_json(emit(plan))
     return Output(files=files, findings=tuple(found))

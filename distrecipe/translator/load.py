@@ -18,10 +18,12 @@ from typing import Any
 
 from distrecipe.errors import Position, RecipeError
 from distrecipe.keys import dotted
-from distrecipe.model_shapes import llama
+from distrecipe.model_shapes import LAYOUTS, inventory
 from distrecipe.recipe import (
     RL,
+    SLURM_TIME,
     Batch,
+    Checkpoint,
     Cluster,
     Launch,
     Model,
@@ -31,8 +33,11 @@ from distrecipe.recipe import (
     Parallel,
     Recipe,
     Recompute,
+    Schedule,
+    SkyPilot,
     Slurm,
     name_from_file,
+    slurm_time_as_written,
 )
 from distrecipe.schemas import coerce_integers, recipe_schema, validate_recipe
 from distrecipe.source import (
@@ -45,6 +50,7 @@ from distrecipe.source import (
     strings_as_written,
     yaml11_reading,
 )
+from distrecipe.translator import hf_config
 
 _UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
           "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
@@ -79,27 +85,29 @@ def _whole(number: float, written: object) -> int:
     return round(number)
 
 
-def _bounded(value: int | None, path: tuple[str, ...], doc: Document) -> int | None:
-    """`value` when it is within the schema's maximum for `path`, else an error there.
+def _bounded(value: int | None, path: tuple[str, ...], doc: Document,
+             at: Position | None = None) -> int | None:
+    """`value` when it is within the schema's bounds for `path`, else an error there (or `at`).
 
     A size or count written as a string (`80GiB`, `8.2B`), or read from a Hugging
-    Face config, is held to the same bound as the integer form the schema checks.
+    Face config, is held to the same bounds as the integer form the schema checks.
     """
-    limit = _maximum(path)
-    if value is not None and limit is not None and not 1 <= value <= limit:
-        raise RecipeError(f"{dotted(path)} is {value:.4g}; it must be between 1 and {limit:,} "
-                          "(more than any machine or model has)", doc.where(path))
+    low, limit = _bounds(path)
+    if value is not None and limit is not None and not low <= value <= limit:
+        source = "" if at is None else " (read from model.hf_config)"
+        raise RecipeError(f"{dotted(path)} is {value:.4g}{source}; it must be between {low} and {limit:,} "
+                          "(more than any machine or model has)", at or doc.where(path))
     return value
 
 
-def _maximum(path: tuple[str, ...]) -> int | None:
+def _bounds(path: tuple[str, ...]) -> tuple[int, int | None]:
     node = recipe_schema()
     for key in path:
         node = node["properties"][key]
     for branch in node.get("oneOf") or node.get("anyOf") or [node]:
         if branch.get("type") == "integer":
-            return int(branch["maximum"])
-    return None
+            return int(branch.get("minimum", 1)), int(branch["maximum"])
+    return 1, None
 
 
 def load_recipe(path: str | Path, overrides: Sequence[str] = ()) -> Recipe:
@@ -133,6 +141,8 @@ def apply_overrides(doc: Document, overrides: Sequence[str]) -> Document:
         except SourceError as exc:
             raise RecipeError(exc.message, value_at) from None
         value = parsed.data if parsed is not None else None
+        if path == SLURM_TIME:
+            value = slurm_time_as_written(value, raw)
         node = data
         for depth, part in enumerate(path[:-1]):
             child = node.setdefault(part, {})
@@ -158,21 +168,21 @@ def recipe_from_document(doc: Document, base_dir: Path) -> Recipe:
     """
     if not isinstance(doc.data, dict):
         raise RecipeError("a recipe must be a mapping (key: value pairs)", doc.where(()))
-    doc = text_as_written(doc)
+    doc = _slurm_time(text_as_written(doc))
     validate_recipe(doc)
     d: dict[str, Any] = coerce_integers(doc.data, recipe_schema())
     cluster: dict[str, Any] = {
         k: _bounded(parse_size(v), ("cluster", k), doc) if k in ("gpu_memory", "cpu_memory") else v
         for k, v in d.get("cluster", {}).items()}
     batch: dict[str, Any] = {"global_" if k == "global" else k: v for k, v in d.get("batch", {}).items()}
-    written: dict[str, Any] = {k: d[k] for k in ("stage", "precision") if k in d}
+    written: dict[str, Any] = {k: d[k] for k in ("stage", "precision", "reduce_dtype") if k in d}
     if "grad_clip" in d:
-        written["grad_clip"] = d["grad_clip"] or None  # 0 and null both mean "no clipping"
+        written["grad_clip"] = d["grad_clip"] or 0.0  # 0 and null both mean "no clipping"
     if "activation_checkpointing" in d:
         ac = d["activation_checkpointing"]
         written["activation_checkpointing"] = _recompute(ac, doc)
         if isinstance(ac, dict) and "every" in ac:
-            written["checkpoint_every"] = ac["every"]
+            written["recompute_every"] = ac["every"]
     if d.get("rl"):
         written["rl"] = RL(**d["rl"])
     if d.get("native"):
@@ -180,15 +190,19 @@ def recipe_from_document(doc: Document, base_dir: Path) -> Recipe:
         written["native"] = Native(deepspeed=native.get("deepspeed", {}),
                                    accelerate=native.get("accelerate", {}),
                                    hf=native.get("hf", {}), verl=tuple(native.get("verl", ())))
-    for key, section in (("optimizer", Optimizer), ("launch", Launch)):
+    for key, section in (("optimizer", Optimizer), ("schedule", Schedule), ("checkpoint", Checkpoint),
+                         ("launch", Launch)):
         if key in d:  # lists in YAML, tuples in the frozen sections
             values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in d[key].items()}
             if isinstance(values.get("slurm"), dict):
                 values["slurm"] = Slurm(**values["slurm"])
+            if isinstance(values.get("skypilot"), dict):
+                values["skypilot"] = SkyPilot(**values["skypilot"])
             written[key] = section(**values)
+    model, derived = _model(d.get("model", {}), base_dir, doc)
     return Recipe(
         name=d.get("name") or name_from_file(doc.file)[0],
-        model=_model(d.get("model", {}), base_dir, doc),
+        model=model,
         cluster=Cluster(**cluster),
         strategy=d["strategy"],
         offload=Offload(**d.get("offload", {})),
@@ -197,6 +211,7 @@ def recipe_from_document(doc: Document, base_dir: Path) -> Recipe:
         **written,
         source=doc.file,
         where={dotted(path): pos for path, pos in doc.positions.items() if path},
+        derived=derived,
     )
 
 
@@ -260,6 +275,22 @@ def _json_kind(value: Any) -> str:
     return "string" if isinstance(value, str) else "other"
 
 
+def _slurm_time(doc: Document) -> Document:
+    """The document with `launch.slurm.time` read back as written where YAML 1.1 made a
+    number of it (`recipe.slurm_time_as_written`); a `--set` value was read back already."""
+    launch = doc.data.get("launch")
+    slurm = launch.get("slurm") if isinstance(launch, dict) else None
+    where = doc.positions.get(SLURM_TIME)
+    if not (isinstance(slurm, dict) and where is not None and where.file == doc.file
+            and 0 < where.line <= len(doc.lines)):
+        return doc
+    written = slurm_time_as_written(slurm.get("time"), doc.lines[where.line - 1][where.col - 1:])
+    if written is slurm.get("time"):
+        return doc
+    data = {**doc.data, "launch": {**launch, "slurm": {**slurm, "time": written}}}
+    return Document(data, doc.file, doc.positions, doc.key_positions, doc.lines)
+
+
 def _recompute(ac: bool | str | dict[str, Any], doc: Document) -> Recompute:
     """`true`/`false`, a mode, or `{mode, every}`; `every` only means something for
     selective (which blocks to wrap whole), so it is refused beside another mode."""
@@ -275,36 +306,47 @@ def _recompute(ac: bool | str | dict[str, Any], doc: Document) -> Recompute:
     return mode
 
 
-_HF_KEYS = {
-    "hidden_size": "hidden_size",
-    "layers": "num_hidden_layers",
-    "heads": "num_attention_heads",
-    "kv_heads": "num_key_value_heads",
-    "intermediate_size": "intermediate_size",
-    "vocab": "vocab_size",
-}
+def _model(m: dict[str, Any], base_dir: Path, doc: Document) -> tuple[Model, dict[str, str]]:
+    """Build the model shape, and where each value the recipe did not write came from.
 
-
-def _model(m: dict[str, Any], base_dir: Path, doc: Document) -> Model:
-    """Build the model shape; a Hugging Face config fills what the recipe leaves out."""
+    A Hugging Face config fills what the recipe leaves out, read as transformers reads its
+    family (`hf_config.read`); Ψ is counted from the family's tensors (`model_shapes`)."""
     shape: dict[str, Any] = {k: v for k, v in m.items() if k != "params"}
+    origin: dict[str, str] = {}
+    where = doc.where(("model", "hf_config"))
     if "hf_config" in m:
-        hf = _read_hf_config(base_dir / m["hf_config"], doc.where(("model", "hf_config")))
-        for ours, theirs in _HF_KEYS.items():
-            if ours not in shape and isinstance(hf.get(theirs), int):
-                shape[ours] = _bounded(hf[theirs], ("model", ours), doc)
-        if "tied_embeddings" not in shape and isinstance(hf.get("tie_word_embeddings"), bool):
-            shape["tied_embeddings"] = hf["tie_word_embeddings"]
-        arch = (hf.get("architectures") or [""])[0]
-        if "layer_cls" not in shape and isinstance(arch, str) and arch.endswith("ForCausalLM"):
-            shape["layer_cls"] = arch.removesuffix("ForCausalLM") + "DecoderLayer"
+        data, text = _read_hf_config(base_dir / m["hf_config"], where)
+        try:
+            config = hf_config.read(data, m["hf_config"])
+        except hf_config.Unreadable as exc:
+            raise RecipeError(f"model.hf_config {m['hf_config']}: {exc}", where) from None
+        for key, value in config.values.items():
+            if key not in shape:
+                shape[key] = _bounded(value, ("model", key), doc, where) if type(value) is int else value
+                origin[f"model.{key}"] = config.origin.get(f"model.{key}",
+                                                           f"model.hf_config {m['hf_config']}")
+        if "layer_cls" not in shape:
+            cls = LAYOUTS[config.family].layer_cls
+            shape["layer_cls"] = cls
+            origin["model.layer_cls"] = f"the {config.family} family's decoder block (transformers' {cls})"
+        if text:
+            origin["model.params"] = ("the language model of a multimodal config (its text_config); "
+                                      "the other towers are not counted")
     model = Model(**shape)
-    params = _bounded(parse_count(m["params"]), ("model", "params"), doc) if "params" in m \
-        else count_parameters(model)
-    return replace(model, params=params)
+    if "params" in m:
+        return replace(model, params=_bounded(parse_count(m["params"]), ("model", "params"), doc)), origin
+    params = count_parameters(model)
+    if params is not None:
+        what = "the shape above" + (f", {m['hf_config']}'s" if "hf_config" in m else "")
+        origin["model.params"] = (f"counted from {what}: the {model.family} family's tensors "
+                                  "(model_shapes.inventory)" + (f"; {origin['model.params']}"
+                                                                if "model.params" in origin else ""))
+        params = _bounded(params, ("model", "params"), doc, where if "hf_config" in m else None)
+    return replace(model, params=params), origin
 
 
-def _read_hf_config(path: Path, where: Position) -> dict[str, Any]:
+def _read_hf_config(path: Path, where: Position) -> tuple[dict[str, Any], bool]:
+    """The config's mapping (its `text_config` merged over it) and whether it had one."""
     try:
         data = json.loads(read_text(path))
     except SourceError as exc:  # its position names the path, escaped to print on one line
@@ -320,14 +362,14 @@ def _read_hf_config(path: Path, where: Position) -> dict[str, Any]:
         raise RecipeError(f"model.hf_config {path} is not a JSON object", where)
     # Multimodal configs keep the language model's shape under `text_config`.
     text = data.get("text_config")
-    return {**data, **text} if isinstance(text, dict) else data
+    return ({**data, **text}, True) if isinstance(text, dict) else (data, False)
 
 
 def count_parameters(model: Model) -> int | None:
-    """Ψ of a Llama-style decoder from its shape (biases ignored), or None if unknown.
+    """Ψ of a decoder from its shape and family, or None if the shape is incomplete.
 
-    The sum of the tensors `model_shapes.llama` lists, so Ψ and the memory model's
+    The sum of the tensors `model_shapes.inventory` lists, so Ψ and the memory model's
     per-tensor sizes cannot disagree.
     """
-    inventory = llama(model)
-    return None if inventory is None else inventory.params
+    found = inventory(model)
+    return None if found is None else found.params

@@ -16,6 +16,7 @@ import math
 from dataclasses import replace
 from typing import Any
 
+from distrecipe.engines.gpus import gpu_spec
 from distrecipe.errors import RecipeError
 from distrecipe.job import Buckets, ParallelDims, Plan, ResolvedBatch, plan_values
 from distrecipe.recipe import AUTO, Backend, Offload, Recipe, Strategy, name_from_file
@@ -39,11 +40,15 @@ def resolve(recipe: Recipe, *, detected_gpus: int | None = None, world: int | No
     by the nodes. `micro` answers `batch.micro: auto` where memory chose it
     (`plan.fit`, above this layer); the recipe keeps saying `auto`.
     """
-    prov: dict[str, str] = {}
+    prov: dict[str, str] = dict(recipe.derived)
     stage = _stage(recipe, prov)
     _check_offload(recipe, stage)
+    _check_uneven_stages(recipe)
+    _check_model(recipe)
+    gpu_memory = _gpu_memory(recipe, prov)
     dims = _dims(recipe, stage, _gpus_per_node(recipe, detected_gpus, world, prov), prov)
-    batch = _batch(recipe, dims.dp, prov, micro)
+    _check_expert(recipe, dims)
+    batch = _batch(recipe, dims.dp, prov, micro, gpu_memory)
     if recipe.batch.micro_tokens is not None:
         prov["batch.micro"] = (f"at most global / DP = {batch.global_} / {dims.dp}: micro-batches are packed "
                                f"by tokens, ≤ {recipe.batch.micro_tokens} per GPU")
@@ -55,10 +60,14 @@ def resolve(recipe: Recipe, *, detected_gpus: int | None = None, world: int | No
         prov["launch.backend"] = f"default for strategy {recipe.strategy}" + (
             " with rl" if recipe.rl else ""
         )
-    if recipe.grad_clip is None:
+    if recipe.grad_clip == 0:
         prov["grad_clip"] = "disabled (0 or null)"
+    elif recipe.grad_clip is None:
+        prov["grad_clip"] = "not stated: each engine's own (DeepSpeed, the Trainer and verl clip at 1.0)"
+    if recipe.optimizer is None:
+        prov["optimizer"] = "not stated: the training script's own (plan counts AdamW's state)"
     plan = Plan(recipe=recipe, dims=dims, batch=batch, stage=stage, backend=backend,
-                precision=recipe.precision, gpu_memory=recipe.cluster.gpu_memory,
+                precision=recipe.precision, gpu_memory=gpu_memory,
                 buckets=_buckets(recipe, stage, prov), provenance=prov)
     _check_native(plan, recipe)
     if "name" not in recipe.where:
@@ -89,7 +98,15 @@ def variant(plan: Plan, why: str | None = None, **changes: Any) -> Plan:
             changed += [f"{name}.{key}" for key in change]
         else:
             edits[name], changed = change, [*changed, name]
-    revised = resolve(replace(recipe, **edits), detected_gpus=plan.dims.gpus_per_node)
+    revised_recipe = replace(recipe, **edits)
+    # A micro-batch memory chose stays the variant's, unless the change is to the batch or
+    # the layout (then the caller gives the batch: advice's and search's variants do).
+    keeps = needs_fit(revised_recipe) and not {"batch", "parallel"} & changes.keys()
+    kept = plan.batch.micro if keeps else None
+    revised = resolve(revised_recipe, detected_gpus=plan.dims.gpus_per_node, micro=kept)
+    if kept is not None:
+        revised.provenance["batch.micro"] = plan.provenance.get("batch.micro",
+                                                                "the plan's, chosen for memory")
     if why is not None:
         revised.provenance.update(dict.fromkeys(changed, why))
     return revised
@@ -135,11 +152,93 @@ def _stage(recipe: Recipe, prov: dict[str, str]) -> int:
     return recipe.stage
 
 
+def _gpu_memory(recipe: Recipe, prov: dict[str, str]) -> int | None:
+    """Bytes per GPU: `cluster.gpu_memory`, else what `cluster.gpu` implies; a stated size
+    that is none of the GPU's is refused naming both (`engines.gpus`: the marketed GB up to
+    the GiB the HBM is built in, where what the driver reports lies). A GPU without bf16
+    refuses a bf16 recipe, which it could not run."""
+    cluster = recipe.cluster
+    spec = gpu_spec(cluster.gpu)
+    if spec is None:
+        return cluster.gpu_memory
+    if not spec.bf16 and recipe.precision == "bf16":
+        raise RecipeError(f"cluster.gpu {cluster.gpu} ({spec.name}) has no bf16 tensor cores, and precision "
+                          "is bf16: write precision: fp16 (or fp32)",
+                          recipe.at("precision", "cluster.gpu", "cluster"))
+    if cluster.gpu_memory is None:
+        prov["cluster.gpu_memory"] = (f"{spec.memory[0]} GB, as cluster.gpu {cluster.gpu} implies "
+                                      "(engines/gpus.py)")
+        return spec.memory_bytes
+    if not spec.agrees(cluster.gpu_memory):
+        raise RecipeError(
+            f"cluster.gpu_memory {cluster.gpu_memory / 1e9:.4g} GB contradicts cluster.gpu {cluster.gpu} "
+            f"({spec.name}, {spec.sizes()}): write the GPU's size (from {spec.memory[0]} GB to "
+            f"{spec.memory[0]} GiB), or leave cluster.gpu_memory out",
+            recipe.at("cluster.gpu_memory", "cluster"))
+    return cluster.gpu_memory
+
+
+def _check_model(recipe: Recipe) -> None:
+    """A mixture of experts and multi-latent attention say enough to be counted."""
+    m = recipe.model
+    where = recipe.at("model.experts", "model.hf_config", "model")
+    if m.experts is None:
+        stray = [key for key in ("experts_per_token", "expert_intermediate_size", "shared_expert_size")
+                 if getattr(m, key) is not None] + [key for key in ("shared_experts", "dense_layers")
+                                                    if getattr(m, key)]
+        if stray:
+            raise RecipeError(f"model.{', model.'.join(stray)} describe{'s' if len(stray) == 1 else ''} a "
+                              "mixture of experts, but model.experts is not set", where)
+        return
+    if m.experts_per_token is None or m.experts_per_token > m.experts:
+        raise RecipeError(f"model.experts {m.experts} needs model.experts_per_token, the routed experts a "
+                          f"token visits (1 to {m.experts})" + (
+                              f"; it is {m.experts_per_token}" if m.experts_per_token else ""), where)
+    if m.layers is not None and m.dense_layers > m.layers:
+        raise RecipeError(f"model.dense_layers {m.dense_layers} is more than model.layers {m.layers}", where)
+    if m.kv_lora_rank is not None and (m.rope_head_dim is None or (m.head_dim or 0) <= m.rope_head_dim):
+        raise RecipeError("model.kv_lora_rank (multi-latent attention) needs model.rope_head_dim and a "
+                          "model.head_dim larger than it", recipe.at("model.kv_lora_rank", "model"))
+
+
+def _check_expert(recipe: Recipe, dims: ParallelDims) -> None:
+    """Expert parallelism divides the experts over ranks taken from the data (× sequence)
+    parallel group, as Megatron forms its expert groups (`expert_model_parallel_size` must
+    divide DP × CP when the experts' tensor parallelism is the model's) and DeepSpeed MoE
+    its `ep_size` groups; DDP replicates every expert."""
+    ep = recipe.parallel.expert
+    if ep == 1:
+        return
+    where = recipe.at("parallel.expert", "parallel")
+    experts = recipe.model.experts
+    if experts is None:
+        raise RecipeError(f"parallel.expert {ep} divides a mixture of experts, but model.experts is not set",
+                          where)
+    if experts % ep:
+        raise RecipeError(f"parallel.expert {ep} must divide model.experts {experts}; valid: "
+                          f"{', '.join(map(str, divisors(experts)))}", where)
+    group = dims.dp * dims.sequence
+    if group % ep:
+        raise RecipeError(f"parallel.expert {ep} must divide the data-parallel × sequence ranks DP × "
+                          f"sequence = {dims.dp} × {dims.sequence} = {group}, which the experts are spread "
+                          "over; valid: "
+                          f"{', '.join(str(d) for d in divisors(group) if experts % d == 0)}", where)
+    if recipe.strategy == "ddp":
+        raise RecipeError("parallel.expert needs sharded experts: DDP keeps a whole copy of every expert on "
+                          "every rank; use strategy zero (DeepSpeed MoE) or megatron", where)
+
+
 def _check_offload(recipe: Recipe, stage: int) -> None:
     refusal = offload_refusal(recipe.offload, stage, recipe.strategy)
     if refusal is not None:
         message, keys = refusal
         raise RecipeError(message, recipe.at(*keys))
+    if recipe.offload.activations != "none" and recipe.activation_checkpointing != "full":
+        raise RecipeError(
+            f"offload.activations: {recipe.offload.activations} holds the checkpointed layer inputs in host "
+            "memory (DeepSpeed's cpu_checkpointing), so it needs activation_checkpointing: full; this recipe "
+            f"has {recipe.activation_checkpointing}",
+            recipe.at("offload.activations", "activation_checkpointing"))
 
 
 def offload_refusal(off: Offload, stage: int, strategy: Strategy) -> tuple[str, tuple[str, ...]] | None:
@@ -221,12 +320,21 @@ def _check_virtual_stages(recipe: Recipe, accumulation: int) -> None:
         raise RecipeError(f"parallel.virtual_stages {v} interleaves pipeline stages, but parallel.pipeline "
                           "is 1: set pipeline > 1 or virtual_stages 1", where)
     layers = recipe.model.layers
-    if layers is not None and layers % (p * v):
+    uneven = par.first_stage_layers is not None or par.last_stage_layers is not None
+    if layers is not None and uneven:
+        counts = stage_layers(recipe)
+        if any(count % v for count in counts):
+            raise RecipeError(
+                f"with virtual_stages {v}, every pipeline stage's layers must split into {v} model chunks "
+                f"(Megatron's get_num_layers_to_build), but the stages hold "
+                f"{', '.join(map(str, counts))} layers",
+                where)
+    elif layers is not None and layers % (p * v):
         fits = (f"virtual_stages that do: {_or(tuple(divisors(layers // p)))}" if layers % p == 0
                 else f"no virtual_stages does, as pipeline {p} does not divide {layers}")
         raise RecipeError(
             f"model.layers {layers} does not split into pipeline × virtual_stages = {p} × {v} = {p * v} "
-            f"equal model chunks; {fits}", where)
+            f"equal model chunks; {fits}; or give parallel.first_stage_layers / last_stage_layers", where)
     if recipe.batch.micro_tokens is None and accumulation % p:
         raise RecipeError(
             f"interleaved 1F1B (virtual_stages {v}) runs micro-batches in groups of pipeline = {p}, "
@@ -234,6 +342,65 @@ def _check_virtual_stages(recipe: Recipe, accumulation: int) -> None:
             f"micro-batches per step to be a multiple of {p}; use accumulation "
             f"{_or(nearest_multiples(accumulation, p))}",
             recipe.at("batch.accumulation", "batch.micro", "parallel.virtual_stages", "batch"))
+
+
+def stage_layers(recipe: Recipe) -> tuple[int, ...]:
+    """Transformer layers on each pipeline stage, first to last: the stated first and last
+    stages' counts and the rest split evenly over the others (Megatron-Core's
+    `get_num_layers_to_build` with `num_layers_in_first/last_pipeline_stage`), or an even
+    split rounded up (⌈L/p⌉: what the fullest stage holds) when neither is stated. Needs
+    `model.layers`; `_check_uneven_stages` has proved the split exact."""
+    par, layers = recipe.parallel, recipe.model.layers
+    assert layers is not None
+    p = par.pipeline
+    first, last = par.first_stage_layers, par.last_stage_layers
+    if first is None and last is None:
+        return (-(-layers // p),) * p
+    given = [count for count in (first, last) if count is not None]
+    rest = p - len(given)
+    middle = (layers - sum(given)) // rest if rest else 0
+    counts = [middle] * p
+    if first is not None:
+        counts[0] = first
+    if last is not None:
+        counts[-1] = last
+    return tuple(counts)
+
+
+def _check_uneven_stages(recipe: Recipe) -> None:
+    """`parallel.first_stage_layers` / `last_stage_layers` are Megatron-Core's
+    `num_layers_in_first/last_pipeline_stage`: they need a pipeline, and the layers left
+    must split evenly over the other stages (its assertion "With uneven pipelineing the
+    left over layers must be divisible by left over stages")."""
+    par = recipe.parallel
+    if par.tensor_sequence is not None and recipe.strategy != "megatron":
+        raise RecipeError(f"parallel.tensor_sequence is Megatron's sequence_parallel; strategy "
+                          f"{recipe.strategy}'s tensor parallelism has no such switch: use strategy megatron "
+                          "or drop it",
+                          recipe.at("parallel.tensor_sequence", "parallel"))
+    first, last = par.first_stage_layers, par.last_stage_layers
+    if first is None and last is None:
+        return
+    where = recipe.at("parallel.first_stage_layers", "parallel.last_stage_layers", "parallel")
+    if recipe.strategy != "megatron":
+        raise RecipeError("parallel.first_stage_layers / last_stage_layers are Megatron's uneven pipeline "
+                          f"stages (num_layers_in_first/last_pipeline_stage); strategy {recipe.strategy} "
+                          "splits the layers evenly: use strategy megatron or drop them", where)
+    p, layers = par.pipeline, recipe.model.layers
+    if p == 1:
+        raise RecipeError("parallel.first_stage_layers / last_stage_layers need parallel.pipeline > 1", where)
+    given = [count for count in (first, last) if count is not None]
+    if first is not None and last is not None and p == 2 and layers is not None and first + last != layers:
+        raise RecipeError(f"with pipeline 2, first_stage_layers + last_stage_layers = {first} + {last} "
+                          f"must be model.layers {layers}", where)
+    if layers is None:
+        return
+    rest, left = p - len(given), layers - sum(given)
+    if left < 0 or (rest and (left % rest or left // rest == 0)):
+        raise RecipeError(
+            f"model.layers {layers} less the stated stages' {' + '.join(map(str, given))} leaves {left} "
+            f"layers, which do not split evenly over the other {rest} pipeline stages (at least one layer "
+            "each)", where)
 
 
 def _shard_group(recipe: Recipe, stage: int, dp: int, prov: dict[str, str]) -> int:
@@ -254,8 +421,13 @@ def _shard_group(recipe: Recipe, stage: int, dp: int, prov: dict[str, str]) -> i
     return declared
 
 
-def _batch(recipe: Recipe, dp: int, prov: dict[str, str], chosen: int | None) -> ResolvedBatch:
-    """Solve micro × accumulation × DP = global for what is `auto`; never floor."""
+def _batch(recipe: Recipe, dp: int, prov: dict[str, str], chosen: int | None,
+           gpu_memory: int | None) -> ResolvedBatch:
+    """Solve micro × accumulation × DP = global for what is `auto`; never floor.
+
+    With micro and accumulation both `auto`, what micro means is `batch.micro_policy`'s:
+    the largest that fits (memory chooses it, above this layer, and passes it as `chosen`;
+    without what memory needs, an error naming it) or accumulation 1."""
     b = recipe.batch
     rl_n = recipe.rl.rollout_n if recipe.rl else 1
     micro = chosen if b.micro == AUTO else b.micro
@@ -286,6 +458,12 @@ def _batch(recipe: Recipe, dp: int, prov: dict[str, str], chosen: int | None) ->
         glob = micro * acc * dp
         prov["batch.global"] = f"micro × accumulation × DP = {micro} × {acc} × {dp}"
     elif micro is None:
+        if acc is None and b.micro_policy == "largest-that-fits" and b.micro_tokens is None \
+                and glob % dp == 0 and glob != dp:
+            _refuse_unfitted(recipe, glob, dp, gpu_memory)
+        if acc is None and b.micro_policy == "accumulation-1":
+            acc = 1
+            prov["batch.accumulation"] = "1, as batch.micro_policy accumulation-1 says"
         acc = _default_accumulation(acc, prov)
         micro = _exact(recipe, glob, acc * dp, "micro",
                        f"global / (accumulation × DP) = {glob} / ({acc} × {dp})", prov)
@@ -299,6 +477,45 @@ def _batch(recipe: Recipe, dp: int, prov: dict[str, str], chosen: int | None) ->
             recipe.at("batch.global", "batch"),
         )
     return ResolvedBatch(micro=micro, accumulation=acc, global_=glob)
+
+
+def memory_inputs_missing(recipe: Recipe, gpu_memory: int | None) -> list[str]:
+    """What the memory model needs to choose `micro: auto` and the recipe does not give."""
+    m = recipe.model
+    missing = ["model.params (or model.hf_config)"] if m.params is None else []
+    missing += [f"model.{key}" for key in ("hidden_size", "layers", "heads", "vocab")
+                if getattr(m, key) is None]
+    if recipe.batch.seq_len is None:
+        missing.append("batch.seq_len")
+    if recipe.cluster.device == "cpu":
+        missing.append("GPUs (cluster.device is cpu)")
+    elif gpu_memory is None:
+        missing.append("cluster.gpu_memory (or cluster.gpu)")
+    return missing
+
+
+def needs_fit(recipe: Recipe) -> bool:
+    """Whether `batch.micro: auto` is to be chosen by memory: micro and accumulation `auto`,
+    the global batch fixed, micro-batches counted in samples, `largest-that-fits`."""
+    b = recipe.batch
+    return (b.micro == AUTO and b.accumulation == AUTO and b.global_ != AUTO and b.micro_tokens is None
+            and b.micro_policy == "largest-that-fits")
+
+
+def _refuse_unfitted(recipe: Recipe, glob: int, dp: int, gpu_memory: int | None) -> None:
+    """`micro: auto` meant "the largest that fits" and memory did not choose it: say what it
+    needs, rather than silently taking accumulation 1 (micro = global / DP)."""
+    missing = memory_inputs_missing(recipe, gpu_memory)
+    where = recipe.at("batch.micro", "batch.accumulation", "batch")
+    per_rank = f"global / DP = {glob} / {dp}" + (f" = {glob // dp}" if glob % dp == 0 else "")
+    if missing:
+        raise RecipeError(
+            "batch.micro and batch.accumulation are auto, so the micro-batch is the largest that fits "
+            f"the GPU (batch.micro_policy largest-that-fits), which needs {', '.join(missing)}: give "
+            f"{'it' if len(missing) == 1 else 'them'}, set batch.micro (and accumulation follows), or "
+            f"set batch.micro_policy: accumulation-1 for micro = {per_rank}", where)
+    raise RecipeError("batch.micro: auto is the largest micro-batch that fits, which the memory model "
+                      "chooses: resolve the recipe through distrecipe.api (load_plan), which does", where)
 
 
 def _default_accumulation(acc: int | None, prov: dict[str, str]) -> int:

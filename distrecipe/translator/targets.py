@@ -39,9 +39,12 @@ Render = Callable[[Plan, EmitOptions], Output]
 
 
 def render_deepspeed(plan: Plan, options: EmitOptions) -> Output:
+    """`ds_config.json`, with what no key of it carries named (`carry`)."""
+    from distrecipe.translator import carry
     from distrecipe.translator.equivalence import refuse_errors  # only a few recipes need it
 
-    found = deepspeed.findings(plan)
+    found = deepspeed.findings(plan, hf_auto=options.hf_auto)
+    found += carry.findings(plan, ("deepspeed",), "deepspeed")
     refuse_errors(found)
     return Output(
         files={CONFIG_FILE: to_json(deepspeed.emit(plan, hf_auto=options.hf_auto))},

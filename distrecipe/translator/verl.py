@@ -45,9 +45,17 @@ from distrecipe.engines.verl import (
 from distrecipe.findings import Finding
 from distrecipe.job import Plan
 from distrecipe.keys import dotted, joined
-from distrecipe.recipe import RL
+from distrecipe.recipe import RL, Schedule
 from distrecipe.source import KeyPath
-from distrecipe.translator.equivalence import finding, offload_findings, refuse_errors, virtual_stages
+from distrecipe.translator import carry
+from distrecipe.translator.equivalence import (
+    expert_findings,
+    finding,
+    offload_findings,
+    precision_findings,
+    refuse_errors,
+    virtual_stages,
+)
 from distrecipe.translator.native import merge_overrides, verl_pairs
 from distrecipe.translator.targets import EmitOptions, Output
 
@@ -119,8 +127,8 @@ def stated_degree(stated: Mapping[str, tuple[int, object]], path: KeyPath, defau
 
 
 def _structure_findings(plan: Plan) -> list[Finding]:
-    found: list[Finding] = []
     megatron = plan.recipe.strategy == "megatron"
+    found: list[Finding] = expert_findings(plan, TARGET, carried=megatron)
     if not megatron:
         if plan.dims.tensor > 1 or plan.dims.pipeline > 1:
             found.append(
@@ -144,17 +152,29 @@ def _structure_findings(plan: Plan) -> list[Finding]:
             )
         if plan.dims.sequence > 1:
             found.append(finding("DR206", TARGET, f"context_parallel_size={plan.dims.sequence}"))
-        if plan.recipe.optimizer.name == "adam" and plan.recipe.optimizer.weight_decay:
+        opt = plan.recipe.optimizer
+        if opt is not None and opt.name == "adam" and opt.weight_decay:
             found.append(finding("DR215", TARGET, "Megatron's adam decouples weight decay"))
         if plan.precision == "fp32":
             found.append(finding("DR208", TARGET, "verl's Megatron engine trains in bf16 or fp16 only"))
         if plan.recipe.offload.params != "none":
             found.append(finding("DR210", TARGET, "megatron.param_offload=true"))
-    if plan.recipe.activation_checkpointing == "selective":
-        found.append(finding("DR207", TARGET, "model.enable_gradient_checkpointing=true"))
-    if plan.recipe.grad_clip is None:
+    if plan.recipe.activation_checkpointing == "selective" and (not megatron or plan.recipe.recompute_every):
+        key = ("override_transformer_config.recompute_granularity=full" if megatron
+               else "model.enable_gradient_checkpointing=true")
+        found.append(finding("DR207", TARGET, key))
+    found.extend(precision_findings(plan, TARGET, overlap=megatron, state=megatron, reduce=True))
+    if plan.recipe.grad_clip == 0:
         found.append(finding("DR212", TARGET))
-    return found
+    schedule = plan.recipe.schedule
+    if schedule is not None and schedule.decay == "linear" and not megatron:
+        found.append(finding("DR208", TARGET, "schedule.decay linear: verl's FSDP optimizer schedules are "
+                             "constant and cosine (optim.lr_scheduler_type); Megatron's has linear"))
+    lr = plan.recipe.optimizer.lr if plan.recipe.optimizer else None
+    if schedule is not None and megatron and schedule.min_lr_ratio and lr is None:
+        found.append(finding("DR208", TARGET, "schedule.min_lr_ratio: Megatron's floor is an absolute "
+                             "min_lr, so optimizer.lr must be stated"))
+    return found + carry.findings(plan, ("verl",), TARGET)
 
 
 def _batch_findings(plan: Plan) -> list[Finding]:
@@ -222,14 +242,53 @@ def overrides(plan: Plan) -> list[Override]:
         ("data.train_batch_size", plan.recipe.rl.prompts_per_step),
         ("actor_rollout_ref.model.enable_gradient_checkpointing",
          plan.recipe.activation_checkpointing != "none"),
-        (f"{ACTOR}.optim.lr", plan.recipe.optimizer.lr),
-        (f"{ACTOR}.optim.weight_decay", plan.recipe.optimizer.weight_decay),
-        (f"{ACTOR}.optim.clip_grad",
-         plan.recipe.grad_clip if plan.recipe.grad_clip is not None else float("inf")),
+        *_stated(plan),
         ("trainer.nnodes", plan.dims.nodes),
         ("trainer.n_gpus_per_node", plan.dims.gpus_per_node),
     ]
     return merge_overrides(out, plan.recipe.native.verl)
+
+
+def _stated(plan: Plan) -> list[Override]:
+    """The optimizer's values, clipping, schedule and saving the recipe states: verl's own
+    defaults stand for the rest."""
+    recipe, optim = plan.recipe, f"{ACTOR}.optim"
+    out: list[Override] = []
+    opt = recipe.optimizer
+    if opt is not None:
+        stated = (("lr", opt.lr), ("weight_decay", opt.weight_decay))
+        out += [(f"{optim}.{key}", value) for key, value in stated if value is not None]
+    if recipe.grad_clip is not None:
+        out.append((f"{optim}.clip_grad", recipe.grad_clip or float("inf")))
+    if recipe.schedule is not None:
+        out += _schedule(plan, recipe.schedule)
+    if recipe.checkpoint is not None and recipe.checkpoint.every is not None:
+        out.append(("trainer.save_freq", recipe.checkpoint.every))
+    return out
+
+
+def _schedule(plan: Plan, schedule: Schedule) -> list[Override]:
+    """verl's warmup keys are the same for both engines; the decay is FSDP's
+    `lr_scheduler_type` (constant, cosine) with `min_lr_ratio`, or Megatron's
+    `lr_decay_style` with an absolute `min_lr`."""
+    optim = f"{ACTOR}.optim"
+    out: list[Override] = []
+    if actor_engine(plan) == "megatron":
+        out.append((f"{optim}.lr_decay_style", schedule.decay))
+        lr = plan.recipe.optimizer.lr if plan.recipe.optimizer else None
+        if schedule.min_lr_ratio is not None and lr is not None:
+            out.append((f"{optim}.min_lr", schedule.min_lr_ratio * lr))
+    else:
+        out.append((f"{optim}.lr_scheduler_type", schedule.decay))
+        if schedule.min_lr_ratio is not None:
+            out.append((f"{optim}.min_lr_ratio", schedule.min_lr_ratio))
+    if schedule.warmup_steps is not None:
+        out.append((f"{optim}.lr_warmup_steps", schedule.warmup_steps))
+    if schedule.warmup_ratio is not None:
+        out.append((f"{optim}.lr_warmup_steps_ratio", schedule.warmup_ratio))
+    if schedule.total_steps is not None:
+        out.append(("trainer.total_training_steps", schedule.total_steps))
+    return out
 
 
 def _rollout_memory(rl: RL) -> list[Override]:
@@ -253,27 +312,38 @@ def _fsdp(plan: Plan) -> list[Override]:
         (f"{fsdp}.param_offload", False),
         (f"{fsdp}.optimizer_offload", False),
         (f"++{fsdp}.mixed_precision.param_dtype", FSDP_DTYPE[plan.precision]),
+        *([(f"++{fsdp}.mixed_precision.reduce_dtype", FSDP_DTYPE[plan.recipe.reduce_dtype])]
+          if plan.recipe.reduce_dtype is not None else []),
         (f"{ACTOR}.ulysses_sequence_parallel_size", plan.dims.sequence),
     ]
     if plan.dims.sequence > 1:
         # verl's Ulysses path requires unpadded (packed) sequences.
         out.append(("actor_rollout_ref.model.use_remove_padding", True))
-    out.append((f"{ACTOR}.optim.optimizer", FSDP_OPTIMIZER[plan.recipe.optimizer.name]))
-    if plan.recipe.optimizer.name != "sgd":
-        out.append((f"{ACTOR}.optim.betas", list(plan.recipe.optimizer.betas)))
-        out.append((f"++{ACTOR}.optim.override_optimizer_config", {"eps": plan.recipe.optimizer.eps}))
+    opt = plan.recipe.optimizer
+    if opt is not None:
+        out.append((f"{ACTOR}.optim.optimizer", FSDP_OPTIMIZER[opt.name]))
+        if opt.name != "sgd" and opt.betas is not None:
+            out.append((f"{ACTOR}.optim.betas", list(opt.betas)))
+        if opt.name != "sgd" and opt.eps is not None:
+            out.append((f"++{ACTOR}.optim.override_optimizer_config", {"eps": opt.eps}))
     return out
 
 
 def _megatron(plan: Plan) -> list[Override]:
     megatron = f"{ACTOR}.megatron"
     override: dict[str, Any] = {}
-    if plan.recipe.optimizer.name != "sgd":
+    opt = plan.recipe.optimizer
+    if opt is not None and opt.name != "sgd":
         # verl passes its `betas` only to Muon; Adam reads Megatron's own names.
-        beta1, beta2 = plan.recipe.optimizer.betas
-        override = {"adam_beta1": beta1, "adam_beta2": beta2, "adam_eps": plan.recipe.optimizer.eps}
+        if opt.betas is not None:
+            override["adam_beta1"], override["adam_beta2"] = opt.betas
+        if opt.eps is not None:
+            override["adam_eps"] = opt.eps
     if plan.recipe.offload.optimizer != "none":
         override["optimizer_cpu_offload"] = True
+    if opt is not None and opt.state_dtype == "bf16":  # the precision-aware optimizer: bf16 moments
+        override.update({"use_precision_aware_optimizer": True, "exp_avg_dtype": "bf16",
+                         "exp_avg_sq_dtype": "bf16"})
     out: list[Override] = [
         (f"{ACTOR}.strategy", "megatron"),
         (f"{megatron}.tensor_model_parallel_size", plan.dims.tensor),
@@ -281,14 +351,42 @@ def _megatron(plan: Plan) -> list[Override]:
         (f"{megatron}.context_parallel_size", plan.dims.sequence),
         *([(f"{megatron}.virtual_pipeline_model_parallel_size", plan.dims.virtual_stages)]
           if plan.dims.virtual_stages > 1 else []),
+        *([(f"{megatron}.expert_model_parallel_size", plan.recipe.parallel.expert)]
+          if plan.recipe.parallel.expert > 1 else []),
         (f"{megatron}.use_distributed_optimizer", plan.stage >= 1),
         (f"{megatron}.param_offload", plan.recipe.offload.params != "none"),
         (f"{megatron}.optimizer_offload", False),
         (f"{megatron}.dtype", MEGATRON_DTYPE[plan.precision]),
-        (f"{ACTOR}.optim.optimizer", MEGATRON_OPTIMIZER[plan.recipe.optimizer.name]),
+        *([(f"{ACTOR}.optim.optimizer", MEGATRON_OPTIMIZER[opt.name])] if opt is not None else []),
     ]
     if override:
         out.append((f"++{ACTOR}.optim.override_optimizer_config", override))
+    out += [(f"++{megatron}.override_transformer_config.{key}", value) for key, value in _transformer(plan)]
+    if plan.recipe.reduce_dtype is not None:
+        out.append((f"++{megatron}.override_ddp_config.grad_reduce_in_fp32",
+                    plan.recipe.reduce_dtype == "fp32"))
+    return out
+
+
+def _transformer(plan: Plan) -> list[Override]:
+    """Megatron-Core `TransformerConfig` fields the recipe decides: recompute (verl's Megatron
+    engine reads these, not `enable_gradient_checkpointing`), and only where stated,
+    sequence parallelism, tensor-parallel overlap and uneven end stages."""
+    r = plan.recipe
+    out: list[Override] = []
+    if r.activation_checkpointing == "full" or r.recompute_every:
+        out += [("recompute_granularity", "full"), ("recompute_method", "uniform"),
+                ("recompute_num_layers", 1)]
+    elif r.activation_checkpointing == "selective":
+        out += [("recompute_granularity", "selective"), ("recompute_modules", ["core_attn"])]
+    if r.parallel.tensor_sequence is not None:
+        out.append(("sequence_parallel", r.parallel.tensor_sequence))
+    if r.parallel.tensor_overlap:
+        out.append(("tp_comm_overlap", True))
+    if r.parallel.first_stage_layers is not None:
+        out.append(("num_layers_in_first_pipeline_stage", r.parallel.first_stage_layers))
+    if r.parallel.last_stage_layers is not None:
+        out.append(("num_layers_in_last_pipeline_stage", r.parallel.last_stage_layers))
     return out
 
 

@@ -320,8 +320,8 @@ def name_cases() -> list[Case]:
 
 @cache
 def _hf_json() -> str:
-    return json.dumps({"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-                       "intermediate_size": 128, "vocab_size": 256})
+    return json.dumps({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+                       "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 256})
 
 
 def special_cases() -> list[Case]:

@@ -107,7 +107,7 @@ def test_a_name_never_places_the_run_outside_the_runs_root(cli: Cli, tmp_path: P
 
 def test_slurm_ids_from_the_environment_cannot_escape_the_runs_root(tmp_path: Path) -> None:
     with pytest.raises(LaunchError, match="outside the runs root"):
-        default_run_dir(tmp_path / "runs", "job", slurm_run="../../../escaped")
+        default_run_dir(tmp_path / "runs", "job", job_key="../../../escaped")
 
 
 def _named(tmp_path: Path, stem: str) -> Path:

@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "recipes" / "tiny-cpu.yaml"
 SLEEPER = ROOT / "tests" / "programs" / "sleeper.py"
 TWO_NODES = ("cluster.nodes=2", "cluster.gpus_per_node=1", "launch.slurm.partition=debug",
-             "launch.slurm.account=default", "launch.slurm.time=00:10:00")
+             "launch.slurm.account=default", "launch.slurm.cpus_per_task=1", "launch.slurm.mem=1000M",
+             "launch.slurm.time=10:00")  # YAML 1.1's sexagesimal 600, read back as written: 10 minutes
 PORTS = iter(range(29741, 29800))
 """One rendezvous port per job: both "nodes" are this machine."""
 
@@ -90,6 +91,38 @@ def test_the_tiny_recipe_trains_across_both_nodes(slurm_cluster: SlurmCluster, t
     assert [step["samples"] for step in steps] == [8] * 10, "micro 2 × accumulation 2 × 2 nodes, each step"
     for node in ("node0", "node1"):
         assert record(runs / f"tiny-cpu-slurm{job}" / node)["exit_code"] == 0
+        assert record(runs / f"tiny-cpu-slurm{job}" / node)["allocation"]["platform"] == "slurm"
+    # Global rank 0 is node 0's (torchrun's c10d rendezvous ranked agents by pid instead).
+    assert (runs / f"tiny-cpu-slurm{job}" / "node0" / "metrics.jsonl").exists()
+    assert not (runs / f"tiny-cpu-slurm{job}" / "node1" / "metrics.jsonl").exists()
+
+
+ADMIN = ("--partition", "debug", "--account", "default", "--time", "12:00:00", "--mem", "2000M",
+         "--cpus-per-task", "2")
+
+
+@pytest.mark.parametrize("options", [ADMIN, (*ADMIN[:-2], "--exclusive"), (*ADMIN, "--exclusive")])
+def test_sbatch_accepts_what_an_admin_asks_for(slurm_cluster: SlurmCluster, options: tuple[str, ...]) -> None:
+    """A GPU recipe's script with every admin option (GPUs per node from the recipe, CPUs,
+    memory, whole nodes, --chdir, a 12:00:00 limit) passes sbatch's own checks; with the
+    CPU count left unset, sbatch refuses the placeholder."""
+    gpu = ("--set", "cluster.nodes=2", "--set", "cluster.gpus_per_node=1", "--set", "cluster.device=gpu")
+    argv = [sys.executable, "-m", "distrecipe", "launch", str(TINY), "--slurm", *gpu, *options,
+            "--runs-root", str(slurm_cluster.run_dir / "admin"), "--", str(SLEEPER)]
+    done = subprocess.run(argv, env=slurm_cluster.env, capture_output=True, text=True, check=True, cwd=ROOT)
+    lines = done.stdout.splitlines()
+    assert {"#SBATCH --gpus-per-node=1", "#SBATCH --time=12:00:00", f"#SBATCH --chdir={ROOT}"} <= set(lines)
+    path = slurm_cluster.run_dir / "admin.sbatch"
+    path.write_text(done.stdout, encoding="utf-8")
+    checked = submit(slurm_cluster, path, "--test-only")
+    assert checked.returncode == 0 and "to start at" in checked.stderr, checked.stderr
+    path.write_text(done.stdout.replace("#SBATCH --mem=2000M", "#SBATCH --mem=9000M"), encoding="utf-8")
+    assert submit(slurm_cluster, path, "--test-only").returncode != 0, "more memory than a node has"
+    unset = [word for word in argv if word not in ("--cpus-per-task", "2", "--exclusive")]
+    done = subprocess.run(unset, env=slurm_cluster.env, capture_output=True, text=True, check=True, cwd=ROOT)
+    path.write_text(done.stdout, encoding="utf-8")
+    refused = submit(slurm_cluster, path, "--test-only")
+    assert refused.returncode != 0 and "cpus-per-task" in refused.stderr, refused.stderr
 
 
 def test_a_failing_rank_fails_the_job_with_its_code(slurm_cluster: SlurmCluster) -> None:

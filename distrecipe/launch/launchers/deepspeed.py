@@ -1,8 +1,11 @@
 """`deepspeed` (DeepSpeed's runner): hostfile with slots, node and GPU counts, master.
 
-On one node the runner starts the ranks itself; on several it fans out over ssh
-(pdsh) from node 0 using the hostfile, or, when distrecipe already runs once per node
-under srun, each node starts its own ranks (`--no_ssh --node_rank`). On CPU the same
+On one node the runner starts the ranks itself. On several, when distrecipe runs once
+per node (a platform gives every node its rank: srun, SkyPilot, dstack, Kubeflow; or
+`--node-rank`), each node starts its own ranks (`--no_ssh --node_rank`) and the
+hostfile distrecipe writes only tells the runner the world (its names are labels: no
+ssh reaches them); otherwise the runner fans out over ssh (pdsh) from node 0 with the
+recipe's `launch.hostfile` or SLURM's hosts. On CPU the same
 command starts gloo ranks. The program's arguments (a raw DeepSpeed script's
 `--deepspeed_config`, a Trainer's `--deepspeed`) come from `launch.handoff`.
 """
@@ -42,6 +45,18 @@ def one_node_gpus(request: LaunchRequest) -> list[str]:
     return ["--include", f"localhost:{','.join(ids[: plan.dims.gpus_per_node])}"]
 
 
+def node_hosts(request: LaunchRequest) -> tuple[str, ...]:
+    """The hostfile's names for a per-node launch: the platform's hosts in rank order, or
+    `node0..` where it lists none (or lists one twice, as two "nodes" on one machine do):
+    DeepSpeed's runner refuses a repeated name, and with `--no_ssh` reads names only as
+    the world's keys, ranked by their order."""
+    nodes = request.plan.dims.nodes
+    hosts = request.hosts[:nodes]
+    if len(hosts) == nodes and len(set(hosts)) == nodes:
+        return hosts
+    return tuple(f"node{i}" for i in range(nodes))
+
+
 def build(request: LaunchRequest) -> LaunchSpec:
     plan = request.plan
     argv = [executable("deepspeed")]
@@ -49,12 +64,14 @@ def build(request: LaunchRequest) -> LaunchSpec:
     if plan.dims.nodes > 1:
         if plan.recipe.launch.hostfile is not None:
             hostfile = plan.recipe.launch.hostfile
-        elif request.hosts:
-            files[HOSTFILE] = hostfile_text(request.hosts[: plan.dims.nodes], plan.dims.gpus_per_node)
+        elif request.per_node or request.hosts:
+            hosts = node_hosts(request) if request.per_node else request.hosts[: plan.dims.nodes]
+            files[HOSTFILE] = hostfile_text(hosts, plan.dims.gpus_per_node)
             hostfile = str(request.run_dir / HOSTFILE)
         else:
             raise LaunchError(f"deepspeed needs a hostfile for {plan.dims.nodes} nodes: set "
-                              "launch.hostfile, or launch inside a SLURM allocation")
+                              "launch.hostfile, or run distrecipe on every node with its rank "
+                              "(--node-rank, or a platform: SLURM, SkyPilot, dstack, Kubeflow)")
         argv += ["--hostfile", hostfile]
         if request.per_node:
             argv += ["--no_ssh", "--node_rank", str(request.node_rank)]

@@ -1,10 +1,13 @@
-"""`torchrun`: nodes and processes per node, and c10d rendezvous for several nodes.
+"""`torchrun`: nodes and processes per node; a static rank where one is given.
 
 One node uses `--standalone` (torchrun picks a free port, so concurrent jobs on one
-machine never collide). Several nodes rendezvous at `master_addr:master_port` through
-the c10d backend: every agent runs the same command, the agent on the endpoint's host
-serves the store, and ranks are assigned by the rendezvous (node ranks given to c10d
-are ignored by torchrun, so none is passed).
+machine never collide). Several nodes whose rank is known (a platform starts distrecipe
+on every node, or `--node-rank`) use torchrun's static rendezvous: `--node-rank` with
+`--master-addr/--master-port`, so global ranks follow node ranks and node 0 holds rank
+0 (and `metrics.jsonl`). c10d's elastic rendezvous ranks agents by host name and pid
+instead (`dynamic_rendezvous.py`: `sorted(state.participants)`), which put rank 0 on
+whichever node sorted first; it is kept only where nobody gave a rank, every agent
+running the same command.
 """
 
 from __future__ import annotations
@@ -18,6 +21,11 @@ def build(request: LaunchRequest) -> LaunchSpec:
             "--nproc-per-node", str(plan.dims.gpus_per_node)]
     if plan.dims.nodes == 1:
         argv.append("--standalone")
+    elif request.per_node:
+        # Spelled out: torchrun takes each flag's default from PET_* (a PyTorchJob's
+        # PET_RDZV_BACKEND=c10d would otherwise turn the static rank elastic again).
+        argv += ["--rdzv-backend", "static", "--node-rank", str(request.node_rank),
+                 "--master-addr", request.master(), "--master-port", str(request.master_port)]
     else:
         argv += ["--rdzv-backend", "c10d",
                  "--rdzv-endpoint", f"{request.master()}:{request.master_port}",

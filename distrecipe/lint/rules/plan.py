@@ -63,19 +63,22 @@ def does_not_fit(plan: Plan) -> str | None:
 
 
 def zero3_where_zero2_fits(src: Source) -> Iterator[Problem]:
-    """Stage 3 where stage 2 already fits: 1.5× the traffic for memory not needed.
+    """Stage 3 where stage 2 already fits, and sends more: traffic for memory not needed.
 
-    Stage 3 also shards the 16-bit parameters, so every step gathers them again in
-    forward and in backward: per-rank traffic grows from 2(N−1)/N to 3(N−1)/N of the
-    gradient bytes (the seed's 31 → 46.5 GB for 8B on 32 GPUs). When stage 2 fits in
-    the same GPUs, the extra traffic buys nothing; this is advice, not an error.
+    Stage 3 also shards the 16-bit parameters, so every micro-step gathers them again in
+    forward and in backward (the seed's formula: 31 → 46.5 GB per step for 8B on 32
+    GPUs). When stage 2 fits in the same GPUs, the extra traffic buys nothing; this is
+    advice, not an error. The bytes are the engine's, as `distrecipe plan` and its advice
+    quote them, so the rule stays silent where the engine sends less at stage 3: DeepSpeed
+    all-reduces ZeRO-2's gradients on every micro-step (`use_multi_rank_bucket_allreduce`)
+    and keeps a model under `stage3_max_live_parameters` gathered from forward to backward.
 
     Fails: recipe
     ```yaml
     recipe: 1
     model: {params: 8.0e9, hidden_size: 4096, layers: 36, heads: 32}
     cluster: {nodes: 4, gpus_per_node: 8, gpu_memory: 80GB}
-    strategy: zero
+    strategy: fsdp
     stage: 3
     batch: {micro: 1, global: 32, seq_len: 4096}
     ```
@@ -85,7 +88,7 @@ def zero3_where_zero2_fits(src: Source) -> Iterator[Problem]:
     recipe: 1
     model: {params: 8.0e9, hidden_size: 4096, layers: 36, heads: 32}
     cluster: {nodes: 4, gpus_per_node: 8, gpu_memory: 80GB}
-    strategy: zero
+    strategy: fsdp
     stage: 2
     batch: {micro: 1, global: 32, seq_len: 4096}
     ```
@@ -104,8 +107,8 @@ def zero3_where_zero2_fits(src: Source) -> Iterator[Problem]:
     offload = plan.recipe.offload
     lighter = estimate(variant(plan, stage=2, offload=replace(offload, params="none")))  # stage 2 resolves
 
-    if lighter.fits:
-        extra = current.traffic_formula.total - lighter.traffic_formula.total
+    extra = current.traffic_engine.total - lighter.traffic_engine.total
+    if lighter.fits and extra > 0:
         yield Problem(("stage",), (
             f"stage 2 also fits ({gb(lighter.need)} of {gb(lighter.budget or 0)} per GPU) and "
             f"sends {gb(extra)} less per step than stage 3"))

@@ -20,6 +20,7 @@ from distrecipe.engines.accelerate import (
     FSDP1_STAGE,
     FSDP_VERSION_DEFAULT,
     MIXED_PRECISION,
+    STATE_DICT_TYPE,
     fsdp1_strategy,
 )
 from distrecipe.keys import section
@@ -35,6 +36,7 @@ from distrecipe.translator.importers import (
 from distrecipe.translator.importers import deepspeed as ds_importer
 
 PRECISIONS = inverse(MIXED_PRECISION)
+WEIGHTS = inverse(STATE_DICT_TYPE)
 BATCH_COMMENT = re.compile(r"#.*\bmicro (\d+) per GPU\b.*\baccumulation (\d+)\b")
 """The header line `accelerate.text` writes: `# Batch ...: micro 2 per GPU ... x accumulation 4 ...`."""
 
@@ -109,6 +111,9 @@ def _fsdp(data: dict[str, Any], world: World, recipe: dict[str, Any], context: C
         out["offload"] = {"optimizer": "cpu", "params": "cpu" if stage == 3 else "none"}
     if fsdp.get("fsdp_activation_checkpointing") is True:
         out["activation_checkpointing"] = True
+    weights = WEIGHTS.get(str(fsdp.get("fsdp_state_dict_type", "")).lower())
+    if weights is not None:
+        out["checkpoint"] = {"weights": weights}
     if isinstance(fsdp.get("fsdp_transformer_layer_cls_to_wrap"), str):
         recipe["model"]["layer_cls"] = fsdp["fsdp_transformer_layer_cls_to_wrap"]
     mesh = section(data, "parallelism_config")

@@ -63,10 +63,18 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     optimizer = _optimizer(data.get("optimizer"), notes)
     if optimizer:
         recipe["optimizer"] = optimizer
-    clip = data.get("gradient_clipping", 1.0)  # DeepSpeed's own default clips at 1.0
-    if clip != "auto":
+    clip = data.get("gradient_clipping")
+    if isinstance(clip, int | float) and not isinstance(clip, bool):
         recipe["grad_clip"] = clip
-    recipe["activation_checkpointing"] = "activation_checkpointing" in data
+    schedule = _schedule(data.get("scheduler"))
+    if schedule:
+        recipe["schedule"] = schedule
+    weights = _weights(zero, stage)
+    if weights:
+        recipe["checkpoint"] = {"weights": weights}
+    # The section only configures deepspeed.checkpointing; what it turns on says the script uses it.
+    if any(value is True for value in section(data, "activation_checkpointing").values()):
+        recipe["activation_checkpointing"] = "full"
     if context.via is None and next(autos(data), None) is not None:
         notes.append('"auto" values are filled by the HF Trainer or Accelerate, not by this file: import the '
                      "TrainingArguments JSON that names it instead, for their values")
@@ -126,6 +134,37 @@ def _optimizer(block: Any, notes: list[str]) -> dict[str, Any]:
         if key in params and params[key] != "auto":
             out[key] = params[key]
     return out
+
+
+SCHEDULES = inverse(engine.SCHEDULERS)
+
+
+def _schedule(block: Any) -> dict[str, Any]:
+    """DeepSpeed's warmup schedulers as the recipe's schedule (what differs from the recipe's
+    shape, a log warmup or a floor, stays native: `residue`); other schedulers are native."""
+    kind = str(block.get("type", "")).lower() if isinstance(block, dict) else ""
+    if kind not in SCHEDULES:
+        return {}
+    params = section(block, "params")
+    out: dict[str, Any] = {"decay": SCHEDULES[kind]}
+    for ours, theirs in (("warmup_steps", "warmup_num_steps"), ("total_steps", "total_num_steps")):
+        value = params.get(theirs)
+        least = 0 if ours == "warmup_steps" else 1
+        if isinstance(value, int) and not isinstance(value, bool) and value >= least:
+            out[ours] = value
+    ratio = params.get("cos_min_ratio")
+    if out["decay"] == "cosine" and isinstance(ratio, int | float) and not isinstance(ratio, bool) \
+            and 0 <= ratio <= 1:
+        out["min_lr_ratio"] = ratio
+    return out
+
+
+def _weights(zero: dict[str, Any], stage: int) -> str | None:
+    """`checkpoint.weights` from ZeRO-3's gather-on-save switch (either spelling)."""
+    for key in (engine.GATHER_ON_SAVE, "stage3_gather_fp16_weights_on_model_save"):
+        if stage == 3 and isinstance(zero.get(key), bool):
+            return "full" if zero[key] else "sharded"
+    return None
 
 
 def _model(zero: dict[str, Any], notes: list[str]) -> dict[str, Any]:

@@ -11,13 +11,16 @@ from __future__ import annotations
 from typing import Any
 
 from distrecipe.engines import FSDP2_RESHARDS_BY_DEFAULT, stage_of_reshard
+from distrecipe.engines.accelerate import STATE_DICT_TYPE
 from distrecipe.engines.argv import launches
 from distrecipe.engines.hf import FLAG_TYPES, OPTIM, defaults
+from distrecipe.engines.tables import training_defaults
 from distrecipe.keys import section
 from distrecipe.translator.importers import Context, Imported, World, cluster, inverse
 from distrecipe.translator.importers import deepspeed as ds_importer
 
 OPTIMIZERS = inverse(OPTIM)
+WEIGHTS = inverse(STATE_DICT_TYPE)
 
 
 def to_recipe(data: dict[str, Any], context: Context) -> Imported:
@@ -26,22 +29,17 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     companions: dict[str, dict[str, Any]] = {}
     recipe: dict[str, Any] = {"recipe": 1, "model": {}, "cluster": cluster(world)}
     args = {**defaults(), **data}
-    optimizer = {
-        "name": OPTIMIZERS.get(str(data.get("optim", "adamw_torch")), "adamw"),
-        "lr": args["learning_rate"],
-        "betas": [args["adam_beta1"], args["adam_beta2"]],
-        "eps": args["adam_epsilon"],
-        "weight_decay": args["weight_decay"],
-    }
+    optimizer = _optimizer(data)
     if isinstance(data.get("deepspeed"), str):
         ds = context.companion(data["deepspeed"], "hf", world, ("deepspeed",))
         companions["deepspeed"] = ds.doc.data if isinstance(ds.doc.data, dict) else {}
         zero = ds_importer.to_recipe(companions["deepspeed"], ds)
         notes += zero.notes
-        zero_side = ("model", "strategy", "stage", "offload", "parallel")
+        zero_side = ("model", "strategy", "stage", "offload", "parallel", "schedule", "checkpoint")
         recipe.update({k: v for k, v in zero.recipe.items() if k in zero_side})
         # DeepSpeed's own optimizer runs; the Trainer fills its "auto" values from these kwargs.
-        optimizer.update(zero.recipe.get("optimizer", {}))
+        if "optimizer" in zero.recipe:
+            optimizer = {**optimizer, **zero.recipe["optimizer"]}
     elif data.get("fsdp"):
         config = section(data, "fsdp_config")
         if isinstance(data.get("fsdp_config"), str):  # a JSON file the Trainer opens
@@ -55,12 +53,84 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     recipe["batch"] = {"micro": args["per_device_train_batch_size"],
                        "accumulation": args["gradient_accumulation_steps"], "global": "auto"}
     recipe["precision"] = "bf16" if args["bf16"] else "fp16" if args["fp16"] else "fp32"
-    recipe["optimizer"] = optimizer
-    recipe["grad_clip"] = args["max_grad_norm"]
+    if optimizer:
+        recipe["optimizer"] = optimizer
+    if "max_grad_norm" in data:
+        recipe["grad_clip"] = data["max_grad_norm"]
+    schedule = _schedule(data)
+    if "schedule" in recipe:  # the ds_config's scheduler runs; the Trainer fills its "auto" steps
+        recipe["schedule"] = {**{k: v for k, v in schedule.items() if k != "decay"}, **recipe["schedule"]}
+    elif schedule:
+        recipe["schedule"] = schedule
+    checkpoint = {**recipe.get("checkpoint", {}), **_saving(data)}
+    if checkpoint:
+        recipe["checkpoint"] = checkpoint
     checkpointing = data.get("gradient_checkpointing") or section(data, "fsdp_config").get(
         "activation_checkpointing")
     recipe["activation_checkpointing"] = checkpointing is True
     return Imported(recipe, notes, companions)
+
+
+SCHEDULES = {"constant": "constant", "constant_with_warmup": "constant", "linear": "linear",
+             "cosine": "cosine", "cosine_with_min_lr": "cosine"}
+"""The Trainer's `lr_scheduler_type`s the recipe's schedule says (warmup, then constant,
+linear or cosine decay); the others stay native."""
+
+
+def _optimizer(data: dict[str, Any]) -> dict[str, Any]:
+    """The optimizer values the file states (the Trainer's own defaults stand for the rest,
+    as they would for another engine's: the import names none of them)."""
+    out: dict[str, Any] = {}
+    for ours, theirs in (("lr", "learning_rate"), ("eps", "adam_epsilon"), ("weight_decay", "weight_decay")):
+        if theirs in data:
+            out[ours] = data[theirs]
+    if "adam_beta1" in data or "adam_beta2" in data:
+        trainer = {**defaults(), **data}
+        out["betas"] = [trainer["adam_beta1"], trainer["adam_beta2"]]
+    if out or "optim" in data:
+        out = {"name": OPTIMIZERS.get(str(data.get("optim", "adamw_torch")), "adamw"), **out}
+    return out
+
+
+SCHEDULE_KEYS = ("lr_scheduler_type", "warmup_steps", "warmup_ratio", "max_steps", "lr_scheduler_kwargs")
+
+
+def _schedule(data: dict[str, Any]) -> dict[str, Any]:
+    """The schedule the file states; a warmup or length without a type runs the Trainer's
+    default type (linear), which the schedule then says."""
+    if not any(key in data for key in SCHEDULE_KEYS):
+        return {}
+    args = {**training_defaults(), **data}
+    kind = args.get("lr_scheduler_type")
+    if kind not in SCHEDULES:
+        return {}
+    out: dict[str, Any] = {"decay": SCHEDULES[kind]}
+    warmup, ratio = args.get("warmup_steps"), args.get("warmup_ratio")
+    if isinstance(ratio, int | float) and not isinstance(ratio, bool) and 0 < ratio < 1:
+        out["warmup_ratio"] = ratio
+    elif isinstance(warmup, float) and 0 < warmup < 1:  # transformers 5: a fraction of the run
+        out["warmup_ratio"] = warmup
+    elif isinstance(warmup, int | float) and not isinstance(warmup, bool) and warmup >= 1:
+        out["warmup_steps"] = int(warmup)
+    steps = args.get("max_steps")
+    if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0:
+        out["total_steps"] = steps
+    floor = section(args, "lr_scheduler_kwargs").get("min_lr_rate")
+    if kind == "cosine_with_min_lr" and isinstance(floor, int | float) and 0 <= floor <= 1:
+        out["min_lr_ratio"] = floor
+    return out
+
+
+def _saving(data: dict[str, Any]) -> dict[str, Any]:
+    """`checkpoint.every` where the file has the Trainer save by steps."""
+    if "save_steps" not in data and "save_strategy" not in data:
+        return {}
+    args = {**training_defaults(), **data}
+    steps = args.get("save_steps")
+    if args.get("save_strategy") == "steps" and isinstance(steps, int) and not isinstance(steps, bool) \
+            and steps >= 1:
+        return {"every": steps}
+    return {}
 
 
 def _script_world(context: Context, notes: list[str]) -> World | None:
@@ -103,6 +173,9 @@ def _fsdp(config: dict[str, Any], recipe: dict[str, Any], fsdp: Any, notes: list
         out = {"strategy": "fsdp", "stage": stage}
         if config.get("cpu_offload") is True:
             out["offload"] = {"optimizer": "cpu", "params": "cpu" if stage == 3 else "none"}
+    weights = WEIGHTS.get(str(config.get("state_dict_type", "")).lower())
+    if weights is not None:
+        out["checkpoint"] = {"weights": weights}
     layers = config.get("transformer_layer_cls_to_wrap")
     if isinstance(layers, list) and len(layers) == 1:
         recipe["model"]["layer_cls"] = layers[0]

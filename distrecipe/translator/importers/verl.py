@@ -43,9 +43,18 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     dp = world.size // max(model_parallel, 1)
     recipe["batch"] = _batch(actor, n, dp, context)
     recipe["precision"] = _precision(actor, megatron)
-    recipe["optimizer"] = _optimizer(section(actor, "optim"), megatron)
-    clip = get(actor, "optim", "clip_grad", default=1.0)
-    recipe["grad_clip"] = 0 if clip == float("inf") else clip
+    optimizer = _optimizer(section(actor, "optim"), megatron)
+    if optimizer:
+        recipe["optimizer"] = optimizer
+    clip = get(actor, "optim", "clip_grad")
+    if isinstance(clip, int | float) and not isinstance(clip, bool):
+        recipe["grad_clip"] = 0 if clip == float("inf") else clip
+    schedule = _schedule(section(actor, "optim"), data, megatron)
+    if schedule:
+        recipe["schedule"] = schedule
+    save = integer(get(data, "trainer", "save_freq"))
+    if save is not None and save >= 1:
+        recipe["checkpoint"] = {"every": save}
     checkpointing = get(data, "actor_rollout_ref", "model", "enable_gradient_checkpointing")
     recipe["activation_checkpointing"] = checkpointing is True
     prompts = integer(get(data, "data", "train_batch_size"))
@@ -240,7 +249,34 @@ def _precision(actor: dict[str, Any], megatron: bool) -> str:
     return FSDP_PRECISIONS.get(str(dtype).lower(), "bf16")
 
 
+def _schedule(optim: dict[str, Any], data: dict[str, Any], megatron: bool) -> dict[str, Any]:
+    """The warmup, decay and length the overrides state (verl's defaults say: constant, no
+    warmup, the data's length, so nothing stated is no schedule)."""
+    out: dict[str, Any] = {}
+    decay = optim.get("lr_decay_style" if megatron else "lr_scheduler_type")
+    if decay in ("constant", "linear", "cosine"):
+        out["decay"] = decay
+    steps, ratio = integer(optim.get("lr_warmup_steps")), optim.get("lr_warmup_steps_ratio")
+    if steps is not None and steps > 0:
+        out["warmup_steps"] = steps
+    elif isinstance(ratio, int | float) and not isinstance(ratio, bool) and 0 < ratio < 1:
+        out["warmup_ratio"] = ratio
+    floor = optim.get("min_lr_ratio")
+    if not megatron and isinstance(floor, int | float) and not isinstance(floor, bool) and 0 <= floor <= 1:
+        out["min_lr_ratio"] = floor
+    total = integer(get(data, "trainer", "total_training_steps"))
+    if total is not None and total >= 1:
+        out["total_steps"] = total
+    if out and "decay" not in out:
+        out["decay"] = "constant"
+    return out
+
+
 def _optimizer(optim: dict[str, Any], megatron: bool) -> dict[str, Any]:
+    """The optimizer the overrides state; nothing stated is verl's own (its config's)."""
+    stated = ("optimizer", "lr", "weight_decay", "betas", "override_optimizer_config")
+    if not any(key in optim for key in stated):
+        return {}
     names = MEGATRON_OPTIMIZERS if megatron else FSDP_OPTIMIZERS
     out: dict[str, Any] = {"name": names.get(str(optim.get("optimizer", "AdamW")).lower(), "adamw")}
     for key in ("lr", "weight_decay"):

@@ -1,0 +1,247 @@
+"""What each file distrecipe writes does with each recipe field: the equivalence table as data.
+
+One row per recipe field (its dotted key), one cell per file kind: the ds_config, the
+Accelerate YAML, verl's overrides and the TrainingArguments JSON. A cell says the field is
+carried exactly (under the key it names), mapped (a translation the text describes),
+not carried (the file has no place for it: the training script decides, and a finding
+with the cell's code names the key whenever a recipe states it), or not applicable (the
+setting means nothing to that file: the model's shape is the planner's, the launcher's
+settings are `launch`'s). The emitters report through `findings` here; `import`, `diff`
+and `docs/equivalence.md` read the same rows, and a test holds every `exact` cell to what
+the emitter writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from distrecipe.engines import ENGINES, Engine
+from distrecipe.findings import Finding
+from distrecipe.job import Plan
+from distrecipe.recipe import recipe_values
+
+How = Literal["exact", "mapped", "not carried", "not applicable"]
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """How one file kind carries one recipe field."""
+
+    how: How
+    native: str = ""
+    """The key it becomes (exact), the translation (mapped), or who decides it instead."""
+    code: str | None = None
+    """The finding a stated value gets where it is not carried."""
+
+
+def exact(key: str) -> Cell:
+    return Cell("exact", key)
+
+
+def mapped(text: str) -> Cell:
+    return Cell("mapped", text)
+
+
+def script(who: str) -> Cell:
+    """Not carried: the file has no key for it, so the training script decides (DR222)."""
+    return Cell("not carried", who, "DR222")
+
+
+NA = Cell("not applicable")
+PLAN = Cell("not applicable", "read by `plan` only")
+LAUNCH = Cell("not applicable", "`launch`'s argv and environment")
+CASES = Cell("mapped", "the strategy, stage, offload and parallelism rows above")
+REFUSED = Cell("mapped", "none: the target refuses the recipe (DR208)")
+ACTOR = "actor_rollout_ref.actor"
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    deepspeed: Cell
+    accelerate: Cell
+    verl: Cell
+    hf: Cell
+
+    def cell(self, column: Engine) -> Cell:
+        cell: Cell = getattr(self, column)  # the fields are named after the engines
+        return cell
+
+
+def _same(cell: Cell) -> Row:
+    return Row(cell, cell, cell, cell)
+
+
+def _keys(prefix: str) -> list[str]:
+    """Every field of a section that one cell serves whole: the model's shape (the planner's),
+    `launch.*` (`launch`'s argv and the platforms' files, no engine config's)."""
+    from distrecipe.recipe import Batch, Cluster, Model, Recipe
+
+    blank = Recipe(name="", model=Model(), cluster=Cluster(), strategy="ddp", batch=Batch())
+    return [key for key in recipe_values(blank) if key.startswith(prefix)]
+
+
+OPTIMIZER = script("the script's optimizer (Accelerate builds none)")
+SCHEDULE = script("the script's scheduler (Accelerate builds none)")
+
+FIELDS: dict[str, Row] = {
+    "name": _same(Cell("not applicable", "the file's header comment")),
+    **{key: _same(PLAN) for key in _keys("model.") if key not in ("model.hidden_size", "model.layer_cls")},
+    "model.hidden_size": Row(mapped("the ZeRO buckets: reduce_bucket_size = hidden², stage-3 prefetch and "
+                                    "persistence thresholds"), PLAN, PLAN, PLAN),
+    "model.layer_cls": Row(NA, exact("fsdp_config.fsdp_transformer_layer_cls_to_wrap"), NA,
+                           exact("fsdp_config.transformer_layer_cls_to_wrap")),
+    "cluster.nodes": Row(LAUNCH, exact("num_machines"), exact("trainer.nnodes"), LAUNCH),
+    "cluster.gpus_per_node": Row(LAUNCH, mapped("num_processes = nodes × gpus_per_node"),
+                                 exact("trainer.n_gpus_per_node"), LAUNCH),
+    "cluster.device": Row(LAUNCH, mapped("`MULTI_GPU`/`FSDP` fall back to one process on CPU (DR209)"),
+                          mapped("not runnable without GPUs"), exact("use_cpu")),
+    **{f"cluster.{key}": _same(PLAN) for key in ("gpu_memory", "cpu_memory", "gpu", "peak_tflops",
+                                                  "intra_node_bandwidth", "inter_node_bandwidth")},
+    **{key: _same(CASES) for key in ("strategy", "stage", "offload.optimizer", "offload.params",
+                                     "offload.nvme_path", "parallel.tensor", "parallel.pipeline",
+                                     "parallel.sequence", "parallel.virtual_stages", "parallel.shard_group")},
+    **{key: _same(Cell("mapped", "the precision and parallelism rows above (DR227-DR231 where an "
+                                 "engine has no key)"))
+       for key in ("optimizer.state_dtype", "reduce_dtype", "parallel.tensor_sequence",
+                   "parallel.tensor_overlap", "parallel.first_stage_layers", "parallel.last_stage_layers",
+                   "offload.activations")},
+    "offload.pin_memory": Row(exact("zero_optimization.offload_optimizer.pin_memory"), NA, NA,
+                              mapped("the ds_config's")),
+    "batch.micro": Row(exact("train_micro_batch_size_per_gpu"),
+                       mapped("the header comment: the DataLoader's batch_size"),
+                       exact(f"{ACTOR}.ppo_micro_batch_size_per_gpu"), exact("per_device_train_batch_size")),
+    "batch.accumulation": Row(exact("gradient_accumulation_steps"),
+                              mapped("ACCELERATE_GRADIENT_ACCUMULATION_STEPS, named in the header"),
+                              mapped("global / (DP × micro): verl derives it"),
+                              exact("gradient_accumulation_steps")),
+    "batch.global": Row(mapped("train_batch_size (× tensor under AutoTP)"), mapped("the header comment"),
+                        mapped(f"{ACTOR}.ppo_mini_batch_size × rollout.n"),
+                        mapped("per_device_train_batch_size × gradient_accumulation_steps × world")),
+    "batch.seq_len": _same(PLAN),
+    "batch.micro_policy": _same(Cell("not applicable", "how resolve picks batch.micro: auto")),
+    "parallel.expert": Row(mapped("the script's deepspeed.moe.layer.MoE(ep_size=...) (DR232)"), REFUSED,
+                           mapped("Megatron expert_model_parallel_size (FSDP: DR208)"), REFUSED),
+    "batch.micro_tokens": Row(REFUSED, REFUSED, exact(f"{ACTOR}.ppo_max_token_len_per_gpu"), REFUSED),
+    "precision": Row(mapped("bf16.enabled / fp16.enabled"), exact("mixed_precision"),
+                     mapped(f"{ACTOR}.fsdp_config.mixed_precision.param_dtype; Megatron dtype"),
+                     mapped("bf16 / fp16")),
+    "optimizer.name": Row(exact("optimizer.type"), OPTIMIZER, exact(f"{ACTOR}.optim.optimizer"),
+                          exact("optim")),
+    "optimizer.lr": Row(exact("optimizer.params.lr"), OPTIMIZER, exact(f"{ACTOR}.optim.lr"),
+                        exact("learning_rate")),
+    "optimizer.betas": Row(exact("optimizer.params.betas"), OPTIMIZER,
+                           mapped(f"{ACTOR}.optim.betas; Megatron adam_beta1/adam_beta2"),
+                           mapped("adam_beta1, adam_beta2")),
+    "optimizer.eps": Row(exact("optimizer.params.eps"), OPTIMIZER,
+                         mapped(f"{ACTOR}.optim.override_optimizer_config eps (Megatron adam_eps)"),
+                         exact("adam_epsilon")),
+    "optimizer.weight_decay": Row(exact("optimizer.params.weight_decay"), OPTIMIZER,
+                                  exact(f"{ACTOR}.optim.weight_decay"), exact("weight_decay")),
+    "schedule.decay": Row(mapped("scheduler.type: WarmupLR (constant), WarmupDecayLR (linear), "
+                                 "WarmupCosineLR (cosine)"), SCHEDULE,
+                          mapped(f"{ACTOR}.optim.lr_scheduler_type (constant, cosine); Megatron "
+                                 "lr_decay_style"),
+                          mapped("lr_scheduler_type: constant(_with_warmup), linear, cosine(_with_min_lr)")),
+    "schedule.warmup_steps": Row(exact("scheduler.params.warmup_num_steps"), SCHEDULE,
+                                 exact(f"{ACTOR}.optim.lr_warmup_steps"), exact("warmup_steps")),
+    "schedule.warmup_ratio": Row(mapped("warmup_num_steps = ⌈ratio × total_steps⌉, as the Trainer counts"),
+                                 SCHEDULE, exact(f"{ACTOR}.optim.lr_warmup_steps_ratio"),
+                                 mapped("warmup_steps as a fraction below 1 (transformers 5)")),
+    "schedule.min_lr_ratio": Row(mapped("scheduler.params.cos_min_ratio (cosine)"), SCHEDULE,
+                                 mapped(f"{ACTOR}.optim.min_lr_ratio; Megatron min_lr = ratio × lr"),
+                                 mapped("lr_scheduler_kwargs.min_lr_rate (cosine_with_min_lr)")),
+    "schedule.total_steps": Row(mapped("scheduler.params.total_num_steps (decaying schedules; otherwise the "
+                                       "script's loop)"), SCHEDULE, exact("trainer.total_training_steps"),
+                                exact("max_steps")),
+    "grad_clip": Row(exact("gradient_clipping"),
+                     script("the script's clipping (accelerator.clip_grad_norm_)"),
+                     mapped(f"{ACTOR}.optim.clip_grad (no clipping: inf, DR212)"), exact("max_grad_norm")),
+    "activation_checkpointing": Row(
+        script("the script's checkpointing (the ds_config's activation_checkpointing section only "
+               "configures deepspeed.checkpointing for a script that calls it)"),
+        mapped("fsdp_config.fsdp_activation_checkpointing (FSDP); the script's otherwise"),
+        exact("actor_rollout_ref.model.enable_gradient_checkpointing"),
+        mapped("gradient_checkpointing; fsdp_config.activation_checkpointing under FSDP")),
+    "activation_checkpointing.every": Row(script("the script's checkpointing"),
+                                          script("whole blocks only (DR207)"),
+                                          script("whole blocks only (DR207)"),
+                                          script("whole blocks only (DR207)")),
+    "checkpoint.weights": Row(
+        mapped("zero_optimization.stage3_gather_16bit_weights_on_model_save (ZeRO-3; below it the weights "
+               "are whole on every rank)"),
+        mapped("fsdp_config.fsdp_state_dict_type: FULL_STATE_DICT / SHARDED_STATE_DICT (FSDP); the ds_config "
+               "on the DeepSpeed path"),
+        script("verl's checkpoints (sharded; actor_rollout_ref.actor.checkpoint.save_contents "
+               "adds hf_model)"),
+        mapped("fsdp_config.state_dict_type (FSDP); the ds_config under DeepSpeed")),
+    "checkpoint.every": Row(script("the script's save_checkpoint calls"),
+                            script("the script's save_state calls"),
+                            exact("trainer.save_freq"), mapped("save_steps with save_strategy steps")),
+    **{f"rl.{key}": Row(NA, NA, exact(native), NA) for key, native in (
+        ("rollout_n", "actor_rollout_ref.rollout.n"), ("prompts_per_step", "data.train_batch_size"),
+        ("rollout_memory", "actor_rollout_ref.rollout.gpu_memory_utilization"),
+        ("free_rollout_memory", "actor_rollout_ref.rollout.free_cache_engine"))},
+    **{key: _same(LAUNCH) for key in _keys("launch.")},
+}
+"""Recipe field → how each file kind carries it."""
+
+
+def stated(plan: Plan) -> Iterator[tuple[str, object]]:
+    """The recipe's fields that say something: not left to their default."""
+    defaults = _defaults()
+    for key, value in recipe_values(plan.recipe).items():
+        if key.startswith("native.") or key not in FIELDS:
+            continue
+        if value is not None and value != defaults.get(key):
+            yield key, value
+
+
+def findings(plan: Plan, columns: tuple[Engine, ...], target: str) -> list[Finding]:
+    """A finding for every stated field none of `columns` carries (the files `target`
+    writes: Accelerate's DeepSpeed path also writes a ds_config), one line per code."""
+    from distrecipe.translator.equivalence import finding  # the codes' catalogue
+
+    lost: dict[str, list[str]] = {}
+    for key, value in stated(plan):
+        cells = [FIELDS[key].cell(column) for column in columns]
+        if all(cell.how == "not carried" for cell in cells):
+            cell = cells[0]
+            assert cell.code is not None
+            lost.setdefault(cell.code, []).append(f"{key} {_text(value)} ({cell.native})")
+    return [finding(code, target, "; ".join(items)) for code, items in lost.items()]
+
+
+def _text(value: object) -> str:
+    if isinstance(value, tuple):
+        return "[" + ", ".join(map(str, value)) + "]"
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _defaults() -> Mapping[str, object]:
+    """Each field's default value, dotted: what a recipe that does not state it holds. A
+    section that is absent by default (optimizer, schedule, checkpoint, rl) has no keys
+    here, so every value in it counts as stated."""
+    from distrecipe.recipe import Batch, Cluster, Model, Recipe
+
+    values = recipe_values(Recipe(name="", model=Model(), cluster=Cluster(), strategy="ddp", batch=Batch()))
+    for name in ("strategy", "name"):
+        values.pop(name)  # required: always stated
+    return values
+
+
+def markdown() -> list[str]:
+    """The rows as Markdown lines, for `docs/equivalence.md`."""
+    lines = ["| recipe field | DeepSpeed | Accelerate | verl actor | HF Trainer |", "|---|---|---|---|---|"]
+    for key, entry in FIELDS.items():
+        lines.append(f"| `{key}` | " + " | ".join(_cell_text(entry.cell(e)) for e in ENGINES) + " |")
+    return lines
+
+
+def _cell_text(cell: Cell) -> str:
+    text = f"`{cell.native}`" if cell.how == "exact" else cell.native
+    label = {"exact": "", "mapped": "", "not carried": "not carried: ", "not applicable": "—"}[cell.how]
+    if cell.how == "not applicable":
+        return "—" + (f" ({cell.native})" if cell.native else "")
+    return label + text + (f" **{cell.code}**" if cell.code else "")

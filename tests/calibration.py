@@ -1,0 +1,323 @@
+"""Every published row `plan` can state, judged: memory, verdict and throughput.
+
+`judge(row)` writes the row as a recipe (`published.plan_for_row`), estimates it and
+compares what the row states: memory against the statistic it names (reserved,
+allocated; an unstated measure against reserved, the corpus's convention, with
+`needed` beside it), a `trained` / `oom` verdict against `fits?`, and tokens/s/GPU
+(derived from model TFLOP/s through the source's own FLOPs count where only those are
+given). `python -m tests.calibration [CSV ...]` prints the tables of `docs/plan.md`.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from distrecipe.job import Plan
+from distrecipe.plan import efficiency as eff
+from distrecipe.plan.efficiency import Efficiency, engine_family, generation, kernel_family
+from distrecipe.plan.engine import DeepSpeedZero
+from distrecipe.plan.report import deepspeed_zero, estimate
+from distrecipe.plan.steptime import step_time
+from distrecipe.plan.traffic import Traffic
+from distrecipe.plan.units import GiB
+from tests.published import CSV, Row, plan_for_row, rows, unstatable
+
+
+@dataclass(frozen=True)
+class Judged:
+    row: Row
+    reason: str | None
+    """Why the row is not judged (None: judged)."""
+    family: str = ""
+    """The engine family that runs it, as the plan reads it (`efficiency.engine_family`)."""
+    generation: str = ""
+    memory: float | None = None
+    """Relative error of the predicted statistic the row states (reserved, allocated)."""
+    needed: float | None = None
+    """Relative error of `needed` (reserved + CUDA context), what nvidia-smi would show."""
+    verdict: str | None = None
+    """`trained` or `oom` for rows that state only that; `ran` for a row with a memory figure."""
+    fits: bool | None = None
+    throughput: float | None = None
+    """Relative error of tokens/s/GPU."""
+
+    @property
+    def source(self) -> str:
+        return self.row.data["source_id"]
+
+    @property
+    def verdict_wrong(self) -> bool:
+        """'does not fit' for a run that ran, or 'fits' for a published out-of-memory."""
+        if self.verdict in ("trained", "ran"):
+            return self.fits is False
+        return self.verdict == "oom" and self.fits is True
+
+
+MEMORY_NOT_MODELLED = {
+    "kempnerforge_mfu_scaling_202604": "KempnerForge: its one-GPU rows hold less than AdamW's state alone "
+                                       "(8B in 80.7 GiB where 16 bytes a parameter is 120 GiB), and its TP plan "
+                                       "is not the engines' (docs/plan.md)",
+    "kempnerforge_weak_scaling_202606": "KempnerForge: as its MFU-scaling rows",
+    "kempnerforge_175b_360gpu_202607": "KempnerForge: as its MFU-scaling rows",
+    "torchtune_readme_mem": "torchtune's low-memory recipe (bf16 optimizer state in its step) is not stated",
+    "colossalai_pl_gpt2xl": "GPT-2's block and its fp16 loss are not the shapes modelled",
+}
+"""Sources whose memory figures the model does not describe (tests/test_plan_gpu.py's
+"not modelled"), reported apart; their throughput and verdicts are still judged."""
+
+STATISTIC = {"max_reserved": "reserved", "peak reserved": "reserved", "reported": "reserved",
+             "unstated": "reserved", "max_allocated": "allocated"}
+"""What each `memory_kind` compares with (its first word or words)."""
+
+
+def _family_and_generation(plan: Plan) -> tuple[str, str]:
+    return engine_family(plan), generation(plan) or "?"
+
+
+HARDWARE_FLOPS = ("narayanan2021_ptdp_secondary",)
+"""Sources whose TFLOP/s count the recomputed forward (Narayanan et al.'s Eq. 3)."""
+
+
+def megatron_tokens(row: Row) -> float | None:
+    """Tokens/s/GPU from a Megatron row's TFLOP/s, through Megatron's count of a GPT
+    layer's FLOPs per token: model FLOPs 72·l·h²·(1 + s/6h + V/12lh), or with the
+    recomputed forward (Narayanan et al. 2021, Eq. 3) 96·l·h²·(1 + s/6h + V/16lh)."""
+    d = row.data
+    if not d["tflops_per_gpu"] or d["tokens_per_s_per_gpu"] or not d["layers"]:
+        return None
+    layers, h, s, vocab = int(d["layers"]), int(d["hidden"]), int(d["seq_len"]), int(d["vocab"])
+    if d["source_id"] in HARDWARE_FLOPS:
+        per_token = 96 * layers * h * h * (1 + s / (6 * h) + vocab / (16 * layers * h))
+        return float(d["tflops_per_gpu"]) * 1e12 / per_token
+    per_token = 72 * layers * h * h * (1 + s / (6 * h) + vocab / (12 * layers * h))
+    return float(d["tflops_per_gpu"]) * 1e12 / per_token
+
+
+def judge(row: Row) -> Judged:
+    reason = unstatable(row)
+    d = row.data
+    if reason is None and d["memory_kind"] not in ("trained", "oom") and not d["memory_GiB"] \
+            and not (d["tokens_per_s_per_gpu"] or megatron_tokens(row)):
+        reason = "states neither memory, a verdict nor throughput"
+    if reason is not None:
+        return Judged(row, reason)
+    plan = plan_for_row(row)
+    est = estimate(plan)
+    family, gen = _family_and_generation(plan)
+    memory = needed = None
+    verdict = d["memory_kind"] if d["memory_kind"] in ("trained", "oom") else None
+    if d["memory_GiB"] and d["source_id"] not in MEMORY_NOT_MODELLED:
+        measured = float(d["memory_GiB"]) * GiB
+        kind = next(v for k, v in STATISTIC.items() if d["memory_kind"].startswith(k))
+        predicted = est.memory.reserved if kind == "reserved" else est.memory.allocated
+        memory, needed = predicted / measured - 1, est.memory.needed / measured - 1
+    if d["memory_GiB"]:
+        verdict = "ran"
+    if verdict == "ran" and row.gpu_gib is None:
+        verdict = None  # the card's memory is not stated: its size is the table's guess, no verdict
+    throughput = None
+    measured_tokens = float(d["tokens_per_s_per_gpu"]) if d["tokens_per_s_per_gpu"] else megatron_tokens(row)
+    if measured_tokens and est.step is not None and "fp8" not in d["precision"].lower():
+        throughput = est.step.tokens_per_s_per_gpu / measured_tokens - 1
+    return Judged(row, None, family, gen, memory, needed, verdict, est.fits, throughput)
+
+
+def judged(paths: Iterable[Path] = (CSV,)) -> list[Judged]:
+    return [judge(row) for path in paths for row in rows(path)]
+
+
+def _summary(errors: list[float]) -> str:
+    if not errors:
+        return "-"
+    worst = max(errors, key=abs)
+    within = sum(abs(e) <= 0.10 for e in errors)
+    return (f"{len(errors)} rows, median {statistics.median(errors):+.1%}, median |e| "
+            f"{statistics.median(abs(e) for e in errors):.1%}, worst {worst:+.1%}, ≤10 %: {within}")
+
+
+def report(results: list[Judged]) -> str:
+    """Per source and per engine family × GPU generation: memory and throughput errors,
+    verdicts, and the rows not judged with their reasons."""
+    lines = ["| source | family × generation | memory | throughput |", "|---|---|---|---|"]
+    by_source: dict[str, list[Judged]] = defaultdict(list)
+    for item in results:
+        by_source[item.source].append(item)
+    for source, items in by_source.items():
+        used = [i for i in items if i.reason is None]
+        if not used:
+            continue
+        cells = sorted({f"{i.family} × {i.generation}" for i in used})
+        lines.append(f"| {source} | {', '.join(cells)} | "
+                     f"{_summary([i.memory for i in used if i.memory is not None])} | "
+                     f"{_summary([i.throughput for i in used if i.throughput is not None])} |")
+    lines += ["", "| family × generation | memory | throughput |", "|---|---|---|"]
+    cells_of: dict[str, list[Judged]] = defaultdict(list)
+    for item in results:
+        if item.reason is None:
+            cells_of[f"{item.family} × {item.generation}"].append(item)
+    for cell, items in sorted(cells_of.items()):
+        lines.append(f"| {cell} | {_summary([i.memory for i in items if i.memory is not None])} | "
+                     f"{_summary([i.throughput for i in items if i.throughput is not None])} |")
+    lines += ["", "verdicts (published trained / oom, and rows with a memory figure that fail):"]
+    for item in results:
+        if item.reason is None and (item.verdict in ("trained", "oom") or item.verdict_wrong):
+            mark = "WRONG" if item.verdict_wrong else "ok"
+            lines.append(f"  {mark:5} {item.verdict:7} plan fits={item.fits}  {item.row.name}")
+    lines += ["", "memory not modelled (reported apart):"]
+    lines += [f"  {source}: {reason}" for source, reason in MEMORY_NOT_MODELLED.items()]
+    lines += ["", "not judged:"]
+    reasons: dict[str, list[str]] = defaultdict(list)
+    for item in results:
+        if item.reason is not None:
+            reasons[item.reason].append(item.source)
+    for reason, sources in sorted(reasons.items()):
+        counted = ", ".join(f"{s} ({sources.count(s)})" for s in dict.fromkeys(sources))
+        lines.append(f"  {reason}: {counted}")
+    return "\n".join(lines) + "\n"
+
+
+Cell = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class Timed:
+    """A judged throughput row with what `step_time` needs, so fits can re-price it cheaply."""
+
+    row: Row
+    plan: Plan
+    traffic: Traffic
+    zero: DeepSpeedZero | None
+    measured: float
+
+    @property
+    def source(self) -> str:
+        return self.row.data["source_id"]
+
+    @property
+    def cell(self) -> Cell:
+        """The efficiency cell that prices it (`efficiency.kernel_family`)."""
+        return kernel_family(self.plan), generation(self.plan) or "?"
+
+    @property
+    def fitted(self) -> bool:
+        """DeepSpeed's rows are judged by torch's figure, never fitted (`kernel_family`)."""
+        return engine_family(self.plan) != "deepspeed"
+
+
+def timed(paths: Iterable[Path] = (CSV,)) -> list[Timed]:
+    """Every judged row with a throughput figure and a known GPU generation."""
+    out = []
+    for item in judged(paths):
+        if item.throughput is None or item.generation == "?":
+            continue
+        plan = plan_for_row(item.row)
+        est = estimate(plan)
+        assert est.step is not None
+        measured = est.step.tokens_per_s_per_gpu / (1 + item.throughput)
+        out.append(Timed(item.row, plan, est.traffic_engine, deepspeed_zero(plan), measured))
+    return out
+
+
+@contextmanager
+def table(cells: dict[Cell, Efficiency]) -> Iterator[None]:
+    """`efficiency.FITTED` replaced by `cells` (a fit, or one made without a source)."""
+    saved = dict(eff.FITTED)
+    try:
+        eff.FITTED.clear()
+        eff.FITTED.update(cells)
+        yield
+    finally:
+        eff.FITTED.clear()
+        eff.FITTED.update(saved)
+
+
+def predicted(item: Timed) -> float:
+    result = step_time(item.plan, item.traffic, item.zero)
+    assert result is not None
+    return result.tokens_per_s_per_gpu
+
+
+def fit(items: list[Timed], start: dict[Cell, Efficiency] | None = None) -> dict[Cell, Efficiency]:
+    """Each cell's figure: the value whose median measured ÷ predicted over the cell's rows
+    is 1 (exposed traffic makes the prediction not quite proportional, so the median ratio
+    is applied until it settles), with its basis: how many rows, from which sources."""
+    cells: dict[Cell, list[Timed]] = defaultdict(list)
+    for item in items:
+        if item.fitted:
+            cells[item.cell].append(item)
+    fitted: dict[Cell, Efficiency] = {}
+    for cell, chosen in sorted(cells.items()):
+        value = (start or eff.FITTED).get(cell, Efficiency(0.5, "", False)).value
+        for _ in range(6):
+            with table({**fitted, cell: Efficiency(value, "", False)}):
+                value *= statistics.median(i.measured / predicted(i) for i in chosen)
+        sources = ", ".join(dict.fromkeys(SOURCE_NAMES.get(i.source, i.source) for i in chosen))
+        fitted[cell] = Efficiency(round(value, 2), f"fitted on {len(chosen)} published runs ({sources})", False)
+    return fitted
+
+
+SOURCE_NAMES = {
+    "torchtitan_bench_h100_202412": "torchtitan", "torchtitan_perf_a100_2024": "torchtitan",
+    "torchtitan_perf_405b_h100_2024": "torchtitan", "mosaic_llmfoundry_bench": "llm-foundry",
+    "ibm_fms_fsdp_readme": "IBM fms-fsdp", "colossalai_pl_gpt2xl": "Colossal-AI",
+    "kempnerforge_mfu_scaling_202604": "KempnerForge", "kempnerforge_weak_scaling_202606": "KempnerForge",
+    "kempnerforge_175b_360gpu_202607": "KempnerForge", "narayanan2021_ptdp_secondary": "Megatron-LM 2021",
+    "bigscience_tr11_prequel_2022": "BigScience", "bigscience_bloom_176b_run_2022": "BigScience",
+    "megatron_lm_readme_h100_2024": "Megatron-Core 2024",
+}
+"""How a basis names each source (a publication, not a file)."""
+
+
+def leave_one_source_out(items: list[Timed]) -> dict[str, list[tuple[Timed, float, Efficiency]]]:
+    """Each source's rows predicted by a table fitted without it: (row, error, the figure
+    used: the cell's refit, or borrowed by `efficiency.lookup` when only it had the cell)."""
+    out: dict[str, list[tuple[Timed, float, Efficiency]]] = {}
+    for source in dict.fromkeys(i.source for i in items):
+        others = fit([i for i in items if i.source != source])
+        rows_of = [i for i in items if i.source == source]
+        out[source] = []
+        for item in rows_of:
+            used = eff.lookup(*item.cell, others)
+            with table({**others, item.cell: used}):
+                out[source].append((item, predicted(item) / item.measured - 1, used))
+    return out
+
+
+def loso_report(items: list[Timed]) -> str:
+    """The leave-one-source-out table: per source, and per engine family × generation."""
+    results = leave_one_source_out(items)
+    lines = ["| source | family × generation | rows | median | median \\|e\\| | worst | within 15 % | figure used |",
+             "|---|---|---|---|---|---|---|---|"]
+    by_cell: dict[Cell, list[float]] = defaultdict(list)
+    for source, found in results.items():
+        errors = [e for _, e, _ in found]
+        cells = sorted({f"{engine_family(i.plan)} × {i.cell[1]}" for i, _, _ in found})
+        used = sorted({f"{u.value:g}{' (borrowed)' if u.borrowed else ''}" for _, _, u in found})
+        lines.append(f"| {source} | {', '.join(cells)} | {len(errors)} | {statistics.median(errors):+.1%} | "
+                     f"{statistics.median(abs(e) for e in errors):.1%} | {max(errors, key=abs):+.1%} | "
+                     f"{sum(abs(e) <= 0.15 for e in errors)} | {', '.join(used)} |")
+        for item, error, _ in found:
+            by_cell[(engine_family(item.plan), item.cell[1])].append(error)
+    lines += ["", "| family × generation | rows | median | median \\|e\\| | worst | within 15 % |", "|---|---|---|---|---|---|"]
+    for cell, errors in sorted(by_cell.items()):
+        lines.append(f"| {cell[0]} × {cell[1]} | {len(errors)} | {statistics.median(errors):+.1%} | "
+                     f"{statistics.median(abs(e) for e in errors):.1%} | {max(errors, key=abs):+.1%} | "
+                     f"{sum(abs(e) <= 0.15 for e in errors)} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    paths = [Path(p) for p in sys.argv[1:] if not p.startswith("-")] or [CSV]
+    if "--fit" in sys.argv:
+        for cell, value in fit(timed(paths)).items():
+            sys.stdout.write(f"{cell}: {value}\n")
+    elif "--loso" in sys.argv:
+        sys.stdout.write(loso_report(timed(paths)))
+    else:
+        sys.stdout.write(report(judged(paths)))

@@ -1,0 +1,127 @@
+"""`launch --slurm`'s sbatch lines an admin accepts (launch/slurm.py); the real cluster in tests/slurm.
+
+Nothing only the cluster's owners know is assumed: CPUs are a placeholder until stated
+(or `--exclusive`), memory is asked only when stated, the job starts in an absolute
+`--chdir` and names every path absolutely. `launch.slurm.time` is SLURM's text as
+written, whatever YAML 1.1 makes of `12:00:00`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ROOT / "recipes" / "tiny-cpu.yaml"
+SEED = ROOT / "recipes" / "seed-8b-32gpu-zero2.yaml"
+TIMES = ["12:00:00", "1:00:00", "30", "2-00:00:00", "1-12", "0:30:00", "00:10:00", "default"]
+SET = ("--partition", "debug", "--account", "default")
+
+Cli = Callable[..., Any]
+
+
+def sbatch(out: str) -> list[str]:
+    return [line.removeprefix("#SBATCH ") for line in out.splitlines() if line.startswith("#SBATCH ")]
+
+
+@pytest.mark.parametrize("time", TIMES)
+def test_every_slurm_time_form_works_on_the_command_line(cli: Cli, time: str) -> None:
+    result = cli("launch", TINY, "--slurm", *SET, "--cpus-per-task", "2", "--time", time)
+    assert result.code == 0, result.err
+    lines = sbatch(result.out)
+    assert (f"--time={time}" in lines) == (time != "default")
+    assert not any(line.startswith("--time") for line in lines) or time != "default"
+    srun = result.out.splitlines()[-1]
+    assert f"--set launch.slurm.time={time}" in srun, "each node's launch reads it back the same way"
+
+
+@pytest.mark.parametrize("time", TIMES)
+@pytest.mark.parametrize("style", ["block", "flow"])
+def test_every_slurm_time_form_works_in_the_recipe(cli: Cli, write: Any, time: str, style: str) -> None:
+    body = TINY.read_text().replace("launch: {backend: deepspeed}\n", "")
+    if style == "block":
+        body += f"launch:\n  backend: deepspeed\n  slurm:\n    time: {time}   # as SLURM writes it\n"
+    else:
+        body += f"launch: {{backend: deepspeed, slurm: {{time: {time}, partition: debug}}}}\n"
+    result = cli("launch", write("r.yaml", body), "--slurm", *SET, "--cpus-per-task", "2")
+    assert result.code == 0, result.err
+    assert (f"--time={time}" in sbatch(result.out)) == (time != "default")
+
+
+@pytest.mark.parametrize(("written", "shown"), [
+    ("yes", "'yes'"), ("1.5", "'1.5'"), ("2024-01-01", "'2024-01-01'"), ("0x1e", "'0x1e'"), ("soon", "'soon'"),
+    ("12:00:00:00", "'12:00:00:00'"),
+])
+def test_a_time_that_is_not_slurm_s_is_refused_as_written(cli: Cli, write: Any, written: str, shown: str) -> None:
+    message = ("launch.slurm.time must be a SLURM time limit such as 2-00:00:00, 12:00:00 or 30, or default, "
+               f"got {shown}")
+    result = cli("launch", TINY, "--slurm", "--time", written)
+    assert (result.code, result.err) == (2, f"--set launch.slurm.time={written}:1:19: error: {message}\n")
+    recipe = write("r.yaml", TINY.read_text().replace("launch: {backend: deepspeed}",
+                                                      f"launch: {{slurm: {{time: {written}}}}}"))
+    result = cli("launch", recipe, "--slurm")
+    assert (result.code, result.err) == (2, f"{recipe}:14:24: error: {message}\n")
+
+
+def test_no_cpu_count_is_assumed(cli: Cli) -> None:
+    result = cli("launch", SEED, "--slurm", *SET, "--time", "1:00:00")
+    lines = sbatch(result.out)
+    assert "--cpus-per-task=SET-launch.slurm.cpus_per_task" in lines
+    assert not any(line.startswith("--mem") or line == "--exclusive" for line in lines)
+    assert "echo 'distrecipe: set launch.slurm.cpus_per_task (or pass" in result.out
+    assert "srun --ntasks-per-node=1 --kill-on-bad-exit=1 " in result.out
+
+
+def test_exclusive_takes_the_whole_node_and_its_memory(cli: Cli) -> None:
+    result = cli("launch", SEED, "--slurm", *SET, "--time", "1:00:00", "--exclusive", "--mem", "0")
+    assert result.code == 0, result.err
+    lines = sbatch(result.out)
+    assert {"--exclusive", "--mem=0", "--gpus-per-node=8"} <= set(lines)
+    assert not any(line.startswith("--cpus-per-task") for line in lines), "the whole node's CPUs"
+    assert "exit 2" not in result.out, "nothing left unset"
+    assert "--set launch.slurm.mem=0 --set launch.slurm.exclusive=true" in result.out.splitlines()[-1]
+
+
+@pytest.mark.parametrize(("mem", "line"), [("512G", "--mem=512G"), ("64000", "--mem=64000"),
+                                           ("default", None)])
+def test_memory_as_slurm_writes_it(cli: Cli, mem: str, line: str | None) -> None:
+    result = cli("launch", SEED, "--slurm", *SET, "--time", "1:00:00", "--cpus-per-task", "96", "--mem", mem)
+    assert result.code == 0, result.err
+    mems = [entry for entry in sbatch(result.out) if entry.startswith("--mem")]
+    assert mems == ([line] if line else [])
+    assert "srun --ntasks-per-node=1 --cpus-per-task=96 --kill-on-bad-exit=1 " in result.out
+
+
+def test_bad_memory_and_cpus_are_refused(cli: Cli) -> None:
+    bad = cli("launch", SEED, "--slurm", "--mem", "lots")
+    assert bad.code == 2 and "launch.slurm.mem must be" in bad.err
+    bad = cli("launch", SEED, "--slurm", "--set", "launch.slurm.cpus_per_task=none")
+    assert bad.code == 2 and "launch.slurm.cpus_per_task" in bad.err
+
+
+def test_every_path_is_absolute_and_the_job_starts_where_it_was_written(
+        cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "recipe.yaml").write_text(TINY.read_text())
+    result = cli("launch", "recipe.yaml", "--slurm", *SET, "--time", "5", "--cpus-per-task", "2",
+                 "--runs-root", "out", "--", "train.py", "--data", "d.json")
+    assert result.code == 0, result.err
+    lines = sbatch(result.out)
+    assert f"--chdir={tmp_path}" in lines
+    assert f"--output={tmp_path}/out/tiny-cpu-slurm%j.out" in lines
+    srun = result.out.splitlines()[-1]
+    assert f" -m distrecipe launch {tmp_path}/recipe.yaml " in srun
+    assert srun.endswith(f"--runs-root {tmp_path}/out -- {tmp_path}/train.py --data d.json")
+
+
+def test_a_module_and_verl_overrides_are_no_paths(cli: Cli) -> None:
+    result = cli("launch", TINY, "--slurm", *SET, "--time", "5", "--cpus-per-task", "2", "--", "-m", "pkg.train")
+    assert result.out.splitlines()[-1].endswith("-- -m pkg.train")
+    rl = ("--set", "rl.rollout_n=4", "--set", "rl.prompts_per_step=128", "--set", "strategy=fsdp")
+    result = cli("launch", SEED, "--slurm", *SET, "--time", "5", "--cpus-per-task", "8", *rl, "--target", "verl",
+                 "--", "trainer.total_epochs=1")
+    assert result.code == 0, result.err
+    assert result.out.splitlines()[-1].endswith("-- trainer.total_epochs=1")

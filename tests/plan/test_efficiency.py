@@ -1,0 +1,78 @@
+"""Efficiency per (kernel family, GPU generation): each figure is the fit of its cell's
+published rows, and each source is predicted by a fit made without it.
+
+The rows are `tests/corpus/gpu/published.csv`'s that `plan` can state (`tests.calibration`;
+`python -m tests.calibration --loso` prints the table `docs/plan.md` quotes). DeepSpeed's
+rows are judged by torch's figure, never fitted (`efficiency.kernel_family`).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+
+import pytest
+
+from distrecipe.plan import efficiency as eff
+from distrecipe.plan.efficiency import Efficiency, lookup, matmul_factor
+from distrecipe.recipe import Gpu
+from distrecipe.translator.resolve import variant
+from tests import calibration
+from tests.published import CSV
+
+pytestmark = pytest.mark.skipif(not CSV.exists(), reason="tests/corpus/gpu/published.csv not present")
+
+TIMED = calibration.timed() if CSV.exists() else []
+
+
+def test_each_figure_is_the_fit_of_its_cell() -> None:
+    fitted = calibration.fit(TIMED)
+    assert set(fitted) == set(eff.FITTED)
+    for cell, figure in fitted.items():
+        assert eff.FITTED[cell] == figure, (cell, figure)
+
+
+def test_each_source_predicted_without_it() -> None:
+    """The leave-one-source-out errors. A cell fitted on two or more sources predicts each
+    of them within 25 % at the median; a cell with one source (Megatron-Core on Hopper)
+    can only borrow, and the table shows how far that is (printed, not bounded)."""
+    results = calibration.leave_one_source_out(TIMED)
+    print("\n" + calibration.loso_report(TIMED))
+    assert set(results) == {item.source for item in TIMED}
+    sources: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for item in TIMED:
+        if item.fitted:
+            sources[item.cell].add(item.source)
+    errors: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for found in results.values():
+        for item, error, used in found:
+            if item.fitted:
+                errors[item.cell].append(error)
+                assert used.borrowed == (len(sources[item.cell]) == 1), item.row.name
+    for cell, values in errors.items():
+        if len(sources[cell]) > 1:
+            assert statistics.median(abs(e) for e in values) < 0.25, cell
+
+
+def test_a_cell_without_rows_borrows_and_says_so() -> None:
+    table = {("torch", "ampere"): Efficiency(0.7, "", False), ("torch", "hopper"): Efficiency(0.5, "", False),
+             ("megatron", "ampere"): Efficiency(0.6, "", False)}
+    borrowed = lookup("megatron", "hopper", table)
+    assert borrowed.borrowed and borrowed.value == round(0.6 * 0.5 / 0.7, 2)
+    assert "Megatron on Ampere × FSDP2/DDP on Hopper / FSDP2/DDP on Ampere" in borrowed.basis
+    assert lookup("torch", "blackwell", table).borrowed
+    assert lookup("torch", None, table).basis.endswith("the GPU's generation is unknown")
+
+
+@pytest.mark.parametrize("gpu", Gpu.__args__)  # type: ignore[attr-defined]
+def test_every_gpu_name_has_a_generation(gpu: str) -> None:
+    assert next((g for prefix, g in eff.GENERATIONS if gpu.startswith(prefix)), None) in eff.HBM
+
+
+def test_small_matmuls_are_slower() -> None:
+    """The roofline factor falls with the micro-batch's tokens and with tensor parallelism."""
+    plan = next(item.plan for item in TIMED if item.source == "torchtitan_perf_a100_2024")
+    peak = 312e12
+    big = matmul_factor(plan, peak)
+    small = matmul_factor(variant(plan, batch={"seq_len": 512}), peak)
+    assert 0 < small < big < 1

@@ -245,7 +245,8 @@ def test_references_resolve_from_the_launch_directory(tmp_path: Path, monkeypatc
         "distributed_type: DEEPSPEED\nnum_processes: 8\ndeepspeed_config:\n  deepspeed_config_file: configs/ds.json\n")
     monkeypatch.chdir(tmp_path)  # accelerate launch opens the file from where it runs
     report = lint(["configs"], config=LintConfig())
-    assert [(f.where.file if f.where else "", f.code) for f in report.findings] == [("configs/acc.yaml", "DR344")]
+    assert [(f.where.file if f.where else "", f.code) for f in report.findings] == [
+        ("configs/acc.yaml", "DR344"), ("configs/ds.json", "DR318")]  # each file says its side
 
 
 def test_every_code_in_the_package_can_be_explained() -> None:

@@ -25,8 +25,9 @@ from distrecipe.engines.accelerate import MARKERS as ACCELERATE_MARKERS
 from distrecipe.engines.argv import LAUNCHER_WORDS, launches, training_arguments
 from distrecipe.engines.axolotl import is_axolotl
 from distrecipe.engines.deepspeed import MARKERS as DS_MARKERS
+from distrecipe.engines.hf import FLAG_TYPES
 from distrecipe.engines.hf import MARKERS as HF_MARKERS
-from distrecipe.engines.hydra import read_overrides
+from distrecipe.engines.hydra import read_overrides, verl_commands
 from distrecipe.engines.llamafactory import V1 as LLAMAFACTORY_V1
 from distrecipe.engines.llamafactory import is_llamafactory
 from distrecipe.engines.llamafactory import is_v1 as is_llamafactory_v1
@@ -64,7 +65,21 @@ def detect(doc: Document) -> Kind | None:
         return "hf"
     if keys & DS_MARKERS or _near_deepspeed(keys):
         return "deepspeed"
+    if not keys and doc.file.endswith(".sh"):
+        return _cut_kind(doc)
     return platform_kind(data)
+
+
+def _cut_kind(doc: Document) -> Kind | None:
+    """The kind of a launch script whose program gets none of its arguments because a
+    comment ended the command (`shell.RawCommand.cut`): what the lost arguments are."""
+    text = "\n".join(doc.lines)
+    if any(command.unreached for command in verl_commands(text, doc.file)):
+        return "verl"
+    for launch in launches(text, doc.file) if any(word in text for word in LAUNCHER_WORDS) else ():
+        if any((word.value or "").lstrip("-").replace("-", "_") in FLAG_TYPES for word in launch.unreached):
+            return "hf"
+    return None
 
 
 def unsupported(doc: Document) -> str | None:
@@ -86,8 +101,11 @@ UNSUPPORTED: tuple[tuple[frozenset[str], str], ...] = tuple(
 
 
 def _runs_verl(doc: Document, keys: set[str]) -> bool:
-    """Overrides a script passes to verl's trainer: any of verl's groups (a critic-only or
-    `algorithm.*` run sets neither `actor_rollout_ref` nor `data` with `trainer`)."""
+    """Overrides a script passes to verl's trainer (a critic-only or `algorithm.*` run sets
+    neither `actor_rollout_ref` nor `data` with `trainer`): any of verl's groups, from a
+    launch script's verl command (`hydra.verl_commands`) or an override file."""
+    if doc.file.endswith(".sh"):  # read from the arguments of a command that runs verl
+        return bool(keys & set(VERL_ROOTS))
     return bool(keys) and keys <= set(VERL_ROOTS) and any(VERL_ENTRY in line for line in doc.lines)
 
 
@@ -115,14 +133,14 @@ def read(path: Path, text: str) -> Document:
 
 
 def script_arguments(text: str, file: str) -> Document | None:
-    """The TrainingArguments of a launch script's first launch command that passes any."""
+    """The TrainingArguments of a launch script's first launch command that passes any of
+    the ones lint reads (`engines.hf.FLAG_TYPES`, as the workspace takes its world from)."""
     if not any(word in text for word in LAUNCHER_WORDS):
         return None
     lines = tuple(text.splitlines())
     for launch in launches(text, file):
-        doc = training_arguments(launch, file, lines)
-        if doc.data:
-            return doc
+        if any(name in FLAG_TYPES for name in launch.flags):
+            return training_arguments(launch, file, lines)
     return None
 
 

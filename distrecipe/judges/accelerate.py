@@ -68,7 +68,11 @@ def worker_plugin(args: Any, env: Mapping[str, str]) -> Any:
 
 
 def refusals() -> tuple[type[BaseException], ...]:
-    return ValueError, TypeError, KeyError, AssertionError, NotImplementedError, FileNotFoundError
+    """What Accelerate raises on a config it cannot run: its own checks, and the crash of
+    its code on a value of another type (`mixed_precision: false` is a YAML boolean, whose
+    `.lower()` fails in `prepare_multi_gpu_env`)."""
+    return (ValueError, TypeError, KeyError, AssertionError, NotImplementedError, FileNotFoundError,
+            AttributeError)
 
 
 def loader_refusal(config_file: Path) -> ValueError | None:

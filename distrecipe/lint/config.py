@@ -6,6 +6,7 @@
     exclude = ["third_party/*"]     # glob patterns skipped when walking directories
     ds_config = "hf"                # who reads the ds_configs: "hf", "accelerate" or "raw"
     # or per glob: ds_config = { "configs/raw/*.json" = "raw", "*.json" = "hf" }
+    transformers = "4.46"           # the release the project pins: judge removed fields by it
 
     [tool.distrecipe.lint]
     fail_on = "error"               # exit 1 on findings at this level or above: error, warning, info
@@ -86,6 +87,8 @@ class LintConfig:
     """(glob, consumer) pairs in the order written; `"*"` when one consumer is given for all."""
     root: Path | None = None
     """The directory of the pyproject.toml the globs are relative to."""
+    transformers: str | None = None
+    """The transformers release the project pins (`4.46`), when not the installed one."""
 
     def level(self, code: str, default: Severity) -> Level:
         """The level `code` runs at: `[tool.distrecipe.lint] rules`, else `disable` /
@@ -141,7 +144,7 @@ def load_config(pyproject: Path | None, codes: frozenset[str], formats: frozense
     if not isinstance(table, dict):
         raise ConfigError("[tool.distrecipe] must be a table", Position(name, 1, 1))
     at = _Locator(name, text)
-    allowed = ["world", "disable", "severity", "format", "exclude", "ds_config", "lint"]
+    allowed = ["world", "disable", "severity", "format", "exclude", "ds_config", "lint", "transformers"]
     for key in table:
         if key not in allowed:
             raise ConfigError(f"[tool.distrecipe] unknown key {key!r}{did_you_mean(key, allowed)}",
@@ -168,6 +171,7 @@ def load_config(pyproject: Path | None, codes: frozenset[str], formats: frozense
         min_severity=_choice(lint.get("min_severity", "info"), severities, "lint.min_severity",
                              lint_at("min_severity")),
         root=pyproject.parent,
+        transformers=_release(table.get("transformers"), at("transformers")),
     )
 
 
@@ -212,6 +216,15 @@ def _consumers(value: Any, where: Position) -> tuple[tuple[str, Consumer], ...]:
                           "or a table of glob = consumer", where)
     return tuple((str(glob), _choice(consumer, list(CONSUMERS), f"ds_config.{glob}", where))
                  for glob, consumer in value.items())
+
+
+def _release(value: Any, where: Position) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not re.fullmatch(r"\d+(\.\d+){0,2}", value):
+        raise ConfigError(f"[tool.distrecipe] transformers must be a release number such as \"4.46\", "
+                          f"not {value!r}", where)
+    return value
 
 
 def _world(value: Any, where: Position) -> int | None:

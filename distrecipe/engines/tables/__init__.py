@@ -97,6 +97,20 @@ def verl_tree(config: VerlConfig) -> dict[str, Any]:
 
 
 @cache
+def training_flags() -> dict[str, dict[str, Any]]:
+    """How `HfArgumentParser(TrainingArguments)` reads each field from a command line: its
+    conversion (`int`, `float`, `bool`, `str`, `enum`, `other`), `choices`, `nargs`."""
+    flags: dict[str, dict[str, Any]] = table("hf")["flags"]
+    return flags
+
+
+@cache
+def trainer_modules() -> frozenset[str]:
+    """The installed verl's trainer modules (`verl.trainer.main_ppo`, ...)."""
+    return frozenset(table("verl").get("trainer_modules", ()))
+
+
+@cache
 def training_arguments() -> frozenset[str]:
     """The fields `HfArgumentParser` accepts for the installed transformers' `TrainingArguments`."""
     return frozenset(table("hf")["training_arguments"])

@@ -88,10 +88,10 @@ def _problems(src: Source, outcome: str) -> Iterator[Problem]:
 
 def _judge(src: Source) -> Verdict:
     """The verdict of the engine that reads `src` (see `distrecipe/judges/`)."""
-    from distrecipe.judges import EngineMissing, Note, Verdict
+    from distrecipe.judges import EngineMissing, Note, Verdict, engine_output
 
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), engine_output():
             warnings.simplefilter("ignore")  # the engines' import-time chatter is not a finding
             verdict = _run(src)
     except EngineMissing as exc:

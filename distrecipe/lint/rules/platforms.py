@@ -393,11 +393,11 @@ def job_world_mismatch(src: Source) -> Iterator[Problem]:
     world = job_world(kind, src.data)
     written = API_VERSIONS[kind][1] if kind != "skypilot" else "SkyPilot task"
     for words in job_commands(kind, src.doc):
-        launch = launch_of(words)
-        if launch is not None:
-            yield from _launch(src, launch, world, written)
-        elif (recipe := named_recipe(words)) is not None:
+        launch = launch_of(words)  # `python3 -m distrecipe launch` is a python launch too: recipe first
+        if (recipe := named_recipe(words)) is not None:
             yield from _recipe(src, recipe, world, written)
+        elif launch is not None:
+            yield from _launch(src, launch, world, written)
         elif (overrides := verl_overrides(words)) is not None:
             yield from _verl(src, overrides, world, written, words[0])
 

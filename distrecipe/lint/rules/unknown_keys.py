@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any, Literal
 
 from distrecipe.engines.deepspeed import IGNORE_KEY
+from distrecipe.engines.hydra import overrides, verl_commands
 from distrecipe.engines.tables import (
     Section,
     is_comment_key,
@@ -22,7 +23,7 @@ from distrecipe.engines.tables import (
     table,
     verl_tree,
 )
-from distrecipe.engines.verl import verl_config
+from distrecipe.engines.verl import removed_entry, verl_config
 from distrecipe.keys import CLOSE, did_you_mean
 from distrecipe.lint.rule import Problem, Source
 from distrecipe.source import KeyPath
@@ -376,7 +377,7 @@ def verl_unknown_key(src: Source) -> Iterator[Problem]:
 
     Fix: the key's new place (the message suggests the nearest), or `+key=value` to add one.
     """
-    if src.path.suffix in (".yaml", ".yml", ".json") and not src.within:
+    if (src.path.suffix in (".yaml", ".yml", ".json") and not src.within) or _other_entry(src):
         return
     tree = verl_tree(verl_config(src.data, src.doc.lines))
     reported: set[KeyPath] = set()
@@ -400,3 +401,66 @@ def verl_unknown_key(src: Source) -> Iterator[Problem]:
                                        f"config: Hydra refuses the override (prefix + to add a key)"
                                        f"{did_you_mean(str(part), choices)}", key=True)
             break
+
+
+def _other_entry(src: Source) -> bool:
+    """A script whose verl commands all run a trainer other than the PPO entry (a module
+    verl removed, DR356), whose config tree is not the PPO tree the rules know."""
+    if src.path.suffix.lower() != ".sh" or src.within:
+        return False
+    commands = verl_commands("\n".join(src.doc.lines), src.doc.file)
+    return bool(commands) and all(removed_entry(command.entry) for command in commands)
+
+
+def _exists(tree: Any, path: KeyPath) -> bool:
+    node = tree
+    for part in path:
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def verl_prefix_refused(src: Source) -> Iterator[Problem]:
+    """`+key=value` on a key verl's config already has, or `~key` on one it lacks: Hydra refuses.
+
+    Hydra's `+` appends a key, and refuses one that is there ("Could not append to
+    config. An item is already at 'trainer.val_before_train'"); `++` sets a key whether
+    or not it exists; `~` deletes one, and refuses a key that is not there ("Could not
+    delete from config"). Scripts written for older verl releases prefix keys that verl
+    has since added to its config, and stop before anything starts. The key tree is the
+    installed verl's composed config (see DR352).
+
+    Fails: verl
+    ```text
+    data.train_batch_size=64
+    +trainer.val_before_train=False
+    trainer.n_gpus_per_node=8
+    ```
+
+    Passes: verl
+    ```text
+    data.train_batch_size=64
+    trainer.val_before_train=False
+    trainer.n_gpus_per_node=8
+    ```
+
+    Fix: drop the `+` (or write `++`, which sets the key either way).
+    """
+    if (src.path.suffix in (".yaml", ".yml", ".json") and not src.within) or _other_entry(src):
+        return
+    tree = verl_tree(verl_config(src.data, src.doc.lines))
+    for path, where in sorted(src.doc.key_positions.items(), key=lambda item: (item[1].line, item[1].col)):
+        line = src.doc.lines[where.line - 1] if 0 < where.line <= len(src.doc.lines) else ""
+        before = line[: where.col - 1]
+        if before.endswith("+") and not before.endswith("++") and _exists(tree, path):
+            name = ".".join(map(str, path))
+            yield Problem(path, f"+{name} adds a key, but {label('verl')}'s config has {name} already: "
+                                f"Hydra refuses it (\"Could not append to config\"); write {name}=... or "
+                                f"++{name}=...", key=True)
+    if src.within:
+        return
+    for item in overrides("\n".join(src.doc.lines), src.doc.file):
+        if item.prefix == "~" and not _exists(tree, item.path):
+            yield Problem(item.path, f"~{item.key} deletes a key {label('verl')}'s config does not have: "
+                                     "Hydra refuses it (\"Could not delete from config\")", where=item.key_at)

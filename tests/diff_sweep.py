@@ -191,8 +191,12 @@ def _cli(argv: list[str]) -> tuple[int, str, str]:
 
 
 def diff_keys(old: Path, new: Path, *extra: str) -> tuple[int, list[str], str]:
+    """diff's exit code, the keys it names as changes, and its notes (else its error)."""
     code, out, err = _cli(["diff", str(old), str(new), *extra, "--format", "json"])
-    return code, [str(c["key"]) for c in json.loads(out)["changes"]] if code == 0 else [], err
+    if code != 0:
+        return code, [], err
+    data = json.loads(out)
+    return code, [str(c["key"]) for c in data["changes"]], "\n".join(data["notes"])
 
 
 def sweep_field(key: str, node: dict[str, Any], work: Path) -> FieldResult:
@@ -224,6 +228,12 @@ def sweep_field(key: str, node: dict[str, Any], work: Path) -> FieldResult:
 
 
 # ---- (b) native keys of the corpus
+
+
+WORLD = ["--world", "8"]
+WORLD_KINDS = ("deepspeed", "hf")
+"""The kinds whose files do not state their world: told 8 ranks (an Accelerate YAML and a
+verl script state theirs, and `--world` would override it)."""
 
 
 def corpus_files() -> Iterator[tuple[Path, str]]:
@@ -277,7 +287,8 @@ def write_changed(path: Path, kind: str, written: tuple[str, ...], new: Any, out
         pattern = re.compile(rf"(?<![\w.])(\+{{0,2}}{key}=)(\"[^\"]*\"|'[^']*'|\S+?)(?=\s*\\?\s*$|\s)", re.M)
         if not pattern.search(text):
             return False
-        out.write_text(pattern.sub(lambda m: m.group(1) + f"'{literal}'", text, count=1), encoding="utf-8")
+        token = literal if isinstance(new, int | float) else f"'{literal}'"  # a quoted number is a string
+        out.write_text(pattern.sub(lambda m: m.group(1) + token, text, count=1), encoding="utf-8")
         return True
     data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     node = data
@@ -289,7 +300,20 @@ def write_changed(path: Path, kind: str, written: tuple[str, ...], new: Any, out
     return True
 
 
-def sweep_file(path: Path, work: Path, sample: int | None = None) -> list[KeyResult]:
+def recipe_names(key: str, kind: str, keys: list[str], notes: str) -> bool:
+    """Whether a diff in the recipe's vocabulary names native `key` of `kind`: as the
+    `native` section's key, or as a recipe field the carry table maps it from."""
+    from distrecipe.translator.carry import FIELDS
+
+    if f"native.{kind}.{key}" in keys or f"{key} = " in notes:  # changed, or named as not carried
+        return True
+    leaf = re.split(r"[.\[]", key.lstrip("+"))[-1].rstrip("]")
+    mapped = [f for f, row in FIELDS.items() if key in str(row.cell(kind).native)  # type: ignore[arg-type]
+              or re.search(rf"\b{re.escape(leaf)}\b", str(row.cell(kind).native))]  # type: ignore[arg-type]
+    return any(k == f or k.startswith(f"{f}.") for f in mapped for k in keys)
+
+
+def sweep_file(path: Path, work: Path, sample: int | None = None, via_recipe: bool = False) -> list[KeyResult]:
     from distrecipe.engines.tables import is_comment_key
     from distrecipe.keys import joined
 
@@ -300,6 +324,13 @@ def sweep_file(path: Path, work: Path, sample: int | None = None) -> list[KeyRes
     except DistrecipeError:  # a corpus file the engine's reader refuses has no keys to change
         return []
     results = []
+    world = WORLD if kind in WORLD_KINDS else []
+    imported = work / "imported.yaml"
+    if via_recipe:
+        code, out, _ = _cli(["import", str(path), *world])
+        if code != 0:
+            return []
+        imported.write_text(out, encoding="utf-8")
     for written, value in leaves[:sample]:
         key = joined(written)
         if kind in ("deepspeed", "accelerate") and any(map(is_comment_key, written)):
@@ -310,8 +341,10 @@ def sweep_file(path: Path, work: Path, sample: int | None = None) -> list[KeyRes
         if new is None or not write_changed(path, kind, written, new, changed):
             results.append(KeyResult(path.name, kind, key, "unwritable"))
             continue
-        code, keys, err = diff_keys(path, changed, "--world", "8")
-        if code == 0 and key in keys:
+        code, keys, err = diff_keys(imported if via_recipe else path, changed, *world)
+        if via_recipe and code == 2:
+            results.append(KeyResult(path.name, kind, key, "refused", err.strip()[-200:]))
+        elif code == 0 and (key in keys if not via_recipe else recipe_names(key, kind, keys, err)):
             results.append(KeyResult(path.name, kind, key, "named"))
         else:
             results.append(KeyResult(path.name, kind, key, "missed", err.strip()[-200:] if code else str(keys)))
@@ -330,7 +363,7 @@ def main(argv: list[str]) -> int:
                 print(f"  {r.outcome}: {r.key} {r.why}")
         if "--fields" in argv:
             return 0
-        keys = [r for path, _ in corpus_files() for r in sweep_file(path, work)]
+        keys = [r for path, _ in corpus_files() for r in sweep_file(path, work, via_recipe="--recipe" in argv)]
         by_kind = Counter((r.kind, r.outcome) for r in keys)
         for (kind, outcome), n in sorted(by_kind.items()):
             print(f"{kind:10} {outcome:10} {n}")

@@ -34,8 +34,13 @@ from distrecipe.translator.importers import World
 from distrecipe.translator.importers.registry import import_document, read_native
 from distrecipe.translator.importers.residue import NOT_CARRIED
 
-IGNORED = frozenset({"name"})
-"""Keys whose change means nothing to the job."""
+IGNORED: dict[str, str] = {
+    "name": "a label for the run's directory and job name; no rank computes anything from it, "
+            "and an imported file's name is its file stem, so two copies of one config would differ",
+}
+"""The one list of keys whose change means nothing to the job, each with why. Everything
+else `plan_values` lists (every recipe field, walked from the dataclasses, and each
+`native` key) is compared, so a field added later is compared without touching this."""
 
 NOT_STATED = "not stated"
 """A side's source when its file does not state the key and the engine has no default."""

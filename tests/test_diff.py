@@ -272,3 +272,32 @@ def test_a_native_change_against_its_imported_recipe_is_never_silent(kind: str, 
     results = [r for path in _sample(FILES, kind, 1)
                for r in diff_sweep.sweep_file(path, tmp_path, via_recipe=True)]
     assert [r for r in results if r.outcome == "missed"] == []
+
+
+def test_a_field_the_native_side_maps_is_its_default_never_borrowed(cli: Callable[..., Result],
+                                                                    write: Callable[[str, str], Path]) -> None:
+    """An Accelerate YAML that leaves FSDP's offload out means none; a recipe that offloads
+    differs from it (it was once filled from the recipe: the same job)."""
+    yaml_text = "distributed_type: FSDP\nnum_processes: 8\nmixed_precision: bf16\nfsdp_config:\n  fsdp_version: 2\n"
+    offloaded = write("on.yaml", yaml_text + "  fsdp_offload_params: true\n")
+    plain = write("off.yaml", yaml_text)
+    imported = cli("import", offloaded)
+    assert imported.code == 0, imported.err
+    recipe = write("recipe.yaml", imported.out)
+    result = cli("diff", recipe, plain)
+    assert result.code == 0, result.err
+    assert "offload.params: cpu → none" in result.out.splitlines()
+    assert cli("diff", recipe, offloaded).out.startswith(f"{recipe} and {offloaded} describe the same job")
+
+
+def test_a_stated_value_the_import_drops_is_named(cli: Callable[..., Result],
+                                                  write: Callable[[str, str], Path]) -> None:
+    base = {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1, "zero_optimization": {"stage": 2}}
+    plain = write("a.json", json.dumps(base))
+    imported = cli("import", plain, "--world", "8")
+    recipe = write("recipe.yaml", imported.out)
+    odd = write("b.json", json.dumps({**base, "bf16": {"enabled": "sometimes"}}))
+    result = cli("diff", recipe, odd, "--world", "8")
+    assert result.code == 0, result.err
+    assert f"note: {odd}: bf16.enabled = 'sometimes' disagrees with the imported precision and is not carried: " \
+           "check the recipe's precision" in result.out.splitlines()

@@ -267,3 +267,16 @@ def test_a_null_is_carried_only_where_the_input_says_something_by_it(
     assert (f"{args}: note: stated null, carried as null in native.hf (compile leaves them out): "
             "per_gpu_train_batch_size") in results["args"].err.splitlines()
     assert "carried verbatim in native.deepspeed" not in results["ds"].err  # it named nothing
+
+
+def test_a_verl_parallel_size_that_is_text_is_refused_at_its_key(cli: Callable[..., Result],
+                                                                 write: Callable[[str, str], Path]) -> None:
+    """Hydra reads `'4'` as a string: the import must not do arithmetic on it (it crashed)."""
+    script = write("run.sh", "python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer \\\n"
+                             "    actor_rollout_ref.actor.megatron.tensor_model_parallel_size='4' \\\n"
+                             "    actor_rollout_ref.actor.ppo_mini_batch_size=16 data.train_batch_size=32 \\\n"
+                             "    actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2 \\\n"
+                             "    trainer.n_gpus_per_node=8 trainer.nnodes=1\n")
+    result = cli("import", script)
+    assert result.code == 2 and "internal error" not in result.err
+    assert "parallel.tensor must be an integer" in result.err.splitlines()[-1]

@@ -33,9 +33,15 @@ from distrecipe.source import Document
 from distrecipe.translator.carry import FIELDS
 from distrecipe.translator.importers import World
 from distrecipe.translator.importers.registry import import_document, read_native
+from distrecipe.translator.importers.residue import NOT_CARRIED
 
-IGNORED = frozenset({"name"})
-"""Keys whose change means nothing to the job."""
+IGNORED: dict[str, str] = {
+    "name": "a label for the run's directory and job name; no rank computes anything from it, "
+            "and an imported file's name is its file stem, so two copies of one config would differ",
+}
+"""The one list of keys whose change means nothing to the job, each with why. Everything
+else `plan_values` lists (every recipe field, walked from the dataclasses, and each
+`native` key) is compared, so a field added later is compared without touching this."""
 
 NOT_STATED = "not stated"
 """A side's source when its file does not state the key and the engine has no default."""
@@ -89,11 +95,16 @@ class Side:
     native: bool
 
 
-def read_side(path: str, kind: str, doc: Document, *, world: int | None, nodes: int = 1) -> Side:
-    """A recipe as written, or a native config imported into a recipe document."""
+def read_side(path: str, kind: str, doc: Document, *, world: int | None, nodes: int = 1,
+              notes: list[str] | None = None) -> Side:
+    """A recipe as written, or a native config imported into a recipe document. What the
+    import could not carry (a value that contradicts what the recipe decides) is in no
+    Plan, so it is added to `notes`, naming the key: never a silent "same job"."""
     if kind == "recipe":
         return Side(path, doc, native=False)
     imported = import_document(kind, doc, World.of(world, nodes) if world is not None else None)
+    if notes is not None:
+        notes += [f"{path}: {note}" for note in imported.notes if NOT_CARRIED in note]
     data = {"name": Path(path).stem, **imported.recipe}
     return Side(path, Document(data, f"{path} (imported)"), native=True)
 
@@ -101,14 +112,16 @@ def read_side(path: str, kind: str, doc: Document, *, world: int | None, nodes: 
 def _borrow(side: Side, kind: str, other: Side, notes: list[str]) -> Document:
     """The native side, completed with what its kind cannot state and only the other side
     does (the model's shape, the run's launch settings, recompute in a ds_config): per the
-    carry table (`translator.carry`), every field that kind does not carry exactly."""
+    carry table (`translator.carry`), every field that kind does not carry or has no key
+    for. A field the kind maps (Accelerate's offload, a stage) and the file leaves out is
+    the engine's default there, a difference to report, never one to fill from the other."""
     if not side.native or not isinstance(other.doc.data, dict) or kind not in ENGINES:
         return side.doc
     data = copy.deepcopy(side.doc.data)
     taken = []
     for key, row in FIELDS.items():
         written = _written(key)
-        if row.cell(kind).how == "exact" or written is None:
+        if row.cell(kind).how in ("exact", "mapped") or written is None:
             continue
         value = get(other.doc.data, *written)
         if value is None or get(data, *written) is not None:
@@ -167,7 +180,7 @@ def _sizes_model(overrides: Sequence[str]) -> bool:
 
 def _plans(sides: Sequence[tuple[str, str, Document]], world: int | None, nodes: int,
            overrides: Sequence[str], notes: list[str]) -> list[Plan]:
-    a, b = (read_side(path, kind, doc, world=world, nodes=nodes) for path, kind, doc in sides)
+    a, b = (read_side(path, kind, doc, world=world, nodes=nodes, notes=notes) for path, kind, doc in sides)
     kinds = {a.path: sides[0][1], b.path: sides[1][1]}
     return [plan_of(_borrow(x, kinds[x.path], y, notes), x.path, world=world, overrides=overrides)
             for x, y in ((a, b), (b, a))]

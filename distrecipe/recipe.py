@@ -639,11 +639,13 @@ class Recipe:
     config.json: num_local_experts`), for `resolve`'s provenance."""
 
     def at(self, *keys: str) -> Position:
-        """Position of the first of `keys` that was written, else the file's start."""
+        """Position of the first of `keys` that was written, else the file's start; either
+        carries `keys`, so a refusal made at it names them (`DistrecipeError.keys`)."""
         for key in keys:
             if key in self.where:
-                return self.where[key]
-        return Position(self.source, 1, 1)
+                found = self.where[key]
+                return Position(found.file, found.line, found.col, keys)
+        return Position(self.source, 1, 1, keys)
 
 
 NAME_LENGTH = 128

@@ -16,6 +16,7 @@ from distrecipe.engines.tables import label
 from distrecipe.job import plan_values
 from distrecipe.translator.load import recipe_from_text
 from distrecipe.translator.resolve import resolve
+from tests import diff_sweep
 from tests.conftest import RECIPES, Result
 from tests.strategies import recipe_documents, to_yaml
 
@@ -210,3 +211,93 @@ def test_markdown_keeps_every_hostile_key_and_value_inside_its_cell(cli: Callabl
             row.append(text(token))
     assert rows == [["setting", "before", "after"], ["zero_optimization.stage", "2", "3"],
                     ["we|ird\\nkey`x", "a|b", "c|d"], ["tag", '"v|1\\n`x`"', "v|2 *b* <i>"], [" spaced ", "2", "3"]]
+
+
+# ---- every schema field and every native key of the corpus (issue 17 §2; tests/diff_sweep.py)
+
+
+def test_ignored_fields_say_why() -> None:
+    from distrecipe.diff import IGNORED
+
+    assert IGNORED and all(len(reason.split()) >= 5 for reason in IGNORED.values())
+    assert set(IGNORED) <= {key for key, _ in diff_sweep.schema_fields()}
+
+
+@pytest.mark.parametrize(("key", "node"), list(diff_sweep.schema_fields()), ids=lambda v: v if isinstance(v, str) else "")
+def test_diff_names_every_schema_field(key: str, node: dict[str, Any], tmp_path: Path) -> None:
+    """Each field changed alone (in a base recipe where it means something) is named by
+    diff, dotted; a field in the ignored list never is; the format version has one value."""
+    from distrecipe.diff import IGNORED
+
+    result = diff_sweep.sweep_field(key, node, tmp_path)
+    if key == "recipe":
+        assert result.outcome == "unexercised" and node["const"] == 1  # no other valid value to change to
+    elif key in IGNORED:
+        assert result.outcome == "ignored", result
+    else:
+        assert result.outcome == "named", result
+
+
+def _sample(files: list[tuple[Path, str]], kind: str, every: int) -> list[Path]:
+    return [path for path, of in files if of == kind][::every]
+
+
+FILES = list(diff_sweep.corpus_files())
+KINDS = ("deepspeed", "accelerate", "hf", "verl")
+
+
+@pytest.mark.parametrize("path", [p for kind in KINDS for p in _sample(FILES, kind, 6)], ids=lambda p: p.name)
+def test_diff_names_every_native_key_of_a_corpus_sample(path: Path, tmp_path: Path) -> None:
+    """Each key of a corpus file given another value of its type is named by diff of the
+    two files; only comment keys, never compared, and nulls (no other value of their
+    type) are not. A sixth of each kind's files, so it stays fast; the slow test does all."""
+    results = diff_sweep.sweep_file(path, tmp_path)
+    assert results and not [r for r in results if r.outcome == "missed"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", KINDS)
+def test_diff_names_every_native_key_of_the_corpus(kind: str, tmp_path: Path) -> None:
+    results = [r for path in _sample(FILES, kind, 1) for r in diff_sweep.sweep_file(path, tmp_path)]
+    assert len([r for r in results if r.outcome == "named"]) > 100
+    assert [r for r in results if r.outcome == "missed"] == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_native_change_against_its_imported_recipe_is_never_silent(kind: str, tmp_path: Path) -> None:
+    """The mixed path: the file imported as a recipe, against the changed file. Every
+    change is named, reported in the recipe's vocabulary, or refused (exit 2): never the
+    same job."""
+    results = [r for path in _sample(FILES, kind, 1)
+               for r in diff_sweep.sweep_file(path, tmp_path, via_recipe=True)]
+    assert [r for r in results if r.outcome == "missed"] == []
+
+
+def test_a_field_the_native_side_maps_is_its_default_never_borrowed(cli: Callable[..., Result],
+                                                                    write: Callable[[str, str], Path]) -> None:
+    """An Accelerate YAML that leaves FSDP's offload out means none; a recipe that offloads
+    differs from it (it was once filled from the recipe: the same job)."""
+    yaml_text = "distributed_type: FSDP\nnum_processes: 8\nmixed_precision: bf16\nfsdp_config:\n  fsdp_version: 2\n"
+    offloaded = write("on.yaml", yaml_text + "  fsdp_offload_params: true\n")
+    plain = write("off.yaml", yaml_text)
+    imported = cli("import", offloaded)
+    assert imported.code == 0, imported.err
+    recipe = write("recipe.yaml", imported.out)
+    result = cli("diff", recipe, plain)
+    assert result.code == 0, result.err
+    assert "offload.params: cpu → none" in result.out.splitlines()
+    assert cli("diff", recipe, offloaded).out.startswith(f"{recipe} and {offloaded} describe the same job")
+
+
+def test_a_stated_value_the_import_drops_is_named(cli: Callable[..., Result],
+                                                  write: Callable[[str, str], Path]) -> None:
+    base = {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1, "zero_optimization": {"stage": 2}}
+    plain = write("a.json", json.dumps(base))
+    imported = cli("import", plain, "--world", "8")
+    recipe = write("recipe.yaml", imported.out)
+    odd = write("b.json", json.dumps({**base, "bf16": {"enabled": "sometimes"}}))
+    result = cli("diff", recipe, odd, "--world", "8")
+    assert result.code == 0, result.err
+    assert f"note: {odd}: bf16.enabled = 'sometimes' disagrees with the imported precision and is not carried: " \
+           "check the recipe's precision" in result.out.splitlines()

@@ -299,3 +299,17 @@ def test_a_launch_script_s_fsdp_flags_are_read_noted_and_carried(cli: Callable[.
     assert "fsdp 'shard_grad_op auto_wrap' is the Trainer's FSDP1 (shard_grad_op): read as stage 2" in result.err
     assert "fsdp_config names fsdp.json" in result.err
     assert "the world is the launch command's: --nproc_per_node 8" in result.err
+
+
+def test_a_verl_parallel_size_written_as_text_is_read_as_verl_reads_it(
+        cli: Callable[..., Result], write: Callable[[str, str], Path]) -> None:
+    """Hydra reads `'4'` as a string, which verl's typed engine config (OmegaConf) converts to
+    the int 4: the import reads it so, and never does arithmetic on the text (it crashed)."""
+    script = write("run.sh", "python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer \\\n"
+                             "    actor_rollout_ref.actor.megatron.tensor_model_parallel_size='4' \\\n"
+                             "    actor_rollout_ref.actor.ppo_mini_batch_size=16 data.train_batch_size=32 \\\n"
+                             "    actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2 \\\n"
+                             "    trainer.n_gpus_per_node=8 trainer.nnodes=1\n")
+    result = cli("import", script)
+    assert result.code == 0 and "internal error" not in result.err, result.err
+    assert yaml.safe_load(result.out)["parallel"]["tensor"] == 4

@@ -23,7 +23,7 @@ QWEN7B = ("model.heads=28", "model.kv_heads=4", "model.hidden_size=3584", "model
 
 def refused(*sets: str) -> str | None:
     found = refusal(load_plan(SEED, sets))
-    return None if found is None else f"{found.key}: {found.message}"
+    return None if found is None else f"{found.keys[0]}: {found.message}"
 
 
 @pytest.mark.parametrize(("sets", "key"), [

@@ -65,7 +65,8 @@ def _check_split(recipe: Recipe, plan: Plan) -> None:
     is built or the first batch arrives, so no config is written for it."""
     refused = refusal(plan)
     if refused is not None:
-        raise RecipeError(f"DR105 {refused.message}", recipe.at(refused.key, "parallel", "model"))
+        raise RecipeError(f"DR105 {refused.message}", recipe.at(*refused.keys, "parallel", "model"),
+                          keys=refused.keys)
 
 
 def _check_rollout_layout(recipe: Recipe, plan: Plan) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from distrecipe.engines import TORCH_OPTIMIZERS
+from distrecipe.errors import Refusal
 from distrecipe.job import Plan
 from distrecipe.source import KeyPath
 
@@ -73,8 +74,9 @@ def autotp_size(plan: Plan) -> int:
     return plan.dims.tensor if plan.dims.tensor > 1 and plan.recipe.strategy != "megatron" else 0
 
 
-def autotp_refusal(plan: Plan) -> str | None:
-    """Why DeepSpeed cannot run `plan` under AutoTP, or None when it can.
+def autotp_refusal(plan: Plan) -> Refusal | None:
+    """Why DeepSpeed cannot run `plan` under AutoTP (a refusal naming the recipe keys it
+    is about), or None when it can.
 
     AutoTP builds a two-dimensional (data, tensor) device mesh with data = world //
     autotp_size (`groups._init_tp_mesh_device`): no pipeline stages and no Ulysses
@@ -83,10 +85,13 @@ def autotp_refusal(plan: Plan) -> str | None:
     if not autotp_size(plan):
         return None
     if plan.stage not in AUTOTP_STAGES:
-        return f"AutoTP does not train with ZeRO stage {plan.stage}"
+        return Refusal(f"AutoTP does not train with ZeRO stage {plan.stage}",
+                       keys=("stage", "parallel.tensor"))
     if plan.dims.pipeline > 1 or plan.dims.sequence > 1:
-        return (f"AutoTP's (data, tensor) mesh has no pipeline or sequence dimension "
-                f"(tensor {plan.dims.tensor}, pipeline {plan.dims.pipeline}, sequence {plan.dims.sequence})")
+        dims = plan.dims
+        return Refusal(f"AutoTP's (data, tensor) mesh has no pipeline or sequence dimension "
+                       f"(tensor {dims.tensor}, pipeline {dims.pipeline}, sequence {dims.sequence})",
+                       keys=("parallel.pipeline", "parallel.sequence", "parallel.tensor"))
     return None
 
 

@@ -45,20 +45,17 @@ no rule is checked on a guess.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from distrecipe.engines.runner import uses_deepspeed
 from distrecipe.engines.verl import actor_engine
+from distrecipe.errors import Refusal
 from distrecipe.job import Plan
 
 
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    """Why the engine running a plan refuses its split, and the recipe key to change."""
-
-    key: str
-    """`parallel.tensor`, `parallel.sequence` or `batch.seq_len`."""
-    message: str
+def _refusal(key: str, message: str) -> Refusal:
+    """Why the engine running a plan refuses its split, about the recipe key to change
+    (`parallel.tensor`, `parallel.sequence` or `batch.seq_len`); the caller places it."""
+    return Refusal(message, keys=(key,))
 
 
 def refusal(plan: Plan) -> Refusal | None:
@@ -70,28 +67,28 @@ def refusal(plan: Plan) -> Refusal | None:
     if tp > 1 and heads is not None and kv is not None:
         if engine == "deepspeed":
             if kv < tp:
-                return Refusal("parallel.tensor", (
+                return _refusal("parallel.tensor", (
                     f"DeepSpeed AutoTP splits attention by kv heads: {kv} kv heads leave "
                     f"{tp - kv} of the tensor {tp} ranks without a head; tensor ≤ {kv}"))
         elif engine != "verl" and (heads % tp or kv % tp):
-            return Refusal("parallel.tensor", (
+            return _refusal("parallel.tensor", (
                 f"{_NAMES[engine]}'s tensor parallelism splits the attention heads evenly: "
                 f"{heads} heads and {kv} kv heads do not both divide by tensor {tp}; "
                 f"tensor ∈ {_divisors(math.gcd(heads, kv))}"))
     if sp > 1 and heads is not None and kv is not None and engine in ("deepspeed", "verl"):
         if heads % sp:
-            return Refusal("parallel.sequence", (
+            return _refusal("parallel.sequence", (
                 f"{_NAMES[engine]} Ulysses splits attention heads over the sequence group: "
                 f"{heads} heads do not divide by sequence {sp}; sequence ∈ {_ulysses(heads, kv)}"))
         if kv % sp and sp % kv:
-            return Refusal("parallel.sequence", (
+            return _refusal("parallel.sequence", (
                 f"{_NAMES[engine]} Ulysses needs kv heads % sequence == 0 or sequence % kv heads "
                 f"== 0: {kv} kv heads and sequence {sp} are neither; sequence ∈ {_ulysses(heads, kv)}"))
     if sp > 1 and seq is not None:
         chunks = sp * _chunks_per_rank(engine)
         if chunks and seq % chunks:
             how = f"2 × sequence = {chunks}" if chunks != sp else f"sequence {sp}"
-            return Refusal("batch.seq_len", (
+            return _refusal("batch.seq_len", (
                 f"{_NAMES[engine]} splits each sequence into {how} equal parts: batch.seq_len "
                 f"{seq} does not divide by {chunks}"))
     return None

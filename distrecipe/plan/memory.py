@@ -113,7 +113,7 @@ def local_params(plan: Plan) -> float:
     """Ψ one rank's model replica holds: tensor and pipeline parallel divide the model."""
     if plan.recipe.model.params is None:
         raise RecipeError("plan needs model.params (or model.hf_config, or the model's shape)",
-                          Position(plan.recipe.source, 1, 1))
+                          Position(plan.recipe.source, 1, 1), keys=("model.params", "model.hf_config"))
     return plan.recipe.model.params / plan.dims.model_shards
 
 

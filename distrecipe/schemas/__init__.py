@@ -83,12 +83,22 @@ def validate_recipe(doc: Document) -> None:
     first = errors[0]
     message, path, at_key = _message(first)
     more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
-    raise RecipeError(message + more, doc.where(path, key=at_key))
+    raise RecipeError(message + more, doc.where(path, key=at_key), keys=_keys(first, path))
+
+
+def _keys(err: Any, path: KeyPath) -> tuple[str, ...]:
+    """The dotted key a schema refusal is about: the value's (a list item's: its list's),
+    a missing required key's own, or nothing for the document as a whole."""
+    named = [part for part in path if isinstance(part, str)]
+    if err is not None and err.validator == "required" and "'" in err.message:
+        named.append(err.message.split("'")[1])
+    return (".".join(named),) if named else ()
 
 
 def _finite(doc: Document, data: Any, path: KeyPath) -> None:
     if isinstance(data, float) and not math.isfinite(data):
-        raise RecipeError(f"{dotted(path)} must be a finite number, got {data}", doc.where(path))
+        raise RecipeError(f"{dotted(path)} must be a finite number, got {data}", doc.where(path),
+                          keys=_keys(None, path))
     if isinstance(data, dict):
         for key, value in data.items():
             _finite(doc, value, (*path, key))

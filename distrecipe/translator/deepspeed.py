@@ -206,8 +206,8 @@ def findings(plan: Plan, *, hf_auto: bool = False, alone: bool = True) -> list[F
         found.append(finding("DR208", "deepspeed", f"virtual_stages {plan.dims.virtual_stages}: DeepSpeed's "
                              "PipelineEngine runs plain 1F1B (`TrainSchedule`), without interleaving"))
     refusal = autotp_refusal(plan)
-    if refusal:
-        found.append(finding("DR208", "deepspeed", refusal))
+    if refusal is not None:
+        found.append(finding("DR208", "deepspeed", refusal.message))
     elif autotp_size(plan) and not plan.script_batch:
         found.append(finding("DR219", "deepspeed", (
             f"train_batch_size {batch_ranks(plan) * plan.batch.micro * plan.batch.accumulation} = "

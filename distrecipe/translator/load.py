@@ -97,7 +97,7 @@ def _bounded(value: int | None, path: tuple[str, ...], doc: Document,
     if value is not None and limit is not None and not low <= value <= limit:
         source = "" if at is None else " (read from model.hf_config)"
         raise RecipeError(f"{dotted(path)} is {value:.4g}{source}; it must be between {low} and {limit:,} "
-                          "(more than any machine or model has)", at or doc.where(path))
+                          "(more than any machine or model has)", at or doc.where(path), keys=(dotted(path),))
     return value
 
 
@@ -140,7 +140,7 @@ def apply_overrides(doc: Document, overrides: Sequence[str]) -> Document:
         try:
             parsed = parse_text(raw, label) if raw.strip() else None
         except SourceError as exc:
-            raise RecipeError(exc.message, value_at) from None
+            raise RecipeError(exc.message, value_at, keys=(key.strip(),)) from None
         value = parsed.data if parsed is not None else None
         if path == SLURM_TIME:
             value = slurm_time_as_written(value, raw)
@@ -148,7 +148,8 @@ def apply_overrides(doc: Document, overrides: Sequence[str]) -> Document:
         for depth, part in enumerate(path[:-1]):
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
-                raise RecipeError(f"{'.'.join(path[: depth + 1])} is not a section", value_at)
+                raise RecipeError(f"{'.'.join(path[: depth + 1])} is not a section", value_at,
+                                  keys=(".".join(path[: depth + 1]),))
             node = child
         node[path[-1]] = value
         for table in (positions, key_positions, written):
@@ -305,7 +306,8 @@ def _recompute(ac: bool | str | dict[str, Any], doc: Document) -> Recompute:
     if "every" in ac and mode != "selective":
         raise RecipeError(f"activation_checkpointing.every picks which blocks selective "
                           f"checkpointing wraps; it does not go with mode {mode}",
-                          doc.where(("activation_checkpointing", "every")))
+                          doc.where(("activation_checkpointing", "every")),
+                          keys=("activation_checkpointing.every", "activation_checkpointing"))
     return mode
 
 

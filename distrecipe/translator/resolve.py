@@ -243,8 +243,7 @@ def _check_expert(recipe: Recipe, dims: ParallelDims) -> None:
 def _check_offload(recipe: Recipe, stage: int) -> None:
     refusal = offload_refusal(recipe.offload, stage, recipe.strategy)
     if refusal is not None:
-        message, keys = refusal
-        raise RecipeError(message, recipe.at(*keys))
+        raise RecipeError(refusal.message, recipe.at(*refusal.keys), keys=refusal.keys)
     if recipe.offload.activations != "none" and recipe.activation_checkpointing != "full":
         raise RecipeError(
             f"offload.activations: {recipe.offload.activations} holds the checkpointed layer inputs in host "
@@ -253,22 +252,23 @@ def _check_offload(recipe: Recipe, stage: int) -> None:
             recipe.at("offload.activations", "activation_checkpointing"))
 
 
-def offload_refusal(off: Offload, stage: int, strategy: Strategy) -> tuple[str, tuple[str, ...]] | None:
-    """Why an offload cannot go with a stage and strategy (the message and the keys it is
-    about), or None; `plan`'s advice asks before it offers one."""
+def offload_refusal(off: Offload, stage: int, strategy: Strategy) -> RecipeError | None:
+    """Why an offload cannot go with a stage and strategy (a refusal naming the keys it is
+    about, not yet placed in a file), or None; `plan`'s advice asks before it offers one."""
     if off.params != "none" and stage < 3:
-        return (f"offload.params: {off.params} needs stage 3 (parameters are only partitioned, "
-                f"and so only offloadable, at stage 3); this recipe has stage {stage}", ("offload.params",))
+        return RecipeError(f"offload.params: {off.params} needs stage 3 (parameters are only partitioned, "
+                           f"and so only offloadable, at stage 3); this recipe has stage {stage}",
+                           keys=("offload.params",))
     if off.optimizer != "none" and stage < 1:
-        return ("offload.optimizer needs stage ≥ 1 (ZeRO-Offload moves the partitioned optimizer "
-                "state); stage 0 keeps it unpartitioned on every GPU", ("offload.optimizer",))
+        return RecipeError("offload.optimizer needs stage ≥ 1 (ZeRO-Offload moves the partitioned optimizer "
+                           "state); stage 0 keeps it unpartitioned on every GPU", keys=("offload.optimizer",))
     if "nvme" in (off.optimizer, off.params):
         if strategy != "zero":
-            return (f"NVMe offload is DeepSpeed's (ZeRO-Infinity); strategy {strategy} "
-                    "can only offload to cpu", ("offload.params", "offload.optimizer"))
+            return RecipeError(f"NVMe offload is DeepSpeed's (ZeRO-Infinity); strategy {strategy} "
+                               "can only offload to cpu", keys=("offload.params", "offload.optimizer"))
         if not off.nvme_path:
-            return ("offload to nvme needs offload.nvme_path (a local NVMe mount on every node)",
-                    ("offload.optimizer", "offload.params", "offload"))
+            return RecipeError("offload to nvme needs offload.nvme_path (a local NVMe mount on every node)",
+                               keys=("offload.optimizer", "offload.params", "offload"))
     return None
 
 

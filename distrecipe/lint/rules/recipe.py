@@ -104,4 +104,4 @@ def heads_do_not_split(src: Source) -> Iterator[Problem]:
 
     refused = refusal(src.plan)
     if refused is not None:
-        yield Problem(tuple(refused.key.split(".")), refused.message)
+        yield Problem(tuple(refused.keys[0].split(".")), refused.message)

@@ -46,6 +46,9 @@ DERIVED: dict[str, frozenset[KeyPath]] = {
 batch number): written by compile where the input left them out, with the same value."""
 
 
+NOT_CARRIED = "is not carried"
+"""How a note on a stated value the import drops says so (`diff` repeats those notes)."""
+
 TABLED: dict[str, Kind] = {"deepspeed": "deepspeed", "accelerate": "accelerate", "hf": "hf"}
 """The engines whose key tables give a default for any key (verl's composes a whole config)."""
 
@@ -94,7 +97,7 @@ def residue(engine: str, given: dict[str, Any], plan: Plan) -> tuple[Any, list[s
         decided = DECIDED[engine].get(path)
         if decided is not None and carried[path] is not None and not decided[1](plan, carried[path]):
             notes.append(f"{'.'.join(map(str, path))} = {carried[path]!r} disagrees with the imported "
-                         f"{decided[0]} and is not carried: check the recipe's {decided[0]}")
+                         f"{decided[0]} and {NOT_CARRIED}: check the recipe's {decided[0]}")
             del carried[path]
     if engine == "verl":
         return _verl(carried, notes)

@@ -39,8 +39,12 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     n = integer(get(data, "actor_rollout_ref", "rollout", "n"))
     n = 1 if n is None else n
     parallel = recipe.get("parallel", {})
-    model_parallel = parallel.get("tensor", 1) * parallel.get("pipeline", 1) * parallel.get("sequence", 1)
-    dp = world.size // max(model_parallel, 1)
+    # A size that is not an integer (`'4'` quoted is Hydra's string) stays in the recipe,
+    # where resolve refuses it at its key; here it only must not break the arithmetic.
+    model_parallel = 1
+    for size in (parallel.get(key) for key in ("tensor", "pipeline", "sequence")):
+        model_parallel *= max(integer(size) or 1, 1)
+    dp = world.size // model_parallel
     recipe["batch"] = _batch(actor, n, dp, context)
     recipe["precision"] = _precision(actor, megatron)
     optimizer = _optimizer(section(actor, "optim"), megatron)

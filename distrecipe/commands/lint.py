@@ -8,11 +8,17 @@ from pathlib import Path
 import click
 
 from distrecipe.engines import KINDS, Kind
-from distrecipe.lint.config import CONSUMERS, Consumer, find_pyproject, load_config
+from distrecipe.lint.config import CONSUMERS, Consumer, LintConfig, find_pyproject, load_config
 from distrecipe.lint.engine import lint
 from distrecipe.lint.formats import FORMATS, pick
 from distrecipe.lint.rules import RULES
 from distrecipe.output import one_line
+
+
+def project_config(project: Path | None = None) -> LintConfig:
+    """`[tool.distrecipe]` of the nearest pyproject.toml: what lint and compile both obey."""
+    formats = frozenset(FORMATS) | {"auto"}
+    return load_config(find_pyproject(project or Path.cwd()), frozenset(RULES), formats)
 
 
 def lint_paths(
@@ -31,8 +37,7 @@ def lint_paths(
     `project` is where to look for pyproject.toml (default: the working directory).
     `engines` also runs the installed engines' own validators (DR900, DR901).
     """
-    formats = frozenset(FORMATS) | {"auto"}
-    config = load_config(find_pyproject(project or Path.cwd()), frozenset(RULES), formats)
+    config = project_config(project)
     report = lint(paths, config=config, world=world, kind=kind, ignore_unknown=ignore_unknown,
                   consumer=consumer, engines=engines)
     for problem in report.unusable:

@@ -9,9 +9,11 @@ A file that cannot be read at all is not a finding but an unusable input (exit 2
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable, Sequence
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from distrecipe.engines import Kind
 from distrecipe.engines.native import DATA_SUFFIXES, OVERRIDE_SUFFIXES
@@ -23,6 +25,10 @@ from distrecipe.lint.rule import Source
 from distrecipe.lint.rules import RULES
 from distrecipe.lint.suppress import suppressions
 from distrecipe.lint.workspace import Workspace
+from distrecipe.source import Document
+
+if TYPE_CHECKING:
+    from distrecipe.job import Plan
 
 SKIPPED_DIRS = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__", ".mypy_cache", ".tox"})
 
@@ -114,6 +120,36 @@ def _check(src: Source, config: LintConfig) -> list[Finding]:
                 continue
             out.append(Finding(code, problem.message, config.severity.get(code, rule.severity), where))
     return out
+
+
+def review_compiled(doc: Document, plan: Plan, files: Mapping[str, str], *, config: LintConfig,
+                    world: int | None, consumer: Consumer | None = None,
+                    written_as: Path | None = None) -> Report:
+    """What `lint` says of a recipe compiled to `files`: the recipe document (its `native`
+    sections included) with the Plan compile resolved, and the files, linted in a private
+    directory as a user commits them side by side (so each ds_config's reader is known) at
+    `world`, the ranks that read them. Findings on the files are placed at `written_as / name`.
+
+    One reading of a recipe everywhere: compile refuses exactly what lint reports.
+    """
+    workspace = Workspace(None, consumer=consumer, config=config)
+    try:
+        findings = check(Source(doc=doc, kind="recipe", workspace=workspace, plan=plan), config)
+    finally:
+        workspace.close()
+    with tempfile.TemporaryDirectory(prefix="distrecipe-compile-") as tmp:
+        for name, text in files.items():
+            (Path(tmp) / name).write_bytes(text.encode("utf-8"))
+        emitted = lint([tmp], config=replace(config, exclude=(), ds_config=()), world=world, consumer=consumer)
+
+        def placed(where: Position | None) -> Position | None:
+            if where is None or written_as is None:
+                return where
+            return replace(where, file=str(written_as / Path(where.file).relative_to(tmp)))
+
+        findings += [replace(f, where=placed(f.where)) for f in emitted.findings]
+        unusable = [DistrecipeError(e.message, placed(e.where)) for e in emitted.unusable]
+    return Report(findings, unusable, 1 + emitted.files)
 
 
 def _with_plan(src: Source) -> Source:

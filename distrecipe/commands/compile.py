@@ -9,15 +9,17 @@ import click
 
 from distrecipe.api import plan_of_recipe
 from distrecipe.commands.echo import echo_findings, echo_name_note
+from distrecipe.commands.lint import project_config
 from distrecipe.commands.options import overrides_option, recipe_argument
 from distrecipe.engines.heads import refusal
 from distrecipe.errors import RecipeError, StrictError
 from distrecipe.job import Plan
 from distrecipe.keys import dotted
 from distrecipe.lint.config import Consumer
+from distrecipe.lint.engine import Report, check_recipe, check_written
 from distrecipe.output import one_line, write_files
 from distrecipe.recipe import Recipe
-from distrecipe.source import Document, read_document
+from distrecipe.source import read_document
 from distrecipe.translator.load import apply_overrides, recipe_from_document
 from distrecipe.translator.targets import TARGETS, EmitOptions, launch_world
 
@@ -43,11 +45,18 @@ def compile_recipe(
     if target == "verl":
         _check_rollout_layout(declared, plan)
     echo_name_note(plan)
+    config = project_config()
+    said = check_recipe(document, plan, config)
+    if _refused(Report(said)):  # the recipe's own errors, before any engine is asked
+        return 1
     result = TARGETS[target](plan, EmitOptions(hf_auto=hf_auto))
     echo_findings(recipe, result.findings)
     if output is None and len(result.files) != 1:
         raise click.UsageError(f"--target {target} writes several files; give -o DIR")
-    if _refused_by_lint(document, plan, result.files, target=target, output=output, hf_auto=hf_auto):
+    consumer: Consumer | None = "hf" if hf_auto and target == "deepspeed" else None
+    written = check_written(result.files, recipe=document, said=said, config=config, world=launch_world(plan),
+                            consumer=consumer, written_as=Path(output) if output is not None else None)
+    if _refused(written):
         return 1
     inexact = [f for f in result.findings if f.severity != "info"]
     if strict and inexact:
@@ -66,21 +75,15 @@ def compile_recipe(
     return 0
 
 
-def _refused_by_lint(document: Document, plan: Plan, files: dict[str, str], *, target: str,
-                     output: str | None, hf_auto: bool) -> bool:
-    """Lint's findings on the recipe and on the files about to be written, printed; True
-    when one is an error, so nothing is written (`lint` exits 1 on the same files).
+def _refused(report: Report) -> bool:
+    """Print `report`'s findings (lint's lines) and, when one is an error, the refusal:
+    True, so nothing is written and compile exits 1, as `lint` exits on the same files.
 
-    `[tool.distrecipe]` applies as it does to lint (a disabled code, a severity, an inline
-    `# distrecipe: ignore[CODE]` in the recipe). `--hf-auto` says the Trainer reads the
-    ds_config, so its `"auto"` values are filled; else the files written beside it say.
+    The recipe is judged first, before any engine is asked (an engine's refusal would hide
+    lint's reason), then the files about to be written. `--hf-auto` with `-t deepspeed`
+    says the Trainer reads the ds_config, so its `"auto"` values are filled; else the files
+    written beside it say who reads it.
     """
-    from distrecipe.commands.lint import project_config
-    from distrecipe.lint.engine import review_compiled
-
-    consumer: Consumer | None = "hf" if hf_auto and target == "deepspeed" else None
-    report = review_compiled(document, plan, files, config=project_config(), world=launch_world(plan),
-                             consumer=consumer, written_as=Path(output) if output is not None else None)
     for problem in report.unusable:  # an emitted file lint cannot read: a bug, said as such
         click.echo(one_line(f"{problem.where}: error: distrecipe cannot read back what it "
                             f"would write: {problem.message}"), err=True)

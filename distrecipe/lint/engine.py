@@ -23,7 +23,7 @@ from distrecipe.lint import native
 from distrecipe.lint.config import Consumer, LintConfig
 from distrecipe.lint.rule import Source
 from distrecipe.lint.rules import RULES
-from distrecipe.lint.suppress import suppressions
+from distrecipe.lint.suppress import EVERY, suppressions
 from distrecipe.lint.workspace import Workspace
 from distrecipe.source import Document
 
@@ -122,34 +122,46 @@ def _check(src: Source, config: LintConfig) -> list[Finding]:
     return out
 
 
-def review_compiled(doc: Document, plan: Plan, files: Mapping[str, str], *, config: LintConfig,
-                    world: int | None, consumer: Consumer | None = None,
-                    written_as: Path | None = None) -> Report:
-    """What `lint` says of a recipe compiled to `files`: the recipe document (its `native`
-    sections included) with the Plan compile resolved, and the files, linted in a private
-    directory as a user commits them side by side (so each ds_config's reader is known) at
-    `world`, the ranks that read them. Findings on the files are placed at `written_as / name`.
-
-    One reading of a recipe everywhere: compile refuses exactly what lint reports.
-    """
-    workspace = Workspace(None, consumer=consumer, config=config)
+def check_recipe(doc: Document, plan: Plan, config: LintConfig) -> list[Finding]:
+    """Lint's findings on a recipe document (its `native` sections included), judged with
+    the Plan the caller resolved: what `lint recipe.yaml` says, for compile to refuse."""
+    workspace = Workspace(None, config=config)
     try:
-        findings = check(Source(doc=doc, kind="recipe", workspace=workspace, plan=plan), config)
+        return check(Source(doc=doc, kind="recipe", workspace=workspace, plan=plan), config)
     finally:
         workspace.close()
+
+
+def check_written(files: Mapping[str, str], *, recipe: Document, said: Iterable[Finding],
+                  config: LintConfig, world: int | None, consumer: Consumer | None = None,
+                  written_as: Path | None = None) -> Report:
+    """Lint's findings on the files compiled from `recipe`, linted in a private directory
+    side by side as a user commits them (so each ds_config's reader is known) at `world`,
+    the ranks that read them; each placed at `written_as / name`.
+
+    A fact already `said` at the recipe (a `native` key carried into the file) is said once,
+    there, where it is fixed; a code the recipe silences (`ignore[CODE]`, `ignore-file`)
+    is silenced in what it compiles to, since the files cannot hold the comment.
+    """
+    known = {(f.code, f.message) for f in said}
+    quiet = suppressions(recipe)
+    silenced = quiet.file | {code for codes in quiet.lines.values() for code in codes if code != EVERY}
     with tempfile.TemporaryDirectory(prefix="distrecipe-compile-") as tmp:
         for name, text in files.items():
             (Path(tmp) / name).write_bytes(text.encode("utf-8"))
-        emitted = lint([tmp], config=replace(config, exclude=(), ds_config=()), world=world, consumer=consumer)
+        own = replace(config, exclude=(), ds_config=())  # compile knows the files' reader
+        emitted = lint([tmp], config=own, world=world, consumer=consumer)
 
         def placed(where: Position | None) -> Position | None:
             if where is None or written_as is None:
                 return where
             return replace(where, file=str(written_as / Path(where.file).relative_to(tmp)))
 
-        findings += [replace(f, where=placed(f.where)) for f in emitted.findings]
+        findings = [replace(f, where=placed(f.where)) for f in emitted.findings
+                    if (f.code, f.message) not in known and f.code not in silenced
+                    and EVERY not in quiet.file]
         unusable = [DistrecipeError(e.message, placed(e.where)) for e in emitted.unusable]
-    return Report(findings, unusable, 1 + emitted.files)
+    return Report(findings, unusable, emitted.files)
 
 
 def _with_plan(src: Source) -> Source:

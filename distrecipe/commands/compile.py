@@ -131,6 +131,11 @@ def _check_rollout_layout(recipe: Recipe, plan: Plan) -> None:
 @click.option("--strict", is_flag=True, help="Refuse inexact mappings instead of warning.")
 def command(recipe: str, target: str, output: str | None, overrides: tuple[str, ...],
             hf_auto: bool, strict: bool) -> int:
-    """Emit the native config(s) equivalent to RECIPE."""
+    """Emit the native config(s) equivalent to RECIPE.
+
+    Lint's rules run on RECIPE and on every file before it is written. Exit 0: written;
+    1: lint found an error (printed at its position; nothing written); 2: unusable input,
+    a recipe that does not resolve, an engine's refusal or --strict.
+    """
     return compile_recipe(recipe=recipe, target=target, output=output, overrides=overrides,
                           hf_auto=hf_auto, strict=strict)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from distrecipe.lint.config import LintConfig
@@ -99,6 +99,7 @@ def test_compile_and_lint_agree(cli: Callable[..., Result], doc: dict[str, Any],
         out = Path(tmp) / "out"
         recipe_errors = [f for f in lint([recipe], config=LintConfig()).findings if f.severity == "error"]
         compiled = cli("compile", recipe, "-t", target, "-o", out)
+        event(f"exit {compiled.code}" + (", lint of the recipe: error" if recipe_errors else ""))
         if compiled.code == 0:
             assert not recipe_errors, compiled.err
             report = lint([out], config=LintConfig(), world=launch_world(plan_of(doc)))

@@ -22,7 +22,7 @@ from distrecipe.lint.config import LintConfig
 from distrecipe.lint.engine import lint
 from distrecipe.translator.load import recipe_from_text
 from distrecipe.translator.resolve import resolve
-from distrecipe.translator.targets import Output
+from distrecipe.translator.targets import Output, launch_world
 from tests.strategies import STAGES, to_yaml
 
 
@@ -126,18 +126,6 @@ def rl_sections(draw: st.DrawFn, glob: int) -> dict[str, int | float | bool]:
     if draw(st.booleans()):
         out["free_rollout_memory"] = draw(st.booleans())
     return out
-
-
-def launch_world(plan: Plan) -> int:
-    """The world a ds_config for `plan` is read at when the job starts.
-
-    A Megatron strategy hands DeepSpeed its mpu, which reports the data-parallel ranks
-    (sequence ranks included, as `sequence_parallel_size` then divides them out); every
-    other strategy is launched on all ranks (AutoTP's tensor ranks included).
-    """
-    if plan.recipe.strategy == "megatron":
-        return plan.dims.world // (plan.dims.tensor * plan.dims.pipeline)
-    return plan.dims.world
 
 
 def plan_of(doc: dict[str, Any]) -> Plan:

@@ -161,6 +161,15 @@ def test_pyproject_defaults(cli: Callable[..., Result], tmp_path: Path, monkeypa
     assert "unknown key 'wrold'; did you mean 'world'?" in result.err
 
 
+def test_a_pyproject_that_never_names_distrecipe_is_not_parsed(tmp_path: Path) -> None:
+    """Its TOML is its own tools' to judge (compile reads the project on every run)."""
+    (tmp_path / "pyproject.toml").write_text("[tool.ruff\nline-length = [\n")
+    assert load_config(tmp_path / "pyproject.toml", frozenset(RULES), frozenset(FORMATS)) == LintConfig()
+    (tmp_path / "pyproject.toml").write_text("[tool.ruff\n[tool.distrecipe]\n")
+    with pytest.raises(DistrecipeError, match="invalid TOML"):
+        load_config(tmp_path / "pyproject.toml", frozenset(RULES), frozenset(FORMATS))
+
+
 def test_config_rejects_unknown_codes(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text('[tool.distrecipe]\ndisable = ["DR999"]\n')
     with pytest.raises(DistrecipeError, match="'DR999' is not one of"):

@@ -93,15 +93,17 @@ def test_plan_imports_no_engine_and_no_matplotlib() -> None:
     assert done.stderr.strip().splitlines()[-1] == "HEAVY:"
 
 
-def test_plan_exits_1_when_it_does_not_fit_and_compile_says_dr370(cli: Callable[..., Result]) -> None:
-    """A script can gate a booking on `plan`; `compile` writes the config but says so."""
+def test_plan_exits_1_when_it_does_not_fit_and_compile_refuses_dr370(cli: Callable[..., Result]) -> None:
+    """A script can gate a booking on `plan`; `compile` refuses what lint rejects (exit 1,
+    lint's code for an error finding), `--strict` or not, with lint's positioned line."""
     assert cli("plan", SEED_ZERO2).code == 0
     ddp = RECIPES / "seed-8b-32gpu-ddp.yaml"
     assert cli("plan", ddp).code == 1
-    result = cli("compile", ddp)
-    assert result.code == 0 and '"zero_optimization"' in result.out
-    assert "DR370 error: DDP needs" in result.err
-    assert cli("compile", ddp, "--strict").code != 0
+    for flags in ((), ("--strict",)):
+        result = cli("compile", ddp, *flags)
+        assert result.code == 1 and result.out == ""
+        assert f"{ddp}:16:51: error DR370: DDP needs" in result.err
+        assert "cannot express" not in result.err
     assert "DR370" not in cli("compile", SEED_ZERO2).err
 
 

@@ -119,7 +119,8 @@ def test_compile_refuses_with_the_position(cli: Callable[..., Result], tmp_path:
 
 def test_compile_for_verl_refuses_a_rollout_layout_at_its_key(cli: Callable[..., Result], tmp_path: Path) -> None:
     """DR221: the rollout's TP stated in native.verl does not divide the 8 GPUs; compile
-    points at that line, lint (DR354) at the same place."""
+    points at that line, lint (DR354) at the same place, and compile for another target
+    refuses with lint's line (the recipe is one job, whichever engine's file is asked for)."""
     recipe = tmp_path / "r.yaml"
     recipe.write_text(
         "recipe: 1\nmodel: {params: 7.6e9}\ncluster: {nodes: 1, gpus_per_node: 8}\nstrategy: fsdp\n"
@@ -131,8 +132,8 @@ def test_compile_for_verl_refuses_a_rollout_layout_at_its_key(cli: Callable[...,
                                  "tensor × data × pipeline parallelism 3 × 1 × 1 = 3"), result.err
     linted = cli("lint", recipe)
     assert f"{recipe}:9:7: error DR354: 8 GPUs" in linted.out, linted.out
-    result = cli("compile", recipe, "-t", "deepspeed")  # only verl lays a rollout out
-    assert result.code == 0, result.err
+    result = cli("compile", recipe, "-t", "deepspeed")
+    assert result.code == 1 and f"{recipe}:9:7: error DR354: 8 GPUs" in result.err, result.err
 
 
 def test_compile_for_verl_refuses_heads_the_rollout_cannot_split(cli: Callable[..., Result],

@@ -9,15 +9,19 @@ import click
 
 from distrecipe.api import plan_of_recipe
 from distrecipe.commands.echo import echo_findings, echo_name_note
+from distrecipe.commands.lint import project_config
 from distrecipe.commands.options import overrides_option, recipe_argument
 from distrecipe.engines.heads import refusal
 from distrecipe.errors import RecipeError, StrictError
 from distrecipe.job import Plan
 from distrecipe.keys import dotted
-from distrecipe.output import write_files
+from distrecipe.lint.config import Consumer
+from distrecipe.lint.engine import Report, check_recipe, check_written
+from distrecipe.output import one_line, write_files
 from distrecipe.recipe import Recipe
-from distrecipe.translator.load import load_recipe
-from distrecipe.translator.targets import TARGETS, EmitOptions
+from distrecipe.source import read_document
+from distrecipe.translator.load import apply_overrides, recipe_from_document
+from distrecipe.translator.targets import TARGETS, EmitOptions, launch_world
 
 
 def compile_recipe(
@@ -29,25 +33,36 @@ def compile_recipe(
     hf_auto: bool = False,
     strict: bool = False,
 ) -> int:
-    """Emit `target`'s files; print them when no output directory is given and there is one."""
-    declared = load_recipe(recipe, overrides)
+    """Emit `target`'s files; print them when no output directory is given and there is one.
+
+    Returns 0 when written, 1 when lint finds an error in the recipe or in a file to be
+    written (each finding printed, nothing written: lint's exit code for the same files).
+    """
+    document = apply_overrides(read_document(recipe), overrides)
+    declared = recipe_from_document(document, Path(recipe).parent)
     plan = plan_of_recipe(declared)
     _check_split(declared, plan)
     if target == "verl":
         _check_rollout_layout(declared, plan)
     echo_name_note(plan)
+    config = project_config()
+    said = check_recipe(document, plan, config)
+    if _refused(Report(said)):  # the recipe's own errors, before any engine is asked
+        return 1
     result = TARGETS[target](plan, EmitOptions(hf_auto=hf_auto))
     echo_findings(recipe, result.findings)
-    memory = _memory_findings(plan)
-    for message in memory:
-        click.echo(f"{recipe}: DR370 error: {message}", err=True)
+    if output is None and len(result.files) != 1:
+        raise click.UsageError(f"--target {target} writes several files; give -o DIR")
+    consumer: Consumer | None = "hf" if hf_auto and target == "deepspeed" else None
+    written = check_written(result.files, recipe=document, said=said, config=config, world=launch_world(plan),
+                            consumer=consumer, written_as=Path(output) if output is not None else None)
+    if _refused(written):
+        return 1
     inexact = [f for f in result.findings if f.severity != "info"]
-    if strict and (inexact or memory):
-        codes = ", ".join(sorted({f.code for f in inexact} | ({"DR370"} if memory else set())))
+    if strict and inexact:
+        codes = ", ".join(sorted({f.code for f in inexact}))
         raise StrictError(f"--strict: {target} cannot express this recipe exactly ({codes})")
     if output is None:
-        if len(result.files) != 1:
-            raise click.UsageError(f"--target {target} writes several files; give -o DIR")
         click.echo(next(iter(result.files.values())), nl=False)
         return 0
     existed = {name for name in result.files if (Path(output) / name).exists()}
@@ -58,6 +73,31 @@ def compile_recipe(
     if others:
         click.echo(f"distrecipe: {output} also holds {', '.join(others)}, left as they were", err=True)
     return 0
+
+
+def _refused(report: Report) -> bool:
+    """Print `report`'s findings (lint's lines) and, when one is an error, the refusal:
+    True, so nothing is written and compile exits 1, as `lint` exits on the same files.
+
+    The recipe is judged first, before any engine is asked (an engine's refusal would hide
+    lint's reason), then the files about to be written. `--hf-auto` with `-t deepspeed`
+    says the Trainer reads the ds_config, so its `"auto"` values are filled; else the files
+    written beside it say who reads it.
+    """
+    for problem in report.unusable:  # an emitted file lint cannot read: a bug, said as such
+        click.echo(one_line(f"{problem.where}: error: distrecipe cannot read back what it "
+                            f"would write: {problem.message}"), err=True)
+    for finding in report.findings:
+        click.echo(one_line(str(finding)), err=True)
+    errors = [f for f in report.findings if f.severity == "error"]
+    if not errors and not report.unusable:
+        return False
+    count = len(errors) + len(report.unusable)
+    codes = ", ".join(sorted({f.code for f in errors})) or "unreadable output"
+    click.echo(f"distrecipe: error: nothing written: lint reports {count} error{'s' if count != 1 else ''} "
+               f"({codes}); fix {'it' if count == 1 else 'them'}, or silence a code as for lint "
+               "(`# distrecipe: ignore[CODE]` in the recipe, [tool.distrecipe] disable)", err=True)
+    return True
 
 
 def _check_split(recipe: Recipe, plan: Plan) -> None:
@@ -80,15 +120,6 @@ def _check_rollout_layout(recipe: Recipe, plan: Plan) -> None:
         raise RecipeError(f"DR221 {message}", recipe.at(dotted(key), "native", "cluster"))
 
 
-def _memory_findings(plan: Plan) -> list[str]:
-    """Lint's DR370 on the recipe being compiled: a config that runs out of memory in its
-    first step is written, but never without a word (`--strict` refuses it)."""
-    from distrecipe.lint.rules.plan import does_not_fit
-
-    message = does_not_fit(plan)
-    return [] if message is None else [message]
-
-
 @click.command("compile")
 @recipe_argument
 @click.option("--target", "-t", type=click.Choice(sorted(TARGETS)), default="deepspeed",
@@ -101,6 +132,11 @@ def _memory_findings(plan: Plan) -> list[str]:
 @click.option("--strict", is_flag=True, help="Refuse inexact mappings instead of warning.")
 def command(recipe: str, target: str, output: str | None, overrides: tuple[str, ...],
             hf_auto: bool, strict: bool) -> int:
-    """Emit the native config(s) equivalent to RECIPE."""
+    """Emit the native config(s) equivalent to RECIPE.
+
+    Lint's rules run on RECIPE and on every file before it is written. Exit 0: written;
+    1: lint found an error (printed at its position; nothing written); 2: unusable input,
+    a recipe that does not resolve, an engine's refusal or --strict.
+    """
     return compile_recipe(recipe=recipe, target=target, output=output, overrides=overrides,
                           hf_auto=hf_auto, strict=strict)

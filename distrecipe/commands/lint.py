@@ -9,11 +9,17 @@ import click
 
 from distrecipe.engines import KINDS, Kind
 from distrecipe.findings import SEVERITIES, Severity
-from distrecipe.lint.config import CONSUMERS, Consumer, find_pyproject, load_config
+from distrecipe.lint.config import CONSUMERS, Consumer, LintConfig, find_pyproject, load_config
 from distrecipe.lint.engine import lint
 from distrecipe.lint.formats import FORMATS, pick
 from distrecipe.lint.rules import RULES
 from distrecipe.output import one_line
+
+
+def project_config(project: Path | None = None) -> LintConfig:
+    """`[tool.distrecipe]` of the nearest pyproject.toml: what lint and compile both obey."""
+    formats = frozenset(FORMATS) | {"auto"}
+    return load_config(find_pyproject(project or Path.cwd()), frozenset(RULES), formats)
 
 
 def lint_paths(
@@ -36,8 +42,7 @@ def lint_paths(
     `engines` also runs the installed engines' own validators (DR900, DR901).
     `min_severity` leaves less severe findings out of the output (never a failing one).
     """
-    formats = frozenset(FORMATS) | {"auto"}
-    config = load_config(find_pyproject(project or Path.cwd()), frozenset(RULES), formats)
+    config = project_config(project)
     report = lint(paths, config=config, world=world, kind=kind, ignore_unknown=ignore_unknown,
                   consumer=consumer, engines=engines, fail_on=fail_on)
     for problem in report.unusable:

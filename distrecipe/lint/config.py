@@ -40,12 +40,6 @@ from distrecipe.keys import did_you_mean
 from distrecipe.schemas import recipe_schema, shown
 from distrecipe.source import read_text
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10: the tomli backport is a dependency there
-    import tomli as tomllib
-
-
 Level = Literal["error", "warning", "info", "off"]
 """A rule's level as a team sets it: a severity, or `off` (not run)."""
 LEVELS: tuple[Level, ...] = get_args(Level)
@@ -130,8 +124,14 @@ def load_config(pyproject: Path | None, codes: frozenset[str], formats: frozense
     if pyproject is None:
         return LintConfig()
     name = str(pyproject)
+    text = read_text(pyproject)
+    if "distrecipe" not in text:  # no table for us, however written: its TOML is its tools' to judge
+        return LintConfig()
+    if sys.version_info >= (3, 11):  # parsed only when it may hold one (compile reads it on every run)
+        import tomllib
+    else:  # pragma: no cover - Python 3.10: the tomli backport is a dependency there
+        import tomli as tomllib
     try:
-        text = read_text(pyproject)
         table = tomllib.loads(text).get("tool", {}).get("distrecipe", {})
     except tomllib.TOMLDecodeError as exc:
         found = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))

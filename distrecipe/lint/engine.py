@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from collections.abc import Iterable, Sequence
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from distrecipe.engines import KINDS, Kind
 from distrecipe.engines.native import DATA_SUFFIXES, OVERRIDE_SUFFIXES, is_file, unsupported
@@ -23,9 +25,13 @@ from distrecipe.lint.config import Consumer, LintConfig, at_least
 from distrecipe.lint.references import SKIPPED_DIRS
 from distrecipe.lint.rule import Source
 from distrecipe.lint.rules import RULES
-from distrecipe.lint.suppress import suppressions
+from distrecipe.lint.suppress import EVERY, suppressions
 from distrecipe.lint.workspace import Workspace
 from distrecipe.lint.world import World
+from distrecipe.source import Document
+
+if TYPE_CHECKING:
+    from distrecipe.job import Plan
 
 
 class NotAConfig(DistrecipeError):
@@ -158,6 +164,48 @@ def _check(src: Source, config: LintConfig, pairs_only: bool = False) -> list[Fi
                 continue
             out.append(Finding(code, problem.message, level, where))
     return out
+
+
+def check_recipe(doc: Document, plan: Plan, config: LintConfig) -> list[Finding]:
+    """Lint's findings on a recipe document (its `native` sections included), judged with
+    the Plan the caller resolved: what `lint recipe.yaml` says, for compile to refuse."""
+    workspace = Workspace(None, config=config)
+    try:
+        return check(Source(doc=doc, kind="recipe", workspace=workspace, plan=plan), config)
+    finally:
+        workspace.close()
+
+
+def check_written(files: Mapping[str, str], *, recipe: Document, said: Iterable[Finding],
+                  config: LintConfig, world: int | None, consumer: Consumer | None = None,
+                  written_as: Path | None = None) -> Report:
+    """Lint's findings on the files compiled from `recipe`, linted in a private directory
+    side by side as a user commits them (so each ds_config's reader is known) at `world`,
+    the ranks that read them; each placed at `written_as / name`.
+
+    A fact already `said` at the recipe (a `native` key carried into the file) is said once,
+    there, where it is fixed; a code the recipe silences (`ignore[CODE]`, `ignore-file`)
+    is silenced in what it compiles to, since the files cannot hold the comment.
+    """
+    known = {(f.code, f.message) for f in said}
+    quiet = suppressions(recipe)
+    silenced = quiet.file | {code for codes in quiet.lines.values() for code in codes if code != EVERY}
+    with tempfile.TemporaryDirectory(prefix="distrecipe-compile-") as tmp:
+        for name, text in files.items():
+            (Path(tmp) / name).write_bytes(text.encode("utf-8"))
+        own = replace(config, exclude=(), ds_config=())  # compile knows the files' reader
+        emitted = lint([tmp], config=own, world=world, consumer=consumer)
+
+        def placed(where: Position | None) -> Position | None:
+            if where is None or written_as is None:
+                return where
+            return replace(where, file=str(written_as / Path(where.file).relative_to(tmp)))
+
+        findings = [replace(f, where=placed(f.where)) for f in emitted.findings
+                    if (f.code, f.message) not in known and f.code not in silenced
+                    and EVERY not in quiet.file]
+        unusable = [DistrecipeError(e.message, placed(e.where)) for e in emitted.unusable]
+    return Report(findings, unusable, emitted.files)
 
 
 def _with_plan(src: Source) -> Source:

@@ -72,6 +72,18 @@ class _Registry(Mapping[str, Render]):
         return len(self._paths)
 
 
+def launch_world(plan: Plan) -> int:
+    """The world a ds_config for `plan` is read at when the job starts.
+
+    A Megatron strategy hands DeepSpeed its mpu, which reports the data-parallel ranks
+    (sequence ranks included, as `sequence_parallel_size` then divides them out); every
+    other strategy is launched on all ranks (AutoTP's tensor ranks included).
+    """
+    if plan.recipe.strategy == "megatron":
+        return plan.dims.world // (plan.dims.tensor * plan.dims.pipeline)
+    return plan.dims.world
+
+
 def emitted_targets(plan: Plan, kind: ProgramKind | None = None) -> tuple[str, ...]:
     """Which emitters' files the backend's job reads.
 

@@ -27,9 +27,10 @@ from distrecipe.api import plan_of_document
 from distrecipe.engines.gpus import GPUS
 from distrecipe.errors import DistrecipeError, RecipeError
 from distrecipe.job import plan_values
-from distrecipe.launch.kinds import COMPATIBLE, scan
+from distrecipe.launch.kinds import scan
 from distrecipe.model_shapes import active_params
 from distrecipe.output import one_line
+from distrecipe.plan.programs import COMPATIBLE
 from distrecipe.plan.search import Candidate, host_bytes_per_node, rank, search, why
 from distrecipe.recipe import Backend, Gpu, ProgramKind, Recipe, Strategy, slug
 from distrecipe.source import SourceError, parse_text, read_text

@@ -24,6 +24,7 @@ from typing import Any
 from distrecipe.api import plan_of_document
 from distrecipe.engines import ENGINES, KINDS, Kind
 from distrecipe.engines.defaults import Lookup, canonical, lookup, modelled
+from distrecipe.engines.platforms import PLATFORMS
 from distrecipe.engines.tables import is_comment_key
 from distrecipe.errors import DistrecipeError, Position
 from distrecipe.job import Plan, plan_values
@@ -74,8 +75,9 @@ class Diff:
     """What a side did not state and took from the other, and what was not compared."""
 
 
-NATIVE: dict[str, Kind] = {kind: kind for kind in KINDS if kind != "recipe"}
-"""The kinds compared key by key when both sides are one of them."""
+NATIVE: dict[str, Kind] = {kind: kind for kind in KINDS if kind in ENGINES or kind in PLATFORMS}
+"""The kinds compared key by key when both sides are one of them (job files, `engines.platforms`,
+are compared key by key and never priced)."""
 
 NO_MODEL = "the model size is not given (`--set model.params=8e9`)"
 
@@ -143,6 +145,8 @@ def diff_paths(old: str, new: str, *, world: int | None, nodes: int = 1,
     (kind_a, doc_a), (kind_b, doc_b) = read_native(old), read_native(new)
     if kind_a == kind_b and kind_a in NATIVE:
         changes, notes = native_changes(NATIVE[kind_a], doc_a, doc_b, world=world)
+        if changes and kind_a in PLATFORMS:
+            return Diff(changes, None, "a platform's job file trains no model of its own", notes)
         if not changes or not _sizes_model(overrides):
             return Diff(changes, None, NO_MODEL if changes else None, notes)
         try:

@@ -47,9 +47,15 @@ def joined(path: KeyPath) -> str:
     return ".".join(str(part) for part in path)
 
 
-def did_you_mean(word: str, choices: list[str]) -> str:
-    """`; did you mean 'x'?` for the closest of `choices`, or nothing when none is close."""
+CLOSE = 0.85
+"""The similarity (difflib's ratio) at which a word is taken for a misspelling of another:
+`zero_optimisation` of `zero_optimization` (0.94), not `comms_config` of `comms_logger` (0.67)."""
+
+
+def did_you_mean(word: str, choices: list[str], cutoff: float = 0.6) -> str:
+    """`; did you mean 'x'?` for the closest of `choices`, or nothing when none is close
+    (`cutoff`: difflib's similarity ratio; `CLOSE` for a near-certain misspelling)."""
     import difflib  # only error messages need it
 
-    match = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    match = difflib.get_close_matches(word, choices, n=1, cutoff=cutoff)
     return f"; did you mean {match[0]!r}?" if match else ""

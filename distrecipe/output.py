@@ -29,10 +29,14 @@ def to_json(data: Any) -> str:
 
 _BREAKS = {ord(c): c.encode("unicode_escape").decode("ascii")
            for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029\x00\x1b"}
+_BREAKS.update({code: f"\\x{code - 0xDC00:02x}" for code in range(0xDC80, 0xDD00)})
+"""Also the lone surrogates Python gives a byte that is not UTF-8 (in an argument or a file
+name): shown as the byte, `\\xff`."""
 
 
 def one_line(text: str) -> str:
-    """`text` with every line break and terminal escape written as its escape sequence.
+    """`text` with every line break and terminal escape written as its escape sequence,
+    and a byte that is not UTF-8 as `\\xNN`.
 
     An error is one line, whatever file name or value from the input it quotes.
     """

@@ -462,6 +462,56 @@ class SkyPilot:
     version of distrecipe with its launcher's extra (`pip install 'distrecipe[deepspeed]==…'`)."""
 
 
+QUANTITY_FORM: dict[str, Any] = {
+    "oneOf": [
+        {"type": "integer", "minimum": 1, "maximum": 2**50},
+        {"type": "string", "maxLength": 32,
+         "pattern": r"^([0-9]+(\.[0-9]*)?|\.[0-9]+)(([KMGTPE]i)|[numkMGTPE]|[eE][+]?[0-9]+)?$",
+         "examples": ["32", "500m", "256Gi"]},
+    ],
+}
+"""A Kubernetes resource quantity as a manifest writes it (`resource.Quantity`, positive):
+an integer, or a number with a suffix (`500m` CPU, `256Gi` memory)."""
+K8sKind = Literal["trainjob", "rayjob", "pytorchjob"]
+"""The manifests `launch --k8s` writes: Kubeflow Trainer v2's TrainJob, KubeRay's RayJob
+(verl), and the legacy Kubeflow training-operator PyTorchJob."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class K8s:
+    """What `launch --k8s` writes into a manifest that only the cluster's owners can decide.
+
+    The namespace, CPU and memory are written only when stated; the runtime and the
+    Python have the defaults Trainer and images ship with. Unset, the image is the
+    placeholder `SET-launch.k8s.image`, not a valid image reference, so the pods fail
+    to start (`InvalidImageName`) instead of running another image.
+    """
+
+    kind: Literal["auto"] | K8sKind = AUTO
+    """The manifest `launch --k8s` writes; `auto` (the default): a RayJob for verl, else a TrainJob."""
+    image: str | None = spec(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$", maxLength=500, minLength=None,
+                             title="a container image reference, e.g. ghcr.io/org/train:1.0")
+    """The container image of every node: Python, distrecipe and the training program (a
+    TrainJob or PyTorchJob also reads the recipe from it, at the path `launch` was given,
+    relative to the image's working directory). Default: a placeholder."""
+    python: str = spec("python3", pattern=r"^[A-Za-z0-9_./+-]+$", maxLength=255, minLength=None,
+                       title="a command name or path without spaces, e.g. python3 or /opt/venv/bin/python")
+    """The image's Python, which runs `-m distrecipe` on every node (or verl's entry point in
+    a RayJob). Default: `python3`."""
+    namespace: str | None = spec(None, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", maxLength=63,
+                                 minLength=None, title="a Kubernetes namespace (a DNS-1123 label)")
+    """`metadata.namespace`. Default: unset, so `kubectl apply` uses the current context's."""
+    runtime: str = spec("torch-distributed", pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", maxLength=253,
+                        minLength=None, title="a ClusterTrainingRuntime name (a DNS-1123 subdomain)")
+    """The ClusterTrainingRuntime a TrainJob runs on. Default: `torch-distributed`, the runtime
+    Kubeflow Trainer installs for torchrun jobs."""
+    cpu: int | str | None = spec(None, written=QUANTITY_FORM)
+    """CPUs each node requests and is limited to (`32`, `500m`). Default: unset (the
+    cluster's defaults)."""
+    memory: int | str | None = spec(None, written=QUANTITY_FORM)
+    """Memory each node requests and is limited to (`256Gi`). Default: unset."""
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Native:
     """Engine settings the recipe does not model, carried verbatim into that engine's output.
@@ -515,6 +565,8 @@ class Launch:
     """`#SBATCH` settings for `launch --slurm`. Default: placeholders where only the cluster knows."""
     skypilot: SkyPilot = field(default_factory=SkyPilot)
     """Task settings for `launch --skypilot`. Default: see `SkyPilot`."""
+    k8s: K8s = field(default_factory=K8s)
+    """Image and resources for `launch --k8s`. Default: a placeholder image, the cluster's defaults."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -4,11 +4,12 @@ Recipes and native configs (ds_config.json, accelerate YAML, verl YAML) are all 
 here, so every later message can point at `file:line:col`. Loading is safe and
 bounded on purpose: these files arrive in code review from anyone.
 
-* Every file is read by `read_text`: regular files only, at most `MAX_BYTES` + 1
+* Every file is read by `read_text`: regular files only, at most `BUDGET.bytes` + 1
   bytes whatever the file claims its size is, UTF-8 only.
 * Only YAML's safe types: a `!!python/object` tag is refused, never constructed.
 * Duplicate keys are an error (PyYAML keeps the last one silently).
-* Size and alias expansion are bounded: a billion-laughs file fails fast.
+* Size, values (after alias expansion) and nesting are held to one `Budget`: a
+  billion-laughs file fails fast.
 * YAML 1.2 numbers: `1e-5` and `8.2e9` are floats (YAML 1.1 reads them as strings).
 * JSON is read by `json.loads` (ds_configs are most of what is read, and most have
   no finding); its positions are composed by libyaml only when a message asks.
@@ -32,14 +33,46 @@ import yaml
 
 from distrecipe.errors import DistrecipeError, Position
 
-MAX_BYTES = 1 << 20
-"""Largest file read: real configs are a few KiB; 1 MiB leaves room for comments."""
-MAX_NODES = 20_000
-"""Largest number of values, after alias expansion; a billion-laughs file has 10⁹. Real
-configs hold hundreds (verl's whole composed PPO config about 1,500), and reading is
-linear in this bound, so a hostile file is refused in well under a second."""
-MAX_DEPTH = 64
-"""Deepest nesting read; real configs nest four or five levels."""
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """How much of an untrusted file is read: its size, its values and its nesting.
+
+    Real configs are a few KiB, hold hundreds of values (verl's whole composed PPO config
+    about 1,500) and nest four or five levels; a hostile one (a billion-laughs file holds
+    10⁹ values) is refused at the first value past a bound, so reading stays linear in
+    the bounds and a hostile file is refused in well under a second. Every reader of a
+    user's file asks this one object, so the bounds and their messages live in one place.
+    """
+
+    bytes: int = 1 << 20
+    """Largest file read: 1 MiB leaves room for comments."""
+    nodes: int = 20_000
+    """Most values, after alias expansion."""
+    depth: int = 64
+    """Deepest nesting."""
+
+    def size(self, size: int, where: Position, what: str = "file") -> None:
+        """Refuse `size` bytes of text when over the bound."""
+        if size > self.bytes:
+            raise SourceError(f"{what} is larger than {self.bytes:,} bytes; larger configs are refused",
+                              where)
+
+    def values(self, count: int, where: Position, *, expanded: bool = False) -> None:
+        """Refuse a document whose `count`-th value is past the bound."""
+        if count > self.nodes:
+            if expanded:
+                raise SourceError(f"document expands to more than {self.nodes:,} values (alias bomb?)", where)
+            raise SourceError(f"more than {self.nodes:,} values: a training config holds hundreds", where)
+
+    def nesting(self, depth: int, where: Position) -> None:
+        """Refuse a value nested `depth` levels deep when past the bound."""
+        if depth > self.depth:
+            raise SourceError(f"document nested more than {self.depth} levels", where)
+
+
+BUDGET = Budget()
+"""The bounds every file distrecipe reads is held to."""
 
 KeyPath = tuple[str | int, ...]
 Tables = tuple[dict[KeyPath, Position], dict[KeyPath, Position]]
@@ -91,6 +124,10 @@ class Document:
     file: str
     lines: tuple[str, ...]
     _located: _Located = field(repr=False)
+    written: dict[KeyPath, str] = field(repr=False)
+    """For a plain YAML scalar that YAML 1.1 read as something other than a string
+    (`12:00:00` → 43200, `no` → False, `2024-01-01` → a date, `0755` → 493): its text as
+    written (see `written_text`)."""
 
     def __init__(
         self,
@@ -101,6 +138,7 @@ class Document:
         lines: tuple[str, ...] = (),
         *,
         locate: Callable[[], Tables] | None = None,
+        written: dict[KeyPath, str] | None = None,
     ) -> None:
         given = None if locate is not None else (
             {} if positions is None else positions, {} if key_positions is None else key_positions)
@@ -108,6 +146,7 @@ class Document:
         object.__setattr__(self, "file", file)
         object.__setattr__(self, "lines", lines)
         object.__setattr__(self, "_located", _Located(given, locate))
+        object.__setattr__(self, "written", {} if written is None else written)
 
     @property
     def positions(self) -> dict[KeyPath, Position]:
@@ -150,6 +189,56 @@ _Loader.yaml_implicit_resolvers = {
 }
 
 
+def written_text(doc: Document, path: KeyPath) -> str | None:
+    """The text a plain YAML scalar at `path` was written as, where YAML 1.1 read it as
+    something other than a string (`12:00:00` is the number 43200, `no` is False,
+    `2024-01-01` a date, `0755` the number 493); None for any other value. A reader that
+    expects text takes this instead of the value (`strings_as_written`)."""
+    return doc.written.get(tuple(path))
+
+
+def yaml11_reading(text: str, value: Any) -> str | None:
+    """How YAML 1.1 turned the plain scalar `text` into `value`, where a person writing it
+    rarely means that: a base-60 number, an octal number, a boolean spelt yes/no/on/off,
+    or a date; None for an ordinary reading (`8`, `true`, `1.5e-5`)."""
+    if isinstance(value, bool):
+        return None if text.lower() in ("true", "false") else f"the boolean {str(value).lower()}"
+    if isinstance(value, int | float) and ":" in text:
+        return f"the base-60 number {value}"
+    if isinstance(value, int) and re.fullmatch(r"[-+]?0[0-7_]+", text):
+        return f"the octal number {value}"
+    if not isinstance(value, int | float | str) and hasattr(value, "isoformat"):
+        return f"the date {value.isoformat()}"
+    return None
+
+
+def strings_as_written(doc: Document, wants_text: Callable[[KeyPath, Any], bool]) -> Document:
+    """`doc` with each value YAML 1.1 read from a plain scalar replaced by its text as
+    written, where `wants_text(path, value)` says text is expected there."""
+    changed = {path: text for path, text in doc.written.items() if wants_text(path, _at(doc.data, path))}
+    if not changed:
+        return doc
+    data = _replaced(doc.data, (), changed)
+    rest = {path: text for path, text in doc.written.items() if path not in changed}
+    return Document(data, doc.file, doc.positions, doc.key_positions, doc.lines, written=rest)
+
+
+def _at(data: Any, path: KeyPath) -> Any:
+    for part in path:
+        data = data[part]
+    return data
+
+
+def _replaced(data: Any, path: KeyPath, changed: dict[KeyPath, str]) -> Any:
+    if path in changed:
+        return changed[path]
+    if isinstance(data, dict):
+        return {key: _replaced(value, (*path, key), changed) for key, value in data.items()}
+    if isinstance(data, list):
+        return [_replaced(value, (*path, index), changed) for index, value in enumerate(data)]
+    return data
+
+
 def _pos(file: str, mark: Any) -> Position:
     """A YAML mark (PyYAML's or libyaml's, both with 0-based `line` and `column`) as a Position."""
     if mark is None:
@@ -167,7 +256,7 @@ def read_text(path: str | Path) -> str:
 
     Only a regular file is read (a FIFO would hang, `/dev/zero` never ends), checked
     on the opened descriptor so it cannot be swapped between check and read; at most
-    `MAX_BYTES` + 1 bytes are read whatever size the file claims; the text must be
+    `BUDGET.bytes` + 1 bytes are read whatever size the file claims; the text must be
     UTF-8. Every refusal is a `SourceError` at `path:1:1` (or at the bad byte).
     """
     name = _printable(str(path))
@@ -186,8 +275,8 @@ def read_text(path: str | Path) -> str:
             raise SourceError(f"cannot read: it is {kind}, not a regular file", where)
         chunks: list[bytes] = []
         size = 0
-        while size <= MAX_BYTES:
-            chunk = os.read(fd, MAX_BYTES + 1 - size)
+        while size <= BUDGET.bytes:
+            chunk = os.read(fd, BUDGET.bytes + 1 - size)
             if not chunk:
                 break
             chunks.append(chunk)
@@ -196,8 +285,7 @@ def read_text(path: str | Path) -> str:
         raise SourceError(f"cannot read: {exc.strerror or exc}", where) from None
     finally:
         os.close(fd)
-    if size > MAX_BYTES:
-        raise SourceError(f"file is larger than {MAX_BYTES:,} bytes; larger configs are refused", where)
+    BUDGET.size(size, where)
     return _decode(b"".join(chunks), name)
 
 
@@ -239,9 +327,17 @@ def _decode(data: bytes, name: str) -> str:
 
 
 def parse_text(text: str, file: str) -> Document:
-    """Parse YAML or JSON text (by the file's name); JSON is read as JSON."""
-    if len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
-        raise SourceError(f"text is larger than {MAX_BYTES:,} bytes", Position(file, 1, 1))
+    """Parse YAML or JSON text (by the file's name); JSON is read as JSON.
+
+    Text holding a lone surrogate came from bytes that are not UTF-8 (Python hands a
+    command-line argument's over that way): refused at the byte, as a file's would be.
+    """
+    BUDGET.size(len(text.encode("utf-8", "surrogatepass")), Position(file, 1, 1), "text")
+    if (bad := _SURROGATE.search(text)) is not None:
+        code = ord(bad.group(0))
+        byte = f"byte 0x{code - 0xDC00:02X}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
+        raise SourceError(f"not UTF-8 text: {byte} is not valid here; distrecipe reads text as UTF-8",
+                          _offset_position(text, bad.start(), file))
     if file.endswith(".json"):
         return _json(text, file)
     return _compose(text, file)
@@ -299,6 +395,7 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 _STRING = re.compile(r'("(?:[^"\\]|\\.)*")(\s*:)?')
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _Composer: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 """libyaml where PyYAML was built with it (about 10× faster than PyYAML's own composer)."""
 
@@ -382,17 +479,14 @@ def _duplicate(key: str | int, first: Position) -> str:
 
 
 def _check_size(data: Any, file: str) -> None:
-    """Refuse JSON data with more than MAX_NODES values or nested deeper than MAX_DEPTH
-    (`json.loads` itself is fast; what follows it, positions and rules, is not)."""
-    count, stack = 0, [(data, 0)]
+    """Hold JSON data to the budget's values and nesting (`json.loads` itself is fast;
+    what follows it, positions and rules, is not)."""
+    count, stack, start = 0, [(data, 0)], Position(file, 1, 1)
     while stack:
         node, depth = stack.pop()
         count += 1
-        if count > MAX_NODES:
-            raise SourceError(f"more than {MAX_NODES:,} values: a training config holds hundreds",
-                              Position(file, 1, 1))
-        if depth > MAX_DEPTH:
-            raise SourceError(f"document nested more than {MAX_DEPTH} levels", Position(file, 1, 1))
+        BUDGET.values(count, start)
+        BUDGET.nesting(depth, start)
         if isinstance(node, dict):
             stack.extend((value, depth + 1) for value in node.values())
         elif isinstance(node, list):
@@ -414,20 +508,15 @@ def _prescan(text: str, file: str) -> None:
         while (event := parser.get_event()) is not None:
             if isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
-                if depth > MAX_DEPTH:
-                    raise SourceError(f"document nested more than {MAX_DEPTH} levels",
-                                      _pos(file, event.start_mark))
+                BUDGET.nesting(depth, _pos(file, event.start_mark))
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
             if isinstance(event, (yaml.ScalarEvent, yaml.AliasEvent, yaml.CollectionStartEvent)):
                 count += 1
-                if count > MAX_NODES:
-                    raise SourceError(f"more than {MAX_NODES:,} values: a training config holds hundreds",
-                                      _pos(file, event.start_mark))
+                BUDGET.values(count, _pos(file, event.start_mark))
     except yaml.YAMLError as exc:
-        if "depth" in str(exc):  # libyaml's own nesting limit, far above MAX_DEPTH
-            raise SourceError(f"document nested more than {MAX_DEPTH} levels",
-                              _pos(file, getattr(exc, "problem_mark", None))) from None
+        if "depth" in str(exc):  # libyaml's own nesting limit, far above the budget's
+            BUDGET.nesting(BUDGET.depth + 1, _pos(file, getattr(exc, "problem_mark", None)))
     finally:
         parser.dispose()
 
@@ -462,7 +551,7 @@ def _compose(text: str, file: str) -> Document:
         return doc
     builder = _Builder(loader, doc)
     data = builder.build(root, ())
-    return Document(data, file, doc.positions, doc.key_positions, doc.lines)
+    return Document(data, file, doc.positions, doc.key_positions, doc.lines, written=doc.written)
 
 
 _PLAIN_TAGS = frozenset({"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"})
@@ -478,14 +567,8 @@ class _Builder:
 
     def build(self, node: yaml.Node, path: KeyPath, depth: int = 0) -> Any:
         self.count += 1
-        if self.count > MAX_NODES:
-            raise SourceError(
-                f"document expands to more than {MAX_NODES:,} values (alias bomb?)",
-                _pos(self.doc.file, node.start_mark),
-            )
-        if depth > MAX_DEPTH:
-            raise SourceError(f"document nested more than {MAX_DEPTH} levels",
-                              _pos(self.doc.file, node.start_mark))
+        BUDGET.values(self.count, _pos(self.doc.file, node.start_mark), expanded=True)
+        BUDGET.nesting(depth, _pos(self.doc.file, node.start_mark))
         self.doc.positions.setdefault(path, _pos(self.doc.file, node.start_mark))
         if not isinstance(node, yaml.ScalarNode) and node.tag not in _PLAIN_TAGS:
             raise SourceError(
@@ -496,7 +579,10 @@ class _Builder:
             return self._mapping(node, path, depth)
         if isinstance(node, yaml.SequenceNode):
             return [self.build(item, (*path, i), depth + 1) for i, item in enumerate(node.value)]
-        return self._scalar(node)
+        value = self._scalar(node)
+        if getattr(node, "style", None) is None and not isinstance(value, str) and value is not None:
+            self.doc.written[path] = node.value  # plain: the scalar's text as written
+        return value
 
     def _mapping(self, node: yaml.MappingNode, path: KeyPath, depth: int) -> dict[str, Any]:
         self.loader.flatten_mapping(node)  # resolves `<<` merge keys

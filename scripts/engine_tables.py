@@ -410,7 +410,92 @@ def accelerate_table() -> dict[str, Any]:
     for enum_name in ("ComputeEnvironment", "DistributedType", "DynamoBackend", "PrecisionType"):
         values[enum_name] = sorted(str(m.value) for m in getattr(acc_dc, enum_name))
     return {"engine": "accelerate", "version": importlib.metadata.version("accelerate"),
-            "launch_options": sorted(every), "sections": sections, "values": dict(sorted(values.items()))}
+            "launch_options": sorted(every), "sections": sections, "values": dict(sorted(values.items())),
+            "accepted": accelerate_accepted(values)}
+
+ACCELERATE_PROBED = {
+    "distributed_type": ("loader", "MULTI_GPU"),
+    "mixed_precision": ("judge", "MULTI_GPU"), "dynamo_config.dynamo_backend": ("judge", "MULTI_GPU"),
+    **{f"fsdp_config.fsdp_{key}": ("judge", "FSDP") for key in (
+        "reshard_after_forward", "sharding_strategy", "offload_params", "auto_wrap_policy",
+        "backward_prefetch", "state_dict_type", "use_orig_params", "sync_module_states",
+        "activation_checkpointing", "cpu_ram_efficient_loading", "forward_prefetch", "min_num_params")},
+}
+"""Accelerate config keys whose accepted values are probed, and how: Accelerate's loader
+alone, or the whole judge (launch environment and the worker's plugin), on a minimal
+config of that `distributed_type` (FSDP keys under `fsdp_version` 1 and 2)."""
+TRUTH_WORDS = ["y", "yes", "t", "true", "on", "1", "n", "no", "f", "false", "off", "0"]
+
+
+def accelerate_accepted(values: dict[str, Any]) -> dict[str, Any]:
+    """What Accelerate accepts for each probed key (`ACCELERATE_PROBED`), found by asking it:
+    every name of its vocabularies (and each in lower case), the truth words of its
+    `str_to_bool`, YAML booleans, digits and a nonsense word are written into a minimal
+    config and judged (`distrecipe.judges.accelerate`). The accepted ones are summed up as
+    `open` (anything goes: the key is not read there), `truth` (a truth word or boolean),
+    `integer`, or `names` (those names, with `case` any or exact, and `digits`), each with
+    whether YAML's `true`/`false` are taken (`booleans`)."""
+    import tempfile
+
+    from distrecipe.judges import accelerate as judge
+
+    names = sorted({str(v) for vocabulary in values.values() for v in vocabulary})
+    spellings = [*names, *(n.lower() for n in names), *(n.upper() for n in names)]
+    candidates: list[Any] = list(dict.fromkeys([True, False, *TRUTH_WORDS, *spellings,
+                                                *(str(d) for d in range(2, 10)), 100, "bogus"]))
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "config.yaml"
+
+        def accepted(config: dict[str, Any], how: str) -> bool:
+            path.write_text(json.dumps(config))
+            if how == "loader":
+                return judge.loader_refusal(path) is None
+            return judge.judge(path).outcome != "refuses"
+
+        for dotted, (how, distributed) in ACCELERATE_PROBED.items():
+            versions = ("1", "2") if dotted.startswith("fsdp_config.") else ("*",)
+            for version in versions:
+                ok = []
+                for value in candidates:
+                    config: dict[str, Any] = {
+                        "compute_environment": "LOCAL_MACHINE", "distributed_type": distributed,
+                        "num_processes": 2, "num_machines": 1, "machine_rank": 0, "mixed_precision": "no"}
+                    section, _, key = dotted.rpartition(".")
+                    inner: dict[str, Any] = {"fsdp_version": int(version)} if version != "*" else {}
+                    if key == "fsdp_min_num_params":
+                        inner["fsdp_auto_wrap_policy"] = "SIZE_BASED_WRAP"
+                    if section:
+                        config[section] = {**inner, key: value}
+                    else:
+                        config[key] = value
+                    if accepted(config, how):
+                        ok.append(value)
+                out.setdefault(dotted, {})[version] = _vocabulary(ok, names)
+    return out
+
+
+def _vocabulary(ok: list[Any], names: list[str]) -> dict[str, Any]:
+    """The accepted probe values of one key, summed up (see `accelerate_accepted`)."""
+    words = [v for v in ok if isinstance(v, str)]
+    if "bogus" in words:
+        return {"kind": "open"}
+    truth = [v for v in words if v in TRUTH_WORDS]
+    truthy = len(truth) >= len(TRUTH_WORDS) - 2  # all of str_to_bool's words (or all but an interplay's)
+    spelled = {spelling for name in names for spelling in (name, name.lower(), name.upper())}
+    named = sorted(word for word in words if word in spelled and not word.isdigit()
+                   and not (truthy and word.lower() in TRUTH_WORDS))
+    digits = sorted({v for v in words if v.isdigit()} - ({"0", "1"} if truthy else set()))
+    if truthy and not named:
+        return {"kind": "truth"}
+    booleans = True in ok and False in ok
+    if named:
+        case = "any" if all(n.lower() in words and n.upper() in words for n in named) else "exact"
+        named = sorted({n.upper() for n in named}) if case == "any" else named
+        return {"kind": "names", "names": named, "case": case, "digits": digits, "booleans": booleans}
+    if digits:
+        return {"kind": "integer", "booleans": booleans}
+    return {"kind": "open"}
 
 
 def accelerate_refuses(key: str) -> bool:
@@ -443,7 +528,14 @@ def verl_table() -> dict[str, Any]:
     with initialize_config_module("verl.trainer.config", version_base=None):
         for name in VERL_CONFIGS:
             trees[name] = jsonable(OmegaConf.to_container(compose(name), resolve=False))
-    return {"engine": "verl", "version": importlib.metadata.version("verl"), "configs": trees}
+    import pkgutil
+
+    import verl.trainer
+
+    modules = sorted(f"verl.trainer.{module.name}" for module in pkgutil.iter_modules(verl.trainer.__path__)
+                     if not module.ispkg)
+    return {"engine": "verl", "version": importlib.metadata.version("verl"), "configs": trees,
+            "trainer_modules": modules}
 
 
 # --- transformers ----------------------------------------------------------------------------
@@ -451,8 +543,9 @@ def verl_table() -> dict[str, Any]:
 
 def hf_table() -> dict[str, Any]:
     """TrainingArguments' fields, and the default of each that has a stable one (what a
-    dumped TrainingArguments JSON holds for a field nobody set)."""
-    from transformers import TrainingArguments
+    dumped TrainingArguments JSON holds for a field nobody set); the fields
+    Seq2SeqTrainingArguments adds (LLaMA-Factory's TrainingArguments extends it)."""
+    from transformers import Seq2SeqTrainingArguments, TrainingArguments
 
     fields = [f for f in dataclasses.fields(TrainingArguments) if f.init]
     defaults: dict[str, Any] = {}
@@ -465,8 +558,33 @@ def hf_table() -> dict[str, Any]:
             continue
         with contextlib.suppress(ValueError):
             defaults[f.name] = jsonable(value)
+    seq2seq = sorted({f.name for f in dataclasses.fields(Seq2SeqTrainingArguments) if f.init}
+                     - {f.name for f in fields})
     return {"engine": "transformers", "version": importlib.metadata.version("transformers"),
-            "training_arguments": sorted(f.name for f in fields), "defaults": defaults}
+            "training_arguments": sorted(f.name for f in fields), "defaults": defaults,
+            "seq2seq_arguments": seq2seq, "flags": hf_flags()}
+
+
+def hf_flags() -> dict[str, dict[str, Any]]:
+    """How `HfArgumentParser(TrainingArguments)` reads each field from a command line: the
+    argparse conversion (`int`, `float`, `bool` by `string_to_bool`, `str`, `enum` for an
+    enum field, which `TrainingArguments.__post_init__` converts from a file's string too,
+    or `other`), the `choices` argparse refuses anything outside of, and `nargs`."""
+    from transformers import HfArgumentParser, TrainingArguments
+
+    kinds = {"int": "int", "float": "float", "string_to_bool": "bool", "str": "str"}
+    flags: dict[str, dict[str, Any]] = {}
+    for action in HfArgumentParser(TrainingArguments)._actions:
+        if not action.option_strings or action.dest in ("help", *flags) or action.nargs == 0:
+            continue  # `--no_X` (store_false) sets the same field as `--X`
+        name = getattr(action.type, "__name__", "")
+        entry: dict[str, Any] = {"type": "enum" if name == "<lambda>" else kinds.get(name, "other")}
+        if action.choices:
+            entry["choices"] = [jsonable(choice) for choice in action.choices]
+        if action.nargs is not None:
+            entry["nargs"] = action.nargs
+        flags[action.dest] = entry
+    return dict(sorted(flags.items()))
 
 
 # --- writing and checking --------------------------------------------------------------------

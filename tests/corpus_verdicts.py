@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from distrecipe.judges import Verdict
+from distrecipe.judges import Note, Verdict
 from distrecipe.judges import accelerate as accelerate_judge
 from distrecipe.judges import deepspeed as deepspeed_judge
 from distrecipe.judges import hf as hf_judge
@@ -43,6 +43,36 @@ PAIRS = {
     "scripts/lm-sys__FastChat__playground__deepspeed_config_s2.json": "scripts/lm-sys__FastChat__scripts__train_lora.sh",
 }
 """ds_config → the corpus launch script that names it (PROVENANCE.csv notes each pair)."""
+
+NOT_TRAINER = {
+    "scripts/OpenRLHF__OpenRLHF__examples__scripts__train_sft_llama.sh":
+        "openrlhf.cli.train_sft parses its own argparse, and the flags are built in a heredoc variable",
+    "scripts/LianjiaTech__BELLE__train__scripts__run_ppo.sh":
+        "ppo_train.py parses BELLE's own ScriptArguments (HfArgumentParser(ScriptArguments)) for trl's PPO",
+    "scripts/LianjiaTech__BELLE__train__scripts__run_rm.sh":
+        "rm_train.py parses BELLE's ScriptArguments (rm_train.py:179) and builds RewardConfig itself",
+    **{f"scripts/{name}": "DeepSpeed-Chat's own argparse (main.py; deepspeed.add_config_arguments: a bare "
+                          "--deepspeed)" for name in (
+        "01-ai__Yi__finetune__scripts__run_sft_Yi_6b.sh", "01-ai__Yi__finetune__scripts__run_sft_Yi_34b.sh",
+        "01-ai__Yi__finetune__scripts__run_sft_lora_Yi_6b.sh",
+        "microsoft__DeepSpeedExamples__applications__DeepSpeed-Chat__training__step1_supervised_finetuning__"
+        "training_scripts__multi_node__run_66b.sh",
+        "microsoft__DeepSpeedExamples__applications__DeepSpeed-Chat__training__step1_supervised_finetuning__"
+        "training_scripts__single_node__run_llama2_7b.sh",
+        "microsoft__DeepSpeedExamples__applications__DeepSpeed-Chat__training__step3_rlhf_finetuning__"
+        "training_scripts__llama2__run_llama2_7b.sh")},
+}
+"""Launch scripts whose program is no HF Trainer program: their flags are not TrainingArguments."""
+
+OWN_FIELDS = {
+    **{f"scripts/LianjiaTech__BELLE__train__scripts__{name}.sh": {
+        "evaluation_strategy": "BELLE's own dataclass, train/src/entry_point/sft_train.py:116 (pt_train.py alike)"}
+       for name in ("run_sft", "run_pt", "multinode_run")},
+}
+"""Launch script → the removed TrainingArguments fields its program's own dataclass declares."""
+
+KEEPS_REMAINING = {"scripts/jzhang38__TinyLlama__sft__script.sh": "finetune.py:497 return_remaining_strings=True"}
+"""Launch scripts whose program parses with `return_remaining_strings=True` (unknown flags dropped)."""
 
 
 @dataclass(frozen=True)
@@ -70,16 +100,28 @@ def provenance() -> dict[str, dict[str, str]]:
     return rows
 
 
+TOOLS = ("axolotl", "llamafactory")
+"""Folders of Axolotl and LLaMA-Factory YAMLs (with the ds_configs and Accelerate configs
+they name): their tools cannot be installed here, so RECORDED.csv holds each YAML's verdict
+from the tool's own validator, run from its source at the commit PROVENANCE.csv names."""
+
+
 def kind_of(relative: str) -> str | None:
     directory, name = relative.split("/", 1)
     if directory == "verl":
         return "verl"
+    if directory in TOOLS:
+        if name.endswith(".json"):
+            return "deepspeed"
+        return "accelerate" if "__accelerate__" in name else directory
     if name.endswith(".json") and directory in ("deepspeed", "scripts"):
         return "deepspeed"
     if name.endswith((".yaml", ".yml")) and directory in ("accelerate", "scripts"):
         return "accelerate"
     if directory == "hf":
         return "hf"
+    if directory == "scripts" and name.endswith(".sh"):
+        return "hf-script"
     return None
 
 
@@ -170,24 +212,67 @@ def judge_accelerate(relative: str, origins: dict[str, dict[str, str]]) -> Verdi
                    verdict.notes, context)
 
 
+def judge_launch_script(relative: str) -> Verdict:
+    """The Trainer's verdict on the first launch command of a script that passes the
+    Trainer's batch flag, with the flags as the shell passes them (`engines.argv`, the
+    reader lint uses: the verdict is transformers' on those words)."""
+    from distrecipe.engines.argv import launches
+
+    engine = hf_judge.version("transformers")
+    if relative in NOT_TRAINER:
+        return Verdict("not-judgeable", engine, f"not judgeable: {NOT_TRAINER[relative]}")
+    text = (CORPUS / relative).read_text()
+    launch = next((found for found in launches(text, relative) if "per_device_train_batch_size" in found.flags), None)
+    if launch is None:
+        return Verdict("not-judgeable", engine, "not judgeable: no launch command passes TrainingArguments")
+    flags, unknown = [], []
+    for name, (_, value) in launch.flags.items():
+        if value is not None and value.value is None:
+            unknown.append(f"--{name}")
+        else:
+            flags.append((name, None if value is None else value.value))
+    world = launch.world()[0] or hf_judge.WORLD_DEFAULT
+    verdict = hf_judge.judge_flags(flags, world, own=OWN_FIELDS.get(relative),
+                                   keeps_remaining=relative in KEEPS_REMAINING)
+    context = verdict.context + ("; left to the environment: " + ", ".join(unknown) if unknown else "")
+    return Verdict(verdict.outcome, verdict.engine, verdict.message, verdict.notes, context)
+
+
 def judge_hf(relative: str) -> Verdict:
     path = CORPUS / relative
     data = json.loads(path.read_text()) if path.suffix == ".json" else yaml.safe_load(path.read_text())
     return hf_judge.judge(data)
 
 
+def recorded() -> dict[str, Verdict]:
+    """The verdicts RECORDED.csv holds for the tools this environment cannot install."""
+    out = {}
+    for tool in TOOLS:
+        with (CORPUS / tool / "RECORDED.csv").open(newline="") as f:
+            for row in csv.DictReader(f):
+                notes = (Note((), row["why"]),) if row["why"] else ()
+                out[f"{tool}/{row['file']}"] = Verdict(row["verdict"], row["engine"], row["message"],  # type: ignore[arg-type]
+                                                       notes, row["context"])
+    return out
+
+
 def rows() -> Iterator[Row]:
     origins = provenance()
+    verdicts = recorded()
     verl = None
     try:
         for relative in sorted(origins):
             kind = kind_of(relative)
-            if kind == "deepspeed":
+            if kind in TOOLS:
+                yield Row(relative, kind, verdicts[relative])
+            elif kind == "deepspeed":
                 yield Row(relative, kind, judge_deepspeed(relative))
             elif kind == "accelerate":
                 yield Row(relative, kind, judge_accelerate(relative, origins))
             elif kind == "hf":
                 yield Row(relative, kind, judge_hf(relative))
+            elif kind == "hf-script":
+                yield Row(relative, kind, judge_launch_script(relative))
             elif kind == "verl":
                 from distrecipe.judges import verl as verl_judge
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from distrecipe.engines.deepspeed import CONFIG_FILE
 from distrecipe.job import Plan
 from distrecipe.lint.config import LintConfig
 from distrecipe.lint.engine import lint
@@ -146,10 +147,17 @@ def plan_of(doc: dict[str, Any]) -> Plan:
 
 def lint_errors(plan: Plan, output: Output) -> list[str]:
     """The error findings of `lint` on `output`'s files, written into one directory as a user
-    commits them and linted at the world the job launches at."""
+    commits them and linted at the world the job launches at (a Megatron ds_config at the
+    data-parallel ranks DeepSpeed is handed, `launch_world`, alone)."""
     with tempfile.TemporaryDirectory() as tmp:
         for name, text in output.files.items():
             (Path(tmp) / name).write_text(text, encoding="utf-8")
-        report = lint([tmp], config=LintConfig(), world=launch_world(plan))
+        report = lint([tmp], config=LintConfig(), world=plan.dims.world)
+        ds = Path(tmp) / CONFIG_FILE
+        findings = report.findings
+        if launch_world(plan) != plan.dims.world and ds.is_file():
+            alone = lint([ds], config=LintConfig(), world=launch_world(plan))
+            findings = [f for f in findings if not f.where or f.where.file != str(ds)] + alone.findings
+            assert not alone.unusable, alone.unusable
     assert not report.unusable, report.unusable
-    return [str(f) for f in report.findings if f.severity == "error"]
+    return [str(f) for f in findings if f.severity == "error"]

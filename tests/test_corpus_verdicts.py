@@ -64,7 +64,8 @@ def lint_errors(row: dict[str, str]) -> list[str]:
     world = None
     if row["kind"] == "deepspeed" and row["context"].startswith("world "):
         world = int(row["context"].split()[1].rstrip(";"))
-    report = lint([Path(path)], config=LintConfig(), world=world, kind=row["kind"])  # type: ignore[arg-type]
+    kind = "hf" if row["kind"] == "hf-script" else row["kind"]  # a launch script's TrainingArguments flags
+    report = lint([Path(path)], config=LintConfig(), world=world, kind=kind)  # type: ignore[arg-type]
     notes = row["why"].split("; ") if row["verdict"] == "differs" else []
     severities = {"error", "warning"} if notes and all(note.endswith(IGNORED) for note in notes) else {"error"}
     return [f"{f.code} {f.where}: {f.message}" for f in report.findings if f.severity in severities] + [

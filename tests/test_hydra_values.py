@@ -29,7 +29,7 @@ def test_a_script_value_is_the_whole_shell_word() -> None:
                          "  data.max_prompt_length=$(((A + B) / C)) trainer.experiment_name=\"qwen run\"x \\\n"
                          "  trainer.nnodes=1\n", "run.sh")
     assert doc.data["data"] == {"max_response_length": "$((512 + 512))", "max_prompt_length": "$(((A + B) / C))"}
-    assert doc.data["trainer"] == {"experiment_name": "\"qwen run\"x", "nnodes": 1}
+    assert doc.data["trainer"] == {"experiment_name": "qwen runx", "nnodes": 1}  # bash removes the quotes
 
 
 @pytest.mark.parametrize("value", [

@@ -287,3 +287,35 @@ def test_an_all_false_activation_checkpointing_section_imports_as_no_recompute(
         **section, "partition_activations": True}})), "--world", "4")
     assert on.code == 0, on.err
     assert yaml.safe_load(on.out)["activation_checkpointing"] == "full"
+
+
+def test_a_verl_script_s_shell_variables_are_not_overrides(cli: Callable[..., Result],
+                                                           write: Callable[[str, str], Path]) -> None:
+    """`data=...` and `algorithm=...` are shell variables the script passes on; only the
+    arguments of the verl command are overrides, as bash passes them."""
+    script = write("run.sh", "data=$HOME/data/gsm8k\nalgorithm=grpo\n"
+                             "python3 -m verl.trainer.main_ppo algorithm.adv_estimator=$algorithm \\\n"
+                             "    data.train_files=$data/train.parquet data.train_batch_size=64 \\\n"
+                             "    actor_rollout_ref.actor.ppo_mini_batch_size=16 \\\n"
+                             "    actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2 trainer.n_gpus_per_node=8\n")
+    result = cli("import", script)
+    assert result.code == 0, result.err
+    recipe = yaml.safe_load(result.out)
+    lines = recipe["native"]["verl"]
+    assert "algorithm.adv_estimator=grpo" in lines and not any(line.startswith(("data=", "algorithm=")) for line in lines)
+
+
+def test_a_launch_script_s_fsdp_flags_are_read_noted_and_carried(cli: Callable[..., Result], tmp_path: Path) -> None:
+    (tmp_path / "fsdp.json").write_text('{"transformer_layer_cls_to_wrap": ["LlamaDecoderLayer"]}')
+    (tmp_path / "train.sh").write_text(
+        "torchrun --nproc_per_node=8 train_mem.py --bf16 True --per_device_train_batch_size 2 \\\n"
+        "    --gradient_accumulation_steps 16 --fsdp \"shard_grad_op auto_wrap\" --fsdp_config fsdp.json\n")
+    result = cli("import", tmp_path / "train.sh", "-o", tmp_path / "out" / "recipe.yaml")
+    assert result.code == 0, result.err
+    assert result.out == ""
+    recipe = yaml.safe_load((tmp_path / "out" / "recipe.yaml").read_text())
+    assert (recipe["strategy"], recipe["stage"], recipe["cluster"]) == ("fsdp", 2, {"nodes": 1, "gpus_per_node": 8})
+    assert recipe["native"]["hf"].items() >= {"fsdp": "shard_grad_op auto_wrap", "fsdp_config": "fsdp.json"}.items()
+    assert "fsdp 'shard_grad_op auto_wrap' is the Trainer's FSDP1 (shard_grad_op): read as stage 2" in result.err
+    assert "fsdp_config names fsdp.json" in result.err
+    assert "the world is the launch command's: --nproc_per_node 8" in result.err

@@ -10,6 +10,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from distrecipe.engines import KINDS
 from distrecipe.engines.hydra import parse_value as hydra_value
 from distrecipe.engines.hydra import read_overrides
 from distrecipe.engines.native import DATA_SUFFIXES, OVERRIDE_SUFFIXES
@@ -46,7 +47,7 @@ def check(text: str, name: str = "ds_config.json", world: int | None = 4, **conf
 
 
 def test_helper_reads_like_the_rule() -> None:
-    assert check(BROKEN) == {(2, "DR102"), (4, "DR311"), (5, "DR320")}
+    assert check(BROKEN) == {(2, "DR102"), (4, "DR317"), (5, "DR320")}
     assert check('{"train_batch_size": 32, "zero_optimization": {"stage": 2}}') == set()
     assert check('{"train_batch_size": 32}', world=None) == {(1, "DR300")}
 
@@ -64,8 +65,8 @@ def test_exit_codes(cli: Callable[..., Result], write: Callable[[str, str], Path
     assert "Traceback" not in result.err
     unknown = write("notes.yaml", "title: hello\n")
     result = cli("lint", unknown)
-    assert (result.code, result.err.strip()) == (2, f"{unknown}:1:1: error: cannot tell which kind of config "
-                                                    "this is (recipe, deepspeed, accelerate, verl, hf): pass --kind")
+    assert (result.code, result.err.strip()) == (2, f"{unknown}:1:1: error: not a config distrecipe reads "
+                                                    f"(none of {', '.join(KINDS)}): pass --kind if it is one")
 
 
 def test_every_format_is_deterministic(cli: Callable[..., Result], write: Callable[[str, str], Path]) -> None:
@@ -78,12 +79,12 @@ def test_every_format_is_deterministic(cli: Callable[..., Result], write: Callab
 def test_text_and_github_formats(cli: Callable[..., Result], write: Callable[[str, str], Path]) -> None:
     bad = write("ds_config.json", BROKEN)
     text = cli("lint", bad, "--world", "4", "--format", "text").out.splitlines()
-    assert text[1] == (f"{bad}:4:3: warning DR311: 'zero_optimisation' is not a key of DeepSpeed "
-                       f"{table('deepspeed')['version']}'s top level: silently ignored; did you mean "
-                       "'zero_optimization'?")
-    assert text[-1] == "1 file checked: 1 error, 2 warnings, 0 infos"
+    assert text[1] == (f"{bad}:4:3: error DR317: 'zero_optimisation' is not a key of DeepSpeed "
+                       f"{table('deepspeed')['version']}'s top level: silently ignored, so the setting never "
+                       "applies; did you mean 'zero_optimization'?")
+    assert text[-1] == "1 file checked: 2 errors, 1 warning, 0 infos"
     github = cli("lint", bad, "--world", "4", "--format", "github").out.splitlines()
-    assert github[1].startswith(f"::warning title=DR311,file={bad},line=4,col=3::'zero_optimisation' is not")
+    assert github[1].startswith(f"::error title=DR317,file={bad},line=4,col=3::'zero_optimisation' is not")
     assert github[2].startswith("::warning title=DR320,")
 
 
@@ -116,7 +117,7 @@ def test_json_format(cli: Callable[..., Result], write: Callable[[str, str], Pat
     data = json.loads(cli("lint", bad, "--world", "4", "--format", "json").out)
     assert data["files"] == 1
     assert [(f["line"], f["code"], f["name"], f["severity"]) for f in data["findings"]] == [
-        (2, "DR102", "batch-not-exact", "error"), (4, "DR311", "deepspeed-unknown-key", "warning"),
+        (2, "DR102", "batch-not-exact", "error"), (4, "DR317", "deepspeed-misspelt-key", "error"),
         (5, "DR320", "offload-param-below-stage3", "warning")]
 
 
@@ -127,26 +128,27 @@ num_processes: 8
 gpu_idss: all  # distrecipe: ignore[DR341]
 fsdp_config:
   fsdp_version: 2
-  # distrecipe: ignore[DR340, DR342]
+  # distrecipe: ignore[DR349, DR342]
   fsdp_offload_param: true
   fsdp_forward_prefetch: true
 """
-    assert check(accelerate, "accelerate_config.yaml") == {(9, "DR342")}
-    assert check("# distrecipe: ignore-file[DR342]\n" + accelerate, "a.yaml") == set()
-    assert check(accelerate.replace("ignore[DR340, DR342]", "ignore"), "a.yaml") == {(9, "DR342")}
-    assert check(accelerate.replace("  # distrecipe: ignore[DR341]", ""), "a.yaml") == {(4, "DR341"), (9, "DR342")}
+    assert check(accelerate, "accelerate_config.yaml", world=8) == {(9, "DR342")}
+    assert check("# distrecipe: ignore-file[DR342]\n" + accelerate, "a.yaml", world=8) == set()
+    assert check(accelerate.replace("ignore[DR349, DR342]", "ignore"), "a.yaml", world=8) == {(9, "DR342")}
+    assert check(accelerate.replace("  # distrecipe: ignore[DR341]", ""), "a.yaml", world=8) == {
+        (4, "DR341"), (9, "DR342")}
 
 
 def test_json_suppression_list_covers_the_file() -> None:
-    assert check(BROKEN.replace("{\n", '{\n"//distrecipe-ignore": ["DR311", "DR102"],\n', 1)) == {(6, "DR320")}
+    assert check(BROKEN.replace("{\n", '{\n"//distrecipe-ignore": ["DR317", "DR102"],\n', 1)) == {(6, "DR320")}
     # DeepSpeed's ZeRO block forbids extra keys, so a list there is reported, not obeyed.
     nested = BROKEN.replace('"stage": 2,', '"stage": 2, "//distrecipe-ignore": ["DR320"],')
-    assert check(nested) == {(2, "DR102"), (4, "DR311"), (5, "DR313"), (5, "DR320")}
+    assert check(nested) == {(2, "DR102"), (4, "DR317"), (5, "DR313"), (5, "DR320")}
 
 
 def test_pyproject_defaults(cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "pyproject.toml").write_text(
-        '[tool.distrecipe]\nworld = 4\ndisable = ["DR311"]\nseverity = { DR320 = "error" }\nformat = "json"\n')
+        '[tool.distrecipe]\nworld = 4\ndisable = ["DR317"]\nseverity = { DR320 = "error" }\nformat = "json"\n')
     (tmp_path / "ds.json").write_text(BROKEN)
     monkeypatch.chdir(tmp_path)
     result = cli("lint", "ds.json")
@@ -199,13 +201,17 @@ def test_verl_overrides_are_read_with_positions() -> None:
 def test_explain(cli: Callable[..., Result]) -> None:
     result = cli("explain", "dr310")
     assert result.code == 0
-    assert result.out.startswith("DR310 (auto-in-raw-deepspeed, error; lint: deepspeed)\n\n`\"auto\"`")
+    assert result.out.startswith("DR310 (auto-in-raw-deepspeed; error by default; lint: deepspeed)\n\n`\"auto\"`")
+    assert 'Level: error by default. A project sets it in pyproject.toml:' in result.out
+    assert 'rules = { DR310 = "error" }' in result.out
     assert '"stage": "auto"' in result.out
     assert cli("explain", "DR201").out.startswith("DR201 (warning; reported by compile)")
     listing = cli("explain", "--list").out.splitlines()
     assert len(listing) == len(set(listing)) and any(line.startswith("DR371") for line in listing)
     missing = cli("explain", "DR31")
     assert missing.code == 2 and "unknown code 'DR31'" in missing.err
+    settings = cli("explain", "config")
+    assert settings.code == 0 and "[tool.distrecipe.lint]" in settings.out and "per_file_ignores" in settings.out
 
 
 def test_every_rule_documents_itself() -> None:
@@ -228,7 +234,7 @@ def test_pre_commit_hook_runs_on_any_json_and_yaml(cli: Callable[..., Result], t
     (tmp_path / "requirements.txt").write_text("torch==2.13.0\n")
     (tmp_path / "ds.json").write_text(BROKEN)
     result = cli(*entry[1:], tmp_path / "package.json", tmp_path / "ds.json", "--world", "4")
-    assert result.code == 1 and "DR311" in result.out and "package.json" not in result.out + result.err
+    assert result.code == 1 and "DR317" in result.out and "package.json" not in result.out + result.err
     assert cli(*entry[1:], tmp_path / "package.json", tmp_path / "requirements.txt").code == 0
 
 
@@ -239,7 +245,8 @@ def test_references_resolve_from_the_launch_directory(tmp_path: Path, monkeypatc
         "distributed_type: DEEPSPEED\nnum_processes: 8\ndeepspeed_config:\n  deepspeed_config_file: configs/ds.json\n")
     monkeypatch.chdir(tmp_path)  # accelerate launch opens the file from where it runs
     report = lint(["configs"], config=LintConfig())
-    assert [(f.where.file if f.where else "", f.code) for f in report.findings] == [("configs/acc.yaml", "DR344")]
+    assert [(f.where.file if f.where else "", f.code) for f in report.findings] == [
+        ("configs/acc.yaml", "DR344"), ("configs/ds.json", "DR318")]  # each file says its side
 
 
 def test_every_code_in_the_package_can_be_explained() -> None:

@@ -114,3 +114,54 @@ def test_accelerate_agrees_with_lint(beside: set[str], mixed_precision: str | No
         (directory / "ds_config.json").write_text(json.dumps(ds, indent=1))
         (directory / "accelerate_config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
         assert accelerate_verdict(directory, "accelerate_config.yaml") == lint_verdict(directory)
+
+
+PROBED_FSDP = ("reshard_after_forward", "sharding_strategy", "offload_params", "auto_wrap_policy",
+               "backward_prefetch", "state_dict_type", "use_orig_params", "sync_module_states",
+               "activation_checkpointing", "cpu_ram_efficient_loading", "forward_prefetch")
+VALUES = st.sampled_from([True, False, "true", "no", "off", "1", "0", "FULL_SHARD", "full_shard",
+                          "SHARD_GRAD_OP", "HYBRID_SHARD_ZERO2", "NO_PREFETCH", "BACKWARD_PRE", "backward_post",
+                          "TRANSFORMER_BASED_WRAP", "no_wrap", "SHARDED_STATE_DICT", "LOCAL_STATE_DICT", "2", "4",
+                          "7", "ZERO3", "maybe", "NO"])
+
+
+def _dr330_and_verdict(config: dict[str, Any]) -> tuple[bool, str]:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "accelerate_config.yaml"
+        path.write_text(yaml.safe_dump(config))
+        found = any(f.code == "DR330" for f in lint([path], config=LintConfig()).findings)
+        verdict = accelerate_judge.judge(path)
+    return found, f"{verdict.outcome}: {verdict.message}"
+
+
+@settings(max_examples=120, deadline=None)
+@given(version=st.sampled_from([1, 2]), key=st.sampled_from(PROBED_FSDP), value=VALUES)
+@example(version=2, key="reshard_after_forward", value="FULL_SHARD")  # "invalid truth value"
+@example(version=1, key="sharding_strategy", value="ZERO3")
+def test_dr330_agrees_with_accelerate_on_fsdp_values(version: int, key: str, value: Any) -> None:
+    """Accelerate's plugin refuses the value ⇔ DR330, for one FSDP key beside its version.
+    `sync_module_states: false` is also refused with `cpu_ram_efficient_loading` on (its
+    default): a rule of two keys, not a vocabulary, so the pair is written consistently."""
+    fsdp: dict[str, Any] = {"fsdp_version": version, f"fsdp_{key}": value}
+    if key == "sync_module_states":
+        fsdp["fsdp_cpu_ram_efficient_loading"] = False
+    config = {"compute_environment": "LOCAL_MACHINE", "distributed_type": "FSDP", "num_processes": 2,
+              "num_machines": 1, "machine_rank": 0, "mixed_precision": "no", "fsdp_config": fsdp}
+    found, verdict = _dr330_and_verdict(config)
+    assert found == verdict.startswith("refuses"), (config, verdict)
+
+
+@settings(max_examples=60, deadline=None)
+@given(key=st.sampled_from(["distributed_type", "mixed_precision"]),
+       value=st.sampled_from(["MULTI_GPU", "MPS", "multi_gpu", "NO", "FSDP", "bf16", "BF16", "fp32", "no", False,
+                              "bogus"]))
+def test_dr330_agrees_with_accelerate_on_top_level_values(key: str, value: Any) -> None:
+    config: dict[str, Any] = {"compute_environment": "LOCAL_MACHINE", "distributed_type": "MULTI_GPU",
+                              "num_processes": 2, "num_machines": 1, "machine_rank": 0, "mixed_precision": "no",
+                              key: value}
+    if config["distributed_type"] == "FSDP":
+        config["fsdp_config"] = {"fsdp_version": 2}
+    found, verdict = _dr330_and_verdict(config)
+    if verdict.startswith("not-judgeable"):
+        return
+    assert found == verdict.startswith("refuses"), (config, verdict)

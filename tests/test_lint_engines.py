@@ -37,3 +37,22 @@ def test_a_missing_engine_is_one_line_and_exit_2(cli: Callable[..., Result], wri
 def test_without_engines_the_engine_rules_are_silent(write: Callable[[str, str], Path]) -> None:
     report = lint([write("ds_config.json", TEMPLATE)], config=LintConfig(), world=8)
     assert not {f.code for f in report.findings} & {"DR900", "DR901"}
+
+
+@pytest.mark.slow  # a fresh process importing DeepSpeed, as a user's run does
+def test_the_engines_log_lines_go_to_stderr_so_json_stays_json(tmp_path: Path) -> None:
+    """DeepSpeed logs `[WARNING] [real_accelerator.py...]` to the stdout it saw at import;
+    `lint --engines --format json` must still print one JSON document on stdout."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("deepspeed")
+    (tmp_path / "ds_config.json").write_text(TEMPLATE)
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-m", "distrecipe", "lint", "--engines", "--format", "json",
+                           "ds_config.json"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+    assert done.returncode == 1, done.stderr
+    assert {f["code"] for f in json.loads(done.stdout)["findings"]} & {"DR900", "DR901"}

@@ -15,7 +15,7 @@ def test_code_review_commands_load_no_engine() -> None:
     assert run_probe("lint", str(RECIPES / "tiny-cpu.yaml"), "--format", "sarif") == "HEAVY:"
     assert run_probe("lint", str(CORPUS / "DR320"), "--world", "8") == "HEAVY:"
     assert run_probe("explain", "DR310") == "HEAVY:"
-    assert run_probe("import", str(CORPUS / "DR311" / "zero-optimisation" / "ds_config.json"),
+    assert run_probe("import", str(CORPUS / "DR317" / "zero-optimisation" / "ds_config.json"),
                      "--world", "32") == "HEAVY:"
     assert run_probe("diff", str(RECIPES / "seed-8b-32gpu-zero2.yaml"), str(RECIPES / "seed-8b-32gpu-zero3.yaml"),
                      "--format", "markdown") == "HEAVY:"

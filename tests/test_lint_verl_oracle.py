@@ -77,3 +77,52 @@ def test_the_judges_verdict_reads_a_scripts_variables_as_the_shell(judge: Any) -
     conditional = "BS=64\nif [ -n \"$BIG\" ]; then\n  BS=128\nfi\n" + head + rest
     verdict = judge_script(judge, conditional)
     assert verdict.outcome == "not-judgeable" and "$BS" in verdict.message, verdict
+
+
+def test_a_script_for_another_program_or_a_removed_entry_is_a_verdict(judge: Any) -> None:
+    """EasyR1's `verl.trainer.main` (its own package) is not verl's PPO entry: not judgeable,
+    where the judge used to compose its `worker.*` keys and crash (InstantiationException);
+    a module verl removed is refused as Python would; a typed config's own assertion that
+    Hydra wraps is a refusal with the assertion's message."""
+    from distrecipe.judges.verl import judge_script
+
+    easyr1 = ("python3 -m verl.trainer.main \\\n    config=examples/config.yaml \\\n"
+              "    worker.rollout.tensor_parallel_size=1 \\\n    trainer.n_gpus_per_node=1\n")
+    assert judge_script(judge, easyr1).outcome == "not-judgeable"
+    sft = "torchrun --nproc_per_node 8 -m verl.trainer.fsdp_sft_trainer data.train_batch_size=256\n"
+    verdict = judge_script(judge, sft)
+    assert (verdict.outcome, verdict.message) == ("refuses", "No module named 'verl.trainer.fsdp_sft_trainer'")
+    bare = "python3 -m verl.trainer.main_ppo data.max_response_length=2048 trainer.n_gpus_per_node=1\n"
+    verdict = judge_script(judge, bare)
+    assert verdict.outcome == "refuses" and "ppo_micro_batch_size" in verdict.message, verdict
+
+
+PREFIXED_KEYS = ["trainer.val_before_train", "trainer.total_epochs", "actor_rollout_ref.rollout.n",
+                 "actor_rollout_ref.actor.optim.lr", "trainer.no_such_key", "data.filter_accuracy",
+                 "actor_rollout_ref.rollout.val_temperature", "max_turns", "retriever.topk"]
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(prefix=st.sampled_from(["", "+", "++", "~"]), key=st.sampled_from(PREFIXED_KEYS))
+@example(prefix="+", key="trainer.val_before_train")  # TinyZero's and Logic-RL's refusal
+@example(prefix="", key="max_turns")                  # Search-R1's new top-level key
+def test_hydra_prefixes_are_judged_as_hydra_judges_them(judge: Any, prefix: str, key: str) -> None:
+    """Hydra refuses `+key` on a key the composed config has, `key` on one it lacks and
+    `~key` on one it lacks; lint reports exactly those (DR355, DR352)."""
+    from omegaconf import OmegaConf
+
+    value = "" if prefix == "~" else "=1"
+    line = f"{prefix}{key}{value}"
+    try:
+        cfg = judge.compose_named("ppo_trainer", ["algorithm.adv_estimator=grpo", line])
+        refused = False
+    except Exception:  # Hydra's override errors have no common base below Exception
+        refused = True
+    else:
+        assert OmegaConf.select(cfg, key) is None or prefix != "~"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "run.sh"
+        path.write_text(f"python3 -m verl.trainer.main_ppo data.train_batch_size=64 trainer.n_gpus_per_node=8 {line}\n")
+        codes = {f.code for f in lint([path], config=LintConfig()).findings}
+    assert bool(codes & {"DR352", "DR355"}) == refused, (line, codes)

@@ -9,8 +9,8 @@ a user copies. Each is written in one form, which reads as it is and parses:
     ```
 
 The header names the kind of the linted file and, as on the command line, the world
-size; the first block is the linted file (`config.json`, `config.yaml` or
-`overrides.txt` by its language unless named), and any further blocks are files beside
+size; the first block is the linted file (`config.json`, `config.yaml`,
+`overrides.txt` or `run.sh` by its language unless named), and any further blocks are files beside
 it, each named (```` ```json ds.json ````), for rules that read two files together.
 A passing example has no finding at all, not only none of its rule's: it is the fix a
 user copies.
@@ -31,8 +31,8 @@ from distrecipe.lint.engine import lint
 from distrecipe.lint.rules import RULES
 
 HEADER = re.compile(r"(?P<verdict>Fails|Passes): (?P<kind>\w+)(?: --world (?P<world>\d+))?")
-FENCE = re.compile(r"```(?P<language>json|yaml|text)(?: (?P<name>[\w.-]+))?")
-DEFAULT_NAME = {"json": "config.json", "yaml": "config.yaml", "text": "overrides.txt"}
+FENCE = re.compile(r"```(?P<language>json|yaml|text|sh)(?: (?P<name>[\w.-]+))?")
+DEFAULT_NAME = {"json": "config.json", "yaml": "config.yaml", "text": "overrides.txt", "sh": "run.sh"}
 
 
 @dataclass(frozen=True)

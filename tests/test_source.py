@@ -19,7 +19,7 @@ import yaml
 
 from distrecipe import source
 from distrecipe.errors import DistrecipeError
-from distrecipe.source import MAX_BYTES, parse_text, read_text
+from distrecipe.source import BUDGET, parse_text, read_text
 from tests.conftest import Result
 
 TRICKY_JSON = [
@@ -144,7 +144,7 @@ def _special(kind: str, tmp_path: Path) -> Path:
     elif kind == "dev zero":
         (tmp_path / "r.yaml").symlink_to("/dev/zero")
     elif kind == "too big":
-        (tmp_path / "r.yaml").write_bytes(b"a: 1\n" + b"#" * MAX_BYTES)
+        (tmp_path / "r.yaml").write_bytes(b"a: 1\n" + b"#" * BUDGET.bytes)
     elif kind == "utf-16":
         (tmp_path / "r.yaml").write_bytes("recipe: 1\n".encode("utf-16"))
     elif kind == "latin-1":
@@ -161,7 +161,7 @@ SPECIAL = {
     "directory": ("1:1", "it is a directory, not a regular file"),
     "symlink loop": ("1:1", "symlink loop"),
     "dev zero": ("1:1", "it is a character device, not a regular file"),
-    "too big": ("1:1", f"larger than {MAX_BYTES:,} bytes"),
+    "too big": ("1:1", f"larger than {BUDGET.bytes:,} bytes"),
     "utf-16": ("1:1", "UTF-16"),
     "latin-1": ("2:10", "not UTF-8 text: byte 0xE9"),
     "nul": ("2:8", "control character U+0000"),
@@ -214,7 +214,7 @@ def test_pyproject_is_read_by_the_same_reader(cli: Callable[..., Result], tmp_pa
 def test_the_size_on_disk_is_not_trusted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A file that grows after `stat`: the reader counts what it reads, not what fstat said."""
     path = tmp_path / "grows.yaml"
-    path.write_bytes(b"#" * (MAX_BYTES + 10))
+    path.write_bytes(b"#" * (BUDGET.bytes + 10))
     real_fstat = os.fstat
 
     def small(fd: int) -> os.stat_result:
@@ -224,8 +224,8 @@ def test_the_size_on_disk_is_not_trusted(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setattr(os, "fstat", small)
     with pytest.raises(DistrecipeError, match="larger than"):
         read_text(path)
-    path.write_bytes(b"#" * MAX_BYTES)
-    assert len(read_text(path)) == MAX_BYTES
+    path.write_bytes(b"#" * BUDGET.bytes)
+    assert len(read_text(path)) == BUDGET.bytes
 
 
 @pytest.mark.parametrize("command", ["lint", "compile"])
@@ -242,9 +242,21 @@ def test_wide_files_are_quick(command: str, suffix: str, cli: Callable[..., Resu
     text = json.dumps(data) if suffix == ".json" else yaml.safe_dump(data, default_flow_style=None, width=1 << 30)
     path = tmp_path / f"wide{suffix}"
     path.write_text(text)
-    assert len(text) < MAX_BYTES
+    assert len(text) < BUDGET.bytes
     start = time.perf_counter()
     result = cli(command, path, *(["--world", "8"] if command == "lint" else []))
     elapsed = time.perf_counter() - start
     assert result.code == 2 and "more than 20,000 values" in result.err
     assert elapsed < 2, f"{elapsed:.1f} s"
+
+
+def test_plain_scalars_yaml_reads_as_other_types_keep_their_text() -> None:
+    from distrecipe.source import strings_as_written, written_text, yaml11_reading
+
+    doc = parse_text("a: 12:00:00\nb: no\nc: 2024-01-01\nd: 0755\ne: 'x'\nf: [on, 8]\ng: true\n", "r.yaml")
+    assert [written_text(doc, (k,)) for k in "abcde"] == ["12:00:00", "no", "2024-01-01", "0755", None]
+    assert [yaml11_reading(written_text(doc, (k,)) or "", doc.data[k]) for k in "abcdg"] == [
+        "the base-60 number 43200", "the boolean false", "the date 2024-01-01", "the octal number 493", None]
+    kept = strings_as_written(doc, lambda path, value: path != ("g",))
+    assert kept.data == {"a": "12:00:00", "b": "no", "c": "2024-01-01", "d": "0755", "e": "x", "f": ["on", "8"],
+                         "g": True}

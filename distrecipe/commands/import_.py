@@ -1,8 +1,8 @@
-"""`distrecipe import`: a native config (+ world size) → recipe YAML on stdout.
+"""`distrecipe import`: a native config (+ world size) → recipe YAML on stdout (or `-o FILE`).
 
 The recipe is checked before it is printed: it must validate and resolve, so what
 comes out compiles. What the native config said that a recipe cannot carry goes to
-stderr as notes.
+stderr as notes. `-o` writes the file whole or not at all (`output.write_files`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import yaml
 from distrecipe.api import plan_of_document
 from distrecipe.commands.options import overrides_option
 from distrecipe.errors import DistrecipeError, Position
-from distrecipe.output import one_line
+from distrecipe.output import one_line, write_files
 from distrecipe.recipe import batch_from_script, name_from_file
 from distrecipe.source import Document
 from distrecipe.translator.importers import World
@@ -25,10 +25,15 @@ from distrecipe.translator.load import apply_overrides
 
 
 def import_config(*, path: str, world: int | None = None, nodes: int = 1,
-                  overrides: Sequence[str] = ()) -> int:
-    """Print the recipe equivalent to the native config at `path`."""
+                  overrides: Sequence[str] = (), output: str | None = None) -> int:
+    """Print (or write to `output`) the recipe equivalent to the native config at `path`."""
     text = recipe_text(path, world=world, nodes=nodes, overrides=overrides)
-    click.echo(text, nl=False)
+    if output is None:
+        click.echo(text, nl=False)
+        return 0
+    target = Path(output)
+    write_files(target.parent, {target.name: text})
+    click.echo(f"wrote {one_line(output)}", err=True)
     return 0
 
 
@@ -68,7 +73,10 @@ def recipe_text(path: str, *, world: int | None, nodes: int, overrides: Sequence
                    "Accelerate and verl files do).")
 @click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True,
               help="Nodes the --world ranks are spread over.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="Write the recipe to this file (whole or not at all) instead of stdout.")
 @overrides_option
-def command(path: str, world: int | None, nodes: int, overrides: tuple[str, ...]) -> int:
-    """Turn a ds_config, accelerate YAML, verl overrides or TrainingArguments JSON into a recipe."""
-    return import_config(path=path, world=world, nodes=nodes, overrides=overrides)
+def command(path: str, world: int | None, nodes: int, overrides: tuple[str, ...], output: str | None) -> int:
+    """Turn a ds_config, accelerate YAML, verl overrides, TrainingArguments, Axolotl or LLaMA-Factory
+    YAML into a recipe."""
+    return import_config(path=path, world=world, nodes=nodes, overrides=overrides, output=output)

@@ -23,6 +23,7 @@ from distrecipe.commands.echo import echo_findings, echo_name_note
 from distrecipe.commands.options import overrides_option, recipe_argument
 from distrecipe.errors import LaunchError
 from distrecipe.job import Plan
+from distrecipe.launch.k8s import k8s_manifest
 from distrecipe.launch.launchers import LAUNCHERS
 from distrecipe.launch.prepare import (
     build_request,
@@ -44,7 +45,7 @@ from distrecipe.launch.slurm import batch_script
 from distrecipe.launch.spec import executable
 from distrecipe.launch.supervise import LAUNCH_ID, new_launch_id, supervise
 from distrecipe.plan.programs import script_duties
-from distrecipe.recipe import Backend, ProgramKind
+from distrecipe.recipe import Backend, K8sKind, ProgramKind
 from distrecipe.source import read_text
 from distrecipe.translator.resolve import variant
 
@@ -72,7 +73,8 @@ def _say(line: str) -> None:
 def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str] = (),
            target: Backend | None = None, run_dir: str | None = None, runs_root: str = "runs",
            node_rank: int | None = None, timeout: float | None = None, dry_run: bool = False,
-           slurm: bool = False, skypilot: bool = False, environ: Mapping[str, str] | None = None,
+           slurm: bool = False, skypilot: bool = False, k8s: bool = False,
+           environ: Mapping[str, str] | None = None,
            program_kind: ProgramKind | None = None, allow_override: bool = False,
            allow_no_fit: bool = False) -> int:
     """Launch RECIPE's job (or describe it); returns the job's exit code."""
@@ -99,6 +101,14 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
         for note in notes:
             _say(note)
         click.echo(task, nl=False)
+        return 0
+    if k8s:
+        manifest, notes = k8s_manifest(plan, kind.kind, recipe=recipe, overrides=overrides, program=program,
+                                       program_kind=program_kind, allow_override=allow_override,
+                                       timeout=timeout, allow_no_fit=allow_no_fit)
+        for note in notes:
+            _say(note)
+        click.echo(manifest, nl=False)
         return 0
     path = run_directory(plan, run_dir=run_dir, runs_root=runs_root, node_rank=node_rank, environ=env)
     configs = emit_configs(plan, kind.kind)
@@ -158,6 +168,10 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
 @click.option("--slurm", is_flag=True, help="Print an sbatch script that runs this launch on every node.")
 @click.option("--skypilot", is_flag=True, help="Print a SkyPilot task that runs this launch on every node "
               "(settings: --set launch.skypilot.accelerator|workdir|setup=...).")
+@click.option("--k8s", is_flag=True, help="Print a Kubernetes manifest: a TrainJob, or a RayJob for verl.")
+@click.option("--k8s-kind", type=click.Choice(get_args(K8sKind)), default=None,
+              help="--k8s: the manifest (= --set launch.k8s.kind=...; pytorchjob is the legacy operator's).")
+@click.option("--image", default=None, help="--k8s: the container image (= --set launch.k8s.image=...).")
 @click.option("--partition", default=None, help="--slurm: the partition (= --set launch.slurm.partition=…).")
 @click.option("--account", default=None, help="--slurm: the account (= --set launch.slurm.account=...).")
 @click.option("--time", "time_limit", default=None,
@@ -174,11 +188,11 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Seconds before the job is stopped (exit code 124).")
 def command(recipe: str, program: tuple[str, ...], overrides: tuple[str, ...], target: str | None,
-            dry_run: bool, slurm: bool, skypilot: bool, run_dir: str | None, runs_root: str,
-            node_rank: int | None, timeout: float | None, program_kind: str | None, allow_override: bool,
-            allow_no_fit: bool,
-            partition: str | None, account: str | None, time_limit: str | None, cpus_per_task: int | None,
-            mem: str | None, exclusive: bool | None) -> int:
+            dry_run: bool, slurm: bool, skypilot: bool, k8s: bool, k8s_kind: str | None, image: str | None,
+            run_dir: str | None, runs_root: str, node_rank: int | None, timeout: float | None,
+            program_kind: str | None, allow_override: bool, allow_no_fit: bool, partition: str | None,
+            account: str | None, time_limit: str | None, cpus_per_task: int | None, mem: str | None,
+            exclusive: bool | None) -> int:
     """Run RECIPE's job through its engine's own launcher.
 
     PROGRAM, after `--`, is `script.py ARGS...` or `-m module ARGS...` (for verl: more
@@ -187,12 +201,16 @@ def command(recipe: str, program: tuple[str, ...], overrides: tuple[str, ...], t
     Exit code: the job's; 128+N after signal N; 124 on --timeout.
     """
     backend = next((b for b in BACKENDS if b == target), None)  # click checked the choice
+    if slurm + skypilot + k8s > 1:
+        raise click.UsageError("--slurm, --skypilot and --k8s each print one platform's job: give one")
     kind = next((k for k in KINDS if k == program_kind), None)
     slurm_settings = {"partition": partition, "account": account, "time": time_limit,
                       "cpus_per_task": cpus_per_task, "mem": mem, "exclusive": "true" if exclusive else None}
     overrides += tuple(f"launch.slurm.{key}={value}" for key, value in slurm_settings.items()
                        if value is not None)
+    overrides += tuple(f"launch.k8s.{key}={value}" for key, value in (("kind", k8s_kind), ("image", image))
+                       if value is not None)
     return launch(recipe=recipe, program=program, overrides=overrides, target=backend, run_dir=run_dir,
                   runs_root=runs_root, node_rank=node_rank, timeout=timeout, dry_run=dry_run,
-                  slurm=slurm, skypilot=skypilot, program_kind=kind, allow_override=allow_override,
+                  slurm=slurm, skypilot=skypilot, k8s=k8s, program_kind=kind, allow_override=allow_override,
                   allow_no_fit=allow_no_fit)

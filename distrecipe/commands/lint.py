@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from distrecipe.engines import KINDS, Kind
+from distrecipe.findings import SEVERITIES, Severity
 from distrecipe.lint.config import CONSUMERS, Consumer, find_pyproject, load_config
 from distrecipe.lint.engine import lint
 from distrecipe.lint.formats import FORMATS, pick
@@ -25,19 +26,24 @@ def lint_paths(
     ignore_unknown: bool = False,
     consumer: Consumer | None = None,
     engines: bool = False,
+    fail_on: Severity | None = None,
+    min_severity: Severity | None = None,
 ) -> int:
-    """Lint `paths`, print the findings, return 0 (clean), 1 (errors) or 2 (unusable input).
+    """Lint `paths`, print the findings, return 0 (clean), 1 (a finding at `fail_on` or
+    above, default error) or 2 (unusable input).
 
     `project` is where to look for pyproject.toml (default: the working directory).
     `engines` also runs the installed engines' own validators (DR900, DR901).
+    `min_severity` leaves less severe findings out of the output (never a failing one).
     """
     formats = frozenset(FORMATS) | {"auto"}
     config = load_config(find_pyproject(project or Path.cwd()), frozenset(RULES), formats)
     report = lint(paths, config=config, world=world, kind=kind, ignore_unknown=ignore_unknown,
-                  consumer=consumer, engines=engines)
+                  consumer=consumer, engines=engines, fail_on=fail_on)
     for problem in report.unusable:
         click.echo(one_line(f"{problem.where}: error: {problem.message}"), err=True)
-    click.echo(pick(output_format or config.format or "auto")(report), nl=False)
+    shown = report.shown(min_severity or config.min_severity)
+    click.echo(pick(output_format or config.format or "auto")(shown), nl=False)
     return report.exit_code
 
 
@@ -56,11 +62,24 @@ def lint_paths(
 @click.option("--ds-config-consumer", "consumer", type=click.Choice(CONSUMERS), default=None,
               help='Who reads the ds_configs, so which "auto" values get filled (else: '
                    "[tool.distrecipe] ds_config, or the files and launch scripts that name them).")
+@click.option("--fail-on", type=click.Choice(SEVERITIES), default=None,
+              help="Exit 1 on a finding at this level or above (default: [tool.distrecipe.lint] "
+                   "fail_on, else error).")
+@click.option("--min-severity", type=click.Choice(SEVERITIES), default=None,
+              help="Print only findings at this level or above; failing ones are always printed "
+                   "(default: [tool.distrecipe.lint] min_severity, else info).")
 @click.option("--engines", is_flag=True,
               help="Also run the installed engines' own validators in-process (DeepSpeed, the HF "
                    "Trainer, Accelerate, verl): slow, imports torch; DR900/DR901.")
 def command(paths: tuple[str, ...], world: int | None, kind: Kind | None, output_format: str | None,
-            ignore_unknown: bool, consumer: Consumer | None, engines: bool) -> int:
-    """Check recipes, ds_configs, accelerate/verl configs, TrainingArguments and launch scripts."""
+            ignore_unknown: bool, consumer: Consumer | None, fail_on: Severity | None,
+            min_severity: Severity | None, engines: bool) -> int:
+    """Check recipes, ds_configs, accelerate/verl configs, TrainingArguments, Axolotl and
+    LLaMA-Factory YAMLs, and launch scripts.
+
+    Levels per code, per-path ignores and the defaults of --fail-on and --min-severity
+    are set in pyproject.toml: `distrecipe explain config`.
+    """
     return lint_paths(paths=paths, world=world, kind=kind, output_format=output_format,
-                      ignore_unknown=ignore_unknown, consumer=consumer, engines=engines)
+                      ignore_unknown=ignore_unknown, consumer=consumer, engines=engines,
+                      fail_on=fail_on, min_severity=min_severity)

@@ -15,8 +15,12 @@ Engine = Literal["deepspeed", "accelerate", "verl", "hf"]
 """The engines distrecipe emits for (and the columns of the equivalence table)."""
 ENGINES: tuple[Engine, ...] = get_args(Engine)
 
-Kind = Literal["recipe", "deepspeed", "accelerate", "verl", "hf"]
-"""The kinds of file distrecipe reads: a recipe, or one engine's native config."""
+Kind = Literal["recipe", "deepspeed", "accelerate", "verl", "hf", "axolotl", "llamafactory",
+               "trainjob", "rayjob", "pytorchjob", "skypilot"]
+"""The kinds of file distrecipe reads: a recipe, one engine's native config, the training
+YAML of a tool built on the HF Trainer (Axolotl, LLaMA-Factory), or a platform's job file
+(a Kubeflow TrainJob, a KubeRay RayJob, a PyTorchJob, a SkyPilot task: `engines.platforms`),
+which says the world of the configs its command names."""
 KINDS: tuple[Kind, ...] = get_args(Kind)
 
 TORCH_OPTIMIZERS = {"adamw": "AdamW", "adam": "Adam", "sgd": "SGD"}

@@ -12,16 +12,17 @@ Pure: nothing here opens a file or imports an engine.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from distrecipe.engines.hf import FLAG_TYPES
-from distrecipe.engines.shell import Word, commands
+from distrecipe.engines.shell import Word, commands_with_origin
+from distrecipe.engines.tables import training_flags
 from distrecipe.errors import Position
 from distrecipe.keys import integer
 from distrecipe.source import Document, KeyPath
 
-Launcher = Literal["deepspeed", "accelerate", "torchrun"]
+Launcher = Literal["deepspeed", "accelerate", "torchrun", "python"]
 
 BARE_FLAGS: dict[Launcher, frozenset[str]] = {
     "deepspeed": frozenset({
@@ -43,13 +44,15 @@ BARE_FLAGS: dict[Launcher, frozenset[str]] = {
         "--help", "--module", "--no-python", "--no_python", "--run-path", "--run_path", "--standalone",
         "--virtual-local-rank", "--virtual_local_rank", "-h", "-m",
     }),
+    "python": frozenset({"-b", "-B", "-d", "-E", "-i", "-I", "-O", "-OO", "-P", "-q", "-s", "-S", "-u", "-v",
+                         "-x"}),
 }
 """Each launcher's options that take no value (argparse store_true/store_false), so the
 first word after the options is known to be the program."""
 
 TORCHRUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 """`python -m` modules that are torchrun."""
-LAUNCHER_WORDS = ("deepspeed", "accelerate", "torchrun", *TORCHRUN_MODULES)
+LAUNCHER_WORDS = ("deepspeed", "accelerate", "torchrun", "python", *TORCHRUN_MODULES)
 """Text a script must hold to have a launch command (a cheap test before tokenizing)."""
 
 TRUE_WORDS = ("yes", "true", "t", "y", "1")
@@ -68,11 +71,25 @@ class Launch:
     program: tuple[Word, ...]
     """The program (script or module) and its arguments."""
     start: Word
+    unreached: tuple[Word, ...] = ()
+    """Words meant as the program's arguments that bash never passes to it: the command
+    after a comment that ended this one inside a backslash continuation."""
+    cut: Position | None = None
+    """That comment."""
     flags: dict[str, tuple[Word, Word | None]] = field(init=False)
     """The program's `--key value` arguments (`parse_flags`): the flag word and its value's."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "flags", parse_flags(self.program[1:]))
+
+    def configs(self) -> tuple[Word, ...]:
+        """The program's plain arguments that name a config file (`train.py args.json`,
+        `llamafactory-cli train x.yaml`): HfArgumentParser reads a lone `.json` argument as
+        the TrainingArguments (`parse_json_file`), and YAML-driven trainers take theirs so."""
+        taken = {id(value) for _, value in self.flags.values() if value is not None}
+        return tuple(word for word in self.program[1:] if id(word) not in taken and word.value is not None
+                     and not word.value.startswith("-")
+                     and word.value.lower().endswith((".json", ".yaml", ".yml")))
 
     def option(self, *names: str) -> Word | None:
         """The value word of the first of `names` the launcher was given."""
@@ -84,6 +101,8 @@ class Launch:
     def world(self) -> tuple[int | None, str]:
         """Ranks this launch starts, and how that was read; None when the command does
         not say (a `$VAR` from outside, a hostfile, every visible GPU)."""
+        if self.launcher == "python":
+            return None, ""  # one process, unless the program starts more itself
         if self.launcher == "accelerate":
             processes = _number(self.option("num_processes"))
             return processes, f"--num_processes {processes}"
@@ -104,14 +123,25 @@ class Launch:
 
 
 def launches(text: str, file: str) -> list[Launch]:
-    """Every `deepspeed`, `accelerate launch`, `torchrun` or `python -m torch.distributed.run`
-    command of a shell script, in order."""
-    out = []
-    for words in commands(text, file):
-        found = _launch(words)
-        if found is not None:
-            out.append(found)
+    """Every `deepspeed`, `accelerate launch`, `torchrun`, `python -m torch.distributed.run`
+    or `python script.py` command of a shell script, in order."""
+    out: list[Launch] = []
+    found = commands_with_origin(text, file)
+    for index, (words, raw) in enumerate(found):
+        launch = _launch(words)
+        if launch is None:
+            continue
+        if raw.cut is not None:
+            lost = [word for later, origin in found[index + 1:] if origin.after_cut == raw.cut
+                    for word in later]
+            launch = replace(launch, unreached=tuple(lost), cut=raw.cut)
+        out.append(launch)
     return out
+
+
+def launch_of(words: list[Word]) -> Launch | None:
+    """The launch command `words` are (a job file's command list), or None."""
+    return _launch(words) if words else None
 
 
 def _launch(words: list[Word]) -> Launch | None:
@@ -125,6 +155,12 @@ def _launch(words: list[Word]) -> Launch | None:
         return _split("torchrun", words, 1)
     if name.startswith("python") and values[1:2] == ["-m"] and values[2:3] and values[2] in TORCHRUN_MODULES:
         return _split("torchrun", words, 3)
+    if re.fullmatch(r"python[\d.]*", name):
+        if values[1:2] == ["-m"] and len(words) > 2 and not values[2].startswith("verl."):
+            return Launch("python", {}, tuple(words[2:]), words[0])
+        launch = _split("python", words, 1)
+        if launch is not None and (launch.program[0].value or "").endswith(".py"):
+            return launch
     return None
 
 
@@ -175,35 +211,83 @@ def parse_flags(argv: tuple[Word, ...] | list[Word]) -> dict[str, tuple[Word, Wo
 
 
 def training_arguments(launch: Launch, file: str, lines: tuple[str, ...]) -> Document:
-    """The TrainingArguments a launch command passes (`engines.hf.FLAG_TYPES`), converted
-    as HfArgumentParser converts them, with positions in the script. A value the script
-    does not fix (`--per_device_train_batch_size $BS`) is None: unknown, never a default."""
+    """The TrainingArguments a launch command passes (every field of the installed
+    transformers, `tables.training_flags`), converted as HfArgumentParser converts them,
+    with positions in the script. A value the script does not fix (`--per_device_train_batch_size
+    $BS`), or one HfArgumentParser refuses (`refused_flags`), is None: unknown, never a default."""
     data: dict[str, Any] = {}
     positions: dict[KeyPath, Position] = {(): launch.start.where}
     key_positions: dict[KeyPath, Position] = {}
     for name, (flag, value) in launch.flags.items():
-        kind = FLAG_TYPES.get(name)
-        if kind is None:
+        field_name = name.replace("-", "_")
+        entry = training_flags().get(field_name)
+        if entry is None:
             continue
-        data[name] = _convert(kind, value)
-        key_positions[(name,)] = flag.where
-        positions[(name,)] = (value or flag).where
+        data[field_name] = _convert(entry, value)
+        key_positions[(field_name,)] = flag.where
+        positions[(field_name,)] = (value or flag).where
     return Document(data, file, positions, key_positions, lines)
 
 
-def _convert(kind: type, value: Word | None) -> Any:
-    if value is None:
-        return True if kind is bool else None
-    text = value.value
+def trainer_launch(launch: Launch) -> bool:
+    """Whether a launch command evidently runs an HF Trainer program: it passes the Trainer's
+    own batch flag `--per_device_train_batch_size` (or `--deepspeed` a file), and no bare
+    `--deepspeed`, which is DeepSpeed's own switch (`deepspeed.add_config_arguments`, as
+    DeepSpeed-Chat's programs parse it). A trl or DeepSpeed-Chat program takes
+    `--learning_rate` too, but with its own dataclasses."""
+    flags = launch.flags
+    if "deepspeed" in flags:
+        value = flags["deepspeed"][1]
+        return value is not None and not (value.value or "").startswith("-")
+    return "per_device_train_batch_size" in flags
+
+
+def refused_flags(launch: Launch) -> list[tuple[Word, Word | None, str, str]]:
+    """The TrainingArguments flags of `launch` whose value HfArgumentParser refuses: the
+    flag's word, its value's, its field and what the field accepts (a value only running
+    the script gives is not judged)."""
+    out = []
+    for name, (flag, value) in launch.flags.items():
+        field_name = name.replace("-", "_")
+        entry = training_flags().get(field_name)
+        if entry is None or (value is not None and value.value is None):
+            continue
+        accepts = _refusal(entry, None if value is None else value.value)
+        if accepts is not None:
+            out.append((flag, value, field_name, accepts))
+    return out
+
+
+def _refusal(entry: dict[str, Any], text: str | None) -> str | None:
+    """What the field accepts, when argparse refuses `text` for it (None: a bare flag)."""
+    kind = entry["type"]
     if text is None:
+        return None if kind == "bool" or entry.get("nargs") in ("?", "*") else "a value"
+    choices = entry.get("choices")
+    if choices is not None and text not in map(str, choices):
+        return "one of " + ", ".join(map(str, choices))
+    if kind == "bool" and text.lower() not in (*TRUE_WORDS, *FALSE_WORDS):
+        return "true or false (yes, no, 1, 0)"
+    converter = {"int": int, "float": float}.get(kind)
+    if converter is not None:
+        try:
+            converter(text)
+        except ValueError:
+            return "an integer" if kind == "int" else "a number"
+    return None
+
+
+def _convert(entry: dict[str, Any], value: Word | None) -> Any:
+    kind = entry["type"]
+    if value is None:
+        return True if kind == "bool" else None
+    text = value.value
+    if text is None or _refusal(entry, text) is not None:
         return None
-    if kind is bool:
-        lowered = text.lower()
-        return True if lowered in TRUE_WORDS else False if lowered in FALSE_WORDS else None
-    try:
-        return kind(text)
-    except ValueError:
-        return None
+    if kind == "bool":
+        return text.lower() in TRUE_WORDS
+    converter = {"int": int, "float": float}.get(kind)
+    return converter(text) if converter is not None else text
 
 
 def _number(word: Word | None) -> int | None:

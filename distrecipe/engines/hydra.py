@@ -1,7 +1,8 @@
-"""Hydra's override grammar, both ways: reading `key=value` lines (verl launch
-scripts and override files) into a nested mapping with positions, and writing a
-value so that Hydra reads it back the same. A launch script's `key=$VAR` values are
-expanded from the script's own assignments by `script_overrides`, as the shell would.
+"""Hydra's override grammar, both ways: reading `key=value` overrides (the arguments of a
+launch script's verl command, as bash splits them, or the lines of an override file) into
+a nested mapping with positions, and writing a value so that Hydra reads it back the
+same. A launch script's `key=$VAR` values are expanded from the script's own assignments
+by `script_overrides`, as the shell would; a shell variable is never an override.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from distrecipe.engines.shell_variables import Value, unfixed, variables_at, word_value
-from distrecipe.engines.verl import VERL_ROOTS
+from distrecipe.engines.shell import RawWord, raw_commands
+from distrecipe.engines.shell_variables import Value, raw_word_value, unfixed, variables_at
+from distrecipe.engines.verl import ENTRY, VERL_CONFIG_NAMES, VERL_ROOTS, removed_entry
 from distrecipe.errors import Position
 from distrecipe.source import Document, KeyPath
 
@@ -25,38 +27,73 @@ _SHELL_WORD = (r"""(?:"(?:[^"\\]|\\.)*"|'[^']*'"""  # a quoted part
 _OVERRIDE = re.compile(rf"(?:^|(?<=\s))([+~]{{0,2}})([A-Za-z_][\w.\-]*)=({_SHELL_WORD})")
 
 
-def read_overrides(text: str, file: str) -> Document:
-    """Hydra `key=value` overrides (one per line, or in a shell launch command) as a mapping.
+@dataclass(frozen=True, slots=True)
+class Override:
+    """One Hydra override as verl receives it: `[+|++|~]key=value`, and where it is written."""
 
-    Only keys under verl's top-level groups are read, so the script name, `python3 -m`
-    and shell variables around them are left alone.
+    prefix: str
+    """`""`, `+` (add a key), `++` (add or override) or `~` (delete)."""
+    key: str
+    value: str | None
+    """The value's text as Hydra gets it where the file alone says (a script's quotes
+    removed, `$VAR` left as written); None for `~key` without a value."""
+    written: str
+    """The value as written in the file (`$BS`, `"${X}"`), for messages."""
+    key_at: Position
+    value_at: Position
+    word: RawWord | None = None
+    """The shell word it is, in a launch script (to expand its variables)."""
+
+    @property
+    def path(self) -> tuple[str, ...]:
+        return tuple(self.key.split("."))
+
+
+def read_overrides(text: str, file: str) -> Document:
+    """Hydra `key=value` overrides as a mapping, with positions: in a launch script (`.sh`),
+    the arguments of the commands that run verl (`verl_command`), as bash splits them; in
+    an override file, one per line (keys under verl's top-level groups).
+
+    `~key` deletes rather than sets, so it adds nothing; the last override of a key wins.
     """
     data: dict[str, Any] = {}
     positions: dict[KeyPath, Position] = {(): Position(file, 1, 1)}
     key_positions: dict[KeyPath, Position] = {}
-    lines = tuple(text.splitlines())
-    for number, match in override_matches(lines):
-        prefix, dotted, raw = match.groups()
-        path = tuple(dotted.split("."))
-        if prefix == "~":
+    for item in overrides(text, file):
+        if item.prefix == "~":
             continue
+        path = item.path
         node = data
         for depth, part in enumerate(path[:-1]):
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
                 break
-            positions.setdefault(path[: depth + 1], Position(file, number, match.start(2) + 1))
+            positions.setdefault(path[: depth + 1], item.key_at)
             node = child
         else:
-            node[path[-1]] = parse_value(raw.rstrip("\\"))
-            key_positions[path] = Position(file, number, match.start(2) + 1)
-            positions[path] = Position(file, number, match.start(3) + 1)
-    return Document(data, file, positions, key_positions, lines)
+            node[path[-1]] = parse_value(item.value or "")
+            key_positions[path] = item.key_at
+            positions[path] = item.value_at
+    return Document(data, file, positions, key_positions, tuple(text.splitlines()))
+
+
+def overrides(text: str, file: str) -> list[Override]:
+    """Every override of a launch script's verl commands (`.sh`) or of an override file."""
+    if file.endswith(".sh"):
+        return [item for command in verl_commands(text, file) for item in command.overrides]
+    return [_line_override(number, match, file) for number, match in override_matches(text.splitlines())]
+
+
+def _line_override(number: int, match: re.Match[str], file: str) -> Override:
+    prefix, key, raw = match.groups()
+    raw = raw.rstrip("\\")
+    return Override(prefix, key, raw, raw, Position(file, number, match.start(2) + 1),
+                    Position(file, number, match.start(3) + 1))
 
 
 def override_matches(lines: Iterable[str]) -> Iterator[tuple[int, re.Match[str]]]:
     """Each `[+~]key=value` under one of verl's top-level groups, with its 1-based line
-    number: the Hydra overrides of an override file or a launch script, comments skipped."""
+    number: the Hydra overrides of an override file, comments skipped."""
     for number, line in enumerate(lines, start=1):
         code = line.split(" #", 1)[0]
         if code.lstrip().startswith("#"):
@@ -64,6 +101,107 @@ def override_matches(lines: Iterable[str]) -> Iterator[tuple[int, re.Match[str]]
         for match in _OVERRIDE.finditer(code):
             if match.group(2).split(".", 1)[0] in VERL_ROOTS:
                 yield number, match
+
+
+@dataclass(frozen=True, slots=True)
+class VerlCommand:
+    """A command of a launch script that runs verl, and what its arguments say."""
+
+    entry: str
+    """The module (`verl.trainer.main_ppo`) or script (`main_ppo_split.py`) it runs."""
+    config_name: str | None
+    """`--config-name`, when given."""
+    overrides: tuple[Override, ...]
+    start: Position
+    unreached: tuple[Override, ...] = ()
+    """Overrides on the lines after a comment that ended the command (`shell.RawCommand.cut`):
+    bash runs them as a command of their own, so verl never gets them."""
+    cut: Position | None = None
+
+
+_HYDRA_OPTIONS = ("--config-name", "--config-path", "--config-dir", "-cn", "-cp", "-cd")
+"""Hydra's own options that take a value (`--config-name=X` or `--config-name X`)."""
+_WORD_OVERRIDE = re.compile(r"(\+{0,2}|~)([A-Za-z_][\w.\-@/]*)(?:=(.*))?", re.S)
+
+
+def verl_commands(text: str, file: str) -> list[VerlCommand]:
+    """The commands of a script that run verl's trainer, as bash splits them: `python3 -m
+    verl.trainer.main_ppo ...` (also behind `ray job submit --`, `torchrun`, an env
+    prefix), or a copy of that entry (`main_ppo_split.py`) composing one of verl's configs;
+    a project's own Hydra app (`train.py --config-name _2_sokoban`) has its own config
+    tree. A module of `verl.` the installed verl lacks is another program (a fork's own
+    CLI), unless verl once had it (`engines.verl.removed_entry`), which DR356 reports.
+    Variables are not expanded here (`script_overrides` does); a shell assignment is
+    never an override."""
+    raw = raw_commands(text, file)
+    found = []
+    for index, command in enumerate(raw):
+        words = command.words
+        entry_at = _entry(words)
+        if entry_at is None:
+            continue
+        entry = words[entry_at].literal
+        items, config_name = _arguments(words[entry_at + 1:], file)
+        if entry.endswith(".py"):
+            if "main_ppo" not in entry.rsplit("/", 1)[-1]:
+                continue  # another project's own Hydra app (RAGEN's train.py), with its own config tree
+            if config_name is not None and config_name not in VERL_CONFIG_NAMES:
+                continue
+        elif entry != ENTRY and removed_entry(entry) is None:
+            continue  # another verl module (sft_trainer: another config tree) or a fork's own
+        unreached: list[Override] = []
+        if command.cut is not None:
+            for later in raw[index + 1:]:
+                if later.after_cut != command.cut:
+                    break
+                more, _ = _arguments(later.words, file)
+                unreached.extend(more)
+        found.append(VerlCommand(entry, config_name, tuple(items), words[0].where, tuple(unreached),
+                                 command.cut))
+    return found
+
+
+def _entry(words: list[RawWord]) -> int | None:
+    """The index of the word naming what a command runs under Python, when it is verl's
+    module (after `-m`) or a `.py` script; None for any other command."""
+    for index, word in enumerate(words):
+        text = word.literal
+        if text.startswith("verl.") and index > 0 and words[index - 1].literal == "-m":
+            return index
+        if text.endswith(".py") and index > 0 and "python" in words[index - 1].literal.rsplit("/", 1)[-1]:
+            return index
+    return None
+
+
+def _arguments(words: list[RawWord], file: str) -> tuple[list[Override], str | None]:
+    """The overrides among a verl command's arguments, and its `--config-name`."""
+    items: list[Override] = []
+    config_name = None
+    index = 0
+    while index < len(words):
+        word = words[index]
+        literal = word.literal.replace("\0", "$")
+        index += 1
+        if literal.startswith("-"):
+            name, equals, value = literal.partition("=")
+            if name in _HYDRA_OPTIONS and not equals and index < len(words):
+                value = words[index].literal
+                index += 1
+            if name in ("--config-name", "-cn"):
+                config_name = value.strip("'\"").removesuffix(".yaml")
+            continue
+        match = _WORD_OVERRIDE.fullmatch(literal)
+        if match is None or (match.group(3) is None and match.group(1) != "~") \
+                or match.group(2).startswith("hydra."):
+            continue
+        prefix, key, value = match.groups()
+        offset = max(word.text.find(key), 0)
+        key_at = Position(file, word.where.line, word.where.col + offset)
+        sign = word.text.find("=", offset + len(key))
+        written = word.text if word.text[:1] in "'\"" else word.text[sign + 1:] if sign >= 0 else ""
+        value_at = Position(file, word.where.line, word.where.col + max(sign + 1, 0))
+        items.append(Override(prefix, key, value, written, key_at, value_at, word))
+    return items, config_name
 
 
 def parse_value(raw: str) -> Any:
@@ -175,17 +313,10 @@ def script_overrides(doc: Document) -> ScriptOverrides:
     taken: dict[KeyPath, tuple[str, Value]] = {}
     unknown: dict[KeyPath, tuple[str, Value]] = {}
     environment: set[KeyPath] = set()
-    last = {tuple(match.group(2).split(".")): (number, match) for number, match in override_matches(doc.lines)
-            if match.group(1) != "~"}  # the override that wins, as in `read_overrides`
-    written = [(number, match) for number, match in last.values() if "$" in match.group(3)]
-    tables = variables_at("\n".join(doc.lines), doc.file, (number for number, _ in written))
-    for number, match in written:
-        raw = match.group(3).rstrip("\\")
-        path = tuple(match.group(2).split("."))
-        table = tables[number]
-        value = word_value(raw, table, doc.file, number)
+    for item, value, table in shell_values("\n".join(doc.lines), doc.file):
+        path = item.path
         if value.text is None:
-            unknown[path] = (raw, value)
+            unknown[path] = (item.written, value)
         node = data
         for part in path[:-1]:
             node = node.get(part) if isinstance(node, dict) else None
@@ -193,18 +324,36 @@ def script_overrides(doc: Document) -> ScriptOverrides:
             continue
         if value.text is not None:
             node[path[-1]] = parse_value(value.text)
-            taken[path] = (raw, value)
+            taken[path] = (item.written, value)
             continue
-        names = unfixed(raw, table)
-        if names and all(names.values()):
+        names = unfixed(item.word.text if item.word else item.written, table)
+        if names and all(names.values()) and item.word is not None:
             stand_ins = {name: Value(f"${{oc.env:{name}}}", ()) for name in names}
-            at_run_time = word_value(raw, {**table, **stand_ins}, doc.file, number)
+            at_run_time = _value_of(item, {**table, **stand_ins})
             if at_run_time.text is not None:
                 node[path[-1]] = parse_value(at_run_time.text)
                 environment.add(path)
                 continue
         node[path[-1]] = _as_text(node[path[-1]])
     return ScriptOverrides(data, taken, unknown, frozenset(environment))
+
+
+def shell_values(text: str, file: str) -> list[tuple[Override, Value, dict[str, Value]]]:
+    """A launch script's verl overrides that hold a `$` (the last of each key, which wins),
+    each with its value as the shell passes it (`shell_variables`) and the variables there."""
+    last = {item.path: item for item in overrides(text, file) if item.prefix != "~"}
+    written = [item for item in last.values() if item.word is not None and "$" in item.word.text]
+    tables = variables_at(text, file, (item.key_at.line for item in written))
+    return [(item, _value_of(item, tables[item.key_at.line]), tables[item.key_at.line]) for item in written]
+
+
+def _value_of(item: Override, table: dict[str, Value]) -> Value:
+    """The override's value as the shell passes it given the variables `table`."""
+    assert item.word is not None
+    whole = raw_word_value(item.word, table, item.key_at.line)
+    if whole.text is None:
+        return whole
+    return Value(whole.text.partition("=")[2], whole.how)
 
 
 def _as_text(value: Any) -> Any:

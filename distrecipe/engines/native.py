@@ -3,23 +3,35 @@
 Kinds are told apart by the keys only one of them writes, so a file needs no naming
 convention: `recipe:` marks a recipe, `distributed_type` an Accelerate config,
 `actor_rollout_ref` (or `data` with `trainer`, or any of verl's groups in a script
-that runs `verl.trainer.main_ppo`) verl, TrainingArguments' own names an
-HF file, and DeepSpeed's keys (or a near miss of one: `zero_optimisation`) a
-ds_config. verl is also written as Hydra overrides (`key=value` lines, or a launch
-script); those are read into the same nested mapping, with each override's position.
+that runs `verl.trainer.main_ppo`) verl, `base_model` with Axolotl's own keys
+(`micro_batch_size`, `sequence_len`, ...) an Axolotl YAML, `finetuning_type`, `template`
+or a training `stage` a LLaMA-Factory YAML, TrainingArguments' own names an HF file, and
+DeepSpeed's keys (or a near miss of one: `zero_optimisation`) a ds_config; a platform's job
+file goes by its `apiVersion` and `kind` (TrainJob, RayJob, PyTorchJob) or by SkyPilot's
+task keys (`engines.platforms`). verl is also written as Hydra overrides (`key=value`
+lines, or a launch script); those are read into the same nested mapping, with each
+override's position.
 """
 
 from __future__ import annotations
 
+import os
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from distrecipe.engines import Kind
 from distrecipe.engines.accelerate import MARKERS as ACCELERATE_MARKERS
 from distrecipe.engines.argv import LAUNCHER_WORDS, launches, training_arguments
+from distrecipe.engines.axolotl import is_axolotl
 from distrecipe.engines.deepspeed import MARKERS as DS_MARKERS
+from distrecipe.engines.hf import FLAG_TYPES
 from distrecipe.engines.hf import MARKERS as HF_MARKERS
-from distrecipe.engines.hydra import read_overrides
+from distrecipe.engines.hydra import read_overrides, verl_commands
+from distrecipe.engines.llamafactory import V1 as LLAMAFACTORY_V1
+from distrecipe.engines.llamafactory import is_llamafactory
+from distrecipe.engines.llamafactory import is_v1 as is_llamafactory_v1
+from distrecipe.engines.platforms import platform_kind
 from distrecipe.engines.verl import ENTRY as VERL_ENTRY
 from distrecipe.engines.verl import VERL_ROOTS
 from distrecipe.keys import get
@@ -35,22 +47,65 @@ def detect(doc: Document) -> Kind | None:
     if not isinstance(data, dict):
         return None
     keys = set(data)
+    if {"apiVersion", "kind"} <= keys and (manifest := platform_kind(data)) is not None:
+        return manifest
     if "recipe" in keys:
         return "recipe"
     if keys & ACCELERATE_MARKERS:
         return "accelerate"
     if "actor_rollout_ref" in keys or {"data", "trainer"} <= keys or _runs_verl(doc, keys):
         return "verl"
+    if is_llamafactory_v1(keys):
+        return None  # read by LLaMA-Factory's v1 trainer, in a vocabulary of its own
+    if is_axolotl(keys):
+        return "axolotl"
+    if is_llamafactory(data):
+        return "llamafactory"
     if keys & HF_MARKERS:
         return "hf"
     if keys & DS_MARKERS or _near_deepspeed(keys):
         return "deepspeed"
+    if not keys and doc.file.endswith(".sh"):
+        return _cut_kind(doc)
+    return platform_kind(data)
+
+
+def _cut_kind(doc: Document) -> Kind | None:
+    """The kind of a launch script whose program gets none of its arguments because a
+    comment ended the command (`shell.RawCommand.cut`): what the lost arguments are."""
+    text = "\n".join(doc.lines)
+    if any(command.unreached for command in verl_commands(text, doc.file)):
+        return "verl"
+    for launch in launches(text, doc.file) if any(word in text for word in LAUNCHER_WORDS) else ():
+        if any((word.value or "").lstrip("-").replace("-", "_") in FLAG_TYPES for word in launch.unreached):
+            return "hf"
     return None
 
 
+def unsupported(doc: Document) -> str | None:
+    """What a file distrecipe does not read is, when its keys tell (for the message that
+    says it is not read): formats that look like a kind but are another's."""
+    data = doc.data
+    if not isinstance(data, dict):
+        return None
+    for keys, what in UNSUPPORTED:
+        if keys <= set(data):
+            return what
+    return None
+
+
+UNSUPPORTED: tuple[tuple[frozenset[str], str], ...] = tuple(
+    (keys, "a LLaMA-Factory v1 config, which its v1 trainer reads, not HfArgumentParser")
+    for keys in LLAMAFACTORY_V1)
+"""(keys a file holds all of, what it is) for formats lint recognises but does not read."""
+
+
 def _runs_verl(doc: Document, keys: set[str]) -> bool:
-    """Overrides a script passes to verl's trainer: any of verl's groups (a critic-only or
-    `algorithm.*` run sets neither `actor_rollout_ref` nor `data` with `trainer`)."""
+    """Overrides a script passes to verl's trainer (a critic-only or `algorithm.*` run sets
+    neither `actor_rollout_ref` nor `data` with `trainer`): any of verl's groups, from a
+    launch script's verl command (`hydra.verl_commands`) or an override file."""
+    if doc.file.endswith(".sh"):  # read from the arguments of a command that runs verl
+        return bool(keys & set(VERL_ROOTS))
     return bool(keys) and keys <= set(VERL_ROOTS) and any(VERL_ENTRY in line for line in doc.lines)
 
 
@@ -78,21 +133,26 @@ def read(path: Path, text: str) -> Document:
 
 
 def script_arguments(text: str, file: str) -> Document | None:
-    """The TrainingArguments of a launch script's first launch command that passes any."""
+    """The TrainingArguments of a launch script's first launch command that passes any of
+    the ones lint reads (`engines.hf.FLAG_TYPES`, as the workspace takes its world from)."""
     if not any(word in text for word in LAUNCHER_WORDS):
         return None
     lines = tuple(text.splitlines())
     for launch in launches(text, file):
-        doc = training_arguments(launch, file, lines)
-        if doc.data:
-            return doc
+        if any(name in FLAG_TYPES for name in launch.flags):
+            return training_arguments(launch, file, lines)
     return None
 
 
-def ds_reference(kind: Kind, data: Any) -> str | None:
-    """The ds_config an Accelerate (`deepspeed_config_file`) or HF (`deepspeed`) config names."""
+DS_REFERRERS: tuple[Kind, ...] = ("accelerate", "hf", "axolotl", "llamafactory")
+"""The kinds that name a ds_config."""
+
+
+def ds_reference(kind: Kind | None, data: Any) -> str | None:
+    """The ds_config an Accelerate (`deepspeed_config_file`), HF, Axolotl or LLaMA-Factory
+    (`deepspeed`) config names."""
     path = ("deepspeed_config", "deepspeed_config_file") if kind == "accelerate" else ("deepspeed",)
-    ref = get(data, *path) if kind in ("accelerate", "hf") else None
+    ref = get(data, *path) if kind in DS_REFERRERS else None
     return ref if isinstance(ref, str) and ref else None
 
 
@@ -105,6 +165,25 @@ def referenced_path(referrer: Path, ref: str) -> Path:
     """
     beside = referrer.parent / ref
     return beside if is_file(beside) or not is_file(Path(ref)) else Path(ref)
+
+
+@cache
+def repository_root(directory: Path) -> Path | None:
+    """The nearest directory at or above `directory` holding `.git` (a checkout's root)."""
+    for candidate in (directory, *directory.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return None
+
+
+def launched_path(referrer: Path, ref: str) -> Path:
+    """Where a tool that opens paths from the directory it runs in (Axolotl, LLaMA-Factory:
+    the repository's root) finds `ref` named in `referrer`: under the referrer's repository
+    when it is there, else from the working directory."""
+    root = repository_root(Path(os.path.abspath(referrer.parent)))
+    if root is not None and is_file(root / ref):
+        return root / ref
+    return Path(ref)
 
 
 def is_file(path: Path) -> bool:

@@ -56,6 +56,11 @@ def word_value(raw: str, table: Mapping[str, Value], file: str, line: int) -> Va
     return _word(parsed[0].words[0], table, line)
 
 
+def raw_word_value(word: RawWord, table: Mapping[str, Value], line: int) -> Value:
+    """A word the lexer read (`shell.raw_commands`) as the shell passes it at `line`."""
+    return _word(word, table, line)
+
+
 def unfixed(raw: str, table: Mapping[str, Value]) -> dict[str, bool]:
     """The variables the word `raw` names that the script does not fix where it is used
     (given `table`, from `variables_at`), each with whether it is left to the environment

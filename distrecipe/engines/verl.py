@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from distrecipe.engines import TORCH_OPTIMIZERS
-from distrecipe.engines.tables import VerlConfig
+from distrecipe.engines.tables import VerlConfig, trainer_modules
 from distrecipe.job import Plan, data_parallel
 from distrecipe.keys import get
 from distrecipe.source import KeyPath
@@ -27,6 +27,13 @@ ACTOR_FILE = "verl_actor.yaml"
 ENTRY = "verl.trainer.main_ppo"
 """verl's trainer module: a script that runs it (`python3 -m verl.trainer.main_ppo ...`)
 passes verl overrides, whichever groups they set."""
+
+REMOVED_ENTRIES = {"verl.trainer.fsdp_sft_trainer": "verl.trainer.sft_trainer"}
+"""Trainer modules older verl releases had → what replaced each (verl ≤ 0.5 ran SFT from
+`fsdp_sft_trainer`); named only while the installed verl lacks the module."""
+
+VERL_CONFIG_NAMES = ("ppo_trainer", "ppo_megatron_trainer")
+"""The configs verl's PPO entry composes (`--config-name`)."""
 
 VERL_ROOTS = ("actor_rollout_ref", "data", "trainer", "algorithm", "critic", "reward_model", "model_engine")
 """verl's top-level config groups: only overrides under them are read from a script."""
@@ -60,6 +67,14 @@ FSDP_OPTIMIZER = TORCH_OPTIMIZERS
 """The FSDP engine's `optim.optimizer` names: torch's class names."""
 MEGATRON_OPTIMIZER = {"adamw": "adam", "adam": "adam", "sgd": "sgd"}
 """Megatron's `adam` is decoupled (AdamW) weight decay, so adamw and adam share it."""
+
+
+def removed_entry(module: str) -> str | None:
+    """What replaced the verl trainer module `module`, when the installed verl lacks it
+    and an older one had it (`REMOVED_ENTRIES`); None otherwise."""
+    if module in REMOVED_ENTRIES and module not in trainer_modules():
+        return REMOVED_ENTRIES[module]
+    return None
 
 
 def uses_megatron(data: dict[str, Any], lines: Sequence[str]) -> bool:

@@ -13,6 +13,10 @@ when called, so lint's fast path stays torch-free (`tests/test_lint_fast_path.py
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Literal
@@ -43,6 +47,24 @@ class Verdict:
     notes: tuple[Note, ...] = ()
     context: str = ""
     """What the judge assumed that the file does not say (world size, TrainingArguments)."""
+
+
+@contextlib.contextmanager
+def engine_output() -> Iterator[None]:
+    """While a judge runs, what the engines print goes to stderr: stdout is the caller's
+    report (`lint --format json`). DeepSpeed's logger writes `[WARNING] [real_accelerator.py
+    ...]` to the stdout it saw at import, and verl's `validate_config` prints; a handler
+    made here sees stderr, and one made before is pointed there."""
+    out = sys.stdout
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+        for logger in loggers:
+            for handler in getattr(logger, "handlers", ()):
+                if isinstance(handler, logging.StreamHandler) and handler.stream is out:
+                    handler.setStream(sys.stderr)
 
 
 EXTRAS = {"transformers": "hf"}

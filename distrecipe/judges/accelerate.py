@@ -68,7 +68,11 @@ def worker_plugin(args: Any, env: Mapping[str, str]) -> Any:
 
 
 def refusals() -> tuple[type[BaseException], ...]:
-    return ValueError, TypeError, KeyError, AssertionError, NotImplementedError, FileNotFoundError
+    """What Accelerate raises on a config it cannot run: its own checks, and the crash of
+    its code on a value of another type (`mixed_precision: false` is a YAML boolean, whose
+    `.lower()` fails in `prepare_multi_gpu_env`)."""
+    return (ValueError, TypeError, KeyError, AssertionError, NotImplementedError, FileNotFoundError,
+            AttributeError)
 
 
 def loader_refusal(config_file: Path) -> ValueError | None:
@@ -112,10 +116,35 @@ def judge(config_file: Path, *, directory: Path | None = None, flags: tuple[str,
         except refusals() as exc:
             return Verdict("refuses", engine, f"{_plugin_name(args)}: {first_line(exc)}",
                            (Note((), first_line(exc)),), context)
-        differs = _differences(args, env, plugin)
+        differs = _unread(config_file, args) + _differences(args, env, plugin)
     if differs:
         return Verdict("differs", engine, "; ".join(n.message for n in differs), tuple(differs), context)
     return Verdict("accepts", engine, "", (), context)
+
+
+def _unread(config_file: Path, args: Any) -> list[Note]:
+    """Keys of the file's nested sections that `accelerate launch` sets on its arguments
+    and nothing reads: `_validate_launch_command` copies each key of `fsdp_config`,
+    `parallelism_config`, ... onto the parsed arguments, where a name no launch option
+    has is set and never read (observed: attributes the launch parser does not define)."""
+    import dataclasses
+
+    import yaml
+    from accelerate.commands import launch
+    from accelerate.commands.config.config_args import ClusterConfig
+
+    options = {action.dest for action in launch.launch_command_parser()._actions}
+    top = {f.name for f in dataclasses.fields(ClusterConfig)} | {"nondefault"}
+    unread = set(vars(args)) - options - top
+    data = yaml.safe_load(config_file.read_text()) if config_file.suffix != ".json" else json.loads(
+        config_file.read_text())
+    notes = []
+    for section, keys in (data.items() if isinstance(data, dict) else ()):
+        for key in keys if isinstance(keys, dict) else ():
+            if any(name == key or name.endswith(f"_{key}") for name in unread):
+                notes.append(Note((section, key), f"{section}.{key}: no accelerate launch option reads it "
+                                                  "(set on the launch arguments and never read)"))
+    return notes
 
 
 def _plugin_name(args: Any) -> str:

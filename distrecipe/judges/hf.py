@@ -92,3 +92,61 @@ def judge(values: Mapping[str, Any], world: int = WORLD_DEFAULT) -> Verdict:
     except (ValueError, TypeError) as exc:
         return Verdict("refuses", engine, first_line(exc), (Note((), first_line(exc)),), context)
     return Verdict("accepts", engine, "", (), context)
+
+
+def judge_flags(flags: Sequence[tuple[str, str | None]], world: int = WORLD_DEFAULT, *,
+                own: Mapping[str, str] | None = None, keeps_remaining: bool = False) -> Verdict:
+    """The Trainer's verdict on a launch command's `--name value` flags (`value` None for a
+    bare flag), as a program's `HfArgumentParser((..., TrainingArguments))` parses them.
+
+    Flags TrainingArguments does not have are taken as the program's other dataclasses'
+    (`--model_name_or_path`), except a field transformers removed (`engines.hf.REMOVED`):
+    HfArgumentParser refuses it ("Some specified arguments are not used"), unless the
+    program declares it itself (`own`: field → where), when the Trainer still never reads
+    it, or parses with `return_remaining_strings` (`keeps_remaining`), when it is dropped:
+    both accepted but different from what the script says. `--deepspeed` and a file
+    `--fsdp_config` are the files' own verdicts, left out here.
+    """
+    import io
+    from contextlib import redirect_stderr
+
+    from transformers import HfArgumentParser, TrainingArguments
+
+    from distrecipe.engines.hf import REMOVED
+
+    engine = version("transformers")
+    own = own or {}
+    argv: list[str] = []
+    for name, value in flags:
+        if name in ("deepspeed", "fsdp_config", "output_dir"):
+            continue
+        argv.extend([f"--{name}"] if value is None else [f"--{name}", value])
+    context = f"world {world}"
+    errors = io.StringIO()
+    with tempfile.TemporaryDirectory() as tmp, on_gpus(world), redirect_stderr(errors):
+        try:
+            _, rest = HfArgumentParser(cast(Any, TrainingArguments)).parse_args_into_dataclasses(
+                args=[*argv, "--output_dir", tmp], return_remaining_strings=True)
+        except SystemExit:
+            message = next((line.split("error: ", 1)[1] for line in reversed(errors.getvalue().splitlines())
+                            if "error: " in line), "HfArgumentParser refuses the arguments")
+            return Verdict("refuses", engine, message, (Note((), message),), context)
+        except (ValueError, TypeError) as exc:
+            return Verdict("refuses", engine, first_line(exc), (Note((), first_line(exc)),), context)
+    others = [word[2:] for word in rest if word.startswith("--")]
+    if others:
+        context += "; not TrainingArguments fields (the program's other dataclasses): " + ", ".join(
+            sorted(others))
+    removed = [name for name in others if name in REMOVED]
+    unused = [name for name in removed if name not in own and not keeps_remaining]
+    if unused:
+        named = ["--" + name for name in unused]
+        message = f"Some specified arguments are not used by the HfArgumentParser: {named}"
+        return Verdict("refuses", engine, message, (Note((), message),), context)
+    notes = tuple(Note((), f"--{name} is the program's own field ({own[name]}): the Trainer reads "
+                           f"{REMOVED[name] or 'nothing in its place'}, left at its default")
+                  if name in own else Note((), f"--{name} is dropped unread (the program parses with "
+                                               "return_remaining_strings=True)") for name in removed)
+    if notes:
+        return Verdict("differs", engine, "; ".join(n.message for n in notes), notes, context)
+    return Verdict("accepts", engine, "", (), context)

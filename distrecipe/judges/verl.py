@@ -200,11 +200,17 @@ class VerlJudge:
         return WorkerSplit(steps, micro_counts.pop(), actor.ppo_micro_batch_size_per_gpu, dp)
 
 
-SCRIPT = "<launch script>"
+SCRIPT = "<launch script>.sh"
 """The file name the shell reader is given: the judge has only the script's text."""
+OVERRIDE_FILE = "<overrides>.txt"
+"""The name it reads an override file under: one `key=value` per line."""
 
 
-_CONFIG_NAME = re.compile(r"--config-name[= ]['\"]?([\w-]+)")
+def _is_override_file(text: str) -> bool:
+    """Every line an override (`key=value` from its start), a comment or blank: the text is
+    an override file, not a script."""
+    lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    return bool(lines) and all(re.match(r"\s*[+~]{0,2}[A-Za-z_][\w.\-]*=", line) for line in lines)
 
 
 def script_overrides(text: str) -> tuple[str, list[str], list[tuple[int, str]], dict[str, str]]:
@@ -212,36 +218,45 @@ def script_overrides(text: str) -> tuple[str, list[str], list[tuple[int, str]], 
     each override's (line, key), and what the script leaves unknown: `$NAME` (or a word
     as written) → the placeholder standing in for it.
 
-    The overrides are found by lint's own reader (`override_matches`) and each value is
-    the word the shell passes (`shell_variables`: the script's straight-line assignments,
-    `${X:-8}` defaults, quotes removed). Where only running the script gives a value (the
-    environment, `$(...)`, arithmetic, a variable set in a loop), the judge is more
-    permissive than a run: it puts a placeholder (`UNSET_X`) in its place and judges the
-    rest, and `judge_script` calls the script not judgeable where verl reads a number there.
+    The overrides are found by lint's own reader (`hydra.verl_commands`: the arguments of
+    the commands that run verl, as bash splits them) and each value is the word the shell
+    passes (`shell_variables`: the script's straight-line assignments, `${X:-8}` defaults,
+    quotes removed). Where only running the script gives a value (the environment,
+    `$(...)`, arithmetic, a variable set in a loop), the judge is more permissive than a
+    run: it puts a placeholder (`UNSET_X`) in its place and judges the rest, and
+    `judge_script` calls the script not judgeable where verl reads a number there.
     """
-    from distrecipe.engines.hydra import override_matches
-    from distrecipe.engines.shell_variables import Value, unfixed, variables_at, word_value
+    from distrecipe.engines.hydra import overrides as read_overrides
+    from distrecipe.engines.hydra import verl_commands
+    from distrecipe.engines.shell_variables import Value, raw_word_value, unfixed, variables_at
 
-    lines = text.replace("\\\n", " \\\n").splitlines()
-    matches = list(override_matches(lines))
-    tables = variables_at(text, SCRIPT, (number for number, _ in matches))
+    file = OVERRIDE_FILE if _is_override_file(text) else SCRIPT
+    items = read_overrides(text, file)
+    tables = variables_at(text, file, (item.key_at.line for item in items))
     unknown: dict[str, str] = {}
     overrides, where = [], []
-    for number, match in matches:
-        prefix, dotted, raw = match.groups()
-        raw = raw.rstrip("\\")
-        value = word_value(raw, tables[number], SCRIPT, number)
-        if value.text is None:
-            names = unfixed(raw, tables[number])
-            unknown.update((f"${name}", f"UNSET_{name}") for name in names)
-            stand_ins = {name: Value(f"UNSET_{name}", ()) for name in names}
-            value = word_value(raw, {**tables[number], **stand_ins}, SCRIPT, number)
-        if value.text is None:  # computed in the word itself: `$((a + b))`, `$(nproc)`
-            unknown[raw] = "UNSET_" + dotted.replace(".", "_")
-            value = Value(unknown[raw], ())
-        overrides.append(f"{prefix}{dotted}={value.text}")
-        where.append((number, dotted))
-    name = m.group(1) if (m := _CONFIG_NAME.search(text)) else "ppo_trainer"
+    for item in items:
+        number = item.key_at.line
+        if item.value is None:  # `~key`: delete
+            overrides.append(f"~{item.key}")
+            where.append((number, item.key))
+            continue
+        text_value: str | None = item.value
+        if item.word is not None and "$" in item.word.text:
+            value = raw_word_value(item.word, tables[number], number)
+            if value.text is None:
+                names = unfixed(item.word.text, tables[number])
+                unknown.update((f"${name}", f"UNSET_{name}") for name in names)
+                stand_ins = {name: Value(f"UNSET_{name}", ()) for name in names}
+                value = raw_word_value(item.word, {**tables[number], **stand_ins}, number)
+            if value.text is None:  # computed in the word itself: `$((a + b))`, `$(nproc)`
+                unknown[item.written] = "UNSET_" + item.key.replace(".", "_")
+                value = Value(f"{item.key}={unknown[item.written]}", ())
+            text_value = (value.text or "").partition("=")[2]
+        overrides.append(f"{item.prefix}{item.key}={text_value}")
+        where.append((number, item.key))
+    commands = verl_commands(text, file) if file == SCRIPT else []
+    name = next((c.config_name for c in commands if c.config_name), None) or "ppo_trainer"
     return name, overrides, where, dict(sorted(unknown.items()))
 
 
@@ -251,6 +266,18 @@ def judge_script(verl: VerlJudge, text: str) -> Any:
     from distrecipe.judges import Note, Verdict, first_line, version
 
     engine = version("verl")
+    if not _is_override_file(text):
+        from distrecipe.engines.hydra import verl_commands
+        from distrecipe.engines.verl import removed_entry
+
+        commands = verl_commands(text, SCRIPT)
+        if not commands:
+            return Verdict("not-judgeable", engine, "not judgeable: the script runs no command of verl's PPO "
+                           "entry (another program's, or a fork's own module)", (), "")
+        gone = [c.entry for c in commands if removed_entry(c.entry)]
+        if len(gone) == len(commands):
+            message = f"No module named {gone[0]!r}"  # as Python says it, before anything is composed
+            return Verdict("refuses", engine, message, (Note((), message),), f"runs {gone[0]}")
     name, lines, where, unresolved = script_overrides(text)
     context = f"config {name}"
     if unresolved:
@@ -270,8 +297,9 @@ def judge_script(verl: VerlJudge, text: str) -> Any:
     try:
         verl.validate(cfg)
         verl.split(cfg)
-    except (AssertionError, ValueError, TypeError) as exc:
-        message = first_line(exc)
+    except Exception as exc:  # Hydra wraps a typed config's own assertion (InstantiationException)
+        cause = (exc.__cause__ or exc.__context__) if type(exc).__name__ == "InstantiationException" else None
+        message = first_line(cause if isinstance(cause, Exception) else exc)
         return Verdict("refuses", engine, message, (Note((), message),), context)
     return Verdict("accepts", engine, "", (), context)
 

@@ -2,19 +2,31 @@
 
     [tool.distrecipe]
     world = 32                      # ranks, when neither --world nor the file says
-    disable = ["DR371"]             # rules not run at all
-    severity = { DR311 = "warning" } # the engine, not the rule, decides severity
     format = "github"
     exclude = ["third_party/*"]     # glob patterns skipped when walking directories
     ds_config = "hf"                # who reads the ds_configs: "hf", "accelerate" or "raw"
     # or per glob: ds_config = { "configs/raw/*.json" = "raw", "*.json" = "hf" }
+    transformers = "4.46"           # the release the project pins: judge removed fields by it
 
-Command-line options win over these. A misspelt key is an error (exit 2), not a
-silently ignored default: that is the very bug this linter exists to catch.
+    [tool.distrecipe.lint]
+    fail_on = "error"               # exit 1 on findings at this level or above: error, warning, info
+    min_severity = "info"           # print findings at this level or above (failing ones always)
+    rules = { DR315 = "off", DR371 = "off", DR311 = "error" }   # a level per code: error, warning,
+                                    # info or off; or { level = "...", ignore = ["legacy/*"] }
+    per_file_ignores = { "third_party/*" = ["DR311", "DR315"], "old/*.json" = ["*"] }
+
+Globs are relative to the pyproject.toml's directory (`*` crosses `/`, as in fnmatch),
+or match the file's name. The older `disable = [...]` and `severity = {...}` of
+`[tool.distrecipe]` still work (a code in both: `[tool.distrecipe.lint]` wins).
+Command-line options win over these (`--fail-on`, `--min-severity`). A misspelt key is
+an error (exit 2), not a silently ignored default: that is the very bug this linter
+exists to catch.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fnmatch
 import re
 import sys
 from collections.abc import Mapping
@@ -34,6 +46,13 @@ else:  # pragma: no cover - Python 3.10: the tomli backport is a dependency ther
     import tomli as tomllib
 
 
+Level = Literal["error", "warning", "info", "off"]
+"""A rule's level as a team sets it: a severity, or `off` (not run)."""
+LEVELS: tuple[Level, ...] = get_args(Level)
+RANK: dict[str, int] = {severity: rank for rank, severity in enumerate(reversed(SEVERITIES))}
+"""info 0, warning 1, error 2: `--fail-on` and `--min-severity` compare by this."""
+LINT_KEYS = ("fail_on", "min_severity", "rules", "per_file_ignores")
+
 Consumer = Literal["hf", "accelerate", "raw"]
 """What reads a ds_config: the HF Trainer, Accelerate without it, or DeepSpeed as is."""
 CONSUMERS: tuple[Consumer, ...] = get_args(Consumer)
@@ -46,17 +65,51 @@ class ConfigError(DistrecipeError):
     """`[tool.distrecipe]` is malformed."""
 
 
+def at_least(severity: str, threshold: str) -> bool:
+    """Whether `severity` is `threshold` or more severe."""
+    return RANK[severity] >= RANK[threshold]
+
+
 @dataclass(frozen=True)
 class LintConfig:
     world: int | None = None
     disable: frozenset[str] = frozenset()
     severity: Mapping[str, Severity] = field(default_factory=dict)
+    levels: Mapping[str, Level] = field(default_factory=dict)
+    """`[tool.distrecipe.lint] rules`: a level per code (over `disable` and `severity`)."""
+    ignores: tuple[tuple[str, frozenset[str]], ...] = ()
+    """(glob, codes) pairs: codes not reported in files the glob matches (`*`: every code)."""
+    fail_on: Severity = "error"
+    min_severity: Severity = "info"
     format: str | None = None
     exclude: tuple[str, ...] = ()
     ds_config: tuple[tuple[str, Consumer], ...] = ()
     """(glob, consumer) pairs in the order written; `"*"` when one consumer is given for all."""
     root: Path | None = None
     """The directory of the pyproject.toml the globs are relative to."""
+    transformers: str | None = None
+    """The transformers release the project pins (`4.46`), when not the installed one."""
+
+    def level(self, code: str, default: Severity) -> Level:
+        """The level `code` runs at: `[tool.distrecipe.lint] rules`, else `disable` /
+        `severity`, else the rule's default."""
+        if code in self.levels:
+            return self.levels[code]
+        if code in self.disable:
+            return "off"
+        return self.severity.get(code, default)
+
+    def ignored(self, code: str, file: str) -> bool:
+        """Whether a per-path ignore silences `code` in `file`."""
+        if not self.ignores:
+            return False
+        path = Path(file)
+        names = [path.as_posix(), path.name]
+        if self.root is not None:
+            with contextlib.suppress(ValueError, OSError):
+                names.append(path.resolve().relative_to(self.root.resolve()).as_posix())
+        return any((code in codes or "*" in codes) and any(fnmatch.fnmatch(name, glob) for name in names)
+                   for glob, codes in self.ignores)
 
 
 def find_pyproject(start: Path) -> Path | None:
@@ -91,11 +144,20 @@ def load_config(pyproject: Path | None, codes: frozenset[str], formats: frozense
     if not isinstance(table, dict):
         raise ConfigError("[tool.distrecipe] must be a table", Position(name, 1, 1))
     at = _Locator(name, text)
-    allowed = ["world", "disable", "severity", "format", "exclude", "ds_config"]
+    allowed = ["world", "disable", "severity", "format", "exclude", "ds_config", "lint", "transformers"]
     for key in table:
         if key not in allowed:
             raise ConfigError(f"[tool.distrecipe] unknown key {key!r}{did_you_mean(key, allowed)}",
                               at(key, value=False))
+    lint = table.get("lint", {})
+    if not isinstance(lint, dict):
+        raise ConfigError("[tool.distrecipe] lint must be a table", at("lint"))
+    lint_at = _Locator(name, text, "tool.distrecipe.lint")
+    for key in lint:
+        if key not in LINT_KEYS:
+            hint = did_you_mean(key, list(LINT_KEYS))
+            raise ConfigError(f"[tool.distrecipe.lint] unknown key {key!r}{hint}", lint_at(key, value=False))
+    severities: list[str] = list(SEVERITIES)
     return LintConfig(
         world=_world(table.get("world"), at("world")),
         disable=frozenset(_codes(table.get("disable", []), codes, "disable", at("disable"))),
@@ -103,30 +165,46 @@ def load_config(pyproject: Path | None, codes: frozenset[str], formats: frozense
         format=_choice(table.get("format"), sorted(formats), "format", at("format")),
         exclude=tuple(_strings(table.get("exclude", []), "exclude", at("exclude"))),
         ds_config=_consumers(table.get("ds_config", {}), at("ds_config")),
+        levels=_levels(lint.get("rules", {}), codes, lint_at),
+        ignores=_ignores(lint, codes, lint_at),
+        fail_on=_choice(lint.get("fail_on", "error"), severities, "lint.fail_on", lint_at("fail_on")),
+        min_severity=_choice(lint.get("min_severity", "info"), severities, "lint.min_severity",
+                             lint_at("min_severity")),
         root=pyproject.parent,
+        transformers=_release(table.get("transformers"), at("transformers")),
     )
 
 
 class _Locator:
-    """Where a key of `[tool.distrecipe]` is written: tomllib keeps no positions."""
+    """Where a key of `[tool.distrecipe]` (or a table below it) is written: tomllib keeps
+    no positions. A key is looked for in the table's own section, else anywhere below
+    `[tool.distrecipe...]` headers (a sub-table such as `[tool.distrecipe.lint.rules]`)."""
 
-    def __init__(self, file: str, text: str) -> None:
+    def __init__(self, file: str, text: str, table: str = "tool.distrecipe") -> None:
         self.file = file
         self.lines = text.splitlines()
+        parts = r"\s*\.\s*".join(map(re.escape, table.split(".")))
         header = next((i for i, line in enumerate(self.lines)
-                       if re.match(r"\s*\[\s*tool\s*\.\s*distrecipe\s*\]", line)), None)
+                       if re.match(rf"\s*\[\s*{parts}\s*\]", line)), None)
+        if header is None:  # the table written inline, or dotted keys under [tool.distrecipe]
+            header = next((i for i, line in enumerate(self.lines)
+                           if re.match(r"\s*\[\s*tool\s*\.\s*distrecipe\b", line)), None)
         self.start = 0 if header is None else header
 
     def __call__(self, key: str, *, value: bool = True) -> Position:
-        pattern = re.compile(rf"^\s*(?:tool\.distrecipe\.)?[\"']?{re.escape(key)}[\"']?\s*(=)\s*")
-        for number in range(self.start, len(self.lines)):
-            line = self.lines[number]
-            if number > self.start and line.lstrip().startswith("["):
-                break
-            found = pattern.match(line)
-            if found:
-                col = found.end() if value else len(line) - len(line.lstrip())
-                return Position(self.file, number + 1, col + 1)
+        name = rf"[\"']?{re.escape(key)}[\"']?\s*(=)\s*"
+        starts = re.compile(rf"^\s*(?:[\w.]+\.)?{name}")
+        inline = re.compile(rf"(?<![\w.\"'-]){name}")  # a key inside an inline table
+        for pattern in (starts, inline):
+            for number in range(self.start, len(self.lines)):
+                line = self.lines[number]
+                if number > self.start and line.lstrip().startswith("[") and \
+                        not re.match(r"\s*\[\s*tool\s*\.\s*distrecipe\b", line):
+                    break
+                found = pattern.search(line)
+                if found:
+                    col = found.end() if value else found.start() + len(found[0]) - len(found[0].lstrip())
+                    return Position(self.file, number + 1, col + 1)
         return Position(self.file, self.start + 1, 1)
 
 
@@ -138,6 +216,15 @@ def _consumers(value: Any, where: Position) -> tuple[tuple[str, Consumer], ...]:
                           "or a table of glob = consumer", where)
     return tuple((str(glob), _choice(consumer, list(CONSUMERS), f"ds_config.{glob}", where))
                  for glob, consumer in value.items())
+
+
+def _release(value: Any, where: Position) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not re.fullmatch(r"\d+(\.\d+){0,2}", value):
+        raise ConfigError(f"[tool.distrecipe] transformers must be a release number such as \"4.46\", "
+                          f"not {value!r}", where)
+    return value
 
 
 def _world(value: Any, where: Position) -> int | None:
@@ -171,6 +258,51 @@ def _severity(value: Any, codes: frozenset[str], at: _Locator) -> dict[str, Seve
         _choice(code, sorted(codes), "severity", where)
         out[code] = _choice(level, list(SEVERITIES), f"severity.{code}", where)
     return out
+
+
+def _levels(value: Any, codes: frozenset[str], at: _Locator) -> dict[str, Level]:
+    """`rules = { CODE = LEVEL | { level = LEVEL, ignore = [GLOB, ...] } }`: the levels."""
+    if not isinstance(value, dict):
+        raise ConfigError('[tool.distrecipe.lint] rules must be a table of CODE = "error|warning|info|off"',
+                          at("rules"))
+    out: dict[str, Level] = {}
+    for code, setting in value.items():
+        where = at(code)
+        _choice(code, sorted(codes), "lint.rules", where)
+        if isinstance(setting, dict):
+            for key in setting:
+                if key not in ("level", "ignore"):
+                    raise ConfigError(f"[tool.distrecipe.lint] rules.{code}: unknown key {key!r}"
+                                      f"{did_you_mean(str(key), ['level', 'ignore'])}", where)
+            _strings(setting.get("ignore", []), f"lint.rules.{code}.ignore", where)
+            if "level" not in setting:
+                continue
+            setting = setting["level"]
+        out[code] = _choice(setting, list(LEVELS), f"lint.rules.{code}", where)
+    return out
+
+
+def _ignores(lint: dict[str, Any], codes: frozenset[str],
+             at: _Locator) -> tuple[tuple[str, frozenset[str]], ...]:
+    """Per-path ignores: `per_file_ignores = { GLOB = [CODE, ...] }` (as ruff's), and each
+    rule's `ignore = [GLOB, ...]` (as yamllint's), in the order written."""
+    out: list[tuple[str, frozenset[str]]] = []
+    per_file = lint.get("per_file_ignores", {})
+    if not isinstance(per_file, dict):
+        raise ConfigError("[tool.distrecipe.lint] per_file_ignores must be a table of GLOB = [CODE, ...]",
+                          at("per_file_ignores"))
+    for glob, listed in per_file.items():
+        where = at(glob)
+        items = _strings(listed, f"lint.per_file_ignores.{glob}", where)
+        for code in items:
+            if code != "*":
+                _choice(code, sorted(codes), f"lint.per_file_ignores.{glob}", where)
+        out.append((str(glob), frozenset(items)))
+    rules = lint.get("rules", {})
+    for code, setting in rules.items() if isinstance(rules, dict) else ():
+        if isinstance(setting, dict):
+            out.extend((glob, frozenset({code})) for glob in setting.get("ignore", []))
+    return tuple(out)
 
 
 def _choice(value: Any, choices: list[str], key: str, where: Position) -> Any:

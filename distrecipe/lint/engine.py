@@ -9,22 +9,23 @@ A file that cannot be read at all is not a finding but an unusable input (exit 2
 from __future__ import annotations
 
 import fnmatch
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from distrecipe.engines import Kind
-from distrecipe.engines.native import DATA_SUFFIXES, OVERRIDE_SUFFIXES
+from distrecipe.engines import KINDS, Kind
+from distrecipe.engines.native import DATA_SUFFIXES, OVERRIDE_SUFFIXES, is_file, unsupported
 from distrecipe.errors import DistrecipeError, Position
-from distrecipe.findings import Finding
+from distrecipe.findings import Finding, Severity
 from distrecipe.lint import native
-from distrecipe.lint.config import Consumer, LintConfig
+from distrecipe.lint.config import Consumer, LintConfig, at_least
+from distrecipe.lint.references import SKIPPED_DIRS
 from distrecipe.lint.rule import Source
 from distrecipe.lint.rules import RULES
 from distrecipe.lint.suppress import suppressions
 from distrecipe.lint.workspace import Workspace
-
-SKIPPED_DIRS = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__", ".mypy_cache", ".tox"})
+from distrecipe.lint.world import World
 
 
 class NotAConfig(DistrecipeError):
@@ -36,30 +37,50 @@ class Report:
     findings: list[Finding]
     unusable: list[DistrecipeError] = field(default_factory=list)
     files: int = 0
+    fail_on: Severity = "error"
+    """The least severe finding that fails the run (`--fail-on`)."""
+    hidden: int = 0
+    """Findings below `--min-severity`, left out of `findings` (`shown`)."""
+    skipped: list[str] = field(default_factory=list)
+    """Files found in a walked directory that are no config distrecipe reads."""
 
     @property
     def exit_code(self) -> int:
-        """2 when an input was unusable, 1 when an error was found, else 0."""
+        """2 when an input was unusable, 1 when a finding at `fail_on` or above was found, else 0."""
         if self.unusable:
             return 2
-        return 1 if any(f.severity == "error" for f in self.findings) else 0
+        return 1 if self.failing else 0
+
+    @property
+    def failing(self) -> bool:
+        return any(at_least(f.severity, self.fail_on) for f in self.findings)
+
+    def shown(self, min_severity: Severity) -> Report:
+        """The report with findings below `min_severity` left out, except those that fail
+        the run: an exit code of 1 always comes with the finding that caused it."""
+        threshold = min_severity if at_least(self.fail_on, min_severity) else self.fail_on
+        kept = [f for f in self.findings if at_least(f.severity, threshold)]
+        return replace(self, findings=kept, hidden=self.hidden + len(self.findings) - len(kept))
 
 
 def lint(paths: Sequence[str | Path], *, config: LintConfig, world: int | None = None,
          kind: Kind | None = None, ignore_unknown: bool = False, consumer: Consumer | None = None,
-         engines: bool = False) -> Report:
+         engines: bool = False, fail_on: Severity | None = None) -> Report:
     """Lint files and directories; `world` (ranks), `kind` and `consumer` (who reads
     the ds_configs) override detection.
 
     A file named explicitly must be a config, unless `ignore_unknown` (pre-commit
     passes every JSON and YAML file of a commit, configs or not). `engines` also runs
     the engines' own judges (DR900, DR901); an engine that is not installed is an error.
+    `fail_on` (else `[tool.distrecipe.lint] fail_on`) is the least severe finding that fails.
     """
-    workspace = Workspace(world if world is not None else config.world,
-                          "--world" if world is not None else "[tool.distrecipe] world",
-                          consumer=consumer, config=config, engines=engines)
+    stated = (World(world, "--world", "option") if world is not None
+              else World(config.world, "[tool.distrecipe] world", "project") if config.world is not None
+              else None)
+    workspace = Workspace(stated, consumer=consumer, config=config, engines=engines)
     try:
-        return _lint(paths, workspace, config, kind, ignore_unknown)
+        report = _lint(paths, workspace, config, kind, ignore_unknown)
+        return replace(report, fail_on=fail_on or config.fail_on)
     finally:
         workspace.close()
 
@@ -68,18 +89,24 @@ def _lint(paths: Sequence[str | Path], workspace: Workspace, config: LintConfig,
           ignore_unknown: bool) -> Report:
     findings: list[Finding] = []
     unusable: list[DistrecipeError] = []
+    skipped: list[str] = []
     count = 0
     files = list(_files(paths, config.exclude))
     for path, root in files:  # launch scripts first: they say how the configs are used
         workspace.register(path, root or Path.cwd())
+    named = [path for path, root in files if root is None and is_file(path)]
+    linted = {os.path.realpath(path) for path, _ in files}
+    related = [path for path in workspace.references.related(named) if os.path.realpath(path) not in linted]
     for path, root in files:
         explicit = root is None
         try:
             source = workspace.source(path, kind)
             if source is None:
                 if explicit and not ignore_unknown:
-                    raise NotAConfig("cannot tell which kind of config this is "
-                                     "(recipe, deepspeed, accelerate, verl, hf): pass --kind", _start(path))
+                    raise NotAConfig(f"not a config distrecipe reads (none of {', '.join(KINDS)}"
+                                     f"{_unread(workspace, path)}): pass --kind if it is one", _start(path))
+                if not explicit and path.suffix.lower() in DATA_SUFFIXES:
+                    skipped.append(str(path))
                 continue
         except DistrecipeError as exc:
             if not explicit and path.suffix.lower() in OVERRIDE_SUFFIXES:
@@ -88,31 +115,48 @@ def _lint(paths: Sequence[str | Path], workspace: Workspace, config: LintConfig,
             continue
         count += 1
         findings.extend(check(_with_plan(source), config))
+    for path in related:  # the other half of a pair a named file is in: the pair rules only
+        try:
+            source = workspace.source(path)
+        except DistrecipeError:
+            continue
+        if source is not None:
+            findings.extend(check(_with_plan(source), config, pairs_only=True))
     findings.sort(key=_order)
-    return Report(findings, unusable, count)
+    return Report(findings, unusable, count, skipped=skipped)
 
 
-def check(src: Source, config: LintConfig) -> list[Finding]:
+def _unread(workspace: Workspace, path: Path) -> str:
+    """What the file is instead, when lint can tell (`engines.native.unsupported`)."""
+    what = unsupported(workspace.document(path))
+    return f"; {what}" if what else ""
+
+
+def check(src: Source, config: LintConfig, *, pairs_only: bool = False) -> list[Finding]:
     """Every enabled rule's findings for one source, suppressions applied; for a recipe,
-    also the key rules' findings on each of its `native` sections (`lint/native.py`)."""
-    out = _check(src, config)
-    if src.kind == "recipe":
+    also the key rules' findings on each of its `native` sections (`lint/native.py`).
+    `pairs_only`: only the rules that judge the file with another (`Rule.pair`)."""
+    out = _check(src, config, pairs_only)
+    if src.kind == "recipe" and not pairs_only:
         for section in native.sections(src):
-            out.extend(_check(section, config))
+            out.extend(_check(section, config, pairs_only))
     return out
 
 
-def _check(src: Source, config: LintConfig) -> list[Finding]:
+def _check(src: Source, config: LintConfig, pairs_only: bool = False) -> list[Finding]:
     quiet = suppressions(src.doc)
     out = []
     for code, rule in RULES.items():
-        if src.kind not in rule.kinds or code in config.disable or (src.within and not rule.section):
+        if src.kind not in rule.kinds or (src.within and not rule.section) or (pairs_only and not rule.pair):
+            continue
+        level = config.level(code, rule.severity)
+        if level == "off" or config.ignored(code, src.doc.file):
             continue
         for problem in rule.check(src):
             where = problem.where or src.doc.where(problem.path, key=problem.key)
             if quiet.covers(code, where.line):
                 continue
-            out.append(Finding(code, problem.message, config.severity.get(code, rule.severity), where))
+            out.append(Finding(code, problem.message, level, where))
     return out
 
 
@@ -123,7 +167,8 @@ def _with_plan(src: Source) -> Source:
     from distrecipe.api import review_plan
 
     try:
-        plan = review_plan(src.doc, src.path.parent, world=src.workspace.world)
+        stated = src.workspace.world
+        plan = review_plan(src.doc, src.path.parent, world=stated.ranks if stated else None)
         return src if plan is None else replace(src, plan=plan)
     except DistrecipeError as exc:
         return replace(src, error=exc)

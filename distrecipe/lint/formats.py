@@ -32,11 +32,18 @@ INFO_URI = "https://github.com/distrecipe/distrecipe"
 def text(report: Report) -> str:
     lines = [str(f) for f in report.findings]
     counts = {level: sum(f.severity == level for f in report.findings) for level in SEVERITIES}
-    lines.append(
-        f"{report.files} file{'s' if report.files != 1 else ''} checked: "
-        + ", ".join(f"{n} {level}{'s' if n != 1 else ''}" for level, n in counts.items())
-    )
+    summary = (f"{_count(report.files, 'file')} checked: "
+               + ", ".join(_count(n, level) for level, n in counts.items()))
+    if report.hidden:
+        summary += f" ({_count(report.hidden, 'finding')} below --min-severity not shown)"
+    if report.skipped:
+        summary += f"; {_count(len(report.skipped), 'other file')} skipped: not configs distrecipe reads"
+    lines.append(summary)
     return "\n".join(lines) + "\n"
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'s' if n != 1 else ''}"
 
 
 def as_json(report: Report) -> str:
@@ -46,7 +53,8 @@ def as_json(report: Report) -> str:
          "severity": f.severity, "message": f.message}
         for f in report.findings
     ]
-    return to_json({"files": report.files, "findings": findings})
+    return to_json({"files": report.files, "findings": findings, "hidden": report.hidden,
+                    "skipped": report.skipped})
 
 
 def sarif(report: Report) -> str:

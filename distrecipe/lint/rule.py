@@ -22,6 +22,7 @@ from distrecipe.source import Document, KeyPath
 if TYPE_CHECKING:
     from distrecipe.job import Plan
     from distrecipe.lint.workspace import Workspace
+    from distrecipe.lint.world import World
 
 @dataclass(frozen=True, slots=True)
 class Problem:
@@ -42,9 +43,8 @@ class Source:
     doc: Document
     kind: Kind
     workspace: Workspace
-    world: int | None = None
-    world_from: str | None = None
-    """Where the world size came from, for messages: `--world`, `num_processes`, a sibling file."""
+    worlds: tuple[World, ...] = ()
+    """Every statement of the world this file runs at, in precedence order (`lint.world`)."""
     plan: Plan | None = field(default=None, compare=False)
     """The resolved Plan, for recipes that resolve (plan-based rules need it)."""
     error: DistrecipeError | None = field(default=None, compare=False)
@@ -52,6 +52,16 @@ class Source:
     within: KeyPath = ()
     """Where this config sits inside its file when it is a section of another (a recipe's
     `native.deepspeed`); rules read it as a whole file, positions are the file's."""
+
+    @property
+    def world(self) -> World | None:
+        """The world the file is checked at: the first of `worlds`."""
+        return self.worlds[0] if self.worlds else None
+
+    @property
+    def ranks(self) -> int | None:
+        """The number of ranks of `world`, None when unknown."""
+        return self.worlds[0].ranks if self.worlds else None
 
     @property
     def path(self) -> Path:
@@ -88,6 +98,10 @@ class Rule:
     section: bool = False
     """The rule judges keys where they stand, so it also runs over a recipe's `native`
     sections (`lint/native.py`); whole-file rules (batch, world, companions) do not."""
+    pair: bool = False
+    """The rule judges the file together with another (the ds_config it names, the launch
+    script or Accelerate config that uses it), so when only one of the two is named (a
+    pre-commit hook given the changed files), it also runs on the other."""
 
     @property
     def explanation(self) -> str:

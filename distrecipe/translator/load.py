@@ -25,6 +25,7 @@ from distrecipe.recipe import (
     Batch,
     Checkpoint,
     Cluster,
+    K8s,
     Launch,
     Model,
     Native,
@@ -40,7 +41,16 @@ from distrecipe.recipe import (
     slurm_time_as_written,
 )
 from distrecipe.schemas import coerce_integers, recipe_schema, validate_recipe
-from distrecipe.source import Document, SourceError, parse_text, read_document, read_text
+from distrecipe.source import (
+    Document,
+    KeyPath,
+    SourceError,
+    parse_text,
+    read_document,
+    read_text,
+    strings_as_written,
+    yaml11_reading,
+)
 from distrecipe.translator import hf_config
 
 _UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
@@ -119,6 +129,7 @@ def apply_overrides(doc: Document, overrides: Sequence[str]) -> Document:
     data = copy.deepcopy(doc.data) if isinstance(doc.data, dict) else {}
     positions = dict(doc.positions)
     key_positions = dict(doc.key_positions)
+    written = dict(doc.written)
     for item in overrides:
         label = f"--set {item}"
         key, sep, raw = item.partition("=")
@@ -127,9 +138,10 @@ def apply_overrides(doc: Document, overrides: Sequence[str]) -> Document:
         path = tuple(part.strip() for part in key.split("."))
         value_at = Position(label, 1, len(key) + 2)
         try:
-            value = parse_text(raw, label).data if raw.strip() else None
+            parsed = parse_text(raw, label) if raw.strip() else None
         except SourceError as exc:
             raise RecipeError(exc.message, value_at) from None
+        value = parsed.data if parsed is not None else None
         if path == SLURM_TIME:
             value = slurm_time_as_written(value, raw)
         node = data
@@ -139,12 +151,14 @@ def apply_overrides(doc: Document, overrides: Sequence[str]) -> Document:
                 raise RecipeError(f"{'.'.join(path[: depth + 1])} is not a section", value_at)
             node = child
         node[path[-1]] = value
-        for table in (positions, key_positions):
+        for table in (positions, key_positions, written):
             for stale in [p for p in table if p[: len(path)] == path]:
                 del table[stale]
         key_positions[path] = Position(label, 1, 1 + len(key) - len(path[-1]))
         positions[path] = value_at
-    return Document(data, doc.file, positions, key_positions, doc.lines)
+        if parsed is not None:
+            written.update(((*path, *inner), text) for inner, text in parsed.written.items())
+    return Document(data, doc.file, positions, key_positions, doc.lines, written=written)
 
 
 def recipe_from_document(doc: Document, base_dir: Path) -> Recipe:
@@ -155,7 +169,7 @@ def recipe_from_document(doc: Document, base_dir: Path) -> Recipe:
     """
     if not isinstance(doc.data, dict):
         raise RecipeError("a recipe must be a mapping (key: value pairs)", doc.where(()))
-    doc = _slurm_time(doc)
+    doc = _slurm_time(text_as_written(doc))
     validate_recipe(doc)
     d: dict[str, Any] = coerce_integers(doc.data, recipe_schema())
     cluster: dict[str, Any] = {
@@ -185,6 +199,8 @@ def recipe_from_document(doc: Document, base_dir: Path) -> Recipe:
                 values["slurm"] = Slurm(**values["slurm"])
             if isinstance(values.get("skypilot"), dict):
                 values["skypilot"] = SkyPilot(**values["skypilot"])
+            if isinstance(values.get("k8s"), dict):
+                values["k8s"] = K8s(**values["k8s"])
             written[key] = section(**values)
     model, derived = _model(d.get("model", {}), base_dir, doc)
     return Recipe(
@@ -200,6 +216,66 @@ def recipe_from_document(doc: Document, base_dir: Path) -> Recipe:
         where={dotted(path): pos for path, pos in doc.positions.items() if path},
         derived=derived,
     )
+
+
+def text_as_written(doc: Document) -> Document:
+    """Strings stay strings: where the schema expects text and YAML 1.1 read a plain
+    scalar as something else (`time: 12:00:00` is 43200, `partition: no` False, `args:
+    [30]` a number), the text as written is taken (`source.written_text`). Where the
+    schema wants a number and YAML 1.1 read a base-60 or octal one (`micro: 010` is 8),
+    the file is refused, saying how YAML read it: no one writes a batch that way."""
+    def wants_text(path: KeyPath, value: Any) -> bool:
+        if path[:1] == ("native",):
+            return False  # the engine's own section: passed on as read
+        schema = _schema_at(path)
+        if schema is None:
+            return False
+        text, kinds = doc.written[path], _kinds(schema)
+        reading = yaml11_reading(text, value)
+        if "string" not in kinds:
+            if reading is not None and not reading.startswith(("the boolean", "the date")):
+                raise RecipeError(f"{dotted(path)}: YAML 1.1 reads {text} as {reading}; write the number "
+                                  "meant in decimal", doc.where(path))
+            return False
+        return _json_kind(value) not in kinds or (reading is not None and "boolean" not in reading)
+
+    return strings_as_written(doc, wants_text)
+
+
+def _schema_at(path: KeyPath) -> dict[str, Any] | None:
+    """The recipe schema's node for `path`, or None where the schema does not say."""
+    node: dict[str, Any] | None = recipe_schema()
+    for part in path:
+        if node is None:
+            return None
+        if isinstance(part, int):
+            node = node.get("items") if isinstance(node.get("items"), dict) else None
+            continue
+        branches = [node, *node.get("oneOf", []), *node.get("anyOf", [])]
+        node = next((b["properties"][part] for b in branches if part in b.get("properties", {})), None)
+    return node
+
+
+def _kinds(schema: dict[str, Any]) -> set[str]:
+    """The JSON types a schema node accepts (an enum's by its values)."""
+    kinds: set[str] = set()
+    for branch in [schema, *schema.get("oneOf", []), *schema.get("anyOf", [])]:
+        kind = branch.get("type")
+        kinds.update([kind] if isinstance(kind, str) else kind or [])
+        kinds.update(_json_kind(value) for value in branch.get("enum", []))
+    if kinds & {"integer", "number"}:
+        kinds |= {"integer", "number"}
+    return kinds
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    return "string" if isinstance(value, str) else "other"
 
 
 def _slurm_time(doc: Document) -> Document:

@@ -49,6 +49,9 @@ def test_allow_no_fit_reaches_every_node_s_launch(cli: Cli, tmp_path: Path) -> N
     assert result.code == 0, result.err
     assert " --allow-no-fit" in result.out
     assert cli("launch", SEED, *NO_FIT, "--slurm", "--runs-root", tmp_path).code == 2
+    k8s = cli("launch", SEED, *NO_FIT, "--allow-no-fit", "--k8s")
+    assert k8s.code == 0, k8s.err
+    assert "--allow-no-fit" in k8s.out
 
 
 @pytest.mark.parametrize("cut", [None, ", gpu_memory: 80GB", "  hidden_size: 4096\n"])

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from distrecipe.schemas import recipe_schema
-from distrecipe.source import MAX_BYTES
+from distrecipe.source import BUDGET
 from tests.hostile.harness import Case
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -185,8 +185,8 @@ def _damaged(text: str) -> Iterator[tuple[str, bytes]]:
     yield "deep flow list", data + b"extra: " + b"[" * 10_000 + b"]" * 10_000 + b"\n"
     yield "deep flow map", data + b"extra: " + b"{a: " * 10_000 + b"1" + b"}" * 10_000 + b"\n"
     yield "deep block map", data + b"".join(b" " * i + b"k:\n" for i in range(2000))
-    yield "near the size limit", data + b"#" * (MAX_BYTES - len(data) - 2) + b"\n"
-    yield "over the size limit", data + b"#" * (MAX_BYTES - len(data) + 1) + b"\n"
+    yield "near the size limit", data + b"#" * (BUDGET.bytes - len(data) - 2) + b"\n"
+    yield "over the size limit", data + b"#" * (BUDGET.bytes - len(data) + 1) + b"\n"
     yield "many keys", data + b"x:\n" + b"".join(b"  k%d: 1\n" % i for i in range(60_000))
     yield "many short keys", b"{" + b",".join(b"k%d: 1" % i for i in range(90_000)) + b"}"
     yield "truncated", data[:half]
@@ -354,7 +354,7 @@ def special_cases() -> list[Case]:
         ("NaN", {"in/config.json": b'{"hidden_size": NaN, "num_hidden_layers": 1e400}'}, ()),
         ("huge int", {"in/config.json": b'{"hidden_size": ' + BIG_INT.encode() + b"}"}, ()),
         ("a list", {"in/config.json": b"[1, 2]"}, ()),
-        ("over the size limit", {"in/config.json": b" " * (MAX_BYTES + 1) + b"{}"}, ()),
+        ("over the size limit", {"in/config.json": b" " * (BUDGET.bytes + 1) + b"{}"}, ()),
         ("valid", {"in/config.json": _hf_json().encode()}, ()),
     ]
     for label, files, special in hf_targets:
@@ -389,3 +389,159 @@ def hf_arguments_cases() -> list[Case]:
             cases.append(Case(f"TrainingArguments deepspeed={value}", args, {"in/args.json": text}))
     return cases
 
+
+
+NOT_UTF8: tuple[str, ...] = ("\udcff", "a\udce9b", "\udc80\udc80", "x\udcc3", "\udcff.yaml")
+"""Arguments as Python hands over bytes that are not UTF-8 (`surrogateescape`): 0xFF, a
+Latin-1 `é`, two continuation bytes, a truncated sequence, a file-name-like one."""
+
+
+def _argv_bases() -> dict[str, tuple[tuple[str, ...], dict[str, bytes]]]:
+    recipe = recipe_text().encode()
+    ds = b'{"train_batch_size": 16, "train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2}}\n'
+    verl = (b"python3 -m verl.trainer.main_ppo data.train_batch_size=64 \\\n"
+            b"    actor_rollout_ref.actor.ppo_mini_batch_size=16 trainer.n_gpus_per_node=8\n")
+    files = {"in/recipe.yaml": recipe, "in/base.yaml": recipe, "in/ds.json": ds, "in/run.sh": verl}
+    return {
+        "compile": (("compile", "in/recipe.yaml", "-t", "deepspeed", "-o", "out"), files),
+        "resolve": (("resolve", "in/recipe.yaml"), files),
+        "plan": (("plan", "in/recipe.yaml"), files),
+        "launch": (("launch", "in/recipe.yaml", "--dry-run"), files),
+        "lint": (("lint", "in/ds.json", "--world", "8"), files),
+        "import": (("import", "in/ds.json", "--world", "8"), files),
+        "diff": (("diff", "in/base.yaml", "in/recipe.yaml"), files),
+        "explain": (("explain", "DR310"), files),
+    }
+
+
+ARGV_OPTIONS: dict[str, tuple[str, ...]] = {
+    "compile": ("--set", "-o", "-t"), "resolve": ("--set", "--format"), "plan": ("--set", "--write", "--format"),
+    "launch": ("--set", "--partition", "--account", "--time", "--run-dir", "--runs-root", "--program-kind"),
+    "lint": ("--kind", "--format", "--ds-config-consumer"), "import": ("--set", "-o"),
+    "diff": ("--set", "--format"), "explain": (),
+}
+"""The options of each command that take text or a path, each given bytes that are not UTF-8."""
+
+
+def argv_cases() -> list[Case]:
+    """Every command × every text or path option × bytes that are not UTF-8, and the same
+    bytes in the file names each command is given (existing and missing), in a `--set`
+    value and key, in launch's program arguments and in a directory lint walks."""
+    cases = []
+    for command, (args, files) in sorted(_argv_bases().items()):
+        for bad in NOT_UTF8:
+            for option in ARGV_OPTIONS[command]:
+                value = {"--set": f"batch.micro={bad}", "-o": f"out/{bad}", "--write": f"out/{bad}.yaml",
+                         "--plot": f"out/{bad}.svg", "--run-dir": f"out/{bad}",
+                         "--runs-root": f"out/{bad}"}.get(option, bad)
+                extra = ("--slurm",) if option in ("--partition", "--account", "--time") else ()
+                base = tuple(a for a in args if option != "-o" or a not in ("-o", "out"))
+                cases.append(Case(f"{command} {option} {bad!r}", (*base, *extra, option, value), files,
+                                  positioned=option in ("--set",)))
+            if command == "explain":
+                cases.append(Case(f"explain {bad!r}", ("explain", bad), files, positioned=False))
+                continue
+            target = next(a for a in args[1:] if a.startswith("in/"))
+            renamed = f"in/{bad}{Path(target).suffix}"
+            moved = {(renamed if name == target else name): data for name, data in files.items()}
+            new_args = tuple(renamed if a == target else a for a in args)
+            cases.append(Case(f"{command} file {bad!r}", new_args, moved))
+            cases.append(Case(f"{command} missing file {bad!r}", new_args, files, positioned=False))
+            if "--set" in ARGV_OPTIONS[command]:
+                cases.append(Case(f"{command} --set key {bad!r}", (*args, "--set", f"batch.{bad}=2"), files))
+        cases.append(Case(f"launch program argument {bad!r}", ("launch", "in/recipe.yaml", "--dry-run", "--",
+                                                                "train.py", "--x", bad), _argv_bases()["launch"][1]))
+        cases.append(Case(f"lint a directory holding {bad!r}", ("lint", "in", "--format", "json"),
+                          {f"in/{bad}.json": _argv_bases()["lint"][1]["in/ds.json"]}, positioned=False))
+    return cases
+
+
+NUMERIC_VALUES: tuple[str, ...] = ("0", "-1", "-9223372036854775808", "18446744073709551616", "1e308", "-1e308")
+"""Zero, negatives and huge values: every divisor and every bound they reach."""
+
+
+def _numeric_leaves(node: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _numeric_leaves(value, (*path, str(key)))
+    elif isinstance(node, int | float) and not isinstance(node, bool):
+        yield path
+
+
+def _deepspeed_numeric() -> Iterator[tuple[str, ...]]:
+    from distrecipe.engines.tables import table
+
+    for name, found in sorted(table("deepspeed")["sections"].items()):
+        for key, entry in sorted(found["keys"].items()):
+            kinds = entry.get("types") or ([type(entry["default"]).__name__] if "default" in entry else [])
+            if {"int", "float"} & set(kinds) and "bool" not in kinds:
+                yield (*name.split("."), key) if name else (key,)
+
+
+def numeric_cases() -> list[Case]:
+    """Zero, negative and huge values for every native numeric key of every kind: each
+    DeepSpeed key the tables type as a number, each numeric key of verl's composed config
+    (as an override), Accelerate's counts and sizes, and every numeric TrainingArguments
+    field in a JSON file and as a launch script's flag; linted (and imported, in turn)."""
+    from distrecipe.engines.tables import training_flags, verl_tree
+
+    cases = []
+    n = 0
+    base_ds = {"train_batch_size": 16, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1,
+               "zero_optimization": {"stage": 2}}
+    for path in _deepspeed_numeric():
+        for value in NUMERIC_VALUES:
+            data = json.loads(json.dumps(base_ds))
+            node = data
+            for part in path[:-1]:
+                node = node.setdefault(part, {}) if isinstance(node.get(part, {}), dict) else {}
+            node[path[-1]] = SENTINEL
+            text = json.dumps(data).replace(f'"{SENTINEL}"', value)
+            command = ("lint", "in/ds_config.json", "--world", "8") if n % 3 else (
+                "import", "in/ds_config.json", "--world", "8")
+            n += 1
+            cases.append(Case(f"ds {'.'.join(path)}={value}", command, {"in/ds_config.json": text.encode()}))
+    head = ("data.train_batch_size=64\nactor_rollout_ref.rollout.n=2\nactor_rollout_ref.actor.ppo_mini_batch_size=16\n"
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2\ntrainer.n_gpus_per_node=8\ntrainer.nnodes=1\n")
+    for path in _numeric_leaves(verl_tree("ppo_trainer")):
+        for value in NUMERIC_VALUES[:4]:
+            text = head + f"{'.'.join(path)}={value}\n"
+            command = (("lint", "in/verl_overrides.txt", "--world", "8"), ("lint", "in/verl_overrides.txt"),
+                       ("import", "in/verl_overrides.txt"))[n % 3]
+            n += 1
+            cases.append(Case(f"verl {'.'.join(path)}={value}", command, {"in/verl_overrides.txt": text.encode()}))
+    accelerate = {"": ("num_processes", "num_machines", "machine_rank", "main_process_port"),
+                  "fsdp_config": ("fsdp_min_num_params", "fsdp_version"),
+                  "parallelism_config": ("parallelism_config_dp_replicate_size", "parallelism_config_dp_shard_size",
+                                         "parallelism_config_tp_size", "parallelism_config_cp_size"),
+                  "deepspeed_config": ("zero_stage", "gradient_accumulation_steps", "gradient_clipping")}
+    for section, keys in accelerate.items():
+        for key in keys:
+            for value in NUMERIC_VALUES:
+                kind = "DEEPSPEED" if section == "deepspeed_config" else "FSDP"
+                head_lines = [f"distributed_type: {kind}"]
+                if section:
+                    head_lines.append("num_processes: 8")
+                if section != "fsdp_config" and kind == "FSDP":
+                    head_lines.append("fsdp_config:\n  fsdp_version: 2")
+                inner = f"{section}:\n  {key}: {value}" if section else f"{key}: {value}"
+                text = "\n".join([*head_lines, inner]) + "\n"
+                command = (("lint", "in/accelerate.yaml", "--world", "16"), ("lint", "in/accelerate.yaml"),
+                           ("import", "in/accelerate.yaml"))[n % 3]
+                n += 1
+                cases.append(Case(f"accelerate {section}.{key}={value}", command, {"in/accelerate.yaml": text.encode()}))
+    ds = b'{"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto", "zero_optimization": {"stage": 2}}'
+    for field, entry in sorted(training_flags().items()):
+        if entry["type"] not in ("int", "float"):
+            continue
+        for value in NUMERIC_VALUES:
+            args = {"output_dir": "out", "per_device_train_batch_size": 2, "deepspeed": "ds.json", field: SENTINEL}
+            text = json.dumps(args).replace(f'"{SENTINEL}"', value)
+            script = (f"torchrun --nproc_per_node 8 train.py --per_device_train_batch_size 2 --deepspeed ds.json "
+                      f"--{field} {value}\n")
+            files = {"in/args.json": text.encode(), "in/ds.json": ds, "in/run.sh": script.encode()}
+            cases.append(Case(f"hf {field}={value}", ("lint", "in/args.json", "--world", "8"), files))
+            cases.append(Case(f"hf script --{field} {value}", ("lint", "in/run.sh") if n % 2 else
+                              ("import", "in/run.sh"), files))
+            n += 1
+    return cases

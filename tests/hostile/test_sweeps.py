@@ -23,6 +23,8 @@ FAMILIES: dict[str, tuple[Callable[[], list[Case]], int]] = {
     "special": (inputs.special_cases, 2),
     "pyproject": (inputs.pyproject_cases, 1),
     "hf_arguments": (inputs.hf_arguments_cases, 1),
+    "argv": (inputs.argv_cases, 4),
+    "numeric": (inputs.numeric_cases, 40),
 }
 """Family → (its inputs, the fast set's stride)."""
 

@@ -4,7 +4,9 @@ defaults, and whether the engine refuses an unknown key there or silently ignore
 The JSON files beside this module are written by `scripts/engine_tables.py` from the
 installed DeepSpeed, Accelerate, verl and transformers (introspected and probed, never transcribed),
 and `tests/test_engine_tables.py` regenerates and compares them, so an engine upgrade
-shows up as a failing test naming the keys. Reading a table costs a JSON parse and no
+shows up as a failing test naming the keys. Axolotl's and LLaMA-Factory's, which cannot
+be installed beside those, are written by `scripts/schema_tables.py` from their schema
+sources stored at a pinned commit (`tests/corpus/schemas/`). Reading a table costs a JSON parse and no
 engine import, done once, on first use (lint's fast path).
 """
 
@@ -16,9 +18,10 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal
 
-TableEngine = Literal["deepspeed", "accelerate", "verl", "hf"]
+TableEngine = Literal["deepspeed", "accelerate", "verl", "hf", "axolotl", "llamafactory"]
 LABELS: dict[TableEngine, str] = {
-    "deepspeed": "DeepSpeed", "accelerate": "Accelerate", "verl": "verl", "hf": "transformers"}
+    "deepspeed": "DeepSpeed", "accelerate": "Accelerate", "verl": "verl", "hf": "transformers",
+    "axolotl": "Axolotl", "llamafactory": "LLaMA-Factory"}
 
 def is_comment_key(key: object) -> bool:
     """A key written as a comment (`comment`, `_comment`, `//…`, `#…`, any `_`-prefixed key):
@@ -36,8 +39,11 @@ def table(engine: TableEngine) -> dict[str, Any]:
 
 
 def label(engine: TableEngine) -> str:
-    """`DeepSpeed 0.19.8`: the engine and the version its table was read from, for messages."""
-    return f"{LABELS[engine]} {table(engine)['version']}"
+    """`DeepSpeed 0.19.8`: the engine and the version its table was read from, for messages
+    (`Axolotl 0.18.0 @067b021c` for a table read from sources at a commit)."""
+    found = table(engine)
+    at = f" @{found['commit'][:8]}" if "commit" in found else ""
+    return f"{LABELS[engine]} {found['version']}{at}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +94,20 @@ def verl_tree(config: VerlConfig) -> dict[str, Any]:
     """verl's composed Hydra config `config`, whole, with its defaults (interpolations as written)."""
     tree: dict[str, Any] = table("verl")["configs"][config]
     return tree
+
+
+@cache
+def training_flags() -> dict[str, dict[str, Any]]:
+    """How `HfArgumentParser(TrainingArguments)` reads each field from a command line: its
+    conversion (`int`, `float`, `bool`, `str`, `enum`, `other`), `choices`, `nargs`."""
+    flags: dict[str, dict[str, Any]] = table("hf")["flags"]
+    return flags
+
+
+@cache
+def trainer_modules() -> frozenset[str]:
+    """The installed verl's trainer modules (`verl.trainer.main_ppo`, ...)."""
+    return frozenset(table("verl").get("trainer_modules", ()))
 
 
 @cache

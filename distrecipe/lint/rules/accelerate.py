@@ -340,9 +340,9 @@ def no_num_processes(src: Source) -> Iterator[Problem]:
     if any(did_you_mean(str(key), ["num_processes"]) for key in src.data if key != "num_processes"):
         return  # a misspelt num_processes: DR341 names it
     launches = src.workspace.accelerate_launches(src.path)
-    if launches and all(passes for _, passes in launches):
+    if launches and all(launch.option("num_processes") is not None for _, launch in launches):
         return
-    missing = [line for line, passes in launches if not passes]
+    missing = [line for line, launch in launches if launch.option("num_processes") is None]
     how = (f"{', '.join(missing)} launches it without --num_processes" if missing
            else "unless the launch passes --num_processes")
     at = ("num_processes",) if "num_processes" in src.data else ("distributed_type",)

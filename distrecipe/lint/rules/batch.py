@@ -36,9 +36,9 @@ def facts(src: Source) -> Batch | None:
     if src.kind == "deepspeed":
         keys = tuple(BATCH_KEYS.values())
         sp = integer(src.get("sequence_parallel_size")) or 1
-        dp = data_parallel(src.world, sp) if src.world else None
+        dp = data_parallel(src.ranks, sp) if src.ranks else None
         by_sp = f" / sequence_parallel_size {sp})" if sp > 1 else ")"
-        text = f"DP {dp} (world {src.world} from {src.world_from}{by_sp}"
+        text = f"DP {dp} (world {src.world}{by_sp}"
         values = [integer(src.get(k)) for k in keys]
         return Batch(values[0], values[1], values[2], dp, text, keys, tuple((k,) for k in keys))  # type: ignore[arg-type]
     if src.kind == "recipe":
@@ -226,6 +226,6 @@ def world_unknown(src: Source) -> Iterator[Problem]:
 
     Fix: `distrecipe lint ds_config.json --world 32`.
     """
-    if src.world is None:
+    if src.ranks is None:
         yield Problem((), "world size unknown, batch rules skipped: pass --world N or set "
                           "[tool.distrecipe] world (or put the accelerate config beside it)")

@@ -281,7 +281,50 @@ def fp16_and_bf16(src: Source) -> Iterator[Problem]:
         bf16_key = "bf16" if "bf16" in src.data else "bfloat16"
         if fp16 and enabled(src.get(bf16_key)):
             yield Problem((bf16_key, "enabled"), f"{bf16_key}.enabled and fp16.enabled are both true")
-    elif src.kind == "hf" and src.get("fp16") is True and src.get("bf16") is True:
+    elif src.kind in ("hf", "llamafactory") and src.get("fp16") is True and src.get("bf16") is True:
         yield Problem(("bf16",), "bf16 and fp16 are both true")
 
 
+
+
+def accumulation_left_to_accelerate(src: Source) -> Iterator[Problem]:
+    """A ds_config used through Accelerate states no `gradient_accumulation_steps`.
+
+    Accelerate's `DeepSpeedPlugin` then writes 1 into it, over the accumulation the
+    Accelerator is given (`Accelerator(gradient_accumulation_steps=...)`, the launcher's
+    `ACCELERATE_GRADIENT_ACCUMULATION_STEPS`): the job steps the optimizer every
+    micro-batch and the global batch shrinks by the accumulation factor; an HF Trainer
+    in that process then finds its `gradient_accumulation_steps` contradicted and stops.
+    The Accelerate YAML naming the file says the same (DR344); this is the ds_config's
+    side, for a review that changes only the ds_config.
+
+    Fails: deepspeed --world 8
+    ```json ds.json
+    {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2}}
+    ```
+    ```yaml accelerate_config.yaml
+    distributed_type: DEEPSPEED
+    num_processes: 8
+    deepspeed_config:
+      deepspeed_config_file: ds.json
+    ```
+
+    Passes: deepspeed --world 8
+    ```json ds.json
+    {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4, "zero_optimization": {"stage": 2}}
+    ```
+    ```yaml accelerate_config.yaml
+    distributed_type: DEEPSPEED
+    num_processes: 8
+    deepspeed_config:
+      deepspeed_config_file: ds.json
+    ```
+
+    Fix: write `gradient_accumulation_steps` in the ds_config (`"auto"` under the Trainer).
+    """
+    if src.within or "gradient_accumulation_steps" in src.data:
+        return
+    use = src.workspace.use(src.path)
+    if use is not None and use.consumer == "accelerate":
+        yield Problem((), f"no gradient_accumulation_steps, and Accelerate reads this file ({use.by}): its "
+                          "DeepSpeedPlugin writes 1, over the Accelerator's accumulation")

@@ -88,10 +88,10 @@ def _problems(src: Source, outcome: str) -> Iterator[Problem]:
 
 def _judge(src: Source) -> Verdict:
     """The verdict of the engine that reads `src` (see `distrecipe/judges/`)."""
-    from distrecipe.judges import EngineMissing, Note, Verdict
+    from distrecipe.judges import EngineMissing, Note, Verdict, engine_output
 
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), engine_output():
             warnings.simplefilter("ignore")  # the engines' import-time chatter is not a finding
             verdict = _run(src)
     except EngineMissing as exc:
@@ -109,7 +109,7 @@ def _run(src: Source) -> Verdict:
         from distrecipe.judges import deepspeed
 
         version("deepspeed")
-        world = src.world if src.world is not None else deepspeed.implied_world(src.data)[0]
+        world = src.ranks if src.ranks is not None else deepspeed.implied_world(src.data)[0]
         return deepspeed.judge(src.data, world)
     if src.kind == "accelerate":
         from distrecipe.judges import accelerate

@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from distrecipe.engines.axolotl import UNKNOWN
+from distrecipe.engines.axolotl import trainer_arguments as axolotl_arguments
 from distrecipe.engines.hf import REMOVED, defaults
 from distrecipe.engines.native import ds_reference
 from distrecipe.engines.tables import label, training_arguments
 from distrecipe.keys import integer
 from distrecipe.lint.rule import Problem, Source
+from distrecipe.source import KeyPath
 
 
 def deepspeed_mismatch(src: Source) -> Iterator[Problem]:
@@ -20,7 +23,11 @@ def deepspeed_mismatch(src: Source) -> Iterator[Problem]:
     batch = world × micro × accumulation, clipping, optimizer lr/betas/eps/weight
     decay, fp16/bf16), raising "Please correct the following DeepSpeed config values
     that mismatch TrainingArguments values" only when training starts, on every rank.
-    It compares without type coercion, so `"8"` and `8` differ too.
+    It compares without type coercion, so `"8"` and `8` differ too. Axolotl and
+    LLaMA-Factory build the Trainer from their YAML, so theirs are checked the same way:
+    Axolotl's `micro_batch_size` is `per_device_train_batch_size`, and its `bf16: auto`
+    is what the GPU has (never a contradiction); their `deepspeed:` path is opened from
+    the directory the tool runs in, the repository's root.
 
     Fails: hf
     ```json
@@ -41,10 +48,11 @@ def deepspeed_mismatch(src: Source) -> Iterator[Problem]:
     Fix: make them equal, or write `"auto"` in the ds_config.
     """
     ref = ds_reference(src.kind, src.data)
-    ds = src.workspace.companion(src.path, ref) if ref else None
+    ds = src.workspace.companion(src.path, ref, beside=src.kind == "hf") if ref else None
     if ds is None:
         return
-    args = {key: src.get(key, default=default) for key, default in defaults().items()}
+    view = trainer_view(src)
+    args = {key: value for key, (value, _) in view.items()}
     pairs: list[tuple[tuple[str, ...], str, Any]] = [
         (("train_micro_batch_size_per_gpu",), "per_device_train_batch_size",
          args["per_device_train_batch_size"]),
@@ -60,19 +68,33 @@ def deepspeed_mismatch(src: Source) -> Iterator[Problem]:
     ]
     micro, accumulation = (integer(args[key]) for key in ("per_device_train_batch_size",
                                                           "gradient_accumulation_steps"))
-    if src.world is not None and micro is not None and accumulation is not None:
-        total = src.world * micro * accumulation
+    if src.ranks is not None and micro is not None and accumulation is not None:
+        total = src.ranks * micro * accumulation
         pairs.append((("train_batch_size",), "per_device_train_batch_size", total))
     for ds_path, key, expected in pairs:
         written = ds.get(*ds_path, default="auto")
-        # None: a value a launch script leaves to a `$VAR` from outside, never a default
-        unknown = expected is None or (isinstance(expected, list) and None in expected)
-        if written == "auto" or written == expected or unknown:
+        # None: a value a launch script leaves to a `$VAR` from outside, never a default;
+        # UNKNOWN: one the machine decides (Axolotl's `bf16: auto`)
+        values = expected if isinstance(expected, list) else [expected]
+        if written == "auto" or written == expected or any(v is None or v is UNKNOWN for v in values):
             continue
-        at = (key,) if key in src.data else ("deepspeed",)
-        origin = "" if ds_path != ("train_batch_size",) else f" (world {src.world} × micro × accumulation)"
+        at = view[key][1]
+        origin = "" if ds_path != ("train_batch_size",) else f" (world {src.ranks} × micro × accumulation)"
+        via = ("TrainingArguments" if src.kind != "axolotl" or at == ("deepspeed",)
+               else f"{at[0]} (Axolotl's TrainingArguments {key})")
         yield Problem(at, f"{'.'.join(ds_path)} is {written!r} in {ds.path.name} but {expected!r} from "
-                          f"TrainingArguments{origin}: the Trainer refuses the mismatch when training starts")
+                          f"{via}{origin}: the Trainer refuses the mismatch when training starts")
+
+
+def trainer_view(src: Source) -> dict[str, tuple[Any, KeyPath]]:
+    """The TrainingArguments the Trainer matches against a ds_config, as this file sets
+    them: field → (value, where the file says it, else where it names the ds_config).
+    A TrainingArguments or LLaMA-Factory file uses the Trainer's names; Axolotl its own."""
+    if src.kind == "axolotl":
+        return {name: (value, (key,) if key else ("deepspeed",))
+                for name, (value, key) in axolotl_arguments(src.data).items()}
+    return {key: (src.get(key, default=default), (key,) if key in src.data else ("deepspeed",))
+            for key, default in defaults().items()}
 
 
 def best_model_strategies(src: Source) -> Iterator[Problem]:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any, Literal
 
 from distrecipe.engines.deepspeed import IGNORE_KEY
+from distrecipe.engines.hydra import overrides, verl_commands
 from distrecipe.engines.tables import (
     Section,
     is_comment_key,
@@ -22,8 +23,8 @@ from distrecipe.engines.tables import (
     table,
     verl_tree,
 )
-from distrecipe.engines.verl import verl_config
-from distrecipe.keys import did_you_mean
+from distrecipe.engines.verl import removed_entry, verl_config
+from distrecipe.keys import CLOSE, did_you_mean
 from distrecipe.lint.rule import Problem, Source
 from distrecipe.source import KeyPath
 
@@ -57,13 +58,20 @@ def _deepspeed_unknown(node: dict[str, Any], path: tuple[str, ...] = ()) -> Iter
             yield (*path, key), found, "refused"
 
 
-def _suggestion(key: str, found: Section, engine: Literal["deepspeed", "accelerate"]) -> str:
+def _suggestion(key: str, found: Section, engine: Literal["deepspeed", "accelerate"],
+                cutoff: float = 0.6) -> str:
     """Did-you-mean among the section's keys; for a top-level key, the section it belongs in."""
     if not found.name:
         for name, other in sorted(table(engine)["sections"].items()):
             if name and "." not in name and key in other["keys"]:
                 return f"; it belongs inside {name}"
-    return did_you_mean(key, sorted(found.keys))
+    return did_you_mean(key, sorted(found.keys), cutoff)
+
+
+def _misspelt(key: str, found: Section) -> str:
+    """The key DeepSpeed reads that `key` is a near-certain misspelling or misplacement of
+    (as `; did you mean …` / `; it belongs inside …`), or nothing."""
+    return "" if is_comment_key(key) else _suggestion(key, found, "deepspeed", CLOSE)
 
 
 def deepspeed_refused_key(src: Source) -> Iterator[Problem]:
@@ -98,18 +106,19 @@ def deepspeed_refused_key(src: Source) -> Iterator[Problem]:
 
 
 def deepspeed_ignored_key(src: Source) -> Iterator[Problem]:
-    """A key DeepSpeed does not read, so it is silently ignored.
+    """A key DeepSpeed does not read, and not a misspelling of one: silently ignored.
 
     DeepSpeed checks some sections' keys (see DR313), but not the top level nor the
     sections it reads key by key (`activation_checkpointing`, `flops_profiler`,
-    `checkpoint`, `data_efficiency`, `aio`, ...): a misspelt key there simply has no
-    effect. `"zero_optimisation": {"stage": 3}` trains with ZeRO stage 0 and runs out of
-    memory on the cluster, with nothing in the log. An unknown key whose value is
-    `"auto"` is dropped unread even in a checked section.
+    `checkpoint`, `data_efficiency`, `aio`, ...): an unknown key there simply has no
+    effect. Often another program reads it from the same file (gpt-neox's `logging`), so
+    it is a warning; a near-certain misspelling of a key DeepSpeed reads is DR317, an
+    error. An unknown key whose value is `"auto"` is dropped unread even in a checked
+    section.
 
     Fails: deepspeed --world 8
     ```json
-    {"train_batch_size": 32, "zero_optimisation": {"stage": 3}}
+    {"train_batch_size": 32, "wandb_run": "exp-1", "zero_optimization": {"stage": 3}}
     ```
 
     Passes: deepspeed --world 8
@@ -117,18 +126,53 @@ def deepspeed_ignored_key(src: Source) -> Iterator[Problem]:
     {"train_batch_size": 32, "zero_optimization": {"stage": 3}}
     ```
 
-    Fix: the spelling in the message; a key your own script reads can be suppressed
-    with `"//distrecipe-ignore": ["DR311"]`.
+    Fix: delete the key, or suppress it where your own script reads it:
+    `"//distrecipe-ignore": ["DR311"]`.
     """
     for path, found, verdict in _deepspeed_unknown(src.data):
         key = str(path[-1])
-        if verdict == "ignored":
+        if verdict not in ("ignored", "auto-dropped") or _misspelt(key, found):
+            continue
+        what = "silently ignored" if verdict == "ignored" else 'its "auto" is dropped unread'
+        yield Problem(path, f"{key!r} is not a key of {label('deepspeed')}'s {_where(path[:-1])}: "
+                            f"{what}{_suggestion(key, found, 'deepspeed')}", key=True)
+
+
+def deepspeed_misspelt_key(src: Source) -> Iterator[Problem]:
+    """A misspelt or misplaced DeepSpeed key: DeepSpeed ignores it, so the setting never applies.
+
+    Where DeepSpeed does not check keys (the top level, `activation_checkpointing`,
+    `flops_profiler`, ...), a key that is a near-certain misspelling of one it reads
+    (`zero_optimisation`), or one that belongs in a section (`offload_param` at the top
+    level), is silently ignored: the file says one thing and the job does another, with
+    nothing in the log. `"zero_optimisation": {"stage": 3}` trains with ZeRO stage 0 and
+    runs out of memory on the cluster; a top-level `offload_optimizer` offloads nothing.
+    Near-certain means difflib's similarity of at least 0.85 (DR311 names looser matches).
+
+    Fails: deepspeed --world 8
+    ```json
+    {"train_batch_size": 32, "zero_optimisation": {"stage": 3}}
+    ```
+
+    Fails: deepspeed --world 8
+    ```json
+    {"train_batch_size": 32, "zero_optimization": {"stage": 3}, "offload_param": {"device": "cpu"}}
+    ```
+
+    Passes: deepspeed --world 8
+    ```json
+    {"train_batch_size": 32, "zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}}}
+    ```
+
+    Fix: the spelling or the section in the message.
+    """
+    for path, found, verdict in _deepspeed_unknown(src.data):
+        key = str(path[-1])
+        hint = _misspelt(key, found) if verdict in ("ignored", "auto-dropped") else ""
+        if hint:
+            what = "silently ignored" if verdict == "ignored" else 'its "auto" is dropped unread'
             yield Problem(path, f"{key!r} is not a key of {label('deepspeed')}'s {_where(path[:-1])}: "
-                                f"silently ignored{_suggestion(key, found, 'deepspeed')}", key=True)
-        elif verdict == "auto-dropped":
-            yield Problem(path, f"{key!r} is not a key of {label('deepspeed')}'s {_where(path[:-1])}: "
-                                f'its "auto" is dropped unread{_suggestion(key, found, "deepspeed")}',
-                          key=True)
+                                f"{what}, so the setting never applies{hint}", key=True)
 
 
 def comment_key(src: Source) -> Iterator[Problem]:
@@ -229,8 +273,42 @@ def accelerate_ignored_key(src: Source) -> Iterator[Problem]:
     `accelerate launch` copies every key of `fsdp_config`, `deepspeed_config`,
     `megatron_lm_config`, `fp8_config`, `dynamo_config`, `parallelism_config` and
     `mpirun_config` onto its arguments, adding `fsdp_`/`fp8_`/`dynamo_` when missing;
-    a key no option has is set and never read, so it vanishes. Parallelism keys must be
-    spelt in full, so `dp_shard_size: 4` is ignored and the job is not hybrid-sharded.
+    a key no option has is set and never read, so it vanishes. A near-certain
+    misspelling of an option is DR349, an error.
+
+    Fails: accelerate
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 8
+    fsdp_config:
+      fsdp_version: 2
+      fsdp_my_flag: true
+    ```
+
+    Passes: accelerate
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 8
+    fsdp_config:
+      fsdp_version: 2
+    ```
+
+    Fix: delete the key (the message names the nearest option, when one is near).
+    """
+    for path, hint, close in _accelerate_ignored(src):
+        if not close:
+            yield Problem(path, f"{path[1]!r} is not a key of {label('accelerate')}'s {path[0]}: silently "
+                                f"ignored{hint}", key=True)
+
+
+def accelerate_misspelt_key(src: Source) -> Iterator[Problem]:
+    """A misspelt key in a nested section of an Accelerate config: the setting never applies.
+
+    `accelerate launch` sets every key of `fsdp_config`, `parallelism_config`, ... as a
+    launch option; one that is a near-certain misspelling of an option is set and never
+    read, so the job runs without it: `fsdp_offload_param: true` offloads nothing, and
+    parallelism keys must be spelt in full, so `dp_shard_size: 4` leaves the job
+    unsharded.
 
     Fails: accelerate
     ```yaml
@@ -250,8 +328,16 @@ def accelerate_ignored_key(src: Source) -> Iterator[Problem]:
       fsdp_offload_params: true
     ```
 
-    Fix: `parallelism_config_dp_shard_size`, `fsdp_offload_params`.
+    Fix: `fsdp_offload_params`, `parallelism_config_dp_shard_size` (as the message says).
     """
+    for path, hint, close in _accelerate_ignored(src):
+        if close:
+            yield Problem(path, f"{path[1]!r} is not a key of {label('accelerate')}'s {path[0]}: silently "
+                                f"ignored, so the setting never applies{hint}", key=True)
+
+
+def _accelerate_ignored(src: Source) -> Iterator[tuple[KeyPath, str, bool]]:
+    """Each ignored nested key, its did-you-mean, and whether it is a near-certain misspelling."""
     sections = _accelerate_sections()
     for path, full, verdict in _accelerate_nested_unknown(src.data):
         if verdict != "ignored":
@@ -259,9 +345,11 @@ def accelerate_ignored_key(src: Source) -> Iterator[Problem]:
         name, key = str(path[0]), path[1]
         keys = sorted(sections[name][1])
         spelled = f"{name.removesuffix('_config')}_config_{key}"
-        hint = f"; did you mean {spelled!r}?" if spelled in keys else did_you_mean(full, keys)
-        yield Problem(path, f"{key!r} is not a key of {label('accelerate')}'s {name}: silently "
-                            f"ignored{hint}", key=True)
+        if spelled in keys:
+            yield path, f"; did you mean {spelled!r}?", True
+            continue
+        close = did_you_mean(full, keys, CLOSE)
+        yield path, close or did_you_mean(full, keys), bool(close)
 
 
 def verl_unknown_key(src: Source) -> Iterator[Problem]:
@@ -289,7 +377,7 @@ def verl_unknown_key(src: Source) -> Iterator[Problem]:
 
     Fix: the key's new place (the message suggests the nearest), or `+key=value` to add one.
     """
-    if src.path.suffix in (".yaml", ".yml", ".json") and not src.within:
+    if (src.path.suffix in (".yaml", ".yml", ".json") and not src.within) or _other_entry(src):
         return
     tree = verl_tree(verl_config(src.data, src.doc.lines))
     reported: set[KeyPath] = set()
@@ -313,3 +401,66 @@ def verl_unknown_key(src: Source) -> Iterator[Problem]:
                                        f"config: Hydra refuses the override (prefix + to add a key)"
                                        f"{did_you_mean(str(part), choices)}", key=True)
             break
+
+
+def _other_entry(src: Source) -> bool:
+    """A script whose verl commands all run a trainer other than the PPO entry (a module
+    verl removed, DR356), whose config tree is not the PPO tree the rules know."""
+    if src.path.suffix.lower() != ".sh" or src.within:
+        return False
+    commands = verl_commands("\n".join(src.doc.lines), src.doc.file)
+    return bool(commands) and all(removed_entry(command.entry) for command in commands)
+
+
+def _exists(tree: Any, path: KeyPath) -> bool:
+    node = tree
+    for part in path:
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def verl_prefix_refused(src: Source) -> Iterator[Problem]:
+    """`+key=value` on a key verl's config already has, or `~key` on one it lacks: Hydra refuses.
+
+    Hydra's `+` appends a key, and refuses one that is there ("Could not append to
+    config. An item is already at 'trainer.val_before_train'"); `++` sets a key whether
+    or not it exists; `~` deletes one, and refuses a key that is not there ("Could not
+    delete from config"). Scripts written for older verl releases prefix keys that verl
+    has since added to its config, and stop before anything starts. The key tree is the
+    installed verl's composed config (see DR352).
+
+    Fails: verl
+    ```text
+    data.train_batch_size=64
+    +trainer.val_before_train=False
+    trainer.n_gpus_per_node=8
+    ```
+
+    Passes: verl
+    ```text
+    data.train_batch_size=64
+    trainer.val_before_train=False
+    trainer.n_gpus_per_node=8
+    ```
+
+    Fix: drop the `+` (or write `++`, which sets the key either way).
+    """
+    if (src.path.suffix in (".yaml", ".yml", ".json") and not src.within) or _other_entry(src):
+        return
+    tree = verl_tree(verl_config(src.data, src.doc.lines))
+    for path, where in sorted(src.doc.key_positions.items(), key=lambda item: (item[1].line, item[1].col)):
+        line = src.doc.lines[where.line - 1] if 0 < where.line <= len(src.doc.lines) else ""
+        before = line[: where.col - 1]
+        if before.endswith("+") and not before.endswith("++") and _exists(tree, path):
+            name = ".".join(map(str, path))
+            yield Problem(path, f"+{name} adds a key, but {label('verl')}'s config has {name} already: "
+                                f"Hydra refuses it (\"Could not append to config\"); write {name}=... or "
+                                f"++{name}=...", key=True)
+    if src.within:
+        return
+    for item in overrides("\n".join(src.doc.lines), src.doc.file):
+        if item.prefix == "~" and not _exists(tree, item.path):
+            yield Problem(item.path, f"~{item.key} deletes a key {label('verl')}'s config does not have: "
+                                     "Hydra refuses it (\"Could not delete from config\")", where=item.key_at)

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from distrecipe.engines.hydra import verl_commands
+from distrecipe.engines.tables import label
 from distrecipe.engines.verl import (
     ACTOR,
     ACTOR_STRATEGIES,
     DEPRECATED,
+    DYNAMIC,
     FSDP_SIZE,
     GPUS_PER_NODE,
     MICRO,
@@ -32,12 +35,14 @@ from distrecipe.engines.verl import (
     VerlBatch,
     Violation,
     batch_violations,
+    removed_entry,
     rollout_layout_refusal,
     uses_megatron,
 )
 from distrecipe.job import model_parallel
 from distrecipe.keys import did_you_mean, dotted, integer, joined
 from distrecipe.lint.rule import Problem, Source
+from distrecipe.source import KeyPath
 
 
 def batch_rules(src: Source) -> Iterator[Problem]:
@@ -75,10 +80,12 @@ def batch_rules(src: Source) -> Iterator[Problem]:
     ```
     (16 × 2 = 32 sequences, 4 per rank, two micro-batches of 2.)
 
+    Without a GPU count (`trainer.n_gpus_per_node=$N`) the rules that need none are
+    checked: P ≥ M, and P a multiple of M.
+
     Fix: the message names the numbers; keep M × n a multiple of DP × m.
     """
-    if src.world is None:
-        return
+    world_free = ("below-one", "mini-exceeds-prompts", "whole-mini-batches")
     megatron = uses_megatron(src.data, src.doc.lines)
     if megatron:
         split = [integer(src.get(*ACTOR, "megatron", f"{k}_parallel_size")) or 1
@@ -86,12 +93,13 @@ def batch_rules(src: Source) -> Iterator[Problem]:
         replica = model_parallel(*split)
     else:
         replica = integer(src.get(*ULYSSES)) or 1
-    b = VerlBatch(world=src.world, model_parallel=replica, megatron=megatron,
+    b = VerlBatch(world=src.ranks or replica, model_parallel=replica, megatron=megatron,
                   prompts=integer(src.get(*PROMPTS)), n=integer(src.get(*ROLLOUT_N)) or 1,
                   mini=integer(src.get(*MINI)), micro=integer(src.get(*MICRO)),
                   fsdp_size=integer(src.get(*FSDP_SIZE)))
     for v in batch_violations(b):
-        yield Problem(v.path, _message(v, b))
+        if src.ranks is not None or v.rule in world_free:
+            yield Problem(v.path, _message(v, b))
 
 
 def _message(v: Violation, b: VerlBatch) -> str:
@@ -169,16 +177,35 @@ def deprecated_micro_batch(src: Source) -> Iterator[Problem]:
     trainer.n_gpus_per_node=8
     ```
 
+    With dynamic batching on (`actor.use_dynamic_bsz`, `critic.use_dynamic_bsz`), verl
+    cuts micro-batches by token count, checks neither form and never reads the key: it
+    has no effect, and is not reported.
+
     Fix: `ppo_micro_batch_size_per_gpu` = the global value / number of GPUs.
     """
+    actor_dynamic = src.get(*DYNAMIC) is True
     for path, replacement in DEPRECATED:
         value = src.get(*path)
         if value is None:
             continue
         both = src.get(*path[:-1], replacement) is not None
-        consequence = ("both forms are set, validate_config refuses it" if both else
-                       "the workers never convert it and fail without the _per_gpu value")
+        checked = not (src.get("critic", "use_dynamic_bsz", default=actor_dynamic) is True
+                       if path[0] == "critic" else actor_dynamic)  # what validate_config gates on
+        if both and checked:
+            consequence = "both forms are set, validate_config refuses it"
+        elif _dynamic(src, path, actor_dynamic):
+            continue
+        else:
+            consequence = "the workers never convert it and fail without the _per_gpu value"
         yield Problem(path, f"{joined(path)} is deprecated: use {replacement} ({consequence})", key=True)
+
+
+def _dynamic(src: Source, path: KeyPath, actor_dynamic: bool) -> bool:
+    """Whether the workers cut the micro-batches `path` sizes by token count (dynamic
+    batching), so that they never read it."""
+    owner = path[:-1]
+    flag = "use_dynamic_bsz" if owner in (ACTOR, ("critic",)) else "log_prob_use_dynamic_bsz"
+    return src.get(*owner, flag, default=actor_dynamic) is True
 
 
 def rollout_memory(src: Source) -> Iterator[Problem]:
@@ -247,14 +274,48 @@ def rollout_layout(src: Source) -> Iterator[Problem]:
         if at_key is not None:
             yield Problem(at_key[1], at_key[0])
         return
-    if src.world is None or src.kind != "verl":
+    if src.ranks is None or src.kind != "verl":
+        return
+    gpus_per_node = integer(src.get(*GPUS_PER_NODE))
+    if gpus_per_node is not None and gpus_per_node < 1:
+        yield Problem(GPUS_PER_NODE, f"trainer.n_gpus_per_node {gpus_per_node} is below 1: verl places no "
+                                     "worker, and its resource pool refuses it before training")
         return
     degrees = [integer(src.get(*path)) for path in (ROLLOUT_TP, ROLLOUT_DP, ROLLOUT_PP)]
     tp, dp, pp = (value if value is not None and value >= 1 else default
                   for value, default in zip(degrees, (ROLLOUT_TP_DEFAULT, 1, 1), strict=True))
-    refused = rollout_layout_refusal(src.world, integer(src.get(*GPUS_PER_NODE)), tp, dp, pp,
-                                     src.get(*ROLLOUT_NAME))
+    refused = rollout_layout_refusal(src.ranks, gpus_per_node, tp, dp, pp, src.get(*ROLLOUT_NAME))
     if refused is not None:
         stated = next((path for path in (ROLLOUT_TP, ROLLOUT_DP, ROLLOUT_PP) if src.get(*path) is not None),
                       GPUS_PER_NODE)
         yield Problem(stated, refused)
+
+
+def removed_entry_module(src: Source) -> Iterator[Problem]:
+    """A launch script runs a verl trainer module the installed verl no longer has.
+
+    `python3 -m verl.trainer.fsdp_sft_trainer` was verl's SFT entry up to 0.5; with the
+    installed verl, Python stops at once ("No module named verl.trainer.fsdp_sft_trainer"),
+    and the overrides were written for that trainer's config, not the PPO config the
+    other rules know, so they are not judged.
+
+    Fails: verl
+    ```sh
+    torchrun --nproc_per_node 8 -m verl.trainer.fsdp_sft_trainer data.train_batch_size=256
+    ```
+
+    Passes: verl
+    ```sh
+    python3 -m verl.trainer.main_ppo data.train_batch_size=256 trainer.n_gpus_per_node=8
+    ```
+
+    Fix: the module the message names, with its own config's keys.
+    """
+    if src.path.suffix.lower() != ".sh" or src.within:
+        return
+    for command in verl_commands("\n".join(src.doc.lines), src.doc.file):
+        instead = removed_entry(command.entry)
+        if instead is not None:
+            yield Problem((), f"{command.entry} is not a module of {label('verl')} (its trainer is now "
+                              f"{instead}): Python stops with \"No module named {command.entry}\"",
+                          where=command.start)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from distrecipe.engines.native import is_file, referenced_path
+from distrecipe.engines.native import is_file, launched_path, referenced_path
 from distrecipe.errors import DistrecipeError, Position
 from distrecipe.keys import dotted
 from distrecipe.schemas import shown
@@ -55,6 +55,9 @@ class Context:
     """Reads a companion file (the ds_config an Accelerate or HF config names)."""
     via: str | None = None
     """The kind of config that named this file, when it is a companion."""
+    launched: bool = False
+    """References are opened from where the tool runs (the repository's root), not beside
+    the file: Axolotl's and LLaMA-Factory's `deepspeed:` (`engines.native.launched_path`)."""
 
     def companion(self, ref: str, via: str, world: World, at: KeyPath) -> Context:
         """The context of the file this config names as `ref` (its ds_config) at key `at`.
@@ -62,9 +65,11 @@ class Context:
         A name that is no regular file is reported at the reference, where the fix goes;
         a fault inside the file, at its own position there.
         """
-        path = referenced_path(Path(self.doc.file), ref)
+        referrer = Path(self.doc.file)
+        path = launched_path(referrer, ref) if self.launched else referenced_path(referrer, ref)
         if not is_file(path):
-            raise NotImportable(f"{dotted(at)} names {shown(ref)}, which is not a regular file",
+            where = " (opened from the repository's root, or where the command runs)" if self.launched else ""
+            raise NotImportable(f"{dotted(at)} names {shown(ref)}, which is not a regular file{where}",
                                 self.doc.where(at))
         return Context(doc=self.read(path), world=world, read=self.read, via=via)
 

@@ -12,10 +12,11 @@ from typing import Any
 
 from distrecipe.engines import FSDP2_RESHARDS_BY_DEFAULT, stage_of_reshard
 from distrecipe.engines.accelerate import STATE_DICT_TYPE
-from distrecipe.engines.hf import OPTIM, defaults
+from distrecipe.engines.argv import launches
+from distrecipe.engines.hf import FLAG_TYPES, OPTIM, defaults
 from distrecipe.engines.tables import training_defaults
 from distrecipe.keys import section
-from distrecipe.translator.importers import Context, Imported, cluster, inverse
+from distrecipe.translator.importers import Context, Imported, World, cluster, inverse
 from distrecipe.translator.importers import deepspeed as ds_importer
 
 OPTIMIZERS = inverse(OPTIM)
@@ -23,8 +24,8 @@ WEIGHTS = inverse(STATE_DICT_TYPE)
 
 
 def to_recipe(data: dict[str, Any], context: Context) -> Imported:
-    world = context.need_world("TrainingArguments")
     notes: list[str] = []
+    world = context.world or _script_world(context, notes) or context.need_world("TrainingArguments")
     companions: dict[str, dict[str, Any]] = {}
     recipe: dict[str, Any] = {"recipe": 1, "model": {}, "cluster": cluster(world)}
     args = {**defaults(), **data}
@@ -40,7 +41,13 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
         if "optimizer" in zero.recipe:
             optimizer = {**optimizer, **zero.recipe["optimizer"]}
     elif data.get("fsdp"):
-        recipe.update(_fsdp(section(data, "fsdp_config"), recipe))
+        config = section(data, "fsdp_config")
+        if isinstance(data.get("fsdp_config"), str):  # a JSON file the Trainer opens
+            named = context.companion(data["fsdp_config"], "hf", world, ("fsdp_config",))
+            config = named.doc.data if isinstance(named.doc.data, dict) else {}
+            notes.append(f"fsdp_config names {data['fsdp_config']}: its settings are read as the Trainer "
+                         "reads them, and the name is carried (compile writes it back)")
+        recipe.update(_fsdp(config, recipe, data["fsdp"], notes))
     else:
         recipe.update(strategy="ddp", stage=0)
     micro = args["per_device_train_batch_size"]
@@ -129,14 +136,49 @@ def _saving(data: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-def _fsdp(config: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
-    stage = stage_of_reshard(config.get("reshard_after_forward", FSDP2_RESHARDS_BY_DEFAULT))
-    out: dict[str, Any] = {"strategy": "fsdp", "stage": stage}
+def _script_world(context: Context, notes: list[str]) -> World | None:
+    """The world a launch script's command starts (`--nproc_per_node 8 --nnodes 2`), when it says."""
+    if not context.doc.file.endswith(".sh"):
+        return None
+    text = "\n".join(context.doc.lines)
+    for launch in launches(text, context.doc.file):
+        if any(name in FLAG_TYPES for name in launch.flags):  # the launch the arguments were read from
+            ranks, how = launch.world()
+            written = launch.option("nnodes", "num_nodes", "num_machines")
+            count = written.value if written is not None else None
+            nodes = int(count) if count is not None and count.isdigit() and int(count) > 0 else 1
+            if ranks is None or ranks % nodes:
+                return None
+            notes.append(f"the world is the launch command's: {how} (--world to change it)")
+            return World(nodes, ranks // nodes)
+    return None
+
+
+FSDP1_STAGES = {"full_shard": 3, "hybrid_shard": 3, "shard_grad_op": 2, "hybrid_shard_zero2": 2,
+                "no_shard": 0}
+"""The Trainer's FSDP1 `--fsdp` sharding options → the ZeRO stage each is."""
+
+
+def _fsdp(config: dict[str, Any], recipe: dict[str, Any], fsdp: Any, notes: list[str]) -> dict[str, Any]:
+    """FSDP2's settings (`fsdp_config` version 2), or the FSDP1 options `--fsdp` names
+    (`"full_shard auto_wrap"`), as a strategy and stage."""
+    options = fsdp.split() if isinstance(fsdp, str) else []
+    if str(config.get("version", config.get("fsdp_version", 1))) != "2" and options:
+        sharding = next((option for option in options if option in FSDP1_STAGES), "full_shard")
+        stage = FSDP1_STAGES[sharding]
+        notes.append(f"fsdp {fsdp!r} is the Trainer's FSDP1 ({sharding}): read as stage {stage}; its "
+                     "options are carried as written (compile writes them back)")
+        out: dict[str, Any] = {"strategy": "fsdp" if stage else "ddp", "stage": stage}
+        if "offload" in options and stage:
+            out["offload"] = {"optimizer": "cpu", "params": "cpu" if stage == 3 else "none"}
+    else:
+        stage = stage_of_reshard(config.get("reshard_after_forward", FSDP2_RESHARDS_BY_DEFAULT))
+        out = {"strategy": "fsdp", "stage": stage}
+        if config.get("cpu_offload") is True:
+            out["offload"] = {"optimizer": "cpu", "params": "cpu" if stage == 3 else "none"}
     weights = WEIGHTS.get(str(config.get("state_dict_type", "")).lower())
     if weights is not None:
         out["checkpoint"] = {"weights": weights}
-    if config.get("cpu_offload") is True:
-        out["offload"] = {"optimizer": "cpu", "params": "cpu" if stage == 3 else "none"}
     layers = config.get("transformer_layer_cls_to_wrap")
     if isinstance(layers, list) and len(layers) == 1:
         recipe["model"]["layer_cls"] = layers[0]

@@ -12,7 +12,17 @@ from distrecipe.engines.native import detect, read_file
 from distrecipe.errors import DistrecipeError
 from distrecipe.recipe import batch_from_script
 from distrecipe.source import Document, read_document
-from distrecipe.translator.importers import Context, Imported, World, accelerate, deepspeed, hf, verl
+from distrecipe.translator.importers import (
+    Context,
+    Imported,
+    World,
+    accelerate,
+    axolotl,
+    deepspeed,
+    hf,
+    llamafactory,
+    verl,
+)
 from distrecipe.translator.importers.residue import residue
 from distrecipe.translator.load import apply_overrides, recipe_from_document
 from distrecipe.translator.resolve import resolve
@@ -24,10 +34,13 @@ IMPORTERS: dict[str, Importer] = {
     "accelerate": accelerate.to_recipe,
     "verl": verl.to_recipe,
     "hf": hf.to_recipe,
+    "axolotl": axolotl.to_recipe,
+    "llamafactory": llamafactory.to_recipe,
 }
 """Native kind (as `engines.native.detect` tells it) → importer."""
 BATCH_FILL = {"deepspeed": hf_engine.BATCH_FILL, "hf": hf_engine.BATCH_FILL,
-              "accelerate": accelerate_engine.BATCH_FILL}
+              "accelerate": accelerate_engine.BATCH_FILL, "axolotl": hf_engine.BATCH_FILL,
+              "llamafactory": hf_engine.BATCH_FILL}
 """Native kind → who decides its batch when the file leaves it out (a TrainingArguments file
 that leaves it out gets it from the Trainer's command line; verl states it)."""
 
@@ -41,8 +54,8 @@ def read_native(path: str | Path) -> tuple[str, Document]:
     doc = read_file(Path(path))
     kind = detect(doc)
     if kind is None:
-        raise NotNative("cannot tell which kind of config this is (deepspeed, accelerate, verl, hf)",
-                        doc.where(()))
+        raise NotNative("not a config distrecipe reads (none of deepspeed, accelerate, verl, hf, axolotl, "
+                        "llamafactory)", doc.where(()))
     return kind, doc
 
 
@@ -55,8 +68,14 @@ def import_document(kind: str, doc: Document, world: World | None,
     before the recipe is resolved for the comparison; they are not written into it. A
     recipe that does not resolve is returned as mapped: the caller reports why.
     """
+    if kind not in IMPORTERS:  # a platform's job file: its world and command, no training config
+        raise NotNative(f"a {kind} file is a platform's job, not a training config: import reads "
+                        f"{', '.join(IMPORTERS)} files (lint checks a job against the configs it names)",
+                        doc.where(()))
     imported = IMPORTERS[kind](doc.data, Context(doc=doc, world=world, read=read_document))
-    sources = {kind: doc.data if imported.read is None else imported.read, **imported.companions}
+    # An Axolotl or LLaMA-Factory YAML is read as the Trainer's arguments it holds (`read`).
+    engine = "hf" if kind in ("axolotl", "llamafactory") else kind
+    sources = {engine: doc.data if imported.read is None else imported.read, **imported.companions}
     checked = apply_overrides(Document({**imported.recipe, "recipe": 1}, doc.file), overrides)
     try:
         recipe = recipe_from_document(checked, Path(doc.file).parent)

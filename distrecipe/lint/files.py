@@ -1,0 +1,79 @@
+"""The files of one lint run, each read once: texts, parsed documents, launch commands.
+
+Relating files reads many of them only to see whether they matter (a sibling that may
+be an Accelerate config, a script that may name a ds_config), so texts are kept apart
+from documents: a text is parsed only if the file turns out to be linted or related.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from distrecipe.engines.argv import LAUNCHER_WORDS, Launch, launch_of, launches
+from distrecipe.engines.native import read
+from distrecipe.engines.platforms import PlatformKind, job_commands, job_world, platform_kind
+from distrecipe.engines.platforms import World as JobWorld
+from distrecipe.source import Document, SourceError, read_text
+
+_JOB_HINTS = ("apiVersion", "num_nodes", "run:")
+"""Text a YAML file must hold to be worth parsing as a platform's job file."""
+
+
+class Files:
+    """A cache of texts, documents and launch commands, keyed by absolute path."""
+
+    def __init__(self) -> None:
+        self._documents: dict[str, Document] = {}
+        self._texts: dict[str, str] = {}
+        self._launches: dict[str, list[Launch]] = {}
+        self._jobs: dict[str, tuple[PlatformKind, JobWorld] | None] = {}
+
+    def text(self, path: Path) -> str:
+        """The file's text; `SourceError` (or `OSError`) when it cannot be read as text."""
+        key = os.path.abspath(path)
+        if key not in self._texts:
+            self._texts[key] = read_text(path)
+        return self._texts[key]
+
+    def document(self, path: Path) -> Document:
+        """The file's document, parsed once per run; `SourceError` when unusable."""
+        key = os.path.abspath(path)
+        if key not in self._documents:
+            self._documents[key] = read(path, self.text(path))
+        return self._documents[key]
+
+    def launches(self, path: Path) -> list[Launch]:
+        """The launch commands of a shell script or a platform's job file (none for any other
+        file, or an unreadable one)."""
+        key = os.path.abspath(path)
+        if key not in self._launches:
+            found: list[Launch] = []
+            if path.suffix.lower() == ".sh":
+                try:
+                    text = self.text(path)
+                except (SourceError, OSError):
+                    text = ""
+                if any(word in text for word in LAUNCHER_WORDS):
+                    found = launches(text, str(path))
+            elif (job := self.job(path)) is not None:
+                found = [launch for words in job_commands(job[0], self.document(path))
+                         if (launch := launch_of(words)) is not None]
+            self._launches[key] = found
+        return self._launches[key]
+
+    def job(self, path: Path) -> tuple[PlatformKind, JobWorld] | None:
+        """A platform's job file (TrainJob, RayJob, PyTorchJob, SkyPilot task): its kind and world."""
+        key = os.path.abspath(path)
+        if key not in self._jobs:
+            self._jobs[key] = None
+            if path.suffix.lower() in (".yaml", ".yml"):
+                try:
+                    if any(hint in self.text(path) for hint in _JOB_HINTS):
+                        data = self.document(path).data
+                        kind = platform_kind(data) if isinstance(data, dict) else None
+                        if kind is not None and isinstance(data, dict):
+                            self._jobs[key] = (kind, job_world(kind, data))
+                except (SourceError, OSError):
+                    pass
+        return self._jobs[key]

@@ -1,0 +1,57 @@
+"""A launch script read as bash runs it (`engines/shell`): what never reaches the program."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from distrecipe.engines.argv import launches
+from distrecipe.engines.hydra import verl_commands
+from distrecipe.errors import Position
+from distrecipe.lint.rule import Problem, Source
+
+
+def comment_ends_command(src: Source) -> Iterator[Problem]:
+    """A comment line inside a backslash-continued command ends the command there.
+
+    Bash reads `#` where a word starts as a comment to the end of the line, backslash
+    included, so the line after a commented-out argument is no continuation: the command
+    ends at the comment, the program starts without the arguments written below it, and
+    bash runs those as a command of their own (`--learning_rate: command not found`, or
+    for `key=value` lines a shell variable set and forgotten). The job starts, with
+    defaults where the script says otherwise.
+
+    Fails: hf
+    ```sh
+    torchrun --nproc_per_node 8 train.py \\
+        --per_device_train_batch_size 4 \\
+        # --gradient_checkpointing \\
+        --gradient_accumulation_steps 8
+    ```
+
+    Passes: hf
+    ```sh
+    torchrun --nproc_per_node 8 train.py \\
+        --per_device_train_batch_size 4 \\
+        --gradient_accumulation_steps 8
+    # --gradient_checkpointing
+    ```
+
+    Fix: move the commented-out argument below the command, or delete the line.
+    """
+    if src.path.suffix.lower() != ".sh" or src.within:
+        return
+    text = "\n".join(src.doc.lines)
+    cut: list[tuple[Position, int, str, list[str]]] = []
+    for launch in launches(text, src.doc.file):
+        lost = [word.text for word in launch.unreached if word.text.startswith("-")]
+        if launch.cut is not None and lost:
+            program = (launch.program[0].value or launch.program[0].text).rsplit("/", 1)[-1]
+            cut.append((launch.cut, launch.start.where.line, program, lost))
+    for command in verl_commands(text, src.doc.file):
+        if command.cut is not None and command.unreached:
+            cut.append((command.cut, command.start.line, "verl", [item.key for item in command.unreached]))
+    for where, line, program, lost in cut:
+        shown = ", ".join(lost[:6]) + (f" and {len(lost) - 6} more" if len(lost) > 6 else "")
+        yield Problem((), f"this comment ends the command of line {line}, backslash or not (bash reads a "
+                          f"comment to the end of the line): {shown} never reach {program}; bash runs them "
+                          "as a command of their own", where=where)

@@ -1,0 +1,81 @@
+"""The reference index: who names a file, resolved from where jobs are launched."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from distrecipe.lint.config import LintConfig
+from distrecipe.lint.engine import lint
+from distrecipe.lint.files import Files
+from distrecipe.lint.references import References, mentions
+
+DS = '{"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2}}\n'
+ARGS = '{"output_dir": "o", "per_device_train_batch_size": 4, "deepspeed": "configs/ds.json"}\n'
+
+
+def layout(root: Path, *, git: bool) -> None:
+    """configs/ds.json named by scripts/train.sh and by args/train.json, from the root."""
+    for directory in ("configs", "scripts", "args", "other"):
+        (root / directory).mkdir(parents=True, exist_ok=True)
+    (root / "configs" / "ds.json").write_text(DS)
+    (root / "scripts" / "train.sh").write_text(
+        "deepspeed --num_gpus 2 train.py --deepspeed configs/ds.json --per_device_train_batch_size 4\n")
+    (root / "args" / "train.json").write_text(ARGS)
+    (root / "other" / "ds.json").write_text(DS)  # the same name, another file: names nothing here
+    (root / "other" / "run.sh").write_text("deepspeed train.py --deepspeed ds.json\n")
+    if git:
+        subprocess.run(["git", "init", "-q", str(root)], check=True)
+
+
+@pytest.mark.parametrize("git", [True, False])
+def test_who_names_a_file(tmp_path: Path, git: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    layout(tmp_path, git=git)
+    monkeypatch.chdir(tmp_path)
+    config = LintConfig() if git else LintConfig(root=tmp_path)  # the project: where pyproject.toml is
+    refs = References(Files(), config)
+    assert [p.as_posix() for p in refs.related([Path("configs/ds.json")])] == [
+        "args/train.json", "scripts/train.sh"]
+    assert [p.as_posix() for p in refs.related([Path("scripts/train.sh")])] == ["configs/ds.json"]
+    assert [p.as_posix() for p in refs.related([Path("other/ds.json")])] == ["other/run.sh"]
+
+
+def test_mentions_without_git_reads_configs_and_scripts_only(tmp_path: Path) -> None:
+    (tmp_path / "README.md").write_text("see ds.json\n")
+    (tmp_path / "a.yaml").write_text("deepspeed: ds.json\n")
+    (tmp_path / ".venv").mkdir()
+    (tmp_path / ".venv" / "b.json").write_text('{"x": "ds.json"}')
+    assert mentions(tmp_path, {"ds.json"}) == [tmp_path / "a.yaml"]
+
+
+def test_a_changed_ds_config_is_checked_with_its_users(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    layout(tmp_path, git=True)
+    monkeypatch.chdir(tmp_path)
+    report = lint(["configs/ds.json"], config=LintConfig())
+    assert sorted((f.where.file, f.code) for f in report.findings if f.where) == [
+        ("args/train.json", "DR360"), ("scripts/train.sh", "DR360")]
+    assert report.files == 1 and report.exit_code == 1
+
+
+def test_lint_inside_a_subdirectory_resolves_from_the_repository(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    layout(tmp_path, git=True)
+    monkeypatch.chdir(tmp_path / "scripts")
+    report = lint(["."], config=LintConfig())
+    assert [(os.path.basename(f.where.file), f.code) for f in report.findings if f.where] == [
+        ("train.sh", "DR360")]
+
+
+def test_outside_a_repository_or_project_only_the_files_directory_is_read(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "deep").mkdir()
+    (tmp_path / "ds.json").write_text(DS)
+    (tmp_path / "run.sh").write_text("deepspeed --num_gpus 2 train.py --deepspeed ds.json\n")
+    (tmp_path / "deep" / "run.sh").write_text("deepspeed --num_gpus 2 train.py --deepspeed ../ds.json\n")
+    monkeypatch.chdir(tmp_path)
+    refs = References(Files(), LintConfig())
+    assert refs.scan_root(Path("ds.json")) == (tmp_path, False)
+    assert [p.as_posix() for p in refs.related([Path("ds.json")])] == ["run.sh"]

@@ -1,0 +1,5 @@
+python3 -m verl.trainer.main_ppo \
+    data.train_batch_size=64 \
+    actor_rollout_ref.actor.ppo_mini_batch_size=16 \
+    ~trainer.val_generations_to_log \
+    trainer.n_gpus_per_node=8

@@ -1,0 +1,51 @@
+"""Strings stay strings: YAML 1.1's readings of plain scalars, where the recipe expects text."""
+
+from __future__ import annotations
+
+import pytest
+
+from distrecipe.errors import RecipeError
+from distrecipe.translator.load import recipe_from_text
+
+BASE = ("recipe: 1\nmodel: {params: 1.0e9, hidden_size: 2048, layers: 16, heads: 16}\n"
+        "cluster: {nodes: 1, gpus_per_node: 8, gpu_memory: 80GB}\nstrategy: zero\nstage: 2\n"
+        "batch: {micro: 2, accumulation: auto, global: 64}\n")
+
+
+@pytest.mark.parametrize(("written", "text"), [
+    ("time: 12:00:00", "12:00:00"),     # base 60: the number 43200
+    ("time: 1:00:00", "1:00:00"),
+    ("time: 30", "30"),                 # a number where text is expected
+    ("time: 2-00:00:00", "2-00:00:00"),
+    ("time: 1-12", "1-12"),
+    ("partition: no", "no"),            # the boolean false
+    ("partition: on", "on"),
+    ("account: 0755", "0755"),          # the octal number 493
+])
+def test_text_is_read_back_as_written_in_the_file_and_from_set(written: str, text: str) -> None:
+    key, _, value = written.partition(": ")
+    recipe = recipe_from_text(BASE + f"launch:\n  slurm: {{{written}}}\n")
+    assert getattr(recipe.launch.slurm, key) == text
+    again = recipe_from_text(BASE, overrides=[f"launch.slurm.{key}={value}"])
+    assert getattr(again.launch.slurm, key) == text
+
+
+def test_a_name_and_arguments_written_as_dates_and_numbers_stay_text() -> None:
+    recipe = recipe_from_text(BASE + "name: 2024-01-01\nlaunch: {args: [--epochs, 30, --resume, no]}\n")
+    assert recipe.name == "2024-01-01"
+    assert recipe.launch.args == ("--epochs", "30", "--resume", "no")
+
+
+def test_a_boolean_where_a_boolean_is_meant_stays_one() -> None:
+    assert recipe_from_text(BASE + "activation_checkpointing: on\n").activation_checkpointing == "full"
+
+
+@pytest.mark.parametrize(("written", "reading"), [
+    ("batch: {micro: 010, accumulation: auto, global: 64}", "the octal number 8"),
+    ("batch: {micro: 1:30, accumulation: auto, global: 64}", "the base-60 number 90"),
+])
+def test_a_number_yaml_reads_in_another_base_is_refused_saying_how(written: str, reading: str) -> None:
+    with pytest.raises(RecipeError) as caught:
+        recipe_from_text(BASE.replace("batch: {micro: 2, accumulation: auto, global: 64}", written), "r.yaml")
+    assert reading in caught.value.message
+    assert (caught.value.where.line, caught.value.where.col) == (6, 16)  # type: ignore[union-attr]

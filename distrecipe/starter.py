@@ -11,7 +11,9 @@ imports torch or an engine.
 
 An engine (`--engine`: a launcher) restricts the search to the strategies it runs; a
 script (`--script`) is read (parsed, never run, as `launch` reads it) for its program
-kind, which restricts it to the launchers that can hand that kind what it reads.
+kind, which restricts it to the launchers that can hand that kind what it reads, and is
+stated as `launch.program_kind`, so the search offers only the layouts that kind carries
+(`plan.programs`) and `launch` runs the file without refusing it.
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ from distrecipe.api import plan_of_document
 from distrecipe.engines.gpus import GPUS
 from distrecipe.errors import DistrecipeError, RecipeError
 from distrecipe.job import plan_values
-from distrecipe.launch.kinds import COMPATIBLE, scan
+from distrecipe.launch.kinds import scan
 from distrecipe.model_shapes import active_params
 from distrecipe.output import one_line
+from distrecipe.plan.programs import COMPATIBLE
 from distrecipe.plan.search import Candidate, host_bytes_per_node, rank, search, why
 from distrecipe.recipe import Backend, Gpu, ProgramKind, Recipe, Strategy, slug
 from distrecipe.source import SourceError, parse_text, read_text
@@ -172,8 +175,8 @@ def _document(request: Request, base_dir: Path | None) -> dict[str, Any]:
         "batch": {"global": request.global_batch, "seq_len": request.seq_len},
         "precision": "bf16" if GPUS[request.gpu].bf16 else "fp16",
     }
-    if request.script is not None:
-        doc["launch"] = {"script": request.script}
+    if request.script is not None:  # the kind is part of the job: the search offers only what it runs
+        doc["launch"] = {"script": request.script, "program_kind": program_kind(request.script)}
     return doc
 
 
@@ -255,8 +258,10 @@ def _text(request: Request, doc: dict[str, Any], ranked: list[Candidate], tried:
         if request.engine is not None:
             lines.append(f"  backend: {json.dumps(request.engine)}")
         if request.script is not None:
-            lines.append(_line(f"  script: {json.dumps(request.script)}",
-                               f"a {program_kind(request.script)} program"))
+            kind = program_kind(request.script)
+            lines.append(_line(f"  script: {json.dumps(request.script)}", f"a {kind} program"))
+            lines.append(_line(f"  program_kind: {json.dumps(kind)}", "read from the script, as launch reads "
+                               "it: the search offered only what it runs"))
     return "\n".join(lines) + "\n"
 
 

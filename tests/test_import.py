@@ -269,6 +269,26 @@ def test_a_null_is_carried_only_where_the_input_says_something_by_it(
     assert "carried verbatim in native.deepspeed" not in results["ds"].err  # it named nothing
 
 
+def test_an_all_false_activation_checkpointing_section_imports_as_no_recompute(
+        cli: Callable[..., Result], write: Callable[[str, str], Path]) -> None:
+    """The section only configures `deepspeed.checkpointing`; all false says nothing is
+    recomputed through it, so the recipe's default (`none`, i.e. false) stands, and one
+    true key says the script checkpoints through it (`full`)."""
+    section = {"partition_activations": False, "contiguous_memory_optimization": False,
+               "cpu_checkpointing": False}
+    base = {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1, "zero_optimization": {"stage": 2}}
+    off = cli("import", write("off.json", json.dumps({**base, "activation_checkpointing": section})), "--world", "4")
+    assert off.code == 0, off.err
+    assert "activation_checkpointing" not in yaml.safe_load(off.out)
+    resolved = cli("resolve", write("off.yaml", off.out), "--format", "json")
+    assert resolved.code == 0, resolved.err
+    assert json.loads(resolved.out)["activation_checkpointing"]["value"] == "none"
+    on = cli("import", write("on.json", json.dumps({**base, "activation_checkpointing": {
+        **section, "partition_activations": True}})), "--world", "4")
+    assert on.code == 0, on.err
+    assert yaml.safe_load(on.out)["activation_checkpointing"] == "full"
+
+
 def test_a_verl_script_s_shell_variables_are_not_overrides(cli: Callable[..., Result],
                                                            write: Callable[[str, str], Path]) -> None:
     """`data=...` and `algorithm=...` are shell variables the script passes on; only the

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from distrecipe.api import load_plan
 from distrecipe.errors import LaunchError, RecipeError
 from distrecipe.job import Plan
 from distrecipe.translator.load import count_parameters, load_recipe, recipe_from_text
@@ -319,3 +320,15 @@ def test_the_seed_without_its_gpu_memory_says_what_is_missing(cli: Callable[...,
 def test_one_sample_per_rank_needs_no_memory_model() -> None:
     plan = plan_of("auto", "auto", 8)
     assert (plan.batch.micro, plan.batch.accumulation) == (1, 1)
+
+
+def test_an_accelerate_program_defaults_to_accelerate_s_launcher() -> None:
+    """It learns its engine only from `accelerate launch`: the launcher `auto` means is that one,
+    on its DeepSpeed path for ZeRO, so `plan --search` judges the engine `launch` will run."""
+    seed = str(Path(__file__).parent.parent / "recipes" / "seed-8b-32gpu-zero2.yaml")
+    zero = load_plan(seed, ["launch.program_kind=accelerate"])
+    assert zero.backend == "accelerate-deepspeed"
+    assert zero.provenance["launch.backend"] == "default for strategy zero and launch.program_kind accelerate"
+    assert load_plan(seed, ["launch.program_kind=accelerate", "strategy=fsdp"]).backend == "accelerate"
+    assert load_plan(seed, ["launch.program_kind=hf"]).backend == "deepspeed"
+    assert load_plan(seed, []).provenance["launch.backend"] == "default for strategy zero"

@@ -27,6 +27,8 @@ from distrecipe.launch.k8s import k8s_manifest
 from distrecipe.launch.launchers import LAUNCHERS
 from distrecipe.launch.prepare import (
     build_request,
+    check_fit,
+    check_program,
     choose_kind,
     dry_run_text,
     emit_configs,
@@ -42,6 +44,7 @@ from distrecipe.launch.skypilot import skypilot_task
 from distrecipe.launch.slurm import batch_script
 from distrecipe.launch.spec import executable
 from distrecipe.launch.supervise import LAUNCH_ID, new_launch_id, supervise
+from distrecipe.plan.programs import script_duties
 from distrecipe.recipe import Backend, K8sKind, ProgramKind
 from distrecipe.source import read_text
 from distrecipe.translator.resolve import variant
@@ -72,17 +75,20 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
            node_rank: int | None = None, timeout: float | None = None, dry_run: bool = False,
            slurm: bool = False, skypilot: bool = False, k8s: bool = False,
            environ: Mapping[str, str] | None = None,
-           program_kind: ProgramKind | None = None, allow_override: bool = False) -> int:
+           program_kind: ProgramKind | None = None, allow_override: bool = False,
+           allow_no_fit: bool = False) -> int:
     """Launch RECIPE's job (or describe it); returns the job's exit code."""
     env = dict(os.environ if environ is None else environ)
     plan = load(recipe, overrides, target, env)
     echo_name_note(plan)
     user_program = parse_program(plan, program)
     plan, kind = choose_kind(plan, user_program, kind=program_kind, backend_given=target is not None)
+    check_program(plan, kind.kind)
+    fit = check_fit(plan, allow_no_fit=allow_no_fit, say=_say)
     if slurm:
         argv = slurm_argv(plan, recipe=recipe, overrides=overrides, runs_root=runs_root,
                           timeout=timeout, program=program, program_kind=program_kind,
-                          allow_override=allow_override)
+                          allow_override=allow_override, allow_no_fit=allow_no_fit)
         root = Path(runs_root).resolve()
         root.mkdir(parents=True, exist_ok=True)  # SLURM writes --output there and creates no directory
         script = batch_script(plan, argv, runs_root=root, chdir=Path.cwd(), ray=executable("ray"))
@@ -91,7 +97,7 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
     if skypilot:
         task, notes = skypilot_task(plan, kind.kind, recipe=recipe, overrides=overrides, runs_root=runs_root,
                                     timeout=timeout, program=program, program_kind=program_kind,
-                                    allow_override=allow_override, cwd=Path.cwd())
+                                    allow_override=allow_override, cwd=Path.cwd(), allow_no_fit=allow_no_fit)
         for note in notes:
             _say(note)
         click.echo(task, nl=False)
@@ -99,14 +105,14 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
     if k8s:
         manifest, notes = k8s_manifest(plan, kind.kind, recipe=recipe, overrides=overrides, program=program,
                                        program_kind=program_kind, allow_override=allow_override,
-                                       timeout=timeout)
+                                       timeout=timeout, allow_no_fit=allow_no_fit)
         for note in notes:
             _say(note)
         click.echo(manifest, nl=False)
         return 0
     path = run_directory(plan, run_dir=run_dir, runs_root=runs_root, node_rank=node_rank, environ=env)
     configs = emit_configs(plan, kind.kind)
-    echo_findings(plan.recipe.source, configs.findings)
+    echo_findings(plan.recipe.source, (*configs.findings, *script_duties(plan, kind.kind)))
     _say(f"distrecipe: program kind {kind.kind}: {kind.reason}")
     user_program, given = hand_off(plan, user_program, kind.kind, run_dir=path, configs=configs.files,
                                    allow_override=allow_override)
@@ -131,7 +137,7 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
                      argv=spec.argv, env=job_env, cwd=os.getcwd(), overrides=overrides,
                      overridden=[dataclasses.asdict(item) for item in given.overridden],
                      program_kind=dataclasses.asdict(kind),
-                     allocation=request.allocation.record() if request.allocation else None)
+                     allocation=request.allocation.record() if request.allocation else None, fit=fit)
         click.echo(f"distrecipe: run directory {path}", err=True)
         click.echo(f"distrecipe: {shlex.join(redact_argv(spec.argv))}", err=True)
         sys.stderr.flush()
@@ -156,6 +162,8 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
                    "from the script's imports).")
 @click.option("--allow-override", is_flag=True,
               help="Let program arguments replace values the recipe decided (recorded in run.json).")
+@click.option("--allow-no-fit", is_flag=True,
+              help="Launch a recipe distrecipe plan says does not fit GPU memory (recorded in run.json).")
 @click.option("--dry-run", is_flag=True, help="Print the exact argv and env as JSON; run and write nothing.")
 @click.option("--slurm", is_flag=True, help="Print an sbatch script that runs this launch on every node.")
 @click.option("--skypilot", is_flag=True, help="Print a SkyPilot task that runs this launch on every node "
@@ -182,7 +190,7 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
 def command(recipe: str, program: tuple[str, ...], overrides: tuple[str, ...], target: str | None,
             dry_run: bool, slurm: bool, skypilot: bool, k8s: bool, k8s_kind: str | None, image: str | None,
             run_dir: str | None, runs_root: str, node_rank: int | None, timeout: float | None,
-            program_kind: str | None, allow_override: bool, partition: str | None,
+            program_kind: str | None, allow_override: bool, allow_no_fit: bool, partition: str | None,
             account: str | None, time_limit: str | None, cpus_per_task: int | None, mem: str | None,
             exclusive: bool | None) -> int:
     """Run RECIPE's job through its engine's own launcher.
@@ -204,4 +212,5 @@ def command(recipe: str, program: tuple[str, ...], overrides: tuple[str, ...], t
                        if value is not None)
     return launch(recipe=recipe, program=program, overrides=overrides, target=backend, run_dir=run_dir,
                   runs_root=runs_root, node_rank=node_rank, timeout=timeout, dry_run=dry_run,
-                  slurm=slurm, skypilot=skypilot, k8s=k8s, program_kind=kind, allow_override=allow_override)
+                  slurm=slurm, skypilot=skypilot, k8s=k8s, program_kind=kind, allow_override=allow_override,
+                  allow_no_fit=allow_no_fit)

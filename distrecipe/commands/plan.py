@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import get_args
 
 import click
 
@@ -12,6 +13,9 @@ from distrecipe.output import to_json
 from distrecipe.plan import render
 from distrecipe.plan.advice import advise
 from distrecipe.plan.report import compare, estimate
+from distrecipe.recipe import ProgramKind
+
+KINDS: tuple[ProgramKind, ...] = get_args(ProgramKind)
 
 
 def plan_recipe(*, recipe: str, overrides: Sequence[str] = (), compare_all: bool = False,
@@ -54,19 +58,31 @@ def plan_recipe(*, recipe: str, overrides: Sequence[str] = (), compare_all: bool
               help="With --search: write the fastest as a recipe file.")
 @click.option("--top", "top", type=click.IntRange(1, 10_000), default=None,
               help="With --search: how many candidates to show (text) or list (json); default 5.")
+@click.option("--program-kind", type=click.Choice(KINDS), default=None,
+              help="With --search: offer only what this kind of program runs (written as "
+                   "launch.program_kind).")
+@click.option("--script", type=click.Path(dir_okay=False), default=None,
+              help="With --search: the training script, read for its kind as launch reads it.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="Write stacked per-GPU memory bars (svg/png/pdf); needs distrecipe[plot].")
 def command(recipe: str, overrides: tuple[str, ...], compare_all: bool, search_all: bool,
-            write_path: str | None, top: int | None, output_format: str, plot_path: str | None) -> int:
+            write_path: str | None, top: int | None, output_format: str, plot_path: str | None,
+            program_kind: str | None, script: str | None) -> int:
     """Per-GPU memory (formula and engine views), activations, traffic, fit and advice."""
     if write_path and not search_all:
         raise click.UsageError("--write needs --search")
     if top is not None and not search_all:
         raise click.UsageError("--top needs --search")
+    for flag, given in (("--program-kind", program_kind), ("--script", script)):
+        if given is not None and not search_all:
+            raise click.UsageError(f"{flag} needs --search")
+    if program_kind is not None and script is not None:
+        raise click.UsageError("give --program-kind or --script, not both")
     if search_all:
         from distrecipe.commands.search import TOP, search_recipe
 
+        kind = next((k for k in KINDS if k == program_kind), None)  # click checked the choice
         return search_recipe(recipe=recipe, overrides=overrides, write=write_path, top=top or TOP,
-                             output_format=output_format)
+                             output_format=output_format, program_kind=kind, script=script)
     return plan_recipe(recipe=recipe, overrides=overrides, compare_all=compare_all,
                        output_format=output_format, plot_path=plot_path)

@@ -14,12 +14,14 @@ from pathlib import Path
 import click
 import yaml
 
+from distrecipe import starter
 from distrecipe.api import load_plan, plan_of_document
 from distrecipe.errors import DistrecipeError
 from distrecipe.job import plan_values
 from distrecipe.output import to_json, write_files
 from distrecipe.plan.report import estimate
 from distrecipe.plan.search import TIE, Candidate, as_json, check_searchable, search, why
+from distrecipe.recipe import ProgramKind
 from distrecipe.source import read_document
 from distrecipe.translator.load import apply_overrides, load_recipe
 
@@ -27,9 +29,19 @@ TOP = 5
 
 
 def search_recipe(*, recipe: str, overrides: Sequence[str] = (), write: str | None = None, top: int = TOP,
-                  output_format: str = "text") -> int:
+                  output_format: str = "text", program_kind: ProgramKind | None = None,
+                  script: str | None = None) -> int:
     """Print the `top` fastest fitting recipes (JSON: every candidate's figures); with
-    `write`, write the fastest as a recipe file."""
+    `write`, write the fastest as a recipe file.
+
+    A program kind (`program_kind`, or read from `script` as `launch` reads it) is set as
+    `launch.program_kind`, so only what that program runs is offered and the written
+    recipe says which program it is for."""
+    kind = program_kind if script is None else starter.program_kind(script)
+    if kind is not None:
+        overrides = [*overrides, f"launch.program_kind={kind}"]
+        click.echo(f"distrecipe: program kind {kind}" + (f" (read from {script})" if script else ""),
+                   err=True)
     declared = load_recipe(recipe, overrides)
     plan = load_plan(recipe, overrides)
     check_searchable(declared, estimate(plan))

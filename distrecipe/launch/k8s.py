@@ -74,6 +74,7 @@ class NodeLaunch:
     program: tuple[str, ...] = ()
     program_kind: ProgramKind | None = None
     allow_override: bool = False
+    allow_no_fit: bool = False
     timeout: float | None = None
 
 
@@ -90,6 +91,7 @@ def node_command(plan: Plan, python: str, node: NodeLaunch) -> list[str]:
     argv += ["--target", plan.backend]
     argv += ["--program-kind", node.program_kind] if node.program_kind is not None else []
     argv += ["--allow-override"] if node.allow_override else []
+    argv += ["--allow-no-fit"] if node.allow_no_fit else []
     argv += ["--timeout", str(node.timeout)] if node.timeout is not None else []
     argv += list(PET_OPTIONS) if plan.dims.nodes > 1 else []
     argv += ["--", *node.program] if node.program else []
@@ -113,7 +115,7 @@ def manifest_kind(plan: Plan) -> ManifestKind:
 def k8s_manifest(plan: Plan, kind: ProgramKind, *, recipe: str, overrides: Sequence[str] = (),
                  program: Sequence[str] = (), program_kind: ProgramKind | None = None,
                  allow_override: bool = False, timeout: float | None = None,
-                 cwd: Path | None = None) -> tuple[str, list[str]]:
+                 cwd: Path | None = None, allow_no_fit: bool = False) -> tuple[str, list[str]]:
     """The manifest's YAML text, and notes for the user (a placeholder, a renamed job)."""
     manifest = manifest_kind(plan)
     notes: list[str] = []
@@ -137,7 +139,7 @@ def k8s_manifest(plan: Plan, kind: ProgramKind, *, recipe: str, overrides: Seque
     else:
         node = NodeLaunch(recipe=image_path(recipe, cwd or Path.cwd(), notes), overrides=tuple(overrides),
                           program=tuple(program), program_kind=program_kind, allow_override=allow_override,
-                          timeout=timeout)
+                          allow_no_fit=allow_no_fit, timeout=timeout)
         command = node_command(plan, settings.python, node)
         spec = trainjob_spec(plan, command) if manifest == "trainjob" else pytorchjob_spec(plan, command)
     api, written = API_VERSIONS[manifest]

@@ -19,6 +19,7 @@ from pathlib import Path
 from distrecipe.engines.native import is_file
 from distrecipe.errors import DistrecipeError, LaunchError
 from distrecipe.launch.spec import TINY_TRAINER, Program
+from distrecipe.plan.programs import COMPATIBLE
 from distrecipe.recipe import Backend, ProgramKind
 from distrecipe.source import read_text
 
@@ -107,17 +108,6 @@ def infer(program: Program, backend: Backend) -> KindChoice:
     except (SyntaxError, ValueError, RecursionError) as exc:
         return KindChoice(usual, f"cannot parse {path} ({exc}); the {backend} launcher's usual")
     return found or KindChoice("torchrun", f"{path} uses no Trainer, Accelerator or deepspeed.initialize")
-
-
-COMPATIBLE: dict[ProgramKind, tuple[Backend, ...]] = {
-    "hf": ("deepspeed", "torchrun", "accelerate", "accelerate-deepspeed"),
-    "accelerate": ("accelerate", "accelerate-deepspeed"),
-    "deepspeed": ("deepspeed", "torchrun"),
-    "torchrun": ("deepspeed", "torchrun", "accelerate", "accelerate-deepspeed"),
-    "verl": ("verl",),
-}
-"""Launchers that can hand each kind what it reads (an Accelerate script learns its
-engine only from `accelerate launch`; verl runs only under its own entry point)."""
 
 
 def backend_for(kind: ProgramKind, backend: Backend, *, defaulted: bool, strategy: str) -> Backend:

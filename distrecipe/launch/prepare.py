@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from distrecipe.errors import LaunchError
+from distrecipe.errors import LaunchError, RecipeError
 from distrecipe.findings import Finding
 from distrecipe.job import Plan
 from distrecipe.launch.allocation import Allocation, check_allocation, read_allocation
@@ -28,6 +28,10 @@ from distrecipe.launch.launchers.verl import ENTRY as VERL_ENTRY
 from distrecipe.launch.rundir import default_run_dir
 from distrecipe.launch.secrets import REDACTED, is_secret, redact_argv
 from distrecipe.launch.spec import TINY_TRAINER, LaunchRequest, LaunchSpec, Program
+from distrecipe.plan.fit import judgeable
+from distrecipe.plan.programs import refusal
+from distrecipe.plan.report import estimate
+from distrecipe.plan.units import GiB, gb
 from distrecipe.recipe import ProgramKind
 from distrecipe.translator.resolve import variant
 from distrecipe.translator.targets import TARGETS, EmitOptions, emitted_targets
@@ -97,6 +101,44 @@ def choose_kind(plan: Plan, program: Program, *, kind: ProgramKind | None,
     if backend != current:
         plan = variant(plan, f"the {choice.kind} program's", launch={"backend": backend})
     return plan, choice
+
+
+def check_program(plan: Plan, kind: ProgramKind) -> None:
+    """Refuse a plan whose parallelism the program cannot carry (`plan.programs`), at the key."""
+    found = refusal(plan, kind)
+    if found is not None:
+        raise RecipeError(f"program kind {kind} cannot run this recipe: {found.message}; change {found.key} "
+                          "(plan --search --program-kind offers what it runs)", plan.recipe.at(found.key))
+
+
+def _size(n: float) -> str:
+    return f"{gb(n)} ({n / GiB:.1f} GiB)"
+
+
+def check_fit(plan: Plan, *, allow_no_fit: bool, say: Say) -> dict[str, object]:
+    """Refuse a plan `plan` says does not fit, unless `allow_no_fit`; what was judged, for run.json.
+
+    The estimate is `distrecipe plan`'s (`plan.report.estimate`). A plan whose memory cannot
+    be judged (no GPU memory, CPU ranks, no model shape, a batch the script decides) is not
+    refused: `fits` is then null, nothing is invented.
+    """
+    record: dict[str, object] = {"fits": None, "needed_bytes": None, "gpu_memory_bytes": plan.gpu_memory,
+                                 "allow_no_fit": allow_no_fit}
+    if plan.script_batch or not judgeable(plan):
+        return record
+    est = estimate(plan)
+    record.update(fits=est.fits, needed_bytes=est.need)
+    if est.fits is not False:
+        return record
+    assert est.budget is not None  # fits is False only against a budget
+    why = (f"{est.label} needs {_size(est.need)} per GPU of {_size(est.budget)}"
+           + ("; verl's rollout share is below its engine's floor" if est.starved else ""))
+    if not allow_no_fit:
+        raise LaunchError(f"the plan does not fit: {why} (distrecipe plan shows what to change); "
+                          "--allow-no-fit launches it anyway",
+                          plan.recipe.at("cluster.gpu_memory", "cluster.gpu", "cluster"))
+    say(f"distrecipe: --allow-no-fit: the plan does not fit ({why}); launching anyway")
+    return record
 
 
 def hand_off(plan: Plan, program: Program, kind: ProgramKind, *, run_dir: Path,
@@ -187,7 +229,7 @@ def build_request(plan: Plan, *, program: Program, run_dir: Path, configs: dict[
 
 def node_argv(plan: Plan, *, python: str, recipe: str, overrides: Sequence[str], runs_root: str,
               timeout: float | None, program: Sequence[str], program_kind: ProgramKind | None,
-              allow_override: bool) -> list[str]:
+              allow_override: bool, allow_no_fit: bool = False) -> list[str]:
     """The `distrecipe launch` a platform runs on every node: this launch, pinned down.
 
     The backend is spelled out, so every node runs what this command resolved; the
@@ -198,6 +240,7 @@ def node_argv(plan: Plan, *, python: str, recipe: str, overrides: Sequence[str],
     argv += ["--target", plan.backend, "--runs-root", runs_root]
     argv += ["--program-kind", program_kind] if program_kind is not None else []
     argv += ["--allow-override"] if allow_override else []
+    argv += ["--allow-no-fit"] if allow_no_fit else []
     argv += ["--timeout", str(timeout)] if timeout is not None else []
     argv += ["--", *program] if program else []
     return argv
@@ -211,7 +254,7 @@ def names_script(plan: Plan, program: Sequence[str]) -> bool:
 
 def slurm_argv(plan: Plan, *, recipe: str, overrides: Sequence[str], runs_root: str,
                timeout: float | None, program: Sequence[str], program_kind: ProgramKind | None,
-               allow_override: bool) -> list[str]:
+               allow_override: bool, allow_no_fit: bool = False) -> list[str]:
     """`node_argv` for an sbatch job: the interpreter and every path absolute (the job
     starts elsewhere, with another PATH), the script's too."""
     words = list(program)
@@ -219,7 +262,7 @@ def slurm_argv(plan: Plan, *, recipe: str, overrides: Sequence[str], runs_root: 
         words[0] = str(Path(words[0]).resolve())
     return node_argv(plan, python=sys.executable, recipe=str(Path(recipe).resolve()), overrides=overrides,
                      runs_root=str(Path(runs_root).resolve()), timeout=timeout, program=words,
-                     program_kind=program_kind, allow_override=allow_override)
+                     program_kind=program_kind, allow_override=allow_override, allow_no_fit=allow_no_fit)
 
 
 def dry_run_text(spec: LaunchSpec, run_dir: Path, files: Sequence[str], kind: KindChoice) -> str:

@@ -94,7 +94,7 @@ def inside(path: str, *, workdir: Path, cwd: Path, what: str) -> str:
 
 def skypilot_argv(plan: Plan, *, recipe: str, overrides: Sequence[str], runs_root: str,
                   timeout: float | None, program: Sequence[str], program_kind: ProgramKind | None,
-                  allow_override: bool, workdir: Path, cwd: Path) -> list[str]:
+                  allow_override: bool, workdir: Path, cwd: Path, allow_no_fit: bool = False) -> list[str]:
     """`node_argv` for a SkyPilot task: the recipe's and the script's paths relative to the
     workdir every node runs in (a script given by an absolute path outside it is kept, as
     a file of the node's image), the image's `python3`. The runs root is where the nodes
@@ -105,17 +105,17 @@ def skypilot_argv(plan: Plan, *, recipe: str, overrides: Sequence[str], runs_roo
         words[0] = words[0] if image_file else inside(words[0], workdir=workdir, cwd=cwd, what="script")
     return node_argv(plan, python=PYTHON, recipe=inside(recipe, workdir=workdir, cwd=cwd, what="recipe"),
                      overrides=overrides, runs_root=runs_root, timeout=timeout, program=words,
-                     program_kind=program_kind, allow_override=allow_override)
+                     program_kind=program_kind, allow_override=allow_override, allow_no_fit=allow_no_fit)
 
 
 def skypilot_task(plan: Plan, kind: ProgramKind, *, recipe: str, overrides: Sequence[str], runs_root: str,
                   timeout: float | None, program: Sequence[str], program_kind: ProgramKind | None,
-                  allow_override: bool, cwd: Path) -> tuple[str, list[str]]:
+                  allow_override: bool, cwd: Path, allow_no_fit: bool = False) -> tuple[str, list[str]]:
     """The task file `launch --skypilot` prints, and notes for the user (a placeholder GPU)."""
     workdir = workdir_of(plan, cwd)
     argv = skypilot_argv(plan, recipe=recipe, overrides=overrides, runs_root=runs_root, timeout=timeout,
                          program=program, program_kind=program_kind, allow_override=allow_override,
-                         workdir=workdir, cwd=cwd)
+                         workdir=workdir, cwd=cwd, allow_no_fit=allow_no_fit)
     note = accelerators(plan)[1] if plan.recipe.cluster.device == "gpu" else None
     setup = plan.recipe.launch.skypilot.setup or default_setup(plan, kind)
     return task_yaml(plan, argv, workdir=workdir, setup=setup), [note] if note else []

@@ -11,7 +11,10 @@ compile does not raise means the engine would run something else than the varian
 `fsdp_size=1`, DR205; optimizer-only offload under FSDP2 moves the parameters too,
 DR202; selective recompute under verl recomputes whole blocks, DR207). Either way the
 variant is not offered. A launcher whose job reads no emitted file (torchrun with FSDP2
-or DDP: the user's script) has nothing to refuse.
+or DDP: the user's script) has nothing to refuse. With `launch.program_kind` stated, the
+files are those that kind reads, and a variant the program cannot carry
+(`programs.refusal`: context parallelism for a Trainer under torchrun, Ulysses for a
+plain torchrun script) is not offered either.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from collections.abc import Callable
 
 from distrecipe.errors import RecipeError
 from distrecipe.job import Plan
+from distrecipe.plan.programs import refusal
+from distrecipe.recipe import AUTO
 from distrecipe.translator.targets import TARGETS, EmitOptions, emitted_targets
 
 MODELLED = frozenset({"DR206", "DR222"})
@@ -42,7 +47,7 @@ def _warnings(plan: Plan, target: str) -> frozenset[str] | None:
 
 def runs(recipe: Plan, variant: Plan) -> bool:
     """The variant compiles for its job's targets with no error and no warning the
-    recipe's own compile lacks."""
+    recipe's own compile lacks, and the recipe's program kind, when stated, carries it."""
     return judge(recipe)(variant)
 
 
@@ -50,16 +55,20 @@ def judge(recipe: Plan) -> Callable[[Plan], bool]:
     """`runs(recipe, ·)` with the recipe's own compile done once per target: `plan
     --search` asks it of every candidate."""
     own: dict[str, frozenset[str]] = {}
+    kind = recipe.recipe.launch.program_kind
+    program = None if kind == AUTO else kind  # a raw DeepSpeed program reads a ds_config under torchrun
 
     def own_warnings(target: str) -> frozenset[str]:
-        if target not in emitted_targets(recipe):
+        if target not in emitted_targets(recipe, program):
             return frozenset()
         if target not in own:
             own[target] = _warnings(recipe, target) or frozenset()
         return own[target]
 
     def variant_runs(variant: Plan) -> bool:
-        for target in emitted_targets(variant):
+        if program is not None and refusal(variant, program) is not None:
+            return False
+        for target in emitted_targets(variant, program):
             found = _warnings(variant, target)
             if found is None or found - own_warnings(target):
                 return False

@@ -59,7 +59,7 @@ from distrecipe.plan.steptime import context_parallel_bytes, pipeline_bytes, ten
 from distrecipe.recipe import AUTO, Offload, Recipe, Recompute, Strategy
 from distrecipe.translator.resolve import (
     ALLOWED_STAGES,
-    DEFAULT_BACKEND,
+    default_backend,
     needs_fit,
     offload_refusal,
     resolve,
@@ -121,9 +121,14 @@ class Result:
 
 
 def _strategies(recipe: Recipe) -> list[tuple[Strategy, int]]:
+    """The written strategy's stages where the launcher or engine is fixed; else every one,
+    FSDP2 left out for a raw DeepSpeed program (DeepSpeed runs it as ZeRO-3, DR238, which is
+    already a candidate)."""
     if recipe.launch.backend != AUTO or recipe.rl is not None or recipe.strategy == "megatron":
         return [(recipe.strategy, stage) for stage in ALLOWED_STAGES[recipe.strategy]]
-    return [("ddp", 0), ("zero", 1), ("zero", 2), ("zero", 3), ("fsdp", 2), ("fsdp", 3)]
+    every: list[tuple[Strategy, int]] = [("ddp", 0), ("zero", 1), ("zero", 2), ("zero", 3), ("fsdp", 2),
+                                         ("fsdp", 3)]
+    return [(s, stage) for s, stage in every if s != "fsdp" or recipe.launch.program_kind != "deepspeed"]
 
 
 def _offloads(strategy: Strategy, stage: int) -> list[Offload]:
@@ -141,7 +146,7 @@ def layouts(recipe: Recipe, strategy: Strategy, gpus_per_node: int) -> list[Layo
     written = (recipe.parallel.tensor, recipe.parallel.pipeline, recipe.parallel.sequence)
     backend = recipe.launch.backend
     if backend == AUTO:
-        backend = "verl" if recipe.rl else DEFAULT_BACKEND[strategy]
+        backend = default_backend(replace(recipe, strategy=strategy))
     if strategy == "ddp":
         return [written]
     inside = [d for d in DEGREES if gpus_per_node % d == 0]

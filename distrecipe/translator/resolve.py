@@ -30,6 +30,17 @@ DEFAULT_BACKEND: dict[str, Backend] = {
 }
 
 
+def default_backend(recipe: Recipe) -> Backend:
+    """The launcher `launch.backend: auto` means: verl for `rl`; for an Accelerate program
+    (`launch.program_kind: accelerate`, which learns its engine only from `accelerate
+    launch`) Accelerate's, on its DeepSpeed path for ZeRO; else the strategy's natural one."""
+    if recipe.rl:
+        return "verl"
+    if recipe.launch.program_kind == "accelerate" and recipe.strategy != "megatron":
+        return "accelerate-deepspeed" if recipe.strategy == "zero" else "accelerate"
+    return DEFAULT_BACKEND[recipe.strategy]
+
+
 def resolve(recipe: Recipe, *, detected_gpus: int | None = None, world: int | None = None,
             micro: int | None = None) -> Plan:
     """Resolve a declared recipe into a Plan, or raise a `RecipeError` pointing at the cause.
@@ -59,10 +70,11 @@ def resolve(recipe: Recipe, *, detected_gpus: int | None = None, world: int | No
         _check_virtual_stages(recipe, batch.accumulation)
     backend = recipe.launch.backend
     if backend == AUTO:
-        backend = "verl" if recipe.rl else DEFAULT_BACKEND[recipe.strategy]
+        backend = default_backend(recipe)
+        by_kind = backend != DEFAULT_BACKEND[recipe.strategy] and not recipe.rl
+        kind = f" and launch.program_kind {recipe.launch.program_kind}" if by_kind else ""
         prov["launch.backend"] = f"default for strategy {recipe.strategy}" + (
-            " with rl" if recipe.rl else ""
-        )
+            " with rl" if recipe.rl else kind)
     if recipe.grad_clip == 0:
         prov["grad_clip"] = "disabled (0 or null)"
     elif recipe.grad_clip is None:

@@ -84,6 +84,22 @@ def test_a_deepspeed_script_is_searched_under_zero(cli: Callable[..., Result], h
     assert "--script train.py is a deepspeed program, which --engine accelerate cannot run" in conflict.err
 
 
+def test_a_trainer_script_gets_only_what_the_trainer_runs_and_launches(
+        cli: Callable[..., Result], here: Path) -> None:
+    """Without the kind the winner on 2 × 8 H100s is FSDP2 with a pipeline, which no Trainer runs."""
+    (here / "train.py").write_text("from transformers import Trainer, TrainingArguments\n")
+    job = ("--nodes", "2", "--gpus-per-node", "8", "--gpu", "h100", "--global-batch", "512", "--seq-len", "8192")
+    shape = ("--hidden-size", "4096", "--layers", "36", "--heads", "32", "--intermediate-size", "12288",
+             "--vocab", "151936")
+    result = cli("init", *shape, *job, "--script", "train.py", "-o", "r.yaml")
+    assert result.code == 0, result.err
+    text = (here / "r.yaml").read_text()
+    assert '  program_kind: "hf"  # read from the script' in text and "  pipeline: 1" in text
+    dry = cli("launch", "r.yaml", "--dry-run", "--run-dir", here / "run")
+    assert dry.code == 0, dry.err
+    assert "distrecipe: program kind hf: launch.program_kind in the recipe" in dry.err
+
+
 def test_an_engine_restricts_the_search(cli: Callable[..., Result], here: Path) -> None:
     result = cli("init", *SHAPE, *JOB, "--engine", "accelerate")
     assert result.code == 0, result.err

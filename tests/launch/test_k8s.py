@@ -56,7 +56,7 @@ def test_every_shipped_recipe_and_program_kind_is_accepted(
     for kind in NON_VERL_KINDS:
         for written in ("trainjob", "pytorchjob"):
             job = manifest(capsys, recipe, f"launch.k8s.kind={written}", "launch.k8s.image=ghcr.io/org/train:1",
-                           program_kind=kind)
+                           program_kind=kind, allow_no_fit=True)  # the seed's DDP and ZeRO-1 do not fit
             assert judged(job) == [], (kind, written)
             if written == "pytorchjob":
                 assert judged(job, "pytorchjob-v1.9.4") == [], (kind, "trainer@v1.9.4's PyTorchJob CRD")

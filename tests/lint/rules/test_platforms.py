@@ -50,7 +50,7 @@ def test_what_launch_k8s_writes_lints_clean(recipe: Path, kind: str, tmp_path: P
     monkeypatch.chdir(ROOT)  # where the node command's recipe path points
     capsys.readouterr()
     assert launch(recipe=str(recipe.relative_to(ROOT)), k8s=True, overrides=(f"launch.k8s.kind={kind}",),
-                  environ={}) == 0
+                  environ={}, allow_no_fit=True) == 0  # the seed's DDP and ZeRO-1 do not fit 80 GB
     job = tmp_path / "job.yaml"
     job.write_text(capsys.readouterr().out, encoding="utf-8")
     assert findings(job) == []

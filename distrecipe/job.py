@@ -186,6 +186,13 @@ class Plan:
         """The training script decides the batch: the files leave it to the program."""
         return self.resolved_batch is None
 
+    @property
+    def script_accumulation(self) -> int | None:
+        """Within a script's batch, the accumulation the recipe still states (an Accelerate
+        config's `gradient_accumulation_steps`); None where the script decides it too."""
+        stated = self.recipe.batch.accumulation
+        return stated if self.script_batch and isinstance(stated, int) else None
+
     def explain(self) -> list[tuple[str, object, str]]:
         """Every resolved value with where it came from, in a stable order."""
         values = plan_values(self)

@@ -84,10 +84,14 @@ def test_model_parallel_must_divide_the_world() -> None:
         plan_of(tp=3)
 
 
-def test_both_micro_and_global_auto_is_refused_naming_what_to_set() -> None:
-    with pytest.raises(RecipeError, match=r"batch\.micro and batch\.global are both auto.*--set batch\.micro="
-                       ) as err:
-        plan_of("auto", 4, "auto")
+def test_micro_and_global_auto_leave_the_batch_to_the_script_with_its_accumulation() -> None:
+    """An Accelerate config states its accumulation and leaves the micro-batch to the
+    DataLoader: the plan keeps the one and asks for the other where numbers are needed."""
+    plan = plan_of("auto", 4, "auto")
+    assert (plan.script_batch, plan.script_accumulation) == (True, 4)
+    assert plan.provenance["batch.accumulation"] == "recipe"
+    with pytest.raises(RecipeError, match=r"batch is the training script's.*--set batch\.micro=") as err:
+        _ = plan.batch
     assert err.value.where is not None and err.value.where.line == 7  # at batch.micro
 
 

@@ -44,9 +44,10 @@ def launch_env(plan: Plan) -> dict[str, str]:
     """
     if distributed_type(plan) == "DEEPSPEED":
         return {}
-    if plan.script_batch:
+    if plan.script_batch and plan.script_accumulation is None:
         return {}  # the script's Accelerator (or its Trainer) says it
-    return {"ACCELERATE_GRADIENT_ACCUMULATION_STEPS": str(plan.batch.accumulation)}
+    accumulation = plan.script_accumulation or plan.batch.accumulation
+    return {"ACCELERATE_GRADIENT_ACCUMULATION_STEPS": str(accumulation)}
 
 
 def findings(plan: Plan) -> list[Finding]:
@@ -202,6 +203,10 @@ def render(plan: Plan, options: EmitOptions) -> Output:
 
 
 def _batch_line(plan: Plan) -> str:
+    if plan.script_batch and plan.script_accumulation is not None:
+        return ("# Batch (no Accelerate keys): the training script's micro-batch (its DataLoader's "
+                f"batch_size, or the Trainer's --per_device_train_batch_size) x accumulation "
+                f"{plan.script_accumulation}.")
     if plan.script_batch:
         return ("# Batch (no Accelerate keys): the training script's (its DataLoader's batch_size, or the "
                 "Trainer's --per_device_train_batch_size and --gradient_accumulation_steps).")

@@ -43,6 +43,8 @@ def emit(plan: Plan, *, hf_auto: bool = False) -> dict[str, Any]:
 
     if plan.script_batch:  # the Trainer (or Accelerate) fills them from the script's arguments
         config: dict[str, Any] = dict.fromkeys(BATCH_KEYS.values(), "auto")
+        if plan.script_accumulation is not None:
+            config[BATCH_KEYS["accumulation"]] = auto(plan.script_accumulation)
     else:
         micro, accumulation = plan.batch.micro, plan.batch.accumulation
         batch = {"global": micro * accumulation * batch_ranks(plan), "micro": micro,
@@ -178,8 +180,10 @@ def findings(plan: Plan, *, hf_auto: bool = False, alone: bool = True) -> list[F
         found.append(finding("DR235", "deepspeed", "bf16.enabled and fp16.enabled are \"auto\": the HF "
                              "Trainer fills them; raw DeepSpeed reads neither as on and trains in fp32"))
     if plan.script_batch:
-        found.append(finding("DR223", "deepspeed", "train_batch_size, train_micro_batch_size_per_gpu and "
-                             "gradient_accumulation_steps are \"auto\": raw DeepSpeed refuses them; the HF "
+        keys = "train_batch_size and train_micro_batch_size_per_gpu are" \
+            if plan.script_accumulation is not None and not hf_auto else \
+            "train_batch_size, train_micro_batch_size_per_gpu and gradient_accumulation_steps are"
+        found.append(finding("DR223", "deepspeed", f"{keys} \"auto\": raw DeepSpeed refuses them; the HF "
                              "Trainer or Accelerate fills them"))
     found += schedule_findings(plan, hf_auto)
     found += precision_findings(plan, "deepspeed", activations=True, reduce=True)

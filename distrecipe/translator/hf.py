@@ -94,8 +94,10 @@ def findings(plan: Plan) -> list[Finding]:
         found.append(finding("DR235", TARGET, "bf16 and fp16 are left to the script's flags (the Trainer's "
                              "default is fp32)"))
     if plan.script_batch:
-        found.append(finding("DR223", TARGET, "per_device_train_batch_size and gradient_accumulation_steps "
-                             "are left to the script's flags (the Trainer's defaults are 8 and 1)"))
+        left = "per_device_train_batch_size is" if plan.script_accumulation is not None else \
+            "per_device_train_batch_size and gradient_accumulation_steps are"
+        found.append(finding("DR223", TARGET, f"{left} left to the script's flags (the Trainer's defaults "
+                             "are 8 and 1)"))
     columns: tuple[Engine, ...] = ("hf", "deepspeed") if plan.recipe.strategy == "zero" else ("hf",)
     return found + carry.findings(plan, columns, TARGET)
 
@@ -108,6 +110,8 @@ def emit(plan: Plan) -> dict[str, Any]:
     args: dict[str, Any] = {} if plan.script_batch else {
         "per_device_train_batch_size": plan.batch.micro,
         "gradient_accumulation_steps": plan.batch.accumulation}
+    if plan.script_accumulation is not None:
+        args["gradient_accumulation_steps"] = plan.script_accumulation
     if recipe.precision != "auto":  # else the script's --bf16 / --fp16
         args |= {"bf16": plan.precision == "bf16", "fp16": plan.precision == "fp16"}
     if recipe.optimizer is not None:

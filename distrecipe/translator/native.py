@@ -31,8 +31,10 @@ Check = Callable[[Plan, Any], bool]
 
 
 def _auto_or(expected: Callable[[Plan], Any]) -> Check:
-    # With the batch the script's, only "auto" (the Trainer's fill) agrees: a number would decide it.
-    return lambda plan, value: value == "auto" or (not plan.script_batch and same(value, expected(plan)))
+    # With the batch the script's, only "auto" (the Trainer's fill) or the stated accumulation
+    # agrees (`expected` is None for what the script decides): a number would decide it.
+    return lambda plan, value: value == "auto" or (
+        (wanted := expected(plan)) is not None and same(value, wanted))
 
 
 def _enabled(precision: str) -> Check:
@@ -53,9 +55,11 @@ def _fsdp1(plan: Plan, value: Any) -> bool:
     return stage == (plan.stage if plan.recipe.strategy == "fsdp" else 0) and hybrid == plan.dims.hybrid
 
 
-_BATCH = {"micro": lambda p: p.batch.micro, "accumulation": lambda p: p.batch.accumulation,
-          # In DeepSpeed's count of ranks (AutoTP's tensor ranks each once: `batch_ranks`).
-          "global": lambda p: p.batch.micro * p.batch.accumulation * batch_ranks(p)}
+_BATCH: dict[str, Callable[[Plan], int | None]] = {
+    "micro": lambda p: None if p.script_batch else p.batch.micro,
+    "accumulation": lambda p: p.script_accumulation if p.script_batch else p.batch.accumulation,
+    # In DeepSpeed's count of ranks (AutoTP's tensor ranks each once: `batch_ranks`).
+    "global": lambda p: None if p.script_batch else p.batch.micro * p.batch.accumulation * batch_ranks(p)}
 DECIDED: dict[str, dict[KeyPath, tuple[str, Check]]] = {
     "deepspeed": {
         **{(key,): (f"batch.{ours}", _auto_or(_BATCH[ours])) for ours, key in BATCH_KEYS.items()},

@@ -61,7 +61,8 @@ def resolve(recipe: Recipe, *, detected_gpus: int | None = None, world: int | No
     _check_expert(recipe, dims)
     batch = None if script_batch(recipe) else _batch(recipe, dims.dp, prov, micro, gpu_memory)
     if batch is None:
-        prov.update(dict.fromkeys(("batch.micro", "batch.accumulation", "batch.global"), SCRIPT_BATCH))
+        prov.update(dict.fromkeys(("batch.micro", "batch.global"), SCRIPT_BATCH))
+        prov["batch.accumulation"] = SCRIPT_BATCH if recipe.batch.accumulation == AUTO else "recipe"
     else:
         if recipe.batch.micro_tokens is not None:
             prov["batch.micro"] = (f"at most global / DP = {batch.global_} / {dims.dp}: micro-batches are "
@@ -452,11 +453,11 @@ SCRIPT_BATCH = ("the training script decides (batch.micro and batch.global are a
 
 
 def script_batch(recipe: Recipe) -> bool:
-    """Nothing in the recipe fixes the batch (micro, accumulation and global `auto`, no token
-    budget): the training script does, as an HF Trainer template or an Accelerate config
-    leaves it. A stated accumulation alone is refused, since no engine could carry it alone."""
+    """Nothing in the recipe fixes the batch's size (micro and global `auto`, no token budget):
+    the training script does, as an HF Trainer template or an Accelerate config leaves it.
+    An accumulation the recipe states is kept (`Plan.script_accumulation`)."""
     b = recipe.batch
-    return (b.micro == AUTO and b.global_ == AUTO and b.accumulation == AUTO and b.micro_tokens is None
+    return (b.micro == AUTO and b.global_ == AUTO and b.micro_tokens is None
             and b.micro_policy != "accumulation-1")
 
 

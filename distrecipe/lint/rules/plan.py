@@ -51,7 +51,7 @@ def memory_does_not_fit(src: Source) -> Iterator[Problem]:
 def does_not_fit(plan: Plan) -> str | None:
     """DR370's message when the plan needs more than `cluster.gpu_memory` (lint's rule, which
     `compile` runs too: it refuses such a recipe)."""
-    if plan.recipe.model.params is None:
+    if plan.recipe.model.params is None or plan.script_batch:  # no size, or no micro-batch to size
         return None
     from distrecipe.plan.report import estimate  # only recipes that size a model need it
 

@@ -89,6 +89,9 @@ def batch(data: dict[str, Any], tensor: int = 1) -> dict[str, Any]:
     total = numbers["global"]
     if isinstance(total, int) and total % tensor == 0:
         numbers["global"] = total // tensor
+    if isinstance(total, int) and not any(theirs in data for theirs in
+                                          (engine.BATCH_KEYS["micro"], engine.BATCH_KEYS["accumulation"])):
+        numbers["micro_policy"] = "accumulation-1"  # DeepSpeed's rule for a train_batch_size alone
     return numbers
 
 

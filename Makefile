@@ -43,11 +43,12 @@ lint: $(VENV)/.test-installed
 	$(BIN)/ruff check distrecipe tests benchmarks scripts
 	$(BIN)/mypy
 
+# Two workers, one per core: a SLURM or Ray cluster test keeps to one (xdist_group "clusters").
 test: lint $(SKY_VENV)/.installed
-	$(BIN)/python -m pytest -q --durations=10
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=10
 
 test-fast: $(VENV)/.test-installed $(SKY_VENV)/.installed
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not slow"
 
 bench: $(VENV)/.test-installed
 	$(BIN)/python benchmarks/cli_speed.py

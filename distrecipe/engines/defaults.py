@@ -42,7 +42,10 @@ Lookup = Callable[[Path], Default | None]
 
 def canonical(kind: Kind, path: Path) -> Path:
     """The name the engine reads a key under, so two spellings of one setting compare
-    as one: DeepSpeed's `stage3_` aliases, Accelerate's optional section prefixes."""
+    as one: DeepSpeed's `stage3_` aliases and its legacy `bfloat16`, Accelerate's optional
+    section prefixes."""
+    if kind == "deepspeed" and path[:1] == ("bfloat16",):  # DeepSpeed reads it where `bf16` is absent
+        path = ("bf16", *path[1:])  # (runtime/precision_config.py get_bfloat16_config: BFLOAT16_OLD)
     if kind == "deepspeed" and path:
         found = section("deepspeed", path[:-1])
         alias = found.keys.get(path[-1], {}).get("alias_of") if found else None

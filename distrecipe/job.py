@@ -236,7 +236,8 @@ def plan_values(plan: Plan) -> dict[str, object]:
         resolved |= {"batch.micro": batch.micro, "batch.accumulation": batch.accumulation,
                      "batch.global": batch.global_}
     else:  # the script's: not a number the job model knows, and never "auto" in a resolved value
-        resolved |= dict.fromkeys(("batch.micro", "batch.accumulation", "batch.global"))
+        resolved |= dict.fromkeys(("batch.micro", "batch.global"))
+        resolved["batch.accumulation"] = plan.script_accumulation  # what the recipe still states
     out: dict[str, object] = {}
     for key, value in values.items():
         out[key] = resolved.get(key, value)

@@ -310,7 +310,7 @@ def write_changed(path: Path, kind: str, written: tuple[str, ...], new: Any, out
         if not pattern.search(text):
             return False
         token = literal if isinstance(new, int | float) else f"'{literal}'"  # a quoted number is a string
-        out.write_text(pattern.sub(lambda m: m.group(1) + token, text, count=1), encoding="utf-8")
+        out.write_text(pattern.sub(lambda m: m.group(1) + token, text), encoding="utf-8")  # every place it is set
         return True
     data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     node = data

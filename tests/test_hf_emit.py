@@ -97,8 +97,8 @@ def check_fsdp_matches_accelerate(plan: Plan, args: Any) -> None:
     assert plugin.cpu_ram_efficient_loading is fsdp["fsdp_cpu_ram_efficient_loading"]
     if "fsdp_state_dict_type" in fsdp:
         assert plugin.state_dict_type.name == fsdp["fsdp_state_dict_type"]
-    else:  # unstated on both sides: each engine keeps its own default
-        assert "state_dict_type" not in args.fsdp_plugin_args
+    else:  # unstated: distrecipe writes none, and the Trainer's own default stands
+        assert "state_dict_type" not in hf.emit(plan).get("fsdp_config", {})
     if plan.recipe.model.layer_cls:
         assert plugin.transformer_cls_names_to_wrap == [fsdp["fsdp_transformer_layer_cls_to_wrap"]]
 

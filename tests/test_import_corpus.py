@@ -29,7 +29,6 @@ from distrecipe.engines.accelerate import EMITTED_DEFAULTS as ACCELERATE_DEFAULT
 from distrecipe.engines.deepspeed import NO_DEFAULT, emitted_default
 from distrecipe.errors import DistrecipeError
 from distrecipe.judges import deepspeed as deepspeed_judge
-from distrecipe.recipe import batch_from_script
 from distrecipe.source import Document
 from distrecipe.translator import verl
 from distrecipe.translator.importers import World
@@ -49,6 +48,24 @@ OUTPUT = {"deepspeed": "ds_config.json", "accelerate": "accelerate_config.yaml",
 
 _LEGACY_MICRO = "ppo_micro_batch_size is deprecated, and verl 0.9.1's workers never convert it"
 REFUSED: dict[str, str] = {
+    # Issue 20's set B: verl 0.9.1's workers never convert the deprecated ppo_micro_batch_size.
+    "Jiayi-Pan__TinyZero__examples__ppo_trainer__run_deepseek7b_llm_sp2.sh": "actor_rollout_ref.actor.ppo_micro_batch_size is deprecated",
+    "Jiayi-Pan__TinyZero__examples__split_placement__run_deepseek7b_llm.sh": "actor_rollout_ref.actor.ppo_micro_batch_size is deprecated",
+    "PRIME-RL__PRIME__training__examples__run_prime_main.sh": "actor_rollout_ref.actor.ppo_micro_batch_size is deprecated",
+    "PeterGriffinJin__Search-R1__example__multinode__train_grpo_multinode_32b.sh": "actor_rollout_ref.actor.ppo_micro_batch_size is deprecated",
+    "PeterGriffinJin__Search-R1__train_grpo.sh": "actor_rollout_ref.actor.ppo_micro_batch_size is deprecated",
+    "PeterGriffinJin__Search-R1__train_ppo.sh": "actor_rollout_ref.actor.ppo_micro_batch_size is deprecated",
+    "Unakar__Logic-RL__main_grpo.sh": "actor_rollout_ref.actor.ppo_micro_batch_size is deprecated",
+    "Unakar__Logic-RL__scripts__train_ppo_3B_4gpu.sh": "actor_rollout_ref.actor.ppo_micro_batch_size is deprecated",
+    "Unakar__Logic-RL__scripts__train_reinforce_plus_4gpu_7Binstruct.sh": "actor_rollout_ref.actor.ppo_micro_batch_size is deprecated",
+    # Set B: the mini-batch is a shell variable or an interpolation, not a number import can carry.
+    "Jiayi-Pan__TinyZero__examples__sft__gsm8k__run_gemma_2b.sh": "verl's actor batch needs an integer ppo_mini_batch_size",
+    "RAGEN-AI__RAGEN__config__base.yaml": "verl's actor batch needs an integer ppo_mini_batch_size",
+    "hiyouga__EasyR1__examples__config.yaml": "verl's actor batch needs an integer ppo_mini_batch_size",
+    # Set B: a fork's own trainer (EasyR1, RAGEN), not verl's main_ppo: no kind distrecipe reads.
+    "RAGEN-AI__RAGEN__train_all.sh": "not a config distrecipe reads",
+    "hiyouga__EasyR1__examples__qwen2_5_7b_math_grpo.sh": "not a config distrecipe reads",
+    "hiyouga__EasyR1__examples__qwen3_4b_math_grpo_lora.sh": "not a config distrecipe reads",
     # Not JSON (a comment in the file): DeepSpeed's json.load refuses it as well.
     "microsoft__DeepSpeedExamples__Megatron-LM-v1.1.5-ZeRO3__curriculum_learning__"
     "ds_zero_stage_2_config_curriculum_fixed_linear.json": "invalid JSON",
@@ -64,6 +81,7 @@ REFUSED: dict[str, str] = {
 }
 """File → what the import's error says; every other corpus file imports without --set."""
 DIFFERENCES: dict[str, dict[str, Any]] = {
+    "Jiayi-Pan__TinyZero__scripts__train_tiny_zero.sh": {"trainer.n_gpus_per_node": 8},  # `$N_GPUS`: --world 8
     # n_gpus_per_node is `$GPUS_PER_NODE` in the script: --world 8 says it, and compile writes 8.
     "SkyworkAI__Skywork-OR1__or1_script__train__run_ds_32b.sh": {"trainer.n_gpus_per_node": 8},
     "SkyworkAI__Skywork-OR1__or1_script__train__run_ds_7b.sh": {"trainer.n_gpus_per_node": 8},
@@ -84,9 +102,8 @@ def round_trip(path: Path) -> tuple[dict[str, Any], dict[str, Any], str]:
     kind, doc = read_native(path)
     imported = import_document(kind, doc, world_of(kind, doc.data))
     given = doc.data if imported.read is None else imported.read  # a script's `$VAR`s as its shell passes them
-    data = {**imported.recipe, "name": "rt"}
-    extra = ["batch.micro=2"] if batch_from_script(data.get("batch")) else []
-    plan = resolve(recipe_from_document(apply_overrides(Document(data, str(path)), extra), path.parent))
+    data = {**imported.recipe, "name": "rt"}  # a script's batch stays the script's: no stand-in
+    plan = resolve(recipe_from_document(apply_overrides(Document(data, str(path)), []), path.parent))
     if kind == "verl":
         return given, verl.nested(plan), kind
     text = TARGETS[kind](plan, EmitOptions()).files[OUTPUT[kind]]

@@ -73,9 +73,10 @@ def check_numbers(judge: Any, plan: Plan, cfg: Any) -> None:
         expected = 1 if plan.stage == 0 else plan.dims.shard_group * plan.dims.sequence
         assert shards == expected
         assert judge.dtype(fsdp.mixed_precision["param_dtype"]) == DTYPES[plan.precision]
-        if plan.recipe.optimizer.name != "sgd":
-            assert list(actor.optim.betas) == list(plan.recipe.optimizer.betas)
-            assert actor.optim.override_optimizer_config["eps"] == plan.recipe.optimizer.eps
+        if stated is not None and stated.name != "sgd" and stated.betas is not None:
+            assert list(actor.optim.betas) == list(stated.betas)
+        if stated is not None and stated.name != "sgd" and stated.eps is not None:
+            assert actor.optim.override_optimizer_config["eps"] == stated.eps
     rollout = cfg.actor_rollout_ref.rollout
     assert rollout.gpu_memory_utilization == (
         ROLLOUT_MEMORY_DEFAULT if plan.recipe.rl.rollout_memory is None else plan.recipe.rl.rollout_memory)

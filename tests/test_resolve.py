@@ -95,6 +95,15 @@ def test_micro_and_global_auto_leave_the_batch_to_the_script_with_its_accumulati
     assert err.value.where is not None and err.value.where.line == 7  # at batch.micro
 
 
+def test_accumulation_1_without_micro_or_global_is_refused_naming_what_to_set() -> None:
+    text = BASE.format(micro="auto", acc="auto", glob="auto", nodes=1, gpus=8, tp=1).replace(
+        "global: auto}", "global: auto, micro_policy: accumulation-1}")
+    with pytest.raises(RecipeError, match=r"micro_policy accumulation-1 divides the global batch.*--set batch\.global="
+                       ) as err:
+        resolve(recipe_from_text(text, "r.yaml"))
+    assert err.value.where is not None and err.value.where.line == 7  # at batch.micro
+
+
 def test_non_integer_micro_offers_nearest_globals() -> None:
     with pytest.raises(RecipeError) as err:
         plan_of("auto", 3, 64)

@@ -479,12 +479,11 @@ def _batch(recipe: Recipe, dp: int, prov: dict[str, str], chosen: int | None,
             "varies: leave batch.micro and batch.accumulation auto and give batch.global",
             recipe.at("batch.micro", "batch.accumulation", "batch.micro_tokens", "batch"),
         )
-    if glob is None and micro is None:  # accumulation alone: no engine can carry it
+    if glob is None and micro is None:  # only under micro_policy accumulation-1 (else the script's)
         raise RecipeError(
-            "batch.micro and batch.global are both auto, so nothing fixes the batch: set batch.micro "
-            "(per GPU; the HF Trainer's --per_device_train_batch_size, the DataLoader's batch_size) or "
-            "batch.global, e.g. --set batch.micro=4, or leave batch.accumulation auto too for the "
-            "training script to decide the whole batch",
+            "batch.micro and batch.global are both auto, and batch.micro_policy accumulation-1 divides "
+            "the global batch: set batch.global (or batch.micro, per GPU), e.g. --set batch.global=64, "
+            "or drop the policy for the training script to decide the batch",
             recipe.at("batch.micro", "batch.global", "batch"),
         )
     if glob is not None and dp > glob:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import socket
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,21 @@ def test_accelerate_agrees_with_the_corpus(case: Path) -> None:
     world = next((int(line.split(":")[1]) for line in (case / "expect").read_text().splitlines()
                   if line.startswith("# world:")), None)
     assert accelerate_verdict(case, config) == lint_verdict(case, world)
+
+
+def test_a_busy_port_on_this_machine_does_not_change_the_verdict(tmp_path: Path) -> None:
+    """Accelerate refuses a multi-node launch whose port has a listener here; the judge
+    reads the file, so another process on that port must not decide it."""
+    case = CORPUS / "DR344" / "multinode-no-accumulation"
+    for source in case.iterdir():
+        (tmp_path / source.name).write_bytes(source.read_bytes())
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
+        listener.bind(("localhost", 0))
+        listener.listen()
+        config = yaml.safe_load((case / "accelerate.yaml").read_text())
+        config["main_process_port"] = listener.getsockname()[1]
+        (tmp_path / "accelerate.yaml").write_text(yaml.safe_dump(config))
+        assert accelerate_verdict(tmp_path, "accelerate.yaml") == "forced-accumulation"
 
 
 @settings(max_examples=60, deadline=None)

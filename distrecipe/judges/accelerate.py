@@ -28,23 +28,28 @@ SCRIPT = "train.py"
 
 def launch_env(config_file: Path, flags: tuple[str, ...] = ()) -> tuple[Any, dict[str, str]]:
     """`accelerate launch --config_file FILE [flags] train.py`: the merged arguments and
-    the environment the workers get. Raises what `accelerate launch` raises."""
+    the environment the workers get. Raises what `accelerate launch` raises.
+
+    The port is judged free: whether this machine has a process on it says nothing of
+    the file, and Accelerate's check would make the verdict depend on what else runs.
+    """
     from accelerate.commands import launch
     from accelerate.utils import launch as launch_utils
 
     args = launch.launch_command_parser().parse_args(["--config_file", str(config_file), *flags, SCRIPT])
     args, defaults, mp_from_config = launch._validate_launch_command(args)
-    if args.use_deepspeed:
-        # What launch_command does before deepspeed_launcher (accelerate/commands/launch.py).
-        fields = list(defaults.deepspeed_config.keys()) if defaults else []
-        if mp_from_config:
-            fields.append("mixed_precision")
-        args.deepspeed_fields_from_accelerate_config = ",".join(fields)
-        _, env = launch_utils.prepare_deepspeed_cmd_env(args)
-    elif args.use_fsdp or args.multi_gpu or args.use_megatron_lm:
-        env = launch_utils.prepare_multi_gpu_env(args)
-    else:
-        _, env = launch_utils.prepare_simple_launcher_cmd_env(args)
+    with mock.patch.object(launch_utils, "is_port_in_use", return_value=False):
+        if args.use_deepspeed:
+            # What launch_command does before deepspeed_launcher (accelerate/commands/launch.py).
+            fields = list(defaults.deepspeed_config.keys()) if defaults else []
+            if mp_from_config:
+                fields.append("mixed_precision")
+            args.deepspeed_fields_from_accelerate_config = ",".join(fields)
+            _, env = launch_utils.prepare_deepspeed_cmd_env(args)
+        elif args.use_fsdp or args.multi_gpu or args.use_megatron_lm:
+            env = launch_utils.prepare_multi_gpu_env(args)
+        else:
+            _, env = launch_utils.prepare_simple_launcher_cmd_env(args)
     return args, {key: str(value) for key, value in env.items()}
 
 

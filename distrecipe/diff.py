@@ -80,6 +80,12 @@ class Diff:
     notes: list[str]
     """What a side did not state and took from the other, and what was not compared."""
 
+    @property
+    def same_job(self) -> bool:
+        """No change, and no stated value left out of the comparison: a value the import
+        could not carry is in no Plan, so two files that differ there are not shown equal."""
+        return not self.changes and not any(NOT_CARRIED in note for note in self.notes)
+
 
 NATIVE: dict[str, Kind] = {kind: kind for kind in KINDS if kind in ENGINES or kind in PLATFORMS}
 """The kinds compared key by key when both sides are one of them (job files, `engines.platforms`,

@@ -28,6 +28,7 @@ from hypothesis import HealthCheck, event, given, settings
 from distrecipe.engines.accelerate import distributed_type
 from distrecipe.errors import RecipeError
 from distrecipe.job import Plan
+from distrecipe.judges import accelerate as accelerate_judge
 from distrecipe.translator import accelerate as emitter
 from distrecipe.translator.targets import EmitOptions
 from tests.emit_strategies import engine_documents, plan_of
@@ -47,20 +48,8 @@ PARSER_DESTS = set(vars(PARSER.parse_args(["train.py"])))
 
 def launched(directory: Path, plan: Plan) -> tuple[Any, dict[str, str]]:
     """The merged launch arguments and the worker environment for the files in `directory`."""
-    path = str(directory / "accelerate_config.yaml")
-    args = PARSER.parse_args(["--config_file", path, "train.py"])
-    args, defaults, mp_from_config = launch._validate_launch_command(args)
-    if args.use_deepspeed:
-        # What launch_command does before deepspeed_launcher (accelerate/commands/launch.py).
-        fields = list(defaults.deepspeed_config.keys())
-        if mp_from_config:
-            fields.append("mixed_precision")
-        args.deepspeed_fields_from_accelerate_config = ",".join(fields)
-        _, env = launch_utils.prepare_deepspeed_cmd_env(args)
-    else:
-        env = launch_utils.prepare_multi_gpu_env(args)
-    env.update(emitter.launch_env(plan))
-    return args, env
+    args, env = accelerate_judge.launch_env(directory / "accelerate_config.yaml")
+    return args, {**env, **emitter.launch_env(plan)}
 
 
 def check_accepted(plan: Plan) -> None:

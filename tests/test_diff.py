@@ -299,5 +299,12 @@ def test_a_stated_value_the_import_drops_is_named(cli: Callable[..., Result],
     odd = write("b.json", json.dumps({**base, "bf16": {"enabled": "sometimes"}}))
     result = cli("diff", recipe, odd, "--world", "8")
     assert result.code == 0, result.err
+    lines = result.out.splitlines()
+    assert lines[0] == f"{recipe} and {odd} differ in nothing compared, but a stated value was not compared " \
+                       "(notes below)"
     assert f"note: {odd}: bf16.enabled = 'sometimes' disagrees with the imported precision and is not carried: " \
-           "check the recipe's precision" in result.out.splitlines()
+           "check the recipe's precision" in lines
+    assert json.loads(cli("diff", recipe, odd, "--world", "8", "--format", "json").out)["same_job"] is False
+    markdown = cli("diff", recipe, odd, "--world", "8", "--format", "markdown").out
+    assert "No semantic change" not in markdown and "_Note: " in markdown and "bf16.enabled" in markdown
+    assert json.loads(cli("diff", recipe, plain, "--world", "8", "--format", "json").out)["same_job"] is True

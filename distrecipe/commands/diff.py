@@ -58,10 +58,17 @@ def impact_lines(impact: Impact) -> list[str]:
     return lines
 
 
+def _headline(result: Diff, old: str, new: str) -> str:
+    """What no change means: the same job, or only that nothing compared differs."""
+    if result.same_job:
+        return f"{old} and {new} describe the same job"
+    return f"{old} and {new} differ in nothing compared, but a stated value was not compared (notes below)"
+
+
 def text(result: Diff, old: str, new: str) -> str:
     if not result.changes:
         notes = [f"note: {note}" for note in result.notes]
-        return "\n".join([f"{old} and {new} describe the same job", *notes]) + "\n"
+        return "\n".join([_headline(result, old, new), *notes]) + "\n"
     lines = [f"{c.key}: {' → '.join(_sides(c))}" for c in result.changes]
     if result.impact is not None:
         lines += ["", "impact:"] + [f"  {line}" for line in impact_lines(result.impact)]
@@ -76,11 +83,14 @@ def markdown(result: Diff, old: str, new: str) -> str:
     inputs, written through `output`'s Markdown escapers: a `|`, line break or backtick in
     a key or value stays inside its cell instead of ending the row or the table."""
     lines = [f"### distrecipe diff: {markdown_code(old)} → {markdown_code(new)}", ""]
-    if not result.changes:
-        return "\n".join([*lines, "No semantic change: both describe the same job."]) + "\n"
-    lines += ["| setting | before | after |", "|---|---|---|"]
-    lines += [f"| {markdown_code(c.key, cell=True)} | " + " | ".join(map(markdown_text, _sides(c))) + " |"
-              for c in result.changes]
+    if result.same_job:
+        lines.append("No semantic change: both describe the same job.")
+    elif not result.changes:
+        lines.append("No compared setting differs, but a stated value was not compared (notes below).")
+    else:
+        lines += ["| setting | before | after |", "|---|---|---|"]
+        lines += [f"| {markdown_code(c.key, cell=True)} | " + " | ".join(map(markdown_text, _sides(c))) + " |"
+                  for c in result.changes]
     if result.impact is not None:
         lines += ["", "**Impact** (from `distrecipe plan`):", ""]
         lines += [f"- {markdown_text(line)}" for line in impact_lines(result.impact)]
@@ -98,6 +108,7 @@ def as_json(result: Diff, old: str, new: str) -> str:
         "changes": [{"key": c.key, "old": c.old, "new": c.new, "old_source": c.old_source or None,
                      "new_source": c.new_source or None} for c in result.changes],
         "notes": result.notes,
+        "same_job": result.same_job,
         "unpriced": result.unpriced,
         "impact": None if impact is None else {
             "label": list(impact.label),

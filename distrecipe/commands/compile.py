@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from distrecipe.api import plan_of_recipe
-from distrecipe.commands.echo import echo_findings, echo_name_note
+from distrecipe.commands.echo import echo_findings, echo_name_note, lint_refusal
 from distrecipe.commands.lint import project_config
 from distrecipe.commands.options import overrides_option, recipe_argument
 from distrecipe.engines.heads import refusal
@@ -17,7 +17,7 @@ from distrecipe.job import Plan
 from distrecipe.keys import dotted
 from distrecipe.lint.config import Consumer
 from distrecipe.lint.engine import Report, check_recipe, check_written
-from distrecipe.output import one_line, write_files
+from distrecipe.output import write_files
 from distrecipe.recipe import Recipe
 from distrecipe.source import read_document
 from distrecipe.translator.load import apply_overrides, recipe_from_document
@@ -76,28 +76,18 @@ def compile_recipe(
 
 
 def _refused(report: Report) -> bool:
-    """Print `report`'s findings (lint's lines) and, when one is an error, the refusal:
-    True, so nothing is written and compile exits 1, as `lint` exits on the same files.
+    """Print `report`'s findings and, when one is an error, the refusal: True, so nothing
+    is written and compile exits 1, as `lint` exits on the same files.
 
     The recipe is judged first, before any engine is asked (an engine's refusal would hide
     lint's reason), then the files about to be written. `--hf-auto` with `-t deepspeed`
     says the Trainer reads the ds_config, so its `"auto"` values are filled; else the files
     written beside it say who reads it.
     """
-    for problem in report.unusable:  # an emitted file lint cannot read: a bug, said as such
-        click.echo(one_line(f"{problem.where}: error: distrecipe cannot read back what it "
-                            f"would write: {problem.message}"), err=True)
-    for finding in report.findings:
-        click.echo(one_line(str(finding)), err=True)
-    errors = [f for f in report.findings if f.severity == "error"]
-    if not errors and not report.unusable:
-        return False
-    count = len(errors) + len(report.unusable)
-    codes = ", ".join(sorted({f.code for f in errors})) or "unreadable output"
-    click.echo(f"distrecipe: error: nothing written: lint reports {count} error{'s' if count != 1 else ''} "
-               f"({codes}); fix {'it' if count == 1 else 'them'}, or silence a code as for lint "
-               "(`# distrecipe: ignore[CODE]` in the recipe, [tool.distrecipe] disable)", err=True)
-    return True
+    refused = lint_refusal(report, outcome="nothing written")
+    if refused is not None:
+        click.echo(f"distrecipe: error: {refused}", err=True)
+    return refused is not None
 
 
 def _check_split(recipe: Recipe, plan: Plan) -> None:

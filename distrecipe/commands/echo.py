@@ -8,6 +8,7 @@ import click
 
 from distrecipe.findings import Finding
 from distrecipe.job import Plan, derived_name_note
+from distrecipe.lint.engine import Report
 from distrecipe.output import one_line
 
 
@@ -27,3 +28,25 @@ def echo_findings(source: str, findings: Iterable[Finding]) -> None:
     """
     for finding in findings:
         click.echo(f"{source}: {finding}", err=True)
+
+
+def lint_refusal(report: Report, *, outcome: str) -> str | None:
+    """Print `report`'s findings (lint's lines); when one is an error, the refusal to raise
+    or print, saying `outcome` ("nothing written", "nothing launched"), else None.
+
+    compile and launch judge a recipe and the files it becomes with lint's own checks, so
+    neither runs what `lint` refuses on the same files.
+    """
+    for problem in report.unusable:  # an emitted file lint cannot read: a bug, said as such
+        click.echo(one_line(f"{problem.where}: error: distrecipe cannot read back what it "
+                            f"would write: {problem.message}"), err=True)
+    for finding in report.findings:
+        click.echo(one_line(str(finding)), err=True)
+    errors = [f for f in report.findings if f.severity == "error"]
+    if not errors and not report.unusable:
+        return None
+    count = len(errors) + len(report.unusable)
+    codes = ", ".join(sorted({f.code for f in errors})) or "unreadable output"
+    return (f"{outcome}: lint reports {count} error{'s' if count != 1 else ''} ({codes}); fix "
+            f"{'it' if count == 1 else 'them'}, or silence a code as for lint (`# distrecipe: ignore[CODE]` "
+            "in the recipe, [tool.distrecipe] disable)")

@@ -18,10 +18,12 @@ from typing import get_args
 
 import click
 
-from distrecipe.api import load_plan
-from distrecipe.commands.echo import echo_findings, echo_name_note
+from distrecipe.api import plan_of_recipe
+from distrecipe.commands.echo import echo_findings, echo_name_note, lint_refusal
+from distrecipe.commands.lint import project_config
 from distrecipe.commands.options import overrides_option, recipe_argument
 from distrecipe.errors import LaunchError
+from distrecipe.findings import Finding
 from distrecipe.job import Plan
 from distrecipe.launch.k8s import k8s_manifest
 from distrecipe.launch.launchers import LAUNCHERS
@@ -44,10 +46,13 @@ from distrecipe.launch.skypilot import skypilot_task
 from distrecipe.launch.slurm import batch_script
 from distrecipe.launch.spec import executable
 from distrecipe.launch.supervise import LAUNCH_ID, new_launch_id, supervise
+from distrecipe.lint.engine import Report, check_recipe, check_written
 from distrecipe.plan.programs import script_duties
 from distrecipe.recipe import Backend, K8sKind, ProgramKind
-from distrecipe.source import read_text
+from distrecipe.source import Document, read_document, read_text
+from distrecipe.translator.load import apply_overrides, recipe_from_document
 from distrecipe.translator.resolve import variant
+from distrecipe.translator.targets import launch_world
 
 NOT_STARTED = 127
 """Recorded as the exit code when the launcher itself could not be started (the shell's code)."""
@@ -58,12 +63,40 @@ KINDS: tuple[ProgramKind, ...] = get_args(ProgramKind)
 
 
 def load(recipe: str, overrides: Sequence[str], target: Backend | None,
-         environ: Mapping[str, str]) -> Plan:
-    """Resolve the recipe; GPUs are detected only when it says `gpus_per_node: auto`."""
-    plan = load_plan(recipe, overrides, environ=environ, must_detect=True)
+         environ: Mapping[str, str]) -> tuple[Document, Plan]:
+    """The recipe as written (overrides applied) and its plan; GPUs are detected only
+    when it says `gpus_per_node: auto`."""
+    document = apply_overrides(read_document(recipe), overrides)
+    plan = plan_of_recipe(recipe_from_document(document, Path(recipe).parent), environ=environ,
+                          must_detect=True)
     if target is not None:
         plan = variant(plan, "--target", launch={"backend": target})
-    return plan
+    return document, plan
+
+
+LEFT_TO_FIT = "DR370"
+"""Lint's no-fit error, which `check_fit` decides for launch (with `--allow-no-fit`)."""
+
+
+def check_lint(document: Document, plan: Plan) -> list[Finding]:
+    """Lint's checks on the recipe, as `compile` runs them: an error refuses the launch, so
+    launch never starts what compile would not write. Returns what they said."""
+    said = [f for f in check_recipe(document, plan, project_config()) if f.code != LEFT_TO_FIT]
+    _refuse(Report(said))
+    return said
+
+
+def check_configs(document: Document, plan: Plan, files: Mapping[str, str], said: list[Finding]) -> None:
+    """Lint's checks on the config files the job reads, as `compile` runs them on what it
+    writes; a fact `said` at the recipe is not repeated."""
+    _refuse(check_written(files, recipe=document, said=said, config=project_config(),
+                          world=launch_world(plan)))
+
+
+def _refuse(report: Report) -> None:
+    refused = lint_refusal(report, outcome="nothing launched")
+    if refused is not None:
+        raise LaunchError(refused)
 
 
 def _say(line: str) -> None:
@@ -79,12 +112,13 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
            allow_no_fit: bool = False) -> int:
     """Launch RECIPE's job (or describe it); returns the job's exit code."""
     env = dict(os.environ if environ is None else environ)
-    plan = load(recipe, overrides, target, env)
+    document, plan = load(recipe, overrides, target, env)
     echo_name_note(plan)
     user_program = parse_program(plan, program)
     plan, kind = choose_kind(plan, user_program, kind=program_kind, backend_given=target is not None)
     check_program(plan, kind.kind)
     fit = check_fit(plan, allow_no_fit=allow_no_fit, say=_say)
+    said = check_lint(document, plan)
     if slurm:
         argv = slurm_argv(plan, recipe=recipe, overrides=overrides, runs_root=runs_root,
                           timeout=timeout, program=program, program_kind=program_kind,
@@ -113,6 +147,7 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
     path = run_directory(plan, run_dir=run_dir, runs_root=runs_root, node_rank=node_rank, environ=env)
     configs = emit_configs(plan, kind.kind)
     echo_findings(plan.recipe.source, (*configs.findings, *script_duties(plan, kind.kind)))
+    check_configs(document, plan, configs.files, said)
     _say(f"distrecipe: program kind {kind.kind}: {kind.reason}")
     user_program, given = hand_off(plan, user_program, kind.kind, run_dir=path, configs=configs.files,
                                    allow_override=allow_override)

@@ -1,5 +1,6 @@
 """`distrecipe launch` refuses what `plan` refuses: a plan that does not fit, a layout the
-program cannot carry; each as one positioned line and exit 2."""
+program cannot carry; and what `compile` refuses: a recipe or a config file lint rejects.
+Each as positioned lines and exit 2, nothing started."""
 
 from __future__ import annotations
 
@@ -121,3 +122,41 @@ def test_a_torchrun_script_is_told_to_checkpoint_its_own_blocks(
     assert result.code == 0, result.err
     assert "warning DR222: torchrun: not carried" in result.err
     assert "activation_checkpointing full: the program reads it from the plan (DISTRECIPE_PLAN)" in result.err
+
+
+MISSPELT = TINY.read_text() + "native:\n  deepspeed:\n    zero_optimization:\n      overlap_com: true\n"
+
+
+@pytest.mark.parametrize("mode", [("--dry-run",), ("--slurm",), ("--k8s",), ()], ids=lambda m: m[0] if m else "run")
+def test_a_recipe_lint_rejects_is_not_launched(cli: Cli, tmp_path: Path, write: Callable[[str, str], Path],
+                                               mode: tuple[str, ...]) -> None:
+    """compile writes nothing for it; launch starts nothing, on every platform's path."""
+    recipe = write("r.yaml", MISSPELT)
+    result = cli("launch", recipe, *mode, "--runs-root", tmp_path / "runs")
+    assert result.code == 2 and result.out == ""
+    line = len(MISSPELT.splitlines())
+    assert f"{recipe}:{line}:7: error DR313: 'overlap_com' is not a key of DeepSpeed" in result.err
+    assert "distrecipe: error: nothing launched: lint reports 1 error (DR313)" in result.err
+    assert not (tmp_path / "runs").exists()
+    assert cli("compile", recipe).code == 1  # the same judgement
+
+
+def test_a_code_silenced_for_lint_is_silenced_for_launch(cli: Cli, tmp_path: Path,
+                                                         write: Callable[[str, str], Path]) -> None:
+    recipe = write("r.yaml", MISSPELT.replace("overlap_com: true", "overlap_com: true  # distrecipe: ignore[DR313]"))
+    result = cli("launch", recipe, "--dry-run", "--run-dir", tmp_path / "run")
+    assert result.code == 0, result.err
+    assert json.loads(result.out)["argv"][0].endswith("deepspeed")
+
+
+def test_an_error_in_a_config_the_job_reads_is_not_launched(cli: Cli, tmp_path: Path,
+                                                            write: Callable[[str, str], Path]) -> None:
+    """A whole-file rule on the ds_config (DR310: an "auto" raw DeepSpeed reads) is run on
+    the files the job reads, as compile runs it on what it writes."""
+    recipe = write("r.yaml", TINY.read_text() + "native:\n  deepspeed:\n    zero_optimization:\n"
+                                                "      stage3_max_live_parameters: \"auto\"\n")
+    result = cli("launch", recipe, "--dry-run", "--run-dir", tmp_path / "run")
+    assert result.code == 2 and result.out == ""
+    assert "error DR310: \"auto\" at zero_optimization.stage3_max_live_parameters" in result.err
+    assert "nothing launched: lint reports 1 error (DR310)" in result.err
+    assert cli("compile", recipe, "-o", tmp_path / "out").code == 1

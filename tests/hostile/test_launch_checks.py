@@ -134,7 +134,9 @@ def test_a_file_name_cannot_end_the_directive(cli: Cli, tmp_path: Path) -> None:
     # after it is one quoted shell word, whatever it holds.
     directives = result.out.split("\nset -euo pipefail\n", 1)[0]
     assert not any(line.startswith("#SBATCH --wrap") for line in directives.splitlines())
-    assert len(result.err.splitlines()) == 1, result.err  # the note, one line whatever the file name
+    lines = result.err.splitlines()  # the note, and lint's notes on the recipe: each one line
+    assert len([line for line in lines if ": note: name " in line]) == 1, result.err
+    assert not any(line.startswith("#SBATCH") for line in lines), result.err
 
 
 def test_accelerate_yaml_and_summary_carry_a_hostile_name_as_data(cli: Cli, tmp_path: Path) -> None:
@@ -201,7 +203,7 @@ native:
   deepspeed:
     comet: {enabled: false, api_key: hunter2-native-key, project: "https://u:hunter2-native-url@x.example/p"}
   hf: {hub_token: hunter2-hf-token}
-  verl: ["trainer.wandb_api_key=hunter2-verl-key"]
+  verl: ["+trainer.wandb_api_key=hunter2-verl-key"]
 """
 """Secrets outside `launch.args`: in comments, by name and by value under `native`."""
 
@@ -230,13 +232,13 @@ def test_secrets_elsewhere_in_the_recipe_reach_only_what_the_job_reads(
         "enabled": False, "api_key": "hunter2-native-key", "project": "https://u:hunter2-native-url@x.example/p",
         "experiment_key": "hunter2-set-key"}
     assert plan["recipe"]["native"]["hf"] == {"hub_token": "hunter2-hf-token"}
-    assert plan["recipe"]["native"]["verl"] == ["trainer.wandb_api_key=hunter2-verl-key"]
+    assert plan["recipe"]["native"]["verl"] == ["+trainer.wandb_api_key=hunter2-verl-key"]
     for name in ("plan.json", "ds_config.json"):
         (run / name).unlink()
     copy = load_plan(run / "recipe.yaml")
     native = copy.recipe.native
     assert native.deepspeed["comet"] == {"enabled": False, "api_key": REDACTED, "project": REDACTED}
-    assert native.hf == {"hub_token": REDACTED} and native.verl == (f"trainer.wandb_api_key={REDACTED}",)
+    assert native.hf == {"hub_token": REDACTED} and native.verl == (f"+trainer.wandb_api_key={REDACTED}",)
     assert copy.recipe.launch.args == ("--lr", "1e-4") and copy.batch.global_ == 8
     written = [p for p in run.rglob("*") if p.is_file()]
     assert sorted(p.name for p in written) == ["recipe.yaml", "run.json"]

@@ -43,7 +43,7 @@ lint: $(VENV)/.test-installed
 	$(BIN)/ruff check distrecipe tests benchmarks scripts
 	$(BIN)/mypy
 
-# Two workers, one per core: a SLURM or Ray cluster test keeps to one (xdist_group "clusters").
+# Two workers, one per core: the SLURM and Ray cluster tests keep to one (tests/conftest.py CLUSTERS).
 test: lint $(SKY_VENV)/.installed
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=10
 

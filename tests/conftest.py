@@ -22,6 +22,25 @@ if os.environ.get("CI"):
 ROOT = Path(__file__).resolve().parent.parent
 RECIPES = ROOT / "recipes"
 
+CLUSTERS = ("tests/slurm/", "tests/launch/test_ray_cluster.py")
+"""The tests that start a real SLURM or Ray cluster on this machine: one worker runs
+them all, since each worker's session would start its own cluster on the same ports."""
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup`, grouped by path: CLUSTERS are one work unit, every other test
+    its own. xdist 3.8 names a group by rewriting `item._nodeid`, which pytest 9.2 no
+    longer reads, so an `xdist_group` mark would group nothing."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ClusterGroups(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return "clusters" if nodeid.startswith(CLUSTERS) else nodeid
+
+    return ClusterGroups(config, log)
+
 
 @dataclass(frozen=True)
 class Result:

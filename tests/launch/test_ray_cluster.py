@@ -25,7 +25,7 @@ import yaml
 from distrecipe.commands.launch import launch
 from tests.launch.ray_cluster import RayCluster, session_members
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("clusters")]  # one SLURM or Ray cluster at a time
+pytestmark = pytest.mark.slow  # one worker runs every cluster test (conftest.CLUSTERS)
 
 RECIPE = Path(__file__).parent / "rl-tiny-2x2.yaml"
 VERL_CORE = ("transfer_queue", "cachetools", "uvicorn", "fastapi")

@@ -6,7 +6,7 @@ import pytest
 
 from tests.slurm.fixture import SlurmCluster
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("clusters")]  # one SLURM or Ray cluster at a time
+pytestmark = pytest.mark.slow  # one worker runs every cluster test (conftest.CLUSTERS)
 
 
 def test_srun_reaches_both_nodes(slurm_cluster: SlurmCluster) -> None:

@@ -20,7 +20,7 @@ import pytest
 
 from tests.slurm.fixture import SlurmCluster
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("clusters")]  # one SLURM or Ray cluster at a time
+pytestmark = pytest.mark.slow  # one worker runs every cluster test (conftest.CLUSTERS)
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "recipes" / "tiny-cpu.yaml"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -27,19 +28,31 @@ CLUSTERS = ("tests/slurm/", "tests/launch/test_ray_cluster.py")
 them all, since each worker's session would start its own cluster on the same ports."""
 
 
+@functools.cache
+def _shares_a_module_fixture(module: str) -> bool:
+    """Whether a test module defines a module-scoped fixture (one training, one judge's
+    setup): split over two workers, each would build it."""
+    path = ROOT / module
+    return path.suffix == ".py" and path.is_file() and 'scope="module"' in path.read_text(encoding="utf-8")
+
+
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """`--dist loadgroup`, grouped by path: CLUSTERS are one work unit, every other test
-    its own. xdist 3.8 names a group by rewriting `item._nodeid`, which pytest 9.2 no
-    longer reads, so an `xdist_group` mark would group nothing."""
+    """`--dist loadgroup`, grouped here: CLUSTERS are one work unit, a module sharing a
+    module-scoped fixture another, every other test its own. xdist 3.8 names an
+    `xdist_group` by rewriting `item._nodeid`, which pytest 9.2 no longer reads, so the
+    mark would group nothing."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
-    class ClusterGroups(LoadScopeScheduling):  # type: ignore[misc]
+    class Units(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
-            return "clusters" if nodeid.startswith(CLUSTERS) else nodeid
+            module = nodeid.split("::", 1)[0]
+            if module.startswith(CLUSTERS):
+                return "clusters"
+            return module if _shares_a_module_fixture(module) else nodeid
 
-    return ClusterGroups(config, log)
+    return Units(config, log)
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,13 @@ from tests.test_verl_emit import QUIET, check_numbers, composed
 pytestmark = pytest.mark.slow  # imports DeepSpeed, Accelerate, transformers and verl
 
 JUDGED = ("deepspeed", "accelerate", "hf", "verl")
-TALLY: Counter[str] = Counter()
+
+
+@pytest.fixture(scope="module")
+def tally() -> Counter[str]:
+    """What the property test judged, for the module's last test to report. Module-scoped,
+    so the two tests run in one worker (`tests/conftest.py`)."""
+    return Counter()
 
 
 def judge_ds_config(plan: Plan, text: str) -> None:
@@ -52,14 +58,15 @@ def judge_ds_config(plan: Plan, text: str) -> None:
 @settings(max_examples=200, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(doc=engine_documents(rl=True))
-def test_every_target_emits_what_lint_and_the_engine_accept(judge: Any, doc: dict[str, Any]) -> None:
+def test_every_target_emits_what_lint_and_the_engine_accept(judge: Any, tally: Counter[str],
+                                                            doc: dict[str, Any]) -> None:
     plan = plan_of(doc)
-    TALLY["recipes"] += 1
+    tally["recipes"] += 1
     for target in JUDGED:
         try:
             output = TARGETS[target](plan, EmitOptions())
         except RecipeError:
-            TALLY[f"{target} refused by distrecipe"] += 1
+            tally[f"{target} refused by distrecipe"] += 1
             event(f"{target}: refused by distrecipe")
             continue
         assert lint_errors(plan, output) == [], target
@@ -73,14 +80,14 @@ def test_every_target_emits_what_lint_and_the_engine_accept(judge: Any, doc: dic
             cfg = composed(judge, plan)
             judge.validate(cfg)
             check_numbers(judge, plan, cfg)
-        TALLY[f"{target} emitted and accepted"] += 1
-        TALLY["pairs accepted"] += 1
+        tally[f"{target} emitted and accepted"] += 1
+        tally["pairs accepted"] += 1
         event(f"{target}: accepted")
 
 
-def test_tally() -> None:
+def test_tally(tally: Counter[str]) -> None:
     """Runs after the property test (file order): the count the closing note reports."""
-    if not TALLY["recipes"]:
-        pytest.skip("the property test did not run")
-    print("\nrecipes × targets judged:", dict(sorted(TALLY.items())))
-    assert TALLY["pairs accepted"] > 0
+    if not tally["recipes"]:
+        pytest.skip("the property test was deselected")
+    print("\nrecipes × targets judged:", dict(sorted(tally.items())))
+    assert tally["pairs accepted"] > 0

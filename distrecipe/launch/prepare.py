@@ -57,7 +57,7 @@ def emit_configs(plan: Plan, kind: ProgramKind | None = None) -> Configs:
     files: dict[str, str] = {}
     findings: list[Finding] = []
     for name in emitted_targets(plan, kind):
-        output = TARGETS[name](plan, EmitOptions())
+        output = TARGETS[name](plan, EmitOptions(launched=True))
         findings += output.findings
         files.update(output.files)
     return Configs(files, tuple(findings))

@@ -50,7 +50,7 @@ def launch_env(plan: Plan) -> dict[str, str]:
     return {"ACCELERATE_GRADIENT_ACCUMULATION_STEPS": str(accumulation)}
 
 
-def findings(plan: Plan) -> list[Finding]:
+def findings(plan: Plan, *, launched: bool = False) -> list[Finding]:
     """Every way the Accelerate config differs from the recipe; errors mean no config."""
     kind = distributed_type(plan)
     found = token_batch_findings(plan, TARGET)
@@ -98,7 +98,7 @@ def findings(plan: Plan) -> list[Finding]:
         found.append(finding("DR235", TARGET, "mixed_precision is left out: the Trainer's --bf16 / --fp16 "
                              "set it; a script without the Trainer runs Accelerate's default, no (fp32)"))
     columns: tuple[Engine, ...] = ("accelerate", "deepspeed") if kind == "DEEPSPEED" else ("accelerate",)
-    return found + carry.findings(plan, columns, TARGET)
+    return found + carry.findings(plan, columns, TARGET, launched=launched)
 
 
 def _fsdp_findings(plan: Plan) -> list[Finding]:
@@ -193,7 +193,7 @@ def fsdp_config(plan: Plan) -> dict[str, Any]:
 
 def render(plan: Plan, options: EmitOptions) -> Output:
     """`accelerate_config.yaml`, plus the ds_config it points at on the DeepSpeed path."""
-    found = findings(plan)
+    found = findings(plan, launched=options.launched)
     refuse_errors(found)
     files: dict[str, str] = {}
     if distributed_type(plan) == "DEEPSPEED":

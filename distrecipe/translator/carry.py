@@ -233,13 +233,17 @@ PRIVATE = frozenset({"launch.args", "launch.skypilot.setup"})
 """Fields a finding names by key only: a program's argv and a setup script carry tokens."""
 
 
-def findings(plan: Plan, columns: tuple[Engine, ...], target: str) -> list[Finding]:
+def findings(plan: Plan, columns: tuple[Engine, ...], target: str, *,
+             launched: bool = False) -> list[Finding]:
     """A finding for every stated field none of `columns` carries (the files `target`
-    writes: Accelerate's DeepSpeed path also writes a ds_config), one line per code."""
+    writes: Accelerate's DeepSpeed path also writes a ds_config), one line per code.
+    `launched`: `launch` writes the files and carries `launch.*` itself, so those are not lost."""
     from distrecipe.translator.equivalence import finding  # the codes' catalogue
 
     lost: dict[str, list[str]] = {}
     for key, value in stated(plan):
+        if launched and key.startswith("launch."):
+            continue
         cells = [FIELDS[key].cell(column) for column in columns]
         if all(cell.how == "not carried" for cell in cells):
             cell = cells[0]

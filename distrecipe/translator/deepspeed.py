@@ -157,7 +157,8 @@ def warmup_steps(schedule: Schedule) -> int | None:
     return math.ceil(schedule.warmup_ratio * schedule.total_steps)
 
 
-def findings(plan: Plan, *, hf_auto: bool = False, alone: bool = True) -> list[Finding]:
+def findings(plan: Plan, *, hf_auto: bool = False, alone: bool = True,
+             launched: bool = False) -> list[Finding]:
     """Where DeepSpeed cannot say exactly what the recipe says (codes in the equivalence table);
     under `hf_auto` the Trainer fills the schedule's steps. `alone`: the ds_config is the
     target's only file, so what it does not carry is named here (`carry`); the Accelerate
@@ -172,7 +173,7 @@ def findings(plan: Plan, *, hf_auto: bool = False, alone: bool = True) -> list[F
 
     found = token_batch_findings(plan, "deepspeed") + expert_findings(plan, "deepspeed")
     if alone:
-        found += carry.findings(plan, ("deepspeed",), "deepspeed")
+        found += carry.findings(plan, ("deepspeed",), "deepspeed", launched=launched)
     if plan.recipe.strategy == "fsdp":
         found.append(finding("DR238", "deepspeed", f"strategy fsdp stage {plan.stage} runs as DeepSpeed's "
                              f"ZeRO-{plan.stage}"))

@@ -44,7 +44,7 @@ def uses_fsdp(plan: Plan) -> bool:
     return plan.recipe.strategy == "fsdp" and distributed_type(plan) == "FSDP"
 
 
-def findings(plan: Plan) -> list[Finding]:
+def findings(plan: Plan, *, launched: bool = False) -> list[Finding]:
     """Where TrainingArguments cannot say what the recipe says."""
     found = token_batch_findings(plan, TARGET) + expert_findings(plan, TARGET)
     if plan.recipe.strategy == "megatron" or plan.dims.pipeline > 1:
@@ -99,7 +99,7 @@ def findings(plan: Plan) -> list[Finding]:
         found.append(finding("DR223", TARGET, f"{left} left to the script's flags (the Trainer's defaults "
                              "are 8 and 1)"))
     columns: tuple[Engine, ...] = ("hf", "deepspeed") if plan.recipe.strategy == "zero" else ("hf",)
-    return found + carry.findings(plan, columns, TARGET)
+    return found + carry.findings(plan, columns, TARGET, launched=launched)
 
 
 def emit(plan: Plan) -> dict[str, Any]:
@@ -180,7 +180,7 @@ def _fsdp_config(plan: Plan) -> dict[str, Any]:
 
 def render(plan: Plan, options: EmitOptions) -> Output:
     """`training_args.json`, plus the ds_config its `deepspeed` key names."""
-    found = findings(plan)
+    found = findings(plan, launched=options.launched)
     files: dict[str, str] = {}
     if plan.recipe.strategy == "zero":
         found += deepspeed.findings(plan, hf_auto=options.hf_auto, alone=False)

@@ -25,6 +25,9 @@ from distrecipe.translator import deepspeed
 class EmitOptions:
     hf_auto: bool = False
     """Keep "auto" where the Hugging Face Trainer fills values (DeepSpeed config)."""
+    launched: bool = False
+    """The files are for `distrecipe launch`, whose argv and environment carry `launch.*`:
+    those fields are not named as left out of them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +45,7 @@ def render_deepspeed(plan: Plan, options: EmitOptions) -> Output:
     """`ds_config.json`, with what no key of it carries named."""
     from distrecipe.translator.equivalence import refuse_errors  # only a few recipes need it
 
-    found = deepspeed.findings(plan, hf_auto=options.hf_auto)
+    found = deepspeed.findings(plan, hf_auto=options.hf_auto, launched=options.launched)
     refuse_errors(found)
     return Output(
         files={CONFIG_FILE: to_json(deepspeed.emit(plan, hf_auto=options.hf_auto))},

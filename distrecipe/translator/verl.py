@@ -72,9 +72,9 @@ def mini_batch(plan: Plan) -> int:
     return plan.batch.global_ // plan.recipe.rl.rollout_n
 
 
-def findings(plan: Plan) -> list[Finding]:
+def findings(plan: Plan, *, launched: bool = False) -> list[Finding]:
     """Inexact mappings, and every batch rule verl would refuse, before any GPU."""
-    found = _structure_findings(plan)
+    found = _structure_findings(plan, launched)
     if plan.recipe.rl is None:
         found.append(finding("DR208", TARGET, "verl needs rl.rollout_n and rl.prompts_per_step"))
         return found
@@ -130,7 +130,7 @@ def stated_degree(stated: Mapping[str, tuple[int, object]], path: KeyPath, defau
     return value if type(value) is int and value >= 1 else default
 
 
-def _structure_findings(plan: Plan) -> list[Finding]:
+def _structure_findings(plan: Plan, launched: bool) -> list[Finding]:
     megatron = plan.recipe.strategy == "megatron"
     found: list[Finding] = expert_findings(plan, TARGET, carried=megatron)
     if not megatron:
@@ -182,7 +182,7 @@ def _structure_findings(plan: Plan) -> list[Finding]:
     if schedule is not None and megatron and schedule.min_lr_ratio and lr is None:
         found.append(finding("DR208", TARGET, "schedule.min_lr_ratio: Megatron's floor is an absolute "
                              "min_lr, so optimizer.lr must be stated"))
-    return found + carry.findings(plan, ("verl",), TARGET)
+    return found + carry.findings(plan, ("verl",), TARGET, launched=launched)
 
 
 def _batch_findings(plan: Plan) -> list[Finding]:
@@ -419,7 +419,7 @@ def nested(plan: Plan) -> dict[str, Any]:
 
 def render(plan: Plan, options: EmitOptions) -> Output:
     """`verl_overrides.txt` and `verl_actor.yaml`, or a `RecipeError` verl would raise later."""
-    found = findings(plan)
+    found = findings(plan, launched=options.launched)
     refuse_errors(found)
     return Output(
         files={

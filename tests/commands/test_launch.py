@@ -160,3 +160,13 @@ def test_an_error_in_a_config_the_job_reads_is_not_launched(cli: Cli, tmp_path: 
     assert "error DR310: \"auto\" at zero_optimization.stage3_max_live_parameters" in result.err
     assert "nothing launched: lint reports 1 error (DR310)" in result.err
     assert cli("compile", recipe, "-o", tmp_path / "out").code == 1
+
+
+def test_launch_does_not_name_what_it_carries_itself_as_lost(cli: Cli, tmp_path: Path) -> None:
+    """`launch.*` is not in the ds_config (compile names it, DR234), but launch's own argv
+    and environment carry it: launch does not report it lost."""
+    compiled = cli("compile", TINY)
+    assert compiled.code == 0 and "DR234" in compiled.err and "launch.backend deepspeed" in compiled.err
+    launched = cli("launch", TINY, "--dry-run", "--run-dir", tmp_path / "run")
+    assert launched.code == 0, launched.err
+    assert "launch.backend" not in launched.err and "DR234" not in launched.err

@@ -107,8 +107,10 @@ def check_program(plan: Plan, kind: ProgramKind) -> None:
     """Refuse a plan whose parallelism the program cannot carry (`plan.programs`), at the key."""
     found = refusal(plan, kind)
     if found is not None:
-        raise RecipeError(f"program kind {kind} cannot run this recipe: {found.message}; change {found.key} "
-                          "(plan --search --program-kind offers what it runs)", plan.recipe.at(found.key))
+        (key,) = found.keys
+        raise RecipeError(f"program kind {kind} cannot run this recipe: {found.message}; change {key} "
+                          "(plan --search --program-kind offers what it runs)", plan.recipe.at(key),
+                          keys=found.keys)
 
 
 def _size(n: float) -> str:

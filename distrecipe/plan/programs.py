@@ -24,8 +24,7 @@ only what that kind runs. From the installed programs' own sources:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from distrecipe.errors import Refusal
 from distrecipe.findings import Finding
 from distrecipe.job import Plan
 from distrecipe.recipe import Backend, ProgramKind
@@ -46,36 +45,33 @@ engine only from `accelerate launch`; verl runs only under its own entry point).
 ACCELERATE: tuple[Backend, ...] = ("accelerate", "accelerate-deepspeed")
 
 
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    """Why a kind of program cannot run the plan, and the recipe key to change."""
-
-    key: str
-    message: str
-
-
 def refusal(plan: Plan, kind: ProgramKind) -> Refusal | None:
-    """The first thing `kind`'s program cannot carry of `plan` under its launcher, or None."""
+    """The first thing `kind`'s program cannot carry of `plan` under its launcher, naming the
+    one recipe key to change (`keys`), or None."""
     if plan.backend not in COMPATIBLE[kind]:
-        return Refusal("launch.backend", f"program kind {kind} cannot run under launch.backend "
-                       f"{plan.backend}: use one of {', '.join(COMPATIBLE[kind])}")
+        return _refusal("launch.backend", f"program kind {kind} cannot run under launch.backend "
+                        f"{plan.backend}: use one of {', '.join(COMPATIBLE[kind])}")
     if kind == "hf":
         return _trainer(plan)
     if kind == "deepspeed" and plan.dims.pipeline > 1 and plan.recipe.strategy != "megatron":
-        return Refusal("parallel.pipeline", f"parallel.pipeline {plan.dims.pipeline}: a raw DeepSpeed "
-                       "program pipelines only a PipelineModule it builds itself; no ds_config key carries "
-                       "the degree")
+        return _refusal("parallel.pipeline", f"parallel.pipeline {plan.dims.pipeline}: a raw DeepSpeed "
+                        "program pipelines only a PipelineModule it builds itself; no ds_config key carries "
+                        "the degree")
     if kind == "torchrun" and plan.recipe.strategy == "zero":
         return _lost(plan, "a torchrun program (no deepspeed.initialize) builds no DeepSpeed "
                      "Ulysses or AutoTP groups")
     return None
 
 
+def _refusal(key: str, message: str) -> Refusal:
+    return Refusal(message, keys=(key,))
+
+
 def _trainer(plan: Plan) -> Refusal | None:
     errors = [f for f in hf.findings(plan) if f.severity == "error"]
     if errors:
-        return Refusal(_first_key(plan, errors[0].message),
-                       "; ".join(f"{f.code} {f.message}" for f in errors))
+        why = "; ".join(f"{f.code} {f.message}" for f in errors)
+        return _refusal(_first_key(plan, errors[0].message), why)
     if hf.uses_fsdp(plan) and plan.backend not in ACCELERATE:
         return _lost(plan, "the HF Trainer takes tensor and context parallelism only from "
                      "`accelerate launch`'s parallelism_config (launch.backend accelerate), no "
@@ -98,7 +94,7 @@ def _lost(plan: Plan, why: str) -> Refusal | None:
         b = plan.batch
         runs = (f"; it would run DP {ranks}, global {b.micro} × {b.accumulation} × {ranks} = "
                 f"{b.micro * b.accumulation * ranks}, not {b.global_}")
-    return Refusal(key, f"{key} {degree}: {why}{runs}")
+    return _refusal(key, f"{key} {degree}: {why}{runs}")
 
 
 def _first_key(plan: Plan, message: str) -> str:

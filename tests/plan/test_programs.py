@@ -15,7 +15,7 @@ FSDP_CP4 = (*SIXTEEN, "strategy=fsdp", "stage=3", "parallel.sequence=4")
 
 def test_the_trainer_under_torchrun_drops_context_parallelism_and_says_the_batch_it_would_run() -> None:
     found = refusal(load_plan(str(SEED), FSDP_CP4), "hf")
-    assert found is not None and found.key == "parallel.sequence"
+    assert found is not None and found.keys == ("parallel.sequence",)
     assert found.message.startswith("parallel.sequence 4: the HF Trainer takes tensor and context parallelism "
                                     "only from `accelerate launch`'s parallelism_config")
     assert found.message.endswith("it would run DP 16, global 1 × 128 × 16 = 2048, not 512")
@@ -33,7 +33,7 @@ def test_the_trainer_under_accelerate_carries_context_parallelism() -> None:
 def test_what_the_trainer_cannot_express_is_refused_at_its_key(sets: tuple[str, ...], key: str,
                                                                words: str) -> None:
     found = refusal(load_plan(str(SEED), (*SIXTEEN, *sets)), "hf")
-    assert found is not None and found.key == key and words in found.message
+    assert found is not None and found.keys == (key,) and words in found.message
 
 
 def test_the_trainer_carries_autotp_beside_zero() -> None:
@@ -44,7 +44,7 @@ def test_the_trainer_carries_autotp_beside_zero() -> None:
                                            (("parallel.tensor=2",), "parallel.tensor")])
 def test_a_torchrun_script_builds_no_ulysses_or_autotp(sets: tuple[str, ...], key: str) -> None:
     found = refusal(load_plan(str(SEED), (*SIXTEEN, *sets)), "torchrun")
-    assert found is not None and found.key == key
+    assert found is not None and found.keys == (key,)
     assert "no deepspeed.initialize" in found.message and "DP 16, global 1 × 64 × 16 = 1024, not 512" \
         in found.message
 
@@ -56,7 +56,7 @@ def test_a_torchrun_script_under_fsdp2_builds_its_own_mesh() -> None:
 
 def test_a_raw_deepspeed_script_has_no_pipeline_but_ulysses() -> None:
     found = refusal(load_plan(str(SEED), (*FSDP_CP4, "parallel.sequence=1", "parallel.pipeline=2")), "deepspeed")
-    assert found is not None and found.key == "parallel.pipeline"
+    assert found is not None and found.keys == ("parallel.pipeline",)
     assert refusal(load_plan(str(SEED), (*SIXTEEN, "parallel.sequence=2")), "deepspeed") is None
 
 
@@ -64,7 +64,7 @@ def test_a_raw_deepspeed_script_has_no_pipeline_but_ulysses() -> None:
                                                ("deepspeed", "accelerate")])
 def test_a_launcher_the_kind_cannot_run_under_is_named(kind: str, backend: str) -> None:
     found = refusal(load_plan(str(SEED), (*SIXTEEN, f"launch.backend={backend}")), kind)  # type: ignore[arg-type]
-    assert found is not None and found.key == "launch.backend"
+    assert found is not None and found.keys == ("launch.backend",)
     assert found.message.startswith(f"program kind {kind} cannot run under launch.backend {backend}")
 
 

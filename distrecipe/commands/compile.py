@@ -19,8 +19,7 @@ from distrecipe.lint.config import Consumer
 from distrecipe.lint.engine import Report, check_recipe, check_written
 from distrecipe.output import write_files
 from distrecipe.recipe import Recipe
-from distrecipe.source import read_document
-from distrecipe.translator.load import apply_overrides, recipe_from_document
+from distrecipe.translator.load import read_recipe
 from distrecipe.translator.targets import TARGETS, EmitOptions, launch_world
 
 
@@ -37,9 +36,11 @@ def compile_recipe(
 
     Returns 0 when written, 1 when lint finds an error in the recipe or in a file to be
     written (each finding printed, nothing written: lint's exit code for the same files).
+    The recipe is judged first, before any engine is asked (an engine's refusal would hide
+    lint's reason), then the files. `--hf-auto` with `-t deepspeed` says the Trainer reads
+    the ds_config, so its `"auto"` values are filled; else the files beside it say who reads it.
     """
-    document = apply_overrides(read_document(recipe), overrides)
-    declared = recipe_from_document(document, Path(recipe).parent)
+    document, declared = read_recipe(recipe, overrides)
     plan = plan_of_recipe(declared)
     _check_split(declared, plan)
     if target == "verl":
@@ -77,13 +78,7 @@ def compile_recipe(
 
 def _refused(report: Report) -> bool:
     """Print `report`'s findings and, when one is an error, the refusal: True, so nothing
-    is written and compile exits 1, as `lint` exits on the same files.
-
-    The recipe is judged first, before any engine is asked (an engine's refusal would hide
-    lint's reason), then the files about to be written. `--hf-auto` with `-t deepspeed`
-    says the Trainer reads the ds_config, so its `"auto"` values are filled; else the files
-    written beside it say who reads it.
-    """
+    is written and compile exits 1, as `lint` exits on the same files."""
     refused = lint_refusal(report, outcome="nothing written")
     if refused is not None:
         click.echo(f"distrecipe: error: {refused}", err=True)

@@ -46,11 +46,12 @@ from distrecipe.launch.skypilot import skypilot_task
 from distrecipe.launch.slurm import batch_script
 from distrecipe.launch.spec import executable
 from distrecipe.launch.supervise import LAUNCH_ID, new_launch_id, supervise
+from distrecipe.lint.config import LintConfig
 from distrecipe.lint.engine import Report, check_recipe, check_written
 from distrecipe.plan.programs import script_duties
 from distrecipe.recipe import Backend, K8sKind, ProgramKind
-from distrecipe.source import Document, read_document, read_text
-from distrecipe.translator.load import apply_overrides, recipe_from_document
+from distrecipe.source import Document, read_text
+from distrecipe.translator.load import read_recipe
 from distrecipe.translator.resolve import variant
 from distrecipe.translator.targets import launch_world
 
@@ -66,9 +67,8 @@ def load(recipe: str, overrides: Sequence[str], target: Backend | None,
          environ: Mapping[str, str]) -> tuple[Document, Plan]:
     """The recipe as written (overrides applied) and its plan; GPUs are detected only
     when it says `gpus_per_node: auto`."""
-    document = apply_overrides(read_document(recipe), overrides)
-    plan = plan_of_recipe(recipe_from_document(document, Path(recipe).parent), environ=environ,
-                          must_detect=True)
+    document, declared = read_recipe(recipe, overrides)
+    plan = plan_of_recipe(declared, environ=environ, must_detect=True)
     if target is not None:
         plan = variant(plan, "--target", launch={"backend": target})
     return document, plan
@@ -78,19 +78,19 @@ LEFT_TO_FIT = "DR370"
 """Lint's no-fit error, which `check_fit` decides for launch (with `--allow-no-fit`)."""
 
 
-def check_lint(document: Document, plan: Plan) -> list[Finding]:
+def check_lint(document: Document, plan: Plan, config: LintConfig) -> list[Finding]:
     """Lint's checks on the recipe, as `compile` runs them: an error refuses the launch, so
     launch never starts what compile would not write. Returns what they said."""
-    said = [f for f in check_recipe(document, plan, project_config()) if f.code != LEFT_TO_FIT]
+    said = [f for f in check_recipe(document, plan, config) if f.code != LEFT_TO_FIT]
     _refuse(Report(said))
     return said
 
 
-def check_configs(document: Document, plan: Plan, files: Mapping[str, str], said: list[Finding]) -> None:
+def check_configs(document: Document, plan: Plan, files: Mapping[str, str], said: list[Finding],
+                  config: LintConfig) -> None:
     """Lint's checks on the config files the job reads, as `compile` runs them on what it
     writes; a fact `said` at the recipe is not repeated."""
-    _refuse(check_written(files, recipe=document, said=said, config=project_config(),
-                          world=launch_world(plan)))
+    _refuse(check_written(files, recipe=document, said=said, config=config, world=launch_world(plan)))
 
 
 def _refuse(report: Report) -> None:
@@ -118,7 +118,8 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
     plan, kind = choose_kind(plan, user_program, kind=program_kind, backend_given=target is not None)
     check_program(plan, kind.kind)
     fit = check_fit(plan, allow_no_fit=allow_no_fit, say=_say)
-    said = check_lint(document, plan)
+    config = project_config()
+    said = check_lint(document, plan, config)
     if slurm:
         argv = slurm_argv(plan, recipe=recipe, overrides=overrides, runs_root=runs_root,
                           timeout=timeout, program=program, program_kind=program_kind,
@@ -147,7 +148,7 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
     path = run_directory(plan, run_dir=run_dir, runs_root=runs_root, node_rank=node_rank, environ=env)
     configs = emit_configs(plan, kind.kind)
     echo_findings(plan.recipe.source, (*configs.findings, *script_duties(plan, kind.kind)))
-    check_configs(document, plan, configs.files, said)
+    check_configs(document, plan, configs.files, said, config)
     _say(f"distrecipe: program kind {kind.kind}: {kind.reason}")
     user_program, given = hand_off(plan, user_program, kind.kind, run_dir=path, configs=configs.files,
                                    allow_override=allow_override)

@@ -113,8 +113,14 @@ def _bounds(path: tuple[str, ...]) -> tuple[int, int | None]:
 
 def load_recipe(path: str | Path, overrides: Sequence[str] = ()) -> Recipe:
     """Read a recipe file, apply `--set` overrides, validate and build the `Recipe`."""
+    return read_recipe(path, overrides)[1]
+
+
+def read_recipe(path: str | Path, overrides: Sequence[str] = ()) -> tuple[Document, Recipe]:
+    """`load_recipe`, with the document as written and overridden: what lint judges, at
+    its positions, for compile and launch."""
     doc = apply_overrides(read_document(path), overrides)
-    return recipe_from_document(doc, base_dir=Path(path).parent)
+    return doc, recipe_from_document(doc, base_dir=Path(path).parent)
 
 
 def recipe_from_text(text: str, file: str = "<recipe>", overrides: Sequence[str] = ()) -> Recipe:

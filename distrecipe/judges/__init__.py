@@ -19,12 +19,14 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Literal
+from typing import Any, Literal
+from unittest import mock
 
 from distrecipe.source import KeyPath
 
-Outcome = Literal["accepts", "refuses", "differs", "not-judgeable"]
-"""`differs`: the engine starts, but does something other than the file says."""
+Outcome = Literal["accepts", "refuses", "differs", "not-judgeable", "unavailable"]
+"""`differs`: the engine starts, but does something other than the file says;
+`unavailable`: the judge itself could not run on the installed release."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +75,31 @@ EXTRAS = {"transformers": "hf"}
 
 class EngineMissing(Exception):
     """An engine a judge needs is not installed; the message names the pip extra."""
+
+
+class JudgeUnavailable(Exception):
+    """The judge cannot run on the installed release of its engine: a name it patches or
+    calls is gone. The judge's own breakage, never a verdict on the user's file."""
+
+
+def needed(owner: Any, name: str) -> Any:
+    """`owner.name`, a private helper of the engine the judge calls; `JudgeUnavailable`
+    when the installed release no longer has it."""
+    if not hasattr(owner, name):
+        where = getattr(owner, "__name__", type(owner).__name__)
+        raise JudgeUnavailable(f"{where} has no {name!r}")
+    return getattr(owner, name)
+
+
+@contextlib.contextmanager
+def patched(owner: Any, name: str, **how: Any) -> Iterator[None]:
+    """`mock.patch.object(owner, name, **how)`, after checking that `owner` still has
+    `name`: engines rename their private helpers between releases (Accelerate 1.16
+    dropped `accelerate.utils.dataclasses.is_cuda_available`), and a patch of a missing
+    name must say the judge cannot run, not look like the engine refusing the file."""
+    needed(owner, name)
+    with mock.patch.object(owner, name, **how):
+        yield
 
 
 def version(package: str) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from distrecipe.judges import Note, Verdict, first_line, version
+from distrecipe.judges import Note, Verdict, first_line, needed, patched, version
 
 SCRIPT = "train.py"
 """The training script named on the launch command line; never run."""
@@ -37,34 +37,41 @@ def launch_env(config_file: Path, flags: tuple[str, ...] = ()) -> tuple[Any, dic
     from accelerate.utils import launch as launch_utils
 
     args = launch.launch_command_parser().parse_args(["--config_file", str(config_file), *flags, SCRIPT])
-    args, defaults, mp_from_config = launch._validate_launch_command(args)
-    with mock.patch.object(launch_utils, "is_port_in_use", return_value=False):
+    args, defaults, mp_from_config = needed(launch, "_validate_launch_command")(args)
+    with patched(launch_utils, "is_port_in_use", return_value=False):
         if args.use_deepspeed:
             # What launch_command does before deepspeed_launcher (accelerate/commands/launch.py).
             fields = list(defaults.deepspeed_config.keys()) if defaults else []
             if mp_from_config:
                 fields.append("mixed_precision")
             args.deepspeed_fields_from_accelerate_config = ",".join(fields)
-            _, env = launch_utils.prepare_deepspeed_cmd_env(args)
+            _, env = needed(launch_utils, "prepare_deepspeed_cmd_env")(args)
         elif args.use_fsdp or args.multi_gpu or args.use_megatron_lm:
-            env = launch_utils.prepare_multi_gpu_env(args)
+            env = needed(launch_utils, "prepare_multi_gpu_env")(args)
         else:
-            _, env = launch_utils.prepare_simple_launcher_cmd_env(args)
+            _, env = needed(launch_utils, "prepare_simple_launcher_cmd_env")(args)
     return args, {key: str(value) for key, value in env.items()}
 
 
 def worker_plugin(args: Any, env: Mapping[str, str]) -> Any:
     """The plugin a worker builds from `env` (None for plain DDP); raises what it raises.
 
-    Built as on a CUDA machine: FSDP's `sync_module_states` asks for the current CUDA
-    device, the one thing here a CPU cannot answer.
+    Built as on a CUDA machine: FSDP's `sync_module_states` asks which accelerator
+    this is, the one thing here a CPU cannot answer. torch's public API answers "CUDA,
+    device 0", so no Accelerate private name is patched: Accelerate 1.15 asks
+    `torch.cuda.is_available()` through its own helper, 1.16 `torch.accelerator`.
     """
     import torch
     from accelerate.utils import dataclasses as plugins
 
-    with mock.patch.dict(os.environ, dict(env), clear=True), \
-            mock.patch.object(plugins, "is_cuda_available", return_value=True), \
-            mock.patch.object(torch.cuda, "current_device", return_value=0):
+    cuda = torch.device("cuda", 0)
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.dict(os.environ, dict(env), clear=True))
+        stack.enter_context(patched(torch.cuda, "is_available", return_value=True))
+        stack.enter_context(patched(torch.cuda, "current_device", return_value=0))
+        stack.enter_context(patched(torch.cuda, "device_count", return_value=1))
+        if hasattr(torch, "accelerator"):  # torch >= 2.6
+            stack.enter_context(patched(torch.accelerator, "current_accelerator", return_value=cuda))
         if args.use_deepspeed:
             return plugins.DeepSpeedPlugin()
         if args.use_fsdp:

@@ -20,9 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
-from unittest import mock
 
-from distrecipe.judges import Note, Verdict, find_auto, first_line, version
+from distrecipe.judges import Note, Verdict, find_auto, first_line, patched, version
 from distrecipe.judges import hf as hf_judge
 from distrecipe.keys import dotted, integer
 from distrecipe.source import KeyPath
@@ -41,8 +40,8 @@ def world_of(size: int) -> Iterator[None]:
     """DeepSpeed's view of the process group: `size` ranks, this one rank 0."""
     import deepspeed.comm as deepspeed_comm
 
-    with mock.patch.object(deepspeed_comm, "get_world_size", return_value=size), \
-            mock.patch.object(deepspeed_comm, "get_rank", return_value=0):
+    with patched(deepspeed_comm, "get_world_size", return_value=size), \
+            patched(deepspeed_comm, "get_rank", return_value=0):
         yield
 
 

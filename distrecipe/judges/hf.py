@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, cast
 from unittest import mock
 
-from distrecipe.judges import Note, Verdict, first_line, version
+from distrecipe.judges import Note, Verdict, first_line, patched, version
 
 WORLD_DEFAULT = 8
 """Ranks assumed when nothing states the world size: one node of 8 GPUs."""
@@ -36,11 +36,10 @@ def on_gpus(world: int) -> Iterator[None]:
     tf32 probes say yes (tf32 is not switched on in this process), the world is `world`."""
     from transformers import TrainingArguments, training_args
 
-    with mock.patch.object(training_args, "is_torch_bf16_gpu_available", return_value=True), \
-            mock.patch.object(training_args, "is_torch_tf32_available", return_value=True), \
-            mock.patch.object(training_args, "enable_tf32"), \
-            mock.patch.object(TrainingArguments, "world_size", new_callable=mock.PropertyMock,
-                              return_value=world):
+    with patched(training_args, "is_torch_bf16_gpu_available", return_value=True), \
+            patched(training_args, "is_torch_tf32_available", return_value=True), \
+            patched(training_args, "enable_tf32"), \
+            patched(TrainingArguments, "world_size", new_callable=mock.PropertyMock, return_value=world):
         yield
 
 

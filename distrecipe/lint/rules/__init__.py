@@ -128,5 +128,6 @@ RULES: dict[str, Rule] = {rule.code: rule for rule in (
     Rule("DR397", "job-world-mismatch", "error", MANIFESTS | SKYPILOT, platforms.job_world_mismatch),
     Rule("DR900", "engine-refuses", "error", NATIVE, engines.engine_refuses),
     Rule("DR901", "engine-differs", "error", NATIVE, engines.engine_differs),
+    Rule("DR902", "engine-not-run", "warning", NATIVE, engines.engine_not_run),
 )}
 """Every rule, in code order (the order `explain --list` prints)."""

@@ -1,4 +1,4 @@
-"""DR900/DR901: the engines' own verdicts, run in-process by `lint --engines`.
+"""DR900/DR901/DR902: the engines' own verdicts, run in-process by `lint --engines`.
 
 These rules run the judges of `distrecipe/judges/` (the same the oracle tests use):
 DeepSpeed's `DeepSpeedConfig` after the HF Trainer's `"auto"` fill, Accelerate's
@@ -74,6 +74,21 @@ def engine_differs(src: Source) -> Iterator[Problem]:
     yield from _problems(src, "differs")
 
 
+def engine_not_run(src: Source) -> Iterator[Problem]:
+    """The engine's check could not run on the installed release (`lint --engines` only).
+
+    The judge calls or patches a name of the engine that this release no longer has
+    (Accelerate 1.16 dropped the private `is_cuda_available` the Accelerate judge
+    patched), or the engine failed in a way that is no verdict on the file. That is
+    distrecipe's breakage, never the file's: a warning naming the release and what
+    was missing, and the file is still judged by lint's own rules.
+
+    Fix: run the engine release distrecipe's judge supports (`distrecipe lint
+    --engines` names it), or report the message; nothing in the file.
+    """
+    yield from _problems(src, "unavailable")
+
+
 def _problems(src: Source, outcome: str) -> Iterator[Problem]:
     if not src.workspace.engines:
         return
@@ -88,7 +103,7 @@ def _problems(src: Source, outcome: str) -> Iterator[Problem]:
 
 def _judge(src: Source) -> Verdict:
     """The verdict of the engine that reads `src` (see `distrecipe/judges/`)."""
-    from distrecipe.judges import EngineMissing, Note, Verdict, engine_output
+    from distrecipe.judges import EngineMissing, JudgeUnavailable, Note, Verdict, engine_output, first_line
 
     try:
         with warnings.catch_warnings(), engine_output():
@@ -96,10 +111,27 @@ def _judge(src: Source) -> Verdict:
             verdict = _run(src)
     except EngineMissing as exc:
         raise DistrecipeError(f"lint --engines: {exc}") from None
+    except JudgeUnavailable as exc:
+        return _unavailable(src, str(exc))
+    except Exception as exc:  # the judges catch every refusal; anything else is the judge's own failure
+        return _unavailable(src, f"{type(exc).__name__}: {first_line(exc)}")
     if verdict.outcome in ("refuses", "differs") and not verdict.notes:
         return Verdict(verdict.outcome, verdict.engine, verdict.message, (Note((), verdict.message),),
                        verdict.context)
     return verdict
+
+
+def _unavailable(src: Source, why: str) -> Verdict:
+    from distrecipe.judges import Note, Verdict, version
+
+    engine = version(_PACKAGES.get(src.kind, src.kind))
+    message = f"could not run this release's check ({why}): distrecipe's judge, not the file; the engine " \
+              "has not judged this file"
+    return Verdict("unavailable", engine, message, (Note((), message),))
+
+
+_PACKAGES = {"hf": "transformers"}
+"""The installed package that judges a file of this kind, where its name is not the kind's."""
 
 
 def _run(src: Source) -> Verdict:

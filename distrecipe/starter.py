@@ -13,7 +13,7 @@ An engine (`--engine`: a launcher) restricts the search to the strategies it run
 script (`--script`) is read (parsed, never run, as `launch` reads it) for its program
 kind, which restricts it to the launchers that can hand that kind what it reads, and is
 stated as `launch.program_kind`, so the search offers only the layouts that kind carries
-(`plan.programs`) and `launch` runs the file without refusing it.
+(`translator.programs`) and `launch` runs the file without refusing it.
 """
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ from distrecipe.job import plan_values
 from distrecipe.launch.kinds import scan
 from distrecipe.model_shapes import active_params
 from distrecipe.output import one_line
-from distrecipe.plan.programs import COMPATIBLE
 from distrecipe.plan.search import Candidate, host_bytes_per_node, rank, search, why
 from distrecipe.recipe import Backend, Gpu, ProgramKind, Recipe, Strategy, slug
 from distrecipe.source import SourceError, parse_text, read_text
 from distrecipe.translator.load import recipe_from_document
+from distrecipe.translator.programs import COMPATIBLE
 
 ENGINE_STRATEGIES: dict[Backend, tuple[Strategy, ...]] = {
     "deepspeed": ("zero",),

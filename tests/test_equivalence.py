@@ -19,6 +19,7 @@ from distrecipe.engines.hydra import format_value
 from distrecipe.errors import RecipeError
 from distrecipe.job import Plan
 from distrecipe.translator import accelerate, equivalence, hf, verl
+from distrecipe.translator.codes import CODES, finding
 from distrecipe.translator.targets import TARGETS, EmitOptions
 from tests.conftest import ROOT, Result
 from tests.emit_strategies import plan_of
@@ -168,13 +169,13 @@ def test_each_cell_is_what_its_emitter_reports(row: equivalence.Row, engine: equ
         row_codes = {row.cell(e).code for e in equivalence.ENGINES} - {None}
         assert not codes(found) & row_codes
     else:
-        assert (code, equivalence.CODES[code].severity) in {(f.code, f.severity) for f in found}
+        assert (code, CODES[code].severity) in {(f.code, f.severity) for f in found}
 
 
 def test_every_code_is_tabled_and_reached() -> None:
     tabled = {row.cell(e).code for row in equivalence.TABLE for e in equivalence.ENGINES}
-    assert set(equivalence.CODES) - tabled == {"DR200"}  # DR200 is --target all's, not a mapping
-    assert tabled - {None} <= set(equivalence.CODES)
+    assert set(CODES) - tabled == {"DR200"}  # DR200 is --target all's, not a mapping
+    assert tabled - {None} <= set(CODES)
     assert len({row.recipe for row in equivalence.TABLE}) == len(equivalence.TABLE)
     assert set(ROWS) == {row.recipe for row in equivalence.TABLE}
 
@@ -188,8 +189,8 @@ def test_docs_are_the_table() -> None:
 
 
 def test_findings_take_severity_from_the_catalogue() -> None:
-    for code, entry in equivalence.CODES.items():
-        found = equivalence.finding(code, "accelerate", "detail 1")
+    for code, entry in CODES.items():
+        found = finding(code, "accelerate", "detail 1")
         assert (found.code, found.severity) == (code, entry.severity)
         assert found.message == f"accelerate: {entry.summary} (detail 1)"
 

@@ -8,7 +8,8 @@ import pytest
 
 from distrecipe.engines import ENGINES
 from distrecipe.lint.rules import RULES
-from distrecipe.translator.equivalence import CODES, TABLE
+from distrecipe.translator.codes import CODES
+from distrecipe.translator.equivalence import TABLE
 from tests.conftest import Result
 
 

@@ -23,6 +23,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 
 from distrecipe.engines.deepspeed import autotp_size
+from distrecipe.engines.hf import uses_fsdp
 from distrecipe.errors import RecipeError
 from distrecipe.job import Plan
 from distrecipe.translator import accelerate, deepspeed, hf
@@ -81,7 +82,7 @@ def test_trainer_accepts_what_distrecipe_emits(doc: dict[str, Any]) -> None:
             config = args.hf_deepspeed_config.config
             assert config["train_batch_size"] == plan.batch.global_ * (autotp_size(plan) or 1)
             assert config["gradient_accumulation_steps"] == plan.batch.accumulation
-    if hf.uses_fsdp(plan):
+    if uses_fsdp(plan):
         check_fsdp_matches_accelerate(plan, args)
     else:
         assert not args.fsdp_plugin_args

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from distrecipe.engines.deepspeed import CONFIG_FILE, batch_ranks
-from distrecipe.engines.hf import OPTIM
+from distrecipe.engines.hf import OPTIM, uses_fsdp
 from distrecipe.engines.hf_argv import find_flags, same_value
 from distrecipe.job import Plan
 from distrecipe.launch.handoff import handoff
@@ -77,7 +77,7 @@ def test_the_trainer_parses_the_plans_numbers(tmp_path: Path, doc: dict[str, Any
         assert config["zero_optimization"]["stage"] == plan.stage
     else:
         assert args.deepspeed is None
-    if hf.uses_fsdp(plan):
+    if uses_fsdp(plan):
         assert args.fsdp
         for key, value in hf.emit(plan)["fsdp_config"].items():
             assert args.fsdp_config[key] == value, key

@@ -1,6 +1,7 @@
 """The package's layers: a module imports only from its own layer or below, never in a cycle.
 
-Every import counts, including those deferred into functions (the fast path's lazy
+Nor do modules import each other in a circle within a unit, and the planner imports no
+emitter. Every import counts, including those deferred into functions (the fast path's lazy
 imports) and those under `TYPE_CHECKING`, since each is a dependency the code has
 whether or not it runs at start-up. The order is the one `docs/architecture.md`
 explains; a new top-level module or package must be placed in `LAYERS` first.
@@ -9,11 +10,13 @@ explains; a new top-level module or package must be placed in `LAYERS` first.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 import pytest
 
+from distrecipe.engines import ENGINES
+from distrecipe.translator.targets import TARGETS
 from tests.conftest import ROOT
 
 PACKAGE = ROOT / "distrecipe"
@@ -53,8 +56,17 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def modules() -> dict[str, Path]:
+    """Every module of the package (a package is its `__init__`) → its file."""
+    return {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
 def imports(path: Path, module: str) -> Iterator[tuple[str, int]]:
-    """Every module the file of `module` imports, anywhere in it (relative ones made absolute)."""
+    """Every name the file of `module` imports, anywhere in it (relative ones made absolute).
+
+    `from a import b` yields `a.b`, which is the module `a.b` or a name defined in `a`:
+    `owner` tells which, so importing a submodule by name counts as importing it.
+    """
     tree = ast.parse(path.read_text("utf-8"), str(path))
     package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
     for node in ast.walk(tree):
@@ -63,21 +75,36 @@ def imports(path: Path, module: str) -> Iterator[tuple[str, int]]:
         elif isinstance(node, ast.ImportFrom):
             base = package[: len(package) - node.level + 1] if node.level else []
             module = ".".join([*base, *([node.module] if node.module else [])])
-            yield module, node.lineno
+            yield from ((module if alias.name == "*" else f"{module}.{alias.name}", node.lineno)
+                        for alias in node.names)
+
+
+def owner(name: str, known: Collection[str]) -> str:
+    """The module `name` is, or is defined in: its longest prefix among `known`."""
+    while name not in known and "." in name:
+        name = name.rpartition(".")[0]
+    return name
+
+
+def links() -> Iterator[tuple[str, str, str]]:
+    """(importing module, imported module, where) for every import of one module of the
+    package by another."""
+    known = modules()
+    for name, path in known.items():
+        for imported, line in imports(path, name):
+            if imported != "distrecipe" and not imported.startswith("distrecipe."):
+                continue
+            target = owner(imported, known)
+            if target != name:
+                yield name, target, f"{path.relative_to(ROOT)}:{line}"
 
 
 def edges() -> dict[tuple[str, str], list[str]]:
     """(importer unit, imported unit) → where, for every import across units."""
     found: dict[tuple[str, str], list[str]] = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        name = module_name(path)
-        source = unit(name)
-        for module, line in imports(path, name):
-            if module != "distrecipe" and not module.startswith("distrecipe."):
-                continue
-            target = unit(module)
-            if target != source:
-                found.setdefault((source, target), []).append(f"{path.relative_to(ROOT)}:{line}")
+    for source, target, where in links():
+        if unit(source) != unit(target):
+            found.setdefault((unit(source), unit(target)), []).append(where)
     return found
 
 
@@ -128,18 +155,51 @@ def test_no_cycle_within_a_layer() -> None:
     assert not cycles(graph)
 
 
+def test_no_cycle_between_modules() -> None:
+    """Two modules that import each other share a fact that has no home of its own; a lazy
+    import only hides the circle from Python."""
+    graph: dict[str, set[str]] = {}
+    for source, target, _ in links():
+        graph.setdefault(source, set()).add(target)
+    circles = ["{" + ", ".join(circle) + "}" for circle in cycles(graph)]
+    assert not circles, "modules that import each other in a circle: " + "; ".join(circles)
+
+
+EMITTERS = frozenset(f"distrecipe.translator.{name}" for name in TARGETS if name in ENGINES)
+"""The emitter modules: one per engine among the compile targets (`all` is their summary)."""
+
+
+def test_the_planner_imports_no_emitter() -> None:
+    """`plan` reads an engine's facts from `engines/`, where the emitter reads them too: a fact
+    read from an emitter has two readers and no home of its own."""
+    assert EMITTERS and modules().keys() >= EMITTERS
+    found = {f"{where}: {source} imports the emitter {target}" for source, target, where in links()
+             if unit(source) == "plan" and target in EMITTERS}
+    assert not found, "\n".join(sorted(found))
+
+
 @pytest.mark.parametrize("text, expected", [
-    ("def f():\n    from distrecipe.lint.rules import RULES\n", [("distrecipe.lint.rules", 2)]),
+    ("def f():\n    from distrecipe.lint.rules import RULES\n", [("distrecipe.lint.rules.RULES", 2)]),
     ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import distrecipe.plan\n",
-     [("typing", 1), ("distrecipe.plan", 3)]),
-    ("from . import deepspeed\nfrom ..keys import get\n",
-     [("distrecipe.translator", 1), ("distrecipe.keys", 2)]),
+     [("typing.TYPE_CHECKING", 1), ("distrecipe.plan", 3)]),
+    ("from . import deepspeed\nfrom ..keys import get, section\n",
+     [("distrecipe.translator.deepspeed", 1), ("distrecipe.keys.get", 2), ("distrecipe.keys.section", 2)]),
 ])
 def test_imports_sees_lazy_type_checking_and_relative_imports(tmp_path: Path, text: str,
                                                                 expected: list[tuple[str, int]]) -> None:
     path = tmp_path / "probe.py"
     path.write_text(text, "utf-8")
     assert list(imports(path, "distrecipe.translator.probe")) == expected
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("distrecipe.translator.carry", "distrecipe.translator.carry"),  # a submodule imported by name
+    ("distrecipe.keys.get", "distrecipe.keys"),
+    ("distrecipe.lint.rules.RULES", "distrecipe.lint.rules"),  # a package's own name
+    ("distrecipe.__version__", "distrecipe"),
+])
+def test_an_imported_name_belongs_to_its_module(name: str, expected: str) -> None:
+    assert owner(name, modules()) == expected
 
 
 def test_a_cycle_is_found() -> None:

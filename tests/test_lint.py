@@ -259,7 +259,7 @@ def test_references_resolve_from_the_launch_directory(tmp_path: Path, monkeypatc
 
 
 def test_every_code_in_the_package_can_be_explained() -> None:
-    from distrecipe.translator.equivalence import CODES
+    from distrecipe.translator.codes import CODES
 
     package = Path(__file__).parent.parent / "distrecipe"
     written = {code for path in package.rglob("*.py") for code in re.findall(r'"(DR\d{3})"', path.read_text())}

@@ -97,7 +97,7 @@ def _check_split(recipe: Recipe, plan: Plan) -> None:
 def _check_rollout_layout(recipe: Recipe, plan: Plan) -> None:
     """verl's DR221 with the position of what to change: its workers would refuse the rollout
     engine's layout after the cluster starts (`--target all` reports verl as skipped)."""
-    from distrecipe.translator.verl import rollout_layout
+    from distrecipe.engines.verl_rollout import rollout_layout
 
     refused = rollout_layout(plan)
     if refused is not None:

@@ -15,7 +15,8 @@ from distrecipe.engines import ENGINES
 from distrecipe.errors import DistrecipeError
 from distrecipe.keys import did_you_mean
 from distrecipe.lint.rules import RULES
-from distrecipe.translator.equivalence import CODES, TABLE
+from distrecipe.translator.codes import CODES
+from distrecipe.translator.equivalence import TABLE
 
 TOPICS = ("config",)
 """What `explain` documents besides codes: `config` is lint's pyproject.toml settings."""

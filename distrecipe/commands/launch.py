@@ -48,10 +48,10 @@ from distrecipe.launch.spec import executable
 from distrecipe.launch.supervise import LAUNCH_ID, new_launch_id, supervise
 from distrecipe.lint.config import LintConfig
 from distrecipe.lint.engine import Report, check_recipe, check_written
-from distrecipe.plan.programs import script_duties
 from distrecipe.recipe import Backend, K8sKind, ProgramKind
 from distrecipe.source import Document, read_text
 from distrecipe.translator.load import read_recipe
+from distrecipe.translator.programs import script_duties
 from distrecipe.translator.resolve import variant
 from distrecipe.translator.targets import launch_world
 

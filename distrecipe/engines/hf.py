@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from distrecipe.engines.accelerate import distributed_type
 from distrecipe.engines.tables import training_defaults
+from distrecipe.job import Plan
 from distrecipe.source import KeyPath
 
 CONFIG_FILE = "training_args.json"
@@ -41,6 +43,13 @@ BATCH_FILL = ("the HF Trainer fills them: train_micro_batch_size_per_gpu from --
               "gradient_accumulation_steps from --gradient_accumulation_steps, train_batch_size as their "
               "product × world")
 """Who decides a ds_config's `"auto"` batch under the Trainer, for `import`'s note."""
+
+
+def uses_fsdp(plan: Plan) -> bool:
+    """Whether the Trainer runs FSDP: exactly when the Accelerate config is FSDP (one rank or
+    one-rank shards are DDP), since its Accelerator reads that config."""
+    return plan.recipe.strategy == "fsdp" and distributed_type(plan) == "FSDP"
+
 
 TRAINER_FSDP_KEYS = {
     "fsdp_version": "version",

@@ -251,6 +251,14 @@ def _split(body: str) -> list[str]:
     return parts
 
 
+def verl_pairs(lines: tuple[str, ...] | list[str]) -> Iterator[tuple[str, str, Any]]:
+    """(as written, dotted key without Hydra's `+`/`++`, value) of each override line, as a
+    recipe's `native.verl` holds them."""
+    for line in lines:
+        key, _, raw = line.partition("=")
+        yield key, key.lstrip("+"), parse_value(raw)
+
+
 def format_value(value: Any) -> str:
     """A value in Hydra's override grammar, read back by Hydra as the same value: a
     string that Hydra would read as something else (`8`, `true`, `a b`, `x,y`, `[a]`) is

@@ -243,6 +243,14 @@ def actor_engine(plan: Plan) -> str:
     return "megatron" if plan.recipe.strategy == "megatron" else "fsdp2"
 
 
+def fsdp_size(plan: Plan) -> int:
+    """`fsdp_config.fsdp_size`: the ranks verl's FSDP2 shards over. Its `create_device_mesh`
+    makes a (world / fsdp_size, fsdp_size) ("ddp", "fsdp") mesh below the world, so 1 for
+    DDP (DR205) is FSDP2 on a shard group of one: every rank a whole fp32 copy, the
+    gradients all-reduced across all ranks (HSDP's replicate dimension)."""
+    return 1 if plan.stage == 0 else plan.dims.world // plan.dims.replicas
+
+
 ROLLOUT_DP: KeyPath = (*ROLLOUT, "data_parallel_size")
 ROLLOUT_PP: KeyPath = (*ROLLOUT, "pipeline_model_parallel_size")
 ROLLOUT_NAME: KeyPath = (*ROLLOUT, "name")

@@ -19,9 +19,9 @@ from pathlib import Path
 from distrecipe.engines.native import is_file
 from distrecipe.errors import DistrecipeError, LaunchError
 from distrecipe.launch.spec import TINY_TRAINER, Program
-from distrecipe.plan.programs import COMPATIBLE
 from distrecipe.recipe import Backend, ProgramKind
 from distrecipe.source import read_text
+from distrecipe.translator.programs import COMPATIBLE
 
 BACKEND_KIND: dict[Backend, ProgramKind] = {
     "deepspeed": "deepspeed",

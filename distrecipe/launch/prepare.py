@@ -29,10 +29,10 @@ from distrecipe.launch.rundir import default_run_dir
 from distrecipe.launch.secrets import REDACTED, is_secret, redact_argv
 from distrecipe.launch.spec import TINY_TRAINER, LaunchRequest, LaunchSpec, Program
 from distrecipe.plan.fit import judgeable
-from distrecipe.plan.programs import refusal
 from distrecipe.plan.report import estimate
 from distrecipe.plan.units import GiB, gb
 from distrecipe.recipe import ProgramKind
+from distrecipe.translator.programs import refusal
 from distrecipe.translator.resolve import variant
 from distrecipe.translator.targets import TARGETS, EmitOptions, emitted_targets
 
@@ -104,7 +104,7 @@ def choose_kind(plan: Plan, program: Program, *, kind: ProgramKind | None,
 
 
 def check_program(plan: Plan, kind: ProgramKind) -> None:
-    """Refuse a plan whose parallelism the program cannot carry (`plan.programs`), at the key."""
+    """Refuse a plan whose parallelism the program cannot carry (`translator.programs`), at the key."""
     found = refusal(plan, kind)
     if found is not None:
         (key,) = found.keys

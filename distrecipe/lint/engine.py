@@ -23,10 +23,9 @@ from distrecipe.findings import Finding, Severity
 from distrecipe.lint import native
 from distrecipe.lint.config import Consumer, LintConfig, at_least
 from distrecipe.lint.references import SKIPPED_DIRS
-from distrecipe.lint.rule import Source
 from distrecipe.lint.rules import RULES
 from distrecipe.lint.suppress import EVERY, suppressions
-from distrecipe.lint.workspace import Workspace
+from distrecipe.lint.workspace import Source, Workspace
 from distrecipe.lint.world import World
 from distrecipe.source import Document
 

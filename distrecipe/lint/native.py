@@ -17,7 +17,7 @@ from typing import Any
 from distrecipe.engines import Kind
 from distrecipe.engines.hydra import read_overrides
 from distrecipe.errors import Position
-from distrecipe.lint.rule import Source
+from distrecipe.lint.workspace import Source
 from distrecipe.source import Document, KeyPath
 
 MAPPINGS: tuple[Kind, ...] = ("deepspeed", "accelerate", "hf")

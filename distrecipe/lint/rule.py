@@ -1,4 +1,5 @@
-"""What a rule sees (`Source`), what it yields (`Problem`) and what it is (`Rule`).
+"""What a rule yields (`Problem`) and what it is (`Rule`); what it sees is a
+`workspace.Source`.
 
 A rule never decides its own position or severity: it names the key path it is about
 and the engine turns that into `file:line:col` through the document, and takes the
@@ -9,20 +10,14 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
 
 from distrecipe.engines import Kind
-from distrecipe.errors import DistrecipeError, Position
+from distrecipe.errors import Position
 from distrecipe.findings import Severity
-from distrecipe.keys import get, section
-from distrecipe.source import Document, KeyPath
+from distrecipe.lint.workspace import Source
+from distrecipe.source import KeyPath
 
-if TYPE_CHECKING:
-    from distrecipe.job import Plan
-    from distrecipe.lint.workspace import Workspace
-    from distrecipe.lint.world import World
 
 @dataclass(frozen=True, slots=True)
 class Problem:
@@ -34,50 +29,6 @@ class Problem:
     """Point at the key itself (an unknown or misplaced key) rather than its value."""
     where: Position | None = None
     """An exact position known otherwise (a resolution error's), instead of `path`'s."""
-
-
-@dataclass(frozen=True)
-class Source:
-    """A config to lint: its document, its kind, and the world size it runs at."""
-
-    doc: Document
-    kind: Kind
-    workspace: Workspace
-    worlds: tuple[World, ...] = ()
-    """Every statement of the world this file runs at, in precedence order (`lint.world`)."""
-    plan: Plan | None = field(default=None, compare=False)
-    """The resolved Plan, for recipes that resolve (plan-based rules need it)."""
-    error: DistrecipeError | None = field(default=None, compare=False)
-    """Why a recipe did not resolve."""
-    within: KeyPath = ()
-    """Where this config sits inside its file when it is a section of another (a recipe's
-    `native.deepspeed`); rules read it as a whole file, positions are the file's."""
-
-    @property
-    def world(self) -> World | None:
-        """The world the file is checked at: the first of `worlds`."""
-        return self.worlds[0] if self.worlds else None
-
-    @property
-    def ranks(self) -> int | None:
-        """The number of ranks of `world`, None when unknown."""
-        return self.worlds[0].ranks if self.worlds else None
-
-    @property
-    def path(self) -> Path:
-        return Path(self.doc.file)
-
-    @property
-    def data(self) -> dict[str, Any]:
-        return self.doc.data if isinstance(self.doc.data, dict) else {}
-
-    def get(self, *path: str | int, default: Any = None) -> Any:
-        """The value at `path`, or `default` when a section or the key is missing."""
-        return get(self.data, *path, default=default)
-
-    def section(self, *path: str | int) -> dict[str, Any]:
-        """The mapping at `path`, or an empty one when it is missing or not a mapping."""
-        return section(self.data, *path)
 
 
 Check = Callable[[Source], Iterable[Problem]]

@@ -4,12 +4,14 @@ Configs are rarely alone: a ds_config is used through an Accelerate YAML, a
 TrainingArguments file or a launch script, which decides whether `"auto"` is filled and
 at which world the job runs. The workspace puts together the file cache (`files`), the
 reference index (`references`) and the world each file runs at (`world`), and hands
-each rule a `Source` that carries them.
+each rule a `Source` that carries them: a Source holds its workspace and the workspace
+makes Sources, so the two live in one module.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,18 +19,63 @@ from distrecipe.engines import Kind
 from distrecipe.engines.argv import Launch
 from distrecipe.engines.hf import FLAG_TYPES
 from distrecipe.engines.native import detect, is_file
-from distrecipe.keys import integer
+from distrecipe.errors import DistrecipeError
+from distrecipe.keys import get, integer, section
 from distrecipe.lint.config import Consumer, LintConfig
 from distrecipe.lint.files import Files
 from distrecipe.lint.references import References, Sibling, Use
-from distrecipe.lint.rule import Source
 from distrecipe.lint.world import World, WorldFrom, own_world
-from distrecipe.source import Document, SourceError
+from distrecipe.source import Document, KeyPath, SourceError
 
 if TYPE_CHECKING:
+    from distrecipe.job import Plan
     from distrecipe.judges import Verdict
 
-__all__ = ["Sibling", "Use", "Workspace"]
+__all__ = ["Sibling", "Source", "Use", "Workspace"]
+
+
+@dataclass(frozen=True)
+class Source:
+    """A config to lint: its document, its kind, and the world size it runs at."""
+
+    doc: Document
+    kind: Kind
+    workspace: Workspace
+    worlds: tuple[World, ...] = ()
+    """Every statement of the world this file runs at, in precedence order (`lint.world`)."""
+    plan: Plan | None = field(default=None, compare=False)
+    """The resolved Plan, for recipes that resolve (plan-based rules need it)."""
+    error: DistrecipeError | None = field(default=None, compare=False)
+    """Why a recipe did not resolve."""
+    within: KeyPath = ()
+    """Where this config sits inside its file when it is a section of another (a recipe's
+    `native.deepspeed`); rules read it as a whole file, positions are the file's."""
+
+    @property
+    def world(self) -> World | None:
+        """The world the file is checked at: the first of `worlds`."""
+        return self.worlds[0] if self.worlds else None
+
+    @property
+    def ranks(self) -> int | None:
+        """The number of ranks of `world`, None when unknown."""
+        return self.worlds[0].ranks if self.worlds else None
+
+    @property
+    def path(self) -> Path:
+        return Path(self.doc.file)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.doc.data if isinstance(self.doc.data, dict) else {}
+
+    def get(self, *path: str | int, default: Any = None) -> Any:
+        """The value at `path`, or `default` when a section or the key is missing."""
+        return get(self.data, *path, default=default)
+
+    def section(self, *path: str | int) -> dict[str, Any]:
+        """The mapping at `path`, or an empty one when it is missing or not a mapping."""
+        return section(self.data, *path)
 
 
 class Workspace:

@@ -46,10 +46,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from distrecipe.engines.runner import DEEPSPEED_BACKENDS, runs_fsdp2, uses_deepspeed
+from distrecipe.engines.verl import fsdp_size
 from distrecipe.job import Plan
 from distrecipe.model_shapes import inventory as model_inventory
 from distrecipe.plan.memory import held_params, local_params, reduce_ranks, shard_ranks
-from distrecipe.translator.verl import fsdp_size
 
 POINTS = ("rest", "forward", "backward", "step")
 """After the optimizer step, after forward, after backward (worst micro-step), inside step."""
@@ -291,7 +291,7 @@ def megatron_deepspeed(plan: Plan, psi: float, n: int) -> EngineView:
 
 def fsdp2_shard_ranks(plan: Plan) -> int:
     """Ranks FSDP2 shards the model state over: `memory.shard_ranks`, and under verl its
-    `fsdp_size` (`translator.verl.fsdp_size`: 1 for DDP)."""
+    `fsdp_size` (`engines.verl.fsdp_size`: 1 for DDP)."""
     return fsdp_size(plan) if plan.backend == "verl" else shard_ranks(plan)
 
 

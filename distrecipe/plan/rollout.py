@@ -21,7 +21,7 @@ the sources):
   none left (or less than that sequence) vLLM refuses to start. A fraction below the floor
   does not fit whatever the GPU's size.
 * **the layout**: verl's workers refuse a world that is not a multiple of the rollout's
-  tensor × data × pipeline parallelism (`translator.verl.rollout_layout`); `refused`
+  tensor × data × pipeline parallelism (`engines.verl_rollout.rollout_layout`); `refused`
   says why, and `plan` shows it.
 * **training**: today's estimate, plus the whole fraction when the engine is not freed
   (`rl.free_rollout_memory: false`, or `rollout.enable_sleep_mode=false` in `native.verl`);
@@ -52,13 +52,13 @@ from distrecipe.engines.verl import (
     SLEEP_MODE,
     one_sequence_kv,
 )
+from distrecipe.engines.verl_rollout import native_stated, rollout_layout, stated_degree
 from distrecipe.job import Plan
 from distrecipe.keys import joined
 from distrecipe.plan.allocator import CONTEXT
 from distrecipe.plan.engine import EngineView
 from distrecipe.plan.units import gb
 from distrecipe.source import KeyPath
-from distrecipe.translator.verl import native_stated, rollout_layout, stated_degree
 
 PARAM_OFFLOAD, OPTIMIZER_OFFLOAD = (joined(path) for path in PHASE_OFFLOAD)
 
@@ -170,7 +170,7 @@ def _sequence_kv(plan: Plan, length: int | None, width: int, tensor: int) -> flo
 
 
 def _native(native: Mapping[str, tuple[int, object]], path: KeyPath) -> object:
-    """The value `native.verl` gives `path` (`translator.verl.native_stated`), or None."""
+    """The value `native.verl` gives `path` (`engines.verl_rollout.native_stated`), or None."""
     return native.get(joined(path), (0, None))[1]
 
 

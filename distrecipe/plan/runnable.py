@@ -13,8 +13,8 @@ DR202; selective recompute under verl recomputes whole blocks, DR207). Either wa
 variant is not offered. A launcher whose job reads no emitted file (torchrun with FSDP2
 or DDP: the user's script) has nothing to refuse. With `launch.program_kind` stated, the
 files are those that kind reads, and a variant the program cannot carry
-(`programs.refusal`: context parallelism for a Trainer under torchrun, Ulysses for a
-plain torchrun script) is not offered either.
+(`translator.programs.refusal`: context parallelism for a Trainer under torchrun,
+Ulysses for a plain torchrun script) is not offered either.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from collections.abc import Callable
 
 from distrecipe.errors import RecipeError
 from distrecipe.job import Plan
-from distrecipe.plan.programs import refusal
 from distrecipe.recipe import AUTO
+from distrecipe.translator.programs import refusal
 from distrecipe.translator.targets import TARGETS, EmitOptions, emitted_targets
 
 MODELLED = frozenset({"DR206", "DR222"})

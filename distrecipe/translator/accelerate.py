@@ -21,9 +21,9 @@ from distrecipe.findings import Finding
 from distrecipe.job import Plan
 from distrecipe.output import one_line
 from distrecipe.translator import carry, deepspeed
+from distrecipe.translator.codes import finding
 from distrecipe.translator.equivalence import (
     expert_findings,
-    finding,
     offload_findings,
     precision_findings,
     refuse_errors,

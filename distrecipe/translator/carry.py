@@ -21,6 +21,7 @@ from distrecipe.engines import ENGINES, Engine
 from distrecipe.findings import Finding
 from distrecipe.job import Plan
 from distrecipe.recipe import recipe_values
+from distrecipe.translator.codes import finding
 
 How = Literal["exact", "mapped", "not carried", "not applicable"]
 
@@ -238,8 +239,6 @@ def findings(plan: Plan, columns: tuple[Engine, ...], target: str, *,
     """A finding for every stated field none of `columns` carries (the files `target`
     writes: Accelerate's DeepSpeed path also writes a ds_config), one line per code.
     `launched`: `launch` writes the files and carries `launch.*` itself, so those are not lost."""
-    from distrecipe.translator.equivalence import finding  # the codes' catalogue
-
     lost: dict[str, list[str]] = {}
     for key, value in stated(plan):
         if launched and key.startswith("launch."):
@@ -257,8 +256,6 @@ def findings(plan: Plan, columns: tuple[Engine, ...], target: str, *,
 def native_findings(plan: Plan, columns: tuple[Engine, ...], target: str) -> list[Finding]:
     """DR233 for each `native.<engine>` section none of `columns` is: those keys are that
     engine's spelling and reach no file of `target`, so each is named."""
-    from distrecipe.translator.equivalence import finding
-
     native = plan.recipe.native
     out = []
     for engine in ENGINES:

@@ -121,7 +121,7 @@ def schedule_findings(plan: Plan, hf_auto: bool) -> list[Finding]:
     without the run's length (WarmupDecayLR and WarmupCosineLR need `total_num_steps`, which
     the script or the Trainer must then give), a linear decay to a floor above 0
     (WarmupDecayLR's floor is also where its warmup starts)."""
-    from distrecipe.translator.equivalence import finding
+    from distrecipe.translator.codes import finding
 
     schedule = plan.recipe.schedule
     if schedule is None or hf_auto:
@@ -164,9 +164,9 @@ def findings(plan: Plan, *, hf_auto: bool = False, alone: bool = True,
     target's only file, so what it does not carry is named here (`carry`); the Accelerate
     and Trainer targets name it with their own files beside it."""
     from distrecipe.translator import carry
+    from distrecipe.translator.codes import finding
     from distrecipe.translator.equivalence import (  # only a few recipes need it
         expert_findings,
-        finding,
         precision_findings,
         token_batch_findings,
     )

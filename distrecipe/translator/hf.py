@@ -16,17 +16,16 @@ from __future__ import annotations
 from typing import Any
 
 from distrecipe.engines import Engine
-from distrecipe.engines.accelerate import distributed_type
 from distrecipe.engines.deepspeed import CONFIG_FILE as DS_CONFIG_FILE
-from distrecipe.engines.hf import CONFIG_FILE, OPTIM, TRAINER_FSDP_KEYS
+from distrecipe.engines.hf import CONFIG_FILE, OPTIM, TRAINER_FSDP_KEYS, uses_fsdp
 from distrecipe.findings import Finding
 from distrecipe.job import Plan
 from distrecipe.output import to_json
 from distrecipe.recipe import Optimizer, Schedule
 from distrecipe.translator import accelerate, carry, deepspeed
+from distrecipe.translator.codes import finding
 from distrecipe.translator.equivalence import (
     expert_findings,
-    finding,
     offload_findings,
     precision_findings,
     refuse_errors,
@@ -37,11 +36,6 @@ from distrecipe.translator.native import merge
 from distrecipe.translator.targets import EmitOptions, Output
 
 TARGET = "hf"
-
-
-def uses_fsdp(plan: Plan) -> bool:
-    """FSDP exactly when the Accelerate config is FSDP (one rank or one-rank shards are DDP)."""
-    return plan.recipe.strategy == "fsdp" and distributed_type(plan) == "FSDP"
 
 
 def findings(plan: Plan, *, launched: bool = False) -> list[Finding]:

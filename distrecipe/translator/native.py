@@ -21,7 +21,7 @@ from typing import Any
 
 from distrecipe.engines.accelerate import FSDP1_STAGE, MIXED_PRECISION, fsdp1_strategy, restates
 from distrecipe.engines.deepspeed import BATCH_KEYS, batch_ranks
-from distrecipe.engines.hydra import format_value, parse_value
+from distrecipe.engines.hydra import format_value, verl_pairs
 from distrecipe.job import Plan
 from distrecipe.keys import dotted
 from distrecipe.source import KeyPath
@@ -128,13 +128,6 @@ def leaves(node: Any, path: KeyPath = ()) -> Iterator[tuple[KeyPath, Any]]:
             yield from leaves(value, (*path, key))
     elif path:
         yield path, node
-
-
-def verl_pairs(lines: tuple[str, ...] | list[str]) -> Iterator[tuple[str, str, Any]]:
-    """(as written, dotted key without Hydra's `+`/`++`, value) of each native verl override."""
-    for line in lines:
-        key, _, raw = line.partition("=")
-        yield key, key.lstrip("+"), parse_value(raw)
 
 
 def conflicts(plan: Plan) -> Iterator[tuple[str, str, Any, str]]:

@@ -14,7 +14,7 @@ from distrecipe.errors import DistrecipeError
 from distrecipe.findings import Finding
 from distrecipe.job import Plan
 from distrecipe.output import markdown_code, markdown_text
-from distrecipe.translator.equivalence import finding
+from distrecipe.translator.codes import finding
 from distrecipe.translator.targets import TARGETS, EmitOptions, Output
 
 ALL = "all"

@@ -15,7 +15,6 @@ Keys are those the installed verl (0.9.1) reads: its engine clips with
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import yaml
@@ -29,34 +28,28 @@ from distrecipe.engines.verl import (
     MEGATRON_DTYPE,
     MEGATRON_OPTIMIZER,
     OVERRIDES_FILE,
-    ROLLOUT_DP,
     ROLLOUT_MEMORY,
-    ROLLOUT_NAME,
-    ROLLOUT_PP,
-    ROLLOUT_TP,
-    ROLLOUT_TP_DEFAULT,
     VerlBatch,
     Violation,
     actor_engine,
     batch_violations,
-    rollout_heads_refusal,
-    rollout_layout_refusal,
+    fsdp_size,
 )
+from distrecipe.engines.verl_rollout import rollout_layout
 from distrecipe.findings import Finding
 from distrecipe.job import Plan
-from distrecipe.keys import dotted, joined
+from distrecipe.keys import dotted
 from distrecipe.recipe import RL, Schedule
-from distrecipe.source import KeyPath
 from distrecipe.translator import carry
+from distrecipe.translator.codes import finding
 from distrecipe.translator.equivalence import (
     expert_findings,
-    finding,
     offload_findings,
     precision_findings,
     refuse_errors,
     virtual_stages,
 )
-from distrecipe.translator.native import merge_overrides, verl_pairs
+from distrecipe.translator.native import merge_overrides
 from distrecipe.translator.targets import EmitOptions, Output
 
 TARGET = "verl"
@@ -87,47 +80,6 @@ def findings(plan: Plan, *, launched: bool = False) -> list[Finding]:
     if refused is not None:
         found.append(finding("DR221", TARGET, f"{refused[0]}; see {dotted(refused[1])}"))
     return found
-
-
-def rollout_layout(plan: Plan) -> tuple[str, KeyPath] | None:
-    """verl's refusal of the rollout engine's layout on the plan's GPUs or of its split of the
-    model's stated heads (`engines.verl.rollout_heads_refusal`), and the recipe key to point
-    at (the `native.verl` line stating the rollout's tensor parallelism, else
-    `cluster.gpus_per_node` or `model.heads`); None when verl lays it out or the recipe has
-    no `rl`.
-
-    The recipe has no key for the rollout's degrees: `native.verl` states them or verl's
-    defaults apply (TP 2, DP and PP 1), as `plan` counts its weights."""
-    if plan.recipe.rl is None:
-        return None
-    stated = native_stated(plan)
-    tp, dp, pp = (stated_degree(stated, path, default)
-                  for path, default in ((ROLLOUT_TP, ROLLOUT_TP_DEFAULT), (ROLLOUT_DP, 1), (ROLLOUT_PP, 1)))
-    name = stated.get(joined(ROLLOUT_NAME), (0, None))[1]
-    line = stated.get(joined(ROLLOUT_TP))
-    at_tp: KeyPath | None = None if line is None else ("native", "verl", line[0])
-    refused = rollout_layout_refusal(plan.dims.world, plan.dims.gpus_per_node, tp, dp, pp, name)
-    if refused is not None:
-        return refused, at_tp or ("cluster", "gpus_per_node")
-    refused = rollout_heads_refusal(plan.recipe.model.heads, plan.recipe.model.kv_heads, tp, name)
-    if refused is not None:
-        return refused, at_tp or ("model", "heads")
-    return None
-
-
-def native_stated(plan: Plan) -> dict[str, tuple[int, object]]:
-    """What `native.verl` states: each dotted key's (index of its line, value), the last
-    one winning, as Hydra takes it. `plan`'s rollout phase reads the same."""
-    stated: dict[str, tuple[int, object]] = {}
-    for index, (_, key, value) in enumerate(verl_pairs(plan.recipe.native.verl)):
-        stated[key] = (index, value)
-    return stated
-
-
-def stated_degree(stated: Mapping[str, tuple[int, object]], path: KeyPath, default: int) -> int:
-    """A degree `native.verl` states as a positive integer, else verl's default."""
-    value = stated.get(joined(path), (0, None))[1]
-    return value if type(value) is int and value >= 1 else default
 
 
 def _structure_findings(plan: Plan, launched: bool) -> list[Finding]:
@@ -212,14 +164,6 @@ def _message(v: Violation, b: VerlBatch) -> str:
     if v.rule == "model-parallel":  # `plan`'s advice prices variants resolve never saw
         return f"{b.world} GPUs are not divisible by the model-parallel size {b.model_parallel}"
     raise AssertionError(f"resolve admitted a plan that breaks verl's {v.rule} rule")
-
-
-def fsdp_size(plan: Plan) -> int:
-    """`fsdp_config.fsdp_size`: the ranks verl's FSDP2 shards over. Its `create_device_mesh`
-    makes a (world / fsdp_size, fsdp_size) ("ddp", "fsdp") mesh below the world, so 1 for
-    DDP (DR205) is FSDP2 on a shard group of one: every rank a whole fp32 copy, the
-    gradients all-reduced across all ranks (HSDP's replicate dimension)."""
-    return 1 if plan.stage == 0 else plan.dims.world // plan.dims.replicas
 
 
 def overrides(plan: Plan) -> list[Override]:

@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from distrecipe.engines.accelerate import DS_FILE_CONFLICTS, FSDP1_ONLY, RESHARD_OF
 from distrecipe.engines.native import ds_reference
 from distrecipe.keys import did_you_mean, integer
-from distrecipe.lint.rule import Problem, Source
+from distrecipe.lint.rule import Problem
+from distrecipe.lint.workspace import Source
 
 
 def fsdp1_key_under_fsdp2(src: Source) -> Iterator[Problem]:

@@ -13,7 +13,8 @@ from typing import Any
 
 from distrecipe.engines.tables import label, table
 from distrecipe.keys import did_you_mean
-from distrecipe.lint.rule import Problem, Source
+from distrecipe.lint.rule import Problem
+from distrecipe.lint.workspace import Source
 from distrecipe.source import KeyPath, written_text
 
 TRUTH = ("y", "yes", "t", "true", "on", "1", "n", "no", "f", "false", "off", "0")

@@ -8,7 +8,8 @@ from math import prod
 from distrecipe.engines.axolotl import PARALLEL, refusal
 from distrecipe.engines.tables import is_comment_key, label, table
 from distrecipe.keys import CLOSE, did_you_mean, integer
-from distrecipe.lint.rule import Problem, Source
+from distrecipe.lint.rule import Problem
+from distrecipe.lint.workspace import Source
 
 
 def _unknown(src: Source) -> Iterator[tuple[str, str]]:

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from distrecipe.engines.deepspeed import BATCH_KEYS
 from distrecipe.job import data_parallel, model_parallel
 from distrecipe.keys import integer
-from distrecipe.lint.rule import Problem, Source
+from distrecipe.lint.rule import Problem
+from distrecipe.lint.workspace import Source
 from distrecipe.recipe import batch_from_script
 from distrecipe.source import KeyPath
 from distrecipe.translator.resolve import nearest_multiples

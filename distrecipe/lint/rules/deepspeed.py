@@ -13,7 +13,8 @@ from distrecipe.engines.deepspeed import BATCH_KEYS, autos, enabled
 from distrecipe.engines.hf import TRAINER_FILLS
 from distrecipe.engines.tables import removed_keys, section
 from distrecipe.keys import integer, joined
-from distrecipe.lint.rule import Problem, Source
+from distrecipe.lint.rule import Problem
+from distrecipe.lint.workspace import Source
 from distrecipe.source import KeyPath
 
 

@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from distrecipe.errors import DistrecipeError
-from distrecipe.lint.rule import Problem, Source
+from distrecipe.lint.rule import Problem
+from distrecipe.lint.workspace import Source
 
 if TYPE_CHECKING:
     from distrecipe.judges import Verdict

@@ -11,7 +11,8 @@ from distrecipe.engines.hf import REMOVED, defaults
 from distrecipe.engines.native import ds_reference
 from distrecipe.engines.tables import label, training_arguments
 from distrecipe.keys import integer
-from distrecipe.lint.rule import Problem, Source
+from distrecipe.lint.rule import Problem
+from distrecipe.lint.workspace import Source
 from distrecipe.source import KeyPath
 
 

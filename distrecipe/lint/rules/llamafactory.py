@@ -7,7 +7,8 @@ from collections.abc import Iterator
 from distrecipe.engines.llamafactory import MEGATRON, accepted
 from distrecipe.engines.tables import label
 from distrecipe.keys import did_you_mean
-from distrecipe.lint.rule import Problem, Source
+from distrecipe.lint.rule import Problem
+from distrecipe.lint.workspace import Source
 
 
 def unknown_key(src: Source) -> Iterator[Problem]:

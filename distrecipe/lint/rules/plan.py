@@ -6,7 +6,8 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from distrecipe.job import Plan
-from distrecipe.lint.rule import Problem, Source
+from distrecipe.lint.rule import Problem
+from distrecipe.lint.workspace import Source
 from distrecipe.plan.units import gb
 from distrecipe.translator.resolve import variant
 

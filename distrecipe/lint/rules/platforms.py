@@ -18,7 +18,8 @@ from distrecipe.engines.k8s import API_VERSIONS, breaches, kind_of, rayjob_gpus
 from distrecipe.engines.platforms import World, job_commands, job_world, named_recipe, verl_overrides
 from distrecipe.engines.shell import Word
 from distrecipe.keys import get, integer
-from distrecipe.lint.rule import Problem, Source
+from distrecipe.lint.rule import Problem
+from distrecipe.lint.workspace import Source
 from distrecipe.source import SourceError
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from distrecipe.lint.rule import Problem, Source
+from distrecipe.lint.rule import Problem
 from distrecipe.lint.rules import batch
+from distrecipe.lint.workspace import Source
 
 
 def recipe_invalid(src: Source) -> Iterator[Problem]:

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 from distrecipe.engines.argv import launches
 from distrecipe.engines.hydra import verl_commands
 from distrecipe.errors import Position
-from distrecipe.lint.rule import Problem, Source
+from distrecipe.lint.rule import Problem
+from distrecipe.lint.workspace import Source
 
 
 def comment_ends_command(src: Source) -> Iterator[Problem]:

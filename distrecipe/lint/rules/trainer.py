@@ -15,7 +15,8 @@ from distrecipe.engines.argv import Launch, launches, refused_flags, trainer_lau
 from distrecipe.engines.hf import REMOVED, REMOVED_BETWEEN, had_field
 from distrecipe.engines.tables import label, training_arguments, training_flags
 from distrecipe.keys import did_you_mean
-from distrecipe.lint.rule import Problem, Source
+from distrecipe.lint.rule import Problem
+from distrecipe.lint.workspace import Source
 
 
 def _launches(src: Source) -> list[Launch]:

@@ -25,7 +25,8 @@ from distrecipe.engines.tables import (
 )
 from distrecipe.engines.verl import removed_entry, verl_config
 from distrecipe.keys import CLOSE, did_you_mean
-from distrecipe.lint.rule import Problem, Source
+from distrecipe.lint.rule import Problem
+from distrecipe.lint.workspace import Source
 from distrecipe.source import KeyPath
 
 Verdict = Literal["refused", "ignored", "comment", "auto-dropped"]

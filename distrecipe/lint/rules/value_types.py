@@ -18,7 +18,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from distrecipe.engines.tables import label, section
-from distrecipe.lint.rule import Problem, Source
+from distrecipe.lint.rule import Problem
+from distrecipe.lint.workspace import Source
 from distrecipe.source import KeyPath
 
 BOOL_TEXT = frozenset({"0", "off", "f", "false", "n", "no", "1", "on", "t", "true", "y", "yes"})

@@ -41,7 +41,8 @@ from distrecipe.engines.verl import (
 )
 from distrecipe.job import model_parallel
 from distrecipe.keys import did_you_mean, dotted, integer, joined
-from distrecipe.lint.rule import Problem, Source
+from distrecipe.lint.rule import Problem
+from distrecipe.lint.workspace import Source
 from distrecipe.source import KeyPath
 
 
@@ -268,7 +269,7 @@ def rollout_layout(src: Source) -> Iterator[Problem]:
     Fix: a rollout tensor parallelism that divides the GPUs per node.
     """
     if src.plan is not None:
-        from distrecipe.translator.verl import rollout_layout as recipe_layout
+        from distrecipe.engines.verl_rollout import rollout_layout as recipe_layout
 
         at_key = recipe_layout(src.plan)
         if at_key is not None:

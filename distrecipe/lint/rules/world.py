@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from distrecipe.keys import integer
-from distrecipe.lint.rule import Problem, Source
+from distrecipe.lint.rule import Problem
+from distrecipe.lint.workspace import Source
 from distrecipe.lint.world import World
 
 

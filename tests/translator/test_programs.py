@@ -1,11 +1,11 @@
-"""What each kind of program carries of a plan's parallelism (`plan.programs`)."""
+"""What each kind of program carries of a plan's parallelism (`translator.programs`)."""
 
 from __future__ import annotations
 
 import pytest
 
 from distrecipe.api import load_plan
-from distrecipe.plan.programs import refusal, script_duties
+from distrecipe.translator.programs import refusal, script_duties
 from tests.conftest import RECIPES
 
 SEED = RECIPES / "seed-8b-32gpu-zero2.yaml"

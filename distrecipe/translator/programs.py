@@ -19,17 +19,21 @@ only what that kind runs. From the installed programs' own sources:
 * `deepspeed` (a raw `deepspeed.initialize` script): no pipeline outside Megatron (DeepSpeed
   pipelines only a `PipelineModule` the script builds; the ds_config has no degree).
 * `deepspeed`, `accelerate`, `verl`: their launcher's config file carries the layout; the
-  emitters for the files they read say what they cannot express (`runnable`).
+  emitters for the files they read say what they cannot express (`plan.runnable`).
+
+It asks the Trainer's emitter what it refuses and `targets.emitted_targets` what a kind
+reads, so it lives beside them in the translator, below `plan` and `launch`, which ask it.
 """
 
 from __future__ import annotations
 
+from distrecipe.engines.hf import uses_fsdp
 from distrecipe.errors import Refusal
 from distrecipe.findings import Finding
 from distrecipe.job import Plan
 from distrecipe.recipe import Backend, ProgramKind
 from distrecipe.translator import hf
-from distrecipe.translator.equivalence import finding
+from distrecipe.translator.codes import finding
 from distrecipe.translator.targets import emitted_targets
 
 COMPATIBLE: dict[ProgramKind, tuple[Backend, ...]] = {
@@ -72,7 +76,7 @@ def _trainer(plan: Plan) -> Refusal | None:
     if errors:
         why = "; ".join(f"{f.code} {f.message}" for f in errors)
         return _refusal(_first_key(plan, errors[0].message), why)
-    if hf.uses_fsdp(plan) and plan.backend not in ACCELERATE:
+    if uses_fsdp(plan) and plan.backend not in ACCELERATE:
         return _lost(plan, "the HF Trainer takes tensor and context parallelism only from "
                      "`accelerate launch`'s parallelism_config (launch.backend accelerate), no "
                      "TrainingArguments flag")

@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from distrecipe.engines.accelerate import EMITTED_DEFAULTS as ACCELERATE_DEFAULTS
-from distrecipe.engines.deepspeed import NO_DEFAULT, emitted_default
+from distrecipe.engines.deepspeed import NO_DEFAULT, config_default
 from distrecipe.errors import DistrecipeError
 from distrecipe.judges import deepspeed as deepspeed_judge
 from distrecipe.source import Document
@@ -154,7 +154,7 @@ def test_import_then_compile_gives_the_file_back(path: Path, monkeypatch: pytest
     added = {p: v for p, v in written.items() if p not in stated
              and not any(k[: len(p)] == p or p[: len(k)] == k for k in stated)
              and p not in DERIVED.get(kind, frozenset()) and p not in skip
-             and not same(emitted_default(p, plan_stage) if kind == "deepspeed" else
+             and not same(config_default(p, plan_stage) if kind == "deepspeed" else
                           ACCELERATE_DEFAULTS.get(p, NO_DEFAULT), v)}
     assert not added, f"{path.name}: keys the round trip added with a non-default value: {added}"
     world = world_of(kind, given).size

@@ -1,17 +1,19 @@
 """DeepSpeed (0.19) as facts: the ds_config's keys, names, defaults and refusals.
 
-Which keys each section accepts, and their defaults, are in the generated key tables
-(`engines/tables`, read from the installed DeepSpeed). `zero_optimization` is the one
-Plan → ZeRO block mapping: the emitter writes it and
-the planner reads the knobs it sets.
+Which keys each section accepts, their defaults and their aliases are in the generated
+key tables (`engines/tables`, read from the installed DeepSpeed); `config_default` and
+`zero_setting` are how the emitter's import and the planner read them, so no default is
+written here twice. `zero_optimization` is the one Plan → ZeRO block mapping: the
+emitter writes it and the planner reads the knobs it sets.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from distrecipe.engines import TORCH_OPTIMIZERS
+from distrecipe.engines.tables import section
 from distrecipe.errors import Refusal
 from distrecipe.job import Plan
 from distrecipe.source import KeyPath
@@ -162,36 +164,74 @@ def _offload(device: str, plan: Plan) -> dict[str, Any]:
     return block
 
 
-def emitted_default(path: KeyPath, stage: int) -> object:
-    """DeepSpeed's own default for a key the emitter writes, or `NO_DEFAULT`.
-
-    `import` leaves out of a recipe's `native` section a key the emitter adds that
-    the input did not state, when the emitted value is what DeepSpeed would have used
-    anyway; any other added key is removed at compile (`null`). Read from DeepSpeed
-    0.19's pydantic models and constants; only the keys `translator/deepspeed.py` writes.
-    """
-    if path == ("zero_optimization", "overlap_comm"):
-        return stage == 3  # DeepSpeedZeroConfig's validator: on at stage 3 only
-    return _EMITTED_DEFAULTS.get(path, NO_DEFAULT)
-
-
 NO_DEFAULT = object()
-"""`emitted_default`'s answer for a key it knows no engine default of."""
-_EMITTED_DEFAULTS: dict[KeyPath, object] = {
-    ("gradient_clipping",): 1.0,
-    ("wall_clock_breakdown",): False,
-    ("zero_optimization", "stage"): 0,
-    ("zero_optimization", "contiguous_gradients"): True,
-    ("zero_optimization", "reduce_bucket_size"): 500_000_000,
-    ("zero_optimization", "stage3_prefetch_bucket_size"): 50_000_000,
-    ("zero_optimization", "stage3_param_persistence_threshold"): 100_000,
-    ("zero_optimization", "stage3_gather_16bit_weights_on_model_save"): False,
-    ("zero_optimization", "zero_hpz_partition_size"): 1,
-    ("zero_optimization", "offload_optimizer", "pin_memory"): True,
-    ("zero_optimization", "offload_param", "pin_memory"): True,
-    **{("fp16", key): value for key, value in FP16_LOSS_SCALING.items()},
-    ("activation_checkpointing", "partition_activations"): False,
-    ("activation_checkpointing", "contiguous_memory_optimization"): False,
-    ("activation_checkpointing", "cpu_checkpointing"): False,
-    ("optimizer", "params", "adam_w_mode"): True,
-}
+"""`config_default`'s answer for a key DeepSpeed has no default of (it reads it without one,
+or derives it from other keys: the batch sizes)."""
+
+ZERO = "zero_optimization"
+"""The ds_config section of the ZeRO knobs (`zero_setting`)."""
+
+OVERLAP_COMM_STAGE = 3
+"""The one ZeRO stage at which DeepSpeed turns `overlap_comm` on when a config leaves it
+out (or null). The key table cannot say so, its default there is null: the validator
+`DeepSpeedZeroConfig.overlap_comm_valid` derives it (DeepSpeed 0.19.8,
+deepspeed/runtime/zero/config.py:386, `self.overlap_comm = self.stage ==
+ZeroStageEnum.weights`)."""
+
+ADAM_W_MODE = True
+"""DeepSpeed's `optimizer.params.adam_w_mode` when a config leaves it out: its Adam runs as
+AdamW. The key table has no entry, `optimizer.params` being free-form: the engine pops it
+with this default (DeepSpeed 0.19.8, deepspeed/runtime/config.py:73 `ADAM_W_MODE_DEFAULT`,
+read at runtime/engine.py:2487)."""
+
+
+def config_default(path: KeyPath, stage: int) -> object:
+    """DeepSpeed's own value for the key at `path` when a ds_config at ZeRO `stage` leaves it
+    out, or `NO_DEFAULT`: the key table's default, else what DeepSpeed derives
+    (`OVERLAP_COMM_STAGE`, `ADAM_W_MODE`).
+
+    `import` leaves out of a recipe's `native` section a key the emitter adds that the
+    input did not state when the emitted value is this one; any other added key is
+    removed at compile (`null`).
+    """
+    if path == (ZERO, "overlap_comm"):
+        return stage == OVERLAP_COMM_STAGE
+    if path == ("optimizer", "params", "adam_w_mode"):
+        return ADAM_W_MODE
+    return _table_default(path)
+
+
+def _table_default(path: KeyPath) -> Any:
+    """The key table's default at `path` (a JSON value), or `NO_DEFAULT` where it has none
+    or a null one (DeepSpeed derives the value)."""
+    found = section("deepspeed", tuple(map(str, path[:-1])))
+    has, value = found.default(str(path[-1])) if found is not None else (False, None)
+    return value if has and value is not None else NO_DEFAULT
+
+
+def _spellings(path: tuple[str, ...], key: str) -> tuple[str, ...]:
+    """`key` and the aliases DeepSpeed also reads it under in the section at `path` (the key
+    table's `alias_of`: ZeRO-3's `stage3_` prefixes), the plain name first."""
+    found = section("deepspeed", path)
+    keys = found.keys if found is not None else {}
+    return (key, *(name for name, entry in keys.items() if entry.get("alias_of") == key))
+
+
+def zero_setting(zero: Mapping[str, Any], *key: str) -> Any:
+    """What DeepSpeed reads for `key` (a name in `zero_optimization`, or a path below it:
+    `"offload_param", "device"`) from the block `zero`: the value stated under its name or
+    an alias (`_spellings`), else `config_default` at the block's stage. A null reads as
+    unstated, as DeepSpeed reads `overlap_comm: null`; a null sub-block as an empty one."""
+    *within, name = key
+    block: Mapping[str, Any] = zero
+    for part in within:
+        block = block.get(part) or {}
+    for spelled in _spellings((ZERO, *within), name):
+        if block.get(spelled) is not None:
+            return block[spelled]
+    stage = zero.get("stage")
+    stage = stage if stage is not None else _table_default((ZERO, "stage"))
+    found = config_default((ZERO, *key), int(stage))
+    if found is NO_DEFAULT:
+        raise KeyError(f"DeepSpeed has no default for {'.'.join((ZERO, *key))}")
+    return found

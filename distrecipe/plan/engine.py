@@ -45,6 +45,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from distrecipe.engines.deepspeed import zero_setting
 from distrecipe.engines.runner import DEEPSPEED_BACKENDS, runs_fsdp2, uses_deepspeed
 from distrecipe.engines.verl import fsdp_size
 from distrecipe.job import Plan
@@ -79,47 +80,47 @@ class EngineView:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class DeepSpeedZero:
-    """The `zero_optimization` knobs that change memory or traffic (DeepSpeed 0.19 defaults)."""
+    """The `zero_optimization` knobs that change memory or traffic, as DeepSpeed reads them:
+    built by `from_config`, so their aliases and defaults are DeepSpeed's key table's."""
 
     stage: int
-    reduce_bucket_size: int = 500_000_000
-    overlap_comm: bool = False
-    persistence_threshold: int = 100_000
-    max_live_parameters: int = 1_000_000_000
-    multi_rank_allreduce: bool = True
-    offload_optimizer: bool = False
-    offload_param: bool = False
-    hpz_partition_size: int = 1
+    reduce_bucket_size: int
+    overlap_comm: bool
+    persistence_threshold: int
+    max_live_parameters: int
+    multi_rank_allreduce: bool
+    offload_optimizer: bool
+    offload_param: bool
+    hpz_partition_size: int
     """ZeRO++ hierarchical partitioning: a secondary 16-bit parameter copy per group."""
-    sub_group_size: int = 1_000_000_000
+    sub_group_size: int
     """ZeRO-3's optimizer step works on sub-groups of this many elements at a time."""
 
     @classmethod
     def from_config(cls, zero: Mapping[str, Any]) -> DeepSpeedZero:
-        """Read a DeepSpeed `zero_optimization` section (`stage3_` prefixes optional)."""
-        defaults = cls(stage=int(zero.get("stage", 0)))
+        """Read a DeepSpeed `zero_optimization` section (`engines.deepspeed.zero_setting`)."""
 
-        def get(key: str, default: Any) -> Any:
-            return zero.get(key, zero.get(f"stage3_{key}", default))
+        def offloaded(block: str) -> bool:
+            return str(zero_setting(zero, block, "device")) != "none"
 
-        def device(key: str) -> bool:
-            block = zero.get(key) or {}
-            return str(block.get("device", "none")) not in ("none", "None")
-
-        stage = defaults.stage
+        stage = int(zero_setting(zero, "stage"))
         return cls(
             stage=stage,
-            reduce_bucket_size=int(get("reduce_bucket_size", defaults.reduce_bucket_size)),
-            overlap_comm=bool(get("overlap_comm", stage == 3)),
-            persistence_threshold=int(get("param_persistence_threshold",
-                                          defaults.persistence_threshold)),
-            max_live_parameters=int(get("max_live_parameters", defaults.max_live_parameters)),
-            multi_rank_allreduce=bool(get("use_multi_rank_bucket_allreduce", True)),
-            offload_optimizer=device("offload_optimizer"),
-            offload_param=device("offload_param") and stage == 3,
-            hpz_partition_size=int(zero.get("zero_hpz_partition_size", 1)),
-            sub_group_size=int(zero.get("sub_group_size", defaults.sub_group_size)),
+            reduce_bucket_size=int(zero_setting(zero, "reduce_bucket_size")),
+            overlap_comm=bool(zero_setting(zero, "overlap_comm")),
+            persistence_threshold=int(zero_setting(zero, "param_persistence_threshold")),
+            max_live_parameters=int(zero_setting(zero, "max_live_parameters")),
+            multi_rank_allreduce=bool(zero_setting(zero, "use_multi_rank_bucket_allreduce")),
+            offload_optimizer=offloaded("offload_optimizer"),
+            offload_param=offloaded("offload_param") and stage == 3,
+            hpz_partition_size=int(zero_setting(zero, "zero_hpz_partition_size")),
+            sub_group_size=int(zero_setting(zero, "sub_group_size")),
         )
+
+    @classmethod
+    def at_defaults(cls, stage: int) -> DeepSpeedZero:
+        """DeepSpeed's own knobs at ZeRO `stage`: a plan judged without its emitted ds_config."""
+        return cls.from_config({"stage": stage})
 
 
 def _add(base: dict[str, float], **extra: float) -> dict[str, float]:
@@ -284,7 +285,7 @@ def megatron_deepspeed(plan: Plan, psi: float, n: int) -> EngineView:
                 "optimizer": 8 * psi / n}
         points = {"rest": rest, "forward": rest, "backward": rest, "step": rest}
         return EngineView("Megatron-DeepSpeed (BF16_Optimizer: fp32 gradient accumulation)", points, {})
-    view = deepspeed(psi, n, DeepSpeedZero(stage=min(plan.stage, 1)), lp=lp,
+    view = deepspeed(psi, n, DeepSpeedZero.at_defaults(min(plan.stage, 1)), lp=lp,
                      accumulation=plan.batch.accumulation)
     return EngineView(view.engine.replace("DeepSpeed", "Megatron-DeepSpeed"), view.points, view.cpu)
 
@@ -317,7 +318,7 @@ def _engine_view(plan: Plan, zero: DeepSpeedZero | None, psi: float, lp: int, of
                      offload=offloaded)
     if not uses_deepspeed(plan):
         return ddp(psi)
-    settings = zero if zero is not None else DeepSpeedZero(stage=plan.stage)
+    settings = zero if zero is not None else DeepSpeedZero.at_defaults(plan.stage)
     inventory = model_inventory(plan.recipe.model)
     persistent = 0.0
     sub_group = None

@@ -128,7 +128,7 @@ def windows(plan: Plan, zero: DeepSpeedZero | None) -> dict[str, Window]:
                 "reduce-scatter gradients": "backward", "all-reduce shard across replicas": "backward"}
     if not uses_deepspeed(plan):
         return {"all-reduce gradients": "last backward"}
-    zero = zero or DeepSpeedZero(stage=plan.stage)
+    zero = zero or DeepSpeedZero.at_defaults(plan.stage)
     overlapped = zero.overlap_comm
     if zero.stage == 3:
         return {"all-gather parameters": "step", "all-gather parameters (backward)": "step",

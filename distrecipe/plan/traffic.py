@@ -146,7 +146,7 @@ def engine(plan: Plan, zero: DeepSpeedZero | None = None, psi: float | None = No
         # Accelerate's DDP: fp32 gradients under autocast, no_sync until the last micro-step.
         return Traffic({"all-reduce gradients": 2 * ring(n) * 4 * psi}, 1)
     if zero is None:  # DeepSpeed's defaults, as `engine.plan_engine_view` assumes too
-        zero = DeepSpeedZero(stage=plan.stage)
+        zero = DeepSpeedZero.at_defaults(plan.stage)
     grads = reduce_bytes(plan)
     if zero.stage == 0:
         return Traffic({"all-reduce gradients": 2 * ring(n) * grads * psi}, 1)

@@ -20,7 +20,7 @@ from typing import Any
 
 from distrecipe.engines import Kind
 from distrecipe.engines.accelerate import EMITTED_DEFAULTS as ACCELERATE_DEFAULTS
-from distrecipe.engines.deepspeed import BATCH_KEYS, NO_DEFAULT, emitted_default
+from distrecipe.engines.deepspeed import BATCH_KEYS, NO_DEFAULT, config_default
 from distrecipe.engines.defaults import lookup, null_is_default
 from distrecipe.job import Plan
 from distrecipe.source import KeyPath
@@ -54,11 +54,11 @@ TABLED: dict[str, Kind] = {"deepspeed": "deepspeed", "accelerate": "accelerate",
 
 
 def default(engine: str, path: KeyPath, plan: Plan) -> object:
-    """The engine's own value for a key the input did not state, or `NO_DEFAULT`: what the
-    emitter's tables say (DeepSpeed's stage-dependent `overlap_comm`), else the generated
-    key tables (TrainingArguments' `adam_beta1`)."""
+    """The engine's own value for a key the input did not state, or `NO_DEFAULT`: DeepSpeed's
+    at the plan's stage (`config_default`: its stage-dependent `overlap_comm`), Accelerate's
+    loader's, else the generated key tables' (TrainingArguments' `adam_beta1`)."""
     if engine == "deepspeed":
-        found = emitted_default(path, plan.stage)
+        found = config_default(path, plan.stage)
     elif engine == "accelerate":
         found = ACCELERATE_DEFAULTS.get(path, NO_DEFAULT)
     else:

@@ -1,7 +1,18 @@
-"""Write the key tables lint reads, from the engines installed here (DeepSpeed, Accelerate, verl, HF).
+"""Write the key tables lint reads, one per release of DeepSpeed, Accelerate, verl and transformers.
 
-    python scripts/engine_tables.py           # (re)write distrecipe/engines/tables/*.json
-    python scripts/engine_tables.py --check   # exit 1 and name the keys that differ
+    python scripts/engine_tables.py                    # the installed releases' tables
+    python scripts/engine_tables.py --check            # exit 1 and name the keys that differ
+    python scripts/engine_tables.py --release accelerate==1.14.0 --release hf==4.57.6
+                                                       # another release, installed in scratch
+    python scripts/engine_tables.py --release accelerate==1.17.0 --out DIR   # into DIR (drift)
+
+A table is `distrecipe/engines/tables/ENGINE/RELEASE.json`, named by the release it was
+read from. `--check` rebuilds the installed release's table and compares it with the
+stored one of *that* release, so a lock that moves an engine without its table fails,
+and a stored older release is never compared with a newer install. `--release` installs
+the release alone (`pip install --no-deps --target`) in a scratch directory put first on
+the path of a child process, which builds the table as above: the other packages are
+the environment's own (transformers brings its own requirements: `WITH_DEPS`).
 
 Every fact comes from running or introspecting the installed engine, never from its
 documentation, so an engine upgrade changes the tables, and `--check` (run by a slow
@@ -36,8 +47,11 @@ import enum
 import importlib.metadata
 import inspect
 import json
+import os
 import re
+import subprocess
 import sys
+import tempfile
 import types
 import typing
 from collections.abc import Iterator
@@ -287,7 +301,10 @@ def deepspeed_table() -> dict[str, Any]:
             mock.patch.object(ds_config.dist, "get_rank", return_value=0):
         ds_config.DeepSpeedConfig(Recording(dict(BATCH), "", log))
     sections: dict[str, dict[str, Any]] = {}
-    top = {k: v for k, v in log[""].items() if k not in ds_config._REMOVED_TOP_LEVEL_CONFIG_KEYS}
+    # The names DeepSpeed refuses as removed; 0.19.4 and older have no such list.
+    removed_top = getattr(ds_config, "_REMOVED_TOP_LEVEL_CONFIG_KEYS", ())
+    removed_zero = getattr(ds_config, "_REMOVED_ZERO_CONFIG_KEYS", ())
+    top = {k: v for k, v in log[""].items() if k not in removed_top}
     sections[""] = {"keys": {k: {"default": jsonable(v)} if v is not ... else {}
                              for k, v in sorted(top.items())}}
     pending = sorted(top)
@@ -324,8 +341,7 @@ def deepspeed_table() -> dict[str, Any]:
             if forbids != (section["unknown_keys"] == "refused"):
                 raise SystemExit(f"DeepSpeed {path}: model_config extra={forbids} but DeepSpeed "
                                  f"{section['unknown_keys']} an unknown key")
-    removed = {"": sorted(ds_config._REMOVED_TOP_LEVEL_CONFIG_KEYS),
-               "zero_optimization": sorted(ds_config._REMOVED_ZERO_CONFIG_KEYS)}
+    removed = {"": sorted(removed_top), "zero_optimization": sorted(removed_zero)}
     return {"engine": "deepspeed", "version": importlib.metadata.version("deepspeed"),
             "removed": removed, "sections": dict(sorted(sections.items()))}
 
@@ -615,27 +631,73 @@ def changes(old: Any, new: Any, path: str = "") -> Iterator[str]:
         yield f"~ {path}: {json.dumps(old)} -> {json.dumps(new)}"
 
 
+ENGINE_PACKAGES = {"deepspeed": "deepspeed", "accelerate": "accelerate", "verl": "verl", "hf": "transformers"}
+WITH_DEPS = frozenset({"hf"})
+"""Engines installed with their own requirements: transformers checks the versions of
+huggingface_hub and tokenizers at import, and each release wants its own (none needs torch)."""
+
+
+def scratch_install(engine: str, version: str, into: Path) -> None:
+    """`engine==version` in `into`, alone or with its requirements (`WITH_DEPS`); DeepSpeed
+    builds from its sdist with no ops, on the environment's torch. Raises CalledProcessError."""
+    package = ENGINE_PACKAGES[engine]
+    alone = () if engine in WITH_DEPS else ("--no-deps",)
+    argv = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *alone,
+            "--no-build-isolation", "--target", str(into), f"{package}=={version}"]
+    subprocess.run(argv, check=True, env={**os.environ, "DS_BUILD_OPS": "0"})
+
+
+def build_release(engine: str, version: str, out: Path) -> Path:
+    """Install `engine==version` in scratch and write its table under `out`; the table's path."""
+    with tempfile.TemporaryDirectory(prefix=f"tables-{engine}-") as scratch:
+        scratch_install(engine, version, Path(scratch))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([scratch, os.environ.get("PYTHONPATH", "")])}
+        subprocess.run([sys.executable, __file__, "--out", str(out), engine], check=True, env=env)
+    return out / engine / f"{version}.json"
+
+
+def installed_table(engine: str) -> dict[str, Any]:
+    """The table of the release of `engine` this interpreter imports."""
+    return BUILDERS[engine]()
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare with the stored tables, write nothing")
+    parser.add_argument("--release", action="append", default=[], metavar="ENGINE==VERSION",
+                        help="build this release's table in a scratch install (repeatable)")
+    parser.add_argument("--out", type=Path, default=TABLES, help="the tables' folder (default: distrecipe's)")
     parser.add_argument("engines", nargs="*", help=f"some of {', '.join(sorted(BUILDERS))} (default: all)")
     args = parser.parse_args(argv)
     unknown = set(args.engines) - set(BUILDERS)
     if unknown:
         parser.error(f"unknown engine {sorted(unknown)[0]!r}")
+    if args.release:
+        for wanted in args.release:
+            engine, _, version = wanted.partition("==")
+            if engine not in BUILDERS or not version:
+                names = ", ".join(sorted(BUILDERS))
+                parser.error(f"--release takes ENGINE==VERSION with ENGINE one of {names}")
+            print(f"wrote {build_release(engine, version, args.out)}")
+        return 0
     status = 0
     for engine in args.engines or sorted(BUILDERS):
-        text = render(BUILDERS[engine]())
-        path = TABLES / f"{engine}.json"
+        built = installed_table(engine)
+        text = render(built)
+        path = args.out / engine / f"{built['version']}.json"
         if args.check:
-            stored = json.loads(path.read_text()) if path.exists() else {}
-            diff = list(changes(stored, json.loads(text)))
+            if not path.exists():
+                print(f"{engine} {built['version']} is installed but has no table: "
+                      f"run python scripts/engine_tables.py {engine}")
+                status = 1
+                continue
+            diff = list(changes(json.loads(path.read_text()), json.loads(text)))
             if diff:
                 status = 1
-                print(f"{path.name}: the installed {engine} differs from the stored table:")
+                print(f"{path}: the installed {engine} differs from the stored table of its release:")
                 print("\n".join(f"  {line}" for line in diff[:200]))
         else:
-            TABLES.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
             print(f"wrote {path}")
     return status

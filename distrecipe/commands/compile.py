@@ -10,8 +10,9 @@ import click
 from distrecipe.api import plan_of_recipe
 from distrecipe.commands.echo import echo_findings, echo_name_note, lint_refusal
 from distrecipe.commands.lint import project_config
-from distrecipe.commands.options import overrides_option, recipe_argument
+from distrecipe.commands.options import engine_version_option, overrides_option, recipe_argument
 from distrecipe.engines.heads import refusal
+from distrecipe.engines.tables import TableEngine
 from distrecipe.errors import RecipeError, StrictError
 from distrecipe.job import Plan
 from distrecipe.keys import dotted
@@ -31,6 +32,7 @@ def compile_recipe(
     overrides: Sequence[str] = (),
     hf_auto: bool = False,
     strict: bool = False,
+    engine_versions: Sequence[tuple[TableEngine, str]] = (),
 ) -> int:
     """Emit `target`'s files; print them when no output directory is given and there is one.
 
@@ -46,7 +48,7 @@ def compile_recipe(
     if target == "verl":
         _check_rollout_layout(declared, plan)
     echo_name_note(plan)
-    config = project_config()
+    config = project_config(engine_versions=engine_versions)
     said = check_recipe(document, plan, config)
     if _refused(Report(said)):  # the recipe's own errors, before any engine is asked
         return 1
@@ -115,13 +117,15 @@ def _check_rollout_layout(recipe: Recipe, plan: Plan) -> None:
 @click.option("--hf-auto", is_flag=True,
               help='DeepSpeed: keep "auto" where the Hugging Face Trainer fills the value.')
 @click.option("--strict", is_flag=True, help="Refuse inexact mappings instead of warning.")
+@engine_version_option
 def command(recipe: str, target: str, output: str | None, overrides: tuple[str, ...],
-            hf_auto: bool, strict: bool) -> int:
+            hf_auto: bool, strict: bool, engine_versions: tuple[tuple[TableEngine, str], ...]) -> int:
     """Emit the native config(s) equivalent to RECIPE.
 
     Lint's rules run on RECIPE and on every file before it is written. Exit 0: written;
     1: lint found an error (printed at its position; nothing written); 2: unusable input,
-    a recipe that does not resolve, an engine's refusal or --strict.
+    a recipe that does not resolve, an engine's refusal or --strict. The files are judged
+    by the tables of the releases the job runs (--engine-version, [tool.distrecipe] engines).
     """
     return compile_recipe(recipe=recipe, target=target, output=output, overrides=overrides,
-                          hf_auto=hf_auto, strict=strict)
+                          hf_auto=hf_auto, strict=strict, engine_versions=engine_versions)

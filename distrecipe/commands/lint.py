@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
 import click
 
-from distrecipe.engines import KINDS, Kind
+from distrecipe.commands.options import engine_version_option
+from distrecipe.engines import KINDS, Kind, tables
+from distrecipe.engines.tables import TableEngine
 from distrecipe.findings import SEVERITIES, Severity
 from distrecipe.lint.config import CONSUMERS, Consumer, LintConfig, find_pyproject, load_config
 from distrecipe.lint.engine import lint
@@ -16,10 +19,27 @@ from distrecipe.lint.rules import RULES
 from distrecipe.output import one_line
 
 
-def project_config(project: Path | None = None) -> LintConfig:
-    """`[tool.distrecipe]` of the nearest pyproject.toml: what lint and compile both obey."""
+def project_config(project: Path | None = None,
+                   engine_versions: Sequence[tuple[TableEngine, str]] = ()) -> LintConfig:
+    """`[tool.distrecipe]` of the nearest pyproject.toml: what lint, compile and launch obey.
+
+    Also states, for this run, the engine releases whose tables judge: `--engine-version`
+    over `[tool.distrecipe] engines`, the engines named in neither staying the installed ones.
+    """
     formats = frozenset(FORMATS) | {"auto"}
-    return load_config(find_pyproject(project or Path.cwd()), frozenset(RULES), formats)
+    config = load_config(find_pyproject(project or Path.cwd()), frozenset(RULES), formats)
+    if engine_versions:
+        named = {engine for engine, _ in engine_versions}
+        config = dataclasses.replace(config, engines=(
+            *(entry for entry in config.engines if entry[0] not in named),
+            *((engine, release, "--engine-version") for engine, release in engine_versions)))
+    stated = config.releases()
+    tables.state(stated)
+    for engine in sorted(stated):
+        note = tables.release(engine).note
+        if note is not None:
+            click.echo(f"distrecipe: note: {note}", err=True)
+    return config
 
 
 def lint_paths(
@@ -34,6 +54,7 @@ def lint_paths(
     engines: bool = False,
     fail_on: Severity | None = None,
     min_severity: Severity | None = None,
+    engine_versions: Sequence[tuple[TableEngine, str]] = (),
 ) -> int:
     """Lint `paths`, print the findings, return 0 (clean), 1 (a finding at `fail_on` or
     above, default error) or 2 (unusable input).
@@ -42,7 +63,7 @@ def lint_paths(
     `engines` also runs the installed engines' own validators (DR900, DR901).
     `min_severity` leaves less severe findings out of the output (never a failing one).
     """
-    config = project_config(project)
+    config = project_config(project, engine_versions)
     report = lint(paths, config=config, world=world, kind=kind, ignore_unknown=ignore_unknown,
                   consumer=consumer, engines=engines, fail_on=fail_on)
     for problem in report.unusable:
@@ -75,10 +96,12 @@ def lint_paths(
                    "(default: [tool.distrecipe.lint] min_severity, else info).")
 @click.option("--engines", is_flag=True,
               help="Also run the installed engines' own validators in-process (DeepSpeed, the HF "
-                   "Trainer, Accelerate, verl): slow, imports torch; DR900/DR901.")
+                   "Trainer, Accelerate, verl): slow, imports torch; DR900-DR902.")
+@engine_version_option
 def command(paths: tuple[str, ...], world: int | None, kind: Kind | None, output_format: str | None,
             ignore_unknown: bool, consumer: Consumer | None, fail_on: Severity | None,
-            min_severity: Severity | None, engines: bool) -> int:
+            min_severity: Severity | None, engines: bool,
+            engine_versions: tuple[tuple[TableEngine, str], ...]) -> int:
     """Check recipes, ds_configs, accelerate/verl configs, TrainingArguments, Axolotl and
     LLaMA-Factory YAMLs, and launch scripts.
 
@@ -87,4 +110,4 @@ def command(paths: tuple[str, ...], world: int | None, kind: Kind | None, output
     """
     return lint_paths(paths=paths, world=world, kind=kind, output_format=output_format,
                       ignore_unknown=ignore_unknown, consumer=consumer, engines=engines,
-                      fail_on=fail_on, min_severity=min_severity)
+                      fail_on=fail_on, min_severity=min_severity, engine_versions=engine_versions)

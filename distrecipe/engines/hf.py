@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from distrecipe.engines.accelerate import distributed_type
-from distrecipe.engines.tables import training_defaults
+from distrecipe.engines.tables import history, training_defaults
 from distrecipe.job import Plan
 from distrecipe.source import KeyPath
 
@@ -117,34 +117,12 @@ REMOVED: dict[str, str | None] = {
 }
 """Fields transformers 4's `TrainingArguments` had (as its `to_dict()` wrote them in the
 corpus's ms-swift `training_args.json`, transformers 4.33) → the field that replaces
-each, None where none does. lint names one only while the installed transformers lacks
-it (`engines.tables.training_arguments`), so the table cannot outlive the fact."""
+each, None where none does. lint names one only while the judging transformers release
+lacks it (`engines.tables.training_arguments`), so the table cannot outlive the fact;
+which release removed it is read from the tables (`field_release`)."""
 
-REMOVED_BETWEEN: dict[str, tuple[str, str]] = {
-    "evaluation_strategy": ("4.50.0", "4.51.0"), "use_ipex": ("4.56.0", "4.57.1"),
-    "group_by_length": ("5.0.0", "5.3.0"), "xpu_backend": ("4.33", "4.45.2"),
-    "sharded_ddp": ("4.33", "4.45.2"),
-}
-"""For a field of `REMOVED`: the last release known to have it and the first known to lack
-it, read from each release's `transformers/training_args.py` (4.45.2, 4.46.0, 4.50.0,
-4.51.0, 4.52.1, 4.53.0, 4.55.0, 4.56.0, 4.57.1, 4.57.6, 5.0.0, 5.3.0, 5.6.0); every other
-field of `REMOVED` was in 4.57.6 and is gone from 5.0.0. Used for a project that pins its
-transformers (`[tool.distrecipe] transformers`)."""
-
-
-def _release(version: str) -> tuple[int, ...]:
-    """`4.46` → (4, 46, 0): a release number, parts past the third ignored."""
-    parts = [int(part) for part in version.split(".")[:3] if part.isdigit()]
-    return tuple(parts + [0] * (3 - len(parts)))
-
-
-def had_field(field: str, pinned: str) -> bool | None:
-    """Whether transformers `pinned` still has the removed TrainingArguments `field`:
-    True, False, or None where it falls between the releases read."""
-    last, first_without = REMOVED_BETWEEN.get(field, ("4.57.6", "5.0.0"))
-    version = _release(pinned)
-    if version <= _release(last):
-        return True
-    if version >= _release(first_without):
-        return False
-    return None
+def field_release(field: str) -> str | None:
+    """Where the TrainingArguments `field`, which the judging transformers release lacks,
+    exists in another release's table: `removed in transformers 5.0.0 (last in 4.57.6); …`
+    or `a field of transformers ≥ 5.23.0; …`; None when no release here has it."""
+    return history("hf", lambda found: field in found["training_arguments"], noun="field")

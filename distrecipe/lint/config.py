@@ -7,6 +7,9 @@
     ds_config = "hf"                # who reads the ds_configs: "hf", "accelerate" or "raw"
     # or per glob: ds_config = { "configs/raw/*.json" = "raw", "*.json" = "hf" }
     transformers = "4.46"           # the release the project pins: judge removed fields by it
+    engines = { deepspeed = "0.18.9", accelerate = "1.15" }   # the releases the project runs:
+                                    # their tables judge (else the installed ones; `transformers`
+                                    # above is `engines.transformers`)
 
     [tool.distrecipe.lint]
     fail_on = "error"               # exit 1 on findings at this level or above: error, warning, info
@@ -34,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from distrecipe.engines.tables import NAMES, RELEASE, TableEngine
 from distrecipe.errors import DistrecipeError, Position
 from distrecipe.findings import SEVERITIES, Severity
 from distrecipe.keys import did_you_mean
@@ -83,6 +87,18 @@ class LintConfig:
     """The directory of the pyproject.toml the globs are relative to."""
     transformers: str | None = None
     """The transformers release the project pins (`4.46`), when not the installed one."""
+    engines: tuple[tuple[TableEngine, str, str], ...] = ()
+    """(engine, release, who stated it): `[tool.distrecipe] engines` and `--engine-version`,
+    the release of each engine the project runs, whose table judges its files."""
+
+    def releases(self) -> dict[TableEngine, tuple[str, str]]:
+        """engine → (release, who stated it), for `engines.tables.state`: `engines`, and
+        `transformers` where `engines` does not name it."""
+        stated: dict[TableEngine, tuple[str, str]] = {engine: (release, where)
+                                                      for engine, release, where in self.engines}
+        if self.transformers is not None:
+            stated.setdefault("hf", (self.transformers, "[tool.distrecipe] transformers"))
+        return stated
 
     def level(self, code: str, default: Severity) -> Level:
         """The level `code` runs at: `[tool.distrecipe.lint] rules`, else `disable` /
@@ -144,7 +160,8 @@ def load_config(pyproject: Path | None, codes: frozenset[str], formats: frozense
     if not isinstance(table, dict):
         raise ConfigError("[tool.distrecipe] must be a table", Position(name, 1, 1))
     at = _Locator(name, text)
-    allowed = ["world", "disable", "severity", "format", "exclude", "ds_config", "lint", "transformers"]
+    allowed = ["world", "disable", "severity", "format", "exclude", "ds_config", "lint", "transformers",
+               "engines"]
     for key in table:
         if key not in allowed:
             raise ConfigError(f"[tool.distrecipe] unknown key {key!r}{did_you_mean(key, allowed)}",
@@ -158,6 +175,12 @@ def load_config(pyproject: Path | None, codes: frozenset[str], formats: frozense
             hint = did_you_mean(key, list(LINT_KEYS))
             raise ConfigError(f"[tool.distrecipe.lint] unknown key {key!r}{hint}", lint_at(key, value=False))
     severities: list[str] = list(SEVERITIES)
+    transformers = _release(table.get("transformers"), at("transformers"))
+    engines = _engines(table.get("engines", {}), at)
+    stated = {engine: release for engine, release, _ in engines}
+    if transformers is not None and stated.get("hf", transformers) != transformers:
+        raise ConfigError(f"[tool.distrecipe] transformers = {transformers!r} and engines.transformers = "
+                          f"{stated['hf']!r} disagree: state the release once", at("transformers"))
     return LintConfig(
         world=_world(table.get("world"), at("world")),
         disable=frozenset(_codes(table.get("disable", []), codes, "disable", at("disable"))),
@@ -171,7 +194,8 @@ def load_config(pyproject: Path | None, codes: frozenset[str], formats: frozense
         min_severity=_choice(lint.get("min_severity", "info"), severities, "lint.min_severity",
                              lint_at("min_severity")),
         root=pyproject.parent,
-        transformers=_release(table.get("transformers"), at("transformers")),
+        transformers=transformers,
+        engines=engines,
     )
 
 
@@ -225,6 +249,30 @@ def _release(value: Any, where: Position) -> str | None:
         raise ConfigError(f"[tool.distrecipe] transformers must be a release number such as \"4.46\", "
                           f"not {value!r}", where)
     return value
+
+
+def engine_release(name: object, value: object) -> tuple[TableEngine, str]:
+    """`("transformers", "5.23")` → `("hf", "5.23")`; ValueError naming the accepted forms."""
+    if not isinstance(name, str) or name.lower() not in NAMES:
+        names = ", ".join(sorted(NAMES))
+        hint = did_you_mean(str(name), list(NAMES))
+        raise ValueError(f"unknown engine {shown(name)}: one of {names}{hint}")
+    if not isinstance(value, str) or not RELEASE.fullmatch(value):
+        raise ValueError(f"{name}: a release number such as \"1.15\" or \"0.19.8\", not {shown(value)}")
+    return NAMES[name.lower()], value
+
+
+def _engines(value: Any, at: _Locator) -> tuple[tuple[TableEngine, str, str], ...]:
+    if not isinstance(value, dict):
+        raise ConfigError("[tool.distrecipe] engines must be a table of engine = \"release\", "
+                          "e.g. { deepspeed = \"0.19.8\" }", at("engines"))
+    found = []
+    for name, release in value.items():
+        try:
+            found.append((*engine_release(name, release), "[tool.distrecipe] engines"))
+        except ValueError as exc:
+            raise ConfigError(f"[tool.distrecipe] engines: {exc}", at(name)) from None
+    return tuple(sorted(found))
 
 
 def _world(value: Any, where: Position) -> int | None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from distrecipe.engines import Kind
+from distrecipe.engines import Kind, tables
 from distrecipe.engines.argv import Launch
 from distrecipe.engines.hf import FLAG_TYPES
 from distrecipe.engines.native import detect, is_file
@@ -86,6 +86,7 @@ class Workspace:
         self.world = world
         """The world the user states (`--world`, else `[tool.distrecipe] world`), if any."""
         self.config = config or LintConfig()
+        tables.state(self.config.releases())  # the releases that judge this run's files
         self.files = Files()
         self.references = References(self.files, self.config, consumer)
         self.engines = engines

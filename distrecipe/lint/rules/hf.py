@@ -7,7 +7,7 @@ from typing import Any
 
 from distrecipe.engines.axolotl import UNKNOWN
 from distrecipe.engines.axolotl import trainer_arguments as axolotl_arguments
-from distrecipe.engines.hf import REMOVED, defaults
+from distrecipe.engines.hf import REMOVED, defaults, field_release
 from distrecipe.engines.native import ds_reference
 from distrecipe.engines.tables import label, training_arguments
 from distrecipe.keys import integer
@@ -136,12 +136,13 @@ def best_model_strategies(src: Source) -> Iterator[Problem]:
 
 
 def removed_field(src: Source) -> Iterator[Problem]:
-    """A TrainingArguments field of transformers 4 that the installed transformers lacks.
+    """A TrainingArguments field the judging transformers release lacks: removed, or added later.
 
     The Trainer never reads it, so what it asked for does not happen (a renamed field's
     replacement keeps its default), and `HfArgumentParser` refuses a file with a key no
     dataclass of the script takes ("Some keys are not used by the HfArgumentParser").
-    A warning, not an error: a script's own dataclass may still take the name.
+    A warning, not an error: a script's own dataclass may still take the name. Which
+    release has the field is read from the tables of every release here.
 
     Fails: hf
     ```json
@@ -157,8 +158,13 @@ def removed_field(src: Source) -> Iterator[Problem]:
     """
     fields = training_arguments()
     for key in src.data:
-        if key in REMOVED and key not in fields:
-            instead = REMOVED[key]
-            use = f"use {instead}" if instead else "nothing replaces it"
-            yield Problem((key,), f"{key} is no TrainingArguments field in {label('hf')} "
-                          f"(removed; {use}): the Trainer never reads it", key=True)
+        if not isinstance(key, str) or key in fields:
+            continue
+        when = field_release(key)
+        if key not in REMOVED and when is None:
+            continue
+        instead = REMOVED.get(key)
+        use = (f"use {instead}" if instead else "nothing replaces it") if key in REMOVED else ""
+        said = "; ".join(part for part in (when or "removed", use) if part)
+        yield Problem((key,), f"{key} is no TrainingArguments field in {label('hf')} ({said}): "
+                              "the Trainer never reads it", key=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from distrecipe.engines.argv import Launch, launches, refused_flags, trainer_launch
-from distrecipe.engines.hf import REMOVED, REMOVED_BETWEEN, had_field
+from distrecipe.engines.hf import REMOVED, field_release
 from distrecipe.engines.tables import label, training_arguments, training_flags
 from distrecipe.keys import did_you_mean
 from distrecipe.lint.rule import Problem
@@ -34,9 +34,10 @@ def removed_flag(src: Source) -> Iterator[Problem]:
     rank; where the program's own dataclass still takes the name, the Trainer never
     reads it, so what it asks for does not happen (`--evaluation_strategy steps` leaves
     `eval_strategy` at `no`: no evaluation runs). Checked on commands that run a Trainer
-    (they pass `--per_device_train_batch_size`, or `--deepspeed` a file). A project that
-    pins an older transformers says so in `[tool.distrecipe] transformers = "4.46"`:
-    a field that release still has is not reported.
+    (they pass `--per_device_train_batch_size`, or `--deepspeed` a file). The fields are
+    the judging release's: a project that runs another transformers says so
+    (`[tool.distrecipe] engines = { transformers = "4.46" }`, `--engine-version`), and a
+    field that release still has is not reported; one only a later release has is.
 
     Fails: hf
     ```sh
@@ -51,24 +52,21 @@ def removed_flag(src: Source) -> Iterator[Problem]:
     Fix: the replacing flag the message names, or delete it.
     """
     fields = training_arguments()
-    pinned = src.workspace.config.transformers
     for launch in _launches(src):
         if not trainer_launch(launch):
             continue
         for name, (flag, _) in launch.flags.items():
             field = name.replace("-", "_")
-            if field not in REMOVED or field in fields:
+            if field in fields:
                 continue
-            kept = had_field(field, pinned) if pinned else False
-            if kept:
-                continue
-            instead = REMOVED[field]
+            when = field_release(field)
+            if field not in REMOVED and when is None:
+                continue  # the program's own argument, as far as any release here knows
+            instead = REMOVED.get(field)
             use = f"use --{instead}" if instead and " " not in instead else (
                 f"use {instead}" if instead else "nothing replaces it")
-            last, gone = REMOVED_BETWEEN.get(field, ("4.57.6", "5.0.0"))
-            version = label("hf") if not pinned else f"transformers {pinned} (pinned in [tool.distrecipe])"
-            maybe = "" if kept is not None else f" (removed between {last} and {gone}: {pinned} may have it)"
-            yield Problem((), f"--{name} is no TrainingArguments field in {version}{maybe} ({use}): "
+            said = "; ".join(part for part in (when or "removed", use if field in REMOVED else "") if part)
+            yield Problem((), f"--{name} is no TrainingArguments field in {label('hf')} ({said}): "
                               "HfArgumentParser refuses it, and where the program's own dataclass takes it "
                               "the Trainer never reads it", where=flag.where)
 

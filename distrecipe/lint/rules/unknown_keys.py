@@ -16,6 +16,8 @@ from distrecipe.engines.deepspeed import IGNORE_KEY
 from distrecipe.engines.hydra import overrides, verl_commands
 from distrecipe.engines.tables import (
     Section,
+    VerlConfig,
+    history,
     is_comment_key,
     label,
     removed_keys,
@@ -34,6 +36,19 @@ Verdict = Literal["refused", "ignored", "comment", "auto-dropped"]
 
 def _where(path: KeyPath) -> str:
     return f"{'.'.join(map(str, path))}" if path else "top level"
+
+
+def _release_note(engine: Literal["deepspeed", "accelerate"], path: KeyPath, key: str | None = None) -> str:
+    """` (a key of DeepSpeed ≥ 0.19.4; the project runs 0.18.9 (installed))`, or `(removed in
+    …)`, where another release's table has the key this one lacks; else nothing."""
+    name = ".".join(map(str, path[:-1]))
+    wanted = str(path[-1]) if key is None else key
+
+    def has(found: dict[str, Any]) -> bool:
+        return wanted in found["sections"].get(name, {}).get("keys", {})
+
+    said = history(engine, has)
+    return f" ({said})" if said else ""
 
 
 def _deepspeed_unknown(node: dict[str, Any], path: tuple[str, ...] = ()) -> Iterator[
@@ -102,7 +117,8 @@ def deepspeed_refused_key(src: Source) -> Iterator[Problem]:
         if verdict == "refused":
             key = str(path[-1])
             hint = "" if is_comment_key(key) else _suggestion(key, found, "deepspeed")
-            yield Problem(path, f"{key!r} is not a key of {label('deepspeed')}'s {_where(path[:-1])}: "
+            note = _release_note("deepspeed", path)
+            yield Problem(path, f"{key!r} is not a key of {label('deepspeed')}'s {_where(path[:-1])}{note}: "
                                 f"DeepSpeed refuses the config at start-up{hint}", key=True)
 
 
@@ -135,7 +151,8 @@ def deepspeed_ignored_key(src: Source) -> Iterator[Problem]:
         if verdict not in ("ignored", "auto-dropped") or _misspelt(key, found):
             continue
         what = "silently ignored" if verdict == "ignored" else 'its "auto" is dropped unread'
-        yield Problem(path, f"{key!r} is not a key of {label('deepspeed')}'s {_where(path[:-1])}: "
+        note = _release_note("deepspeed", path)
+        yield Problem(path, f"{key!r} is not a key of {label('deepspeed')}'s {_where(path[:-1])}{note}: "
                             f"{what}{_suggestion(key, found, 'deepspeed')}", key=True)
 
 
@@ -245,8 +262,9 @@ def accelerate_unknown_top_level_key(src: Source) -> Iterator[Problem]:
             inner = [name for name, (prefix, keys) in _accelerate_sections().items()
                      if key in keys or f"{prefix}{key}" in keys]
             hint = f"; it belongs inside {inner[0]}" if inner else did_you_mean(str(key), sorted(top.keys))
-        yield Problem((key,), f"{key!r} is not a top-level key of {label('accelerate')}: accelerate launch "
-                              f"refuses the file{hint}", key=True)
+        note = _release_note("accelerate", (key,))
+        yield Problem((key,), f"{key!r} is not a top-level key of {label('accelerate')}{note}: "
+                              f"accelerate launch refuses the file{hint}", key=True)
 
 
 def _accelerate_sections() -> dict[str, tuple[str, dict[str, Any]]]:
@@ -298,8 +316,8 @@ def accelerate_ignored_key(src: Source) -> Iterator[Problem]:
     """
     for path, hint, close in _accelerate_ignored(src):
         if not close:
-            yield Problem(path, f"{path[1]!r} is not a key of {label('accelerate')}'s {path[0]}: silently "
-                                f"ignored{hint}", key=True)
+            yield Problem(path, f"{path[1]!r} is not a key of {label('accelerate')}'s {path[0]}"
+                                f"{_nested_note(path)}: silently ignored{hint}", key=True)
 
 
 def accelerate_misspelt_key(src: Source) -> Iterator[Problem]:
@@ -333,8 +351,17 @@ def accelerate_misspelt_key(src: Source) -> Iterator[Problem]:
     """
     for path, hint, close in _accelerate_ignored(src):
         if close:
-            yield Problem(path, f"{path[1]!r} is not a key of {label('accelerate')}'s {path[0]}: silently "
-                                f"ignored, so the setting never applies{hint}", key=True)
+            yield Problem(path, f"{path[1]!r} is not a key of {label('accelerate')}'s {path[0]}"
+                                f"{_nested_note(path)}: silently ignored, so the setting never applies{hint}",
+                      key=True)
+
+
+def _nested_note(path: KeyPath) -> str:
+    """`_release_note` for a key of a nested Accelerate section, as the launcher names it."""
+    prefix = table("accelerate")["sections"][str(path[0])]["prefix"]
+    key = str(path[1])
+    named = key if not prefix or key.startswith(prefix) else f"{prefix}{key}"
+    return _release_note("accelerate", path, named)
 
 
 def _accelerate_ignored(src: Source) -> Iterator[tuple[KeyPath, str, bool]]:
@@ -380,7 +407,8 @@ def verl_unknown_key(src: Source) -> Iterator[Problem]:
     """
     if (src.path.suffix in (".yaml", ".yml", ".json") and not src.within) or _other_entry(src):
         return
-    tree = verl_tree(verl_config(src.data, src.doc.lines))
+    config = verl_config(src.data, src.doc.lines)
+    tree = verl_tree(config)
     reported: set[KeyPath] = set()
     for path, where in sorted(src.doc.key_positions.items(), key=lambda item: (item[1].line, item[1].col)):
         line = src.doc.lines[where.line - 1] if 0 < where.line <= len(src.doc.lines) else ""
@@ -398,10 +426,21 @@ def verl_unknown_key(src: Source) -> Iterator[Problem]:
                 parent = ".".join(map(str, unknown[:-1]))
                 what = (f"a key of {parent}" if isinstance(node, dict)
                         else f"settable: {parent} is not a mapping")
+                note = _verl_note(config, unknown)
                 yield Problem(unknown, f"{'.'.join(map(str, unknown))} is not {what} in {label('verl')}'s "
-                                       f"config: Hydra refuses the override (prefix + to add a key)"
+                                       f"config{note}: Hydra refuses the override (prefix + to add a key)"
                                        f"{did_you_mean(str(part), choices)}", key=True)
             break
+
+
+def _verl_note(config: VerlConfig, path: KeyPath) -> str:
+    """`_release_note` for an override's key in verl's composed `config`."""
+
+    def has(found: dict[str, Any]) -> bool:
+        return _exists(found["configs"].get(config, {}), path)
+
+    said = history("verl", has)
+    return f" ({said})" if said else ""
 
 
 def _other_entry(src: Source) -> bool:

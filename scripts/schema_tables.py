@@ -1,13 +1,16 @@
 """Write the Axolotl and LLaMA-Factory key tables from their schema sources, read as text.
 
-    python scripts/schema_tables.py           # (re)write tables/axolotl.json, tables/llamafactory.json
-    python scripts/schema_tables.py --check   # exit 1 and name the keys that differ
+    python scripts/schema_tables.py           # (re)write tables/{axolotl,llamafactory}/RELEASE.json
+    python scripts/schema_tables.py --check   # exit 1 and name the tables and keys that differ
 
 Neither tool installs beside the engines distrecipe's tests judge with (Axolotl pins
 another transformers than verl allows; LLaMA-Factory would downgrade transformers and
 Accelerate), so their config schemas are read from their own source files, stored byte
-for byte at a pinned commit under `tests/corpus/schemas/` (PROVENANCE.csv says where
-each file comes from), parsed with `ast`, never imported:
+for byte, one folder per release, under `tests/corpus/schemas/TOOL/RELEASE/`
+(PROVENANCE.csv says where each file comes from: the repository and commit, the PyPI
+file), parsed with `ast`, never imported. Every stored release gets its table
+`distrecipe/engines/tables/TOOL/RELEASE.json`, which says which release it is (`version`,
+`commit` where known, `pypi_file` and its `pypi_sha256` where the files came from PyPI):
 
 * Axolotl: the pydantic models `AxolotlInputConfig` inherits from (its keys, their
   annotations as JSON types and choices, defaults, aliases, the models that declare
@@ -16,7 +19,8 @@ each file comes from), parsed with `ast`, never imported:
 * LLaMA-Factory: the dataclasses of `_TRAIN_ARGS` in `hparams/parser.py`, which
   `HfArgumentParser` reads with `allow_extra_keys=False` (unknown keys refused); its
   `TrainingArguments` extends transformers' `Seq2SeqTrainingArguments`, whose fields
-  come from the installed transformers' table (`tables/hf.json`).
+  are not copied here: lint takes them from the judging transformers table
+  (`tables/hf/RELEASE.json`, `engines.llamafactory.accepted`).
 
 Output is sorted, indented JSON ending in a newline: the same sources give the same bytes.
 """
@@ -65,16 +69,22 @@ class Class:
     """A pydantic model or a dataclass (its values are mappings)."""
 
 
-def provenance(tool: str) -> dict[str, dict[str, str]]:
-    with (SOURCES / tool / "PROVENANCE.csv").open(newline="") as f:
+def releases(tool: str) -> list[str]:
+    """The releases of `tool` whose sources are stored (a folder with a PROVENANCE.csv)."""
+    folders = (SOURCES / tool).iterdir()
+    return sorted(folder.name for folder in folders if (folder / "PROVENANCE.csv").is_file())
+
+
+def provenance(tool: str, release: str) -> dict[str, dict[str, str]]:
+    with (SOURCES / tool / release / "PROVENANCE.csv").open(newline="") as f:
         return {row["file"]: row for row in csv.DictReader(f)}
 
 
-def classes(tool: str) -> dict[str, Class]:
-    """Every class of the tool's stored schema files, by name."""
+def classes(tool: str, release: str) -> dict[str, Class]:
+    """Every class of one release's stored schema files, by name."""
     found: dict[str, Class] = {}
-    for name, row in sorted(provenance(tool).items()):
-        tree = ast.parse((SOURCES / tool / name).read_text(encoding="utf-8"))
+    for name, row in sorted(provenance(tool, release).items()):
+        tree = ast.parse((SOURCES / tool / release / name).read_text(encoding="utf-8"))
         for node in tree.body:
             if isinstance(node, ast.ClassDef):
                 found[node.name] = _class(node, row["path"])
@@ -233,14 +243,25 @@ def entry(f: Field, known: dict[str, Class], before: set[str]) -> dict[str, Any]
     return out
 
 
-def commit(tool: str) -> str:
-    commits = {row["commit"] for row in provenance(tool).values()}
-    assert len(commits) == 1, f"{tool}: the stored sources come from several commits: {sorted(commits)}"
-    return commits.pop()
+def origin(tool: str, release: str) -> dict[str, str]:
+    """Which release a table is: `version`, and `commit` and `pypi_file`/`pypi_sha256`
+    where PROVENANCE.csv has them (one value for all of the release's files)."""
+    rows = list(provenance(tool, release).values())
+    out = {"version": release}
+    for column in ("release", "commit", "pypi_file", "pypi_sha256"):
+        values = {row[column] for row in rows}
+        assert len(values) == 1, f"{tool} {release}: the sources disagree on {column}: {sorted(values)}"
+        value = values.pop()
+        if column == "release":
+            assert value == release, f"{tool} {release}: PROVENANCE.csv says release {value}"
+        elif value:
+            out[column] = value
+    assert "commit" in out or "pypi_file" in out, f"{tool} {release}: neither a commit nor a PyPI file"
+    return out
 
 
-def axolotl_table() -> dict[str, Any]:
-    known = classes("axolotl")
+def axolotl_table(release: str) -> dict[str, Any]:
+    known = classes("axolotl", release)
     root = "AxolotlInputConfig"
     before = set().union(*(cls.before for cls in lineage(root, known)))
     keys: dict[str, Any] = {}
@@ -250,13 +271,13 @@ def axolotl_table() -> dict[str, Any]:
             keys[name]["deprecated"] = True
         if (other := alias(f.default)) is not None:
             keys[other] = {**keys[name], "alias_of": name}
-    return {"engine": "axolotl", "repo": "axolotl-ai-cloud/axolotl", "commit": commit("axolotl"),
-            "version": "0.18.0", "model": root, "unknown_keys": "ignored", "keys": keys}
+    return {"engine": "axolotl", "repo": "axolotl-ai-cloud/axolotl", **origin("axolotl", release),
+            "model": root, "unknown_keys": "ignored", "keys": keys}
 
 
-def llamafactory_table() -> dict[str, Any]:
-    known = classes("llamafactory")
-    parser = ast.parse((SOURCES / "llamafactory" / "parser.py").read_text(encoding="utf-8"))
+def llamafactory_table(release: str) -> dict[str, Any]:
+    known = classes("llamafactory", release)
+    parser = ast.parse((SOURCES / "llamafactory" / release / "parser.py").read_text(encoding="utf-8"))
     train = next(node.value for node in parser.body if isinstance(node, ast.Assign)
                  and any(isinstance(t, ast.Name) and t.id == "_TRAIN_ARGS" for t in node.targets))
     assert isinstance(train, ast.List)
@@ -269,8 +290,8 @@ def llamafactory_table() -> dict[str, Any]:
         external += [base for cls in lineage(root, known) for base in cls.bases
                      if base not in known and base not in ("object",)]
     bases = sorted(set(external) - {"BaseTrainingArguments"} | {"Seq2SeqTrainingArguments"})
-    return {"engine": "llamafactory", "repo": "hiyouga/LLaMA-Factory", "commit": commit("llamafactory"),
-            "version": "0.9.6.dev0", "dataclasses": roots, "unknown_keys": "refused",
+    return {"engine": "llamafactory", "repo": "hiyouga/LLaMA-Factory", **origin("llamafactory", release),
+            "dataclasses": roots, "unknown_keys": "refused",
             "transformers_bases": bases, "keys": keys}
 
 
@@ -287,20 +308,31 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     status = 0
     for tool, build in sorted(BUILDERS.items()):
-        text = render(build())
-        path = TABLES / f"{tool}.json"
-        if args.check:
-            stored = json.loads(path.read_text()) if path.exists() else {}
-            fresh = json.loads(text)
-            old, new = stored.get("keys", {}), fresh["keys"]
-            differ = sorted(set(old) ^ set(new)) + sorted(k for k in set(old) & set(new) if old[k] != new[k])
-            if stored != fresh:
-                status = 1
-                keys = ", ".join(differ) or "(header)"
-                print(f"{path.name} differs from what the sources say; keys: {keys}")
-        else:
-            path.write_text(text)
-            print(f"wrote {path}")
+        stored_releases = releases(tool)
+        folder = TABLES / tool
+        for stale in sorted(set(path.stem for path in folder.glob("*.json")) - set(stored_releases)):
+            status = 1
+            print(f"{tool}/{stale}.json has no sources under {SOURCES.relative_to(ROOT)}/{tool}/{stale}/")
+        for release in stored_releases:
+            text = render(build(release))
+            path = folder / f"{release}.json"
+            if args.check:
+                stored = json.loads(path.read_text()) if path.exists() else {}
+                fresh = json.loads(text)
+                old, new = stored.get("keys", {}), fresh["keys"]
+                both = set(old) & set(new)
+                differ = sorted(set(old) ^ set(new)) + sorted(k for k in both if old[k] != new[k])
+                if path.exists() and path.read_text() != text:
+                    status = 1
+                    keys = ", ".join(differ) or "(header or layout)"
+                    print(f"{tool}/{path.name} differs from what the sources say; keys: {keys}")
+                elif not path.exists():
+                    status = 1
+                    print(f"{tool}/{path.name} is missing: run scripts/schema_tables.py")
+            else:
+                folder.mkdir(exist_ok=True)
+                path.write_text(text)
+                print(f"wrote {path.relative_to(ROOT)}")
     return status
 
 

@@ -1,8 +1,11 @@
 """The Axolotl and LLaMA-Factory key tables are what their stored schema sources say.
 
-`scripts/schema_tables.py --check` reads the stored sources again (with `ast`, no import)
-and compares; each source is the exact blob PROVENANCE.csv names; and the tables agree
-with the keys and defaults the tools' models report at run time (RUNTIME_KEYS.csv).
+Every release stored under `tests/corpus/schemas/TOOL/RELEASE/` has its table
+`tables/TOOL/RELEASE.json`: `scripts/schema_tables.py --check` reads the stored sources
+again (with `ast`, no import) and compares; each source is the file PROVENANCE.csv names
+(the git blob at its commit, the file the PyPI wheel's RECORD lists); and each table
+agrees with the keys and defaults the tool's models report at run time (RUNTIME_KEYS.csv).
+Lint judges a file by the release the project runs, and says when a key belongs to another.
 """
 
 from __future__ import annotations
@@ -12,14 +15,24 @@ import hashlib
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from distrecipe.engines.tables import table
+from distrecipe.engines.tables import TableEngine, release_key, releases, state, table_of
+from distrecipe.lint.config import LintConfig
+from distrecipe.lint.engine import lint
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ROOT / "tests" / "corpus" / "schemas"
+TOOLS: tuple[TableEngine, ...] = ("axolotl", "llamafactory")
+STORED = [(tool, folder.name) for tool in TOOLS for folder in sorted((SOURCES / tool).iterdir())
+          if folder.is_dir()]
+RUNTIME = [(tool, release) for tool, release in STORED if (SOURCES / tool / release / "RUNTIME_KEYS.csv").exists()]
+TRANSFORMERS = "5.10.4"
+"""The transformers release whose TrainingArguments rows RUNTIME_KEYS.csv holds for
+LLaMA-Factory (the one installed when the rows were written, for every release)."""
 
 
 def test_tables_are_what_the_script_writes() -> None:
@@ -28,38 +41,124 @@ def test_tables_are_what_the_script_writes() -> None:
     assert run.returncode == 0, run.stdout + run.stderr
 
 
-@pytest.mark.parametrize("tool", ["axolotl", "llamafactory"])
-def test_sources_are_the_blobs_provenance_names(tool: str) -> None:
-    with (SOURCES / tool / "PROVENANCE.csv").open(newline="") as f:
-        rows = list(csv.DictReader(f))
+@pytest.mark.parametrize("tool", TOOLS)
+def test_every_stored_release_has_a_table_and_three_are_stored(tool: TableEngine) -> None:
+    stored = sorted((release for name, release in STORED if name == tool), key=release_key)
+    assert list(releases(tool)) == stored
+    assert len(stored) >= 3
+
+
+def provenance(tool: str, release: str) -> list[dict[str, str]]:
+    with (SOURCES / tool / release / "PROVENANCE.csv").open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.parametrize(("tool", "release"), STORED)
+def test_sources_are_the_files_provenance_names(tool: TableEngine, release: str) -> None:
+    rows = provenance(tool, release)
     assert rows and {row["licence"] for row in rows} == {"Apache-2.0"}
+    assert {row["release"] for row in rows} == {release}
+    assert not [row["path"] for row in rows if "/integrations/" in row["path"]]  # another licence: never stored
+    stored = {path.name for path in (SOURCES / tool / release).glob("*.py")}
+    assert stored == {row["file"] for row in rows}
+    found = table_of(tool, release)
+    assert found["version"] == release
     for row in rows:
-        data = (SOURCES / tool / row["file"]).read_bytes()
+        data = (SOURCES / tool / release / row["file"]).read_bytes()
         blob = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
         assert re.search(rf"\bblob {blob}\b", row["notes"]), row["file"]
-        assert row["commit"] == table(tool)["commit"]  # type: ignore[arg-type]
+        assert row["commit"] or row["pypi_file"], row["file"]
+        assert row["commit"] == found.get("commit", "")
+        assert (row["pypi_file"], row["pypi_sha256"]) == (found.get("pypi_file", ""), found.get("pypi_sha256", ""))
+        if row["pypi_file"]:  # the wheel's RECORD lists this sha256 for the file
+            assert hashlib.sha256(data).hexdigest() == row["file_sha256"], row["file"]
+            assert re.fullmatch(r"[0-9a-f]{64}", row["pypi_sha256"])
 
 
-def runtime(tool: str) -> dict[str, dict[str, str]]:
-    with (SOURCES / tool / "RUNTIME_KEYS.csv").open(newline="") as f:
+def runtime(tool: str, release: str) -> dict[str, dict[str, str]]:
+    with (SOURCES / tool / release / "RUNTIME_KEYS.csv").open(newline="") as f:
         return {row["key"]: row for row in csv.DictReader(f)}
 
 
-def test_axolotl_keys_and_defaults_match_the_model_at_run_time() -> None:
-    keys = {name: entry for name, entry in table("axolotl")["keys"].items() if "alias_of" not in entry}
-    found = runtime("axolotl")
+@pytest.mark.parametrize("release", [release for tool, release in RUNTIME if tool == "axolotl"])
+def test_axolotl_keys_and_defaults_match_the_model_at_run_time(release: str) -> None:
+    keys = {name: entry for name, entry in table_of("axolotl", release)["keys"].items() if "alias_of" not in entry}
+    found = runtime("axolotl", release)
     assert set(keys) == set(found)
     assert {name for name, entry in keys.items()
             if "default" in entry and repr(entry["default"])[:80] != found[name]["default"]} == set()
     assert {name for name, entry in keys.items() if entry["declared_in"] != found[name]["model"]} == set()
 
 
-def test_llamafactory_keys_and_defaults_match_the_parser_at_run_time() -> None:
-    keys = table("llamafactory")["keys"]
-    found = {name: row for name, row in runtime("llamafactory").items() if row["source"].startswith("src/")}
+@pytest.mark.parametrize("release", [release for tool, release in RUNTIME if tool == "llamafactory"])
+def test_llamafactory_keys_and_defaults_match_the_parser_at_run_time(release: str) -> None:
+    keys = table_of("llamafactory", release)["keys"]
+    found = {name: row for name, row in runtime("llamafactory", release).items() if row["source"].startswith("src/")}
     assert set(keys) == set(found)
     assert {name for name, entry in keys.items()
             if "default" in entry and repr(entry["default"])[:80] != found[name]["default"]} == set()
-    transformers = {name for name, row in runtime("llamafactory").items() if not row["source"].startswith("src/")}
-    hf = table("hf")
+    transformers = {name for name, row in runtime("llamafactory", release).items()
+                    if not row["source"].startswith("src/")}
+    assert {row["commit"] for name, row in runtime("llamafactory", release).items() if name in transformers} == {
+        f"transformers {TRANSFORMERS} (installed)"}
+    hf = table_of("hf", TRANSFORMERS)
     assert transformers - set(keys) == set(hf["training_arguments"]) | set(hf["seq2seq_arguments"])
+
+
+@pytest.fixture
+def stated() -> Iterator[None]:
+    yield
+    state({})
+
+
+def findings(tmp_path: Path, name: str, text: str) -> list[tuple[str, str]]:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    report = lint([path], config=LintConfig())
+    assert not report.unusable, report.unusable
+    return [(f.code, f.message) for f in report.findings]
+
+
+AXOLOTL = """\
+base_model: meta-llama/Llama-3.2-1B
+micro_batch_size: 2
+num_epochs: 1
+learning_rate: 2.0e-5
+fp8_config:
+  recipe: rowwise
+"""
+
+
+@pytest.mark.usefixtures("stated")
+def test_an_axolotl_key_of_a_later_release_is_named_as_such(tmp_path: Path) -> None:
+    """`fp8_config` came with Axolotl 0.19.0 (`schemas/fp8.py`): 0.18.0 drops it, and it is
+    that, not a misspelt `fsdp_config`."""
+    assert "fp8_config" not in table_of("axolotl", "0.18.0")["keys"]
+    state({"axolotl": ("0.18.0", "test")})
+    assert findings(tmp_path, "train.yaml", AXOLOTL) == [
+        ("DR380", "'fp8_config' is not a key of Axolotl 0.18.0 @067b021c's config: dropped without a word; "
+                  "a key of Axolotl ≥ 0.19.0; the project runs 0.18.0 (test)")]
+    state({"axolotl": ("0.19.0", "test")})
+    assert findings(tmp_path, "train.yaml", AXOLOTL) == []
+
+
+LLAMAFACTORY = """\
+model_name_or_path: Qwen/Qwen3-4B
+stage: sft
+finetuning_type: full
+per_device_train_batch_size: 1
+ray_run_name: qwen3-sft
+"""
+
+
+@pytest.mark.usefixtures("stated")
+def test_a_llamafactory_key_a_later_release_removed_is_named_as_such(tmp_path: Path) -> None:
+    """`ray_run_name` (RayArguments) is gone from LLaMA-Factory 0.9.5's training parser."""
+    assert "ray_run_name" in table_of("llamafactory", "0.9.4")["keys"]
+    state({"llamafactory": ("0.9.4", "test")})
+    assert findings(tmp_path, "train.yaml", LLAMAFACTORY) == []
+    state({"llamafactory": ("0.9.5", "test")})
+    [(code, message)] = findings(tmp_path, "train.yaml", LLAMAFACTORY)
+    assert code == "DR385"
+    assert message.startswith("'ray_run_name' is no argument of LLaMA-Factory 0.9.5 @7af90952's training parser")
+    assert message.endswith("; removed in LLaMA-Factory 0.9.5 (last in 0.9.4); the project runs 0.9.5 (test)")

@@ -1,7 +1,7 @@
 """Axolotl's training YAML as facts: its keys, and the TrainingArguments it builds from them.
 
 Axolotl validates the YAML with the pydantic model `AxolotlInputConfig` (keys, types and
-defaults in `tables/axolotl.json`, generated from its sources by `scripts/schema_tables.py`),
+defaults in `tables/axolotl/RELEASE.json`, generated from its sources by `scripts/schema_tables.py`),
 then builds the HF Trainer's `TrainingArguments` from it (`core/builders/base.py`):
 `micro_batch_size` becomes `per_device_train_batch_size`, `bf16: auto` becomes True on a
 GPU with bf16 (`resolve_dtype`), `deepspeed:` names the ds_config the Trainer fills and

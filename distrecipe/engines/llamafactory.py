@@ -6,15 +6,15 @@ Model, Data, Training, Finetuning and Generating arguments (`hparams/parser.py`,
 of them has stops the run. Its `TrainingArguments` extends transformers'
 `Seq2SeqTrainingArguments`: batch, precision and `deepspeed:` are the Trainer's own
 names, and the ds_config is opened from where the command runs (the repository's root).
-LLaMA-Factory's own fields are in `tables/llamafactory.json` (from its sources, see
-`scripts/schema_tables.py`); the Trainer's come from the installed transformers.
+LLaMA-Factory's own fields are in `tables/llamafactory/RELEASE.json` (from its sources,
+see `scripts/schema_tables.py`); the Trainer's come from the judging transformers table.
 """
 
 from __future__ import annotations
 
 from functools import cache
 
-from distrecipe.engines.tables import table
+from distrecipe.engines.tables import release, table_of
 
 STAGES = frozenset({"pt", "sft", "rm", "ppo", "dpo", "kto"})
 """`FinetuningArguments.stage`'s choices: a `stage:` with one of them marks the file."""
@@ -42,10 +42,14 @@ def is_v1(keys: set[str]) -> bool:
     return any(marker <= keys for marker in V1)
 
 
-@cache
 def accepted() -> frozenset[str]:
-    """Every key the training parser takes: LLaMA-Factory's fields and the installed
-    transformers' `Seq2SeqTrainingArguments`."""
-    hf = table("hf")
-    return frozenset(table("llamafactory")["keys"]) | frozenset(hf["training_arguments"]) | frozenset(
-        hf.get("seq2seq_arguments", ()))
+    """Every key the training parser takes: the judging LLaMA-Factory release's fields and
+    the judging transformers' `Seq2SeqTrainingArguments`."""
+    return _accepted(release("llamafactory").table, release("hf").table)
+
+
+@cache
+def _accepted(llamafactory: str, transformers: str) -> frozenset[str]:
+    hf = table_of("hf", transformers)
+    return (frozenset(table_of("llamafactory", llamafactory)["keys"]) | frozenset(hf["training_arguments"])
+            | frozenset(hf.get("seq2seq_arguments", ())))

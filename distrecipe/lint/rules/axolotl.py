@@ -1,4 +1,4 @@
-"""Axolotl training YAMLs, judged by Axolotl's own schema (`tables/axolotl.json`)."""
+"""Axolotl training YAMLs, judged by Axolotl's own schema (`tables/axolotl/RELEASE.json`)."""
 
 from __future__ import annotations
 
@@ -6,18 +6,21 @@ from collections.abc import Iterator
 from math import prod
 
 from distrecipe.engines.axolotl import PARALLEL, refusal
-from distrecipe.engines.tables import is_comment_key, label, table
+from distrecipe.engines.tables import history, is_comment_key, label, table
 from distrecipe.keys import CLOSE, did_you_mean, integer
 from distrecipe.lint.rule import Problem
 from distrecipe.lint.workspace import Source
 
 
-def _unknown(src: Source) -> Iterator[tuple[str, str]]:
-    """Each top-level key `AxolotlInputConfig` lacks, with its near-certain correction."""
+def _unknown(src: Source) -> Iterator[tuple[str, str, str]]:
+    """Each top-level key `AxolotlInputConfig` lacks, with its near-certain correction, or
+    (no correction then: not a misspelling) where another release's table has it, which."""
     keys = table("axolotl")["keys"]
     for key in src.data:
         if str(key) not in keys and not is_comment_key(key):
-            yield str(key), did_you_mean(str(key), sorted(keys), CLOSE)
+            other = history("axolotl", lambda found, key=str(key): key in found["keys"])
+            close = "" if other else did_you_mean(str(key), sorted(keys), CLOSE)
+            yield str(key), close, f"; {other}" if other else ""
 
 
 def unknown_key(src: Source) -> Iterator[Problem]:
@@ -26,7 +29,9 @@ def unknown_key(src: Source) -> Iterator[Problem]:
     Axolotl validates the YAML with its pydantic model `AxolotlInputConfig` and keeps
     only what the model declares (`validate_config` returns its `model_dump`), so an
     unknown key has no effect. A plugin (`plugins:`) adds keys of its own that no table
-    here has, so with plugins listed only misspellings (DR381) are reported.
+    here has, so with plugins listed only misspellings (DR381) are reported. A key another
+    Axolotl release has (added later, or removed) is named as such, with the release the
+    project runs, and never taken for a misspelling.
 
     Fails: axolotl
     ```yaml
@@ -45,13 +50,14 @@ def unknown_key(src: Source) -> Iterator[Problem]:
     learning_rate: 2.0e-5
     ```
 
-    Fix: delete the key, or the one it was meant as (`axolotl` documents every key).
+    Fix: delete the key, or the one it was meant as (`axolotl` documents every key); for
+    a key of another release, run that release.
     """
     if src.data.get("plugins"):
         return
-    for key, close in _unknown(src):
+    for key, close, other in _unknown(src):
         if not close:
-            hint = did_you_mean(key, sorted(table("axolotl")["keys"]))
+            hint = other or did_you_mean(key, sorted(table("axolotl")["keys"]))
             yield Problem((key,), f"{key!r} is not a key of {label('axolotl')}'s config: dropped without "
                                   f"a word{hint}", key=True)
 
@@ -61,7 +67,9 @@ def misspelt_key(src: Source) -> Iterator[Problem]:
 
     Axolotl keeps only the keys its config model declares; a near-certain misspelling of
     one (difflib's similarity of at least 0.85) is dropped and the key it meant keeps its
-    default: `gradient_accumulation_step: 8` trains with accumulation 1.
+    default: `gradient_accumulation_step: 8` trains with accumulation 1. A key another
+    Axolotl release has is no misspelling (`fp8_config` on 0.18.0 is 0.19.0's, not a
+    misspelt `fsdp_config`): DR380 names its release.
 
     Fails: axolotl
     ```yaml
@@ -83,7 +91,7 @@ def misspelt_key(src: Source) -> Iterator[Problem]:
 
     Fix: the spelling in the message.
     """
-    for key, close in _unknown(src):
+    for key, close, _ in _unknown(src):
         if close:
             yield Problem((key,), f"{key!r} is not a key of {label('axolotl')}'s config: dropped, so the "
                                   f"setting never applies{close}", key=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from distrecipe.engines.llamafactory import MEGATRON, accepted
-from distrecipe.engines.tables import label
+from distrecipe.engines.tables import history, label
 from distrecipe.keys import did_you_mean
 from distrecipe.lint.rule import Problem
 from distrecipe.lint.workspace import Source
@@ -19,7 +19,8 @@ def unknown_key(src: Source) -> Iterator[Problem]:
     Generating arguments, with `allow_extra_keys=False`: "Some keys are not used by the
     HfArgumentParser". A key transformers removed (`fsdp_transformer_layer_cls_to_wrap`,
     `evaluation_strategy`) fails the same way. A file with Megatron-Core keys is read
-    through mcore_adapter instead (DR386).
+    through mcore_adapter instead (DR386). A key another LLaMA-Factory release has (added
+    later, or removed) is named as such, with the release the project runs.
 
     Fails: llamafactory
     ```yaml
@@ -42,14 +43,15 @@ def unknown_key(src: Source) -> Iterator[Problem]:
     ```
 
     Fix: the field the message suggests, or delete the key (`ALLOW_EXTRA_ARGS=1` makes
-    LLaMA-Factory skip the check).
+    LLaMA-Factory skip the check); for a key of another release, run that release.
     """
     if set(map(str, src.data)) & MEGATRON:
         return
     keys = accepted()
     for key in src.data:
         if str(key) not in keys:
-            hint = did_you_mean(str(key), sorted(keys))
+            other = history("llamafactory", lambda found, key=str(key): key in found["keys"])
+            hint = f"; {other}" if other else did_you_mean(str(key), sorted(keys))
             yield Problem((key,), f"{key!r} is no argument of {label('llamafactory')}'s training parser (nor "
                                   f"{label('hf')}'s Seq2SeqTrainingArguments): it refuses the file "
                                   f"(\"Some keys are not used by the HfArgumentParser\"){hint}", key=True)

@@ -1,35 +1,41 @@
 # Two commands matter: `make demo` (the main job on the embedded default recipe) and
-# `make test` (everything CI runs). Both build .venv from nothing but Python.
+# `make test` (everything CI runs). Both build .venv from nothing but Python, from the
+# lock files in requirements/: every package at one exact version, engines included, so
+# a fresh clone installs today what it installed yesterday. `make lock` re-resolves them
+# (scripts/lock.py); `make drift` reports what the engines' newest releases change.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-# The CPU build of torch: an unpinned torch would pull a multi-GB CUDA build.
-TORCH  := torch==2.13.0
 PIP    := $(BIN)/pip install --quiet --disable-pip-version-check
+# A lock is complete (--no-deps skips the resolver); `pip check` proves it consistent.
+LOCKED := $(PIP) --no-deps -r
 
-.PHONY: demo test test-fast lint bench clean skypilot
+.PHONY: demo test test-fast lint bench clean skypilot lock drift
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# One stamp per install set, redone when pyproject.toml changes. The demo needs only
-# DeepSpeed; the tests also install every engine they use as an oracle.
-$(VENV)/.demo-installed: pyproject.toml | $(BIN)/python
-	$(PIP) $(TORCH) -e '.[deepspeed]'
+# One stamp per install set, redone when its lock or pyproject.toml changes. The demo
+# needs only DeepSpeed; the tests also install every engine they use as an oracle.
+$(VENV)/.demo-installed: requirements/demo.txt pyproject.toml | $(BIN)/python
+	$(LOCKED) requirements/demo.txt
+	$(PIP) --no-deps -e .
+	$(BIN)/pip check
 	touch $@
 
-$(VENV)/.test-installed: pyproject.toml | $(BIN)/python
-	$(PIP) $(TORCH) -e '.[test,dev]'
+$(VENV)/.test-installed: requirements/test.txt pyproject.toml | $(BIN)/python
+	$(LOCKED) requirements/test.txt
+	$(PIP) --no-deps -e .
+	$(BIN)/pip check
 	touch $@
 
 # SkyPilot, the judge of `launch --skypilot`'s task files, in a venv of its own: it pins
 # click<8.2, which huggingface_hub (>=8.4.2) and wandb refuse, so it cannot share .venv.
 # The tests call its interpreter in a subprocess (tests/launch/skypilot_judge.py).
-SKYPILOT     := skypilot==0.14.1
 SKY_VENV     := .venv-skypilot
-$(SKY_VENV)/.installed:
+$(SKY_VENV)/.installed: requirements/skypilot.txt
 	$(PYTHON) -m venv $(SKY_VENV)
-	$(SKY_VENV)/bin/pip install --quiet --disable-pip-version-check $(SKYPILOT)
+	$(SKY_VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps -r requirements/skypilot.txt
 	touch $@
 
 skypilot: $(SKY_VENV)/.installed
@@ -52,6 +58,16 @@ test-fast: $(VENV)/.test-installed $(SKY_VENV)/.installed
 
 bench: $(VENV)/.test-installed
 	$(BIN)/python benchmarks/cli_speed.py
+
+# Re-resolve requirements/*.txt from pyproject.toml's ranges (then: the tables of any
+# engine release that moved, scripts/engine_tables.py, and `make drift`'s review).
+lock:
+	$(PYTHON) scripts/lock.py
+
+# Not part of `make test`: installs each engine's newest release in scratch, writes its
+# table there, re-judges the corpus with it and prints what changed.
+drift: $(VENV)/.test-installed
+	$(BIN)/python scripts/drift.py
 
 clean:
 	rm -rf $(VENV) $(SKY_VENV) out runs .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,6 +1,6 @@
 """The engines' verdicts on every file of `tests/corpus/real/`, as rows of VERDICTS.csv.
 
-`python -m tests.corpus_verdicts` writes the table; `tests/test_corpus_verdicts.py`
+`python -m tests.corpus_verdicts` writes the table (`--out FILE`: elsewhere); `tests/test_corpus_verdicts.py`
 computes it again and requires it unchanged, so an engine upgrade that changes a
 verdict shows up as a failing test. Each file is judged the way its repository uses
 it: a ds_config a launch script of the corpus names is filled from that script's
@@ -293,5 +293,7 @@ def render(table: list[Row]) -> str:
 
 
 if __name__ == "__main__":
-    TABLE.write_text(render(list(rows())))
+    # `--out FILE`: write elsewhere (`scripts/drift.py` judges with another release)
+    out = Path(sys.argv[sys.argv.index("--out") + 1]) if "--out" in sys.argv else TABLE
+    out.write_text(render(list(rows())))
     sys.exit(0)

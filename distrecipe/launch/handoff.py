@@ -25,7 +25,7 @@ from typing import Any
 
 from distrecipe.engines.deepspeed import CONFIG_FILE
 from distrecipe.engines.hf_argv import find_flags, flag_value, flag_words, same_value
-from distrecipe.engines.hydra import parse_value
+from distrecipe.engines.hydra import parse_value, split_override
 from distrecipe.engines.verl import OVERRIDES_FILE
 from distrecipe.errors import LaunchError
 from distrecipe.job import Plan
@@ -118,31 +118,28 @@ def merge_flags(decided: Mapping[str, Any], user: Sequence[str], *, allow_overri
     return Handoff(tuple([*user, *ours]), {}, tuple(overridden))
 
 
-def _hydra(word: str) -> tuple[str, str] | None:
-    """(key, value) of a Hydra override `[+|++]key=value`; None for anything else."""
-    if word.startswith("-") or "=" not in word:
-        return None
-    key, _, value = word.partition("=")
-    return key.lstrip("+~"), value
-
-
 def merge_verl(emitted: Sequence[str], user: Sequence[str], *, allow_override: bool) -> Handoff:
-    """The emitted overrides then the user's; one that sets an emitted key differently is checked."""
-    recipe = {key: value for key, value in filter(None, map(_hydra, emitted))}
+    """The emitted overrides then the user's; one that sets an emitted key differently, or
+    deletes it (`~key`, with or without a value), is checked."""
+    recipe = {item.key: item.value for item in map(split_override, emitted)
+              if item is not None and item.value is not None and item.prefix != "~"}
     overridden: list[Overridden] = []
     replaced: set[str] = set()
     for word in user:
-        parsed = _hydra(word)
-        if parsed is None or parsed[0] not in recipe:
+        item = split_override(word)
+        if item is None or item.key not in recipe:
             continue
-        key, value = parsed
-        replaced.add(key)
-        if parse_value(value) == parse_value(recipe[key]):
+        replaced.add(item.key)
+        if item.prefix == "~" or item.value is None:
+            argument, given = f"~{item.key}", "(deletes it)"
+        elif parse_value(item.value) == parse_value(recipe[item.key]):
             continue
+        else:
+            argument, given = item.key, item.value
         if not allow_override:
-            raise _refuse(key, value, recipe[key], "verl override")
-        overridden.append(Overridden(key, recipe[key], value, "verl override"))
-    ours = [word for word in emitted if (parsed := _hydra(word)) is None or parsed[0] not in replaced]
+            raise _refuse(argument, given, recipe[item.key], "verl override")
+        overridden.append(Overridden(argument, recipe[item.key], given, "verl override"))
+    ours = [word for word in emitted if (item := split_override(word)) is None or item.key not in replaced]
     return Handoff(tuple([*ours, *user]), {}, tuple(overridden))
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from distrecipe.engines.hydra import format_value
+from distrecipe.engines.hydra import split_key
 from distrecipe.engines.verl import (
     ACTOR_FILE,
     FREE_CACHE,
@@ -56,7 +56,7 @@ from distrecipe.translator.equivalence import (
     refuse_errors,
     virtual_stages,
 )
-from distrecipe.translator.native import merge_overrides, verl_pairs
+from distrecipe.translator.native import merge_overrides, override_line, verl_pairs
 from distrecipe.translator.targets import EmitOptions, Output
 
 TARGET = "verl"
@@ -119,8 +119,11 @@ def native_stated(plan: Plan) -> dict[str, tuple[int, object]]:
     """What `native.verl` states: each dotted key's (index of its line, value), the last
     one winning, as Hydra takes it. `plan`'s rollout phase reads the same."""
     stated: dict[str, tuple[int, object]] = {}
-    for index, (_, key, value) in enumerate(verl_pairs(plan.recipe.native.verl)):
-        stated[key] = (index, value)
+    for index, (prefix, key, value) in enumerate(verl_pairs(plan.recipe.native.verl)):
+        if prefix == "~":
+            stated.pop(key, None)
+        else:
+            stated[key] = (index, value)
     return stated
 
 
@@ -402,14 +405,18 @@ def _transformer(plan: Plan) -> list[Override]:
 
 def overrides_text(plan: Plan) -> str:
     """`verl_overrides.txt`: one override per line."""
-    return "".join(f"{key}={format_value(value)}\n" for key, value in overrides(plan))
+    return "".join(override_line(key, value) + "\n" for key, value in overrides(plan))
 
 
 def nested(plan: Plan) -> dict[str, Any]:
-    """The same overrides as one nested mapping (`verl_actor.yaml`)."""
+    """The values the same overrides set, as one nested mapping (`verl_actor.yaml`); a
+    `~key` deletion sets none."""
     tree: dict[str, Any] = {}
-    for key, value in overrides(plan):
-        *parents, leaf = key.lstrip("+").split(".")
+    for written, value in overrides(plan):
+        prefix, key = split_key(written)
+        if prefix == "~":
+            continue
+        *parents, leaf = key.split(".")
         node = tree
         for part in parents:
             node = node.setdefault(part, {})

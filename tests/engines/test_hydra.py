@@ -9,6 +9,16 @@ import re
 import pytest
 
 from distrecipe.engines.hydra import OVERRIDE_PATTERN, OverrideText, overrides, split_override
+from distrecipe.engines.platforms import verl_overrides
+from distrecipe.engines.shell import commands
+from distrecipe.errors import LaunchError, RecipeError
+from distrecipe.launch.handoff import merge_verl
+from distrecipe.recipe import recipe_values
+from distrecipe.translator import verl
+from distrecipe.translator.carry import native_findings
+from distrecipe.translator.load import recipe_from_text
+from distrecipe.translator.native import verl_pairs
+from distrecipe.translator.resolve import resolve
 
 LINES: list[tuple[str, tuple[str, str, str | None] | None]] = [
     ("a.b=1", ("", "a.b", "1")),
@@ -77,3 +87,61 @@ def test_a_script_and_an_override_file_read_the_same_overrides() -> None:
     (item,) = [item for item in overrides("\n".join(lines), "o.txt") if item.prefix == "~" and item.value is None]
     assert (item.key_at.line, item.key_at.col) == (2, 2)
 
+
+RL = """recipe: 1
+model: {}
+cluster: {nodes: 1, gpus_per_node: 8}
+strategy: fsdp
+batch: {micro: 2, accumulation: 4}
+rl: {rollout_n: 4, prompts_per_step: 16}
+native:
+  verl:
+"""
+
+
+def test_every_reader_of_native_verl_reads_a_deletion_alike() -> None:
+    """`~key` deletes `key`. Before one grammar, the schema refused `~key`, `recipe_values`
+    listed `native.verl.~key`, the conflict check looked up `~key` (so it never matched a
+    decided key), and carry named `key`."""
+    lines = ["~trainer.val_generations_to_log", "~trainer.logger=console", "+trainer.extra=1"]
+    plan = resolve(recipe_from_text(RL + "".join(f"    - {line}\n" for line in lines)))
+    assert {key: value for key, value in recipe_values(plan.recipe).items() if key.startswith("native.")} == {
+        "native.verl.trainer.val_generations_to_log": None, "native.verl.trainer.logger": None,
+        "native.verl.trainer.extra": "1"}
+    assert list(verl_pairs(plan.recipe.native.verl)) == [
+        ("~", "trainer.val_generations_to_log", None), ("~", "trainer.logger", "console"),
+        ("+", "trainer.extra", 1)]
+    (named,) = native_findings(plan, ("hf",), "hf")
+    assert named.message.endswith("(native.verl: trainer.val_generations_to_log, trainer.logger, trainer.extra)")
+    written = verl.overrides_text(plan).splitlines()
+    assert written[-3:] == lines  # a bare deletion is written back bare
+    assert "val_generations_to_log" not in verl.nested(plan)["trainer"]
+    assert verl.nested(plan)["trainer"]["extra"] == 1
+
+
+@pytest.mark.parametrize("line", ["~trainer.nnodes", "~trainer.nnodes=1", "~actor_rollout_ref.rollout.n=4"])
+def test_deleting_a_key_the_recipe_decides_is_refused(line: str) -> None:
+    """Even where the value named is the recipe's: the key is deleted, not set."""
+    with pytest.raises(RecipeError, match="contradicts the recipe's"):
+        resolve(recipe_from_text(RL + f"    - {line}\n"))
+
+
+def test_a_users_deletion_of_an_emitted_key_is_an_override() -> None:
+    """The old launch reader skipped `~key` (no `=`), so verl silently lost the recipe's
+    value, and read `~key=1` as setting the key to 1."""
+    emitted = ["trainer.nnodes=1", "data.seed=3"]
+    for word in ("~trainer.nnodes", "~trainer.nnodes=1"):
+        with pytest.raises(LaunchError, match=r"program argument ~trainer\.nnodes \(deletes it\) contradicts"):
+            merge_verl(emitted, [word], allow_override=False)
+        merged = merge_verl(emitted, [word], allow_override=True)
+        assert merged.args == ("data.seed=3", word)
+        assert [(o.argument, o.recipe, o.given) for o in merged.overridden] == [
+            ("~trainer.nnodes", "1", "(deletes it)")]
+    assert merge_verl(emitted, ["+trainer.nnodes=1"], allow_override=False).args == ("data.seed=3", "+trainer.nnodes=1")
+
+
+def test_a_platform_jobs_verl_command_reads_no_count_from_a_deletion() -> None:
+    (words,) = commands("python3 -m verl.trainer.main_ppo ~trainer.nnodes=2 ++trainer.n_gpus_per_node=8\n", "j.sh")
+    found = verl_overrides(words)
+    assert found is not None and sorted(found) == ["trainer.n_gpus_per_node"]
+    assert found["trainer.n_gpus_per_node"].value == "8"

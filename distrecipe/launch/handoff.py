@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from distrecipe.engines.argv import read_flags
 from distrecipe.engines.deepspeed import CONFIG_FILE
-from distrecipe.engines.hf_argv import find_flags, flag_value, flag_words, same_value
+from distrecipe.engines.hf_argv import flag_value, flag_words, same_value
 from distrecipe.engines.hydra import parse_value, split_override
 from distrecipe.engines.verl import OVERRIDES_FILE
 from distrecipe.errors import LaunchError
@@ -102,17 +103,21 @@ def _refuse(argument: str, given: str, recipe: str, key: str) -> LaunchError:
 
 def merge_flags(decided: Mapping[str, Any], user: Sequence[str], *, allow_override: bool,
                 keys: Mapping[str, str]) -> Handoff:
-    """The user's argv, then `--name value` for each decided value the user did not set."""
-    given = {g.name: g for g in find_flags(user, list(decided))}  # the last occurrence wins
+    """The user's argv, then `--name value` for each decided value the user did not set.
+
+    The user's argv is read as HfArgumentParser reads it (`argv.read_flags`, the last
+    occurrence winning; `--a-b` is the field `a_b`); a flag given alone says true."""
+    given = {name: "true" if flag.value is None else flag.value
+             for flag in read_flags(user) if (name := flag.name.replace("-", "_")) in decided}
     overridden: list[Overridden] = []
-    for name, flag in given.items():
+    for name, text in given.items():
         value = decided[name]
         recipe = "no value" if value is None else flag_value(value)
-        if value is not None and same_value(flag.text, value):
+        if value is not None and same_value(text, value):
             continue
         if not allow_override:
-            raise _refuse(f"--{name}", flag.text, recipe, keys.get(name, name))
-        overridden.append(Overridden(f"--{name}", recipe, flag.text, keys.get(name, name)))
+            raise _refuse(f"--{name}", text, recipe, keys.get(name, name))
+        overridden.append(Overridden(f"--{name}", recipe, text, keys.get(name, name)))
     ours = [word for name, value in decided.items() if value is not None and name not in given
             for word in flag_words(name, value)]
     return Handoff(tuple([*user, *ours]), {}, tuple(overridden))

@@ -534,7 +534,8 @@ class Native:
     hf: dict[str, Any] = field(default_factory=dict)
     """Merged into the TrainingArguments JSON."""
     verl: tuple[str, ...] = spec((), items={
-        "title": "a Hydra override key=value (e.g. actor_rollout_ref.actor.clip_ratio=0.2)",
+        "title": "a Hydra override key=value, +key=value, ++key=value or ~key "
+                 "(e.g. actor_rollout_ref.actor.clip_ratio=0.2)",
         "pattern": OVERRIDE_PATTERN, "minLength": None})
     """Hydra overrides (`key=value`, `+key=value`, `++key=value`, `~key` to delete): each
     replaces distrecipe's override of the same key, or is appended."""

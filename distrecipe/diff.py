@@ -34,6 +34,7 @@ from distrecipe.translator.carry import FIELDS
 from distrecipe.translator.importers import World
 from distrecipe.translator.importers.registry import import_document, read_native
 from distrecipe.translator.importers.residue import NOT_CARRIED
+from distrecipe.translator.load import split_set
 
 IGNORED: dict[str, str] = {
     "name": "a label for the run's directory and job name; no rank computes anything from it, "
@@ -181,7 +182,7 @@ def diff_paths(old: str, new: str, *, world: int | None, nodes: int = 1,
 
 def _sizes_model(overrides: Sequence[str]) -> bool:
     """Whether `--set` gives the model size, without which no native side can be priced."""
-    return any(item.partition("=")[0].replace(" ", "") == "model.params" for item in overrides)
+    return ("model", "params") in [split.path for split in map(split_set, overrides) if split is not None]
 
 
 def _plans(sides: Sequence[tuple[str, str, Document]], world: int | None, nodes: int,

@@ -19,6 +19,7 @@ from typing import Any, Literal, get_args, get_type_hints
 
 import yaml
 
+from distrecipe.engines.hydra import OVERRIDE_PATTERN, split_override
 from distrecipe.errors import Position
 
 AUTO: Literal["auto"] = "auto"
@@ -533,9 +534,11 @@ class Native:
     hf: dict[str, Any] = field(default_factory=dict)
     """Merged into the TrainingArguments JSON."""
     verl: tuple[str, ...] = spec((), items={
-        "title": "a Hydra override key=value (e.g. actor_rollout_ref.actor.clip_ratio=0.2)",
-        "pattern": "^[+~]{0,2}[A-Za-z_][A-Za-z0-9_.]*=.*$", "minLength": None})
-    """Hydra `key=value` overrides: each replaces distrecipe's override of the same key, or is appended."""
+        "title": "a Hydra override key=value, +key=value, ++key=value or ~key "
+                 "(e.g. actor_rollout_ref.actor.clip_ratio=0.2)",
+        "pattern": OVERRIDE_PATTERN, "minLength": None})
+    """Hydra overrides (`key=value`, `+key=value`, `++key=value`, `~key` to delete): each
+    replaces distrecipe's override of the same key, or is appended."""
 
     def __bool__(self) -> bool:
         return bool(self.deepspeed or self.accelerate or self.hf or self.verl)
@@ -700,7 +703,8 @@ def recipe_values(recipe: Recipe) -> dict[str, object]:
     """Every field of the recipe as dotted key → value, walked from the dataclasses, so a
     field added to the format is listed (and so compared and explained) without anyone
     listing it again; `native` key by key (verl's overrides by their dotted key, the last
-    line winning as in Hydra), a section left out (`rl: null`) as nothing."""
+    line winning as in Hydra, a `~key` deletion as null as a native mapping's null), a
+    section left out (`rl: null`) as nothing."""
     out: dict[str, object] = {}
     _walk(recipe, "", out)
     return out
@@ -743,8 +747,9 @@ def _native(native: Native, out: dict[str, object]) -> None:
     for engine in ("deepspeed", "accelerate", "hf"):
         _leaves(getattr(native, engine), f"native.{engine}", out)
     for line in native.verl:
-        key, _, value = line.partition("=")
-        out[f"native.verl.{key.lstrip('+')}"] = value
+        item = split_override(line)
+        if item is not None:  # the schema admits no other line
+            out[f"native.verl.{item.key}"] = None if item.prefix == "~" else item.value
 
 
 def _leaves(node: object, key: str, out: dict[str, object]) -> None:

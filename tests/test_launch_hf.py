@@ -19,9 +19,10 @@ from unittest import mock
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from distrecipe.engines.argv import read_flags
 from distrecipe.engines.deepspeed import CONFIG_FILE, batch_ranks
 from distrecipe.engines.hf import OPTIM, uses_fsdp
-from distrecipe.engines.hf_argv import find_flags, same_value
+from distrecipe.engines.hf_argv import same_value
 from distrecipe.job import Plan
 from distrecipe.launch.handoff import handoff
 from distrecipe.translator import deepspeed, hf
@@ -105,14 +106,18 @@ def test_an_allowed_override_reaches_the_trainer(tmp_path: Path) -> None:
     ("--per_device_train_batch_size=5", "--learning_rate", "0.5", "--per_device_train_batch_size", "6"),
     ("--fsdp", "--fsdp_config", '{"version": 2}', "--use_cpu", "yes"),
     ("--fsdp", "full_shard auto_wrap", "--gradient_accumulation_steps", "7", "--use_cpu"),
+    ("--per-device-train-batch-size", "5", "--gradient-accumulation-steps=2"),  # find_flags missed the dashed alias
 ])
 def test_reading_a_users_flags_agrees_with_the_trainers_parser(argv: tuple[str, ...]) -> None:
-    """What `find_flags` + `same_value` conclude is what HfArgumentParser makes of the argv."""
+    """What `read_flags` + `same_value` conclude is what HfArgumentParser makes of the argv
+    (a flag given alone is read as "true", as `launch.handoff` reads it)."""
     names = ["bf16", "fp16", "gradient_checkpointing", "use_cpu", "fsdp", "fsdp_config",
              "per_device_train_batch_size", "gradient_accumulation_steps", "learning_rate"]
     (args,) = hf_argparser.HfArgumentParser(training_args.TrainingArguments).parse_args_into_dataclasses(
         args=["--output_dir", "unused", "--report_to", "none", *argv])
-    last = {flag.name: flag.text for flag in find_flags(argv, names)}
+    last = {name: "true" if flag.value is None else flag.value for flag in read_flags(argv)
+            if (name := flag.name.replace("-", "_")) in names}
+    assert len(last) == len({word.partition("=")[0] for word in argv if word.startswith("--")}), argv
     assert last, argv
     for name, text in last.items():
         parsed = getattr(args, name)

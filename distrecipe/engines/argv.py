@@ -4,15 +4,17 @@ A launch command has two halves: the launcher's own options (the world: GPUs per
 node and nodes, or processes; an Accelerate config file) and the program's argv
 (for Trainer scripts, TrainingArguments flags such as `--per_device_train_batch_size`
 and `--deepspeed ds_config.json`). `launches` finds them in a shell script
-(`engines/shell` splits it), and `parse_flags` reads a `--key value` argv as
-HfArgumentParser does. The launchers' bare flags (those taking no value) were read
-from their installed argparse parsers; `tests/test_lint_auto.py` reads them again.
+(`engines/shell` splits it), and `read_flags` reads a `--key value` argv as
+HfArgumentParser does (a script's, and the one a user gives `launch`). The launchers'
+bare flags (those taking no value) were read from their installed argparse parsers;
+`tests/test_lint_auto.py` reads them again.
 Pure: nothing here opens a file or imports an engine.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -187,26 +189,61 @@ def _split(launcher: Launcher, words: list[Word], first: int) -> Launch | None:
     return Launch(launcher, options, tuple(words[index:]), words[0])
 
 
-def parse_flags(argv: tuple[Word, ...] | list[Word]) -> dict[str, tuple[Word, Word | None]]:
-    """A program's `--key value` / `--key=value` / bare `--flag` arguments, as
-    HfArgumentParser reads TrainingArguments: each flag's word and its value's (None
-    for a bare flag, which is a boolean `True`). Positional words are left out."""
-    flags: dict[str, tuple[Word, Word | None]] = {}
+@dataclass(frozen=True, slots=True)
+class Flag:
+    """One `--name` argument of a program's argv, as argparse reads it."""
+
+    name: str
+    """As written, without its dashes (`per_device_train_batch_size`; HfArgumentParser takes
+    `per-device-train-batch-size` for the same field)."""
+    at: int
+    """The index of its word."""
+    value_at: int | None
+    """The index of the word holding its value: `at` itself for `--name=value`, the next
+    word for `--name value`; None for a flag given alone (a bool field's True)."""
+    value: str | None
+    """The value's text (after `=` for `--name=value`); None where `value_at` is, or
+    where the word's text is unknown (a script's `$BS`)."""
+
+
+def read_flags(values: Sequence[str | None]) -> list[Flag]:
+    """The `--name value`, `--name=value` and bare `--name` arguments of a program's argv
+    (each word's text, None where a script leaves it unknown), in order, as argparse reads
+    HfArgumentParser's options: the next word is the value unless it is itself a `--`
+    option, so a flag followed by one stands alone (a bool field's True; any other field
+    refuses it). Positional words are left out; where a name repeats, the last one wins.
+    The one reader of such an argv: a script's launch (`parse_flags`) and the arguments a
+    user gives `launch` after `--` (`launch.handoff`)."""
+    flags: list[Flag] = []
     index = 0
-    while index < len(argv):
-        word = argv[index]
-        text = word.value
+    while index < len(values):
+        at, text = index, values[index]
         index += 1
         if text is None or not text.startswith("--") or len(text) == 2:
             continue
         name, equals, inline = text[2:].partition("=")
         if equals:
-            flags[name] = (word, Word(word.text, inline, word.where))
-        elif index < len(argv) and not (argv[index].value or "").startswith("--"):
-            flags[name] = (word, argv[index])
+            flags.append(Flag(name, at, at, inline))
+        elif index < len(values) and not (values[index] or "").startswith("--"):
+            flags.append(Flag(name, at, index, values[index]))
             index += 1
         else:
-            flags[name] = (word, None)
+            flags.append(Flag(name, at, None, None))
+    return flags
+
+
+def parse_flags(argv: tuple[Word, ...] | list[Word]) -> dict[str, tuple[Word, Word | None]]:
+    """A script's program argv read by `read_flags`: each flag's word and its value's (None
+    for a bare flag; `--name=value`'s value a word of its own), the last of a name winning."""
+    flags: dict[str, tuple[Word, Word | None]] = {}
+    for flag in read_flags([word.value for word in argv]):
+        word = argv[flag.at]
+        if flag.value_at is None:
+            flags[flag.name] = (word, None)
+        elif flag.value_at == flag.at:
+            flags[flag.name] = (word, Word(word.text, flag.value, word.where))
+        else:
+            flags[flag.name] = (word, argv[flag.value_at])
     return flags
 
 

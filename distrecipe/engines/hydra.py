@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from distrecipe.engines.shell import RawWord, raw_commands
 from distrecipe.engines.shell_variables import Value, raw_word_value, unfixed, variables_at
-from distrecipe.engines.verl import ENTRY, VERL_CONFIG_NAMES, VERL_ROOTS, removed_entry
 from distrecipe.errors import Position
 from distrecipe.source import Document, KeyPath
 
@@ -24,7 +23,47 @@ _SHELL_WORD = (r"""(?:"(?:[^"\\]|\\.)*"|'[^']*'"""  # a quoted part
                r"|\\.|\S)+")
 """One shell word as written: quoted parts, `$(...)` and `$((...))` keep their spaces
 (`$((a + b))` is one word), so a value is the whole word the shell passes."""
-_OVERRIDE = re.compile(rf"(?:^|(?<=\s))([+~]{{0,2}})([A-Za-z_][\w.\-]*)=({_SHELL_WORD})")
+_WORD = re.compile(rf"(?:^|(?<=\s)){_SHELL_WORD}")
+
+KEY = r"[A-Za-z_][A-Za-z0-9_.@/-]*"
+"""A key as Hydra's override grammar spells one: a dotted path (`trainer.nnodes`, `a.0.b`),
+a config group (`hydra/launcher`) or a group with its package (`model@actor`)."""
+OVERRIDE_PATTERN = rf"^(?:~{KEY}(?:=.*)?|\+{{0,2}}{KEY}=.*)$"
+"""One override, whole, as a regex JSON Schema reads too (the recipe's `native.verl` lines)."""
+_PREFIXED_KEY = re.compile(rf"(\+{{1,2}}|~|)({KEY})")
+
+
+class OverrideText(NamedTuple):
+    """One override split as Hydra's grammar splits it, before its value is parsed."""
+
+    prefix: str
+    """`""` (set a key verl's config has), `+` (add one), `++` (add or set) or `~` (delete)."""
+    key: str
+    value: str | None
+    """The text after the first `=` (`""` for `key=`, which Hydra reads as an empty
+    string); None for `~key` alone, which deletes whatever the value is."""
+
+
+def split_override(text: str) -> OverrideText | None:
+    """`[+|++]key=value`, `~key` or `~key=value` split into its prefix, key and value text,
+    the one reading of an override every caller shares; None where Hydra's grammar
+    (`override_parser/OverrideParser.g4`) refuses the text as an override: a key without
+    `=` and without `~` (`a.b`, `+a.b`), two prefixes (`~~a`, `+~a`), a space around the key.
+
+    `~key=value` deletes too (only where the key holds that value), so callers treat
+    `~` as deletion whether or not a value follows."""
+    written, equals, value = text.partition("=")
+    match = _PREFIXED_KEY.fullmatch(written)
+    if match is None or not (equals or match[1] == "~"):
+        return None
+    return OverrideText(match[1], match[2], value if equals else None)
+
+
+def split_key(written: str) -> tuple[str, str]:
+    """(prefix, key) of a key written with its prefix (`++a.b` → `++`, `a.b`), as
+    `split_override` splits a whole override; a key it cannot read is its own key."""
+    match = _PREFIXED_KEY.fullmatch(written)
+    return (match[1], match[2]) if match is not None else ("", written)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,26 +120,29 @@ def overrides(text: str, file: str) -> list[Override]:
     """Every override of a launch script's verl commands (`.sh`) or of an override file."""
     if file.endswith(".sh"):
         return [item for command in verl_commands(text, file) for item in command.overrides]
-    return [_line_override(number, match, file) for number, match in override_matches(text.splitlines())]
+    return _file_overrides(text, file)
 
 
-def _line_override(number: int, match: re.Match[str], file: str) -> Override:
-    prefix, key, raw = match.groups()
-    raw = raw.rstrip("\\")
-    return Override(prefix, key, raw, raw, Position(file, number, match.start(2) + 1),
-                    Position(file, number, match.start(3) + 1))
+def _file_overrides(text: str, file: str) -> list[Override]:
+    """The overrides of an override file: each word (`_SHELL_WORD`) that `split_override`
+    reads as one, under one of verl's top-level groups, comments skipped (a trailing
+    `\\` copied from a script is not part of the value)."""
+    # Imported here: engines.verl imports the job, whose recipe reads this module's grammar.
+    from distrecipe.engines.verl import VERL_ROOTS
 
-
-def override_matches(lines: Iterable[str]) -> Iterator[tuple[int, re.Match[str]]]:
-    """Each `[+~]key=value` under one of verl's top-level groups, with its 1-based line
-    number: the Hydra overrides of an override file, comments skipped."""
-    for number, line in enumerate(lines, start=1):
+    found = []
+    for number, line in enumerate(text.splitlines(), start=1):
         code = line.split(" #", 1)[0]
         if code.lstrip().startswith("#"):
             continue
-        for match in _OVERRIDE.finditer(code):
-            if match.group(2).split(".", 1)[0] in VERL_ROOTS:
-                yield number, match
+        for match in _WORD.finditer(code):
+            item = split_override(match.group().rstrip("\\"))
+            if item is None or item.key.split(".", 1)[0] not in VERL_ROOTS:
+                continue
+            col = match.start() + len(item.prefix) + 1
+            key_at, value_at = Position(file, number, col), Position(file, number, col + len(item.key) + 1)
+            found.append(Override(item.prefix, item.key, item.value, item.value or "", key_at, value_at))
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +163,6 @@ class VerlCommand:
 
 _HYDRA_OPTIONS = ("--config-name", "--config-path", "--config-dir", "-cn", "-cp", "-cd")
 """Hydra's own options that take a value (`--config-name=X` or `--config-name X`)."""
-_WORD_OVERRIDE = re.compile(r"(\+{0,2}|~)([A-Za-z_][\w.\-@/]*)(?:=(.*))?", re.S)
 
 
 def verl_commands(text: str, file: str) -> list[VerlCommand]:
@@ -133,6 +174,8 @@ def verl_commands(text: str, file: str) -> list[VerlCommand]:
     CLI), unless verl once had it (`engines.verl.removed_entry`), which DR356 reports.
     Variables are not expanded here (`script_overrides` does); a shell assignment is
     never an override."""
+    from distrecipe.engines.verl import ENTRY, VERL_CONFIG_NAMES, removed_entry  # as in _file_overrides
+
     raw = raw_commands(text, file)
     found = []
     for index, command in enumerate(raw):
@@ -190,17 +233,15 @@ def _arguments(words: list[RawWord], file: str) -> tuple[list[Override], str | N
             if name in ("--config-name", "-cn"):
                 config_name = value.strip("'\"").removesuffix(".yaml")
             continue
-        match = _WORD_OVERRIDE.fullmatch(literal)
-        if match is None or (match.group(3) is None and match.group(1) != "~") \
-                or match.group(2).startswith("hydra."):
+        item = split_override(literal)
+        if item is None or item.key.startswith("hydra."):
             continue
-        prefix, key, value = match.groups()
-        offset = max(word.text.find(key), 0)
+        offset = max(word.text.find(item.key), 0)
         key_at = Position(file, word.where.line, word.where.col + offset)
-        sign = word.text.find("=", offset + len(key))
+        sign = word.text.find("=", offset + len(item.key))
         written = word.text if word.text[:1] in "'\"" else word.text[sign + 1:] if sign >= 0 else ""
         value_at = Position(file, word.where.line, word.where.col + max(sign + 1, 0))
-        items.append(Override(prefix, key, value, written, key_at, value_at, word))
+        items.append(Override(item.prefix, item.key, item.value, written, key_at, value_at, word))
     return items, config_name
 
 
@@ -252,11 +293,13 @@ def _split(body: str) -> list[str]:
 
 
 def verl_pairs(lines: tuple[str, ...] | list[str]) -> Iterator[tuple[str, str, Any]]:
-    """(as written, dotted key without Hydra's `+`/`++`, value) of each override line, as a
-    recipe's `native.verl` holds them."""
+    """(Hydra's prefix, dotted key, value) of each native verl override, as
+    `split_override` reads it: the prefix `~` deletes the key (its value, None when only
+    `~key` is written, is the one it must hold to be deleted)."""
     for line in lines:
-        key, _, raw = line.partition("=")
-        yield key, key.lstrip("+"), parse_value(raw)
+        item = split_override(line)
+        if item is not None:  # the schema admits no other line
+            yield item.prefix, item.key, None if item.value is None else parse_value(item.value)
 
 
 def format_value(value: Any) -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from distrecipe.engines.hydra import split_override
 from distrecipe.engines.k8s import ManifestKind, gpus, kind_of, nodes_and_processes
 from distrecipe.engines.shell import Word, commands
 from distrecipe.errors import Position
@@ -224,7 +225,7 @@ def verl_overrides(words: list[Word]) -> dict[str, Word] | None:
         return None
     found: dict[str, Word] = {}
     for word in words:
-        if word.value is not None and "=" in word.value and not word.value.startswith("-"):
-            key, _, value = word.value.partition("=")
-            found[key.lstrip("+~")] = Word(word.text, value, word.where)
+        item = None if word.value is None else split_override(word.value)
+        if item is not None and item.prefix != "~" and item.value is not None:  # a deletion sets nothing
+            found[item.key] = Word(word.text, item.value, word.where)
     return found

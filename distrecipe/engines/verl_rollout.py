@@ -55,10 +55,13 @@ def rollout_layout(plan: Plan) -> tuple[str, KeyPath] | None:
 
 def native_stated(plan: Plan) -> dict[str, tuple[int, object]]:
     """What `native.verl` states: each dotted key's (index of its line, value), the last
-    one winning, as Hydra takes it."""
+    one winning, as Hydra takes it; `~key` deletes what an earlier line stated."""
     stated: dict[str, tuple[int, object]] = {}
-    for index, (_, key, value) in enumerate(verl_pairs(plan.recipe.native.verl)):
-        stated[key] = (index, value)
+    for index, (prefix, key, value) in enumerate(verl_pairs(plan.recipe.native.verl)):
+        if prefix == "~":
+            stated.pop(key, None)
+        else:
+            stated[key] = (index, value)
     return stated
 
 

@@ -19,7 +19,6 @@ live engine.
 from __future__ import annotations
 
 import copy
-import re
 import zlib
 from dataclasses import dataclass
 from typing import Any
@@ -207,10 +206,12 @@ OVERRIDE_FILE = "<overrides>.txt"
 
 
 def _is_override_file(text: str) -> bool:
-    """Every line an override (`key=value` from its start), a comment or blank: the text is
-    an override file, not a script."""
-    lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-    return bool(lines) and all(re.match(r"\s*[+~]{0,2}[A-Za-z_][\w.\-]*=", line) for line in lines)
+    """Every line an override (its first word one, `~key` too), a comment or blank: the
+    text is an override file, not a script."""
+    from distrecipe.engines.hydra import split_override
+
+    lines = [line.split() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    return bool(lines) and all(split_override(words[0]) is not None for words in lines)
 
 
 def script_overrides(text: str) -> tuple[str, list[str], list[tuple[int, str]], dict[str, str]]:

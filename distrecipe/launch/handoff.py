@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from distrecipe.engines.argv import read_flags
 from distrecipe.engines.deepspeed import CONFIG_FILE
-from distrecipe.engines.hf_argv import find_flags, flag_value, flag_words, same_value
-from distrecipe.engines.hydra import parse_value
+from distrecipe.engines.hf_argv import flag_value, flag_words, same_value
+from distrecipe.engines.hydra import parse_value, split_override
 from distrecipe.engines.verl import OVERRIDES_FILE
 from distrecipe.errors import LaunchError
 from distrecipe.job import Plan
@@ -102,47 +103,48 @@ def _refuse(argument: str, given: str, recipe: str, key: str) -> LaunchError:
 
 def merge_flags(decided: Mapping[str, Any], user: Sequence[str], *, allow_override: bool,
                 keys: Mapping[str, str]) -> Handoff:
-    """The user's argv, then `--name value` for each decided value the user did not set."""
-    given = {g.name: g for g in find_flags(user, list(decided))}  # the last occurrence wins
+    """The user's argv, then `--name value` for each decided value the user did not set.
+
+    The user's argv is read as HfArgumentParser reads it (`argv.read_flags`, the last
+    occurrence winning; `--a-b` is the field `a_b`); a flag given alone says true."""
+    given = {name: "true" if flag.value is None else flag.value
+             for flag in read_flags(user) if (name := flag.name.replace("-", "_")) in decided}
     overridden: list[Overridden] = []
-    for name, flag in given.items():
+    for name, text in given.items():
         value = decided[name]
         recipe = "no value" if value is None else flag_value(value)
-        if value is not None and same_value(flag.text, value):
+        if value is not None and same_value(text, value):
             continue
         if not allow_override:
-            raise _refuse(f"--{name}", flag.text, recipe, keys.get(name, name))
-        overridden.append(Overridden(f"--{name}", recipe, flag.text, keys.get(name, name)))
+            raise _refuse(f"--{name}", text, recipe, keys.get(name, name))
+        overridden.append(Overridden(f"--{name}", recipe, text, keys.get(name, name)))
     ours = [word for name, value in decided.items() if value is not None and name not in given
             for word in flag_words(name, value)]
     return Handoff(tuple([*user, *ours]), {}, tuple(overridden))
 
 
-def _hydra(word: str) -> tuple[str, str] | None:
-    """(key, value) of a Hydra override `[+|++]key=value`; None for anything else."""
-    if word.startswith("-") or "=" not in word:
-        return None
-    key, _, value = word.partition("=")
-    return key.lstrip("+~"), value
-
-
 def merge_verl(emitted: Sequence[str], user: Sequence[str], *, allow_override: bool) -> Handoff:
-    """The emitted overrides then the user's; one that sets an emitted key differently is checked."""
-    recipe = {key: value for key, value in filter(None, map(_hydra, emitted))}
+    """The emitted overrides then the user's; one that sets an emitted key differently, or
+    deletes it (`~key`, with or without a value), is checked."""
+    recipe = {item.key: item.value for item in map(split_override, emitted)
+              if item is not None and item.value is not None and item.prefix != "~"}
     overridden: list[Overridden] = []
     replaced: set[str] = set()
     for word in user:
-        parsed = _hydra(word)
-        if parsed is None or parsed[0] not in recipe:
+        item = split_override(word)
+        if item is None or item.key not in recipe:
             continue
-        key, value = parsed
-        replaced.add(key)
-        if parse_value(value) == parse_value(recipe[key]):
+        replaced.add(item.key)
+        if item.prefix == "~" or item.value is None:
+            argument, given = f"~{item.key}", "(deletes it)"
+        elif parse_value(item.value) == parse_value(recipe[item.key]):
             continue
+        else:
+            argument, given = item.key, item.value
         if not allow_override:
-            raise _refuse(key, value, recipe[key], "verl override")
-        overridden.append(Overridden(key, recipe[key], value, "verl override"))
-    ours = [word for word in emitted if (parsed := _hydra(word)) is None or parsed[0] not in replaced]
+            raise _refuse(argument, given, recipe[item.key], "verl override")
+        overridden.append(Overridden(argument, recipe[item.key], given, "verl override"))
+    ours = [word for word in emitted if (item := split_override(word)) is None or item.key not in replaced]
     return Handoff(tuple([*ours, *user]), {}, tuple(overridden))
 
 

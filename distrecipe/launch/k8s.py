@@ -47,6 +47,7 @@ from distrecipe.errors import LaunchError
 from distrecipe.job import Plan
 from distrecipe.launch.prepare import emit_configs, hand_off, parse_program
 from distrecipe.recipe import ProgramKind
+from distrecipe.translator.load import split_set
 
 PLACEHOLDER_IMAGE = "SET-launch.k8s.image"
 """The image written when none is stated: not a valid reference, so no pod starts."""
@@ -87,7 +88,7 @@ def node_command(plan: Plan, python: str, node: NodeLaunch) -> list[str]:
     `launch` reads the `PET_*` variables itself, this is the command without them.
     """
     argv = [python, "-m", "distrecipe", "launch", node.recipe]
-    argv += [word for key in node.overrides if not key.startswith("launch.k8s.") for word in ("--set", key)]
+    argv += [word for item in node.overrides if not _sets_k8s(item) for word in ("--set", item)]
     argv += ["--target", plan.backend]
     argv += ["--program-kind", node.program_kind] if node.program_kind is not None else []
     argv += ["--allow-override"] if node.allow_override else []
@@ -96,6 +97,13 @@ def node_command(plan: Plan, python: str, node: NodeLaunch) -> list[str]:
     argv += list(PET_OPTIONS) if plan.dims.nodes > 1 else []
     argv += ["--", *node.program] if node.program else []
     return argv
+
+
+def _sets_k8s(item: str) -> bool:
+    """Whether a `--set` sets `launch.k8s.*`: the manifest's own settings, which each
+    node's command leaves out."""
+    split = split_set(item)
+    return split is not None and split.path[:2] == ("launch", "k8s")
 
 
 def manifest_kind(plan: Plan) -> ManifestKind:

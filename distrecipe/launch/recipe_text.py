@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from distrecipe.launch.secrets import REDACTED, SECRET_NAME, SECRET_VALUE, redact_argv, secret_in_text
+from distrecipe.translator.load import split_set
 
 NATIVE = "native"
 """The one free-form section: below it a key is the engine's, so a key that names a secret
@@ -122,9 +123,10 @@ def _leaks(data: Any, path: tuple[str, ...], named: bool) -> bool:
 
 
 def redact_override(item: str) -> str:
-    """A `--set KEY=VALUE` as recorded, its value redacted as it would be in the recipe."""
-    key, sep, value = item.partition("=")
-    if not sep:
+    """A `--set KEY=VALUE` as recorded, its value redacted as it would be in the recipe
+    (`load.split_set` says which key it sets); one the recipe refuses is recorded as given."""
+    split = split_set(item)
+    if split is None:
         return item
-    redacted = redact_recipe_yaml(value, tuple(part.strip() for part in key.split(".")))
-    return f"{key}={REDACTED if redacted is None else redacted}"
+    redacted = redact_recipe_yaml(split.value, split.path)
+    return f"{split.key}={REDACTED if redacted is None else redacted}"

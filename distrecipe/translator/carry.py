@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from distrecipe.engines import ENGINES, Engine
+from distrecipe.engines.hydra import verl_pairs
 from distrecipe.findings import Finding
 from distrecipe.job import Plan
 from distrecipe.recipe import recipe_values
@@ -261,7 +262,7 @@ def native_findings(plan: Plan, columns: tuple[Engine, ...], target: str) -> lis
     for engine in ENGINES:
         if engine in columns:
             continue
-        keys = ([line.partition("=")[0].lstrip("+~") for line in native.verl] if engine == "verl"
+        keys = ([key for _prefix, key, _value in verl_pairs(native.verl)] if engine == "verl"
                 else _native_keys(getattr(native, engine)))
         if keys:
             out.append(finding("DR233", target, f"native.{engine}: " + ", ".join(keys)))

@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from distrecipe.errors import Position, RecipeError
 from distrecipe.keys import dotted
@@ -128,6 +128,27 @@ def recipe_from_text(text: str, file: str = "<recipe>", overrides: Sequence[str]
     return recipe_from_document(apply_overrides(parse_text(text, file), overrides), Path("."))
 
 
+class SetItem(NamedTuple):
+    """One `--set KEY=VALUE`, split."""
+
+    key: str
+    """The key as written (for positions in the `--set` text)."""
+    path: tuple[str, ...]
+    """The recipe key it sets: the dotted parts, spaces around each removed."""
+    value: str
+    """The value's text, read as YAML where it is applied."""
+
+
+def split_set(item: str) -> SetItem | None:
+    """`--set KEY=VALUE` split at its first `=`; None without one or without a key. The one
+    reading of `--set`: what it sets is what `launch` records, `diff` looks for and a
+    platform's node command passes on."""
+    key, sep, value = item.partition("=")
+    if not sep or not key.strip():
+        return None
+    return SetItem(key, tuple(part.strip() for part in key.split(".")), value)
+
+
 def apply_overrides(doc: Document, overrides: Sequence[str]) -> Document:
     """Set `dotted.key=value` pairs (values parsed as YAML) into a copy of the document."""
     if not overrides:
@@ -138,10 +159,10 @@ def apply_overrides(doc: Document, overrides: Sequence[str]) -> Document:
     written = dict(doc.written)
     for item in overrides:
         label = f"--set {item}"
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
+        split = split_set(item)
+        if split is None:
             raise RecipeError("override must look like dotted.key=value", Position(label, 1, 1))
-        path = tuple(part.strip() for part in key.split("."))
+        key, path, raw = split
         value_at = Position(label, 1, len(key) + 2)
         try:
             parsed = parse_text(raw, label) if raw.strip() else None

@@ -21,7 +21,7 @@ from typing import Any
 
 from distrecipe.engines.accelerate import FSDP1_STAGE, MIXED_PRECISION, fsdp1_strategy, restates
 from distrecipe.engines.deepspeed import BATCH_KEYS, batch_ranks
-from distrecipe.engines.hydra import format_value, verl_pairs
+from distrecipe.engines.hydra import format_value, split_key, verl_pairs
 from distrecipe.job import Plan
 from distrecipe.keys import dotted
 from distrecipe.source import KeyPath
@@ -144,8 +144,10 @@ def conflicts(plan: Plan) -> Iterator[tuple[str, str, Any, str]]:
             if decided is not None and value is not None and not decided[1](plan, value):
                 key = ".".join(map(str, path))
                 yield dotted(("native", engine, *path)), key, value, decided[0]
-    for index, (_written, key, value) in enumerate(verl_pairs(native.verl)):
+    for index, (prefix, key, value) in enumerate(verl_pairs(native.verl)):
         decided = DECIDED["verl"].get(tuple(key.split(".")))
+        if prefix == "~":
+            value = None  # deleted: verl gets no value there at all
         if decided is not None and not decided[1](plan, value):
             yield dotted(("native", "verl", index)), key, value, decided[0]
 
@@ -164,18 +166,22 @@ def merge(emitted: dict[str, Any], native: dict[str, Any]) -> dict[str, Any]:
 
 
 def merge_overrides(emitted: list[tuple[str, Any]], native: tuple[str, ...]) -> list[tuple[str, Any]]:
-    """verl's overrides with the native ones: same key replaced in place, others appended."""
+    """verl's overrides with the native ones: same key replaced in place (a `~key` too, so
+    the key is deleted rather than set), others appended. Each is (key with its prefix, value)."""
     out = list(emitted)
-    index = {key.lstrip("+"): i for i, (key, _value) in enumerate(out)}
-    for written, key, value in verl_pairs(native):
+    index = {split_key(key)[1]: i for i, (key, _value) in enumerate(out)}
+    for prefix, key, value in verl_pairs(native):
         if key in index:
-            out[index[key]] = (written, value)
+            out[index[key]] = (prefix + key, value)
         else:
             index[key] = len(out)
-            out.append((written, value))
+            out.append((prefix + key, value))
     return out
 
 
 def override_line(key: str, value: Any) -> str:
-    """One native verl override as `import` writes it."""
+    """One verl override as compile and `import` write it: `key=value`, or `~key` where a
+    deletion holds no value (`~key=null` means the same to Hydra)."""
+    if value is None and split_key(key)[0] == "~":
+        return key
     return f"{key}={format_value(value)}"

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from distrecipe.engines.hydra import format_value
+from distrecipe.engines.hydra import split_key
 from distrecipe.engines.verl import (
     ACTOR_FILE,
     FREE_CACHE,
@@ -49,7 +49,7 @@ from distrecipe.translator.equivalence import (
     refuse_errors,
     virtual_stages,
 )
-from distrecipe.translator.native import merge_overrides
+from distrecipe.translator.native import merge_overrides, override_line
 from distrecipe.translator.targets import EmitOptions, Output
 
 TARGET = "verl"
@@ -346,14 +346,18 @@ def _transformer(plan: Plan) -> list[Override]:
 
 def overrides_text(plan: Plan) -> str:
     """`verl_overrides.txt`: one override per line."""
-    return "".join(f"{key}={format_value(value)}\n" for key, value in overrides(plan))
+    return "".join(override_line(key, value) + "\n" for key, value in overrides(plan))
 
 
 def nested(plan: Plan) -> dict[str, Any]:
-    """The same overrides as one nested mapping (`verl_actor.yaml`)."""
+    """The values the same overrides set, as one nested mapping (`verl_actor.yaml`); a
+    `~key` deletion sets none."""
     tree: dict[str, Any] = {}
-    for key, value in overrides(plan):
-        *parents, leaf = key.lstrip("+").split(".")
+    for written, value in overrides(plan):
+        prefix, key = split_key(written)
+        if prefix == "~":
+            continue
+        *parents, leaf = key.split(".")
         node = tree
         for part in parents:
             node = node.setdefault(part, {})

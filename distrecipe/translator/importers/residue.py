@@ -131,11 +131,10 @@ def _nested(carried: dict[KeyPath, Any]) -> dict[str, Any]:
 def _verl(carried: dict[KeyPath, Any], notes: list[str]) -> tuple[list[str], list[str]]:
     """verl's native section is override lines; an added key cannot be removed from
     Hydra's composed config by an override, so it is named instead."""
-    lines = [override_line(".".join(map(str, p)), v) for p, v in carried.items() if v is not None]
+    kept = {".".join(map(str, p)): v for p, v in carried.items() if v is not None}
     added = [".".join(map(str, p)) for p, v in carried.items() if v is None]
-    if lines:
-        keys = ", ".join(line.partition("=")[0] for line in lines)
-        notes.append(f"carried verbatim in native.verl: {keys}")
+    if kept:
+        notes.append("carried verbatim in native.verl: " + ", ".join(kept))
     if added:
         notes.append("compile also writes overrides the input left to verl's defaults: " + ", ".join(added))
-    return lines, notes
+    return [override_line(key, value) for key, value in kept.items()], notes

@@ -184,6 +184,12 @@ def history(engine: TableEngine, has: Callable[[dict[str, Any]], bool], noun: st
     return f"removed in {name} {gone} (last in {last}); the project runs {chosen.runs} ({chosen.where})"
 
 
+def key_history(engine: TableEngine, key: str) -> str | None:
+    """`history` of a top-level key, for the tables whose `keys` are one flat mapping
+    (Axolotl's, LLaMA-Factory's)."""
+    return history(engine, lambda found: key in found["keys"])
+
+
 @dataclass(frozen=True, slots=True)
 class Section:
     """One section of a native config as the engine reads it."""

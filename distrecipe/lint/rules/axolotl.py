@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from math import prod
 
 from distrecipe.engines.axolotl import PARALLEL, refusal
-from distrecipe.engines.tables import history, is_comment_key, label, table
+from distrecipe.engines.tables import is_comment_key, key_history, label, table
 from distrecipe.keys import CLOSE, did_you_mean, integer
 from distrecipe.lint.rule import Problem
 from distrecipe.lint.workspace import Source
@@ -18,7 +18,7 @@ def _unknown(src: Source) -> Iterator[tuple[str, str, str]]:
     keys = table("axolotl")["keys"]
     for key in src.data:
         if str(key) not in keys and not is_comment_key(key):
-            other = history("axolotl", lambda found, key=str(key): key in found["keys"])
+            other = key_history("axolotl", str(key))
             close = "" if other else did_you_mean(str(key), sorted(keys), CLOSE)
             yield str(key), close, f"; {other}" if other else ""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from distrecipe.engines.llamafactory import MEGATRON, accepted
-from distrecipe.engines.tables import history, label
+from distrecipe.engines.tables import key_history, label
 from distrecipe.keys import did_you_mean
 from distrecipe.lint.rule import Problem
 from distrecipe.lint.workspace import Source
@@ -50,7 +50,7 @@ def unknown_key(src: Source) -> Iterator[Problem]:
     keys = accepted()
     for key in src.data:
         if str(key) not in keys:
-            other = history("llamafactory", lambda found, key=str(key): key in found["keys"])
+            other = key_history("llamafactory", str(key))
             hint = f"; {other}" if other else did_you_mean(str(key), sorted(keys))
             yield Problem((key,), f"{key!r} is no argument of {label('llamafactory')}'s training parser (nor "
                                   f"{label('hf')}'s Seq2SeqTrainingArguments): it refuses the file "

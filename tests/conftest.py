@@ -13,6 +13,7 @@ import pytest
 from hypothesis import settings
 
 from distrecipe.cli import main
+from distrecipe.engines import tables
 
 # CI replays the same examples every run (a red build must mean a change broke
 # something, not that a new random example was drawn); locally every run explores.
@@ -85,6 +86,14 @@ def write(tmp_path: Path) -> Callable[[str, str], Path]:
         return path
 
     return put
+
+
+@pytest.fixture(autouse=True)
+def installed_releases() -> Iterator[None]:
+    """Each test starts with the installed engines judging: a release one test states
+    (`--engine-version`, `[tool.distrecipe] engines`) never judges the next."""
+    yield
+    tables.state({})
 
 
 @pytest.fixture(scope="session")

@@ -86,7 +86,8 @@ class Workspace:
         self.world = world
         """The world the user states (`--world`, else `[tool.distrecipe] world`), if any."""
         self.config = config or LintConfig()
-        tables.state(self.config.releases())  # the releases that judge this run's files
+        if self.config.engines or self.config.transformers:  # the releases that judge this run's files
+            tables.state(self.config.releases())
         self.files = Files()
         self.references = References(self.files, self.config, consumer)
         self.engines = engines

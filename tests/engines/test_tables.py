@@ -8,7 +8,7 @@ lints one file against two releases and gets the finding only one of them gives.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,14 +16,6 @@ import pytest
 from distrecipe.engines import tables
 from distrecipe.engines.tables import history, label, release, release_key, releases, state
 from tests.conftest import Result
-
-
-@pytest.fixture(autouse=True)
-def unstated() -> Iterator[None]:
-    """Each test states its own releases; the next starts from what is installed."""
-    state({})
-    yield
-    state({})
 
 
 def test_release_numbers_sort_as_pep_440_does() -> None:
@@ -99,6 +91,11 @@ def _lint(cli: LINT, path: Path, engine: str, version: str, *extra: str) -> Resu
         "'fsdp_activation_checkpointing_offload' is not a key of Accelerate 1.14.0's fsdp_config (a key of "
         "Accelerate ≥ 1.15.0; the project runs 1.14.0 (--engine-version))", id="accelerate-added"),
     pytest.param(
+        "deepspeed", "ds_config.json", '{"train_batch_size": 8, "managed_gradient_accumulation": true}\n',
+        "0.19.3", "0.19.4",
+        "'managed_gradient_accumulation' is not a key of DeepSpeed 0.19.3's top level (a key of DeepSpeed ≥ "
+        "0.19.4; the project runs 0.19.3 (--engine-version))", id="deepspeed-added"),
+    pytest.param(
         "verl", "run.sh",
         "python3 -m verl.trainer.main_ppo \\\n  actor_rollout_ref.rollout.full_determinism=True \\\n"
         "  trainer.n_gpus_per_node=8\n",
@@ -111,7 +108,7 @@ def _lint(cli: LINT, path: Path, engine: str, version: str, *extra: str) -> Resu
         "  trainer.n_gpus_per_node=8\n",
         "0.9.1", "0.8.0",
         "actor_rollout_ref.actor.router_replay is not a key of actor_rollout_ref.actor in verl 0.9.1's config "
-        "(removed in verl 0.9.0 (last in 0.8.0); the project runs 0.9.1 (--engine-version))", id="verl-removed"),
+        "(removed in verl 0.9.1 (last in 0.9.0); the project runs 0.9.1 (--engine-version))", id="verl-removed"),
     pytest.param(
         "transformers", "run.sh",
         "torchrun --nproc_per_node 8 train.py --per_device_train_batch_size 4 --evaluation_strategy steps\n",

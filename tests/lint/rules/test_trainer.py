@@ -20,7 +20,9 @@ def test_a_pinned_release_that_has_the_field_is_not_reported(tmp_path: Path) -> 
     text = SCRIPT.format(flag="--evaluation_strategy steps --overwrite_output_dir")
     assert findings(tmp_path, "run.sh", text, "DR363", transformers="4.50") == []
     (_, _, message), = findings(tmp_path, "run.sh", text, "DR363", transformers="4.51")
-    assert "--evaluation_strategy is no TrainingArguments field in transformers 4.51 (pinned" in message
+    assert message.startswith("--evaluation_strategy is no TrainingArguments field in transformers 4.51.0 (removed "
+                              "in transformers 4.51.0 (last in 4.50.0); the project runs 4.51 ([tool.distrecipe] "
+                              "transformers); use --eval_strategy)")
 
 
 def test_a_program_that_is_no_trainer_is_not_judged(tmp_path: Path) -> None:

@@ -19,8 +19,8 @@ from typing import Any, Literal, get_args, get_type_hints
 
 import yaml
 
-from distrecipe.engines.hydra import OVERRIDE_PATTERN, split_override
 from distrecipe.errors import Position
+from distrecipe.overrides import OVERRIDE_PATTERN, split_override
 
 AUTO: Literal["auto"] = "auto"
 

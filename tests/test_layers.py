@@ -30,7 +30,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"judges"}),
     frozenset({"engines"}),
     frozenset({"job", "recipe", "schemas", "model_shapes"}),
-    frozenset({"keys", "source"}),
+    frozenset({"keys", "source", "overrides"}),
     frozenset({"errors", "findings", "output", "__init__"}),
 )
 """Top first. A unit is a top-level module or package of `distrecipe` (`__init__` is the

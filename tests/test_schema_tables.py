@@ -15,12 +15,11 @@ import hashlib
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from distrecipe.engines.tables import TableEngine, release_key, releases, state, table_of
+from distrecipe.engines.tables import TableEngine, release_key, releases, table_of
 from distrecipe.lint.config import LintConfig
 from distrecipe.lint.engine import lint
 
@@ -105,16 +104,11 @@ def test_llamafactory_keys_and_defaults_match_the_parser_at_run_time(release: st
     assert transformers - set(keys) == set(hf["training_arguments"]) | set(hf["seq2seq_arguments"])
 
 
-@pytest.fixture
-def stated() -> Iterator[None]:
-    yield
-    state({})
-
-
-def findings(tmp_path: Path, name: str, text: str) -> list[tuple[str, str]]:
+def findings(tmp_path: Path, name: str, text: str, engine: TableEngine, release: str) -> list[tuple[str, str]]:
+    """lint's findings on one file, with `engine` at `release` (`[tool.distrecipe] engines`)."""
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
-    report = lint([path], config=LintConfig())
+    report = lint([path], config=LintConfig(engines=((engine, release, "test"),)))
     assert not report.unusable, report.unusable
     return [(f.code, f.message) for f in report.findings]
 
@@ -129,17 +123,14 @@ fp8_config:
 """
 
 
-@pytest.mark.usefixtures("stated")
 def test_an_axolotl_key_of_a_later_release_is_named_as_such(tmp_path: Path) -> None:
     """`fp8_config` came with Axolotl 0.19.0 (`schemas/fp8.py`): 0.18.0 drops it, and it is
     that, not a misspelt `fsdp_config`."""
     assert "fp8_config" not in table_of("axolotl", "0.18.0")["keys"]
-    state({"axolotl": ("0.18.0", "test")})
-    assert findings(tmp_path, "train.yaml", AXOLOTL) == [
+    assert findings(tmp_path, "train.yaml", AXOLOTL, "axolotl", "0.18.0") == [
         ("DR380", "'fp8_config' is not a key of Axolotl 0.18.0 @067b021c's config: dropped without a word; "
                   "a key of Axolotl ≥ 0.19.0; the project runs 0.18.0 (test)")]
-    state({"axolotl": ("0.19.0", "test")})
-    assert findings(tmp_path, "train.yaml", AXOLOTL) == []
+    assert findings(tmp_path, "train.yaml", AXOLOTL, "axolotl", "0.19.0") == []
 
 
 LLAMAFACTORY = """\
@@ -151,14 +142,11 @@ ray_run_name: qwen3-sft
 """
 
 
-@pytest.mark.usefixtures("stated")
 def test_a_llamafactory_key_a_later_release_removed_is_named_as_such(tmp_path: Path) -> None:
     """`ray_run_name` (RayArguments) is gone from LLaMA-Factory 0.9.5's training parser."""
     assert "ray_run_name" in table_of("llamafactory", "0.9.4")["keys"]
-    state({"llamafactory": ("0.9.4", "test")})
-    assert findings(tmp_path, "train.yaml", LLAMAFACTORY) == []
-    state({"llamafactory": ("0.9.5", "test")})
-    [(code, message)] = findings(tmp_path, "train.yaml", LLAMAFACTORY)
+    assert findings(tmp_path, "train.yaml", LLAMAFACTORY, "llamafactory", "0.9.4") == []
+    [(code, message)] = findings(tmp_path, "train.yaml", LLAMAFACTORY, "llamafactory", "0.9.5")
     assert code == "DR385"
     assert message.startswith("'ray_run_name' is no argument of LLaMA-Factory 0.9.5 @7af90952's training parser")
     assert message.endswith("; removed in LLaMA-Factory 0.9.5 (last in 0.9.4); the project runs 0.9.5 (test)")

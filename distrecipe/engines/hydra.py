@@ -11,11 +11,12 @@ import copy
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from distrecipe.engines.shell import RawWord, raw_commands
 from distrecipe.engines.shell_variables import Value, raw_word_value, unfixed, variables_at
 from distrecipe.errors import Position
+from distrecipe.overrides import split_override
 from distrecipe.source import Document, KeyPath
 
 _SHELL_WORD = (r"""(?:"(?:[^"\\]|\\.)*"|'[^']*'"""  # a quoted part
@@ -24,47 +25,6 @@ _SHELL_WORD = (r"""(?:"(?:[^"\\]|\\.)*"|'[^']*'"""  # a quoted part
 """One shell word as written: quoted parts, `$(...)` and `$((...))` keep their spaces
 (`$((a + b))` is one word), so a value is the whole word the shell passes."""
 _WORD = re.compile(rf"(?:^|(?<=\s)){_SHELL_WORD}")
-
-KEY = r"[A-Za-z_][A-Za-z0-9_.@/-]*"
-"""A key as Hydra's override grammar spells one: a dotted path (`trainer.nnodes`, `a.0.b`),
-a config group (`hydra/launcher`) or a group with its package (`model@actor`)."""
-OVERRIDE_PATTERN = rf"^(?:~{KEY}(?:=.*)?|\+{{0,2}}{KEY}=.*)$"
-"""One override, whole, as a regex JSON Schema reads too (the recipe's `native.verl` lines)."""
-_PREFIXED_KEY = re.compile(rf"(\+{{1,2}}|~|)({KEY})")
-
-
-class OverrideText(NamedTuple):
-    """One override split as Hydra's grammar splits it, before its value is parsed."""
-
-    prefix: str
-    """`""` (set a key verl's config has), `+` (add one), `++` (add or set) or `~` (delete)."""
-    key: str
-    value: str | None
-    """The text after the first `=` (`""` for `key=`, which Hydra reads as an empty
-    string); None for `~key` alone, which deletes whatever the value is."""
-
-
-def split_override(text: str) -> OverrideText | None:
-    """`[+|++]key=value`, `~key` or `~key=value` split into its prefix, key and value text,
-    the one reading of an override every caller shares; None where Hydra's grammar
-    (`override_parser/OverrideParser.g4`) refuses the text as an override: a key without
-    `=` and without `~` (`a.b`, `+a.b`), two prefixes (`~~a`, `+~a`), a space around the key.
-
-    `~key=value` deletes too (only where the key holds that value), so callers treat
-    `~` as deletion whether or not a value follows."""
-    written, equals, value = text.partition("=")
-    match = _PREFIXED_KEY.fullmatch(written)
-    if match is None or not (equals or match[1] == "~"):
-        return None
-    return OverrideText(match[1], match[2], value if equals else None)
-
-
-def split_key(written: str) -> tuple[str, str]:
-    """(prefix, key) of a key written with its prefix (`++a.b` → `++`, `a.b`), as
-    `split_override` splits a whole override; a key it cannot read is its own key."""
-    match = _PREFIXED_KEY.fullmatch(written)
-    return (match[1], match[2]) if match is not None else ("", written)
-
 
 @dataclass(frozen=True, slots=True)
 class Override:

@@ -19,11 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from distrecipe.engines.hydra import split_override
 from distrecipe.engines.k8s import ManifestKind, gpus, kind_of, nodes_and_processes
 from distrecipe.engines.shell import Word, commands
 from distrecipe.errors import Position
 from distrecipe.keys import get, integer, section
+from distrecipe.overrides import split_override
 from distrecipe.source import Document, KeyPath
 
 PlatformKind = Literal["trainjob", "rayjob", "pytorchjob", "skypilot"]

@@ -208,7 +208,7 @@ OVERRIDE_FILE = "<overrides>.txt"
 def _is_override_file(text: str) -> bool:
     """Every line an override (its first word one, `~key` too), a comment or blank: the
     text is an override file, not a script."""
-    from distrecipe.engines.hydra import split_override
+    from distrecipe.overrides import split_override
 
     lines = [line.split() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
     return bool(lines) and all(split_override(words[0]) is not None for words in lines)

@@ -26,11 +26,12 @@ from typing import Any
 from distrecipe.engines.argv import read_flags
 from distrecipe.engines.deepspeed import CONFIG_FILE
 from distrecipe.engines.hf_argv import flag_value, flag_words, same_value
-from distrecipe.engines.hydra import parse_value, split_override
+from distrecipe.engines.hydra import parse_value
 from distrecipe.engines.verl import OVERRIDES_FILE
 from distrecipe.errors import LaunchError
 from distrecipe.job import Plan
 from distrecipe.launch.rundir import PLAN_FILE
+from distrecipe.overrides import split_override
 from distrecipe.recipe import ProgramKind
 from distrecipe.translator import hf
 from distrecipe.translator.equivalence import refuse_errors

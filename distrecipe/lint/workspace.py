@@ -86,8 +86,7 @@ class Workspace:
         self.world = world
         """The world the user states (`--world`, else `[tool.distrecipe] world`), if any."""
         self.config = config or LintConfig()
-        if self.config.engines or self.config.transformers:  # the releases that judge this run's files
-            tables.state(self.config.releases())
+        tables.state(self.config.releases())  # the releases that judge this run's files
         self.files = Files()
         self.references = References(self.files, self.config, consumer)
         self.engines = engines

@@ -21,9 +21,10 @@ from typing import Any
 
 from distrecipe.engines.accelerate import FSDP1_STAGE, MIXED_PRECISION, fsdp1_strategy, restates
 from distrecipe.engines.deepspeed import BATCH_KEYS, batch_ranks
-from distrecipe.engines.hydra import format_value, split_key, verl_pairs
+from distrecipe.engines.hydra import format_value, verl_pairs
 from distrecipe.job import Plan
 from distrecipe.keys import dotted
+from distrecipe.overrides import split_key
 from distrecipe.source import KeyPath
 
 Check = Callable[[Plan, Any], bool]

@@ -19,7 +19,6 @@ from typing import Any
 
 import yaml
 
-from distrecipe.engines.hydra import split_key
 from distrecipe.engines.verl import (
     ACTOR_FILE,
     FREE_CACHE,
@@ -39,6 +38,7 @@ from distrecipe.engines.verl_rollout import rollout_layout
 from distrecipe.findings import Finding
 from distrecipe.job import Plan
 from distrecipe.keys import dotted
+from distrecipe.overrides import split_key
 from distrecipe.recipe import RL, Schedule
 from distrecipe.translator import carry
 from distrecipe.translator.codes import finding

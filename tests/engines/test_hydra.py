@@ -1,4 +1,4 @@
-"""Hydra's override grammar read once (`engines/hydra.split_override`), with Hydra's own
+"""Hydra's override grammar read once (`overrides.split_override`), with Hydra's own
 parser as the judge, and every reader of an override line (`native.verl`, a script, an
 override file, a user's argument after `--`) reading `~key` as Hydra does: a deletion."""
 
@@ -8,11 +8,12 @@ import re
 
 import pytest
 
-from distrecipe.engines.hydra import OVERRIDE_PATTERN, OverrideText, overrides, split_override
+from distrecipe.engines.hydra import overrides
 from distrecipe.engines.platforms import verl_overrides
 from distrecipe.engines.shell import commands
 from distrecipe.errors import LaunchError, RecipeError
 from distrecipe.launch.handoff import merge_verl
+from distrecipe.overrides import OVERRIDE_PATTERN, OverrideText, split_override
 from distrecipe.recipe import recipe_values
 from distrecipe.translator import verl
 from distrecipe.translator.carry import native_findings

@@ -224,13 +224,14 @@ def run_on_every_node(cli: Cli, written: dict[str, Any], monkeypatch: pytest.Mon
 
 
 def pinned() -> str:
-    """The SkyPilot version the Makefile installs into .venv-skypilot."""
-    line = next(line for line in (ROOT / "Makefile").read_text().splitlines() if line.startswith("SKYPILOT "))
-    return line.split("==")[1].strip()
+    """The SkyPilot version the Makefile installs into .venv-skypilot (its lock file)."""
+    lock = (ROOT / "requirements" / "skypilot.txt").read_text()
+    return next(line for line in lock.splitlines() if line.startswith("skypilot==")).split("==")[1].strip()
 
 
 def test_one_skypilot_version_is_pinned() -> None:
     assert f'skypilot = ["skypilot=={pinned()}"]' in (ROOT / "pyproject.toml").read_text()
+    assert f'"skypilot": ("skypilot=={pinned()}",)' in (ROOT / "scripts" / "lock.py").read_text()
 
 
 def test_the_judge_refuses_what_skypilot_refuses(tmp_path: Path) -> None:

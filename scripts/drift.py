@@ -8,7 +8,7 @@ each engine, the newest release on the package index (or the one named) is insta
 alone in a scratch directory (`engine_tables.scratch_install`), its table is written
 there, and then:
 
-* the table is compared with the newest stored one, key by key (`engine_tables.changes`);
+* the table is compared with the installed release's, key by key (`engine_tables.changes`);
 * the corpus (`tests/corpus/real/`) is judged again with that release first on the path,
   and every verdict that differs from VERDICTS.csv is printed.
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib.metadata
 import io
 import json
 import os
@@ -51,14 +52,13 @@ def newest(engine: str) -> str:
     return found[1]
 
 
-def stored_newest(engine: str) -> tuple[str, dict[str, object]]:
-    folder = engine_tables.TABLES / engine
-    names = sorted((path.stem for path in folder.glob("*.json")), key=_key)
-    return names[-1], json.loads((folder / f"{names[-1]}.json").read_text())
-
-
-def _key(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in re.findall(r"\d+", version)[:4])
+def base(engine: str) -> tuple[str, dict[str, object]]:
+    """The release the corpus's verdicts were judged by (the installed one) and its table."""
+    version = importlib.metadata.version(engine_tables.ENGINE_PACKAGES[engine])
+    path = engine_tables.TABLES / engine / f"{version}.json"
+    if not path.exists():
+        raise RuntimeError(f"{engine} {version} is installed but has no table: run scripts/engine_tables.py")
+    return version, json.loads(path.read_text())
 
 
 def verdict_rows(text: str, kinds: tuple[str, ...]) -> dict[str, dict[str, str]]:
@@ -68,7 +68,7 @@ def verdict_rows(text: str, kinds: tuple[str, ...]) -> dict[str, dict[str, str]]
 def drift(engine: str, version: str) -> list[str]:
     """The lines that say what `engine` `version` changes, against the newest stored table."""
     lines: list[str] = []
-    base, stored = stored_newest(engine)
+    installed, stored = base(engine)
     with tempfile.TemporaryDirectory(prefix=f"drift-{engine}-") as scratch:
         root = Path(scratch)
         engine_tables.scratch_install(engine, version, root / "site")
@@ -78,7 +78,7 @@ def drift(engine: str, version: str) -> list[str]:
         [written] = (root / "tables" / engine).glob("*.json")
         fresh = json.loads(written.read_text())
         changed = list(engine_tables.changes(stored, fresh))
-        lines.append(f"{engine} {fresh['version']} against the table of {base}: "
+        lines.append(f"{engine} {fresh['version']} against the installed {installed}: "
                      f"{len(changed)} change{'s' if len(changed) != 1 else ''}")
         lines += [f"  table: {line}" for line in changed]
         out = str(root / "VERDICTS.csv")
@@ -119,9 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     for engine, version in wanted.items():
         try:
             version = version or newest(engine)
-            base, _ = stored_newest(engine)
-            if version == base:
-                print(f"{engine} {version}: the newest release has its table here; nothing drifted")
+            installed, _ = base(engine)
+            if version == installed:
+                print(f"{engine} {version}: the release installed and judged here; nothing drifted")
                 continue
             print("\n".join(drift(engine, version)), flush=True)
         except (subprocess.CalledProcessError, RuntimeError) as exc:

@@ -110,3 +110,20 @@ def test_compile_and_lint_agree(cli: Callable[..., Result], doc: dict[str, Any],
         assert not out.exists()
         for finding in recipe_errors:
             assert finding.code in compiled.err and str(finding.where) in compiled.err, compiled.err
+
+
+def test_a_key_the_stated_release_lacks_is_never_written(
+        cli: Callable[..., Result], write: Callable[[str, str], Path], tmp_path: Path) -> None:
+    """`managed_gradient_accumulation` came with DeepSpeed 0.19.4: a project on 0.19.3 gets
+    compile's refusal naming both releases, and no file; on 0.19.4 the file is written."""
+    recipe = write("r.yaml", ZERO2 + "native:\n  deepspeed:\n    managed_gradient_accumulation: true\n")
+    out = tmp_path / "out"
+    refused = cli("compile", recipe, "-o", out, "--engine-version", "deepspeed=0.19.3")
+    assert refused.code == 1, refused.out + refused.err
+    assert "error DR317: 'managed_gradient_accumulation' is not a key of DeepSpeed 0.19.3's top level (a key " \
+           "of DeepSpeed ≥ 0.19.4; the project runs 0.19.3 (--engine-version)): silently ignored, so the " \
+           "setting never applies" in refused.out + refused.err
+    assert not out.exists()
+    written = cli("compile", recipe, "-o", out, "--engine-version", "deepspeed=0.19.4")
+    assert written.code == 0, written.out + written.err
+    assert '"managed_gradient_accumulation": true' in (out / "ds_config.json").read_text()

@@ -148,11 +148,11 @@ def deepspeed_ignored_key(src: Source) -> Iterator[Problem]:
     """
     for path, found, verdict in _deepspeed_unknown(src.data):
         key = str(path[-1])
-        if verdict not in ("ignored", "auto-dropped") or _misspelt(key, found):
+        if verdict not in ("ignored", "auto-dropped") or _misspelt(key, found) \
+                or _release_note("deepspeed", path):
             continue
         what = "silently ignored" if verdict == "ignored" else 'its "auto" is dropped unread'
-        note = _release_note("deepspeed", path)
-        yield Problem(path, f"{key!r} is not a key of {label('deepspeed')}'s {_where(path[:-1])}{note}: "
+        yield Problem(path, f"{key!r} is not a key of {label('deepspeed')}'s {_where(path[:-1])}: "
                             f"{what}{_suggestion(key, found, 'deepspeed')}", key=True)
 
 
@@ -166,6 +166,9 @@ def deepspeed_misspelt_key(src: Source) -> Iterator[Problem]:
     nothing in the log. `"zero_optimisation": {"stage": 3}` trains with ZeRO stage 0 and
     runs out of memory on the cluster; a top-level `offload_optimizer` offloads nothing.
     Near-certain means difflib's similarity of at least 0.85 (DR311 names looser matches).
+    A key another DeepSpeed release reads (its table has it) is DeepSpeed's, not another
+    program's: the release the project runs ignores it, and the message names the one
+    that reads it.
 
     Fails: deepspeed --world 8
     ```json
@@ -186,10 +189,13 @@ def deepspeed_misspelt_key(src: Source) -> Iterator[Problem]:
     """
     for path, found, verdict in _deepspeed_unknown(src.data):
         key = str(path[-1])
-        hint = _misspelt(key, found) if verdict in ("ignored", "auto-dropped") else ""
-        if hint:
+        if verdict not in ("ignored", "auto-dropped"):
+            continue
+        note = _release_note("deepspeed", path)  # DeepSpeed's own key, of another release
+        hint = "" if note else _misspelt(key, found)
+        if hint or note:
             what = "silently ignored" if verdict == "ignored" else 'its "auto" is dropped unread'
-            yield Problem(path, f"{key!r} is not a key of {label('deepspeed')}'s {_where(path[:-1])}: "
+            yield Problem(path, f"{key!r} is not a key of {label('deepspeed')}'s {_where(path[:-1])}{note}: "
                                 f"{what}, so the setting never applies{hint}", key=True)
 
 
@@ -316,8 +322,8 @@ def accelerate_ignored_key(src: Source) -> Iterator[Problem]:
     """
     for path, hint, close in _accelerate_ignored(src):
         if not close:
-            yield Problem(path, f"{path[1]!r} is not a key of {label('accelerate')}'s {path[0]}"
-                                f"{_nested_note(path)}: silently ignored{hint}", key=True)
+            yield Problem(path, f"{path[1]!r} is not a key of {label('accelerate')}'s {path[0]}: silently "
+                                f"ignored{hint}", key=True)
 
 
 def accelerate_misspelt_key(src: Source) -> Iterator[Problem]:
@@ -327,7 +333,8 @@ def accelerate_misspelt_key(src: Source) -> Iterator[Problem]:
     launch option; one that is a near-certain misspelling of an option is set and never
     read, so the job runs without it: `fsdp_offload_param: true` offloads nothing, and
     parallelism keys must be spelt in full, so `dp_shard_size: 4` leaves the job
-    unsharded.
+    unsharded. An option only another Accelerate release has is the same: the release
+    the project runs never reads it (the message names the one that does).
 
     Fails: accelerate
     ```yaml
@@ -375,6 +382,9 @@ def _accelerate_ignored(src: Source) -> Iterator[tuple[KeyPath, str, bool]]:
         spelled = f"{name.removesuffix('_config')}_config_{key}"
         if spelled in keys:
             yield path, f"; did you mean {spelled!r}?", True
+            continue
+        if _nested_note(path):  # Accelerate's own key, of another release: the setting never applies
+            yield path, "", True
             continue
         close = did_you_mean(full, keys, CLOSE)
         yield path, close or did_you_mean(full, keys), bool(close)

@@ -7,9 +7,9 @@ Each lock is every package one install set needs, at one exact version, so a fre
 installs today what it installed yesterday, whatever the engines released since. pip
 resolves each set in a scratch venv (`pip install --dry-run --report`: nothing is
 installed) from the ranges in pyproject.toml; the lock is then installed with
-`--no-deps`, which skips pip's resolver too; `pip check` then proves it whole. torch
-is written without its local label: `torch==2.13.0` takes the CPU build where this
-machine's wheel folder has it. Moving an engine to a new release is this command, its
+`--no-deps` (by uv, the Makefile's installer), which skips the resolver too, and `uv pip
+check` proves it whole. torch is written without its local label: `torch==2.13.0` takes
+the CPU build where this machine's wheel folder has it. Moving an engine to a new release is this command, its
 table (`scripts/engine_tables.py`) and the reviewed verdict diff (`make drift`).
 """
 
@@ -28,22 +28,29 @@ LOCKS = ROOT / "requirements"
 TORCH = "torch==2.13.0"
 """The CPU build (the Makefile's TORCH): an unpinned torch pulls a multi-GB CUDA build."""
 SETS = {
-    "demo": (TORCH, ".[deepspeed]"),
     "test": (TORCH, ".[test,dev]"),
+    "demo": (TORCH, ".[deepspeed]"),
     "skypilot": ("skypilot==0.14.1",),
 }
-"""Lock name → what pip is asked to install; `skypilot` has a venv of its own (Makefile)."""
+"""Lock name → what pip is asked to install, in the order they are resolved; `skypilot`
+has a venv of its own (Makefile)."""
+WITHIN = {"demo": "test"}
+"""The demo installs into the same .venv as the tests: it is resolved within the test
+lock (as pip constraints), so `make demo` after `make test` changes no version."""
 HEADER = "# {name}: written by `python scripts/lock.py` from pyproject.toml; installed with --no-deps.\n"
 
 
-def resolve(requirements: tuple[str, ...]) -> list[str]:
-    """`name==version` for every package pip would install for `requirements`, sorted."""
+def resolve(requirements: tuple[str, ...], within: Path | None = None) -> list[str]:
+    """`name==version` for every package pip would install for `requirements` (within the
+    lock file `within`, as constraints), sorted."""
     with tempfile.TemporaryDirectory(prefix="lock-") as scratch:
         venv.create(scratch, with_pip=True)
         python = str(Path(scratch) / "bin" / "python")
         report = Path(scratch) / "report.json"
+        constraint = ("--constraint", str(within)) if within else ()
         subprocess.run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--dry-run",
-                        "--ignore-installed", "--report", str(report), *requirements], check=True, cwd=ROOT)
+                        "--ignore-installed", "--report", str(report), *constraint, *requirements],
+                       check=True, cwd=ROOT)
         found = json.loads(report.read_text())["install"]
     pins = []
     for item in found:
@@ -62,8 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("sets", nargs="*", choices=[[], *SETS], help="some of the locks (default: all)")
     args = parser.parse_args(argv)
-    for name in args.sets or sorted(SETS):
-        text = render(name, resolve(SETS[name]))
+    for name in args.sets or list(SETS):
+        within = LOCKS / f"{WITHIN[name]}.txt" if name in WITHIN else None
+        text = render(name, resolve(SETS[name], within))
         path = LOCKS / f"{name}.txt"
         LOCKS.mkdir(exist_ok=True)
         path.write_text(text)

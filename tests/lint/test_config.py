@@ -107,6 +107,14 @@ def test_min_severity_filters_the_zero3_templates_infos(cli: Callable[..., Resul
     ('[tool.distrecipe.lint]\nper_file_ignores = { "a/*" = "DR311" }\n',
      "[tool.distrecipe] lint.per_file_ignores.a/* must be a list of strings, got 'DR311'", 2, 30),
     ('[tool.distrecipe]\nlint = 3\n', "[tool.distrecipe] lint must be a table", 2, 8),
+    ('[tool.distrecipe]\nengines = { deepspeed = "latest" }\n', "[tool.distrecipe] engines: deepspeed: a release "
+     'number such as "1.15" or "0.19.8", not \'latest\'', 2, 25),
+    ('[tool.distrecipe.engines]\ndeepspeed = "0.19"\nnosuch = "1.0"\n', "[tool.distrecipe] engines: unknown engine "
+     "'nosuch': one of accelerate, axolotl, deepspeed, hf, llama-factory", 3, 10),
+    ('[tool.distrecipe]\nengines = "0.19"\n', "[tool.distrecipe] engines must be a table of engine = \"release\"",
+     2, 11),
+    ('[tool.distrecipe]\ntransformers = "4.46"\nengines = { transformers = "4.50" }\n',
+     "[tool.distrecipe] transformers = '4.46' and engines.transformers = '4.50' disagree", 2, 16),
 ])
 def test_a_malformed_setting_is_one_positioned_error(tmp_path: Path, toml: str, message: str, line: int,
                                                     col: int) -> None:
@@ -125,3 +133,20 @@ def test_explain_shows_the_default_and_the_projects_level(cli: Callable[..., Res
     assert shown.startswith("DR371 (zero3-where-zero2-fits; info by default; lint: recipe)")
     assert "Level: info by default." in shown and 'rules = { DR371 = "error" }' in shown
     assert shown.rstrip().endswith("pyproject.toml) sets it to off.")
+
+
+def test_the_release_a_project_states_judges_with_a_note_when_it_has_no_table(
+        cli: Callable[..., Result], project: Callable[[str], Path]) -> None:
+    """`[tool.distrecipe] engines` picks the table; `--engine-version` wins over it."""
+    root = project('[tool.distrecipe]\nengines = { accelerate = "1.14.5" }\n')
+    (root / "accelerate_config.yaml").write_text(
+        "distributed_type: FSDP\nnum_processes: 8\nfsdp_config:\n  fsdp_version: 2\n"
+        "  fsdp_activation_checkpointing_offload: true\n")
+    stated = cli("lint", "accelerate_config.yaml")
+    assert stated.code == 1
+    assert stated.err.splitlines() == [
+        "distrecipe: note: Accelerate 1.14.5 ([tool.distrecipe] engines) has no table of its own: judged by "
+        "Accelerate 1.14.0's, the nearest older release with one"]
+    assert "(a key of Accelerate ≥ 1.15.0; the project runs 1.14.5 ([tool.distrecipe] engines))" in stated.out
+    overridden = cli("lint", "--engine-version", "accelerate=1.15.0", "accelerate_config.yaml")
+    assert (overridden.code, overridden.err) == (0, "")

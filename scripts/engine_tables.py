@@ -427,7 +427,23 @@ def accelerate_table() -> dict[str, Any]:
         values[enum_name] = sorted(str(m.value) for m in getattr(acc_dc, enum_name))
     return {"engine": "accelerate", "version": importlib.metadata.version("accelerate"),
             "launch_options": sorted(every), "sections": sections, "values": dict(sorted(values.items())),
-            "accepted": accelerate_accepted(values)}
+            "accepted": accelerate_accepted(values), "beside_replication": beside_replication()}
+
+
+def beside_replication() -> dict[str, bool]:
+    """Whether `ParallelismConfig` accepts tensor (`tp`) and context (`cp`) parallelism
+    beside pure replication (dp_replicate 2, dp_shard 1), observed: Accelerate 1.16 began
+    to accept tensor parallelism there, and refuses context parallelism still."""
+    from accelerate.parallelism_config import ParallelismConfig
+
+    accepted = {}
+    for name in ("tp", "cp"):
+        try:
+            ParallelismConfig(dp_replicate_size=2, dp_shard_size=1, **{f"{name}_size": 2})
+            accepted[name] = True
+        except ValueError:
+            accepted[name] = False
+    return accepted
 
 ACCELERATE_PROBED = {
     "distributed_type": ("loader", "MULTI_GPU"),

@@ -91,6 +91,14 @@ def _lint(cli: LINT, path: Path, engine: str, version: str, *extra: str) -> Resu
         "'fsdp_activation_checkpointing_offload' is not a key of Accelerate 1.14.0's fsdp_config (a key of "
         "Accelerate ≥ 1.15.0; the project runs 1.14.0 (--engine-version))", id="accelerate-added"),
     pytest.param(
+        "accelerate", "accelerate_config.yaml",
+        "distributed_type: MULTI_GPU\nnum_processes: 4\nparallelism_config:\n"
+        "  parallelism_config_dp_replicate_size: 2\n  parallelism_config_tp_size: 2\n",
+        "1.15.0", "1.16.0",
+        "parallelism_config: tensor parallelism cannot sit beside pure replication (dp_replicate > 1 with "
+        "dp_shard 1) in Accelerate 1.15.0 (accepted from Accelerate 1.16.0; the project runs 1.15.0 "
+        "(--engine-version))", id="accelerate-meaning-changed"),
+    pytest.param(
         "deepspeed", "ds_config.json", '{"train_batch_size": 8, "managed_gradient_accumulation": true}\n',
         "0.19.3", "0.19.4",
         "'managed_gradient_accumulation' is not a key of DeepSpeed 0.19.3's top level (a key of DeepSpeed ≥ "
@@ -123,7 +131,7 @@ def test_one_file_two_releases(cli: LINT, write: Callable[[str, str], Path], eng
     path = write(name, text)
     judged = _lint(cli, path, engine, old)
     assert said in judged.out, judged.out
-    key = said.split(" is ")[0]
+    key = said.split(" is ")[0].split(": ")[0]
     assert key not in _lint(cli, path, engine, new).out
 
 

@@ -132,6 +132,9 @@ def test_a_failing_rank_fails_the_job_with_its_code(slurm_cluster: SlurmCluster)
     job = done.stdout.strip().split(";")[0]
     assert done.returncode != 0
     assert time.monotonic() - started < 300, "the waiting rank on the other node was not left to sleep"
+    # `sbatch --wait` returns once the job's exit code is known; on a loaded machine the
+    # job may still be COMPLETING (its epilog and step cleanup), which ends in its final state.
+    wait_for(lambda: job_state(slurm_cluster, job) != "COMPLETING", 120, "the job to leave COMPLETING")
     assert job_state(slurm_cluster, job) == "FAILED"
     assert record(runs / f"tiny-cpu-slurm{job}" / "node1")["exit_code"] == 3
     node0 = runs / f"tiny-cpu-slurm{job}" / "node0"

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 from distrecipe.engines.accelerate import DS_FILE_CONFLICTS, FSDP1_ONLY, RESHARD_OF
 from distrecipe.engines.native import ds_reference
+from distrecipe.engines.tables import label, release, release_key, releases, table, table_of
 from distrecipe.keys import did_you_mean, integer
 from distrecipe.lint.rule import Problem
 from distrecipe.lint.workspace import Source
@@ -205,8 +206,9 @@ def parallelism_size(src: Source) -> Iterator[Problem]:
 
     `ParallelismConfig` and `Accelerator()` check the mesh on every rank of the
     launched job: sizes are at least 1; context and sequence parallelism exclude each
-    other; tensor or context parallelism cannot sit beside pure replication
-    (dp_replicate > 1 with dp_shard 1); dp_replicate × dp_shard × tp × cp × sp must
+    other; context parallelism cannot sit beside pure replication (dp_replicate > 1
+    with dp_shard 1), nor tensor parallelism before Accelerate 1.16 (read from the
+    judging release's table); dp_replicate × dp_shard × tp × cp × sp must
     equal `num_processes` ("ParallelismConfig total_size ... does not match
     num_processes"), unless the mesh is all ones (filled with replicas) or uses
     DeepSpeed's sequence parallelism (the default `sp_backend`, which sizes its own
@@ -253,9 +255,15 @@ def parallelism_size(src: Source) -> Iterator[Problem]:
         yield Problem(at, "parallelism_config: context (cp) and sequence (sp) parallelism exclude each other",
                       key=True)
         return
-    if (size["tp"] > 1 or size["cp"] > 1) and size["dp_replicate"] > 1 and size["dp_shard"] == 1:
-        yield Problem(at, "parallelism_config: tensor or context parallelism cannot sit beside pure "
-                      "replication (dp_replicate > 1 with dp_shard 1)", key=True)
+    beside = table("accelerate").get("beside_replication", {"tp": False, "cp": False})
+    refused = [name for name, what in (("tp", "tensor"), ("cp", "context"))
+               if size[name] > 1 and not beside[name]]
+    if refused and size["dp_replicate"] > 1 and size["dp_shard"] == 1:
+        name = refused[0]
+        what = "tensor" if name == "tp" else "context"
+        yield Problem(at, f"parallelism_config: {what} parallelism cannot sit beside pure replication "
+                      f"(dp_replicate > 1 with dp_shard 1) in {label('accelerate')}{_accepted_later(name)}",
+                      key=True)
         return
     total = size["dp_replicate"] * size["dp_shard"] * size["tp"] * size["cp"] * size["sp"]
     processes = integer(src.get("num_processes"))
@@ -356,3 +364,15 @@ def _referenced(src: Source) -> list[Source]:
     ref = ds_reference(src.kind, src.data)
     companion = src.workspace.companion(src.path, ref) if ref else None
     return [companion] if companion is not None else []
+
+
+def _accepted_later(name: str) -> str:
+    """` (accepted from Accelerate 1.16.0; the project runs 1.15.0 (installed))` where a
+    later release's table accepts `name` beside pure replication; else nothing."""
+    chosen = release("accelerate")
+    later = [version for version in releases("accelerate")
+             if release_key(version) > release_key(chosen.table)
+             and table_of("accelerate", version).get("beside_replication", {}).get(name)]
+    if not later:
+        return ""
+    return f" (accepted from Accelerate {later[0]}; the project runs {chosen.runs} ({chosen.where}))"

@@ -148,7 +148,7 @@ def launch_of(words: list[Word]) -> Launch | None:
 
 def _launch(words: list[Word]) -> Launch | None:
     values = [w.value or "" for w in words]
-    name = values[0].rsplit("/", 1)[-1]
+    name = _command_name(words[0])
     if name == "deepspeed":
         return _split("deepspeed", words, 1)
     if name == "accelerate" and values[1:2] == ["launch"]:
@@ -164,6 +164,15 @@ def _launch(words: list[Word]) -> Launch | None:
         if launch is not None and (launch.program[0].value or "").endswith(".py"):
             return launch
     return None
+
+
+def _command_name(word: Word) -> str:
+    """The name of the program a command word runs, without its directory; where a variable
+    leaves the word unknown (`$CONDA_PREFIX/bin/torchrun`), the plain name it ends in."""
+    if word.value is not None:
+        return word.value.rsplit("/", 1)[-1]
+    last = word.text.rsplit("/", 1)[-1].strip("'\"")
+    return last if "/" in word.text and re.fullmatch(r"[\w.-]+", last) else ""
 
 
 def _split(launcher: Launcher, words: list[Word], first: int) -> Launch | None:

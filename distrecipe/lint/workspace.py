@@ -104,10 +104,17 @@ class Workspace:
     def source(self, path: Path, kind: Kind | None = None) -> Source | None:
         """A `Source` for `path`, or None when it is not a config distrecipe knows."""
         doc = self.document(path)
-        kind = kind or detect(doc)
+        kind = kind or detect(doc) or self._launch_script(path)
         if kind is None:
             return None
         return Source(doc=doc, kind=kind, workspace=self, worlds=self.worlds(path, kind, doc))
+
+    def _launch_script(self, path: Path) -> Kind | None:
+        """`hf` for a launch script whose commands pass nothing lint reads as a config (no
+        TrainingArguments flag, no verl override: `torchrun prog.py --config x.yaml`): it is
+        still a launch script, judged by the rules that read one (DR363 to DR365), and clean
+        when they find nothing, never refused as no config."""
+        return "hf" if path.suffix.lower() == ".sh" and self.files.launches(path) else None
 
     def companion(self, referrer: Path, ref: str, *, beside: bool = True) -> Source | None:
         """The ds_config `referrer` names as `ref`, or None when it cannot be found or read;

@@ -1,0 +1,52 @@
+"""Files lint used to refuse or misread (issue 27): each is read as its own tool reads it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Result
+
+FULL_PATH = """#!/bin/bash
+# Supervised fine-tuning on one node, from the project's own virtual environment.
+set -euo pipefail
+export NCCL_DEBUG=WARN
+/home/u/envs/sft/bin/torchrun --nproc_per_node 8 --master_port 29500 train.py \\
+    --config configs/sft_llama3_8b.yaml \\
+    --seed 42
+"""
+VENV_PATH = """#!/bin/bash
+source "$CONDA_PREFIX/etc/profile.d/conda.sh"
+"$CONDA_PREFIX/bin/torchrun" --nproc_per_node 8 finetune.py --config configs/sft.yaml
+"""
+ENV_IN_FRONT = """#!/usr/bin/env bash
+cd "$(dirname "$0")/.."
+ACCELERATE_LOG_LEVEL=info accelerate launch --config_file c.yaml train.py \\
+    --model_name_or_path Qwen/Qwen2.5-7B \\
+    --dataset_name HuggingFaceH4/ultrachat_200k
+"""
+PLAIN = """#!/bin/bash
+torchrun --nnodes=1 --nproc_per_node=8 prog.py
+"""
+
+
+@pytest.mark.parametrize("text", [FULL_PATH, VENV_PATH, ENV_IN_FRONT, PLAIN],
+                         ids=["full-path", "venv-path", "env-in-front", "plain"])
+def test_a_launch_script_passing_nothing_lint_reads_is_checked_clean(
+        cli: Callable[..., Result], tmp_path: Path, text: str) -> None:
+    script = tmp_path / "run.sh"
+    script.write_text(text)
+    result = cli("lint", script)
+    assert (result.code, result.err, result.out) == (0, "", "1 file checked: 0 errors, 0 warnings, 0 infos\n")
+
+
+def test_such_a_script_is_still_judged_by_the_launch_script_rules(cli: Callable[..., Result],
+                                                                  tmp_path: Path) -> None:
+    script = tmp_path / "run.sh"
+    script.write_text("#!/bin/bash\n/opt/venv/bin/torchrun --nproc_per_node 8 prog.py \\\n"
+                      "    --config configs/a.yaml \\\n    # --resume \\\n    --seed 1\n")
+    result = cli("lint", script)
+    assert result.code == 1
+    assert f"{script}:4:5: error DR365: this comment ends the command of line 2" in result.out

@@ -32,13 +32,15 @@ from distrecipe.engines.llamafactory import V1 as LLAMAFACTORY_V1
 from distrecipe.engines.llamafactory import is_llamafactory
 from distrecipe.engines.llamafactory import is_v1 as is_llamafactory_v1
 from distrecipe.engines.platforms import platform_kind
+from distrecipe.engines.shell import SCRIPT_SUFFIXES, is_script
 from distrecipe.engines.verl import ENTRY as VERL_ENTRY
 from distrecipe.engines.verl import VERL_ROOTS
 from distrecipe.keys import get
 from distrecipe.source import Document, parse_text, read_text
 
 DATA_SUFFIXES = (".json", ".yaml", ".yml")
-OVERRIDE_SUFFIXES = (".txt", ".sh", ".args")
+OVERRIDE_SUFFIXES = (".txt", ".args", *SCRIPT_SUFFIXES)
+"""Files read line by line or as bash reads them: verl override files and launch scripts."""
 
 
 def detect(doc: Document) -> Kind | None:
@@ -65,7 +67,7 @@ def detect(doc: Document) -> Kind | None:
         return "hf"
     if keys & DS_MARKERS or _near_deepspeed(keys):
         return "deepspeed"
-    if not keys and doc.file.endswith(".sh"):
+    if not keys and is_script(doc.file):
         return _cut_kind(doc)
     return platform_kind(data)
 
@@ -104,7 +106,7 @@ def _runs_verl(doc: Document, keys: set[str]) -> bool:
     """Overrides a script passes to verl's trainer (a critic-only or `algorithm.*` run sets
     neither `actor_rollout_ref` nor `data` with `trainer`): any of verl's groups, from a
     launch script's verl command (`hydra.verl_commands`) or an override file."""
-    if doc.file.endswith(".sh"):  # read from the arguments of a command that runs verl
+    if is_script(doc.file):  # read from the arguments of a command that runs verl
         return bool(keys & set(VERL_ROOTS))
     return bool(keys) and keys <= set(VERL_ROOTS) and any(VERL_ENTRY in line for line in doc.lines)
 
@@ -126,7 +128,7 @@ def read(path: Path, text: str) -> Document:
     suffix = path.suffix.lower()
     if suffix in OVERRIDE_SUFFIXES:
         overrides = read_overrides(text, name)
-        if overrides.data or suffix != ".sh":
+        if overrides.data or not is_script(name):
             return overrides
         return script_arguments(text, name) or overrides
     return parse_text(text, name)

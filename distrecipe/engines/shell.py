@@ -18,10 +18,20 @@ control flow are followed too.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 
 from distrecipe.errors import Position
+
+SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")
+"""The names a launch script is kept under: a shell script, or a SLURM batch script
+(`sbatch train.slurm`), whose `#SBATCH` lines are comments to bash."""
+
+
+def is_script(path: str | os.PathLike[str]) -> bool:
+    """Whether the file at `path` is a shell script by its name (`SCRIPT_SUFFIXES`)."""
+    return os.fspath(path).lower().endswith(SCRIPT_SUFFIXES)
 
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.S)
 _VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")

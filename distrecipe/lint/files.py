@@ -14,6 +14,7 @@ from distrecipe.engines.argv import LAUNCHER_WORDS, Launch, launch_of, launches
 from distrecipe.engines.native import read
 from distrecipe.engines.platforms import PlatformKind, job_commands, job_world, platform_kind
 from distrecipe.engines.platforms import World as JobWorld
+from distrecipe.engines.shell import is_script
 from distrecipe.source import Document, SourceError, read_text
 
 _JOB_HINTS = ("apiVersion", "num_nodes", "run:")
@@ -49,7 +50,7 @@ class Files:
         key = os.path.abspath(path)
         if key not in self._launches:
             found: list[Launch] = []
-            if path.suffix.lower() == ".sh":
+            if is_script(path):
                 try:
                     text = self.text(path)
                 except (SourceError, OSError):

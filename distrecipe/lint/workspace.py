@@ -19,6 +19,7 @@ from distrecipe.engines import Kind, tables
 from distrecipe.engines.argv import Launch
 from distrecipe.engines.hf import FLAG_TYPES
 from distrecipe.engines.native import detect, is_file
+from distrecipe.engines.shell import is_script
 from distrecipe.errors import DistrecipeError
 from distrecipe.keys import get, integer, section
 from distrecipe.lint.config import Consumer, LintConfig
@@ -114,7 +115,7 @@ class Workspace:
         TrainingArguments flag, no verl override: `torchrun prog.py --config x.yaml`): it is
         still a launch script, judged by the rules that read one (DR363 to DR365), and clean
         when they find nothing, never refused as no config."""
-        return "hf" if path.suffix.lower() == ".sh" and self.files.launches(path) else None
+        return "hf" if is_script(path) and self.files.launches(path) else None
 
     def companion(self, referrer: Path, ref: str, *, beside: bool = True) -> Source | None:
         """The ds_config `referrer` names as `ref`, or None when it cannot be found or read;

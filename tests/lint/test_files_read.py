@@ -50,3 +50,60 @@ def test_such_a_script_is_still_judged_by_the_launch_script_rules(cli: Callable[
     result = cli("lint", script)
     assert result.code == 1
     assert f"{script}:4:5: error DR365: this comment ends the command of line 2" in result.out
+
+
+SBATCH_TORCHRUN = """#!/bin/bash
+#SBATCH --job-name=sft-llama3-8b
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=1
+#SBATCH --gpus-per-node=8
+#SBATCH --cpus-per-task=96
+#SBATCH --output=logs/%x-%j.out
+
+set -x -e
+echo "START TIME: $(date)"
+source ~/.bashrc
+conda activate sft
+
+export MASTER_ADDR=$(scontrol show hostnames $SLURM_JOB_NODELIST | head -n 1)
+export MASTER_PORT=6000
+
+srun torchrun --nnodes $SLURM_NNODES --nproc_per_node 8 \\
+    --rdzv_id $SLURM_JOB_ID --rdzv_backend c10d --rdzv_endpoint $MASTER_ADDR:$MASTER_PORT \\
+    train.py \\
+    --deepspeed ds_z3.json \\
+    --per_device_train_batch_size 4 \\
+    --evaluation_strategy steps \\
+    --bf16 True \\
+    --output_dir /scratch/$USER/sft
+"""
+SBATCH_DEEPSPEED = """#!/bin/bash
+#SBATCH -J dpo
+#SBATCH -N 1
+#SBATCH --gres=gpu:8
+#SBATCH --time=48:00:00
+
+module load cuda/12.4
+deepspeed --num_gpus 8 train.py \\
+    --deepspeed ds_z3.json \\
+    --per_device_train_batch_size 4 \\
+    --evaluation_strategy steps \\
+    --output_dir out
+"""
+DS_AUTO = '{"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto", ' \
+          '"zero_optimization": {"stage": 3}}\n'
+
+
+@pytest.mark.parametrize(("text", "line"), [(SBATCH_TORCHRUN, 22), (SBATCH_DEEPSPEED, 11)],
+                         ids=["srun-torchrun", "deepspeed"])
+def test_an_sbatch_script_is_read_as_the_shell_script_it_is(cli: Callable[..., Result], tmp_path: Path,
+                                                            text: str, line: int) -> None:
+    script = tmp_path / "train.slurm"
+    script.write_text(text)
+    (tmp_path / "ds_z3.json").write_text(DS_AUTO)
+    result = cli("lint", script)
+    assert (result.code, result.err) == (1, "")
+    assert f"{script}:{line}:5: error DR363: --evaluation_strategy is no TrainingArguments field" in result.out
+    # the ds_config it names is filled by the Trainer, as a .sh script's would be
+    result = cli("lint", tmp_path / "ds_z3.json", "--world", "16")
+    assert "DR310" not in result.out and "DR315" in result.out

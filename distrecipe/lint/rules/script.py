@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from distrecipe.engines.argv import launches
 from distrecipe.engines.hydra import verl_commands
+from distrecipe.engines.shell import is_script
 from distrecipe.errors import Position
 from distrecipe.lint.rule import Problem
 from distrecipe.lint.workspace import Source
@@ -39,7 +40,7 @@ def comment_ends_command(src: Source) -> Iterator[Problem]:
 
     Fix: move the commented-out argument below the command, or delete the line.
     """
-    if src.path.suffix.lower() != ".sh" or src.within:
+    if not is_script(src.path) or src.within:
         return
     text = "\n".join(src.doc.lines)
     cut: list[tuple[Position, int, str, list[str]]] = []

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from distrecipe.engines.native import read_file
 from tests.conftest import Result
 
 FULL_PATH = """#!/bin/bash
@@ -107,3 +108,43 @@ def test_an_sbatch_script_is_read_as_the_shell_script_it_is(cli: Callable[..., R
     # the ds_config it names is filled by the Trainer, as a .sh script's would be
     result = cli("lint", tmp_path / "ds_z3.json", "--world", "16")
     assert "DR310" not in result.out and "DR315" in result.out
+
+
+CONTINUED = """#!/bin/bash
+deepspeed --num_gpus 8 train.py \\
+    --deepspeed ds_z3.json \\
+    --model_name_or_path meta-llama/Llama-3.1-8B \\
+    --per_device_train_batch_size 4 \\
+    --gradient_checkpointing \\
+    --logging_first_step \\
+    --bf16 True \\
+    --output_dir out \\
+    --logging_steps 1 \\
+    --save_only_model \\
+"""
+
+
+@pytest.mark.parametrize("text", [CONTINUED.replace("\n", "\r\n"), CONTINUED[:-1]],
+                         ids=["crlf-checkout", "no-newline-at-end"])
+def test_a_line_continuation_is_never_a_flag_s_value(cli: Callable[..., Result], tmp_path: Path,
+                                                     text: str) -> None:
+    script = tmp_path / "finetune.sh"
+    script.write_bytes(text.encode())
+    (tmp_path / "ds_z3.json").write_text(DS_AUTO)
+    result = cli("lint", script)
+    assert (result.code, result.err, result.out) == (0, "", "1 file checked: 0 errors, 0 warnings, 0 infos\n")
+    data = read_file(script).data
+    assert (data["logging_first_step"], data["bf16"], data["save_only_model"], data["output_dir"]) == (
+        True, True, True, "out")
+
+
+def test_a_blank_after_the_backslash_is_said_to_end_the_command(cli: Callable[..., Result],
+                                                                 tmp_path: Path) -> None:
+    """bash passes the escaped blank and ends the command: the lines below never reach the program."""
+    script = tmp_path / "finetune.sh"
+    script.write_text(CONTINUED.replace("--logging_first_step \\\n", "--logging_first_step \\ \n"))
+    (tmp_path / "ds_z3.json").write_text(DS_AUTO)
+    result = cli("lint", script)
+    assert f"{script}:7:26: error DR365: the blank after this backslash ends the command of line 2" \
+           in result.out
+    assert "--bf16, --output_dir, --logging_steps, --save_only_model never reach train.py" in result.out

@@ -21,8 +21,9 @@ from distrecipe.source import Document, KeyPath
 
 _SHELL_WORD = (r"""(?:"(?:[^"\\]|\\.)*"|'[^']*'"""  # a quoted part
                r"|\$\(\((?:[^()]|\([^()]*\))*\)\)|\$\((?:[^()]|\([^()]*\))*\)"  # $((...)), $(...)
+               r"|\$\[(?:[^\[\]]|\[[^\[\]]*\])*\]"  # $[...], bash's older $((...))
                r"|\\.|\S)+")
-"""One shell word as written: quoted parts, `$(...)` and `$((...))` keep their spaces
+"""One shell word as written: quoted parts, `$(...)`, `$((...))` and `$[...]` keep their spaces
 (`$((a + b))` is one word), so a value is the whole word the shell passes."""
 _WORD = re.compile(rf"(?:^|(?<=\s)){_SHELL_WORD}")
 

@@ -148,3 +148,42 @@ def test_a_blank_after_the_backslash_is_said_to_end_the_command(cli: Callable[..
     assert f"{script}:7:26: error DR365: the blank after this backslash ends the command of line 2" \
            in result.out
     assert "--bf16, --output_dir, --logging_steps, --save_only_model never reach train.py" in result.out
+
+
+LEGACY_ARITHMETIC = """set -x
+export VLLM_ATTENTION_BACKEND=XFORMERS
+N_GPUS=8
+PROMPTS_PER_GPU=32
+
+python3 -m verl.trainer.main_ppo \\
+    algorithm.adv_estimator=grpo \\
+    data.train_files=$HOME/data/gsm8k/train.parquet \\
+    data.val_files=$HOME/data/gsm8k/test.parquet \\
+    data.train_batch_size=$[N_GPUS * PROMPTS_PER_GPU] \\
+    data.max_prompt_length=512 \\
+    data.max_response_length=1024 \\
+    actor_rollout_ref.model.path=Qwen/Qwen2.5-3B-Instruct \\
+    actor_rollout_ref.actor.optim.lr=1e-6 \\
+    actor_rollout_ref.actor.ppo_mini_batch_size=64 \\
+    actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8 \\
+    actor_rollout_ref.rollout.name=vllm \\
+    actor_rollout_ref.rollout.n=5 \\
+    actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=16 \\
+    actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=16 \\
+    trainer.n_gpus_per_node=$N_GPUS \\
+    trainer.nnodes=1 \\
+    trainer.total_epochs=15 $@
+"""
+
+
+@pytest.mark.parametrize("written", ["$[N_GPUS * PROMPTS_PER_GPU]", "$((N_GPUS * PROMPTS_PER_GPU))"])
+def test_legacy_arithmetic_is_read_as_arithmetic_is(cli: Callable[..., Result], tmp_path: Path,
+                                                    written: str) -> None:
+    """`$[...]` is bash's older spelling of `$((...))`: the same shell arithmetic, and said so."""
+    script = tmp_path / "run_grpo.sh"
+    script.write_text(LEGACY_ARITHMETIC.replace("$[N_GPUS * PROMPTS_PER_GPU]", written))
+    result = cli("import", script, "--world", "8", "-o", tmp_path / "recipe.yaml")
+    assert (result.code, result.err) == (2, (
+        f"{script}:10:27: error: data.train_batch_size={written} has no value the script fixes (it is "
+        "computed by shell arithmetic at line 10); the import reads a script without running it: write "
+        "the value\n"))

@@ -83,6 +83,11 @@ class SourceError(DistrecipeError):
     """The text is not a well-formed, safe YAML or JSON document."""
 
 
+class SeveralDocuments(SourceError):
+    """The YAML text is a stream of several documents (`---` between them) where one is read;
+    `parse_stream` reads each."""
+
+
 class _Located:
     """A document's position tables: given, or built once, on first use.
 
@@ -332,15 +337,29 @@ def parse_text(text: str, file: str) -> Document:
     Text holding a lone surrogate came from bytes that are not UTF-8 (Python hands a
     command-line argument's over that way): refused at the byte, as a file's would be.
     """
+    _check_text(text, file)
+    if file.endswith(".json"):
+        return _json(text, file)
+    return _compose(text, file, single=True)[0]
+
+
+def parse_stream(text: str, file: str) -> list[Document]:
+    """`parse_text`, for a YAML stream of several documents (`---` between them, as a Kubernetes
+    repository keeps a job beside the objects it uses): each document (an empty one's data
+    None), positioned in the file, its lines the file's. The budget holds for the whole file."""
+    _check_text(text, file)
+    if file.endswith(".json"):
+        return [_json(text, file)]
+    return _compose(text, file, single=False)
+
+
+def _check_text(text: str, file: str) -> None:
     BUDGET.size(len(text.encode("utf-8", "surrogatepass")), Position(file, 1, 1), "text")
     if (bad := _SURROGATE.search(text)) is not None:
         code = ord(bad.group(0))
         byte = f"byte 0x{code - 0xDC00:02X}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
         raise SourceError(f"not UTF-8 text: {byte} is not valid here; distrecipe reads text as UTF-8",
                           _offset_position(text, bad.start(), file))
-    if file.endswith(".json"):
-        return _json(text, file)
-    return _compose(text, file)
 
 
 def _json(text: str, file: str) -> Document:
@@ -521,9 +540,10 @@ def _prescan(text: str, file: str) -> None:
         parser.dispose()
 
 
-def _compose(text: str, file: str) -> Document:
+def _compose(text: str, file: str, *, single: bool) -> list[Document]:
     """YAML composed by PyYAML itself, the reader Accelerate and verl use (libyaml reads some
-    texts differently: tabs as separators, `?` in flow scalars, the marks of empty values)."""
+    texts differently: tabs as separators, `?` in flow scalars, the marks of empty values):
+    the one document of the text (`single`, a `SeveralDocuments` error for a stream), or each."""
     _prescan(text, file)
     try:
         loader = _Loader(text)  # the reader already rejects control characters here
@@ -532,9 +552,16 @@ def _compose(text: str, file: str) -> Document:
         where = Position(file, before.count("\n") + 1, len(before) - before.rfind("\n"))
         code = exc.character if isinstance(exc.character, int) else ord(exc.character)
         raise SourceError(f"invalid YAML: control character U+{code:04X} is not allowed", where) from None
+    roots: list[yaml.Node | None] = []
     try:
-        root = loader.get_single_node()
+        if single:
+            roots.append(loader.get_single_node())
+        while not single and loader.check_node():
+            roots.append(loader.get_node())
     except yaml.MarkedYAMLError as exc:
+        if exc.context == "expected a single document in the stream":
+            raise SeveralDocuments("a stream of several YAML documents, where a config is one: another "
+                                   "starts here", _pos(file, exc.problem_mark)) from None
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "invalid YAML"
         if "\\t" in problem or "tab" in problem:
@@ -546,12 +573,18 @@ def _compose(text: str, file: str) -> Document:
         raise SourceError("YAML nested too deeply", Position(file, 1, 1)) from None
     finally:
         loader.dispose()
-    doc = Document(data=None, file=file, lines=tuple(text.splitlines()))
-    if root is None:
-        return doc
-    builder = _Builder(loader, doc)
-    data = builder.build(root, ())
-    return Document(data, file, doc.positions, doc.key_positions, doc.lines, written=doc.written)
+    lines = tuple(text.splitlines())
+    out, count = [], 0
+    for root in roots:
+        doc = Document(data=None, file=file, lines=lines)
+        if root is None:
+            out.append(doc)
+            continue
+        builder = _Builder(loader, doc, count)
+        data = builder.build(root, ())
+        count = builder.count  # one budget for the whole file, every document's values counted
+        out.append(Document(data, file, doc.positions, doc.key_positions, lines, written=doc.written))
+    return out
 
 
 _PLAIN_TAGS = frozenset({"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"})
@@ -560,10 +593,10 @@ _PLAIN_TAGS = frozenset({"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"})
 class _Builder:
     """Turns composed nodes into plain data, with positions and a node budget."""
 
-    def __init__(self, loader: _Loader, doc: Document) -> None:
+    def __init__(self, loader: _Loader, doc: Document, count: int = 0) -> None:
         self.loader = loader
         self.doc = doc
-        self.count = 0
+        self.count = count
 
     def build(self, node: yaml.Node, path: KeyPath, depth: int = 0) -> Any:
         self.count += 1

@@ -134,6 +134,12 @@ def read(path: Path, text: str) -> Document:
     return parse_text(text, name)
 
 
+STREAM_KINDS: frozenset[Kind] = frozenset({"trainjob", "rayjob", "pytorchjob", "skypilot"})
+"""The kinds whose reader takes a stream of several YAML documents: `kubectl apply` a
+manifest file's objects, `sky launch` a pipeline's tasks. Every other tool reads one
+(`yaml.safe_load`, OmegaConf) and refuses a stream."""
+
+
 def script_arguments(text: str, file: str) -> Document | None:
     """The TrainingArguments of a launch script's first launch command that passes any of
     the ones lint reads (`engines.hf.FLAG_TYPES`, as the workspace takes its world from)."""

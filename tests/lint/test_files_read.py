@@ -187,3 +187,97 @@ def test_legacy_arithmetic_is_read_as_arithmetic_is(cli: Callable[..., Result], 
         f"{script}:10:27: error: data.train_batch_size={written} has no value the script fixes (it is "
         "computed by shell arithmetic at line 10); the import reads a script without running it: write "
         "the value\n"))
+
+
+MANIFESTS = """# Fine-tuning Llama 3 8B on two nodes with the Kubeflow training operator.
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: sft-ds-config
+data:
+  ds_config.json: |
+    {"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 8,
+     "zero_optimization": {"stage": 3}, "bf16": {"enabled": true}}
+---
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata:
+  name: llama3_sft
+  namespace: training
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      restartPolicy: OnFailure
+      template:
+        spec:
+          containers:
+          - name: pytorch
+            image: nvcr.io/nvidia/pytorch:24.05-py3
+            command: [torchrun, --nnodes, "2", --nproc_per_node, "8", train.py,
+                      --deepspeed, /config/ds_config.json, --per_device_train_batch_size, "4"]
+            resources:
+              limits: {nvidia.com/gpu: 8}
+            volumeMounts: [{name: ds-config, mountPath: /config}]
+          volumes: [{name: ds-config, configMap: {name: sft-ds-config}}]
+    Worker:
+      replicas: 1
+      restartPolicy: OnFailure
+      template:
+        spec:
+          containers:
+          - name: pytorch
+            image: nvcr.io/nvidia/pytorch:24.05-py3
+            command: [torchrun, --nnodes, "2", --nproc_per_node, "8", train.py,
+                      --deepspeed, /config/ds_config.json, --per_device_train_batch_size, "4"]
+            resources:
+              limits: {nvidia.com/gpu: 8}
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: tensorboard
+spec:
+  selector: {training.kubeflow.org/job-name: llama3-sft}
+  ports: [{port: 6006}]
+"""
+UNREAD = """apiVersion: v1
+kind: Namespace
+metadata: {name: training}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: trainer, namespace: training}
+"""
+
+
+def test_each_document_of_a_yaml_stream_is_linted_where_it_stands(cli: Callable[..., Result],
+                                                                   tmp_path: Path) -> None:
+    """A Kubernetes repository keeps a job beside the objects it uses, `---` between them."""
+    manifest = tmp_path / "sft.yaml"
+    manifest.write_text(MANIFESTS)
+    result = cli("lint", manifest)
+    assert (result.code, result.err) == (1, "")
+    assert result.out == (f"{manifest}:14:9: error DR390: PyTorchJob name 'llama3_sft' is not a DNS-1035 label "
+                          "(lower-case letters, digits and '-', starting with a letter): try 'llama3-sft'\n"
+                          "1 file checked: 1 error, 0 warnings, 0 infos\n")
+    manifest.write_text(f"---\n{MANIFESTS}---\n")  # `---` before the first and after the last: empty ones
+    assert cli("lint", manifest).out.startswith(f"{manifest}:15:9: error DR390: PyTorchJob name 'llama3_sft'")
+    # a stream of none lint reads is no config, as one such document is: skipped as pre-commit runs it
+    objects = tmp_path / "namespace.yaml"
+    objects.write_text(UNREAD)
+    assert cli("lint", "--ignore-unknown", objects).code == 0
+    result = cli("lint", objects)
+    assert result.code == 2 and result.err.startswith(f"{objects}:1:1: error: not a config distrecipe reads")
+
+
+def test_a_stream_holding_a_config_its_tool_reads_alone_is_refused_as_the_tool_refuses_it(
+        cli: Callable[..., Result], tmp_path: Path) -> None:
+    """`yaml.safe_load` (Accelerate) and OmegaConf (verl) read one document and refuse a stream."""
+    config = tmp_path / "accelerate.yaml"
+    config.write_text("compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU\nnum_processes: 8\n"
+                      "---\ncompute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\nnum_processes: 16\n")
+    result = cli("lint", config)
+    assert (result.code, result.err) == (2, f"{config}:4:1: error: a stream of 2 YAML documents (`---` between "
+                                            "them) holding a config of kind accelerate, whose reader takes one "
+                                            "document and refuses the stream\n")

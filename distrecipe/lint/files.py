@@ -40,10 +40,11 @@ class Files:
         return self._texts[key]
 
     def document(self, path: Path) -> Document:
-        """The file's document, parsed once per run; `SourceError` when unusable."""
+        """The file's document, parsed once per run (a YAML key written twice recorded, its last
+        value kept, for DR303 and DR304 to judge); `SourceError` when unusable."""
         key = os.path.abspath(path)
         if key not in self._documents:
-            self._documents[key] = read(path, self.text(path))
+            self._documents[key] = read(path, self.text(path), keep_last=True)
         return self._documents[key]
 
     def documents(self, path: Path) -> list[Document]:
@@ -55,7 +56,7 @@ class Files:
             try:
                 self._streams[key] = [self.document(path)]
             except SeveralDocuments:
-                self._streams[key] = parse_stream(self.text(path), str(path))
+                self._streams[key] = parse_stream(self.text(path), str(path), keep_last=True)
         return self._streams[key]
 
     def launches(self, path: Path) -> list[Launch]:

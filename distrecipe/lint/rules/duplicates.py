@@ -92,7 +92,7 @@ def duplicate_key_refused(src: Source) -> Iterator[Problem]:
         return
     for duplicate in src.doc.duplicates:
         said = refusal.format(key=duplicate.path[-1], line=duplicate.first.line)
-        yield Problem(duplicate.path, f"{_written(duplicate)}: {reader} refuses the file (\"{said}\")",
+        yield Problem(duplicate.path, f"{_written(duplicate)}: {reader} refuses the file: {said}",
                       where=duplicate.at)
 
 

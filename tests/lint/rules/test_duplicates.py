@@ -67,8 +67,8 @@ def test_a_duplicate_key_is_a_warning_where_the_reader_keeps_the_last_value(tmp_
 
 def test_a_duplicate_key_is_an_error_where_the_reader_refuses_the_file(tmp_path: Path) -> None:
     assert findings(tmp_path, "ppo.yaml", VERL, "DR304") == [
-        (7, 3, "duplicate key 'data.train_batch_size' (line 4): verl's loader (OmegaConf) refuses the file "
-               "(\"found duplicate key train_batch_size\")")]
+        (7, 3, "duplicate key 'data.train_batch_size' (line 4): verl's loader (OmegaConf) refuses the file: "
+               "found duplicate key train_batch_size")]
 
 
 def test_a_file_with_a_duplicate_key_is_linted_not_refused(cli: Callable[..., Result], tmp_path: Path) -> None:

@@ -7,7 +7,10 @@ bounded on purpose: these files arrive in code review from anyone.
 * Every file is read by `read_text`: regular files only, at most `BUDGET.bytes` + 1
   bytes whatever the file claims its size is, UTF-8 only.
 * Only YAML's safe types: a `!!python/object` tag is refused, never constructed.
-* Duplicate keys are an error (PyYAML keeps the last one silently).
+* A YAML key written twice in one mapping is an error (PyYAML keeps the last value
+  silently), or, for a reader that judges it (`keep_last`: lint), recorded in
+  `Document.duplicates` with the last value kept, as PyYAML keeps it. A key a `<<` merge
+  brings in and the mapping writes again is an override, as YAML means it, not a duplicate.
 * Size, values (after alias expansion) and nesting are held to one `Budget`: a
   billion-laughs file fails fast.
 * YAML 1.2 numbers: `1e-5` and `8.2e9` are floats (YAML 1.1 reads them as strings).
@@ -79,8 +82,25 @@ Tables = tuple[dict[KeyPath, Position], dict[KeyPath, Position]]
 """A document's value positions and key positions (see `Document`)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Duplicate:
+    """A key written again in one YAML mapping, where the document keeps its last value."""
+
+    path: KeyPath
+    """The key's path."""
+    first: Position
+    """Where the key is first written."""
+    at: Position
+    """Where it is written again."""
+
+
 class SourceError(DistrecipeError):
     """The text is not a well-formed, safe YAML or JSON document."""
+
+
+class SeveralDocuments(SourceError):
+    """The YAML text is a stream of several documents (`---` between them) where one is read;
+    `parse_stream` reads each."""
 
 
 class _Located:
@@ -128,6 +148,9 @@ class Document:
     """For a plain YAML scalar that YAML 1.1 read as something other than a string
     (`12:00:00` → 43200, `no` → False, `2024-01-01` → a date, `0755` → 493): its text as
     written (see `written_text`)."""
+    duplicates: tuple[Duplicate, ...] = field(repr=False)
+    """Each key written again in its mapping, for a document read with `keep_last` (the
+    data holds the last value); empty otherwise."""
 
     def __init__(
         self,
@@ -139,6 +162,7 @@ class Document:
         *,
         locate: Callable[[], Tables] | None = None,
         written: dict[KeyPath, str] | None = None,
+        duplicates: tuple[Duplicate, ...] = (),
     ) -> None:
         given = None if locate is not None else (
             {} if positions is None else positions, {} if key_positions is None else key_positions)
@@ -147,6 +171,7 @@ class Document:
         object.__setattr__(self, "lines", lines)
         object.__setattr__(self, "_located", _Located(given, locate))
         object.__setattr__(self, "written", {} if written is None else written)
+        object.__setattr__(self, "duplicates", duplicates)
 
     @property
     def positions(self) -> dict[KeyPath, Position]:
@@ -220,7 +245,8 @@ def strings_as_written(doc: Document, wants_text: Callable[[KeyPath, Any], bool]
         return doc
     data = _replaced(doc.data, (), changed)
     rest = {path: text for path, text in doc.written.items() if path not in changed}
-    return Document(data, doc.file, doc.positions, doc.key_positions, doc.lines, written=rest)
+    return Document(data, doc.file, doc.positions, doc.key_positions, doc.lines, written=rest,
+                    duplicates=doc.duplicates)
 
 
 def _at(data: Any, path: KeyPath) -> Any:
@@ -326,21 +352,36 @@ def _decode(data: bytes, name: str) -> str:
                           "save the file as UTF-8", Position(name, before.count(b"\n") + 1, col)) from None
 
 
-def parse_text(text: str, file: str) -> Document:
-    """Parse YAML or JSON text (by the file's name); JSON is read as JSON.
+def parse_text(text: str, file: str, *, keep_last: bool = False) -> Document:
+    """Parse YAML or JSON text (by the file's name); JSON is read as JSON. `keep_last`: a YAML
+    key written twice in a mapping is recorded (`Document.duplicates`), not refused.
 
     Text holding a lone surrogate came from bytes that are not UTF-8 (Python hands a
     command-line argument's over that way): refused at the byte, as a file's would be.
     """
+    _check_text(text, file)
+    if file.endswith(".json"):
+        return _json(text, file)
+    return _compose(text, file, single=True, keep_last=keep_last)[0]
+
+
+def parse_stream(text: str, file: str, *, keep_last: bool = False) -> list[Document]:
+    """`parse_text`, for a YAML stream of several documents (`---` between them, as a Kubernetes
+    repository keeps a job beside the objects it uses): each document (an empty one's data
+    None), positioned in the file, its lines the file's. The budget holds for the whole file."""
+    _check_text(text, file)
+    if file.endswith(".json"):
+        return [_json(text, file)]
+    return _compose(text, file, single=False, keep_last=keep_last)
+
+
+def _check_text(text: str, file: str) -> None:
     BUDGET.size(len(text.encode("utf-8", "surrogatepass")), Position(file, 1, 1), "text")
     if (bad := _SURROGATE.search(text)) is not None:
         code = ord(bad.group(0))
         byte = f"byte 0x{code - 0xDC00:02X}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
         raise SourceError(f"not UTF-8 text: {byte} is not valid here; distrecipe reads text as UTF-8",
                           _offset_position(text, bad.start(), file))
-    if file.endswith(".json"):
-        return _json(text, file)
-    return _compose(text, file)
 
 
 def _json(text: str, file: str) -> Document:
@@ -521,9 +562,10 @@ def _prescan(text: str, file: str) -> None:
         parser.dispose()
 
 
-def _compose(text: str, file: str) -> Document:
+def _compose(text: str, file: str, *, single: bool, keep_last: bool) -> list[Document]:
     """YAML composed by PyYAML itself, the reader Accelerate and verl use (libyaml reads some
-    texts differently: tabs as separators, `?` in flow scalars, the marks of empty values)."""
+    texts differently: tabs as separators, `?` in flow scalars, the marks of empty values):
+    the one document of the text (`single`, a `SeveralDocuments` error for a stream), or each."""
     _prescan(text, file)
     try:
         loader = _Loader(text)  # the reader already rejects control characters here
@@ -532,9 +574,16 @@ def _compose(text: str, file: str) -> Document:
         where = Position(file, before.count("\n") + 1, len(before) - before.rfind("\n"))
         code = exc.character if isinstance(exc.character, int) else ord(exc.character)
         raise SourceError(f"invalid YAML: control character U+{code:04X} is not allowed", where) from None
+    roots: list[yaml.Node | None] = []
     try:
-        root = loader.get_single_node()
+        if single:
+            roots.append(loader.get_single_node())
+        while not single and loader.check_node():
+            roots.append(loader.get_node())
     except yaml.MarkedYAMLError as exc:
+        if exc.context == "expected a single document in the stream":
+            raise SeveralDocuments("a stream of several YAML documents, where a config is one: another "
+                                   "starts here", _pos(file, exc.problem_mark)) from None
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "invalid YAML"
         if "\\t" in problem or "tab" in problem:
@@ -546,12 +595,19 @@ def _compose(text: str, file: str) -> Document:
         raise SourceError("YAML nested too deeply", Position(file, 1, 1)) from None
     finally:
         loader.dispose()
-    doc = Document(data=None, file=file, lines=tuple(text.splitlines()))
-    if root is None:
-        return doc
-    builder = _Builder(loader, doc)
-    data = builder.build(root, ())
-    return Document(data, file, doc.positions, doc.key_positions, doc.lines, written=doc.written)
+    lines = tuple(text.splitlines())
+    out, count = [], 0
+    for root in roots:
+        doc = Document(data=None, file=file, lines=lines)
+        if root is None:
+            out.append(doc)
+            continue
+        builder = _Builder(loader, doc, count, keep_last=keep_last)
+        data = builder.build(root, ())
+        count = builder.count  # one budget for the whole file, every document's values counted
+        out.append(Document(data, file, doc.positions, doc.key_positions, lines, written=doc.written,
+                            duplicates=tuple(builder.duplicates)))
+    return out
 
 
 _PLAIN_TAGS = frozenset({"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"})
@@ -560,10 +616,12 @@ _PLAIN_TAGS = frozenset({"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"})
 class _Builder:
     """Turns composed nodes into plain data, with positions and a node budget."""
 
-    def __init__(self, loader: _Loader, doc: Document) -> None:
+    def __init__(self, loader: _Loader, doc: Document, count: int = 0, *, keep_last: bool = False) -> None:
         self.loader = loader
         self.doc = doc
-        self.count = 0
+        self.count = count
+        self.keep_last = keep_last
+        self.duplicates: list[Duplicate] = []
 
     def build(self, node: yaml.Node, path: KeyPath, depth: int = 0) -> Any:
         self.count += 1
@@ -585,21 +643,35 @@ class _Builder:
         return value
 
     def _mapping(self, node: yaml.MappingNode, path: KeyPath, depth: int) -> dict[str, Any]:
-        self.loader.flatten_mapping(node)  # resolves `<<` merge keys
+        """The mapping as PyYAML constructs it: each key's last value (after `<<` merges, which
+        come first), in the order keys are first written; a key the mapping itself writes twice
+        is refused, or recorded (`keep_last`). Only the value kept is built."""
+        own = {id(key_node) for key_node, _ in node.value}
+        self.loader.flatten_mapping(node)  # resolves `<<` merge keys: merged pairs first
+        keys = [self._key(key_node) for key_node, _ in node.value]
+        last = {key: index for index, key in enumerate(keys)}
+        first: dict[str, Position] = {}
         out: dict[str, Any] = {}
-        for key_node, value_node in node.value:
-            key = self._scalar(key_node)
-            if isinstance(key, (dict, list)) or key is None:
-                raise SourceError(
-                    "mapping keys must be plain scalars", _pos(self.doc.file, key_node.start_mark)
-                )
-            key = str(key) if not isinstance(key, str) else key
-            if key in out:
-                first = self.doc.key_positions[(*path, key)]
-                raise SourceError(_duplicate(key, first), _pos(self.doc.file, key_node.start_mark))
-            self.doc.key_positions[(*path, key)] = _pos(self.doc.file, key_node.start_mark)
+        for index, ((key_node, value_node), key) in enumerate(zip(node.value, keys, strict=True)):
+            where = _pos(self.doc.file, key_node.start_mark)
+            if id(key_node) in own and key in first:
+                if not self.keep_last:
+                    raise SourceError(_duplicate(key, first[key]), where)
+                self.duplicates.append(Duplicate((*path, key), first[key], where))
+            elif id(key_node) in own:
+                first[key] = where
+            if last[key] != index:
+                out.setdefault(key, None)  # the key's place; its last value comes below
+                continue
+            self.doc.key_positions[(*path, key)] = where
             out[key] = self.build(value_node, (*path, key), depth + 1)
         return out
+
+    def _key(self, node: yaml.Node) -> str:
+        key = self._scalar(node)
+        if isinstance(key, (dict, list)) or key is None:
+            raise SourceError("mapping keys must be plain scalars", _pos(self.doc.file, node.start_mark))
+        return str(key) if not isinstance(key, str) else key
 
     def _scalar(self, node: yaml.Node) -> Any:
         if not isinstance(node, yaml.ScalarNode):

@@ -35,6 +35,9 @@ def test_a_default_is_taken_and_said_to_be_one() -> None:
     ("BS=`nproc`", "$BS", "BS is the output of a command at line 1"),
     ("BS=$((64 * 2))", "$BS", "BS is computed by shell arithmetic at line 1"),
     ("", "$((64 * 2))", "it is computed by shell arithmetic at line 2"),
+    ("BS=$[64 * 2]", "$BS", "BS is computed by shell arithmetic at line 1"),  # bash's legacy form
+    ("N=8\nBS=\"$[N * 32]\"", "$BS", "BS is computed by shell arithmetic at line 2"),
+    ("", "$[64*2]", "it is computed by shell arithmetic at line 2"),
     ("BS=64\nif [ -n \"$BIG\" ]; then\n  BS=128\nfi", "$BS", "BS is reassigned at line 3 inside a condition"),
     ("BS=64\n[ -n \"$BIG\" ] && BS=128", "$BS", "BS is reassigned at line 2 inside a condition"),
     ("for BS in 32 64; do :; done", "$BS", "BS is a loop variable at line 1"),

@@ -260,3 +260,23 @@ def test_plain_scalars_yaml_reads_as_other_types_keep_their_text() -> None:
     kept = strings_as_written(doc, lambda path, value: path != ("g",))
     assert kept.data == {"a": "12:00:00", "b": "no", "c": "2024-01-01", "d": "0755", "e": "x", "f": ["on", "8"],
                          "g": True}
+
+
+# --- a key written twice ---------------------------------------------------------------
+
+
+def test_a_yaml_key_written_twice_is_refused_or_recorded_with_its_last_value() -> None:
+    text = "fsdp:\n  version: 1\n  offload: {device: cpu, pin: true}\n  version: 2\n  offload: {device: none}\n"
+    with pytest.raises(DistrecipeError, match=r"^x\.yaml:4:3: duplicate key 'version' \(first defined at line 2\)"):
+        parse_text(text, "x.yaml")
+    doc = parse_text(text, "x.yaml", keep_last=True)
+    assert doc.data == {"fsdp": {"version": 2, "offload": {"device": "none"}}}  # as yaml.safe_load
+    assert [(d.path, str(d.first), str(d.at)) for d in doc.duplicates] == [
+        (("fsdp", "version"), "x.yaml:2:3", "x.yaml:4:3"), (("fsdp", "offload"), "x.yaml:3:3", "x.yaml:5:3")]
+    assert str(doc.where(("fsdp", "offload", "device"))) == "x.yaml:5:21"  # the kept value's position
+    assert str(doc.where(("fsdp", "offload", "pin"))) == "x.yaml:5:12"  # gone with the first value
+
+
+def test_a_key_a_merge_brings_in_and_the_mapping_writes_again_is_an_override() -> None:
+    doc = parse_text("defaults: &d {micro: 2, stage: 3}\nsmall:\n  <<: *d\n  micro: 1\n", "x.yaml")
+    assert doc.data["small"] == {"micro": 1, "stage": 3} and doc.duplicates == ()

@@ -57,6 +57,10 @@ TORCHRUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 LAUNCHER_WORDS = ("deepspeed", "accelerate", "torchrun", "python", *TORCHRUN_MODULES)
 """Text a script must hold to have a launch command (a cheap test before tokenizing)."""
 
+WRAPPERS = ("srun", "env", "exec", "nohup")
+"""Commands that run the command written after their own options and assignments: a SLURM
+job step on each of its nodes (`srun torchrun ...`), a changed environment, the same process."""
+
 TRUE_WORDS = ("yes", "true", "t", "y", "1")
 FALSE_WORDS = ("no", "false", "f", "n", "0")
 """HfArgumentParser's `string_to_bool` spellings (case-insensitive)."""
@@ -126,7 +130,7 @@ class Launch:
 
 def launches(text: str, file: str) -> list[Launch]:
     """Every `deepspeed`, `accelerate launch`, `torchrun`, `python -m torch.distributed.run`
-    or `python script.py` command of a shell script, in order."""
+    or `python script.py` command of a shell script, in order (also behind `WRAPPERS`)."""
     out: list[Launch] = []
     found = commands_with_origin(text, file)
     for index, (words, raw) in enumerate(found):
@@ -147,8 +151,11 @@ def launch_of(words: list[Word]) -> Launch | None:
 
 
 def _launch(words: list[Word]) -> Launch | None:
+    name = _command_name(words[0])
+    if name in WRAPPERS:  # `srun torchrun ...`, `env NCCL_DEBUG=INFO deepspeed ...`
+        return next((_launch(words[index:]) for index in range(1, len(words))
+                     if _launcher_name(_command_name(words[index]))), None)
     values = [w.value or "" for w in words]
-    name = values[0].rsplit("/", 1)[-1]
     if name == "deepspeed":
         return _split("deepspeed", words, 1)
     if name == "accelerate" and values[1:2] == ["launch"]:
@@ -164,6 +171,19 @@ def _launch(words: list[Word]) -> Launch | None:
         if launch is not None and (launch.program[0].value or "").endswith(".py"):
             return launch
     return None
+
+
+def _launcher_name(name: str) -> bool:
+    return name in ("deepspeed", "accelerate", "torchrun") or re.fullmatch(r"python[\d.]*", name) is not None
+
+
+def _command_name(word: Word) -> str:
+    """The name of the program a command word runs, without its directory; where a variable
+    leaves the word unknown (`$CONDA_PREFIX/bin/torchrun`), the plain name it ends in."""
+    if word.value is not None:
+        return word.value.rsplit("/", 1)[-1]
+    last = word.text.rsplit("/", 1)[-1].strip("'\"")
+    return last if "/" in word.text and re.fullmatch(r"[\w.-]+", last) else ""
 
 
 def _split(launcher: Launcher, words: list[Word], first: int) -> Launch | None:

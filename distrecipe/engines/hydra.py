@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from distrecipe.engines.shell import RawWord, raw_commands
+from distrecipe.engines.shell import RawWord, is_script, raw_commands
 from distrecipe.engines.shell_variables import Value, raw_word_value, unfixed, variables_at
 from distrecipe.errors import Position
 from distrecipe.overrides import split_override
@@ -21,8 +21,9 @@ from distrecipe.source import Document, KeyPath
 
 _SHELL_WORD = (r"""(?:"(?:[^"\\]|\\.)*"|'[^']*'"""  # a quoted part
                r"|\$\(\((?:[^()]|\([^()]*\))*\)\)|\$\((?:[^()]|\([^()]*\))*\)"  # $((...)), $(...)
+               r"|\$\[(?:[^\[\]]|\[[^\[\]]*\])*\]"  # $[...], bash's older $((...))
                r"|\\.|\S)+")
-"""One shell word as written: quoted parts, `$(...)` and `$((...))` keep their spaces
+"""One shell word as written: quoted parts, `$(...)`, `$((...))` and `$[...]` keep their spaces
 (`$((a + b))` is one word), so a value is the whole word the shell passes."""
 _WORD = re.compile(rf"(?:^|(?<=\s)){_SHELL_WORD}")
 
@@ -78,7 +79,7 @@ def read_overrides(text: str, file: str) -> Document:
 
 def overrides(text: str, file: str) -> list[Override]:
     """Every override of a launch script's verl commands (`.sh`) or of an override file."""
-    if file.endswith(".sh"):
+    if is_script(file):
         return [item for command in verl_commands(text, file) for item in command.overrides]
     return _file_overrides(text, file)
 

@@ -32,13 +32,15 @@ from distrecipe.engines.llamafactory import V1 as LLAMAFACTORY_V1
 from distrecipe.engines.llamafactory import is_llamafactory
 from distrecipe.engines.llamafactory import is_v1 as is_llamafactory_v1
 from distrecipe.engines.platforms import platform_kind
+from distrecipe.engines.shell import SCRIPT_SUFFIXES, is_script
 from distrecipe.engines.verl import ENTRY as VERL_ENTRY
 from distrecipe.engines.verl import VERL_ROOTS
 from distrecipe.keys import get
 from distrecipe.source import Document, parse_text, read_text
 
 DATA_SUFFIXES = (".json", ".yaml", ".yml")
-OVERRIDE_SUFFIXES = (".txt", ".sh", ".args")
+OVERRIDE_SUFFIXES = (".txt", ".args", *SCRIPT_SUFFIXES)
+"""Files read line by line or as bash reads them: verl override files and launch scripts."""
 
 
 def detect(doc: Document) -> Kind | None:
@@ -65,7 +67,7 @@ def detect(doc: Document) -> Kind | None:
         return "hf"
     if keys & DS_MARKERS or _near_deepspeed(keys):
         return "deepspeed"
-    if not keys and doc.file.endswith(".sh"):
+    if not keys and is_script(doc.file):
         return _cut_kind(doc)
     return platform_kind(data)
 
@@ -104,7 +106,7 @@ def _runs_verl(doc: Document, keys: set[str]) -> bool:
     """Overrides a script passes to verl's trainer (a critic-only or `algorithm.*` run sets
     neither `actor_rollout_ref` nor `data` with `trainer`): any of verl's groups, from a
     launch script's verl command (`hydra.verl_commands`) or an override file."""
-    if doc.file.endswith(".sh"):  # read from the arguments of a command that runs verl
+    if is_script(doc.file):  # read from the arguments of a command that runs verl
         return bool(keys & set(VERL_ROOTS))
     return bool(keys) and keys <= set(VERL_ROOTS) and any(VERL_ENTRY in line for line in doc.lines)
 
@@ -115,21 +117,47 @@ def _near_deepspeed(keys: set[str]) -> bool:
     return any(difflib.get_close_matches(key, DS_MARKERS, n=1, cutoff=0.85) for key in keys)
 
 
-def read_file(path: Path) -> Document:
+def read_file(path: Path, *, keep_last: bool = False) -> Document:
     """Read and parse a config file of any kind distrecipe knows (see `read`)."""
-    return read(path, read_text(path))
+    return read(path, read_text(path), keep_last=keep_last)
 
 
-def read(path: Path, text: str) -> Document:
-    """Parse `text` by its file's suffix: JSON fast, YAML carefully, overrides line by line."""
+def read(path: Path, text: str, *, keep_last: bool = False) -> Document:
+    """Parse `text` by its file's suffix: JSON fast, YAML carefully, overrides line by line;
+    `keep_last`: a YAML key written twice is recorded, not refused (`source.parse_text`)."""
     name = str(path)
     suffix = path.suffix.lower()
     if suffix in OVERRIDE_SUFFIXES:
         overrides = read_overrides(text, name)
-        if overrides.data or suffix != ".sh":
+        if overrides.data or not is_script(name):
             return overrides
         return script_arguments(text, name) or overrides
-    return parse_text(text, name)
+    return parse_text(text, name, keep_last=keep_last)
+
+
+STREAM_KINDS: frozenset[Kind] = frozenset({"trainjob", "rayjob", "pytorchjob", "skypilot"})
+"""The kinds whose reader takes a stream of several YAML documents: `kubectl apply` a
+manifest file's objects, `sky launch` a pipeline's tasks. Every other tool reads one
+(`yaml.safe_load`, OmegaConf) and refuses a stream."""
+
+
+DUPLICATE_KEYS: dict[Kind, tuple[str, str | None]] = {
+    "accelerate": ("Accelerate's loader (yaml.safe_load)", None),
+    "hf": ("HfArgumentParser.parse_yaml_file (yaml.safe_load)", None),
+    "axolotl": ("Axolotl's loader (yaml.safe_load)", None),
+    "skypilot": ("SkyPilot's loader (yaml.safe_load)", None),
+    "verl": ("verl's loader (OmegaConf)", "found duplicate key {key}"),
+    "llamafactory": ("LLaMA-Factory's loader (OmegaConf)", "found duplicate key {key}"),
+    "trainjob": ("kubectl", 'mapping key "{key}" already defined at line {line}'),
+    "rayjob": ("kubectl", 'mapping key "{key}" already defined at line {line}'),
+    "pytorchjob": ("kubectl", 'mapping key "{key}" already defined at line {line}'),
+    "deepspeed": ("DeepSpeed's loader", "Duplicate keys in DeepSpeed config: ['{key}']"),
+    "recipe": ("distrecipe", "duplicate key '{key}' (first defined at line {line})"),
+}
+"""Who reads a YAML file of each kind, and what it says of a key written twice in one mapping:
+None where it keeps the last value silently (PyYAML's `yaml.safe_load`), else its refusal
+(OmegaConf's loader, kubectl's, DeepSpeed's `dict_raise_error_on_duplicate_keys`, the recipe
+loader's), with `{key}` and the first one's `{line}`."""
 
 
 def script_arguments(text: str, file: str) -> Document | None:

@@ -18,10 +18,20 @@ control flow are followed too.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 
 from distrecipe.errors import Position
+
+SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")
+"""The names a launch script is kept under: a shell script, or a SLURM batch script
+(`sbatch train.slurm`), whose `#SBATCH` lines are comments to bash."""
+
+
+def is_script(path: str | os.PathLike[str]) -> bool:
+    """Whether the file at `path` is a shell script by its name (`SCRIPT_SUFFIXES`)."""
+    return os.fspath(path).lower().endswith(SCRIPT_SUFFIXES)
 
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.S)
 _VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
@@ -66,7 +76,8 @@ class RawCommand:
     after: str
     cut: Position | None = None
     """The `#` that ended this command although the line before ended with a backslash:
-    bash ends the command at the comment's end, so what follows never reaches it."""
+    bash ends the command at the comment's end, so what follows never reaches it. Or the
+    backslash meant to continue a line that blanks follow: bash ends the command there too."""
     after_cut: Position | None = None
     """For the command right after a cut one (only comment lines between), that `#`:
     its words were meant for the command above and run as a command of their own."""
@@ -155,6 +166,8 @@ class _Lexer:
         """A comment ended the command being read inside a continuation."""
         self.after_cut: Position | None = None
         """The last command was cut, and only comment lines came since."""
+        self.blank_cut: Position | None = None
+        """A backslash on this line is followed only by blanks: the newline ends the command."""
         self.heredocs: list[tuple[str, bool]] = []
         """Delimiters of here-documents opened on this line (and whether `<<-`)."""
         self.redirect_target = False
@@ -242,19 +255,34 @@ class _Lexer:
     # --- one method per construct -----------------------------------------------------------
 
     def _backslash(self) -> None:
-        """`\\`-newline joins lines; `\\x` is `x` itself (a `\\$` is not expanded)."""
-        if self.text.startswith("\\\n", self.i):
-            self._advance(self.i + 2)
+        """`\\`-newline joins lines, also before a CR LF line end (a Windows checkout's, which
+        git commits as LF); `\\x` is `x` itself (a `\\$` is not expanded); a backslash that ends
+        the text is dropped, as bash drops it. A backslash followed by blanks to its line's end
+        joins nothing: the first blank is a word of its own, and the newline ends the command
+        (`RawCommand.cut`)."""
+        if self.text.startswith(("\\\n", "\\\r\n"), self.i):
+            self._advance(self.i + (2 if self.text[self.i + 1] == "\n" else 3))
             self.continued = True
             return
         if self.i + 1 >= self.n:
-            self._take("\\", "\\", self.n)
+            self._advance(self.n)
             return
         following = self.text[self.i + 1]
+        if following in " \t":
+            end = self.i + 1
+            while end < self.n and self.text[end] in " \t\r":
+                end += 1
+            if self.text.startswith("\n", end):
+                self.blank_cut = Position(self.file, self.line, self.col)
         self._take(self.text[self.i:self.i + 2], "\0" if following == "$" else following, self.i + 2)
 
     def _newline(self) -> None:
         """A newline ends the command; the here-documents it opened come next."""
+        cut, self.blank_cut = self.blank_cut, None
+        if cut is not None and (self.word.words or self.word.text):
+            self.cut = cut
+            self._end_command()
+            self.after_cut = cut
         self._end_command()
         self._advance(self.i + 1)
         self.continued = False

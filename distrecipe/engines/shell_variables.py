@@ -169,7 +169,7 @@ def _assign(table: dict[str, Value], word: RawWord, plain: bool, arguments_are_i
 
 def _word(word: RawWord, table: Mapping[str, Value], line: int, subject: str = "it") -> Value:
     """A word written at `line`: its expansion, or why only running the script gives it."""
-    if "$((" in word.text:
+    if "$((" in word.text or "$[" in word.text:  # `$[...]`: bash's older spelling of `$((...))`
         return Value(None, (f"{subject} is computed by shell arithmetic at line {line}",))
     if word.opaque:
         return Value(None, (f"{subject} is the output of a command at line {line}",))

@@ -105,8 +105,8 @@ def _lint(paths: Sequence[str | Path], workspace: Workspace, config: LintConfig,
     for path, root in files:
         explicit = root is None
         try:
-            source = workspace.source(path, kind)
-            if source is None:
+            sources = workspace.sources(path, kind)
+            if not sources:
                 if explicit and not ignore_unknown:
                     raise NotAConfig(f"not a config distrecipe reads (none of {', '.join(KINDS)}"
                                      f"{_unread(workspace, path)}): pass --kind if it is one", _start(path))
@@ -119,13 +119,14 @@ def _lint(paths: Sequence[str | Path], workspace: Workspace, config: LintConfig,
             unusable.append(exc if exc.where else DistrecipeError(exc.message, _start(path)))
             continue
         count += 1
-        findings.extend(check(_with_plan(source), config))
+        for source in sources:
+            findings.extend(check(_with_plan(source), config))
     for path in related:  # the other half of a pair a named file is in: the pair rules only
         try:
-            source = workspace.source(path)
+            sources = workspace.sources(path)
         except DistrecipeError:
             continue
-        if source is not None:
+        for source in sources:
             findings.extend(check(_with_plan(source), config, pairs_only=True))
     findings.sort(key=_order)
     return Report(findings, unusable, count, skipped=skipped)
@@ -133,7 +134,7 @@ def _lint(paths: Sequence[str | Path], workspace: Workspace, config: LintConfig,
 
 def _unread(workspace: Workspace, path: Path) -> str:
     """What the file is instead, when lint can tell (`engines.native.unsupported`)."""
-    what = unsupported(workspace.document(path))
+    what = next(filter(None, map(unsupported, workspace.files.documents(path))), None)
     return f"; {what}" if what else ""
 
 

@@ -25,6 +25,7 @@ from distrecipe.engines.native import (
     referenced_path,
     repository_root,
 )
+from distrecipe.engines.shell import SCRIPT_SUFFIXES
 from distrecipe.lint.config import Consumer, LintConfig
 from distrecipe.lint.files import Files
 from distrecipe.source import Document, SourceError
@@ -203,7 +204,7 @@ class References:
     def names(self, path: Path, root: Path) -> set[str]:
         """The real paths of the configs `path` names: a launch script's, or the ds_config
         an Accelerate, Trainer, Axolotl or LLaMA-Factory config points at."""
-        if path.suffix.lower() not in (*DATA_SUFFIXES, ".sh"):
+        if path.suffix.lower() not in SCANNED_SUFFIXES:
             return set()
         self.register(path, root)
         return self._names.get(os.path.abspath(path), set())
@@ -280,7 +281,7 @@ def _is_file(path: Path) -> bool:
         return False
 
 
-SCANNED_SUFFIXES = (*DATA_SUFFIXES, ".sh")
+SCANNED_SUFFIXES = (*DATA_SUFFIXES, *SCRIPT_SUFFIXES)
 """Files that may name another config: configs themselves and launch scripts."""
 SCAN_LIMIT = 5000
 """The most files a search without git reads for references (a repository's configs)."""

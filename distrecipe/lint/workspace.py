@@ -18,14 +18,15 @@ from typing import TYPE_CHECKING, Any
 from distrecipe.engines import Kind, tables
 from distrecipe.engines.argv import Launch
 from distrecipe.engines.hf import FLAG_TYPES
-from distrecipe.engines.native import detect, is_file
+from distrecipe.engines.native import STREAM_KINDS, detect, is_file
+from distrecipe.engines.shell import is_script
 from distrecipe.errors import DistrecipeError
 from distrecipe.keys import get, integer, section
 from distrecipe.lint.config import Consumer, LintConfig
 from distrecipe.lint.files import Files
 from distrecipe.lint.references import References, Sibling, Use
 from distrecipe.lint.world import World, WorldFrom, own_world
-from distrecipe.source import Document, KeyPath, SourceError
+from distrecipe.source import Document, KeyPath, SeveralDocuments, SourceError
 
 if TYPE_CHECKING:
     from distrecipe.job import Plan
@@ -104,10 +105,41 @@ class Workspace:
     def source(self, path: Path, kind: Kind | None = None) -> Source | None:
         """A `Source` for `path`, or None when it is not a config distrecipe knows."""
         doc = self.document(path)
-        kind = kind or detect(doc)
+        kind = kind or detect(doc) or self._launch_script(path)
         if kind is None:
             return None
         return Source(doc=doc, kind=kind, workspace=self, worlds=self.worlds(path, kind, doc))
+
+    def sources(self, path: Path, kind: Kind | None = None) -> list[Source]:
+        """A `Source` for each config in `path`: its one (`source`), or each document of a YAML
+        stream that is a job file (`engines.native.STREAM_KINDS`: `kubectl apply` and `sky
+        launch` read every one), positioned in the file; documents of no kind lint reads (a
+        Service, a ConfigMap) are passed over. A document of another kind in a stream is
+        refused, as its reader (`yaml.safe_load`, OmegaConf) refuses the stream."""
+        try:
+            source = self.source(path, kind)
+            return [] if source is None else [source]
+        except SeveralDocuments as exc:
+            another = exc.where
+        documents = self.files.documents(path)
+        found = []
+        for doc in documents:
+            its = kind or detect(doc)
+            if its is None:
+                continue
+            if its not in STREAM_KINDS:
+                raise SeveralDocuments(f"a stream of {len(documents)} YAML documents (`---` between them) "
+                                       f"holding a config of kind {its}, whose reader takes one document and "
+                                       "refuses the stream", another)
+            found.append(Source(doc=doc, kind=its, workspace=self, worlds=self.worlds(path, its, doc)))
+        return found
+
+    def _launch_script(self, path: Path) -> Kind | None:
+        """`hf` for a launch script whose commands pass nothing lint reads as a config (no
+        TrainingArguments flag, no verl override: `torchrun prog.py --config x.yaml`): it is
+        still a launch script, judged by the rules that read one (DR363 to DR365), and clean
+        when they find nothing, never refused as no config."""
+        return "hf" if is_script(path) and self.files.launches(path) else None
 
     def companion(self, referrer: Path, ref: str, *, beside: bool = True) -> Source | None:
         """The ds_config `referrer` names as `ref`, or None when it cannot be found or read;
@@ -171,8 +203,8 @@ class Workspace:
         ranks, how = launch.world()
         if ranks is not None:
             return World(ranks, how, by, launch.start.where)
-        if (job := self.files.job(path)) is not None and job[1].ranks is not None:
-            return World(job[1].ranks, job[1].said, by, launch.start.where)
+        if (job := self.files.launch_job(path, launch)) is not None and job.ranks is not None:
+            return World(job.ranks, job.said, by, launch.start.where)
         if launch.launcher == "accelerate" and (file := launch.option("config_file")) and file.value:
             target = self.references.resolve(path, file.value, root)
             try:

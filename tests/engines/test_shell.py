@@ -33,6 +33,20 @@ def test_a_comment_after_the_last_line_cuts_nothing_that_follows() -> None:
     assert [w.text for w in second.words] == ["echo", "x"]  # not a flag: the next command of its own
 
 
+def test_a_backslash_before_a_crlf_line_end_joins_and_one_ending_the_text_is_dropped() -> None:
+    assert words("deepspeed t.py \\\r\n  --a 1 \\\r\n  --b\r\n") == [["deepspeed", "t.py", "--a", "1", "--b"]]
+    assert words("torchrun t.py \\\n  --flag \\") == [["torchrun", "t.py", "--flag"]]  # as bash drops it
+
+
+def test_blanks_after_a_line_s_last_backslash_end_the_command_there() -> None:
+    first, second = raw_commands("torchrun t.py \\\n  --a \\ \t\n  --b 2\n", "run.sh")
+    assert [w.literal for w in first.words] == ["torchrun", "t.py", "--a", " "]  # bash passes the blank
+    assert (first.cut.line, first.cut.col) == (2, 7)  # type: ignore[union-attr]
+    assert [w.text for w in second.words] == ["--b", "2"] and second.after_cut == first.cut
+    assert raw_commands("echo a\\ b \\ \n", "run.sh")[0].cut is not None
+    assert raw_commands("echo a\\ b\n", "run.sh")[0].cut is None  # an escaped blank inside the line
+
+
 def test_a_hash_inside_a_word_or_quotes_is_no_comment() -> None:
     assert words("echo a#b '# c' \"#d\" \\#e\n") == [["echo", "a#b", "# c", "#d", "#e"]]
 

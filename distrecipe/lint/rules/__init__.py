@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import get_args
 
-from distrecipe.engines import Kind
+from distrecipe.engines import KINDS, Kind
 from distrecipe.lint.rule import Rule
 from distrecipe.lint.rules import (
     accelerate,
@@ -20,6 +20,7 @@ from distrecipe.lint.rules import (
     axolotl,
     batch,
     deepspeed,
+    duplicates,
     engines,
     hf,
     llamafactory,
@@ -60,6 +61,8 @@ RULES: dict[str, Rule] = {rule.code: rule for rule in (
          world.world_contradicts_option),
     Rule("DR302", "world-sources-disagree", "error", ACCELERATE | DEEPSPEED, world.world_sources_disagree,
          pair=True),
+    Rule("DR303", "duplicate-key", "warning", frozenset(KINDS), duplicates.duplicate_key),
+    Rule("DR304", "duplicate-key-refused", "error", frozenset(KINDS), duplicates.duplicate_key_refused),
     Rule("DR310", "auto-in-raw-deepspeed", "error", DEEPSPEED, deepspeed.auto_in_raw_deepspeed,
          pair=True),
     Rule("DR311", "deepspeed-unknown-key", "warning", DEEPSPEED,

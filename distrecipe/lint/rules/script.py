@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from distrecipe.engines.argv import launches
 from distrecipe.engines.hydra import verl_commands
+from distrecipe.engines.shell import is_script
 from distrecipe.errors import Position
 from distrecipe.lint.rule import Problem
 from distrecipe.lint.workspace import Source
@@ -19,7 +20,9 @@ def comment_ends_command(src: Source) -> Iterator[Problem]:
     ends at the comment, the program starts without the arguments written below it, and
     bash runs those as a command of their own (`--learning_rate: command not found`, or
     for `key=value` lines a shell variable set and forgotten). The job starts, with
-    defaults where the script says otherwise.
+    defaults where the script says otherwise. A blank after the line's last backslash
+    does the same: the backslash escapes the blank (the program gets a `' '` argument)
+    and the newline ends the command.
 
     Fails: hf
     ```sh
@@ -37,9 +40,10 @@ def comment_ends_command(src: Source) -> Iterator[Problem]:
     # --gradient_checkpointing
     ```
 
-    Fix: move the commented-out argument below the command, or delete the line.
+    Fix: move the commented-out argument below the command, or delete the line; delete the
+    blanks after a backslash.
     """
-    if src.path.suffix.lower() != ".sh" or src.within:
+    if not is_script(src.path) or src.within:
         return
     text = "\n".join(src.doc.lines)
     cut: list[tuple[Position, int, str, list[str]]] = []
@@ -53,6 +57,10 @@ def comment_ends_command(src: Source) -> Iterator[Problem]:
             cut.append((command.cut, command.start.line, "verl", [item.key for item in command.unreached]))
     for where, line, program, lost in cut:
         shown = ", ".join(lost[:6]) + (f" and {len(lost) - 6} more" if len(lost) > 6 else "")
-        yield Problem((), f"this comment ends the command of line {line}, backslash or not (bash reads a "
-                          f"comment to the end of the line): {shown} never reach {program}; bash runs them "
-                          "as a command of their own", where=where)
+        written = src.doc.lines[where.line - 1] if 0 < where.line <= len(src.doc.lines) else ""
+        why = (f"the blank after this backslash ends the command of line {line} (a backslash joins "
+               "lines only right before the line's end)" if written[where.col - 1:where.col] == "\\" else
+               f"this comment ends the command of line {line}, backslash or not (bash reads a comment "
+               "to the end of the line)")
+        yield Problem((), f"{why}: {shown} never reach {program}; bash runs them as a command of their own",
+                      where=where)

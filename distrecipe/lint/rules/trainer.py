@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 from distrecipe.engines.argv import Launch, launches, refused_flags, trainer_launch
 from distrecipe.engines.hf import REMOVED, field_release
+from distrecipe.engines.shell import is_script
 from distrecipe.engines.tables import label, training_arguments, training_flags
 from distrecipe.keys import did_you_mean
 from distrecipe.lint.rule import Problem
@@ -21,7 +22,7 @@ from distrecipe.lint.workspace import Source
 
 def _launches(src: Source) -> list[Launch]:
     """The launch commands of the script `src` is (none for a JSON or YAML file)."""
-    if src.path.suffix.lower() != ".sh" or src.within:
+    if not is_script(src.path) or src.within:
         return []
     return launches("\n".join(src.doc.lines), src.doc.file)
 
@@ -95,7 +96,7 @@ def value_refused(src: Source) -> Iterator[Problem]:
     Fix: one of the values the message lists.
     """
     flags = training_flags()
-    if src.path.suffix.lower() != ".sh" or src.within:
+    if not is_script(src.path) or src.within:
         for key, value in src.data.items():
             entry = flags.get(key)
             if entry is None or entry["type"] != "enum" or not isinstance(value, str):

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from distrecipe.engines.deepspeed import IGNORE_KEY
 from distrecipe.engines.hydra import overrides, verl_commands
+from distrecipe.engines.shell import is_script
 from distrecipe.engines.tables import (
     Section,
     VerlConfig,
@@ -456,7 +457,7 @@ def _verl_note(config: VerlConfig, path: KeyPath) -> str:
 def _other_entry(src: Source) -> bool:
     """A script whose verl commands all run a trainer other than the PPO entry (a module
     verl removed, DR356), whose config tree is not the PPO tree the rules know."""
-    if src.path.suffix.lower() != ".sh" or src.within:
+    if not is_script(src.path) or src.within:
         return False
     commands = verl_commands("\n".join(src.doc.lines), src.doc.file)
     return bool(commands) and all(removed_entry(command.entry) for command in commands)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from distrecipe.engines.hydra import verl_commands
+from distrecipe.engines.shell import is_script
 from distrecipe.engines.tables import label
 from distrecipe.engines.verl import (
     ACTOR,
@@ -312,7 +313,7 @@ def removed_entry_module(src: Source) -> Iterator[Problem]:
 
     Fix: the module the message names, with its own config's keys.
     """
-    if src.path.suffix.lower() != ".sh" or src.within:
+    if not is_script(src.path) or src.within:
         return
     for command in verl_commands("\n".join(src.doc.lines), src.doc.file):
         instead = removed_entry(command.entry)

@@ -14,6 +14,7 @@ from distrecipe.engines import FSDP2_RESHARDS_BY_DEFAULT, stage_of_reshard
 from distrecipe.engines.accelerate import STATE_DICT_TYPE
 from distrecipe.engines.argv import launches
 from distrecipe.engines.hf import FLAG_TYPES, OPTIM, defaults
+from distrecipe.engines.shell import is_script
 from distrecipe.engines.tables import training_defaults
 from distrecipe.keys import section
 from distrecipe.translator.importers import Context, Imported, World, cluster, inverse
@@ -138,7 +139,7 @@ def _saving(data: dict[str, Any]) -> dict[str, Any]:
 
 def _script_world(context: Context, notes: list[str]) -> World | None:
     """The world a launch script's command starts (`--nproc_per_node 8 --nnodes 2`), when it says."""
-    if not context.doc.file.endswith(".sh"):
+    if not is_script(context.doc.file):
         return None
     text = "\n".join(context.doc.lines)
     for launch in launches(text, context.doc.file):

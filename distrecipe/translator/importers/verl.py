@@ -9,12 +9,12 @@ recipe's `batch.micro_tokens`; verl's between-phase offloads are not the recipe'
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from distrecipe.engines import FSDP2_RESHARDS_BY_DEFAULT, stage_of_reshard
 from distrecipe.engines import verl as engine
 from distrecipe.engines.hydra import script_overrides
+from distrecipe.engines.shell import is_script
 from distrecipe.engines.tables import label
 from distrecipe.engines.verl import uses_megatron
 from distrecipe.keys import dotted, get, integer, section
@@ -29,7 +29,7 @@ MEGATRON_PRECISIONS = inverse(engine.MEGATRON_DTYPE)
 
 def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     notes: list[str] = []
-    if Path(context.doc.file).suffix == ".sh":
+    if is_script(context.doc.file):
         data = _expanded(context, notes)
     actor = section(data, "actor_rollout_ref", "actor")
     world = _world(data, context)

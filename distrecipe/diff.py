@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from distrecipe.api import plan_of_document
-from distrecipe.engines import ENGINES, KINDS, Kind
-from distrecipe.engines.defaults import Lookup, canonical, lookup, modelled
+from distrecipe.engines import ENGINES, KINDS, Engine, Kind
+from distrecipe.engines.defaults import Lookup, canonical, lookup, modelled, null_is_default
 from distrecipe.engines.platforms import PLATFORMS
 from distrecipe.engines.tables import is_comment_key
 from distrecipe.errors import DistrecipeError, Position
@@ -194,12 +194,67 @@ def _plans(sides: Sequence[tuple[str, str, Document]], world: int | None, nodes:
 
 
 def diff(old: Plan, new: Plan, borrowed: Sequence[str] = ()) -> Diff:
-    """Two Plans compared in the recipe's vocabulary."""
+    """Two Plans compared in the recipe's vocabulary. A `native` value each side's engine file
+    holds anyway (what distrecipe writes there, else the engine's default at that side's
+    stage) is no change of its own."""
     before, after = plan_values(old), plan_values(new)
+    files: dict[tuple[int, str], Any] = {}
     changes = [Change(key, before.get(key), after.get(key)) for key in dict.fromkeys([*before, *after])
-               if key not in IGNORED and before.get(key) != after.get(key)]
+               if key not in IGNORED and before.get(key) != after.get(key)
+               and not all(_native_at_default(plan, key, values.get(key), files)
+                           for plan, values in ((old, before), (new, after)))]
     impact = _impact(old, new) if changes else None
     return Diff(changes, impact, NO_MODEL if changes and impact is None else None, list(borrowed))
+
+
+MERGED: tuple[Engine, ...] = ("deepspeed", "accelerate", "hf")
+"""The engines whose `native` section is a mapping merged into the file distrecipe writes."""
+
+
+def _native_at_default(plan: Plan, key: str, value: Any, files: dict[tuple[int, str], Any]) -> bool:
+    """Whether the Plan's value at `key` is unset, or a `native.<engine>` value its engine's file
+    holds without it: the emitted value there, else the engine's default for that file.
+    `files` caches each side's file without its native section."""
+    if value is None:
+        return True
+    engine, _, rest = key.removeprefix("native.").partition(".")
+    if not key.startswith("native.") or engine not in MERGED or not rest:
+        return False
+    if (id(plan), engine) not in files:
+        files[id(plan), engine] = _emitted_without_native(plan, engine)
+    emitted = files[id(plan), engine]
+    if emitted is None:
+        return False
+    path = tuple(rest.split("."))
+    written = _lookup_path(emitted, path)
+    if written is not _ABSENT:
+        return _same(value, written)
+    return _at_default(engine, value, canonical(engine, path), lookup(engine, emitted))
+
+
+_ABSENT = object()
+
+
+def _lookup_path(data: Any, path: tuple[str, ...]) -> Any:
+    for part in path:
+        if not isinstance(data, dict) or part not in data:
+            return _ABSENT
+        data = data[part]
+    return data
+
+
+def _emitted_without_native(plan: Plan, engine: Engine) -> Any:
+    """The file distrecipe writes for `engine` from `plan` with no `native.<engine>`; None where
+    the engine cannot express the plan."""
+    from distrecipe.translator import accelerate, deepspeed, hf
+
+    emit = {"deepspeed": deepspeed.emit, "accelerate": accelerate.emit, "hf": hf.emit}[engine]
+    without: dict[str, Any] = {engine: {}}
+    recipe = replace(plan.recipe, native=replace(plan.recipe.native, **without))
+    try:
+        return emit(replace(plan, recipe=recipe))
+    except DistrecipeError:
+        return None
 
 
 def native_changes(kind: Kind, old: Document, new: Document, *, world: int | None = None) -> tuple[
@@ -220,6 +275,9 @@ def native_changes(kind: Kind, old: Document, new: Document, *, world: int | Non
         key = joined(written)
         if kind in ("deepspeed", "accelerate") and any(map(is_comment_key, written)):
             comments.add(key)
+        elif all(path not in side or _at_default(kind, side[path][1], path, lookup_)
+                 for side, lookup_ in zip((a, b), defaults, strict=True)):
+            continue  # each side says no more than its own engine does without it
         elif path in a and path in b:
             if not _same(value, b[path][1]):
                 changes.append(Change(key, value, b[path][1]))
@@ -255,6 +313,16 @@ def _derived_batch(data: Any, world: int) -> Any:
 
 
 DS_BATCH = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
+
+
+def _at_default(kind: Kind, value: Any, path: tuple[str, ...], defaults: Lookup) -> bool:
+    """Whether a side's stated `value` is what its engine uses there without it: the same
+    effective default on that side (`overlap_comm: true` at ZeRO-3) is no change of its own,
+    nor is a null where the engine reads null as unstated."""
+    if value is None and null_is_default(kind, path):
+        return True
+    default = defaults(path)
+    return default is not None and _same(value, default.value)
 
 
 def _against_default(key: str, path: tuple[str, ...], value: Any, unstated: Lookup, *,

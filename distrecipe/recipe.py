@@ -699,6 +699,31 @@ def field_key(section: str, item: Field[Any]) -> str | None:
     return f"{section}.{item.name}" if section else item.name
 
 
+def field_defaults() -> dict[str, object]:
+    """Every recipe field's default, dotted key → value, walked from the dataclasses as
+    `recipe_values` walks a recipe: a field a recipe must state, or the loader fills (`name`),
+    has none, and a section is its fields."""
+    out: dict[str, object] = {}
+    _defaults(Recipe, "", out)
+    return out
+
+
+def _defaults(cls: Any, section: str, out: dict[str, object]) -> None:
+    hints = get_type_hints(cls)
+    for item in fields(cls):
+        key = field_key(section, item)
+        if key is None:
+            continue
+        if item.name in _sections(cls):
+            hint = hints[item.name]
+            args = get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+            _defaults(next(arg for arg in args if is_dataclass(arg)), key, out)
+        elif item.default is not MISSING:
+            out[key] = item.default
+        elif item.default_factory is not MISSING:
+            out[key] = item.default_factory()
+
+
 def recipe_values(recipe: Recipe) -> dict[str, object]:
     """Every field of the recipe as dotted key → value, walked from the dataclasses, so a
     field added to the format is listed (and so compared and explained) without anyone

@@ -88,6 +88,27 @@ def write(tmp_path: Path) -> Callable[[str, str], Path]:
     return put
 
 
+SCRIPTS: dict[str, str] = {
+    "deepspeed": "import deepspeed\n\nengine, *_ = deepspeed.initialize(config='ds_config.json')\n",
+    "accelerate": "from accelerate import Accelerator\n\naccelerator = Accelerator()\n",
+    "torchrun": "import torch.distributed as dist\n\ndist.init_process_group()\n",
+}
+"""A training script of each program kind `launch` tells from the source (never run)."""
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], Path]:
+    """A working directory holding `train.py`, the script launch examples name (launch refuses
+    a program file that is not there): a raw DeepSpeed script, or `project(KIND)`'s."""
+    def script(kind: str) -> Path:
+        (tmp_path / "train.py").write_text(SCRIPTS[kind], encoding="utf-8")
+        return tmp_path / "train.py"
+
+    script("deepspeed")
+    monkeypatch.chdir(tmp_path)
+    return script
+
+
 @pytest.fixture(autouse=True)
 def installed_releases() -> Iterator[None]:
     """Each test starts with the installed engines judging: a release one test states

@@ -308,3 +308,43 @@ def test_a_stated_value_the_import_drops_is_named(cli: Callable[..., Result],
     markdown = cli("diff", recipe, odd, "--world", "8", "--format", "markdown").out
     assert "No semantic change" not in markdown and "_Note: " in markdown and "bf16.enabled" in markdown
     assert json.loads(cli("diff", recipe, plain, "--world", "8", "--format", "json").out)["same_job"] is True
+
+
+def test_a_value_at_its_sides_own_default_is_no_change(cli: Callable[..., Result],
+                                                      write: Callable[[str, str], Path]) -> None:
+    """DeepSpeed turns `overlap_comm` on by itself at ZeRO-3 only (`OVERLAP_COMM_STAGE`): stating
+    it there, or stating stage 2's false at stage 2, says nothing the stage did not."""
+    default = f"({label('deepspeed')} default)"
+    stage2 = write("s2.json", '{"train_batch_size": 8, "zero_optimization": {"stage": 2}}')
+    stage2_off = write("s2off.json", '{"train_batch_size": 8, "zero_optimization": {"stage": 2, "overlap_comm": false}}')
+    stage3 = write("s3.json", '{"train_batch_size": 8, "zero_optimization": {"stage": 3}}')
+    stage3_on = write("s3on.json", '{"train_batch_size": 8, "zero_optimization": {"stage": 3, "overlap_comm": true}}')
+    stage3_off = write("s3off.json", '{"train_batch_size": 8, "zero_optimization": {"stage": 3, "overlap_comm": false}}')
+    for old, new in ((stage2, stage3_on), (stage2_off, stage3_on), (stage2_off, stage3), (stage3_on, stage2)):
+        lines = cli("diff", old, new).out.splitlines()
+        assert [line for line in lines if line.startswith("zero_optimization.")] == [
+            f"zero_optimization.stage: {json.loads(old.read_text())['zero_optimization']['stage']} → "
+            f"{json.loads(new.read_text())['zero_optimization']['stage']}"], (old.name, new.name, lines)
+    assert cli("diff", stage3, stage3_on).out.endswith("describe the same job\n")
+    assert cli("diff", stage3_on, stage3, "--exit-code").code == 0
+    # A value against its side's default is a change, with the default DeepSpeed derives:
+    assert f"zero_optimization.overlap_comm: false → true {default}" in cli("diff", stage3_off, stage3).out
+    assert f"zero_optimization.overlap_comm: true {default} → false" in cli("diff", stage3, stage3_off).out
+    assert f"zero_optimization.overlap_comm: false {default} → true" in cli(
+        "diff", stage2, write("s2on.json", '{"train_batch_size": 8, "zero_optimization": {"stage": 2, '
+                                           '"overlap_comm": true}}')).out
+
+
+def test_a_native_value_its_job_has_anyway_is_no_change(cli: Callable[..., Result],
+                                                        write: Callable[[str, str], Path]) -> None:
+    """`native.deepspeed.zero_optimization.overlap_comm: true` where the ds_config says true anyway
+    (distrecipe writes it on at every stage) is no change; one that turns it off is."""
+    native = "native:\n  deepspeed:\n    zero_optimization:\n      overlap_comm: {}\n"
+    on = write("on.yaml", ZERO3.read_text() + native.format("true"))
+    result = cli("diff", ZERO2, on)
+    assert "overlap_comm" not in result.out and result.out.startswith("stage: 2 → 3\n")
+    assert cli("diff", ZERO3, on, "--exit-code").out.endswith("describe the same job\n")
+    off = write("off.yaml", ZERO3.read_text() + native.format("false"))
+    changed = cli("diff", ZERO3, off, "--exit-code")
+    assert changed.code == 1
+    assert changed.out.startswith("native.deepspeed.zero_optimization.overlap_comm: unset → false\n")

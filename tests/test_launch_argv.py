@@ -25,6 +25,8 @@ from distrecipe.translator.load import load_recipe
 from distrecipe.translator.resolve import resolve
 from distrecipe.translator.targets import TARGETS, EmitOptions
 
+pytestmark = pytest.mark.usefixtures("project")  # the train.py the dry runs name
+
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "recipes" / "tiny-cpu.yaml"
 SEED = ROOT / "recipes" / "seed-8b-32gpu-zero2.yaml"  # 4 nodes × 8 GPUs
@@ -139,7 +141,8 @@ def test_torchrun_one_node_is_standalone(dry: DryRun) -> None:
     assert "ds_config.json" in got["files"], "a ZeRO plan's script still reads DeepSpeed's config"
 
 
-def test_torchrun_several_nodes_rendezvous_c10d(dry: DryRun) -> None:
+def test_torchrun_several_nodes_rendezvous_c10d(dry: DryRun, project: Callable[[str], Path]) -> None:
+    project("torchrun")
     got = dry(SEED, "launch.master_addr=10.0.0.1", "launch.master_port=29400", "strategy=fsdp",
               target="torchrun", program=("train.py",))
     assert got["argv"] == [executable("torchrun"), "--nnodes", "4", "--nproc-per-node", "8",
@@ -148,7 +151,8 @@ def test_torchrun_several_nodes_rendezvous_c10d(dry: DryRun) -> None:
     assert got["files"] == ["plan.json", "recipe.yaml", "run.json"]
 
 
-def test_accelerate_fsdp_machine_fields(dry: DryRun) -> None:
+def test_accelerate_fsdp_machine_fields(dry: DryRun, project: Callable[[str], Path]) -> None:
+    project("accelerate")
     got = dry(SEED, "strategy=fsdp", environ=SLURM_NODE_1, target="accelerate",
               program=("train.py", "--bf16"))
     (config,) = [name for name in got["files"] if name.endswith(".yaml") and name != "recipe.yaml"]
@@ -161,7 +165,8 @@ def test_accelerate_fsdp_machine_fields(dry: DryRun) -> None:
                           "ACCELERATE_GRADIENT_ACCUMULATION_STEPS": "4"}
 
 
-def test_accelerate_deepspeed_passes_the_config_absolute(dry: DryRun) -> None:
+def test_accelerate_deepspeed_passes_the_config_absolute(dry: DryRun, project: Callable[[str], Path]) -> None:
+    project("accelerate")
     got = dry(SEED, "launch.master_addr=10.0.0.1", target="accelerate-deepspeed", program=("train.py",))
     assert got["argv"][-3:] == ["--deepspeed_config_file", f"{RUN}/ds_config.json", "train.py"]
     assert "ds_config.json" in got["files"]
@@ -255,10 +260,11 @@ def test_slurm_verl_starts_a_ray_cluster_first(capsys: pytest.CaptureFixture[str
     assert "--target verl" in last
 
 
-def test_cli_dry_run(cli: Callable[..., Any]) -> None:
-    result = cli("launch", TINY, "--dry-run", "--run-dir", RUN, "--target", "torchrun", "--", "x.py", "-v")
+def test_cli_dry_run(cli: Callable[..., Any], project: Callable[[str], Path]) -> None:
+    project("torchrun")
+    result = cli("launch", TINY, "--dry-run", "--run-dir", RUN, "--target", "torchrun", "--", "train.py", "-v")
     assert result.code == 0, result.err
-    assert json.loads(result.out)["argv"][-2:] == ["x.py", "-v"]
+    assert json.loads(result.out)["argv"][-2:] == ["train.py", "-v"]
 
 
 def test_a_launcher_that_cannot_start_is_recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

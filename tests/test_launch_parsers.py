@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from argparse import Namespace
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,8 @@ import pytest
 
 from distrecipe.commands.launch import launch
 from tests.test_launch_argv import RUN, SEED, SLURM_NODE_1, TINY
+
+pytestmark = pytest.mark.usefixtures("project")  # the train.py the dry runs name
 
 
 def argv(capsys: pytest.CaptureFixture[str], recipe: Path, *overrides: str, **options: Any) -> list[str]:
@@ -49,7 +52,8 @@ def test_torchrun_reads_one_node_and_the_module(capsys: pytest.CaptureFixture[st
     assert (args.module, args.training_script, args.training_script_args) == (True, "pkg.train", ["--lr", "1"])
 
 
-def test_torchrun_reads_the_rendezvous(capsys: pytest.CaptureFixture[str]) -> None:
+def test_torchrun_reads_the_rendezvous(capsys: pytest.CaptureFixture[str], project: Callable[[str], Path]) -> None:
+    project("torchrun")
     args = torchrun(argv(capsys, SEED, "launch.master_addr=10.0.0.1", "launch.master_port=29400",
                          "strategy=fsdp", target="torchrun", program=("train.py", "--bf16")))
     assert (args.nnodes, args.nproc_per_node, args.standalone) == ("4", "8", False)
@@ -81,7 +85,9 @@ def test_deepspeed_reads_one_node_of_an_srun_step(capsys: pytest.CaptureFixture[
 
 
 @pytest.mark.parametrize("backend", ["accelerate", "accelerate-deepspeed"])
-def test_accelerate_reads_the_machine_fields(capsys: pytest.CaptureFixture[str], backend: str) -> None:
+def test_accelerate_reads_the_machine_fields(capsys: pytest.CaptureFixture[str], backend: str,
+                                            project: Callable[[str], Path]) -> None:
+    project("accelerate")
     strategy = "strategy=fsdp" if backend == "accelerate" else "strategy=zero"
     args = accelerate(argv(capsys, SEED, strategy, environ=SLURM_NODE_1, target=backend,
                            program=("train.py", "--bf16")))

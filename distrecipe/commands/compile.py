@@ -14,9 +14,10 @@ from distrecipe.commands.options import engine_version_option, overrides_option,
 from distrecipe.engines.heads import refusal
 from distrecipe.engines.tables import TableEngine
 from distrecipe.errors import RecipeError, StrictError
+from distrecipe.findings import Severity
 from distrecipe.job import Plan
 from distrecipe.keys import dotted
-from distrecipe.lint.config import Consumer
+from distrecipe.lint.config import Consumer, at_least
 from distrecipe.lint.engine import Report, check_recipe, check_written
 from distrecipe.output import write_files
 from distrecipe.recipe import Recipe
@@ -33,6 +34,7 @@ def compile_recipe(
     hf_auto: bool = False,
     strict: bool = False,
     engine_versions: Sequence[tuple[TableEngine, str]] = (),
+    quiet: bool = False,
 ) -> int:
     """Emit `target`'s files; print them when no output directory is given and there is one.
 
@@ -41,7 +43,9 @@ def compile_recipe(
     The recipe is judged first, before any engine is asked (an engine's refusal would hide
     lint's reason), then the files. `--hf-auto` with `-t deepspeed` says the Trainer reads
     the ds_config, so its `"auto"` values are filled; else the files beside it say who reads it.
+    `quiet` leaves info findings out of what is printed (warnings and errors still print).
     """
+    least: Severity = "warning" if quiet else "info"
     document, declared = read_recipe(recipe, overrides)
     plan = plan_of_recipe(declared)
     _check_split(declared, plan)
@@ -50,16 +54,16 @@ def compile_recipe(
     echo_name_note(plan)
     config = project_config(engine_versions=engine_versions)
     said = check_recipe(document, plan, config)
-    if _refused(Report(said)):  # the recipe's own errors, before any engine is asked
+    if _refused(Report(said).shown(least)):  # the recipe's own errors, before any engine is asked
         return 1
     result = TARGETS[target](plan, EmitOptions(hf_auto=hf_auto))
-    echo_findings(recipe, result.findings)
+    echo_findings(recipe, [f for f in result.findings if at_least(f.severity, least)])
     if output is None and len(result.files) != 1:
         raise click.UsageError(f"--target {target} writes several files; give -o DIR")
     consumer: Consumer | None = "hf" if hf_auto and target == "deepspeed" else None
     written = check_written(result.files, recipe=document, said=said, config=config, world=launch_world(plan),
                             consumer=consumer, written_as=Path(output) if output is not None else None)
-    if _refused(written):
+    if _refused(written.shown(least)):
         return 1
     inexact = [f for f in result.findings if f.severity != "info"]
     if strict and inexact:
@@ -117,9 +121,11 @@ def _check_rollout_layout(recipe: Recipe, plan: Plan) -> None:
 @click.option("--hf-auto", is_flag=True,
               help='DeepSpeed: keep "auto" where the Hugging Face Trainer fills the value.')
 @click.option("--strict", is_flag=True, help="Refuse inexact mappings instead of warning.")
+@click.option("--quiet", "-q", is_flag=True, help="Print no info findings (warnings and errors still print).")
 @engine_version_option
 def command(recipe: str, target: str, output: str | None, overrides: tuple[str, ...],
-            hf_auto: bool, strict: bool, engine_versions: tuple[tuple[TableEngine, str], ...]) -> int:
+            hf_auto: bool, strict: bool, engine_versions: tuple[tuple[TableEngine, str], ...],
+            quiet: bool) -> int:
     """Emit the native config(s) equivalent to RECIPE.
 
     Lint's rules run on RECIPE and on every file before it is written. Exit 0: written;
@@ -128,4 +134,4 @@ def command(recipe: str, target: str, output: str | None, overrides: tuple[str, 
     by the tables of the releases the job runs (--engine-version, [tool.distrecipe] engines).
     """
     return compile_recipe(recipe=recipe, target=target, output=output, overrides=overrides,
-                          hf_auto=hf_auto, strict=strict, engine_versions=engine_versions)
+                          hf_auto=hf_auto, strict=strict, engine_versions=engine_versions, quiet=quiet)

@@ -15,11 +15,12 @@ from distrecipe.plan.units import gb
 
 
 def diff_configs(*, old: str, new: str, world: int | None = None, nodes: int = 1,
-                 overrides: Sequence[str] = (), output_format: str = "text") -> int:
-    """Print what changed from `old` to `new`; 0 either way (a difference is not a failure)."""
+                 overrides: Sequence[str] = (), output_format: str = "text", exit_code: bool = False) -> int:
+    """Print what changed from `old` to `new`; 0 either way (a difference is not a failure), or
+    with `exit_code`, as `git diff --exit-code`: 1 unless both describe the same job."""
     result = diff_paths(old, new, world=world, nodes=nodes, overrides=overrides)
     click.echo(FORMATS[output_format](result, old, new), nl=False)
-    return 0
+    return 1 if exit_code and not result.same_job else 0
 
 
 def _value(value: Any, source: str = "") -> str:
@@ -134,8 +135,13 @@ FORMATS: dict[str, Callable[[Diff, str, str], str]] = {"text": text, "json": as_
 @overrides_option
 @click.option("--format", "output_format", type=click.Choice(sorted(FORMATS)), default="text",
               show_default=True)
+@click.option("--exit-code", is_flag=True,
+              help="Exit 1 when the two differ (or a stated value could not be compared), 0 when they "
+                   "describe the same job, as git diff --exit-code.")
 def command(old: str, new: str, world: int | None, nodes: int, overrides: tuple[str, ...],
-            output_format: str) -> int:
-    """Show what changed between two recipes or native configs, and what it costs per GPU."""
+            output_format: str, exit_code: bool) -> int:
+    """Show what changed between two recipes or native configs, and what it costs per GPU.
+
+    Exit 0, whatever differs, unless --exit-code; 2: unusable input."""
     return diff_configs(old=old, new=new, world=world, nodes=nodes, overrides=overrides,
-                        output_format=output_format)
+                        output_format=output_format, exit_code=exit_code)

@@ -1,13 +1,19 @@
-"""`distrecipe explain CODE`: the documentation of a finding code, from its one source.
+"""`distrecipe explain CODE|FIELD`: the documentation of a finding code or a recipe field,
+from its one source.
 
 Lint rules are documented by their own docstrings; the DR2xx mapping codes by the
-equivalence table the emitters report them from. Nothing is written twice.
+equivalence table the emitters report them from; a recipe field by its docstring in the
+`Recipe` dataclasses (through the schema generated from them), its default there, and the
+carry table's row (`translator/carry.py`). Nothing is written twice.
 """
 
 from __future__ import annotations
 
 import inspect
+import json
+import re
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -15,6 +21,9 @@ from distrecipe.engines import ENGINES
 from distrecipe.errors import DistrecipeError
 from distrecipe.keys import did_you_mean
 from distrecipe.lint.rules import RULES
+from distrecipe.recipe import AUTO, field_defaults
+from distrecipe.schemas import describe, recipe_fields, required
+from distrecipe.translator.carry import COLUMNS, FIELDS, cell_text
 from distrecipe.translator.codes import CODES
 from distrecipe.translator.equivalence import TABLE
 
@@ -31,6 +40,13 @@ def explain(*, code: str | None, list_all: bool = False) -> int:
     if code.lower() == "config":
         click.echo(_config_help())
         return 0
+    if code in recipe_fields():
+        click.echo(_field_help(code), nl=False)
+        return 0
+    if not re.fullmatch(r"DR\d*", code, re.IGNORECASE):
+        names = [*recipe_fields(), *sorted(set(RULES) | set(CODES))]
+        raise DistrecipeError(f"unknown recipe field or code {code!r}{did_you_mean(code, names)} "
+                              "(distrecipe explain --list for codes; distrecipe schema for every field)")
     code = code.upper()
     if code in RULES:
         rule = RULES[code]
@@ -49,6 +65,47 @@ def explain(*, code: str | None, list_all: bool = False) -> int:
     if rows:
         click.echo("\nEquivalence table rows: " + "; ".join(dict.fromkeys(rows)) + ".")
     return 0
+
+
+def _field_help(key: str) -> str:
+    """A recipe field: its description, type and default; a section: its description and fields.
+    Then, where the carry table has the field, what each file distrecipe writes does with it."""
+    schema = recipe_fields()[key]
+    section = schema.get("type") == "object" and "properties" in schema
+    lines = [f"{key} (recipe {'section' if section else 'field'})", "", schema.get("description", ""), ""]
+    if section:
+        depth = key.count(".") + 1
+        children = [name for name in recipe_fields()
+                    if name.startswith(f"{key}.") and name.count(".") == depth]
+        lines.append(f"Fields: {', '.join(children)}")
+    else:
+        lines.append(f"Type: {describe(schema)}")
+        default = _default(key)
+        if default is not None:
+            lines.append(f"Default: {default}")
+    if key in FIELDS:
+        lines += ["", "In each file distrecipe writes (docs/equivalence.md):"]
+        width = max(map(len, COLUMNS.values()))
+        lines += [f"  {COLUMNS[engine].ljust(width)}  {cell_text(FIELDS[key].cell(engine))}"
+                  for engine in ENGINES]
+    return "\n".join(lines) + "\n"
+
+
+def _default(key: str) -> str | None:
+    """A field's default as a recipe would write it; None where there is none to show."""
+    if required(key):
+        return "none: a recipe must state it"
+    defaults = field_defaults()
+    if key not in defaults:
+        return None
+    value: Any = defaults[key]
+    if value == AUTO:
+        return "auto (resolve decides it; `distrecipe resolve` shows the value and why)"
+    if value is None:
+        return "unset"
+    if isinstance(value, str):
+        return value
+    return json.dumps(list(value) if isinstance(value, tuple) else value)
 
 
 def _levels(code: str, default: str) -> str:
@@ -99,9 +156,10 @@ def _summary(code: str) -> str:
 
 
 @click.command("explain")
-@click.argument("code", required=False, metavar="CODE|config")
+@click.argument("code", required=False, metavar="CODE|FIELD|config")
 @click.option("--list", "list_all", is_flag=True, help="List every code with its one-line summary.")
 def command(code: str | None, list_all: bool) -> int:
     """Explain a finding code (DR101, DR311, ...): why it matters, examples, the fix, its level;
-    `explain config` documents lint's pyproject.toml settings."""
+    a recipe field (batch.micro, stage, ...): what it means, its type and default, and the
+    native keys it becomes; `explain config` documents lint's pyproject.toml settings."""
     return explain(code=code, list_all=list_all)

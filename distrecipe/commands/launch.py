@@ -31,6 +31,7 @@ from distrecipe.launch.prepare import (
     build_request,
     check_fit,
     check_program,
+    check_program_file,
     choose_kind,
     dry_run_text,
     emit_configs,
@@ -115,6 +116,8 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
     document, plan = load(recipe, overrides, target, env)
     echo_name_note(plan)
     user_program = parse_program(plan, program)
+    if not (slurm or skypilot or k8s):  # those files run the script on their nodes, which check it there
+        check_program_file(plan, user_program, given=bool(program))
     plan, kind = choose_kind(plan, user_program, kind=program_kind, backend_given=target is not None)
     check_program(plan, kind.kind)
     fit = check_fit(plan, allow_no_fit=allow_no_fit, say=_say)

@@ -194,11 +194,28 @@ def config_default(path: KeyPath, stage: int) -> object:
     input did not state when the emitted value is this one; any other added key is
     removed at compile (`null`).
     """
-    if path == (ZERO, "overlap_comm"):
-        return stage == OVERLAP_COMM_STAGE
-    if path == ("optimizer", "params", "adam_w_mode"):
+    if tuple(path) == ("optimizer", "params", "adam_w_mode"):
         return ADAM_W_MODE
-    return _table_default(path)
+    derived = stage_default(path, stage)
+    return _table_default(path) if derived is NO_DEFAULT else derived
+
+
+def stage_default(path: KeyPath, stage: int) -> object:
+    """What `DeepSpeedConfig` itself derives from the ZeRO stage for a key a ds_config leaves
+    out (or null): `overlap_comm`, on at `OVERLAP_COMM_STAGE` only; else `NO_DEFAULT`. (The
+    optimizer's `adam_w_mode` is read later, by the engine, so the config keeps no value.)"""
+    if tuple(path) == (ZERO, "overlap_comm"):
+        return stage == OVERLAP_COMM_STAGE
+    return NO_DEFAULT
+
+
+def stage_of(config: object) -> int | None:
+    """The ZeRO stage DeepSpeed runs a ds_config at: its `zero_optimization.stage`, the key
+    table's default where it says none; None where the file's value is no stage (`"auto"`)."""
+    zero = config.get(ZERO) if isinstance(config, Mapping) else None
+    stage = zero.get("stage") if isinstance(zero, Mapping) else None
+    stage = _table_default((ZERO, "stage")) if stage is None else stage
+    return stage if type(stage) is int else None
 
 
 def _table_default(path: KeyPath) -> Any:

@@ -20,6 +20,7 @@ from typing import Any
 
 from distrecipe.engines import Kind
 from distrecipe.engines.accelerate import EMITTED_DEFAULTS
+from distrecipe.engines.deepspeed import NO_DEFAULT, stage_default, stage_of
 from distrecipe.engines.hydra import parse_value
 from distrecipe.engines.tables import label, section, table, training_defaults, verl_tree
 from distrecipe.engines.verl import verl_config
@@ -68,7 +69,7 @@ def lookup(kind: Kind, data: Any, lines: Sequence[str] = ()) -> Lookup:
     """The default lookup for one side of a diff: its engine, and for verl its composed
     config (`ppo_megatron_trainer` or `ppo_trainer`) completed with the side's own values."""
     if kind == "deepspeed":
-        return _deepspeed
+        return _DeepSpeed(stage_of(data)).default
     if kind == "accelerate":
         return _accelerate
     if kind == "verl":
@@ -109,6 +110,21 @@ def _deepspeed(path: Path) -> Default | None:
     if parent is not None and isinstance(parent.value, dict) and path[-1] in parent.value:
         return _known(parent.value[path[-1]], parent.source)
     return None
+
+
+@dataclass(frozen=True)
+class _DeepSpeed:
+    """DeepSpeed's defaults for one side: the key table's, and where `DeepSpeedConfig` derives
+    one from the side's ZeRO stage (`overlap_comm` is on at stage 3 only), that one."""
+
+    stage: int | None
+
+    def default(self, path: Path) -> Default | None:
+        if self.stage is not None:
+            derived = stage_default(path, self.stage)
+            if derived is not NO_DEFAULT:
+                return Default(derived, f"{label('deepspeed')} default")
+        return _deepspeed(path)
 
 
 def _accelerate(path: Path) -> Default | None:

@@ -16,9 +16,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from distrecipe.engines.native import is_file
 from distrecipe.errors import LaunchError, RecipeError
 from distrecipe.findings import Finding
 from distrecipe.job import Plan
+from distrecipe.keys import did_you_mean
 from distrecipe.launch.allocation import Allocation, check_allocation, read_allocation
 from distrecipe.launch.detect import hold_port
 from distrecipe.launch.handoff import Handoff, handoff
@@ -83,6 +85,31 @@ def parse_program(plan: Plan, words: Sequence[str]) -> Program:
     if plan.backend == "verl":
         return Program(target=VERL_ENTRY, module=True, args=plan.recipe.launch.args)
     return Program(target=TINY_TRAINER, module=True, args=plan.recipe.launch.args)
+
+
+def check_program_file(plan: Plan, program: Program, *, given: bool) -> None:
+    """Refuse a script that is not there, before a rank starts (each would fail alike).
+
+    `given`: the script was named after `--`, else it is the recipe's `launch.script`, refused
+    at its key. A module (`-m`, the reference trainer, verl's entry point) is the job's
+    interpreter's to find; a directory runs when it holds a `__main__.py`, as `python DIR` does.
+    """
+    if program.module:
+        return
+    path = Path(program.target)
+    if is_file(path) or (path.is_dir() and is_file(path / "__main__.py")):
+        return
+    what, where = ((f"the program {program.target} (after --)", None) if given
+                   else (f"launch.script {program.target}", plan.recipe.at("launch.script")))
+    if path.is_dir():
+        raise LaunchError(f"{what} is a directory without a __main__.py", where)
+    parent = path.parent
+    try:
+        names = sorted(entry.name for entry in parent.iterdir()) if parent.is_dir() else []
+    except OSError:
+        names = []
+    near = [name if parent == Path() else str(parent / name) for name in names]
+    raise LaunchError(f"{what} does not exist{did_you_mean(program.target, near)}", where)
 
 
 def choose_kind(plan: Plan, program: Program, *, kind: ProgramKind | None,

@@ -19,6 +19,19 @@ def _parts(parts: dict[str, float]) -> str:
     return ", ".join(f"{name} {gb(size)}" for name, size in parts.items() if size)
 
 
+def _listed(head: str, parts: dict[str, float], sep: str = ": ") -> str:
+    """`head: a 1 GB, b 2 GB`, or `head` alone when nothing is in the list (one rank sends
+    nothing): a list is never printed empty."""
+    items = _parts(parts)
+    return f"{head}{sep}{items}" if items else head
+
+
+def _in_parens(parts: dict[str, float]) -> str:
+    """` (a 1 GB, b 2 GB)`, or nothing for an empty list."""
+    items = _parts(parts)
+    return f" ({items})" if items else ""
+
+
 def _count(psi: float) -> str:
     """8B, 1.05M: parameter counts the way model cards write them."""
     for unit, size in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
@@ -45,6 +58,10 @@ def _model_parallel(p: Plan) -> str:
 def text(est: Estimate, advice: list[str]) -> str:
     p = est.plan
     view, engine = est.formula, est.engine
+    gpu_total = gb(view.total + sum(view.cpu.values()))
+    formula = (_listed(f"{gpu_total}, {gb(view.total)} on the GPU{_in_parens(view.gpu)}", view.cpu,
+                       ", offloaded to the host: ")
+               if _parts(view.cpu) else _listed(gpu_total, view.gpu))
     lines = [
         f"{p.recipe.name}: {est.label}, Ψ = {_count(est.psi)} parameters per replica, "
         f"N = {p.dims.dp} data-parallel ranks ({p.dims.nodes} × {p.dims.gpus_per_node}){_model_parallel(p)}, "
@@ -53,16 +70,15 @@ def text(est: Estimate, advice: list[str]) -> str:
         f"{p.batch.global_}" + (f", seq_len {p.recipe.batch.seq_len}" if p.recipe.batch.seq_len else ""),
         "",
         "model state per GPU (GB = 10⁹ bytes, MB = 10⁶)",
-        f"  formula (seed)  {view.formula} = {gb(view.total + sum(view.cpu.values()))}"
-        + (f", {gb(view.total)} on the GPU ({_parts(view.gpu)}), offloaded to the host: "
-           f"{_parts(view.cpu)}" if view.cpu else f": {_parts(view.gpu)}"),
+        f"  formula (seed)  {view.formula} = {formula}",
         f"  engine          {engine.engine}: rest {gb(engine.total('rest'))}, after backward "
         f"{gb(engine.total('backward'))}, peak {gb(engine.peak)} ({engine.peak_point})",
-        f"                  at the peak: {_parts(engine.points[engine.peak_point])}",
     ]
+    if _parts(engine.points[engine.peak_point]):
+        lines.append(f"                  at the peak: {_parts(engine.points[engine.peak_point])}")
     if view.cpu or engine.cpu:
-        lines.append(f"  host memory     per rank {gb(sum(engine.cpu.values()))} "
-                     f"({_parts(engine.cpu)}), per node "
+        lines.append(f"  host memory     per rank {gb(sum(engine.cpu.values()))}"
+                     f"{_in_parens(engine.cpu)}, per node "
                      f"{gb(sum(engine.cpu.values()) * p.dims.gpus_per_node)}")
     lines += [f"  note: {note}" for note in engine.notes]
     seq_len, cp = p.recipe.batch.seq_len, p.dims.sequence
@@ -86,8 +102,8 @@ def text(est: Estimate, advice: list[str]) -> str:
     mem = est.memory
     lines += [
         "memory per GPU (allocated: live tensors; reserved: PyTorch's cache; needed: + CUDA context)",
-        f"  start of backward  allocated {gb(sum(mem.backward.values()))}: {_parts(mem.backward)}",
-        f"  optimizer step     allocated {gb(sum(mem.step.values()))}: {_parts(mem.step)}",
+        _listed(f"  start of backward  allocated {gb(sum(mem.backward.values()))}", mem.backward),
+        _listed(f"  optimizer step     allocated {gb(sum(mem.step.values()))}", mem.step),
         f"  reserved           {gb(mem.reserved)} = (allocated {gb(mem.allocated)} at the "
         f"{mem.moment} moment" + (f" + stranded gradient blocks {gb(mem.stranded)}"
                                   if mem.stranded and mem.moment == "backward" else "")
@@ -98,9 +114,9 @@ def text(est: Estimate, advice: list[str]) -> str:
     tf, te = est.traffic_formula, est.traffic_engine
     lines += [
         "traffic per rank per step",
-        f"  formula (seed)  {gb(tf.total)}: {_parts(tf.sent)}",
-        f"  engine          {gb(te.total)}: {_parts(te.sent)}; "
-        f"{te.reductions} gradient reduction(s) per step",
+        _listed(f"  formula (seed)  {gb(tf.total)}", tf.sent),
+        _listed(f"  engine          {gb(te.total)}", te.sent)
+        + f"; {te.reductions} gradient reduction(s) per step",
     ]
     if tf.intra is not None:
         lines.append(f"  within a node {gb(tf.intra)}, between nodes {gb(tf.total - tf.intra)}")
@@ -150,7 +166,7 @@ def _rollout(phase: Rollout) -> str:
     else:
         inside += f": below this floor of {gb(phase.floor)} vLLM refuses to start"
     actor = sum(phase.actor.values())
-    parts = f" ({_parts(phase.actor)})" if actor else ""
+    parts = _in_parens(phase.actor)
     total = "" if phase.need is None else f" = {gb(phase.need)}"
     after = ("freed while the actor trains" if phase.freed
              else "kept while the actor trains (rl.free_rollout_memory: false)")

@@ -26,6 +26,32 @@ def recipe_schema() -> dict[str, Any]:
     return schema
 
 
+@cache
+def recipe_fields() -> dict[str, dict[str, Any]]:
+    """Every key a recipe writes, dotted (`batch.micro`, `launch.slurm.time`, sections and the
+    `recipe:` version included) → its schema, in the schema's order; a key written inside a
+    field's mapping form (`activation_checkpointing.every`) too."""
+    out: dict[str, dict[str, Any]] = {}
+
+    def walk(node: dict[str, Any], prefix: str) -> None:
+        for name, sub in node.get("properties", {}).items():
+            key = f"{prefix}{name}"
+            out[key] = sub
+            walk(sub, f"{key}.")
+            for form in (*sub.get("oneOf", ()), *sub.get("anyOf", ())):
+                walk(form, f"{key}.")
+
+    walk(recipe_schema(), "")
+    return out
+
+
+def required(key: str) -> bool:
+    """Whether a recipe must state the field at dotted `key` (its section, when it has one)."""
+    parent, _, name = key.rpartition(".")
+    node = recipe_schema() if not parent else recipe_fields().get(parent, {})
+    return name in node.get("required", ())
+
+
 def describe(schema: dict[str, Any]) -> str:
     """What a schema accepts, in words a user reads in an error message."""
     if "const" in schema:

@@ -298,17 +298,29 @@ def _defaults() -> Mapping[str, object]:
     return values
 
 
+COLUMNS: dict[Engine, str] = {"deepspeed": "DeepSpeed", "accelerate": "Accelerate", "verl": "verl actor",
+                               "hf": "HF Trainer"}
+"""Each column's heading: the file the engine reads (verl's is its actor's overrides)."""
+
+
 def markdown() -> list[str]:
     """The rows as Markdown lines, for `docs/equivalence.md`."""
-    lines = ["| recipe field | DeepSpeed | Accelerate | verl actor | HF Trainer |", "|---|---|---|---|---|"]
+    lines = ["| recipe field | " + " | ".join(COLUMNS[e] for e in ENGINES) + " |", "|---|---|---|---|---|"]
     for key, entry in FIELDS.items():
         lines.append(f"| `{key}` | " + " | ".join(_cell_text(entry.cell(e)) for e in ENGINES) + " |")
     return lines
 
 
-def _cell_text(cell: Cell) -> str:
-    text = f"`{cell.native}`" if cell.how == "exact" else cell.native
+def cell_text(cell: Cell) -> str:
+    """A cell as plain text, as `distrecipe explain FIELD` prints it: the key, the mapping,
+    `not carried: WHO (CODE)`, or `— (why)`."""
+    return _cell_text(cell, plain=True)
+
+
+def _cell_text(cell: Cell, *, plain: bool = False) -> str:
+    text = f"`{cell.native}`" if cell.how == "exact" and not plain else cell.native
     label = {"exact": "", "mapped": "", "not carried": "not carried: ", "not applicable": "—"}[cell.how]
     if cell.how == "not applicable":
         return "—" + (f" ({cell.native})" if cell.native else "")
-    return label + text + (f" **{cell.code}**" if cell.code else "")
+    code = (f" ({cell.code})" if plain else f" **{cell.code}**") if cell.code else ""
+    return label + text + code

@@ -127,3 +127,24 @@ def test_a_key_the_stated_release_lacks_is_never_written(
     written = cli("compile", recipe, "-o", out, "--engine-version", "deepspeed=0.19.4")
     assert written.code == 0, written.out + written.err
     assert '"managed_gradient_accumulation": true' in (out / "ds_config.json").read_text()
+
+
+def test_quiet_hides_info_findings_and_keeps_warnings_and_errors(cli: Callable[..., Result],
+                                                                 write: Callable[[str, str], Path],
+                                                                 tmp_path: Path) -> None:
+    """An HF template (`--hf-auto`) gets an info line per "auto" the Trainer fills (DR315)."""
+    seed = RECIPES / "seed-8b-32gpu-zero3.yaml"
+    loud = cli("compile", seed, "--hf-auto", "-o", tmp_path / "loud")
+    assert loud.code == 0, loud.err
+    assert loud.err.count(" info DR315: ") >= 10 and " info DR371: " in loud.err and " info DR234: " in loud.err
+    for flag in ("--quiet", "-q"):
+        quiet = cli("compile", seed, "--hf-auto", flag, "-o", tmp_path / flag)
+        assert quiet.code == 0, quiet.err
+        assert " info " not in quiet.err
+        assert [line for line in quiet.err.splitlines() if " warning " in line] == [
+            line for line in loud.err.splitlines() if " warning " in line] != []
+        assert (tmp_path / flag / "ds_config.json").read_bytes() == (tmp_path / "loud" / "ds_config.json").read_bytes()
+    refused = cli("compile", write("r.yaml", MISSPELT), "-q", "-o", tmp_path / "refused")
+    assert refused.code == 1
+    assert f"r.yaml:{LINE}:7: error DR313: 'overlap_com' is not a key of DeepSpeed" in refused.err
+    assert "distrecipe: error: nothing written: lint reports 1 error (DR313)" in refused.err

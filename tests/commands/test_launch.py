@@ -170,3 +170,47 @@ def test_launch_does_not_name_what_it_carries_itself_as_lost(cli: Cli, tmp_path:
     launched = cli("launch", TINY, "--dry-run", "--run-dir", tmp_path / "run")
     assert launched.code == 0, launched.err
     assert "launch.backend" not in launched.err and "DR234" not in launched.err
+
+
+def test_a_program_file_that_does_not_exist_is_refused_before_anything_starts(
+        cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A misspelt script would start every rank, each failing alike: refused first, dry run too."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("print('training')\n", encoding="utf-8")
+    for extra in (("--dry-run",), ()):
+        result = cli("launch", TINY, *extra, "--run-dir", tmp_path / "run", "--", "trian.py", "--lr", "1e-5")
+        assert result.code == 2 and result.out == ""
+        assert result.err == ("distrecipe: error: the program trian.py (after --) does not exist; "
+                              "did you mean 'train.py'?\n")
+        assert not (tmp_path / "run").exists(), "nothing written, nothing started"
+    (tmp_path / "pkg").mkdir()
+    result = cli("launch", TINY, "--dry-run", "--run-dir", tmp_path / "run", "--", "pkg")
+    assert result.code == 2
+    assert result.err == "distrecipe: error: the program pkg (after --) is a directory without a __main__.py\n"
+
+
+def test_a_recipe_s_missing_script_is_refused_at_its_key(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         write: Callable[[str, str], Path]) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "train.py").write_text("print('training')\n", encoding="utf-8")
+    recipe = write("r.yaml", TINY.read_text().replace("launch: {backend: deepspeed}",
+                                                      "launch: {backend: deepspeed, script: scripts/trian.py}"))
+    result = cli("launch", recipe, "--dry-run", "--run-dir", tmp_path / "run")
+    assert result.code == 2
+    assert result.err == (f"{at(recipe, 'script')}38: error: launch.script scripts/trian.py does not exist; "
+                          "did you mean 'scripts/train.py'?\n")
+
+
+def test_what_is_no_file_here_is_not_refused(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             write: Callable[[str, str], Path]) -> None:
+    """A module (`-m`) is found by the job's interpreter; a platform's file runs the script on
+    its nodes (from an image, a synced workdir), whose own `distrecipe launch` checks it there."""
+    monkeypatch.chdir(tmp_path)
+    module = cli("launch", TINY, "--dry-run", "--run-dir", tmp_path / "run", "--", "-m", "pkg.train")
+    assert module.code == 0, module.err
+    assert json.loads(module.out)["argv"][-4:-2] == ["--module", "pkg.train"]
+    recipe = write("seed.yaml", SEED.read_text())
+    for platform in (("--k8s",), ("--skypilot",)):
+        result = cli("launch", recipe.name, *platform, "--", "train.py")
+        assert result.code == 0, result.err

@@ -457,7 +457,8 @@ def argv_cases() -> list[Case]:
             if "--set" in ARGV_OPTIONS[command]:
                 cases.append(Case(f"{command} --set key {bad!r}", (*args, "--set", f"batch.{bad}=2"), files))
         cases.append(Case(f"launch program argument {bad!r}", ("launch", "in/recipe.yaml", "--dry-run", "--",
-                                                                "train.py", "--x", bad), _argv_bases()["launch"][1]))
+                                                                "in/train.py", "--x", bad),
+                          {**_argv_bases()["launch"][1], "in/train.py": b"print('training')\n"}))
         cases.append(Case(f"lint a directory holding {bad!r}", ("lint", "in", "--format", "json"),
                           {f"in/{bad}.json": _argv_bases()["lint"][1]["in/ds.json"]}, positioned=False))
     return cases

@@ -63,6 +63,7 @@ def test_redaction_by_name_and_by_value() -> None:
         "--remote", REDACTED, "--lr", "1e-4"]
 
 
+@pytest.mark.usefixtures("project")  # its train.py
 def test_secrets_never_reach_the_run_directory_or_the_terminal(
         cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each kind of secret is planted in the environment, the program's argv, the recipe's

@@ -24,6 +24,7 @@ import yaml
 
 from distrecipe.commands.launch import KINDS
 from distrecipe.launch.skypilot import ACCELERATORS
+from tests.conftest import SCRIPTS
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "recipes" / "tiny-cpu.yaml"
@@ -205,6 +206,14 @@ def run_on_every_node(cli: Cli, written: dict[str, Any], monkeypatch: pytest.Mon
         words, ranks = shlex.split(run), list(range(nodes))
     assert words[:4] == ["python3", "-m", "distrecipe", "launch"]
     split = words.index("--") if "--" in words else len(words)
+    # The node's working directory is the synced workdir: the recipes, and the program.
+    workdir = tmp / "workdir"
+    workdir.mkdir(exist_ok=True)
+    if not (workdir / "recipes").exists():
+        (workdir / "recipes").symlink_to(ROOT / "recipes")
+    kind = words[words.index("--program-kind") + 1] if "--program-kind" in words else "deepspeed"
+    (workdir / "train.py").write_text(SCRIPTS.get(kind, SCRIPTS["deepspeed"]), encoding="utf-8")
+    monkeypatch.chdir(workdir)
     ips = "\n".join(f"10.0.0.{i + 1}" for i in range(nodes))
     for rank in ranks:
         for name, value in {"SKYPILOT_NODE_RANK": str(rank), "SKYPILOT_NODE_IPS": ips,

@@ -69,8 +69,9 @@ def deepspeed_mismatch(src: Source) -> Iterator[Problem]:
     ]
     micro, accumulation = (integer(args[key]) for key in ("per_device_train_batch_size",
                                                           "gradient_accumulation_steps"))
-    if src.ranks is not None and micro is not None and accumulation is not None:
-        total = src.ranks * micro * accumulation
+    ranks = ds.ranks  # the ds_config's one world in this run (`Workspace.worlds`), whoever names it
+    if ranks is not None and micro is not None and accumulation is not None:
+        total = ranks * micro * accumulation
         pairs.append((("train_batch_size",), "per_device_train_batch_size", total))
     for ds_path, key, expected in pairs:
         written = ds.get(*ds_path, default="auto")
@@ -80,7 +81,7 @@ def deepspeed_mismatch(src: Source) -> Iterator[Problem]:
         if written == "auto" or written == expected or any(v is None or v is UNKNOWN for v in values):
             continue
         at = view[key][1]
-        origin = "" if ds_path != ("train_batch_size",) else f" (world {src.ranks} × micro × accumulation)"
+        origin = "" if ds_path != ("train_batch_size",) else f" (world {ranks} × micro × accumulation)"
         via = ("TrainingArguments" if src.kind != "axolotl" or at == ("deepspeed",)
                else f"{at[0]} (Axolotl's TrainingArguments {key})")
         yield Problem(at, f"{'.'.join(ds_path)} is {written!r} in {ds.path.name} but {expected!r} from "

@@ -74,6 +74,8 @@ RULES: dict[str, Rule] = {rule.code: rule for rule in (
          unknown_keys.deepspeed_misspelt_key, section=True),
     Rule("DR318", "deepspeed-accumulation-left-to-accelerate", "warning", DEEPSPEED,
          deepspeed.accumulation_left_to_accelerate),
+    Rule("DR319", "auto-filled-under-trainer-only", "warning", DEEPSPEED,
+         deepspeed.auto_filled_under_trainer_only, pair=True),
     Rule("DR320", "offload-param-below-stage3", "warning", DEEPSPEED, deepspeed.offload_param_below_stage3),
     Rule("DR321", "fp16-and-bf16", "error", DEEPSPEED | HF | LLAMAFACTORY, deepspeed.fp16_and_bf16),
     Rule("DR322", "zero-setting-refused-at-stage", "error", DEEPSPEED,

@@ -1,0 +1,105 @@
+"""Verdicts that depend on who reads the file: the program an Accelerate config launches.
+
+An Accelerate config that names a ds_config says who launches the job, not which
+program runs in it: the HF Trainer (which writes `"auto"` in its templates and fills
+them from TrainingArguments) or a plain Accelerate loop (which fills fewer). Where a
+launch script shows the program, lint follows it; where none does, an `"auto"` only the
+Trainer fills is a conditional warning naming both (DR319), never an error. The engines
+judge each side: the Trainer's fill, and Accelerate's own `_prepare_deepspeed`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+
+import pytest
+
+from distrecipe.lint.config import LintConfig
+from distrecipe.lint.engine import lint
+
+CORPUS = Path(__file__).resolve().parents[2] / "corpus" / "real" / "deepspeed"
+ZERO2 = (CORPUS / "huggingface__transformers__tests__deepspeed__ds_config_zero2.json").read_text()
+"""transformers' own ZeRO-2 template: optimizer betas and eps `"auto"`, which only the Trainer fills."""
+ACCELERATE = """\
+compute_environment: LOCAL_MACHINE
+deepspeed_config:
+  deepspeed_config_file: ds_config_zero2.json
+  zero3_init_flag: false
+distributed_type: DEEPSPEED
+machine_rank: 0
+main_training_function: main
+num_machines: 1
+num_processes: 8
+use_cpu: false
+"""
+TRAINER_RUN = """\
+#!/bin/bash
+accelerate launch --config_file accelerate_ds.yaml run_clm.py \\
+    --model_name_or_path gpt2 \\
+    --per_device_train_batch_size 4 \\
+    --gradient_accumulation_steps 2 \\
+    --output_dir out
+"""
+LOOP_RUN = "accelerate launch --config_file accelerate_ds.yaml train.py --lr 1e-4 --epochs 3\n"
+
+
+def found(tmp_path: Path, files: dict[str, str], **options: object) -> list[tuple[str, str, str, str]]:
+    for name, text in files.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    report = lint([tmp_path], config=LintConfig(), **options)  # type: ignore[arg-type]
+    assert not report.unusable, report.unusable
+    return [(f.code, f.severity, f.message.split(":")[0], f.message) for f in report.findings
+            if f.code in ("DR310", "DR315", "DR319") and f.where and f.where.file.endswith(".json")]
+
+
+def betas_and_eps(findings: list[tuple[str, str, str, str]]) -> list[tuple[str, str, str]]:
+    """(code, severity, message) of the findings at the optimizer's betas and eps."""
+    return [(code, severity, message) for code, severity, _, message in findings
+            if message.startswith(('"auto" at optimizer.params.betas', '"auto" at optimizer.params.eps'))]
+
+
+def test_an_accelerate_config_alone_makes_a_trainer_only_auto_conditional(tmp_path: Path) -> None:
+    files = {"ds_config_zero2.json": ZERO2, "accelerate_ds.yaml": ACCELERATE}
+    got = found(tmp_path, files)
+    assert [(code, severity) for code, severity, _ in betas_and_eps(got)] == [("DR319", "warning")] * 2
+    message = betas_and_eps(got)[0][2]
+    assert "under the HF Trainer it is filled from TrainingArguments [adam_beta1, adam_beta2]" in message
+    assert 'under a plain Accelerate loop nothing fills it: Accelerate raises "not found in kwargs"' in message
+    assert "accelerate_ds.yaml" in message
+    # a loop that passes no Trainer flag says nothing either way
+    assert betas_and_eps(found(tmp_path, {**files, "run.sh": LOOP_RUN})) == betas_and_eps(got)
+
+
+def test_a_launch_script_running_a_trainer_program_fills_them(tmp_path: Path) -> None:
+    got = found(tmp_path, {"ds_config_zero2.json": ZERO2, "accelerate_ds.yaml": ACCELERATE, "run.sh": TRAINER_RUN})
+    assert betas_and_eps(got) == [
+        ("DR315", "info", '"auto" at optimizer.params.betas is filled by the HF Trainer from TrainingArguments '
+         "[adam_beta1, adam_beta2] (used by accelerate_ds.yaml, run by an HF Trainer program in run.sh:2)"),
+        ("DR315", "info", '"auto" at optimizer.params.eps is filled by the HF Trainer from TrainingArguments '
+         "adam_epsilon (used by accelerate_ds.yaml, run by an HF Trainer program in run.sh:2)")]
+    assert not [f for f in got if f[0] != "DR315"]
+
+
+def test_a_declared_plain_accelerate_reader_is_still_an_error(tmp_path: Path) -> None:
+    got = found(tmp_path, {"ds_config_zero2.json": ZERO2, "accelerate_ds.yaml": ACCELERATE},
+                consumer="accelerate")
+    assert [(code, severity) for code, severity, _ in betas_and_eps(got)] == [("DR310", "error")] * 2
+
+
+@pytest.mark.slow  # imports transformers, accelerate, deepspeed and torch
+def test_the_engines_fill_it_under_the_trainer_and_refuse_it_in_a_plain_loop(tmp_path: Path) -> None:
+    from distrecipe.judges import accelerate as accelerate_judge
+    from distrecipe.judges import deepspeed as deepspeed_judge
+
+    (tmp_path / "ds_config_zero2.json").write_text(ZERO2)
+    (tmp_path / "accelerate_ds.yaml").write_text(ACCELERATE)
+    with contextlib.chdir(tmp_path):
+        args, env = accelerate_judge.launch_env(Path("accelerate_ds.yaml"))
+        plugin = accelerate_judge.worker_plugin(args, env)
+        with pytest.raises(ValueError, match=r"`optimizer.params.betas` not found in kwargs"):
+            accelerate_judge.prepared_config(args, env, plugin)
+    trainer = {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2}
+    filled = deepspeed_judge.hf_fill(json.loads(ZERO2), trainer, 8, env)
+    assert filled["optimizer"]["params"]["betas"] == [0.9, 0.999] and filled["optimizer"]["params"]["eps"] == 1e-8

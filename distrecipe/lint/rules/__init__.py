@@ -82,6 +82,8 @@ RULES: dict[str, Rule] = {rule.code: rule for rule in (
          deepspeed.zero_setting_refused_at_stage),
     Rule("DR330", "accelerate-value-refused", "error", ACCELERATE, accelerate_values.value_refused,
          section=True),
+    Rule("DR331", "ds-config-outside-repository", "warning", ACCELERATE | TRAINER,
+         accelerate.ds_config_outside_repository),
     Rule("DR340", "accelerate-ignored-key", "warning", ACCELERATE,
          unknown_keys.accelerate_ignored_key, section=True),
     Rule("DR341", "accelerate-unknown-key", "error", ACCELERATE,

@@ -88,3 +88,40 @@ def test_accelerate_and_deepspeed_refuse_the_string(tmp_path: Path) -> None:
                 accelerate_refuses = False
         assert accelerate_refuses == refused
         assert deepspeed_judge.accepts(json.loads(text), 8) == (not refused)  # raw DeepSpeed: the same
+
+
+def test_an_absolute_deepspeed_config_file_outside_the_repository(tmp_path: Path) -> None:
+    """`deepspeed_config_file: /home/.../ds_z2.json` works on the machine it was written on;
+    every node of the job opens it, so it fails where the file is not (DR331, a warning)."""
+    repository, shared = tmp_path / "repo", tmp_path / "home" / "shared"
+    (repository / ".git").mkdir(parents=True)
+    (repository / "configs").mkdir()
+    shared.mkdir(parents=True)
+    outside = shared / "ds_z2.json"
+    outside.write_text(STRING_ACCUMULATION.replace('"8"', "8"))
+    (repository / "configs" / "accelerate_config.yaml").write_text(ACCELERATE.format(ds=outside))
+    [(name, line, severity, message)] = findings(repository, "DR331")
+    assert (name, line, severity) == ("accelerate_config.yaml", 4, "warning")
+    assert message == (f"deepspeed_config_file {outside} is an absolute path outside the repository: every node "
+                       "of the job opens it, so the job fails unless that file exists at that path on each node; "
+                       "keep the ds_config in the repository and name it relative to where the job is launched")
+    inside = repository / "configs" / "ds_z2.json"
+    inside.write_text(outside.read_text())
+    (repository / "configs" / "accelerate_config.yaml").write_text(ACCELERATE.format(ds=inside))
+    assert findings(repository, "DR331") == []  # the checkout is on every node
+    (repository / "configs" / "accelerate_config.yaml").write_text(ACCELERATE.format(ds="configs/ds_z2.json"))
+    assert findings(repository, "DR331") == []
+
+
+@pytest.mark.slow  # imports accelerate and torch
+def test_accelerate_refuses_the_config_on_a_node_without_the_file(tmp_path: Path) -> None:
+    from distrecipe.judges import accelerate as accelerate_judge
+
+    outside = tmp_path / "shared" / "ds_z2.json"
+    outside.parent.mkdir()
+    outside.write_text(STRING_ACCUMULATION.replace('"8"', "8"))
+    (tmp_path / "accelerate_config.yaml").write_text(ACCELERATE.format(ds=outside))
+    assert accelerate_judge.judge(tmp_path / "accelerate_config.yaml").outcome == "accepts"  # this machine
+    outside.unlink()  # another node
+    verdict = accelerate_judge.judge(tmp_path / "accelerate_config.yaml")
+    assert verdict.outcome == "refuses" and "Expected a string path to an existing deepspeed config" in verdict.message

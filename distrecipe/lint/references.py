@@ -91,6 +91,9 @@ class References:
         self._siblings: dict[str, list[Sibling]] = {}
         self._registered: set[str] = set()
         self._searched: set[str] = set()
+        self._passed: dict[str, list[tuple[str, bool]]] = {}
+        """Each config a launch passes its program as an argument → (`script:line`, whether
+        it is the program's sole argument)."""
         """The Accelerate configs whose launch scripts were looked for (`_find_launches`)."""
         self._names: dict[str, set[str]] = {}
         """Each registered script → the real paths of the configs it names."""
@@ -144,6 +147,12 @@ class References:
             return
         for launch in self.files.launches(path):  # a script's, or a platform's job file's
             line = f"{path.name}:{launch.start.where.line}"
+            for argument in launch.configs():  # `train.py args.json`: the program reads the file
+                passed = self.resolve(path, argument.value, root) if argument.value else None
+                if passed is not None:
+                    alone = len(launch.program) == 2 and launch.program[1] is argument
+                    self._passed.setdefault(os.path.realpath(passed), []).append((line, alone))
+                    named.add(os.path.realpath(passed))
             if launch.launcher == "accelerate" and (file := launch.option("config_file")) and file.value:
                 config = self.resolve(path, file.value, root)
                 if config is not None:
@@ -228,6 +237,12 @@ class References:
         `path`, each with where it is (`script:line`)."""
         runs = self._accelerate_launches.get(os.path.realpath(path), [])
         return [(line, launch) for line, launch, _ in runs]
+
+    def passed_alone(self, path: Path) -> str | None:
+        """Where a launch passes the file at `path` as its program's sole argument
+        (`script:line`): what a Trainer script reads with `HfArgumentParser.parse_json_file`
+        or `parse_yaml_file` (`if len(sys.argv) == 2 and sys.argv[1].endswith(".json")`)."""
+        return next((line for line, alone in self._passed.get(os.path.realpath(path), []) if alone), None)
 
     def program(self, use: Use) -> Use:
         """`use` with the program settled, where an Accelerate launch or config was all lint

@@ -103,3 +103,87 @@ def test_the_engines_fill_it_under_the_trainer_and_refuse_it_in_a_plain_loop(tmp
     trainer = {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2}
     filled = deepspeed_judge.hf_fill(json.loads(ZERO2), trainer, 8, env)
     assert filled["optimizer"]["params"]["betas"] == [0.9, 0.999] and filled["optimizer"]["params"]["eps"] == 1e-8
+
+
+RUN_CLM_ARGS = """\
+# run_clm.py's arguments, read by HfArgumentParser((ModelArguments, DataTrainingArguments, TrainingArguments))
+model_name_or_path: openai-community/gpt2
+dataset_name: wikitext
+dataset_config_name: wikitext-2-raw-v1
+block_size: 1024
+per_device_train_batch_size: 8
+per_device_eval_batch_size: 8
+gradient_accumulation_steps: 4
+learning_rate: 5.0e-5
+num_train_epochs: 3
+do_train: true
+do_eval: true
+evaluation_strategy: steps
+eval_steps: 500
+save_strategy: steps
+save_steps: 500
+output_dir: output/gpt2-wikitext
+"""
+"""Modelled on transformers' examples/pytorch/language-modeling: only TrainingArguments and
+run_clm.py's own ModelArguments and DataTrainingArguments keys."""
+HANDBOOK_SFT = RUN_CLM_ARGS.replace("dataset_name: wikitext\ndataset_config_name: wikitext-2-raw-v1\n",
+                                    "dataset_mixer:\n  HuggingFaceH4/ultrachat_200k: 1.0\n"
+                                    "dataset_splits:\n- train_sft\n- test_sft\n")
+"""Modelled on alignment-handbook's recipes: `dataset_mixer` is its own DataArguments'."""
+
+
+def removed(tmp_path: Path, files: dict[str, str]) -> list[tuple[str, str, int]]:
+    for name, text in files.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    report = lint([tmp_path], config=LintConfig())
+    assert not report.unusable, report.unusable
+    return [(f.code, f.severity, f.where.line) for f in report.findings
+            if f.code in ("DR362", "DR366") and f.where]
+
+
+def test_a_removed_field_in_a_file_hfargumentparser_reads_is_an_error(tmp_path: Path) -> None:
+    """Only TrainingArguments and run_clm.py's dataclass keys: the parser is known, and
+    `parse_yaml_file` refuses the key no dataclass takes (the job does not start)."""
+    assert removed(tmp_path, {"clm.yaml": RUN_CLM_ARGS}) == [("DR366", "error", 13)]
+
+
+def test_a_file_passed_alone_to_the_program_is_read_by_hfargumentparser(tmp_path: Path) -> None:
+    """alignment-handbook's own keys: alone, the script's own dataclass may take the name
+    (a warning); a launch that passes the file as the program's sole argument
+    (`if len(sys.argv) == 2 and sys.argv[1].endswith(".yaml")`) has HfArgumentParser read it."""
+    assert removed(tmp_path, {"config_full.yaml": HANDBOOK_SFT}) == [("DR362", "warning", 16)]
+    run = "ACCELERATE_LOG_LEVEL=info accelerate launch --num_processes 8 scripts/run_sft.py config_full.yaml\n"
+    assert removed(tmp_path, {"config_full.yaml": HANDBOOK_SFT, "run.sh": run}) == [("DR366", "error", 16)]
+    flags = run.replace("config_full.yaml\n", "config_full.yaml --learning_rate 1e-5\n")
+    assert removed(tmp_path, {"config_full.yaml": HANDBOOK_SFT, "run.sh": flags}) == [("DR362", "warning", 16)]
+
+
+@pytest.mark.slow  # imports transformers and torch
+def test_hfargumentparser_refuses_the_file_and_a_scripts_own_field_takes_it(tmp_path: Path) -> None:
+    import dataclasses
+
+    from transformers import HfArgumentParser, TrainingArguments
+
+    @dataclasses.dataclass
+    class ModelArguments:
+        model_name_or_path: str | None = None
+
+    @dataclasses.dataclass
+    class DataTrainingArguments:
+        dataset_name: str | None = None
+        dataset_config_name: str | None = None
+        block_size: int | None = None
+
+    @dataclasses.dataclass
+    class OwnArguments(DataTrainingArguments):
+        evaluation_strategy: str = "no"
+
+    (tmp_path / "clm.yaml").write_text(RUN_CLM_ARGS)
+    with contextlib.chdir(tmp_path), pytest.raises(ValueError, match=r"not used by the HfArgumentParser.*"
+                                                                      r"evaluation_strategy"):
+        HfArgumentParser((ModelArguments, DataTrainingArguments, TrainingArguments)).parse_yaml_file("clm.yaml")
+    with contextlib.chdir(tmp_path):
+        _, own, training = HfArgumentParser((ModelArguments, OwnArguments, TrainingArguments)).parse_yaml_file(
+            "clm.yaml")
+    assert own.evaluation_strategy == "steps" and training.eval_strategy == "no"  # taken, and never read
+

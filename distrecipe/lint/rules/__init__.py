@@ -115,6 +115,8 @@ RULES: dict[str, Rule] = {rule.code: rule for rule in (
     Rule("DR364", "trainer-value-refused", "error", HF, trainer.value_refused),
     Rule("DR365", "comment-ends-command", "error", HF | VERL, script.comment_ends_command),
     Rule("DR366", "trainer-removed-field-refused", "error", HF, hf.removed_field_refused, pair=True),
+    Rule("DR367", "trainer-scheduler-overridden", "warning", HF | LLAMAFACTORY, hf.scheduler_overridden,
+         pair=True),
     Rule("DR370", "memory-does-not-fit", "error", RECIPE, plan.memory_does_not_fit),
     Rule("DR371", "zero3-where-zero2-fits", "info", RECIPE, plan.zero3_where_zero2_fits),
     Rule("DR380", "axolotl-unknown-key", "warning", AXOLOTL, axolotl.unknown_key),

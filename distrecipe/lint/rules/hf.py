@@ -88,6 +88,50 @@ def deepspeed_mismatch(src: Source) -> Iterator[Problem]:
                           f"{via}{origin}: the Trainer refuses the mismatch when training starts")
 
 
+def scheduler_overridden(src: Source) -> Iterator[Problem]:
+    """`lr_scheduler_type` beside a ds_config with its own `scheduler`: DeepSpeed's wins, silently.
+
+    The HF Trainer builds its own learning-rate schedule only when the ds_config has no
+    `scheduler` section; with one, it hands DeepSpeed a `DummyScheduler` and DeepSpeed
+    builds the section's (`deepspeed_optim_sched`), so `lr_scheduler_type: cosine` never
+    takes effect: transformers' ZeRO templates carry `WarmupLR`, which holds the learning
+    rate constant after the warm-up. Reported at the ds_config's `scheduler` key.
+
+    Fails: hf
+    ```json
+    {"output_dir": "out", "lr_scheduler_type": "cosine", "deepspeed": "ds_config.json"}
+    ```
+    ```json ds_config.json
+    {"train_micro_batch_size_per_gpu": "auto", "zero_optimization": {"stage": 2},
+     "scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": "auto"}}}
+    ```
+
+    Passes: hf
+    ```json
+    {"output_dir": "out", "lr_scheduler_type": "cosine", "deepspeed": "ds_config.json"}
+    ```
+    ```json ds_config.json
+    {"train_micro_batch_size_per_gpu": "auto", "zero_optimization": {"stage": 2}}
+    ```
+
+    Fix: delete the ds_config's `scheduler` section (the Trainer's schedule then runs), or
+    `lr_scheduler_type`, whichever is not meant.
+    """
+    ref = ds_reference(src.kind, src.data)
+    written = src.get("lr_scheduler_type")
+    if ref is None or not isinstance(written, str) or "lr_scheduler_type" not in src.data:
+        return
+    ds = src.workspace.companion(src.path, ref, beside=src.kind == "hf")
+    if ds is None or not isinstance(ds.data.get("scheduler"), dict):
+        return
+    kind = ds.section("scheduler").get("type", "of no type")
+    said = src.doc.where(("lr_scheduler_type",), key=True)
+    yield Problem((), f"scheduler {kind} in {ds.path.name} wins over lr_scheduler_type {written} "
+                      f"({src.path.name}:{said.line}): the HF Trainer hands DeepSpeed the ds_config's "
+                      f"scheduler whenever it has one, and never builds the {written} schedule; delete the "
+                      "scheduler section, or lr_scheduler_type", where=ds.doc.where(("scheduler",), key=True))
+
+
 def trainer_view(src: Source) -> dict[str, tuple[Any, KeyPath]]:
     """The TrainingArguments the Trainer matches against a ds_config, as this file sets
     them: field → (value, where the file says it, else where it names the ds_config).

@@ -187,3 +187,72 @@ def test_hfargumentparser_refuses_the_file_and_a_scripts_own_field_takes_it(tmp_
             "clm.yaml")
     assert own.evaluation_strategy == "steps" and training.eval_strategy == "no"  # taken, and never read
 
+
+TRAINING_ARGS = """\
+{
+  "output_dir": "output/llama-sft",
+  "per_device_train_batch_size": 4,
+  "gradient_accumulation_steps": 4,
+  "learning_rate": 2e-5,
+  "lr_scheduler_type": "cosine",
+  "warmup_ratio": 0.03,
+  "num_train_epochs": 3,
+  "bf16": true,
+  "deepspeed": "ds_config_zero2.json"
+}
+"""
+
+
+def schedulers(tmp_path: Path, files: dict[str, str]) -> list[tuple[str, int, str, str]]:
+    for name, text in files.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    report = lint([tmp_path], config=LintConfig())
+    assert not report.unusable, report.unusable
+    return [(Path(f.where.file).name, f.where.line, f.severity, f.message) for f in report.findings
+            if f.code == "DR367" and f.where]
+
+
+def test_the_ds_configs_scheduler_wins_over_lr_scheduler_type(tmp_path: Path) -> None:
+    [(name, line, severity, message)] = schedulers(tmp_path, {"ds_config_zero2.json": ZERO2,
+                                                              "training_args.json": TRAINING_ARGS})
+    assert (name, line, severity) == ("ds_config_zero2.json", 25, "warning")
+    assert message == ("scheduler WarmupLR in ds_config_zero2.json wins over lr_scheduler_type cosine "
+                       "(training_args.json:6): the HF Trainer hands DeepSpeed the ds_config's scheduler whenever "
+                       "it has one, and never builds the cosine schedule; delete the scheduler section, or "
+                       "lr_scheduler_type")
+    without = json.loads(ZERO2)
+    del without["scheduler"]
+    assert schedulers(tmp_path, {"ds_config_zero2.json": json.dumps(without)}) == []
+    unset = TRAINING_ARGS.replace('  "lr_scheduler_type": "cosine",\n', "")
+    assert schedulers(tmp_path, {"ds_config_zero2.json": ZERO2, "training_args.json": unset}) == []
+
+
+def test_the_flag_in_a_launch_script_too(tmp_path: Path) -> None:
+    run = ("deepspeed --num_gpus 8 train.py --deepspeed ds_config_zero2.json \\\n"
+           "    --per_device_train_batch_size 4 --lr_scheduler_type cosine --warmup_ratio 0.03\n")
+    [(name, line, _, message)] = schedulers(tmp_path, {"ds_config_zero2.json": ZERO2, "run.sh": run})
+    assert (name, line) == ("ds_config_zero2.json", 25) and "lr_scheduler_type cosine (run.sh:2)" in message
+
+
+@pytest.mark.slow  # imports transformers, accelerate, deepspeed and torch
+def test_the_trainer_builds_deepspeeds_scheduler_not_its_own() -> None:
+    from types import SimpleNamespace
+    from unittest import mock
+
+    import torch
+    from transformers.integrations.deepspeed import deepspeed_optim_sched
+
+    from distrecipe.judges import hf as hf_judge
+
+    values = {key: value for key, value in json.loads(TRAINING_ARGS).items() if key != "deepspeed"}
+    model = torch.nn.Linear(2, 2)
+    for config, ours in ((json.loads(ZERO2), False), ({**json.loads(ZERO2), "scheduler": None}, True)):
+        if config["scheduler"] is None:
+            del config["scheduler"]
+        args = hf_judge.training_arguments(values, 8, deepspeed=config)
+        trainer = SimpleNamespace(create_optimizer=mock.Mock(return_value=torch.optim.AdamW(model.parameters())),
+                                  create_scheduler=mock.Mock())
+        _, scheduler = deepspeed_optim_sched(trainer, args.hf_deepspeed_config, args, 1000, model.parameters())
+        built_by_deepspeed = scheduler is not None and getattr(scheduler, "lr_scheduler_callable", None) is None
+        assert built_by_deepspeed == (not ours)  # with a scheduler section, the cosine is never built
+        assert args.lr_scheduler_type == "cosine"

@@ -80,6 +80,8 @@ RULES: dict[str, Rule] = {rule.code: rule for rule in (
     Rule("DR321", "fp16-and-bf16", "error", DEEPSPEED | HF | LLAMAFACTORY, deepspeed.fp16_and_bf16),
     Rule("DR322", "zero-setting-refused-at-stage", "error", DEEPSPEED,
          deepspeed.zero_setting_refused_at_stage),
+    Rule("DR323", "offload-without-optimizer", "warning", DEEPSPEED, deepspeed.offload_without_optimizer,
+         pair=True),
     Rule("DR330", "accelerate-value-refused", "error", ACCELERATE, accelerate_values.value_refused,
          section=True),
     Rule("DR331", "ds-config-outside-repository", "warning", ACCELERATE | TRAINER,

@@ -324,6 +324,55 @@ def zero_setting_refused_at_stage(src: Source) -> Iterator[Problem]:
         yield Problem(("gradient_allreduce_op",), 'gradient_allreduce_op "sum" is refused with ZeRO stage 3')
 
 
+def offload_without_optimizer(src: Source) -> Iterator[Problem]:
+    """Optimizer offload with no `optimizer` section, in a ds_config raw DeepSpeed reads.
+
+    Without an `optimizer` section the script brings its own optimizer, and
+    `deepspeed.initialize` refuses any but DeepSpeed's CPU ones under ZeRO-Offload
+    (`offload_optimizer.device` cpu or nvme): "You are using ZeRO-Offload with a client
+    provided optimizer ... " (ZeRORuntimeException), on every rank, at start-up. Through
+    the HF Trainer or Accelerate it works: Accelerate maps the Trainer's torch optimizer to
+    `DeepSpeedCPUAdam`. So it is reported only where raw DeepSpeed reads the file
+    (`--deepspeed_config`, `--ds-config-consumer raw`); a warning, since a script that
+    builds `DeepSpeedCPUAdam` itself passes.
+
+    Fails: deepspeed
+    ```json ds.json
+    {"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 1,
+     "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}
+    ```
+    ```sh run.sh
+    deepspeed --num_gpus 8 train.py --deepspeed --deepspeed_config ds.json
+    ```
+
+    Passes: deepspeed
+    ```json ds.json
+    {"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 1,
+     "optimizer": {"type": "AdamW", "params": {"lr": 1e-5}},
+     "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}
+    ```
+    ```sh run.sh
+    deepspeed --num_gpus 8 train.py --deepspeed --deepspeed_config ds.json
+    ```
+
+    Fix: an `optimizer` section (DeepSpeed then builds its CPU optimizer), or
+    `"zero_force_ds_cpu_optimizer": false` to run the script's own (slowly).
+    """
+    if "optimizer" in src.data or src.get("zero_force_ds_cpu_optimizer") is False:
+        return
+    device = src.section("zero_optimization", "offload_optimizer").get("device")
+    if not isinstance(device, str) or device.lower() not in ("cpu", "nvme"):
+        return
+    use = src.workspace.use(src.path)
+    if use is None or use.consumer != "raw":
+        return
+    yield Problem(("zero_optimization", "offload_optimizer"),
+                  f"offload_optimizer (device {device}) with no optimizer section, read raw ({use.by}): "
+                  "deepspeed.initialize refuses the script's own torch optimizer under ZeRO-Offload "
+                  "(ZeRORuntimeException) unless it is DeepSpeedCPUAdam; add an optimizer section, or set "
+                  "zero_force_ds_cpu_optimizer: false", key=True)
+
+
 def fp16_and_bf16(src: Source) -> Iterator[Problem]:
     """fp16 and bf16 are both enabled.
 

@@ -125,3 +125,85 @@ def test_accelerate_refuses_the_config_on_a_node_without_the_file(tmp_path: Path
     outside.unlink()  # another node
     verdict = accelerate_judge.judge(tmp_path / "accelerate_config.yaml")
     assert verdict.outcome == "refuses" and "Expected a string path to an existing deepspeed config" in verdict.message
+
+
+OFFLOAD = """\
+{
+  "train_batch_size": 64,
+  "train_micro_batch_size_per_gpu": 4,
+  "gradient_accumulation_steps": 2,
+  "gradient_clipping": 1.0,
+  "bf16": {"enabled": true},
+  "zero_optimization": {
+    "stage": 2,
+    "offload_optimizer": {"device": "cpu", "pin_memory": true},
+    "allgather_bucket_size": 5e8,
+    "reduce_bucket_size": 5e8,
+    "overlap_comm": true,
+    "contiguous_gradients": true
+  },
+  "steps_per_print": 100
+}
+"""
+"""ZeRO-2 with the optimizer offloaded to CPU and no optimizer section: the script brings its own."""
+RAW_RUN = "deepspeed --num_gpus 8 train.py --deepspeed --deepspeed_config ds_config.json --epochs 3\n"
+
+
+def test_offloading_a_client_optimizer_under_raw_deepspeed(tmp_path: Path) -> None:
+    (tmp_path / "ds_config.json").write_text(OFFLOAD)
+    (tmp_path / "run.sh").write_text(RAW_RUN)
+    [(name, line, severity, message)] = findings(tmp_path, "DR323")
+    assert (name, line, severity) == ("ds_config.json", 9, "warning")
+    assert message.startswith("offload_optimizer (device cpu) with no optimizer section, read raw (--deepspeed_config "
+                              "in run.sh:1): deepspeed.initialize refuses the script's own torch optimizer under "
+                              "ZeRO-Offload (ZeRORuntimeException)")
+    for fixed in (OFFLOAD.replace('"steps_per_print": 100', '"steps_per_print": 100,\n'
+                                  '  "optimizer": {"type": "AdamW", "params": {"lr": 1e-5}}'),
+                  OFFLOAD.replace('"steps_per_print": 100', '"steps_per_print": 100,\n'
+                                  '  "zero_force_ds_cpu_optimizer": false')):
+        (tmp_path / "ds_config.json").write_text(fixed)
+        assert findings(tmp_path, "DR323") == []
+    # the HF Trainer builds the optimizer and Accelerate maps it to DeepSpeedCPUAdam
+    (tmp_path / "ds_config.json").write_text(OFFLOAD)
+    (tmp_path / "run.sh").write_text(RAW_RUN.replace("--deepspeed --deepspeed_config", "--deepspeed")
+                                     .replace("--epochs 3", "--per_device_train_batch_size 4"))
+    assert findings(tmp_path, "DR323") == []
+
+
+@pytest.mark.slow  # imports deepspeed and torch
+def test_deepspeed_refuses_a_client_optimizer_with_offload_at_initialize() -> None:
+    """`DeepSpeedEngine._configure_optimizer`, DeepSpeed's own code, on the parsed config:
+    a client torch optimizer under ZeRO-Offload raises ZeRORuntimeException; an optimizer
+    section (DeepSpeed builds its own) or `zero_force_ds_cpu_optimizer: false` passes."""
+    from unittest import mock
+
+    import torch
+    from deepspeed.runtime.engine import DeepSpeedEngine
+    from deepspeed.runtime.zero.utils import ZeRORuntimeException
+
+    from distrecipe.judges import deepspeed as deepspeed_judge
+
+    class Passed(Exception):
+        pass
+
+    def refuses(config: dict[str, object]) -> bool:
+        engine = object.__new__(DeepSpeedEngine)
+        engine.__dict__.update(_config=deepspeed_judge.parse(config, 8), has_moe_layers=False,
+                               client_optimizer=None)
+        model = torch.nn.Linear(2, 2)
+        client = None if "optimizer" in config else torch.optim.AdamW(model.parameters())
+        with mock.patch.object(DeepSpeedEngine, "_check_for_duplicates", side_effect=Passed), \
+                mock.patch.object(DeepSpeedEngine, "_configure_basic_optimizer",
+                                  return_value=torch.optim.AdamW(model.parameters())):
+            try:
+                DeepSpeedEngine._configure_optimizer(engine, client, list(model.parameters()))
+            except ZeRORuntimeException:
+                return True
+            except Passed:
+                return False
+        raise AssertionError("DeepSpeed neither refused nor went on")
+
+    written = json.loads(OFFLOAD)
+    assert refuses(written)
+    assert not refuses({**written, "optimizer": {"type": "AdamW", "params": {"lr": 1e-5}}})
+    assert not refuses({**written, "zero_force_ds_cpu_optimizer": False})

@@ -176,10 +176,12 @@ def test_config_rejects_unknown_codes(tmp_path: Path) -> None:
         load_config(tmp_path / "pyproject.toml", frozenset(RULES), frozenset(FORMATS))
 
 
-def test_world_from_sibling_accelerate_config(tmp_path: Path) -> None:
+def test_world_from_the_accelerate_config_naming_the_ds_config(tmp_path: Path) -> None:
     (tmp_path / "accelerate_config.yaml").write_text(
-        "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU\nnum_processes: 8\n")
-    (tmp_path / "ds_config.json").write_text('{"train_batch_size": 4, "zero_optimization": {"stage": 1}}')
+        "compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\nnum_processes: 8\n"
+        "deepspeed_config:\n  deepspeed_config_file: ds_config.json\n")
+    (tmp_path / "ds_config.json").write_text(
+        '{"train_batch_size": 4, "gradient_accumulation_steps": 1, "zero_optimization": {"stage": 1}}')
     report = lint([tmp_path / "ds_config.json"], config=LintConfig())
     assert [(f.code, f.message.split(":")[0]) for f in report.findings] == [
         ("DR103", "train_batch_size 4 is smaller than DP 8 (world 8 from num_processes in accelerate_config.yaml)")]

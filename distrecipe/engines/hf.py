@@ -24,6 +24,29 @@ MARKERS = frozenset({
 })
 """TrainingArguments names that no ds_config uses (`gradient_accumulation_steps` is shared)."""
 
+SCRIPT_FIELDS = frozenset({
+    # transformers' examples/pytorch: ModelArguments
+    "model_name_or_path", "model_type", "config_overrides", "config_name", "tokenizer_name", "cache_dir",
+    "use_fast_tokenizer", "model_revision", "token", "trust_remote_code", "torch_dtype", "dtype",
+    "low_cpu_mem_usage", "ignore_mismatched_sizes",
+    # ... and DataTrainingArguments (run_clm, run_mlm, run_glue, run_summarization, run_qa)
+    "dataset_name", "dataset_config_name", "train_file", "validation_file", "test_file", "max_train_samples",
+    "max_eval_samples", "max_predict_samples", "streaming", "block_size", "overwrite_cache",
+    "validation_split_percentage", "preprocessing_num_workers", "keep_linebreaks", "task_name",
+    "max_seq_length", "pad_to_max_length", "text_column", "summary_column", "source_prefix",
+    "max_source_length", "max_target_length", "val_max_target_length", "num_beams",
+    "ignore_pad_token_for_loss", "doc_stride", "version_2_with_negative", "n_best_size", "max_answer_length",
+    # TRL's ScriptArguments and ModelConfig
+    "dataset_train_split", "dataset_test_split", "dataset_config", "gradient_checkpointing_use_reentrant",
+    "ignore_bias_buffers", "attn_implementation", "use_peft", "lora_r", "lora_alpha", "lora_dropout",
+    "lora_target_modules", "lora_modules_to_save", "lora_task_type", "use_rslora", "use_dora",
+    "load_in_8bit", "load_in_4bit", "bnb_4bit_quant_type", "use_bnb_nested_quant",
+})
+"""The fields of the dataclasses a Trainer script most often parses beside TrainingArguments:
+transformers' example scripts' `ModelArguments` and `DataTrainingArguments`, TRL's
+`ScriptArguments` and `ModelConfig`. A TrainingArguments file holding no other keys is
+read by a known set of dataclasses, none of which takes a removed TrainingArguments field."""
+
 OPTIM = {"adamw": "adamw_torch", "adam": "adamw_torch", "sgd": "sgd"}
 """TrainingArguments' optimizer names; it has no coupled-L2 Adam (DR215 when it matters)."""
 

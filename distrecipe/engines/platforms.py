@@ -149,7 +149,7 @@ def _containers(kind: PlatformKind, data: dict[str, Any]) -> list[KeyPath]:
 
 
 def _listed(doc: Document, path: KeyPath) -> list[Word]:
-    items = get(doc.data, *path)
+    items = _at(doc.data, path)  # through the containers list: `keys.get` reads mappings only
     out = []
     for index, item in enumerate(items if isinstance(items, list) else []):
         text = str(item) if isinstance(item, (str, int, float)) and not isinstance(item, bool) else ""
@@ -160,7 +160,7 @@ def _listed(doc: Document, path: KeyPath) -> list[Word]:
 
 def _listed_path(doc: Document, command: KeyPath, args: KeyPath, index: int) -> KeyPath:
     """The path of the `index`-th word of `command + args`."""
-    written = get(doc.data, *command)
+    written = _at(doc.data, command)
     count = len(written) if isinstance(written, list) else 0
     return (*command, index) if index < count else (*args, index - count)
 

@@ -79,6 +79,67 @@ def worker_plugin(args: Any, env: Mapping[str, str]) -> Any:
     return None
 
 
+class _Initialized(Exception):
+    """Raised in place of `deepspeed.initialize`: the config is the one it would be given."""
+
+    def __init__(self, config: Any) -> None:
+        super().__init__("deepspeed.initialize")
+        self.config = config
+
+
+def prepared_config(args: Any, env: Mapping[str, str], plugin: Any, *, batch_size: int = 4,
+                    hidden_size: int = 64) -> dict[str, Any]:
+    """The ds_config a plain Accelerate loop hands `deepspeed.initialize`: what
+    `accelerator.prepare(model, optimizer, dataloader[, scheduler])` makes of the worker's
+    `plugin`, in `Accelerator._prepare_deepspeed`, Accelerate's own code, run up to the
+    call of `deepspeed.initialize` (which needs a process group). Raises what Accelerate
+    raises on the way: an `"auto"` it does not fill ("not found in kwargs"), the
+    arithmetic of a number written as a string (TypeError).
+
+    The loop is the one Accelerate's examples write: a model with a `config.hidden_size`,
+    `DummyOptim`/`DummyScheduler` where the ds_config has an optimizer/scheduler section
+    (else a torch AdamW and no scheduler), a DataLoader of `batch_size`; the Accelerator's
+    accumulation is what the launch exported, its processes the launch's.
+    """
+    import logging
+    from types import SimpleNamespace
+
+    import deepspeed
+    import torch
+    from accelerate import accelerator
+    from accelerate.utils import DummyOptim, DummyScheduler
+
+    def initialize(**kwargs: Any) -> Any:
+        raise _Initialized(kwargs.get("config_params"))
+
+    model = torch.nn.Linear(2, 2)
+    model.config = SimpleNamespace(hidden_size=hidden_size)  # type: ignore[assignment]
+    written = plugin.deepspeed_config
+    optimizer: Any = (DummyOptim(model.parameters()) if "optimizer" in written
+                      else torch.optim.AdamW(model.parameters()))
+    objects: list[Any] = [torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(torch.zeros(2 * batch_size, 2)), batch_size=batch_size),
+                          model, optimizer]
+    if "scheduler" in written:
+        objects.append(DummyScheduler(optimizer, total_num_steps=1000, warmup_num_steps=10))
+    with mock.patch.dict(os.environ, dict(env)):
+        plugin.set_mixed_precision(env.get("ACCELERATE_MIXED_PRECISION", "no"))
+    stand_in = SimpleNamespace(
+        deepspeed_plugin=plugin, parallelism_config=None, split_batches=False, fp8_backend=None,
+        device=torch.device("cpu"), num_processes=int(args.num_processes or 1),
+        gradient_accumulation_steps=int(env.get("ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "1")),
+        _prepare_one=lambda obj, first_pass=False, device_placement=None: obj)
+    prepare = needed(accelerator.Accelerator, "_prepare_deepspeed")
+    # Accelerate's logger wants an initialised state; the judge has none, and its log says nothing
+    with patched(deepspeed, "initialize", new=initialize), \
+            patched(accelerator, "logger", new=logging.getLogger("distrecipe.judges.accelerate")):
+        try:
+            prepare(stand_in, *objects)
+        except _Initialized as done:
+            return dict(done.config)
+    raise AssertionError("Accelerator._prepare_deepspeed returned without calling deepspeed.initialize")
+
+
 def refusals() -> tuple[type[BaseException], ...]:
     """What Accelerate raises on a config it cannot run: its own checks, and the crash of
     its code on a value of another type (`mixed_precision: false` is a YAML boolean, whose

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from distrecipe.engines import Kind
-from distrecipe.engines.argv import Launch
+from distrecipe.engines.argv import Launch, trainer_launch
 from distrecipe.engines.native import (
     DATA_SUFFIXES,
     DS_REFERRERS,
@@ -30,6 +30,8 @@ from distrecipe.lint.config import Consumer, LintConfig
 from distrecipe.lint.files import Files
 from distrecipe.source import Document, SourceError
 
+TRAINER_FILES: tuple[Kind, ...] = ("hf", "axolotl", "llamafactory")
+"""The kinds of a config a program argument may name that make the program an HF Trainer."""
 SIBLING_HINTS = ("distributed_type", "per_device_train_batch_size", '"deepspeed"', "deepspeed:")
 """Text that must occur in a file for it to be a sibling worth parsing."""
 CONSUMER_KINDS: tuple[Kind, ...] = DS_REFERRERS
@@ -57,6 +59,10 @@ class Use:
     launch: Launch | None = None
     """The launch command that names the file, when a script does."""
     script: Path | None = None
+    decided: bool = True
+    """False where lint inferred Accelerate from an Accelerate launch or config alone: that
+    says who launches the job, not which program runs in it, and the HF Trainer (which
+    fills more `"auto"` values than Accelerate alone) is as likely as a plain loop."""
 
 
 PRECEDENCE: tuple[Consumer, ...] = ("raw", "hf", "accelerate")
@@ -82,9 +88,14 @@ class References:
         self.config = config
         self.consumer = consumer
         self._uses: dict[str, list[Use]] = {}
-        self._accelerate_launches: dict[str, list[tuple[str, Launch]]] = {}
+        self._accelerate_launches: dict[str, list[tuple[str, Launch, Path]]] = {}
         self._siblings: dict[str, list[Sibling]] = {}
         self._registered: set[str] = set()
+        self._searched: set[str] = set()
+        self._passed: dict[str, list[tuple[str, bool]]] = {}
+        """Each config a launch passes its program as an argument → (`script:line`, whether
+        it is the program's sole argument)."""
+        """The Accelerate configs whose launch scripts were looked for (`_find_launches`)."""
         self._names: dict[str, set[str]] = {}
         """Each registered script → the real paths of the configs it names."""
 
@@ -137,10 +148,17 @@ class References:
             return
         for launch in self.files.launches(path):  # a script's, or a platform's job file's
             line = f"{path.name}:{launch.start.where.line}"
+            for argument in launch.configs():  # `train.py args.json`: the program reads the file
+                passed = self.resolve(path, argument.value, root) if argument.value else None
+                if passed is not None:
+                    alone = len(launch.program) == 2 and launch.program[1] is argument
+                    self._passed.setdefault(os.path.realpath(passed), []).append((line, alone))
+                    named.add(os.path.realpath(passed))
             if launch.launcher == "accelerate" and (file := launch.option("config_file")) and file.value:
                 config = self.resolve(path, file.value, root)
                 if config is not None:
-                    self._accelerate_launches.setdefault(os.path.realpath(config), []).append((line, launch))
+                    self._accelerate_launches.setdefault(os.path.realpath(config), []).append(
+                        (line, launch, path))
                     named.add(os.path.realpath(config))
             for consumer, name in FLAG.items():  # the launcher's option, or the program's flag
                 word = (launch.option(name) if consumer == "accelerate"
@@ -148,7 +166,8 @@ class References:
                 ref = word.value if word is not None else None
                 target = self.resolve(path, ref, root) if ref else None
                 if target is not None:
-                    use = Use(consumer, f"--{FLAG[consumer]} in {line}", launch, path)
+                    use = Use(consumer, f"--{FLAG[consumer]} in {line}", launch, path,
+                              decided=consumer != "accelerate")
                     self._uses.setdefault(os.path.realpath(target), []).append(use)
                     named.add(os.path.realpath(target))
 
@@ -165,7 +184,8 @@ class References:
         if kind is not None and target is not None:
             real = os.path.realpath(target)
             if os.path.dirname(real) != os.path.dirname(os.path.realpath(path)):  # siblings are found apart
-                self._uses.setdefault(real, []).append(Use(consumer_of(kind), path.name, None, path))
+                self._uses.setdefault(real, []).append(Use(consumer_of(kind), path.name, None, path,
+                                                           decided=kind != "accelerate"))
             named.add(real)
 
     def related(self, named: list[Path]) -> list[Path]:
@@ -216,7 +236,58 @@ class References:
     def accelerate_launches(self, path: Path) -> list[tuple[str, Launch]]:
         """The `accelerate launch --config_file` commands that name the Accelerate config at
         `path`, each with where it is (`script:line`)."""
-        return self._accelerate_launches.get(os.path.realpath(path), [])
+        runs = self._accelerate_launches.get(os.path.realpath(path), [])
+        return [(line, launch) for line, launch, _ in runs]
+
+    def passed_alone(self, path: Path) -> str | None:
+        """Where a launch passes the file at `path` as its program's sole argument
+        (`script:line`): what a Trainer script reads with `HfArgumentParser.parse_json_file`
+        or `parse_yaml_file` (`if len(sys.argv) == 2 and sys.argv[1].endswith(".json")`)."""
+        return next((line for line, alone in self._passed.get(os.path.realpath(path), []) if alone), None)
+
+    def program(self, use: Use) -> Use:
+        """`use` with the program settled, where an Accelerate launch or config was all lint
+        knew (`Use.decided`): the HF Trainer when a launch that runs it shows a Trainer
+        program (its own flags, `--per_device_train_batch_size`, or a TrainingArguments,
+        Axolotl or LLaMA-Factory file as its argument); else `use` as it is."""
+        if use.decided or use.consumer != "accelerate":
+            return use
+        if use.script is None:
+            return use
+        if use.launch is None:
+            self._find_launches(use.script)
+        runs = self._accelerate_launches.get(os.path.realpath(use.script), [])
+        if use.launch is not None:
+            runs = [(f"{use.script.name}:{use.launch.start.where.line}", use.launch, use.script)]
+        for line, launch, script in runs:
+            if self._runs_trainer(launch, script):
+                return Use("hf", f"{use.by}, run by an HF Trainer program in {line}", use.launch, use.script)
+        return use
+
+    def _find_launches(self, config: Path) -> None:
+        """Register the launch scripts in `config`'s repository that name it, once: the
+        program an Accelerate config runs is in them, when only the ds_config it names
+        was linted (a pre-commit hook given one changed file)."""
+        key = os.path.realpath(config)
+        if key in self._searched:
+            return
+        self._searched.add(key)
+        root, recursive = self.scan_root(config)
+        for candidate in mentions(root, {config.name}, recursive=recursive):
+            if candidate.suffix.lower() == ".sh":
+                self.register(candidate, None)
+
+    def _runs_trainer(self, launch: Launch, script: Path) -> bool:
+        if trainer_launch(launch):
+            return True
+        for word in launch.configs():
+            target = self.resolve(script, word.value or "", None)
+            try:
+                if target is not None and detect(self.files.document(target)) in TRAINER_FILES:
+                    return True
+            except (SourceError, OSError):
+                continue
+        return False
 
     def use(self, path: Path) -> Use | None:
         """Who reads the ds_config at `path`: declared (flag, then `[tool.distrecipe]`
@@ -233,7 +304,9 @@ class References:
             if fnmatch.fnmatch(relative.as_posix(), glob) or fnmatch.fnmatch(path.name, glob):
                 return Use(consumer, f"[tool.distrecipe] ds_config {glob!r}")
         found = list(self.launch_uses(path))
-        found += [Use(consumer_of(s.kind), s.path.name) for s in self.consumers(path)]
+        found += [Use(consumer_of(s.kind), s.path.name, None, s.path, decided=s.kind != "accelerate")
+                  for s in self.consumers(path)]
+        found = [self.program(use) for use in found]
         for consumer in PRECEDENCE:
             for use in found:
                 if use.consumer == consumer:

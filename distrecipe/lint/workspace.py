@@ -95,6 +95,8 @@ class Workspace:
         self.verdicts: dict[str, Verdict] = {}
         """Each file's engine verdict, judged once for both engine rules."""
         self._verl: Any = None
+        self._worlds: dict[tuple[str, Kind], tuple[World, ...]] = {}
+        """Each file's worlds (`worlds`), by its real path and the kind it is read as."""
         self.roots: dict[str, Path] = {}
         """Each linted file → the directory it was found under (the working directory for a
         named file): where a tool that opens paths from its working directory runs."""
@@ -165,7 +167,15 @@ class Workspace:
 
     def worlds(self, path: Path, kind: Kind, doc: Document) -> tuple[World, ...]:
         """Every statement of the world `path` runs at, in precedence order (`lint.world`):
-        its own, the user's, its launch scripts', its Accelerate siblings'."""
+        its own, the user's, its launch scripts', the Accelerate configs' around it; read
+        once per file and kind, so every rule that judges the file in this run judges it at
+        one world, whichever file it was reached from."""
+        key = (os.path.realpath(path), kind)
+        if key not in self._worlds:
+            self._worlds[key] = self._read_worlds(path, kind, doc)
+        return self._worlds[key]
+
+    def _read_worlds(self, path: Path, kind: Kind, doc: Document) -> tuple[World, ...]:
         found: list[World] = []
         own = own_world(kind, doc)
         if own is not None:
@@ -185,6 +195,8 @@ class Workspace:
                     if world is not None:
                         line = f"{use.script.name}:{use.launch.start.where.line}"
                         found.append(World(world.ranks, f"{world.source} in {line}", "launch", world.where))
+            found += self._naming_worlds(path)
+            return tuple(found)
         if kind == "accelerate":
             for line, launch in self.references.accelerate_launches(path):
                 processes = launch.world()[0] if launch.option("num_processes") is not None else None
@@ -197,6 +209,34 @@ class Workspace:
                 found.append(World(n, f"num_processes in {sibling.path.name}", "sibling",
                                    sibling.doc.where(("num_processes",))))
         return tuple(found)
+
+    def _naming_worlds(self, path: Path) -> list[World]:
+        """The worlds of the Accelerate configs that name the ds_config at `path`
+        (`deepspeed_config_file`), beside it or elsewhere in the run: each config's
+        `num_processes`, else the `--num_processes` of the launch that runs it. An
+        Accelerate config that names another ds_config, or none (DDP, FSDP), runs another
+        job, and says nothing of this file's world."""
+        configs = [(s.path, s.doc) for s in self.references.consumers(path) if s.kind == "accelerate"]
+        for use in self.references.launch_uses(path):
+            if use.launch is None and use.consumer == "accelerate" and use.script is not None:
+                try:
+                    configs.append((use.script, self.document(use.script)))
+                except SourceError:
+                    continue
+        found: list[World] = []
+        for config, doc in configs:
+            data = doc.data if isinstance(doc.data, dict) else {}
+            if (n := integer(data.get("num_processes"))) and n > 0:
+                found.append(World(n, f"num_processes in {config.name}", "named",
+                                   doc.where(("num_processes",))))
+                continue
+            for line, launch in self.references.accelerate_launches(config):
+                processes = launch.world()[0] if launch.option("num_processes") is not None else None
+                if processes is not None:
+                    found.append(World(processes, f"--num_processes {processes} in {line} (running "
+                                                  f"{config.name})", "named", launch.start.where))
+                    break
+        return found
 
     def launch_world(self, launch: Launch, path: Path, root: Path | None, by: WorldFrom) -> World | None:
         """The launch's world, from its options or (accelerate) the config file it names."""

@@ -3,7 +3,10 @@
 A file may state its own world (a recipe's cluster, Accelerate's `num_processes`, verl's
 `trainer.*`, a launch script's launcher options); the user may state one (`--world`, or
 `[tool.distrecipe] world` as the project's default); and the repository may say it
-around the file (a launch script that names it, an Accelerate config beside it). Lint
+around the file (a launch script that names it, an Accelerate config that names it; for
+the other kinds, an Accelerate config beside it). A ds_config has no world but what names
+it: an Accelerate config beside it that names another ds_config, or none, runs another
+job. Each file's worlds are read once per run, so one file is judged at one world. Lint
 checks a file at the first of these, in that order, and keeps the others, so that two
 that disagree are a finding (DR301, DR302) rather than one silently losing.
 """
@@ -19,9 +22,10 @@ from distrecipe.errors import Position
 from distrecipe.keys import integer
 from distrecipe.source import Document
 
-WorldFrom = Literal["file", "option", "project", "launch", "sibling"]
+WorldFrom = Literal["file", "option", "project", "launch", "named", "sibling"]
 """Who states a world: the file itself, `--world`, `[tool.distrecipe] world`, a launch
-script that starts the file, or an Accelerate config beside it."""
+script that starts the file, an Accelerate config that names it (`deepspeed_config_file`),
+or an Accelerate config beside it."""
 
 
 @dataclass(frozen=True, slots=True)

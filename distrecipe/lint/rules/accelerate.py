@@ -6,7 +6,9 @@ installed Accelerate (`engines/tables`).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 from distrecipe.engines.accelerate import DS_FILE_CONFLICTS, FSDP1_ONLY, RESHARD_OF
 from distrecipe.engines.native import ds_reference
@@ -358,6 +360,55 @@ def no_num_processes(src: Source) -> Iterator[Problem]:
     yield Problem(at, f"no num_processes with distributed_type {kind}: accelerate launch refuses this file "
                   f"(\"You need to manually pass in `--num_processes`\") {how}",
                   key="num_processes" in src.data)
+
+
+def ds_config_outside_repository(src: Source) -> Iterator[Problem]:
+    """A ds_config named by an absolute path outside the repository.
+
+    Every node of the job opens the file the config names (`accelerate launch` exports
+    `deepspeed_config_file` to each worker, whose `DeepSpeedPlugin` reads it; a
+    TrainingArguments `deepspeed` is read on every rank), so a path into one machine's
+    home directory works where it was written and fails on each node without that file
+    ("Expected a string path to an existing deepspeed config"). A path inside the
+    repository (the checkout every node runs) or relative to where the job is launched
+    is not reported.
+
+    Fails: accelerate
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 8
+    deepspeed_config:
+      deepspeed_config_file: /home/ubuntu/configs/ds_z2.json
+    ```
+
+    Passes: accelerate
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 8
+    deepspeed_config:
+      deepspeed_config_file: ds.json
+    ```
+    ```json ds.json
+    {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1, "zero_optimization": {"stage": 2}}
+    ```
+
+    Fix: keep the ds_config in the repository and name it relative to where the job is
+    launched (or put it on storage every node mounts at that path).
+    """
+    ref = ds_reference(src.kind, src.data)
+    if ref is None or not os.path.isabs(ref) or src.within:
+        return
+    references = src.workspace.references
+    fences = [*references.launch_directories(src.path, src.workspace.roots.get(os.path.abspath(src.path))),
+              Path(os.path.abspath(src.path.parent))]
+    target = os.path.realpath(ref)
+    if any(target.startswith(os.path.realpath(fence) + os.sep) for fence in fences):
+        return
+    key = "deepspeed_config_file" if src.kind == "accelerate" else "deepspeed"
+    at = ("deepspeed_config", key) if src.kind == "accelerate" else (key,)
+    yield Problem(at, f"{key} {ref} is an absolute path outside the repository: every node of the job opens "
+                      "it, so the job fails unless that file exists at that path on each node; keep the "
+                      "ds_config in the repository and name it relative to where the job is launched")
 
 
 def _referenced(src: Source) -> list[Source]:

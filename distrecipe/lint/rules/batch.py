@@ -213,7 +213,9 @@ def world_unknown(src: Source) -> Iterator[Problem]:
 
     A ds_config does not say how many ranks it runs on; DeepSpeed takes it from the
     launcher. distrecipe takes it from `--world N`, from `world` in `[tool.distrecipe]`,
-    or from `num_processes` of an Accelerate config in the same directory.
+    from a launch script that passes the file, or from `num_processes` of an Accelerate
+    config that names it (`deepspeed_config_file`); an Accelerate config that names
+    another ds_config, or none, runs another job and says nothing of this one's world.
 
     Fails: deepspeed
     ```json
@@ -229,4 +231,5 @@ def world_unknown(src: Source) -> Iterator[Problem]:
     """
     if src.ranks is None:
         yield Problem((), "world size unknown, batch rules skipped: pass --world N or set "
-                          "[tool.distrecipe] world (or put the accelerate config beside it)")
+                          "[tool.distrecipe] world (or lint it with the launch script or Accelerate "
+                          "config that names it)")

@@ -14,7 +14,7 @@ from distrecipe.engines.hf import TRAINER_FILLS
 from distrecipe.engines.tables import removed_keys, section
 from distrecipe.keys import integer, joined
 from distrecipe.lint.rule import Problem
-from distrecipe.lint.workspace import Source
+from distrecipe.lint.workspace import Source, Use
 from distrecipe.source import KeyPath
 
 
@@ -36,6 +36,10 @@ def auto_in_raw_deepspeed(src: Source) -> Iterator[Problem]:
     (`deepspeed_config_file`) beside it, a launch script (`--deepspeed` for the
     Trainer, `--deepspeed_config` for raw DeepSpeed). When nothing says, an `"auto"`
     the Trainer or Accelerate fills is a template value (DR315); one nobody fills is an error.
+    An Accelerate config or launch names the launcher, not the program: unless a launch
+    script shows the program (Trainer flags: the HF Trainer), an `"auto"` only the Trainer
+    fills is DR319's warning, not an error here; `--ds-config-consumer accelerate` says
+    the program is a plain Accelerate loop.
 
     Fails: deepspeed --world 8
     ```json
@@ -64,8 +68,8 @@ def auto_in_raw_deepspeed(src: Source) -> Iterator[Problem]:
     top = section("deepspeed", ())
     for path in found:
         source = _filler(path, use.consumer if use else None)
-        if source is not None:
-            continue
+        if source is not None or _trainer_only(path, use):
+            continue  # filled; or filled under the Trainer only, which DR319 says
         unread = len(path) == 1 and top is not None and path[0] not in top.keys
         if unread and (use is None or use.consumer != "accelerate"):
             continue  # DeepSpeed ignores an unknown top-level key, "auto" or not: DR311 says so
@@ -107,10 +111,77 @@ def auto_filled(src: Source) -> Iterator[Problem]:
     found = list(autos(src.data))
     use = src.workspace.use(src.path) if found else None
     for path in found:
-        source = _filler(path, use.consumer if use else None)
+        if _trainer_only(path, use):
+            continue  # DR319
+        consumer = use.consumer if use is not None and use.decided else None
+        source = _filler(path, consumer)
         if source is not None:
             by = f" (used by {use.by})" if use else ""
             yield Problem(path, f'"auto" at {joined(path)} is filled by {source}{by}')
+
+
+def auto_filled_under_trainer_only(src: Source) -> Iterator[Problem]:
+    """`"auto"` that only the HF Trainer fills, in a ds_config an Accelerate config names.
+
+    An Accelerate config (`deepspeed_config_file`) or `accelerate launch
+    --deepspeed_config_file` says who launches the job, not which program it runs. Under
+    the HF Trainer, which writes `"auto"` in its templates, every `"auto"` it fills is
+    filled from TrainingArguments (the optimizer's `betas` and `eps`, the scheduler's
+    total steps, ...); under a plain Accelerate loop, Accelerate fills fewer
+    (`engines.accelerate.DEEPSPEED_FILLS`), and `accelerator.prepare` raises "not found
+    in kwargs" on the rest. Lint settles it where a launch script runs the Accelerate
+    config with a Trainer program (its flags, `--per_device_train_batch_size`, or a
+    TrainingArguments, Axolotl or LLaMA-Factory file: filled, DR315); where none is in
+    view, it says both. `--ds-config-consumer accelerate` (or `hf`) says which.
+
+    Fails: deepspeed
+    ```json ds.json
+    {"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": 1,
+     "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": "auto"}},
+     "zero_optimization": {"stage": 2}}
+    ```
+    ```yaml accelerate_config.yaml
+    distributed_type: DEEPSPEED
+    num_processes: 8
+    deepspeed_config:
+      deepspeed_config_file: ds.json
+    ```
+
+    Passes: deepspeed
+    ```json ds.json
+    {"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": 1,
+     "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": "auto"}},
+     "zero_optimization": {"stage": 2}}
+    ```
+    ```yaml accelerate_config.yaml
+    distributed_type: DEEPSPEED
+    num_processes: 8
+    deepspeed_config:
+      deepspeed_config_file: ds.json
+    ```
+    ```sh run.sh
+    accelerate launch --config_file accelerate_config.yaml train.py --per_device_train_batch_size 4
+    ```
+    (The Trainer fills `betas` from `adam_beta1` and `adam_beta2`.)
+
+    Fix: write the value (`"betas": [0.9, 0.999]`) if a plain loop may read the file;
+    else keep the launch script that runs the Trainer beside it, or declare the reader.
+    """
+    found = list(autos(src.data))
+    use = src.workspace.use(src.path) if found else None
+    for path in found:
+        if use is not None and _trainer_only(path, use):
+            yield Problem(path, f'"auto" at {joined(path)}: whether it is filled depends on the program '
+                                f"accelerate launch runs (used by {use.by}): under the HF Trainer it is "
+                                f"filled from {TRAINER_FILLS[path]}; under a plain Accelerate loop nothing "
+                                'fills it: Accelerate raises "not found in kwargs" at start-up')
+
+
+def _trainer_only(path: KeyPath, use: Use | None) -> bool:
+    """Whether the `"auto"` at `path` is filled only if the program `use` leaves open (an
+    Accelerate launch or config, `Use.decided` False) is the HF Trainer."""
+    return (use is not None and not use.decided and use.consumer == "accelerate"
+            and path in TRAINER_FILLS and path not in DEEPSPEED_FILLS)
 
 
 def _filler(path: KeyPath, consumer: str | None) -> str | None:
@@ -251,6 +322,55 @@ def zero_setting_refused_at_stage(src: Source) -> Iterator[Problem]:
     op = src.get("gradient_allreduce_op")
     if isinstance(op, str) and op.lower() == "sum" and stage == 3:
         yield Problem(("gradient_allreduce_op",), 'gradient_allreduce_op "sum" is refused with ZeRO stage 3')
+
+
+def offload_without_optimizer(src: Source) -> Iterator[Problem]:
+    """Optimizer offload with no `optimizer` section, in a ds_config raw DeepSpeed reads.
+
+    Without an `optimizer` section the script brings its own optimizer, and
+    `deepspeed.initialize` refuses any but DeepSpeed's CPU ones under ZeRO-Offload
+    (`offload_optimizer.device` cpu or nvme): "You are using ZeRO-Offload with a client
+    provided optimizer ... " (ZeRORuntimeException), on every rank, at start-up. Through
+    the HF Trainer or Accelerate it works: Accelerate maps the Trainer's torch optimizer to
+    `DeepSpeedCPUAdam`. So it is reported only where raw DeepSpeed reads the file
+    (`--deepspeed_config`, `--ds-config-consumer raw`); a warning, since a script that
+    builds `DeepSpeedCPUAdam` itself passes.
+
+    Fails: deepspeed
+    ```json ds.json
+    {"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 1,
+     "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}
+    ```
+    ```sh run.sh
+    deepspeed --num_gpus 8 train.py --deepspeed --deepspeed_config ds.json
+    ```
+
+    Passes: deepspeed
+    ```json ds.json
+    {"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 1,
+     "optimizer": {"type": "AdamW", "params": {"lr": 1e-5}},
+     "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}
+    ```
+    ```sh run.sh
+    deepspeed --num_gpus 8 train.py --deepspeed --deepspeed_config ds.json
+    ```
+
+    Fix: an `optimizer` section (DeepSpeed then builds its CPU optimizer), or
+    `"zero_force_ds_cpu_optimizer": false` to run the script's own (slowly).
+    """
+    if "optimizer" in src.data or src.get("zero_force_ds_cpu_optimizer") is False:
+        return
+    device = src.section("zero_optimization", "offload_optimizer").get("device")
+    if not isinstance(device, str) or device.lower() not in ("cpu", "nvme"):
+        return
+    use = src.workspace.use(src.path)
+    if use is None or use.consumer != "raw":
+        return
+    yield Problem(("zero_optimization", "offload_optimizer"),
+                  f"offload_optimizer (device {device}) with no optimizer section, read raw ({use.by}): "
+                  "deepspeed.initialize refuses the script's own torch optimizer under ZeRO-Offload "
+                  "(ZeRORuntimeException) unless it is DeepSpeedCPUAdam; add an optimizer section, or set "
+                  "zero_force_ds_cpu_optimizer: false", key=True)
 
 
 def fp16_and_bf16(src: Source) -> Iterator[Problem]:

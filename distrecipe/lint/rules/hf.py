@@ -7,7 +7,7 @@ from typing import Any
 
 from distrecipe.engines.axolotl import UNKNOWN
 from distrecipe.engines.axolotl import trainer_arguments as axolotl_arguments
-from distrecipe.engines.hf import REMOVED, defaults, field_release
+from distrecipe.engines.hf import REMOVED, SCRIPT_FIELDS, defaults, field_release
 from distrecipe.engines.native import ds_reference
 from distrecipe.engines.tables import label, training_arguments
 from distrecipe.keys import integer
@@ -69,8 +69,9 @@ def deepspeed_mismatch(src: Source) -> Iterator[Problem]:
     ]
     micro, accumulation = (integer(args[key]) for key in ("per_device_train_batch_size",
                                                           "gradient_accumulation_steps"))
-    if src.ranks is not None and micro is not None and accumulation is not None:
-        total = src.ranks * micro * accumulation
+    ranks = ds.ranks  # the ds_config's one world in this run (`Workspace.worlds`), whoever names it
+    if ranks is not None and micro is not None and accumulation is not None:
+        total = ranks * micro * accumulation
         pairs.append((("train_batch_size",), "per_device_train_batch_size", total))
     for ds_path, key, expected in pairs:
         written = ds.get(*ds_path, default="auto")
@@ -80,11 +81,55 @@ def deepspeed_mismatch(src: Source) -> Iterator[Problem]:
         if written == "auto" or written == expected or any(v is None or v is UNKNOWN for v in values):
             continue
         at = view[key][1]
-        origin = "" if ds_path != ("train_batch_size",) else f" (world {src.ranks} × micro × accumulation)"
+        origin = "" if ds_path != ("train_batch_size",) else f" (world {ranks} × micro × accumulation)"
         via = ("TrainingArguments" if src.kind != "axolotl" or at == ("deepspeed",)
                else f"{at[0]} (Axolotl's TrainingArguments {key})")
         yield Problem(at, f"{'.'.join(ds_path)} is {written!r} in {ds.path.name} but {expected!r} from "
                           f"{via}{origin}: the Trainer refuses the mismatch when training starts")
+
+
+def scheduler_overridden(src: Source) -> Iterator[Problem]:
+    """`lr_scheduler_type` beside a ds_config with its own `scheduler`: DeepSpeed's wins, silently.
+
+    The HF Trainer builds its own learning-rate schedule only when the ds_config has no
+    `scheduler` section; with one, it hands DeepSpeed a `DummyScheduler` and DeepSpeed
+    builds the section's (`deepspeed_optim_sched`), so `lr_scheduler_type: cosine` never
+    takes effect: transformers' ZeRO templates carry `WarmupLR`, which holds the learning
+    rate constant after the warm-up. Reported at the ds_config's `scheduler` key.
+
+    Fails: hf
+    ```json
+    {"output_dir": "out", "lr_scheduler_type": "cosine", "deepspeed": "ds_config.json"}
+    ```
+    ```json ds_config.json
+    {"train_micro_batch_size_per_gpu": "auto", "zero_optimization": {"stage": 2},
+     "scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": "auto"}}}
+    ```
+
+    Passes: hf
+    ```json
+    {"output_dir": "out", "lr_scheduler_type": "cosine", "deepspeed": "ds_config.json"}
+    ```
+    ```json ds_config.json
+    {"train_micro_batch_size_per_gpu": "auto", "zero_optimization": {"stage": 2}}
+    ```
+
+    Fix: delete the ds_config's `scheduler` section (the Trainer's schedule then runs), or
+    `lr_scheduler_type`, whichever is not meant.
+    """
+    ref = ds_reference(src.kind, src.data)
+    written = src.get("lr_scheduler_type")
+    if ref is None or not isinstance(written, str) or "lr_scheduler_type" not in src.data:
+        return
+    ds = src.workspace.companion(src.path, ref, beside=src.kind == "hf")
+    if ds is None or not isinstance(ds.data.get("scheduler"), dict):
+        return
+    kind = ds.section("scheduler").get("type", "of no type")
+    said = src.doc.where(("lr_scheduler_type",), key=True)
+    yield Problem((), f"scheduler {kind} in {ds.path.name} wins over lr_scheduler_type {written} "
+                      f"({src.path.name}:{said.line}): the HF Trainer hands DeepSpeed the ds_config's "
+                      f"scheduler whenever it has one, and never builds the {written} schedule; delete the "
+                      "scheduler section, or lr_scheduler_type", where=ds.doc.where(("scheduler",), key=True))
 
 
 def trainer_view(src: Source) -> dict[str, tuple[Any, KeyPath]]:
@@ -141,21 +186,67 @@ def removed_field(src: Source) -> Iterator[Problem]:
     The Trainer never reads it, so what it asked for does not happen (a renamed field's
     replacement keeps its default), and `HfArgumentParser` refuses a file with a key no
     dataclass of the script takes ("Some keys are not used by the HfArgumentParser").
-    A warning, not an error: a script's own dataclass may still take the name. Which
-    release has the field is read from the tables of every release here.
+    A warning, not an error, where lint cannot tell how the file is read: a script's own
+    dataclass may still take the name (where it can tell, DR366). Which release has the
+    field is read from the tables of every release here.
 
     Fails: hf
     ```json
-    {"output_dir": "out", "per_gpu_train_batch_size": 4}
+    {"output_dir": "out", "per_gpu_train_batch_size": 4, "dataset_mixer": {"ultrachat": 1.0}}
     ```
 
     Passes: hf
     ```json
-    {"output_dir": "out", "per_device_train_batch_size": 4}
+    {"output_dir": "out", "per_device_train_batch_size": 4, "dataset_mixer": {"ultrachat": 1.0}}
     ```
 
     Fix: the replacing field the message names, or delete the key.
     """
+    if _parser_reads(src) is not None:
+        return  # DR366
+    for key, said in _removed(src):
+        yield Problem((key,), f"{key} is no TrainingArguments field in {label('hf')} ({said}): "
+                              "the Trainer never reads it", key=True)
+
+
+def removed_field_refused(src: Source) -> Iterator[Problem]:
+    """A removed TrainingArguments field in a file `HfArgumentParser` reads: the job does not start.
+
+    Trainer scripts read a JSON or YAML file with `HfArgumentParser.parse_json_file` or
+    `parse_yaml_file`, which refuse a key no dataclass of the script takes ("Some keys
+    are not used by the HfArgumentParser"), on every rank, before training. Lint knows
+    the file is read so when a launch script passes it as the program's sole argument
+    (the examples' `if len(sys.argv) == 2 and sys.argv[1].endswith(".json")`), or when
+    it holds no key but TrainingArguments' and those of the dataclasses scripts parse
+    beside them (transformers' examples' `ModelArguments` and `DataTrainingArguments`,
+    TRL's `ScriptArguments` and `ModelConfig`), none of which takes the removed name.
+    Elsewhere it is DR362's warning.
+
+    Fails: hf
+    ```json
+    {"model_name_or_path": "gpt2", "dataset_name": "wikitext", "output_dir": "out",
+     "evaluation_strategy": "steps"}
+    ```
+
+    Passes: hf
+    ```json
+    {"model_name_or_path": "gpt2", "dataset_name": "wikitext", "output_dir": "out", "eval_strategy": "steps"}
+    ```
+
+    Fix: the replacing field the message names, or delete the key.
+    """
+    how = _parser_reads(src)
+    if how is None:
+        return
+    for key, said in _removed(src):
+        yield Problem((key,), f"{key} is no TrainingArguments field in {label('hf')} ({said}), and "
+                              f"HfArgumentParser reads this file ({how}): it refuses the key (\"Some keys "
+                              "are not used by the HfArgumentParser\") and the job does not start", key=True)
+
+
+def _removed(src: Source) -> Iterator[tuple[str, str]]:
+    """Each key of the file that is a TrainingArguments field of another release only, and
+    what the releases say of it."""
     fields = training_arguments()
     for key in src.data:
         if not isinstance(key, str) or key in fields:
@@ -165,6 +256,20 @@ def removed_field(src: Source) -> Iterator[Problem]:
             continue
         instead = REMOVED.get(key)
         use = (f"use {instead}" if instead else "nothing replaces it") if key in REMOVED else ""
-        said = "; ".join(part for part in (when or "removed", use) if part)
-        yield Problem((key,), f"{key} is no TrainingArguments field in {label('hf')} ({said}): "
-                              "the Trainer never reads it", key=True)
+        yield key, "; ".join(part for part in (when or "removed", use) if part)
+
+
+def _parser_reads(src: Source) -> str | None:
+    """How lint knows `HfArgumentParser` reads this file with no dataclass taking a removed
+    field, or None: a launch passes it alone, or it holds only known dataclasses' keys."""
+    if src.path.suffix.lower() not in (".json", ".yaml", ".yml") or src.within:
+        return None
+    alone = src.workspace.references.passed_alone(src.path)
+    if alone is not None:
+        return f"the program's sole argument in {alone}"
+    fields = training_arguments()
+    others = [key for key in src.data if key not in fields and key not in SCRIPT_FIELDS
+              and not (key in REMOVED or field_release(key) is not None)]
+    if not others:
+        return "it holds only TrainingArguments and the example scripts' dataclass keys"
+    return None

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from distrecipe.engines.argv import Launch, launch_of
-from distrecipe.engines.k8s import API_VERSIONS, breaches, kind_of, rayjob_gpus
+from distrecipe.engines.k8s import API_VERSIONS, breaches, gpus, kind_of, rayjob_gpus
 from distrecipe.engines.platforms import World, job_commands, job_world, named_recipe, verl_overrides
 from distrecipe.engines.shell import Word
 from distrecipe.keys import get, integer
 from distrecipe.lint.rule import Problem
 from distrecipe.lint.workspace import Source
-from distrecipe.source import SourceError
+from distrecipe.source import KeyPath, SourceError
 
 
 def _breaches(src: Source, code: str) -> Iterator[Problem]:
@@ -190,6 +190,117 @@ def pytorchjob_replicas(src: Source) -> Iterator[Problem]:
     Fix: one `Master`, the other nodes as `Worker` replicas, each with a `pytorch` container.
     """
     yield from _breaches(src, "DR393")
+
+
+def pytorchjob_without_gpus(src: Source) -> Iterator[Problem]:
+    """A PyTorchJob replica whose pod asks for no GPU, while its ranks need them.
+
+    Kubernetes gives a container GPUs only for what its `resources` request
+    (`nvidia.com/gpu`, requests or limits); the API server, the training-operator and the
+    pod schema all take a pod that asks for none, and the scheduler may place it on any
+    node. When torchrun starts N ranks per node (`--nproc_per_node`, or the job's
+    `nprocPerNode`) and the job is a GPU job (another replica asks for GPUs, the request
+    is written as 0 or left empty, or the command runs DeepSpeed), each such pod gets no
+    GPU, and every rank fails at its first CUDA call.
+
+    Fails: pytorchjob
+    ```yaml
+    apiVersion: kubeflow.org/v1
+    kind: PyTorchJob
+    metadata: {name: sft}
+    spec:
+      nprocPerNode: "8"
+      pytorchReplicaSpecs:
+        Master:
+          replicas: 1
+          template: {spec: {containers: [{name: pytorch, image: ghcr.io/org/train:1,
+                                          resources: {limits: {memory: 512Gi}}}]}}
+        Worker:
+          replicas: 1
+          template: {spec: {containers: [{name: pytorch, image: ghcr.io/org/train:1,
+                                          resources: {limits: {nvidia.com/gpu: 8}}}]}}
+    ```
+
+    Passes: pytorchjob
+    ```yaml
+    apiVersion: kubeflow.org/v1
+    kind: PyTorchJob
+    metadata: {name: sft}
+    spec:
+      nprocPerNode: "8"
+      pytorchReplicaSpecs:
+        Master:
+          replicas: 1
+          template: {spec: {containers: [{name: pytorch, image: ghcr.io/org/train:1,
+                                          resources: {limits: {nvidia.com/gpu: 8}}}]}}
+        Worker:
+          replicas: 1
+          template: {spec: {containers: [{name: pytorch, image: ghcr.io/org/train:1,
+                                          resources: {limits: {nvidia.com/gpu: 8}}}]}}
+    ```
+
+    Fix: request `nvidia.com/gpu` (in `limits`) equal to the ranks each node starts.
+    """
+    ranks, how = _ranks_per_node(src)
+    if ranks is None or ranks < 1:
+        return
+    replicas = src.section("spec", "pytorchReplicaSpecs")
+    containers: list[tuple[str, KeyPath, Any]] = []
+    for role, replica in replicas.items():
+        listed = get(replica, "template", "spec", "containers")
+        for index, container in enumerate(listed if isinstance(listed, list) else []):
+            if isinstance(container, dict) and container.get("name") == "pytorch":
+                path: KeyPath = ("spec", "pytorchReplicaSpecs", role, "template", "spec", "containers", index)
+                containers.append((str(role), path, container.get("resources")))
+    asked = {role: gpus(resources) for role, _, resources in containers}
+    deepspeed = any(launch.launcher == "deepspeed" or {"deepspeed", "deepspeed_config"} & set(launch.flags)
+                    for words in job_commands("pytorchjob", src.doc) if (launch := launch_of(words)))
+    for role, path, resources in containers:
+        if asked[role]:
+            continue
+        written = _gpu_key(resources)
+        if written is None and not deepspeed and not any(asked.values()):
+            continue  # a CPU job (gloo) asks for none
+        if written is not None:
+            part, key = written
+            at: KeyPath = (*path, "resources", part, key)
+            said = f"resources.{part}.{key} is {_shown(get(resources, part, key))}"
+        else:
+            at = (*path, "resources") if isinstance(resources, dict) else path
+            said = "none in resources"
+        yield Problem(at, f"the {role}'s pytorch container requests no nvidia.com/gpu ({said}), yet torchrun "
+                          f"starts {ranks} rank(s) on its node ({how}): Kubernetes gives the pod no GPU, so "
+                          f"every rank fails at its first CUDA call; request nvidia.com/gpu: {ranks}",
+                      key=True)
+
+
+def _ranks_per_node(src: Source) -> tuple[int | None, str]:
+    """The ranks torchrun starts on each node of a PyTorchJob: its command's
+    `--nproc_per_node` (DeepSpeed's `--num_gpus`), else the job's `nprocPerNode`."""
+    for words in job_commands("pytorchjob", src.doc):
+        launch = launch_of(words)
+        word = launch.option("nproc_per_node", "num_gpus") if launch is not None else None
+        if word is not None and word.value is not None and word.value.isdigit():
+            name = "nproc_per_node" if launch is not None and launch.launcher != "deepspeed" else "num_gpus"
+            return int(word.value), f"--{name} {word.value}"
+    written = src.get("spec", "nprocPerNode")
+    if isinstance(written, str) and written.isdigit():
+        return int(written), f"nprocPerNode {written}"
+    return None, ""
+
+
+def _gpu_key(resources: Any) -> tuple[str, str] | None:
+    """Where a container's resources name a GPU (`limits`, `nvidia.com/gpu`), if they do."""
+    for part in ("limits", "requests"):
+        section_ = resources.get(part) if isinstance(resources, dict) else None
+        for name in section_ if isinstance(section_, dict) else ():
+            if "gpu" in str(name).lower():
+                return part, str(name)
+    return None
+
+
+def _shown(value: Any) -> str:
+    return "empty" if value is None or value == "" else str(value)
 
 
 def rayjob_worker_replicas(src: Source) -> Iterator[Problem]:

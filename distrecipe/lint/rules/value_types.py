@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from distrecipe.engines.deepspeed import BATCH_KEYS
 from distrecipe.engines.tables import label, section
 from distrecipe.lint.rule import Problem
 from distrecipe.lint.workspace import Source
@@ -115,9 +116,21 @@ def deepspeed_wrong_type(src: Source) -> Iterator[Problem]:
     `"true"` for a boolean), so only what it cannot is reported; `"auto"` is left to
     DR310/DR315. The accepted types are read from the installed DeepSpeed.
 
+    The three batch numbers at the top level are no pydantic fields: every reader does
+    arithmetic with them as written, so a number written as a string
+    (`"gradient_accumulation_steps": "8"`) is refused by each: raw DeepSpeed's batch
+    arithmetic fails with a TypeError, Accelerate's `accelerator.prepare` multiplies it
+    into the train batch and fails with a TypeError, and the HF Trainer compares it with
+    TrainingArguments without coercion and refuses the "mismatch" of `8` and `"8"`.
+
     Fails: deepspeed --world 8
     ```json
     {"train_batch_size": 32, "fp16": {"enabled": true, "min_loss_scale": 0.0001}}
+    ```
+
+    Fails: deepspeed --world 8
+    ```json
+    {"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": "8"}
     ```
 
     Passes: deepspeed --world 8
@@ -131,3 +144,19 @@ def deepspeed_wrong_type(src: Source) -> Iterator[Problem]:
         where = ".".join(map(str, path))
         yield Problem(path, f"{label('deepspeed')} refuses {json.dumps(value)} for {where} at start-up: "
                             f"it accepts {accepted}")
+    strings = [key for key in BATCH_KEYS.values() if isinstance(value := src.data.get(key), str)
+               and value.lower() != "auto" and _float_text(value)]
+    use = src.workspace.use(src.path) if strings and not src.within else None
+    for key in strings:
+        written = json.dumps(src.data[key])
+        if use is not None and use.consumer == "accelerate":
+            how = (f"Accelerate (used by {use.by}) multiplies it in accelerator.prepare (train_batch_size = "
+                   f"micro × {written} × processes) and fails with a TypeError at start-up" + (
+                       "" if use.decided else " (under the HF Trainer, the Trainer refuses it first, as a "
+                       "mismatch with TrainingArguments)"))
+        elif use is not None and use.consumer == "hf":
+            how = (f"the HF Trainer (used by {use.by}) compares it with TrainingArguments without coercion "
+                   f"and refuses it at start-up (\"ds {key}={src.data[key]} vs hf {key}=...\")")
+        else:
+            how = "DeepSpeed's batch arithmetic fails with a TypeError at start-up, as every reader's does"
+        yield Problem((key,), f"{key} is the string {written}, not a number: {how}; write {src.data[key]}")

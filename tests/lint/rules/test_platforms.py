@@ -111,3 +111,73 @@ def test_job_files_are_not_imported_and_diff_key_by_key(cli: Callable[..., Resul
     compared = cli("diff", tmp_path / "a.yaml", tmp_path / "b.yaml")
     assert compared.code == 0 and "spec.trainer.numNodes: 2 → 4" in compared.out
     assert "a platform's job file trains no model of its own" in compared.out
+
+
+PYTORCHJOB_GPUS = """\
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata:
+  name: llama-sft
+  namespace: kubeflow
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      restartPolicy: OnFailure
+      template:
+        spec:
+          containers:
+          - name: pytorch
+            image: ghcr.io/org/llm-train:1.4
+            command: [torchrun, --nnodes, "2", --nproc_per_node, "8", train.py, --deepspeed, ds.json]
+            resources:
+              limits:{gpus}
+                memory: 512Gi
+    Worker:
+      replicas: 1
+      restartPolicy: OnFailure
+      template:
+        spec:
+          containers:
+          - name: pytorch
+            image: ghcr.io/org/llm-train:1.4
+            command: [torchrun, --nnodes, "2", --nproc_per_node, "8", train.py, --deepspeed, ds.json]
+            resources:
+              limits:
+                nvidia.com/gpu: 8
+                memory: 512Gi
+"""
+"""A two-node PyTorchJob of the training-operator's layout, the Master's GPU request left out
+(or set to 0) by the edit that raised its memory."""
+
+
+def test_a_pytorchjob_pod_without_gpus_for_the_ranks_torchrun_starts(tmp_path: Path) -> None:
+    (tmp_path / "ds.json").write_text('{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1}\n')
+    job = tmp_path / "job.yaml"
+    job.write_text(PYTORCHJOB_GPUS.format(gpus=""), encoding="utf-8")
+    assert findings(job) == [
+        "17:13 DR398 the Master's pytorch container requests no nvidia.com/gpu (none in resources), yet torchrun "
+        "starts 8 rank(s) on its node (--nproc_per_node 8): Kubernetes gives the pod no GPU, so every rank fails at "
+        "its first CUDA call; request nvidia.com/gpu: 8"]
+    job.write_text(PYTORCHJOB_GPUS.format(gpus="\n                nvidia.com/gpu: 8"), encoding="utf-8")
+    assert findings(job) == []
+    job.write_text(PYTORCHJOB_GPUS.format(gpus="\n                nvidia.com/gpu: 0"), encoding="utf-8")
+    assert [f.split(" (")[0] for f in findings(job)] == [
+        "19:17 DR398 the Master's pytorch container requests no nvidia.com/gpu"]
+
+
+@pytest.mark.slow  # the Kubernetes judges
+def test_the_api_server_and_the_operator_take_the_pytorchjob_without_gpus() -> None:
+    """What lint reports is no refusal of `kubectl apply`: the CRD, the webhook and the pod
+    schema all take the job, and the pod the operator makes asks for no GPU."""
+    import yaml
+
+    pytest.importorskip("kubernetes_validate", reason="the test extra's kubernetes-validate")
+    pytest.importorskip("cel_expr_python", reason="the test extra's cel-expr-python (Python >= 3.11)")
+    from tests.k8s import judge
+
+    job = yaml.safe_load(PYTORCHJOB_GPUS.format(gpus=""))
+    assert judge.judge(job) == []
+    defaulted = judge.apply_defaults(judge.openapi("pytorchjob"), job)
+    [master] = judge.pod_templates(defaulted)["pytorchReplicaSpecs.Master.template"]["spec"]["containers"]
+    assert "nvidia.com/gpu" not in master["resources"]["limits"]

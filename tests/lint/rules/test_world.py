@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 
@@ -59,3 +60,51 @@ def test_a_launch_script_against_the_accelerate_config_naming_the_ds_config() ->
     check({"ds.json": DS, "acc.yaml": sibling, "run.sh": script}, "DR302", problem=(1, 1))
     check({"ds.json": DS, "acc.yaml": sibling, "run.sh": script.replace("4", "8")}, "DR302")
     check({"ds.json": DS, "acc.yaml": ACCELERATE, "run.sh": script}, "DR302")  # names no ds_config
+
+
+ZERO2 = ("compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\ndeepspeed_config:\n"
+         "  deepspeed_config_file: ds_config.json\n  zero3_init_flag: false\nnum_machines: 2\nnum_processes: 16\n")
+DDP = "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU\nmixed_precision: bf16\nnum_machines: 1\n" \
+      "num_processes: 8\n"
+DS16 = ('{"train_batch_size": 64, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 1,\n'
+        ' "zero_optimization": {"stage": 2}}\n')
+
+
+def worlds(files: dict[str, str], *, named: str | None = None) -> list[tuple[str, str, str]]:
+    """Lint a directory of `files` (or only `named` in it): (file, code, the message's world)
+    of the batch findings and DR300."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, text in files.items():
+            (Path(tmp) / name).write_text(text, encoding="utf-8")
+        report = lint([Path(tmp) / named if named else Path(tmp)], config=LintConfig())
+        return sorted((Path(f.where.file).name, f.code, f.message) for f in report.findings
+                      if f.where and f.code in ("DR101", "DR300", "DR360"))
+
+
+def test_an_unrelated_accelerate_config_beside_a_ds_config_gives_it_no_world() -> None:
+    """A DDP Accelerate config names no ds_config: it runs another job, and its
+    num_processes is no world for the ds_config beside it (it was: DR101 at world 8)."""
+    assert [(name, code) for name, code, _ in worlds({"ds_config.json": DS16, "ddp.yaml": DDP},
+                                                     named="ds_config.json")] == [("ds_config.json", "DR300")]
+
+
+def test_a_ds_config_is_judged_at_the_world_of_the_file_naming_it_once_per_run() -> None:
+    """The Accelerate config naming the ds_config runs it on 16 ranks, where DeepSpeed
+    accepts its batch numbers; the DDP config beside it (8) and the TrainingArguments file
+    naming the same ds_config judge it at no other world (DR360 used the TrainingArguments
+    file's world, from the DDP config: 8, while the ds_config itself was judged at 16)."""
+    from distrecipe.judges import deepspeed as judge
+
+    files = {"ds_config.json": DS16, "accelerate_ddp.yaml": DDP, "zero2.yaml": ZERO2,
+             "training_args.json": '{"output_dir": "out", "per_device_train_batch_size": 4,\n'
+                                   ' "gradient_accumulation_steps": 1, "deepspeed": "ds_config.json"}\n'}
+    assert judge.accepts(json.loads(DS16), 16) and not judge.accepts(json.loads(DS16), 8)
+    assert worlds(files) == []
+    assert worlds(files) == worlds(files)  # deterministic: every run the same
+    bad = {name: text.replace('"gradient_accumulation_steps": 1', '"gradient_accumulation_steps": 2')
+           for name, text in files.items()}
+    assert not judge.accepts(json.loads(bad["ds_config.json"]), 16)
+    found = worlds(bad)
+    assert [(name, code) for name, code, _ in found] == [("ds_config.json", "DR101"),
+                                                         ("training_args.json", "DR360")]
+    assert "world 16 from num_processes in zero2.yaml" in found[0][2] and "world 16 × micro" in found[1][2]

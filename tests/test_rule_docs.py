@@ -25,10 +25,10 @@ from pathlib import Path
 import pytest
 
 from distrecipe.engines import KINDS
-from distrecipe.engines.native import detect, read_file
 from distrecipe.lint.config import LintConfig
 from distrecipe.lint.engine import lint
 from distrecipe.lint.rules import RULES
+from distrecipe.lint.workspace import Workspace
 
 HEADER = re.compile(r"(?P<verdict>Fails|Passes): (?P<kind>\w+)(?: --world (?P<world>\d+))?")
 FENCE = re.compile(r"```(?P<language>json|yaml|text|sh)(?: (?P<name>[\w.-]+))?")
@@ -102,7 +102,8 @@ def test_example_does_what_it_says(example: Example, tmp_path: Path) -> None:
     for name, text in example.files:
         (tmp_path / name).write_text(text, encoding="utf-8")
     linted = tmp_path / example.files[0][0]
-    assert detect(read_file(linted, keep_last=True)) == example.kind  # as lint reads it
+    source = Workspace(None, config=LintConfig()).source(linted)  # as lint reads it
+    assert source is not None and source.kind == example.kind
     report = lint([linted], config=LintConfig(), world=example.world,
                   engines=example.code in ENGINE_RULES)
     assert not report.unusable, report.unusable

@@ -189,10 +189,14 @@ def _trainjob(spec: dict[str, Any]) -> Iterator[Breach]:
                      "integer: write the processes per node (the GPUs of each node)")
     elif written is None and "resourcesPerNode" in trainer:
         processes, why = trainer_processes(trainer)
-        if processes is not None:
+        resources = trainer.get("resourcesPerNode")
+        cpu = get(resources, "requests", "cpu") is not None or get(resources, "limits", "cpu") is not None
+        # A CPU count the file states is the process count it asks for (a CPU job, as Trainer's
+        # examples run); the breach is a GPU node whose override names neither GPU nor CPU.
+        if processes is not None and not cpu:
             yield Breach("DR392", ("spec", "trainer", "resourcesPerNode"),
-                         f"without numProcPerNode, each node runs {processes} process(es) ({why}); "
-                         "state numProcPerNode")
+                         f"without numProcPerNode, each node runs {processes} process(es) ({why}), "
+                         "whatever GPUs the runtime's nodes have; state numProcPerNode")
 
 
 def _rayjob(spec: dict[str, Any]) -> Iterator[Breach]:

@@ -137,11 +137,13 @@ class Workspace:
         return found
 
     def _launch_script(self, path: Path) -> Kind | None:
-        """`hf` for a launch script whose commands pass nothing lint reads as a config (no
-        TrainingArguments flag, no verl override: `torchrun prog.py --config x.yaml`): it is
-        still a launch script, judged by the rules that read one (DR363 to DR365), and clean
-        when they find nothing, never refused as no config."""
-        return "hf" if is_script(path) and self.files.launches(path) else None
+        """`hf` for a shell script whose commands pass nothing lint reads as a config (no
+        TrainingArguments flag, no verl override: `torchrun prog.py --config x.yaml`), or
+        run no launcher lint knows (a command built in a string and run by `bash -c`, a
+        fork's own trainer module): it is still a script, judged by the rules that read
+        one (DR363 to DR365, DR368 says when none applied), never refused as no config: a
+        repository's CI lints every script it holds."""
+        return "hf" if is_script(path) else None
 
     def companion(self, referrer: Path, ref: str, *, beside: bool = True) -> Source | None:
         """The ds_config `referrer` names as `ref`, or None when it cannot be found or read;

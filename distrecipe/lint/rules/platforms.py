@@ -114,7 +114,9 @@ def processes_per_node(src: Source) -> Iterator[Problem]:
     Without `numProcPerNode`, Trainer's torch plugin gives torchrun `auto` (one process
     per GPU it sees) only when `resourcesPerNode` names a GPU; otherwise the CPU request
     (else limit), at least 1 (`torch.go:117-176`, `getNumCPUPerNode` at :228). So a
-    TrainJob that overrides only memory runs one process per node, whatever its GPUs.
+    TrainJob that overrides only memory runs one process per node, whatever its GPUs. A
+    CPU count the file states is taken as the processes it asks for (a CPU job, as
+    Trainer's own examples run one), and not reported.
     A string (`auto`, `gpu`) was allowed up to Trainer v2.1 and is refused since v2.2,
     where `numProcPerNode` became an integer.
 

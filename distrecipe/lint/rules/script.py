@@ -64,3 +64,35 @@ def comment_ends_command(src: Source) -> Iterator[Problem]:
                "to the end of the line)")
         yield Problem((), f"{why}: {shown} never reach {program}; bash runs them as a command of their own",
                       where=where)
+
+
+def nothing_judged(src: Source) -> Iterator[Problem]:
+    """A shell script with no launch command lint reads: nothing in it was judged.
+
+    lint reads `torchrun`, `deepspeed`, `accelerate launch`, `python -m torch.distributed.run`
+    and verl's trainer modules, as bash would run them (through `srun`, `env`, `exec`). A
+    command built in a string and run by `bash -c "$CMD"`, or a fork's own trainer module,
+    is none of these: the script is not refused (a repository's CI lints all its scripts),
+    and this note says that its launch was not checked.
+
+    Fails: hf
+    ```sh
+    CMD="accelerate launch --config_file zero3.yaml train.py"
+    srun bash -c "$CMD"
+    ```
+
+    Passes: hf
+    ```sh
+    srun accelerate launch --config_file zero3.yaml train.py
+    ```
+
+    Fix: nothing, if the script launches no training; else run the launcher directly, so
+    its options and the program's flags can be read.
+    """
+    if not is_script(src.path) or src.within:
+        return
+    text = "\n".join(src.doc.lines)
+    if launches(text, src.doc.file) or verl_commands(text, src.doc.file):
+        return
+    yield Problem((), "no launch command lint reads (torchrun, deepspeed, accelerate launch, verl's "
+                      "trainer): nothing in this script was judged")

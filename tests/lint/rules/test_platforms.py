@@ -80,7 +80,17 @@ def test_a_memory_only_trainjob_runs_one_process_per_node(tmp_path: Path) -> Non
     job.write_text(TRAINJOB.replace("    numProcPerNode: 8\n", "    resourcesPerNode: {limits: {memory: 64Gi}}\n"),
                    encoding="utf-8")
     assert findings(job) == ["8:23 DR392 without numProcPerNode, each node runs 1 process(es) (no numProcPerNode "
-                             "and no GPU or CPU in resourcesPerNode); state numProcPerNode"]
+                             "and no GPU or CPU in resourcesPerNode), whatever GPUs the runtime's nodes have; "
+                             "state numProcPerNode"]
+
+
+def test_a_cpu_trainjob_that_states_its_cpus_runs_that_many_processes_unreported(tmp_path: Path) -> None:
+    """Kubeflow Trainer's own examples (tests/corpus/unseen: 02-runtime-patches) run CPU jobs
+    this way: the torch plugin starts one process per requested CPU, as the file asks."""
+    job = tmp_path / "job.yaml"
+    job.write_text(TRAINJOB.replace("    numProcPerNode: 8\n", "    resourcesPerNode: {requests: {cpu: '2'}}\n"),
+                   encoding="utf-8")
+    assert findings(job) == []
 
 
 def test_a_rayjob_entrypoint_that_asks_verl_for_more_gpus_than_the_cluster_has(

@@ -351,7 +351,10 @@ def _number(word: Word | None) -> int | None:
     """A positive integer written as the word, else None (`$NGPU`, `auto`, `1:4`)."""
     if word is None or word.value is None or not word.value.isdigit():
         return None
-    return integer(int(word.value)) or None
+    try:
+        return integer(int(word.value)) or None
+    except ValueError:  # digits int() refuses: `²`, or more than Python reads (`sys.get_int_max_str_digits`)
+        return None
 
 
 def _included_gpus(word: Word | None) -> int | None:

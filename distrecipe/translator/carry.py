@@ -293,15 +293,43 @@ def findings(plan: Plan, columns: tuple[Engine, ...], target: str, *,
         if launched and key.startswith("launch."):
             continue
         cells = [FIELDS[key].cell(column) for column in columns]
-        if all(cell.how == "not carried" for cell in cells):
-            cell = cells[0]
-            assert cell.code is not None
+        removed = [_removed(plan, column, cell) for column, cell in zip(columns, cells, strict=True)]
+        if all(cell.how == "not carried" or gone for cell, gone in zip(cells, removed, strict=True)):
             shown = "(values not shown: they may hold secrets)" if key in PRIVATE else _text(value)
             written = spelled(key, value)
-            why = f"as {written}; here {cell.native}" if written else cell.native
-            lost.setdefault(cell.code, []).append(f"{key} {shown} ({why})")
+            cell = next((c for c in cells if c.how == "not carried"), None)
+            if cell is None:  # every file has the key, and the recipe's native section removes it
+                here, code = f"native.{columns[0]}.{removed[0]} is null: compile leaves it out", "DR222"
+            else:
+                assert cell.code is not None
+                here, code = cell.native, cell.code
+            why = f"as {written}; here {here}" if written else here
+            lost.setdefault(code, []).append(f"{key} {shown} ({why})")
     found = [finding(code, target, "; ".join(items)) for code, items in lost.items()]
     return found + native_findings(plan, columns, target)
+
+
+def _removed(plan: Plan, column: Engine, cell: Cell) -> str | None:
+    """The key of `native.<column>` whose null removes every key `cell` writes (an imported
+    ds_config the Trainer fed states no optimizer, so its recipe says `optimizer: null`),
+    or None: then the file carries what the cell says."""
+    native = getattr(plan.recipe.native, column)
+    if cell.how == "not carried" or not cell.keys or not isinstance(native, dict):
+        return None
+    nulls = set()
+    for key in cell.keys:
+        node: object = native
+        parts = key.split(".")
+        for depth, part in enumerate(parts, 1):
+            if not isinstance(node, dict) or part not in node:
+                return None
+            node = node[part]
+            if node is None:
+                nulls.add(".".join(parts[:depth]))
+                break
+        else:
+            return None
+    return min(nulls, key=len)
 
 
 FILES: dict[Engine, str] = {"deepspeed": "a ds_config", "accelerate": "an Accelerate YAML", "verl": "verl",

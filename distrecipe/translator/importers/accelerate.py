@@ -181,8 +181,25 @@ def _inline(data: dict[str, Any], inline: dict[str, Any], context: Context, worl
 
 
 def _precision(data: dict[str, Any], notes: list[str]) -> str:
-    """`mixed_precision`; fp8 runs its matmuls in fp8 and the rest in bf16, which the plan counts."""
-    written = str(data.get("mixed_precision", "no")).lower()
+    """`mixed_precision`; fp8 runs its matmuls in fp8 and the rest in bf16, which the plan counts.
+
+    A file without it (nor the old `fp16: true`, which Accelerate's loader reads as
+    `fp16`) leaves the precision to the program: `accelerate launch` exports its default,
+    `no`, which a plain `Accelerator()` runs as fp32 and the HF Trainer replaces with its
+    own `--bf16` / `--fp16`. That is the recipe's `precision: auto`, which compiles back to
+    no `mixed_precision` (DR235); fp32 would be a value the file never stated, and would
+    hand a Trainer script `--bf16 false`. A note says so."""
+    if data.get("mixed_precision") is None:
+        if data.get("fp16") is True:
+            notes.append("fp16: true (no mixed_precision): Accelerate's loader reads it as mixed_precision "
+                         "fp16, and so does the recipe (precision fp16)")
+            return "fp16"
+        notes.append("mixed_precision is not stated: accelerate launch then exports its default, no, which "
+                     "a plain Accelerator() script runs in fp32 and an HF Trainer script overrides with its "
+                     "--bf16 / --fp16; the recipe says precision auto (the program decides), which compiles "
+                     "back to no mixed_precision: --set precision=fp32 (or bf16) to decide it here")
+        return "auto"
+    written = str(data["mixed_precision"]).lower()
     if written == "fp8":
         notes.append("mixed_precision fp8: the recipe says bf16 (what fp8 training keeps outside its "
                      "matmuls); mixed_precision and fp8_config are carried in native.accelerate")

@@ -76,13 +76,26 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
 
 
 def _world(data: dict[str, Any], context: Context) -> World:
+    """`num_machines` × `num_processes` / `num_machines`; a file without `num_processes` is
+    told its ranks by `--world`, and still runs on the `num_machines` it states: a
+    `--nodes` left at its default of 1 does not replace them, a contradicting one is refused."""
     processes, machines = data.get("num_processes"), data.get("num_machines", 1)
     if isinstance(processes, int) and processes >= 1 and isinstance(machines, int) and machines >= 1:
         if processes % machines:
             raise NotImportable(f"num_processes {processes} does not split over num_machines {machines}",
                                 context.doc.where(("num_processes",)))
         return World(machines, processes // machines)
-    return context.need_world("this accelerate config")
+    world = context.need_world("this accelerate config")
+    stated = data.get("num_machines")
+    if not isinstance(stated, int) or isinstance(stated, bool) or stated < 1 or stated == world.nodes:
+        return world
+    if world.nodes != 1:
+        raise NotImportable(f"num_machines {stated} contradicts --nodes {world.nodes}",
+                            context.doc.where(("num_machines",)))
+    if world.size % stated:
+        raise NotImportable(f"--world {world.size} does not split over num_machines {stated}",
+                            context.doc.where(("num_machines",)))
+    return World(stated, world.size // stated)
 
 
 def _fsdp(data: dict[str, Any], world: World, recipe: dict[str, Any], context: Context) -> dict[str, Any]:

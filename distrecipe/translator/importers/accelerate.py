@@ -23,6 +23,7 @@ from distrecipe.engines.accelerate import (
     STATE_DICT_TYPE,
     fsdp1_strategy,
 )
+from distrecipe.engines.deepspeed import CONFIG_FILE as DS_CONFIG_FILE
 from distrecipe.keys import section
 from distrecipe.translator.importers import (
     Context,
@@ -162,6 +163,12 @@ def _deepspeed(data: dict[str, Any], context: Context, world: World) -> Imported
     data = ds.doc.data if isinstance(ds.doc.data, dict) else {}
     imported = ds_importer.to_recipe(data, ds)
     imported.companions["deepspeed"] = data
+    if ref != DS_CONFIG_FILE:
+        # The recipe holds the file's settings, not its name: compile writes its own file.
+        imported.notes.append(f"deepspeed_config.deepspeed_config_file {ref} is read into the recipe (its "
+                              "settings become the recipe's fields and native.deepspeed): compile writes "
+                              f"them as {DS_CONFIG_FILE} beside accelerate_config.yaml and names that file "
+                              "instead")
     return imported
 
 

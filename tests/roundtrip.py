@@ -1,11 +1,17 @@
 """A native config carried to another engine and back, counting what changed without a word.
 
 For a file of engine A: `import` it, `compile` the recipe for engine B, `import` B's file,
-`compile` that recipe for A again. Every key whose value differs between the original and
+`compile` that recipe for A again. B may be A: the file imported and compiled back. Every key whose value differs between the original and
 the final file of A (as `distrecipe diff` compares two files of one kind: a key one side
 leaves out is the engine's default) must be named by something printed along the way — a
-finding or a note of one of the four commands, naming the key or its last part. What no
-line names is a silent difference. A step that refuses (exit ≠ 0) is loud, and counted apart.
+finding or a note of one of the four commands, naming the key the user wrote (dotted, or its
+last part): a line that names only the recipe's field for it (`grad_clip` for
+`gradient_clipping`) leaves the user to translate, and does not count. What no line names is
+a silent difference. A step that refuses (exit ≠ 0) is loud, and counted apart.
+
+A corpus file that names a companion (an Accelerate YAML's `deepspeed_config_file`, a
+TrainingArguments file's `deepspeed`) travels with it: the companion, stored in the corpus
+under its own repository's path (`PROVENANCE.csv`), is put where the reference finds it.
 
 Only the command line is used, so the same harness measures an older checkout:
 
@@ -33,11 +39,12 @@ TARGETS = ("deepspeed", "accelerate", "verl", "hf")
 MAIN_FILE = {"deepspeed": "ds_config.json", "accelerate": "accelerate_config.yaml",
              "verl": "verl_overrides.txt", "hf": "training_args.json"}
 ENGINE_CHOICE = {"accelerate": (("distributed_type",), ("distributed_type", "fsdp_config", "deepspeed_config",
-                                                       "parallelism_config")),
+                                                       "parallelism_config", "mixed_precision")),
                  "hf": (("fsdp", "deepspeed"), ("fsdp", "deepspeed", "fsdp_config")),
                  "deepspeed": (("zero_optimization.stage",), ("zero_optimization",))}
 """The keys that choose a file's engine, and the sections that belong to that choice: a
-changed engine (named by its key, or as the recipe's strategy) changes them all."""
+changed engine (named by its key) changes them all. Accelerate's `mixed_precision` is one:
+beside a `deepspeed_config_file` the ds_config holds the precision, and Accelerate refuses it."""
 WORLD = "8"
 """Ranks for a file that does not say (a ds_config, TrainingArguments)."""
 
@@ -85,6 +92,7 @@ def trip(run: Run, path: Path, start: str, via: str, work: Path, world: list[str
     """One file of `start` through `via` and back; `work` is a scratch folder; `world` the
     `--world`/`--nodes` of a file that does not state its own (default `WORLD`)."""
     result = Trip(str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path), start, via)
+    path = with_companions(path, work)
     said: list[str] = []
     first = work / "r1.yaml"
     code, out, err = run(["import", str(path), *(world or ["--world", WORLD])])
@@ -93,6 +101,7 @@ def trip(run: Run, path: Path, start: str, via: str, work: Path, world: list[str
         result.outcome, result.why = "refused at import", _error(err)
         return result
     first.write_text(out, encoding="utf-8")
+    result.start = _kind_read(out) or start  # an Axolotl or LLaMA-Factory YAML goes back as hf
     world = _world(out)  # the same cluster all the way: a file that cannot say it is told it
     code, _, err = run(["compile", str(first), "--target", via, "-o", str(work / "b")])
     said.append(err)
@@ -119,14 +128,90 @@ def trip(run: Run, path: Path, start: str, via: str, work: Path, world: list[str
     text = "\n".join(said)
     keys = [str(change["key"]) for change in json.loads(out)["changes"]]
     choice, sections = ENGINE_CHOICE.get(start, ((), ()))
-    engine_named = any(key in keys for key in choice) and (
-        any(named(key, text, start) for key in choice if key in keys) or _word("strategy", text))
+    engine_named = any(named(key, text) for key in choice if key in keys)
     for key in keys:
         # A section that follows the file's engine choice is named with that choice.
         follows = engine_named and key.split(".")[0] in sections
-        (result.named if follows or named(key, text, start) else result.silent).append(key)
+        said_so = named_field(key, text, start) if result.start != start else named(key, text)
+        (result.named if follows or said_so else result.silent).append(key)
     result.outcome = "silent" if result.silent else "named" if result.named else "same"
     return result
+
+
+def _kind_read(recipe: str) -> str | None:
+    """The kind `import` read a file as, from the header it writes (`... (llamafactory).`)."""
+    match = re.match(r"# Imported by distrecipe from .* \((\w+)\)\.\n", recipe)
+    return match.group(1) if match else None
+
+
+def named_field(key: str, text: str, engine: str) -> bool:
+    """Whether `text` names a recipe field `diff` reports between files of two kinds (an
+    Axolotl or LLaMA-Factory YAML and the TrainingArguments it becomes): by a key the input's
+    engine writes it as (`learning_rate`), else, where that engine has none, by the field."""
+    from distrecipe.translator.carry import FIELDS, native_keys
+
+    if key.startswith("native."):  # native.ENGINE.key: the user's own key
+        return named(key.split(".", 2)[2], text)
+    spellings = [k for e, ks in native_keys(key) if e == engine for k in ks] if key in FIELDS else []
+    # A field the input's engine has no key for is not a value its author wrote (the
+    # recipe's default of a section that went, optimizer.state_dtype): the field is named.
+    return any(named(k, text) for k in spellings) if spellings else True
+
+
+REFERENCES = {"accelerate": ("deepspeed_config", "deepspeed_config_file"), "hf": ("deepspeed",)}
+"""Where a file of each kind names its companion (the ds_config)."""
+
+
+def provenance() -> dict[str, tuple[str, str]]:
+    """Each corpus file's name → (repository, path in it), from the folders' `PROVENANCE.csv`."""
+    import csv
+
+    out: dict[str, tuple[str, str]] = {}
+    for table in sorted(CORPUS.glob("*/PROVENANCE.csv")):
+        with table.open(encoding="utf-8", newline="") as rows:
+            for row in csv.DictReader(rows):
+                out[row["file"]] = (row["repo"], row["path"])
+    return out
+
+
+def with_companions(path: Path, work: Path) -> Path:
+    """`path`, or a copy of it in its repository's layout under `work` beside the companion
+    it names, when the corpus stores that companion (else `path`: import says it is missing).
+
+    The companion goes where each reader looks: beside the referring file (Accelerate) and
+    under the repository's root, marked by `.git` (the Trainer's tools, run from there)."""
+    import posixpath
+
+    import yaml
+
+    kind = kind_of(path)
+    if kind not in REFERENCES or not path.resolve().is_relative_to(CORPUS):
+        return path
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError):
+        return path
+    ref: object = data
+    for part in REFERENCES[kind]:
+        ref = ref.get(part) if isinstance(ref, dict) else None
+    stored = provenance()
+    if not isinstance(ref, str) or path.name not in stored or (path.parent / ref).is_file():
+        return path
+    repo, at = stored[path.name]
+    wanted = {posixpath.normpath(posixpath.join(posixpath.dirname(at), ref)), posixpath.normpath(ref)}
+    found = [name for name, (other, where) in stored.items() if other == repo and (
+        where in wanted or any(where.endswith("/" + w.lstrip("./")) for w in wanted))]
+    companion = next((p for name in found for p in CORPUS.glob(f"*/{name}")), None)
+    if companion is None:
+        return path
+    root = work / "repo"
+    (root / ".git").mkdir(parents=True, exist_ok=True)
+    copy = root / at
+    for place in (copy.parent / ref, root / ref, copy):
+        place.parent.mkdir(parents=True, exist_ok=True)
+        source = path if place == copy else companion
+        place.write_bytes(source.read_bytes())
+    return copy
 
 
 def _world(recipe: str) -> list[str]:
@@ -143,18 +228,15 @@ def _error(err: str) -> str:
     return lines[-1].split(": error: ", 1)[1] if lines else err.strip()[-200:]
 
 
-def named(key: str, text: str, kind: str) -> bool:
-    """Whether `text` names the native key of `kind`: dotted, by its last part (verl's and
-    Accelerate's keys are long), or as the recipe field the carry table says it is (a
-    finding speaks the recipe's vocabulary: `optimizer.lr` for `learning_rate`)."""
-    from distrecipe.translator.carry import FIELDS
-
+def named(key: str, text: str) -> bool:
+    """Whether `text` names the native key as the user wrote it: dotted, or by its last part
+    (verl's and Accelerate's keys are long). The recipe's field for it does not count: the
+    user wrote `gradient_clipping`, and a line saying only `grad_clip` names nothing they wrote."""
     leaf = re.split(r"[.\[]", key.lstrip("+"))[-1].rstrip("]")
-    if key in text or _word(leaf, text):
-        return True
-    fields = [f for f, row in FIELDS.items()
-              if key in row.cell(kind).native or re.search(rf"\b{re.escape(leaf)}\b", row.cell(kind).native)]  # type: ignore[arg-type]
-    return any(_word(f, text) for f in fields)
+    parts = key.lstrip("+").split(".")
+    # A block named whole names what is in it (verl's `...fsdp_config.mixed_precision`).
+    blocks = (".".join(parts[:n]) for n in range(2, len(parts)))
+    return key in text or _word(leaf, text) or any(_word(block, text) for block in blocks)
 
 
 def _word(word: str, text: str) -> bool:
@@ -184,12 +266,34 @@ def corpus_files() -> Iterator[tuple[Path, str]]:
             yield path, kind
 
 
+BACK = {"deepspeed": "deepspeed", "accelerate": "accelerate", "verl": "verl", "hf": "hf", "axolotl": "hf",
+        "llamafactory": "hf"}
+"""The kind `import` reads → the target compiled back to, to compare with the input (an
+Axolotl or LLaMA-Factory YAML holds TrainingArguments)."""
+
+
+def trip_files() -> Iterator[tuple[Path, str]]:
+    """`corpus_files`, and the files of the other folders (Axolotl, LLaMA-Factory, launch
+    scripts) import reads, each with the target its trip compiles back to."""
+    from distrecipe.errors import DistrecipeError
+    from distrecipe.translator.importers.registry import read_native
+
+    yield from corpus_files()
+    for path in sorted(CORPUS.rglob("*")):
+        if not path.is_file() or path.suffix == ".csv" or kind_of(path) is not None:
+            continue
+        try:
+            kind, _ = read_native(path)
+        except DistrecipeError:
+            continue
+        if kind in BACK:
+            yield path, BACK[kind]
+
+
 def trips(run: Run, files: list[tuple[Path, str]]) -> list[Trip]:
     out = []
     for path, start in files:
-        for via in TARGETS:
-            if via == start:
-                continue
+        for via in TARGETS:  # via == start: the file imported and compiled back, twice
             with tempfile.TemporaryDirectory() as tmp:
                 out.append(trip(run, path, start, via, Path(tmp)))
     return out
@@ -212,7 +316,7 @@ def main(argv: list[str]) -> int:
     run: Run = in_process
     if len(argv) >= 2 and argv[0] == "--code":
         run = subprocess_in(Path(argv[1]).resolve())
-    results = trips(run, list(corpus_files()))
+    results = trips(run, list(trip_files()))
     print(report(results))
     if "--why" in argv:
         reasons = Counter(f"{r.start} → {r.via}: {r.outcome}: {re.sub(r'[0-9]+', 'N', r.why)[:150]}"

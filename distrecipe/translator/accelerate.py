@@ -81,22 +81,27 @@ def findings(plan: Plan, *, launched: bool = False) -> list[Finding]:
     if plan.dims.nodes > 1 and plan.recipe.launch.master_addr is None:
         found.append(finding("DR211", TARGET, "accelerate launch --main_process_ip ADDR"))
     if plan.stage > 0 and kind in ("NO", "MULTI_GPU"):
-        found.append(finding("DR236", TARGET, f"strategy {plan.recipe.strategy} stage {plan.stage} over one "
-                             f"shard (parallel.shard_group {plan.dims.shard_group}) is {kind}"))
+        written = carry.as_written("strategy", plan.recipe.strategy)
+        found.append(finding("DR236", TARGET, f"strategy {plan.recipe.strategy}{written} stage {plan.stage} "
+                             f"over one shard (parallel.shard_group {plan.dims.shard_group}) is {kind}"))
     elif plan.recipe.strategy == "zero" and kind == "FSDP":
-        found.append(finding("DR238", TARGET, f"strategy zero stage {plan.stage} runs as FSDP2 "
+        found.append(finding("DR238", TARGET, f"strategy zero{carry.as_written('strategy', 'zero')} stage "
+                             f"{plan.stage} runs as FSDP2 "
                              "(launch.backend accelerate-deepspeed keeps DeepSpeed)"))
     recompute = plan.recipe.activation_checkpointing
     if kind != "FSDP" and recompute != "none":
-        found.append(finding("DR222", TARGET, f"activation_checkpointing {recompute} (Accelerate's {kind} "
-                             "path has no key for it: the script checkpoints its blocks)"))
+        written = carry.as_written("activation_checkpointing")
+        found.append(finding("DR222", TARGET, f"activation_checkpointing {recompute}{written}: Accelerate's "
+                             f"{kind} path has no key for it: the script checkpoints its blocks"))
     weights = plan.recipe.checkpoint.weights if plan.recipe.checkpoint else None
     if kind in ("NO", "MULTI_GPU") and weights == "sharded":
-        found.append(finding("DR222", TARGET, "checkpoint.weights sharded: DDP keeps the whole model on "
-                             "every rank, and a checkpoint saves it whole"))
+        written = carry.as_written("checkpoint.weights")
+        found.append(finding("DR222", TARGET, f"checkpoint.weights sharded{written}: DDP keeps the whole "
+                             "model on every rank, and a checkpoint saves it whole"))
     if kind != "DEEPSPEED" and plan.recipe.precision == "auto":
         found.append(finding("DR235", TARGET, "mixed_precision is left out: the Trainer's --bf16 / --fp16 "
-                             "set it; a script without the Trainer runs Accelerate's default, no (fp32)"))
+                             "set it; a script without the Trainer runs Accelerate's default, no (fp32); "
+                             f"precision auto{carry.as_written('precision')}"))
     columns: tuple[Engine, ...] = ("accelerate", "deepspeed") if kind == "DEEPSPEED" else ("accelerate",)
     return found + carry.findings(plan, columns, TARGET, launched=launched)
 

@@ -6,9 +6,12 @@ carried exactly (under the key it names), mapped (a translation the text describ
 not carried (the file has no place for it: the training script decides, and a finding
 with the cell's code names the key whenever a recipe states it), or not applicable (the
 setting means nothing to that file: the model's shape is the planner's, the launcher's
-settings are `launch`'s). The emitters report through `findings` here; `import`, `diff`
-and `docs/equivalence.md` read the same rows, and a test holds every `exact` cell to what
-the emitter writes.
+settings are `launch`'s). A cell that carries the field spells the native keys it is
+written as (`keys`): a finding on a field one file cannot carry names them, since the
+value came from a file that says it so (`gradient_clipping`, `main_process_port`), and
+that key, not the recipe's, is what its author knows. The emitters report through
+`findings` here; `import`, `diff` and `docs/equivalence.md` read the same rows, and a test
+holds every `exact` cell to what the emitter writes.
 """
 
 from __future__ import annotations
@@ -36,14 +39,18 @@ class Cell:
     """The key it becomes (exact), the translation (mapped), or who decides it instead."""
     code: str | None = None
     """The finding a stated value gets where it is not carried."""
+    keys: tuple[str, ...] = ()
+    """The native keys the file writes the field as: an exact cell's `native`, a mapped
+    cell's keys (each spelt in its text)."""
 
 
 def exact(key: str) -> Cell:
-    return Cell("exact", key)
+    return Cell("exact", key, keys=(key,))
 
 
-def mapped(text: str) -> Cell:
-    return Cell("mapped", text)
+def mapped(text: str, *keys: str) -> Cell:
+    """A translation; `keys` are the native keys it writes (each appears in `text`)."""
+    return Cell("mapped", text, keys=keys)
 
 
 def script(who: str) -> Cell:
@@ -98,34 +105,50 @@ SCHEDULE = script("the script's scheduler (Accelerate builds none)")
 FIELDS: dict[str, Row] = {
     "name": _same(Cell("not applicable", "the file's header comment")),
     **{key: _same(PLAN) for key in _keys("model.") if key not in ("model.hidden_size", "model.layer_cls")},
-    "model.hidden_size": Row(mapped("the ZeRO buckets: reduce_bucket_size = hidden², stage-3 prefetch and "
-                                    "persistence thresholds"), PLAN, PLAN, PLAN),
+    "model.hidden_size": Row(mapped("the ZeRO buckets: zero_optimization.reduce_bucket_size = hidden², "
+                                    "zero_optimization.stage3_prefetch_bucket_size and "
+                                    "zero_optimization.stage3_param_persistence_threshold",
+                                    "zero_optimization.reduce_bucket_size",
+                                    "zero_optimization.stage3_prefetch_bucket_size",
+                                    "zero_optimization.stage3_param_persistence_threshold"),
+                             PLAN, PLAN, PLAN),
     "model.layer_cls": Row(unused("DeepSpeed wraps no blocks"),
                            exact("fsdp_config.fsdp_transformer_layer_cls_to_wrap"),
                            unused("verl wraps its model's own blocks"),
                            exact("fsdp_config.transformer_layer_cls_to_wrap")),
     "cluster.nodes": Row(LAUNCH, exact("num_machines"), exact("trainer.nnodes"), LAUNCH),
-    "cluster.gpus_per_node": Row(LAUNCH, mapped("num_processes = nodes × gpus_per_node"),
+    "cluster.gpus_per_node": Row(LAUNCH, mapped("num_processes = nodes × gpus_per_node", "num_processes"),
                                  exact("trainer.n_gpus_per_node"), LAUNCH),
     "cluster.device": Row(LAUNCH, mapped("`MULTI_GPU`/`FSDP` fall back to one process on CPU (DR209)"),
                           mapped("not runnable without GPUs"), exact("use_cpu")),
     **{f"cluster.{key}": _same(PLAN) for key in ("gpu_memory", "cpu_memory", "gpu", "peak_tflops",
                                                   "intra_node_bandwidth", "inter_node_bandwidth")},
     **{key: _same(CASES) for key in ("strategy", "stage", "parallel.pipeline", "parallel.virtual_stages")},
-    "parallel.tensor": Row(mapped("tensor_parallel.autotp_size (AutoTP)"),
-                           mapped("parallelism_config.parallelism_config_tp_size"),
-                           mapped("Megatron tensor_model_parallel_size"), CASES),
-    "parallel.sequence": Row(mapped("sequence_parallel_size (Ulysses)"),
+    "parallel.tensor": Row(mapped("tensor_parallel.autotp_size (AutoTP)", "tensor_parallel.autotp_size"),
+                           mapped("parallelism_config.parallelism_config_tp_size",
+                                  "parallelism_config.parallelism_config_tp_size"),
+                           mapped("Megatron tensor_model_parallel_size", "tensor_model_parallel_size"),
+                           CASES),
+    "parallel.sequence": Row(mapped("sequence_parallel_size (Ulysses)", "sequence_parallel_size"),
                              mapped("parallelism_config.parallelism_config_cp_size (FSDP), "
-                                    "parallelism_config.parallelism_config_sp_size (DeepSpeed)"),
-                             mapped("ulysses_sequence_parallel_size; Megatron context_parallel_size"), CASES),
-    "parallel.shard_group": Row(mapped("zero_optimization.zero_hpz_partition_size (ZeRO++)"),
+                                    "parallelism_config.parallelism_config_sp_size (DeepSpeed)",
+                                    "parallelism_config.parallelism_config_cp_size",
+                                    "parallelism_config.parallelism_config_sp_size"),
+                             mapped("ulysses_sequence_parallel_size; Megatron context_parallel_size",
+                                    "ulysses_sequence_parallel_size", "context_parallel_size"), CASES),
+    "parallel.shard_group": Row(mapped("zero_optimization.zero_hpz_partition_size (ZeRO++)",
+                                       "zero_optimization.zero_hpz_partition_size"),
                                 mapped("parallelism_config.parallelism_config_dp_shard_size, "
-                                       "parallelism_config_dp_replicate_size"),
-                                mapped("fsdp_config.fsdp_size"), CASES),
+                                       "parallelism_config.parallelism_config_dp_replicate_size",
+                                       "parallelism_config.parallelism_config_dp_shard_size",
+                                       "parallelism_config.parallelism_config_dp_replicate_size"),
+                                mapped(f"{ACTOR}.fsdp_config.fsdp_size", f"{ACTOR}.fsdp_config.fsdp_size"),
+                                CASES),
     "offload.optimizer": Row(exact("zero_optimization.offload_optimizer.device"), CASES, CASES, CASES),
     "offload.params": Row(exact("zero_optimization.offload_param.device"), CASES, CASES, CASES),
     "offload.nvme_path": Row(mapped("zero_optimization.offload_optimizer.nvme_path, "
+                                    "zero_optimization.offload_param.nvme_path",
+                                    "zero_optimization.offload_optimizer.nvme_path",
                                     "zero_optimization.offload_param.nvme_path"), CASES, CASES, CASES),
     **{key: _same(Cell("mapped", "the precision and parallelism rows above (DR227-DR231 where an "
                                  "engine has no key)"))
@@ -142,79 +165,104 @@ FIELDS: dict[str, Row] = {
                               mapped("ACCELERATE_GRADIENT_ACCUMULATION_STEPS, named in the header"),
                               mapped("global / (DP × micro): verl derives it"),
                               exact("gradient_accumulation_steps")),
-    "batch.global": Row(mapped("train_batch_size (× tensor under AutoTP)"), mapped("the header comment"),
-                        mapped(f"{ACTOR}.ppo_mini_batch_size × rollout.n"),
+    "batch.global": Row(mapped("train_batch_size (× tensor under AutoTP)", "train_batch_size"),
+                        mapped("the header comment"),
+                        mapped(f"{ACTOR}.ppo_mini_batch_size × rollout.n", f"{ACTOR}.ppo_mini_batch_size"),
                         mapped("per_device_train_batch_size × gradient_accumulation_steps × world")),
     "batch.seq_len": _same(PLAN),
     "batch.micro_policy": _same(Cell("not applicable", "how resolve picks batch.micro: auto")),
     "parallel.expert": Row(mapped("the script's deepspeed.moe.layer.MoE(ep_size=...) (DR232)"), REFUSED,
                            mapped("Megatron expert_model_parallel_size (FSDP: DR208)"), REFUSED),
     "batch.micro_tokens": Row(REFUSED, REFUSED, exact(f"{ACTOR}.ppo_max_token_len_per_gpu"), REFUSED),
-    "precision": Row(mapped("bf16.enabled / fp16.enabled"), exact("mixed_precision"),
-                     mapped(f"{ACTOR}.fsdp_config.mixed_precision.param_dtype; Megatron dtype"),
-                     mapped("bf16 / fp16")),
-    "optimizer.name": Row(mapped("optimizer.type (adam: Adam with optimizer.params.adam_w_mode false)"),
+    "precision": Row(mapped("bf16.enabled / fp16.enabled", "bf16.enabled", "fp16.enabled"),
+                     exact("mixed_precision"),
+                     mapped(f"{ACTOR}.fsdp_config.mixed_precision.param_dtype; Megatron dtype",
+                            f"{ACTOR}.fsdp_config.mixed_precision.param_dtype"),
+                     mapped("bf16 / fp16", "bf16", "fp16")),
+    "optimizer.name": Row(mapped("optimizer.type (adam: Adam with optimizer.params.adam_w_mode false)",
+                                 "optimizer.type", "optimizer.params.adam_w_mode"),
                           OPTIMIZER, exact(f"{ACTOR}.optim.optimizer"),
                           exact("optim")),
     "optimizer.lr": Row(exact("optimizer.params.lr"), OPTIMIZER, exact(f"{ACTOR}.optim.lr"),
                         exact("learning_rate")),
     "optimizer.betas": Row(exact("optimizer.params.betas"), OPTIMIZER,
-                           mapped(f"{ACTOR}.optim.betas; Megatron adam_beta1/adam_beta2"),
-                           mapped("adam_beta1, adam_beta2")),
+                           mapped(f"{ACTOR}.optim.betas; Megatron adam_beta1/adam_beta2",
+                                  f"{ACTOR}.optim.betas"),
+                           mapped("adam_beta1, adam_beta2", "adam_beta1", "adam_beta2")),
     "optimizer.eps": Row(exact("optimizer.params.eps"), OPTIMIZER,
-                         mapped(f"{ACTOR}.optim.override_optimizer_config eps (Megatron adam_eps)"),
+                         mapped(f"{ACTOR}.optim.override_optimizer_config.eps (Megatron adam_eps)",
+                                f"{ACTOR}.optim.override_optimizer_config.eps"),
                          exact("adam_epsilon")),
     "optimizer.weight_decay": Row(exact("optimizer.params.weight_decay"), OPTIMIZER,
                                   exact(f"{ACTOR}.optim.weight_decay"), exact("weight_decay")),
     "schedule.decay": Row(mapped("scheduler.type: WarmupLR (constant), WarmupDecayLR (linear), "
-                                 "WarmupCosineLR (cosine), warming up linearly (warmup_type) from "
-                                 "warmup_min_lr 0 (warmup_min_ratio) to warmup_max_lr = optimizer.lr"),
+                                 "WarmupCosineLR (cosine), warming up linearly "
+                                 "(scheduler.params.warmup_type) from scheduler.params.warmup_min_lr 0 "
+                                 "(warmup_min_ratio) to "
+                                 "scheduler.params.warmup_max_lr = optimizer.lr",
+                                 "scheduler.type", "scheduler.params.warmup_min_lr",
+                                 "scheduler.params.warmup_max_lr"),
                           SCHEDULE,
                           mapped(f"{ACTOR}.optim.lr_scheduler_type (constant, cosine); Megatron "
-                                 "lr_decay_style"),
-                          mapped("lr_scheduler_type: constant(_with_warmup), linear, cosine(_with_min_lr)")),
+                                 "lr_decay_style", f"{ACTOR}.optim.lr_scheduler_type"),
+                          mapped("lr_scheduler_type: constant(_with_warmup), linear, cosine(_with_min_lr)",
+                                 "lr_scheduler_type")),
     "schedule.warmup_steps": Row(exact("scheduler.params.warmup_num_steps"), SCHEDULE,
                                  exact(f"{ACTOR}.optim.lr_warmup_steps"), exact("warmup_steps")),
-    "schedule.warmup_ratio": Row(mapped("warmup_num_steps = ⌈ratio × total_steps⌉, as the Trainer counts"),
+    "schedule.warmup_ratio": Row(mapped("scheduler.params.warmup_num_steps = ⌈ratio × total_steps⌉, as the "
+                                        "Trainer counts", "scheduler.params.warmup_num_steps"),
                                  SCHEDULE, exact(f"{ACTOR}.optim.lr_warmup_steps_ratio"),
-                                 mapped("warmup_steps as a fraction below 1 (transformers 5)")),
-    "schedule.min_lr_ratio": Row(mapped("scheduler.params.cos_min_ratio (cosine)"), SCHEDULE,
-                                 mapped(f"{ACTOR}.optim.min_lr_ratio; Megatron min_lr = ratio × lr"),
-                                 mapped("lr_scheduler_kwargs.min_lr_rate (cosine_with_min_lr)")),
+                                 mapped("warmup_steps as a fraction below 1 (transformers 5; warmup_ratio "
+                                        "before)", "warmup_steps", "warmup_ratio")),
+    "schedule.min_lr_ratio": Row(mapped("scheduler.params.cos_min_ratio (cosine)",
+                                        "scheduler.params.cos_min_ratio"),
+                                 SCHEDULE,
+                                 mapped(f"{ACTOR}.optim.min_lr_ratio; Megatron min_lr = ratio × lr",
+                                        f"{ACTOR}.optim.min_lr_ratio"),
+                                 mapped("lr_scheduler_kwargs.min_lr_rate (cosine_with_min_lr)",
+                                        "lr_scheduler_kwargs.min_lr_rate")),
     "schedule.total_steps": Row(mapped("scheduler.params.total_num_steps (decaying schedules; otherwise the "
-                                       "script's loop)"), SCHEDULE, exact("trainer.total_training_steps"),
-                                exact("max_steps")),
+                                       "script's loop)", "scheduler.params.total_num_steps"), SCHEDULE,
+                                exact("trainer.total_training_steps"), exact("max_steps")),
     "grad_clip": Row(exact("gradient_clipping"),
                      script("the script's clipping (accelerator.clip_grad_norm_)"),
-                     mapped(f"{ACTOR}.optim.clip_grad (no clipping: inf, DR212)"), exact("max_grad_norm")),
+                     mapped(f"{ACTOR}.optim.clip_grad (no clipping: inf, DR212)", f"{ACTOR}.optim.clip_grad"),
+                     exact("max_grad_norm")),
     "activation_checkpointing": Row(
         script("the script's checkpointing (the ds_config's activation_checkpointing section only "
                "configures deepspeed.checkpointing for a script that calls it)"),
-        mapped("fsdp_config.fsdp_activation_checkpointing (FSDP); the script's otherwise"),
+        mapped("fsdp_config.fsdp_activation_checkpointing (FSDP); the script's otherwise",
+               "fsdp_config.fsdp_activation_checkpointing"),
         exact("actor_rollout_ref.model.enable_gradient_checkpointing"),
-        mapped("gradient_checkpointing; fsdp_config.activation_checkpointing under FSDP")),
+        mapped("gradient_checkpointing; fsdp_config.activation_checkpointing under FSDP",
+               "gradient_checkpointing", "fsdp_config.activation_checkpointing")),
     "activation_checkpointing.every": Row(script("the script's checkpointing"),
                                           script("whole blocks only (DR207)"),
                                           script("whole blocks only (DR207)"),
                                           script("whole blocks only (DR207)")),
     "checkpoint.weights": Row(
         mapped("zero_optimization.stage3_gather_16bit_weights_on_model_save (ZeRO-3; below it the weights "
-               "are whole on every rank)"),
+               "are whole on every rank)", "zero_optimization.stage3_gather_16bit_weights_on_model_save"),
         mapped("fsdp_config.fsdp_state_dict_type: FULL_STATE_DICT / SHARDED_STATE_DICT (FSDP); the ds_config "
-               "on the DeepSpeed path"),
+               "on the DeepSpeed path", "fsdp_config.fsdp_state_dict_type"),
         script("verl's checkpoints (sharded; actor_rollout_ref.actor.checkpoint.save_contents "
                "adds hf_model)"),
-        mapped("fsdp_config.state_dict_type (FSDP); the ds_config under DeepSpeed")),
+        mapped("fsdp_config.state_dict_type (FSDP); the ds_config under DeepSpeed",
+               "fsdp_config.state_dict_type")),
     "checkpoint.every": Row(script("the script's save_checkpoint calls"),
                             script("the script's save_state calls"),
-                            exact("trainer.save_freq"), mapped("save_steps with save_strategy steps")),
+                            exact("trainer.save_freq"),
+                            mapped("save_steps with save_strategy steps", "save_steps", "save_strategy")),
     **{f"rl.{key}": Row(NA, NA, exact(native), NA) for key, native in (
         ("rollout_n", "actor_rollout_ref.rollout.n"), ("prompts_per_step", "data.train_batch_size"),
         ("rollout_memory", "actor_rollout_ref.rollout.gpu_memory_utilization"),
         ("free_rollout_memory", "actor_rollout_ref.rollout.free_cache_engine"))},
     **{key: Row(LAUNCHED, LAUNCHED, LAUNCHED, LAUNCHED) for key in _keys("launch.")},
-    "launch.backend": Row(LAUNCHED, mapped("distributed_type DEEPSPEED for accelerate-deepspeed"), LAUNCHED,
-                          LAUNCHED),
+    "launch.backend": Row(LAUNCHED, mapped("distributed_type DEEPSPEED for accelerate-deepspeed, with "
+                                           "deepspeed_config.deepspeed_config_file and "
+                                           "deepspeed_config.zero3_init_flag",
+                                           "distributed_type", "deepspeed_config.deepspeed_config_file",
+                                           "deepspeed_config.zero3_init_flag"), LAUNCHED, LAUNCHED),
     "launch.master_addr": Row(LAUNCHED, exact("main_process_ip"), LAUNCHED, LAUNCHED),
     "launch.master_port": Row(LAUNCHED, exact("main_process_port"), LAUNCHED, LAUNCHED),
 }
@@ -245,13 +293,83 @@ def findings(plan: Plan, columns: tuple[Engine, ...], target: str, *,
         if launched and key.startswith("launch."):
             continue
         cells = [FIELDS[key].cell(column) for column in columns]
-        if all(cell.how == "not carried" for cell in cells):
-            cell = cells[0]
-            assert cell.code is not None
+        removed = [_removed(plan, column, cell) for column, cell in zip(columns, cells, strict=True)]
+        if all(cell.how == "not carried" or gone for cell, gone in zip(cells, removed, strict=True)):
             shown = "(values not shown: they may hold secrets)" if key in PRIVATE else _text(value)
-            lost.setdefault(cell.code, []).append(f"{key} {shown} ({cell.native})")
+            written = spelled(key, value)
+            cell = next((c for c in cells if c.how == "not carried"), None)
+            if cell is None:  # every file has the key, and the recipe's native section removes it
+                here, code = f"native.{columns[0]}.{removed[0]} is null: compile leaves it out", "DR222"
+            else:
+                assert cell.code is not None
+                here, code = cell.native, cell.code
+            why = f"as {written}; here {here}" if written else here
+            lost.setdefault(code, []).append(f"{key} {shown} ({why})")
     found = [finding(code, target, "; ".join(items)) for code, items in lost.items()]
     return found + native_findings(plan, columns, target)
+
+
+def _removed(plan: Plan, column: Engine, cell: Cell) -> str | None:
+    """The key of `native.<column>` whose null removes every key `cell` writes (an imported
+    ds_config the Trainer fed states no optimizer, so its recipe says `optimizer: null`),
+    or None: then the file carries what the cell says."""
+    native = getattr(plan.recipe.native, column)
+    if cell.how == "not carried" or not cell.keys or not isinstance(native, dict):
+        return None
+    nulls = set()
+    for key in cell.keys:
+        node: object = native
+        parts = key.split(".")
+        for depth, part in enumerate(parts, 1):
+            if not isinstance(node, dict) or part not in node:
+                return None
+            node = node[part]
+            if node is None:
+                nulls.add(".".join(parts[:depth]))
+                break
+        else:
+            return None
+    return min(nulls, key=len)
+
+
+FILES: dict[Engine, str] = {"deepspeed": "a ds_config", "accelerate": "an Accelerate YAML", "verl": "verl",
+                            "hf": "TrainingArguments"}
+"""Each column's file, as a finding says where a native key is written."""
+
+
+BY_VALUE: dict[str, dict[object, dict[Engine, tuple[str, ...]]]] = {
+    "launch.backend": {
+        "accelerate": {"accelerate": ("distributed_type",)},
+        "accelerate-deepspeed": {"accelerate": ("distributed_type", "deepspeed_config.zero3_init_flag",
+                                                "deepspeed_config.deepspeed_config_file")}},
+    "strategy": {
+        "zero": {"deepspeed": ("zero_optimization.stage",), "accelerate": ("distributed_type",),
+                 "hf": ("deepspeed",)},
+        "fsdp": {"accelerate": ("distributed_type", "fsdp_config"), "verl": (f"{ACTOR}.strategy",),
+                 "hf": ("fsdp", "fsdp_config")}},
+}
+"""Fields whose native keys depend on the value: an Accelerate launch is `distributed_type`,
+and its DeepSpeed plugin's keys go with it; `launch.backend deepspeed` came from no key."""
+
+
+def native_keys(key: str) -> list[tuple[Engine, tuple[str, ...]]]:
+    """The native keys each file writes the recipe field `key` as, where it has some."""
+    return [(engine, cell.keys) for engine in ENGINES if (cell := FIELDS[key].cell(engine)).keys]
+
+
+def spelled(key: str, value: object = None) -> str:
+    """A recipe field as the files that carry it spell it (`gradient_clipping in a ds_config,
+    max_grad_norm in TrainingArguments, ...`), for a finding on a value one file cannot carry:
+    the value came from one of them, and its author knows it by that key, not the recipe's."""
+    spellings = list(BY_VALUE[key].get(value, {}).items()) if key in BY_VALUE else native_keys(key)
+    return ", ".join(f"{' / '.join(keys)} in {FILES[engine]}" for engine, keys in spellings)
+
+
+def as_written(key: str, value: object = None) -> str:
+    """` (as <native keys>)` after a recipe field a finding names, or nothing where no file
+    has a key for it: every finding on a value that does not arrive whole says it so."""
+    text = spelled(key, value)
+    return f" (as {text})" if text else ""
 
 
 def native_findings(plan: Plan, columns: tuple[Engine, ...], target: str) -> list[Finding]:

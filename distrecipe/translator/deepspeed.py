@@ -121,6 +121,7 @@ def schedule_findings(plan: Plan, hf_auto: bool) -> list[Finding]:
     without the run's length (WarmupDecayLR and WarmupCosineLR need `total_num_steps`, which
     the script or the Trainer must then give), a linear decay to a floor above 0
     (WarmupDecayLR's floor is also where its warmup starts)."""
+    from distrecipe.translator import carry
     from distrecipe.translator.codes import finding
 
     schedule = plan.recipe.schedule
@@ -138,8 +139,9 @@ def schedule_findings(plan: Plan, hf_auto: bool) -> list[Finding]:
                              "DeepSpeed counts warmup in steps; state schedule.total_steps or "
                              "schedule.warmup_steps"))
     if schedule.decay == "constant" and schedule.total_steps is not None:
-        found.append(finding("DR222", "deepspeed", f"schedule.total_steps {schedule.total_steps}: WarmupLR "
-                             "has no run length; the script's loop ends the run"))
+        found.append(finding("DR222", "deepspeed", f"schedule.total_steps {schedule.total_steps}"
+                             f"{carry.as_written('schedule.total_steps')}: WarmupLR has no run length; the "
+                             "script's loop ends the run"))
     if schedule.decay == "linear" and schedule.min_lr_ratio:
         found.append(finding("DR225", "deepspeed", f"schedule.min_lr_ratio {schedule.min_lr_ratio}: "
                              "WarmupDecayLR's floor warmup_min_lr is also where its warmup starts, so the "
@@ -175,11 +177,13 @@ def findings(plan: Plan, *, hf_auto: bool = False, alone: bool = True,
     if alone:
         found += carry.findings(plan, ("deepspeed",), "deepspeed", launched=launched)
     if plan.recipe.strategy == "fsdp":
-        found.append(finding("DR238", "deepspeed", f"strategy fsdp stage {plan.stage} runs as DeepSpeed's "
-                             f"ZeRO-{plan.stage}"))
+        written = carry.as_written("strategy", "fsdp")
+        found.append(finding("DR238", "deepspeed", f"strategy fsdp{written} stage {plan.stage} runs as "
+                             f"DeepSpeed's ZeRO-{plan.stage}"))
     if plan.recipe.precision == "auto":
         found.append(finding("DR235", "deepspeed", "bf16.enabled and fp16.enabled are \"auto\": the HF "
-                             "Trainer fills them; raw DeepSpeed reads neither as on and trains in fp32"))
+                             "Trainer fills them; raw DeepSpeed reads neither as on and trains in fp32; "
+                             f"precision auto{carry.as_written('precision')}"))
     if plan.script_batch:
         keys = "train_batch_size and train_micro_batch_size_per_gpu are" \
             if plan.script_accumulation is not None and not hf_auto else \
@@ -191,13 +195,15 @@ def findings(plan: Plan, *, hf_auto: bool = False, alone: bool = True,
     if plan.recipe.offload.activations != "none":
         found.append(finding("DR229", "deepspeed", "activation_checkpointing.cpu_checkpointing: true"))
     weights = plan.recipe.checkpoint.weights if plan.recipe.checkpoint else None
+    said = f"checkpoint.weights {weights}{carry.as_written('checkpoint.weights')}"
     if weights == "sharded" and plan.stage < 3:
-        found.append(finding("DR222", "deepspeed", f"checkpoint.weights sharded: at ZeRO stage {plan.stage} "
-                             "every rank holds the whole weights, and a checkpoint saves them whole"))
+        found.append(finding("DR222", "deepspeed", f"{said}: at ZeRO stage {plan.stage} every rank holds the "
+                             "whole weights, and a checkpoint saves them whole"))
     elif weights == "full" and plan.stage < 3:
-        found.append(finding("DR234", "deepspeed", f"checkpoint.weights full: at ZeRO stage {plan.stage} the "
-                             "weights are whole on every rank, so no ds_config key says it"))
-    detail = f"parallel.shard_group {plan.dims.shard_group} of DP {plan.dims.dp}"
+        found.append(finding("DR234", "deepspeed", f"{said}: at ZeRO stage {plan.stage} the weights are "
+                             "whole on every rank, so no ds_config key says it"))
+    detail = (f"parallel.shard_group {plan.dims.shard_group}{carry.as_written('parallel.shard_group')} of "
+              f"DP {plan.dims.dp}")
     if plan.dims.hybrid and plan.stage < 3:
         found.append(finding("DR216", "deepspeed", detail))
     if plan.dims.hybrid and plan.stage == 3:

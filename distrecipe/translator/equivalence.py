@@ -56,9 +56,11 @@ def offload_findings(offload: Offload, target: str, native: str) -> list[Finding
     params, optimizer = offload.params, offload.optimizer
     found: list[Finding] = []
     if optimizer != "none" and params == "none":
-        found.append(finding("DR202", target, f"{native}: offload.params none becomes cpu"))
+        found.append(finding("DR202", target, f"{native}: offload.params none"
+                             f"{carry.as_written('offload.params')} becomes cpu"))
     if params != "none" and optimizer == "none":
-        found.append(finding("DR203", target, f"{native}: offload.optimizer none becomes cpu"))
+        found.append(finding("DR203", target, f"{native}: offload.optimizer none"
+                             f"{carry.as_written('offload.optimizer')} becomes cpu"))
     if "nvme" in (params, optimizer):
         stated = [f"offload.{key} nvme" for key, device in (("optimizer", optimizer), ("params", params))
                   if device == "nvme"]

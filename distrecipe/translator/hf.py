@@ -64,7 +64,10 @@ def findings(plan: Plan, *, launched: bool = False) -> list[Finding]:
                     "DR214",
                     TARGET,
                     f"replicate {plan.dims.replicas} × parallel.shard_group {plan.dims.shard_group}, "
-                    f"parallel.tensor {plan.dims.tensor}, parallel.sequence {plan.dims.sequence}",
+                    f"parallel.tensor {plan.dims.tensor}, parallel.sequence {plan.dims.sequence}; "
+                    + "; ".join(f"{key}{carry.as_written(key)}" for key, size in (
+                        ("parallel.shard_group", plan.dims.hybrid), ("parallel.tensor", plan.dims.tensor > 1),
+                        ("parallel.sequence", plan.dims.sequence > 1)) if size),
                 )
             )
         found.extend(offload_findings(plan.recipe.offload, TARGET, "fsdp_config.cpu_offload"))
@@ -74,11 +77,13 @@ def findings(plan: Plan, *, launched: bool = False) -> list[Finding]:
     found.extend(precision_findings(plan, TARGET, reduce=plan.recipe.strategy == "zero"))
     opt = plan.recipe.optimizer
     if plan.recipe.strategy != "zero" and opt is not None and opt.name == "adam":
-        found.append(finding("DR215", TARGET, f"optimizer.name adam, weight_decay {opt.weight_decay}")
+        said = f"optimizer.name adam{carry.as_written('optimizer.name')}"
+        found.append(finding("DR215", TARGET, f"{said}, weight_decay {opt.weight_decay}")
                      if opt.weight_decay else
-                     finding("DR237", TARGET, "optimizer.name adam: optim adamw_torch"))
+                     finding("DR237", TARGET, f"{said}: optim adamw_torch"))
     if plan.recipe.strategy == "fsdp" and plan.stage > 0 and not uses_fsdp(plan):
-        found.append(finding("DR236", TARGET, f"strategy fsdp stage {plan.stage} over one shard "
+        found.append(finding("DR236", TARGET, f"strategy fsdp{carry.as_written('strategy', 'fsdp')} stage "
+                             f"{plan.stage} over one shard "
                              f"(parallel.shard_group {plan.dims.shard_group}) is DDP: no fsdp"))
     schedule = plan.recipe.schedule
     if schedule is not None and schedule.decay == "linear" and schedule.min_lr_ratio:
@@ -86,7 +91,7 @@ def findings(plan: Plan, *, launched: bool = False) -> list[Finding]:
                              "linear schedule decays to 0"))
     if plan.recipe.precision == "auto":
         found.append(finding("DR235", TARGET, "bf16 and fp16 are left to the script's flags (the Trainer's "
-                             "default is fp32)"))
+                             f"default is fp32); precision auto{carry.as_written('precision')}"))
     if plan.script_batch:
         left = "per_device_train_batch_size is" if plan.script_accumulation is not None else \
             "per_device_train_batch_size and gradient_accumulation_steps are"

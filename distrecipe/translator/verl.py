@@ -110,7 +110,8 @@ def _structure_findings(plan: Plan, launched: bool) -> list[Finding]:
             found.append(finding("DR206", TARGET, f"context_parallel_size={plan.dims.sequence}"))
         opt = plan.recipe.optimizer
         if opt is not None and opt.name == "adam" and opt.weight_decay:
-            found.append(finding("DR215", TARGET, f"optimizer.name adam, weight_decay {opt.weight_decay}: "
+            found.append(finding("DR215", TARGET, f"optimizer.name adam{carry.as_written('optimizer.name')}, "
+                                 f"weight_decay {opt.weight_decay}: "
                                  "Megatron's adam decouples weight decay"))
         if plan.precision == "fp32":
             found.append(finding("DR208", TARGET, "verl's Megatron engine trains in bf16 or fp16 only"))
@@ -125,7 +126,7 @@ def _structure_findings(plan: Plan, launched: bool) -> list[Finding]:
         found.append(finding("DR212", TARGET))
     if plan.recipe.precision == "auto":
         found.append(finding("DR235", TARGET, "verl's own dtypes apply (FSDP: bf16 parameters; Megatron: "
-                             "bf16)"))
+                             f"bf16); precision auto{carry.as_written('precision')}"))
     schedule = plan.recipe.schedule
     if schedule is not None and schedule.decay == "linear" and not megatron:
         found.append(finding("DR208", TARGET, "schedule.decay linear: verl's FSDP optimizer schedules are "

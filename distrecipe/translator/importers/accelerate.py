@@ -23,6 +23,7 @@ from distrecipe.engines.accelerate import (
     STATE_DICT_TYPE,
     fsdp1_strategy,
 )
+from distrecipe.engines.deepspeed import CONFIG_FILE as DS_CONFIG_FILE
 from distrecipe.keys import section
 from distrecipe.translator.importers import (
     Context,
@@ -76,13 +77,26 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
 
 
 def _world(data: dict[str, Any], context: Context) -> World:
+    """`num_machines` × `num_processes` / `num_machines`; a file without `num_processes` is
+    told its ranks by `--world`, and still runs on the `num_machines` it states: a
+    `--nodes` left at its default of 1 does not replace them, a contradicting one is refused."""
     processes, machines = data.get("num_processes"), data.get("num_machines", 1)
     if isinstance(processes, int) and processes >= 1 and isinstance(machines, int) and machines >= 1:
         if processes % machines:
             raise NotImportable(f"num_processes {processes} does not split over num_machines {machines}",
                                 context.doc.where(("num_processes",)))
         return World(machines, processes // machines)
-    return context.need_world("this accelerate config")
+    world = context.need_world("this accelerate config")
+    stated = data.get("num_machines")
+    if not isinstance(stated, int) or isinstance(stated, bool) or stated < 1 or stated == world.nodes:
+        return world
+    if world.nodes != 1:
+        raise NotImportable(f"num_machines {stated} contradicts --nodes {world.nodes}",
+                            context.doc.where(("num_machines",)))
+    if world.size % stated:
+        raise NotImportable(f"--world {world.size} does not split over num_machines {stated}",
+                            context.doc.where(("num_machines",)))
+    return World(stated, world.size // stated)
 
 
 def _fsdp(data: dict[str, Any], world: World, recipe: dict[str, Any], context: Context) -> dict[str, Any]:
@@ -149,6 +163,12 @@ def _deepspeed(data: dict[str, Any], context: Context, world: World) -> Imported
     data = ds.doc.data if isinstance(ds.doc.data, dict) else {}
     imported = ds_importer.to_recipe(data, ds)
     imported.companions["deepspeed"] = data
+    if ref != DS_CONFIG_FILE:
+        # The recipe holds the file's settings, not its name: compile writes its own file.
+        imported.notes.append(f"deepspeed_config.deepspeed_config_file {ref} is read into the recipe (its "
+                              "settings become the recipe's fields and native.deepspeed): compile writes "
+                              f"them as {DS_CONFIG_FILE} beside accelerate_config.yaml and names that file "
+                              "instead")
     return imported
 
 
@@ -181,8 +201,25 @@ def _inline(data: dict[str, Any], inline: dict[str, Any], context: Context, worl
 
 
 def _precision(data: dict[str, Any], notes: list[str]) -> str:
-    """`mixed_precision`; fp8 runs its matmuls in fp8 and the rest in bf16, which the plan counts."""
-    written = str(data.get("mixed_precision", "no")).lower()
+    """`mixed_precision`; fp8 runs its matmuls in fp8 and the rest in bf16, which the plan counts.
+
+    A file without it (nor the old `fp16: true`, which Accelerate's loader reads as
+    `fp16`) leaves the precision to the program: `accelerate launch` exports its default,
+    `no`, which a plain `Accelerator()` runs as fp32 and the HF Trainer replaces with its
+    own `--bf16` / `--fp16`. That is the recipe's `precision: auto`, which compiles back to
+    no `mixed_precision` (DR235); fp32 would be a value the file never stated, and would
+    hand a Trainer script `--bf16 false`. A note says so."""
+    if data.get("mixed_precision") is None:
+        if data.get("fp16") is True:
+            notes.append("fp16: true (no mixed_precision): Accelerate's loader reads it as mixed_precision "
+                         "fp16, and so does the recipe (precision fp16)")
+            return "fp16"
+        notes.append("mixed_precision is not stated: accelerate launch then exports its default, no, which "
+                     "a plain Accelerator() script runs in fp32 and an HF Trainer script overrides with its "
+                     "--bf16 / --fp16; the recipe says precision auto (the program decides), which compiles "
+                     "back to no mixed_precision: --set precision=fp32 (or bf16) to decide it here")
+        return "auto"
+    written = str(data["mixed_precision"]).lower()
     if written == "fp8":
         notes.append("mixed_precision fp8: the recipe says bf16 (what fp8 training keeps outside its "
                      "matmuls); mixed_precision and fp8_config are carried in native.accelerate")

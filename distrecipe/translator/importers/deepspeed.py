@@ -155,8 +155,9 @@ def _schedule(block: Any) -> dict[str, Any]:
         if isinstance(value, int) and not isinstance(value, bool) and value >= least:
             out[ours] = value
     ratio = params.get("cos_min_ratio")
+    # 0 is no floor, what the recipe says by leaving min_lr_ratio out (and the emitter writes so).
     if out["decay"] == "cosine" and isinstance(ratio, int | float) and not isinstance(ratio, bool) \
-            and 0 <= ratio <= 1:
+            and 0 < ratio <= 1:
         out["min_lr_ratio"] = ratio
     return out
 

@@ -14,8 +14,9 @@ from typing import Any
 from distrecipe.engines.hf import MATCHED
 from distrecipe.translator.importers import Context, Imported, hf
 
-TRAINER_KEYS = (*MATCHED, "optim", "deepspeed", "fsdp", "fsdp_config", "gradient_checkpointing")
-"""What the HF importer reads."""
+TRAINER_KEYS = (*MATCHED, "optim", "deepspeed", "fsdp", "fsdp_config", "gradient_checkpointing",
+                *hf.SCHEDULE_KEYS, "save_steps", "save_strategy")
+"""What the HF importer reads (the schedule and checkpoint cadence too: TrainingArguments of theirs)."""
 
 
 def to_recipe(data: dict[str, Any], context: Context) -> Imported:

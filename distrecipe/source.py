@@ -685,7 +685,8 @@ class _Builder:
             ) from None
         except ValueError as exc:  # an integer longer than Python reads (`sys.get_int_max_str_digits`)
             message = str(exc).split(";")[0]
-            what = "number" if node.tag.endswith((":int", ":float")) else f"{node.tag.rsplit(':', 1)[-1]} value"
+            tag = node.tag.rsplit(":", 1)[-1]
+            what = "number" if tag in ("int", "float") else f"{tag} value"
             raise SourceError(f"invalid {what}: {message}", _pos(self.doc.file, node.start_mark)) from None
         except (AttributeError, TypeError):  # PyYAML's constructors crash on a malformed `!!timestamp`
             shown = node.value if len(node.value) <= 40 else node.value[:40] + "…"

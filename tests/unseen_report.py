@@ -562,11 +562,11 @@ def run_import(result: Result, placed: Path) -> None:
     keys = sorted(str(change["key"]) for change in json.loads(out)["changes"])
     choice, sections = ENGINE_CHOICE.get(engine, ((), ()))
     engine_named = any(key in keys for key in choice) and (
-        any(named(key, text, engine) for key in choice if key in keys) or _word("strategy", text))
+        any(named(key, text) for key in choice if key in keys) or _word("strategy", text))
     changed_named: list[str] = []
     for key in keys:
         follows = engine_named and key.split(".")[0] in sections
-        (changed_named if follows or named(key, text, engine) else result.silent).append(key)
+        (changed_named if follows or named(key, text) else result.silent).append(key)
     result.import_outcome = "silent" if result.silent else "named" if changed_named else "same"
 
 

@@ -9,7 +9,6 @@ A file that cannot be read at all is not a finding but an unusable input (exit 2
 from __future__ import annotations
 
 import fnmatch
-import os
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -100,8 +99,9 @@ def _lint(paths: Sequence[str | Path], workspace: Workspace, config: LintConfig,
     for path, root in files:  # launch scripts first: they say how the configs are used
         workspace.register(path, root or Path.cwd())
     named = [path for path, root in files if root is None and is_file(path)]
-    linted = {os.path.realpath(path) for path, _ in files}
-    related = [path for path in workspace.references.related(named) if os.path.realpath(path) not in linted]
+    real = workspace.references.real
+    linted = {real(path) for path, _ in files}
+    related = [path for path in workspace.references.related(named) if real(path) not in linted]
     for path, root in files:
         explicit = root is None
         try:

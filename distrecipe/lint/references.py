@@ -92,12 +92,22 @@ class References:
         self._siblings: dict[str, list[Sibling]] = {}
         self._registered: set[str] = set()
         self._searched: set[str] = set()
+        """The Accelerate configs whose launch scripts were looked for (`_find_launches`)."""
+        self._real: dict[str, str] = {}
         self._passed: dict[str, list[tuple[str, bool]]] = {}
         """Each config a launch passes its program as an argument → (`script:line`, whether
         it is the program's sole argument)."""
-        """The Accelerate configs whose launch scripts were looked for (`_find_launches`)."""
         self._names: dict[str, set[str]] = {}
         """Each registered script → the real paths of the configs it names."""
+
+    def real(self, path: str | Path) -> str:
+        """`os.path.realpath(path)`, once per path in this run: one ds_config is asked about
+        by every rule that relates files, and each answer costs a stat per path component."""
+        key = os.fspath(path)
+        found = self._real.get(key)
+        if found is None:
+            found = self._real[key] = os.path.realpath(key)
+        return found
 
     def launch_directories(self, referrer: Path, root: Path | None) -> list[Path]:
         """Where jobs using `referrer` may be launched from: the linted directory, the
@@ -115,11 +125,11 @@ class References:
         `beside=False`: only from where the job runs (Axolotl and LLaMA-Factory open the
         path from their working directory), then the working directory itself."""
         launched = self.launch_directories(referrer, root)
-        fences = [os.path.realpath(base) for base in launched]
+        fences = [self.real(base) for base in launched]
         if not beside:
             for base in launched:
                 candidate = base / ref
-                if _is_file(candidate) and any(os.path.realpath(candidate).startswith(fence + os.sep)
+                if _is_file(candidate) and any(self.real(candidate).startswith(fence + os.sep)
                                                for fence in fences):
                     return candidate
             found = Path(ref)
@@ -130,7 +140,7 @@ class References:
                 continue
             if base == referrer.parent and root is None:
                 return candidate
-            if any(os.path.realpath(candidate).startswith(fence + os.sep) for fence in fences):
+            if any(self.real(candidate).startswith(fence + os.sep) for fence in fences):
                 return candidate
         found = referenced_path(referrer, ref)
         return found if root is None and _is_file(found) else None
@@ -152,14 +162,14 @@ class References:
                 passed = self.resolve(path, argument.value, root) if argument.value else None
                 if passed is not None:
                     alone = len(launch.program) == 2 and launch.program[1] is argument
-                    self._passed.setdefault(os.path.realpath(passed), []).append((line, alone))
-                    named.add(os.path.realpath(passed))
+                    self._passed.setdefault(self.real(passed), []).append((line, alone))
+                    named.add(self.real(passed))
             if launch.launcher == "accelerate" and (file := launch.option("config_file")) and file.value:
                 config = self.resolve(path, file.value, root)
                 if config is not None:
-                    self._accelerate_launches.setdefault(os.path.realpath(config), []).append(
+                    self._accelerate_launches.setdefault(self.real(config), []).append(
                         (line, launch, path))
-                    named.add(os.path.realpath(config))
+                    named.add(self.real(config))
             for consumer, name in FLAG.items():  # the launcher's option, or the program's flag
                 word = (launch.option(name) if consumer == "accelerate"
                         else launch.flags.get(name, (None, None))[1])
@@ -168,8 +178,8 @@ class References:
                 if target is not None:
                     use = Use(consumer, f"--{FLAG[consumer]} in {line}", launch, path,
                               decided=consumer != "accelerate")
-                    self._uses.setdefault(os.path.realpath(target), []).append(use)
-                    named.add(os.path.realpath(target))
+                    self._uses.setdefault(self.real(target), []).append(use)
+                    named.add(self.real(target))
 
     def _register_config(self, path: Path, root: Path | None, named: set[str]) -> None:
         try:
@@ -182,8 +192,8 @@ class References:
         ref = ds_reference(kind, doc.data) if kind in CONSUMER_KINDS else None
         target = self.resolve(path, ref, root, beside=kind in ("accelerate", "hf")) if kind and ref else None
         if kind is not None and target is not None:
-            real = os.path.realpath(target)
-            if os.path.dirname(real) != os.path.dirname(os.path.realpath(path)):  # siblings are found apart
+            real = self.real(target)
+            if os.path.dirname(real) != os.path.dirname(self.real(path)):  # siblings are found apart
                 self._uses.setdefault(real, []).append(Use(consumer_of(kind), path.name, None, path,
                                                            decided=kind != "accelerate"))
             named.add(real)
@@ -192,17 +202,17 @@ class References:
         """The files that name one of `named` (a launch script, an Accelerate or Trainer
         config naming a ds_config) and those `named` name, in the repository around each:
         what pre-commit's changed files are checked together with (`Rule.pair`)."""
-        wanted = {os.path.realpath(path) for path in named}
+        wanted = {self.real(path) for path in named}
         found: dict[str, Path] = {}
         by_root: dict[tuple[Path, bool], list[Path]] = {}
         for path in named:
             by_root.setdefault(self.scan_root(path), []).append(path)
         for (root, recursive), targets in sorted(by_root.items()):
-            aimed = {os.path.realpath(path) for path in targets}
+            aimed = {self.real(path) for path in targets}
             names = {path.name for path in targets}
             for candidate in map(_shown, mentions(root, names, recursive=recursive)):
-                if os.path.realpath(candidate) not in wanted and self.names(candidate, root) & aimed:
-                    found.setdefault(os.path.realpath(candidate), candidate)
+                if self.real(candidate) not in wanted and self.names(candidate, root) & aimed:
+                    found.setdefault(self.real(candidate), candidate)
         for path in named:
             for target in sorted(self.names(path, self.scan_root(path)[0])):
                 if target not in wanted:
@@ -231,19 +241,19 @@ class References:
 
     def launch_uses(self, path: Path) -> list[Use]:
         """The launch commands that name the ds_config at `path`."""
-        return self._uses.get(os.path.realpath(path), [])
+        return self._uses.get(self.real(path), [])
 
     def accelerate_launches(self, path: Path) -> list[tuple[str, Launch]]:
         """The `accelerate launch --config_file` commands that name the Accelerate config at
         `path`, each with where it is (`script:line`)."""
-        runs = self._accelerate_launches.get(os.path.realpath(path), [])
+        runs = self._accelerate_launches.get(self.real(path), [])
         return [(line, launch) for line, launch, _ in runs]
 
     def passed_alone(self, path: Path) -> str | None:
         """Where a launch passes the file at `path` as its program's sole argument
         (`script:line`): what a Trainer script reads with `HfArgumentParser.parse_json_file`
         or `parse_yaml_file` (`if len(sys.argv) == 2 and sys.argv[1].endswith(".json")`)."""
-        return next((line for line, alone in self._passed.get(os.path.realpath(path), []) if alone), None)
+        return next((line for line, alone in self._passed.get(self.real(path), []) if alone), None)
 
     def program(self, use: Use) -> Use:
         """`use` with the program settled, where an Accelerate launch or config was all lint
@@ -256,7 +266,7 @@ class References:
             return use
         if use.launch is None:
             self._find_launches(use.script)
-        runs = self._accelerate_launches.get(os.path.realpath(use.script), [])
+        runs = self._accelerate_launches.get(self.real(use.script), [])
         if use.launch is not None:
             runs = [(f"{use.script.name}:{use.launch.start.where.line}", use.launch, use.script)]
         for line, launch, script in runs:
@@ -268,7 +278,7 @@ class References:
         """Register the launch scripts in `config`'s repository that name it, once: the
         program an Accelerate config runs is in them, when only the ds_config it names
         was linted (a pre-commit hook given one changed file)."""
-        key = os.path.realpath(config)
+        key = self.real(config)
         if key in self._searched:
             return
         self._searched.add(key)
@@ -336,9 +346,9 @@ class References:
 
     def consumers(self, path: Path) -> list[Sibling]:
         """Siblings that use the ds_config at `path` (so it is not read by raw DeepSpeed)."""
-        target = os.path.realpath(path)
+        target = self.real(path)
         return [s for s in self.siblings(path.parent)
-                if (ref := s.references()) and os.path.realpath(ref) == target]
+                if (ref := s.references()) and self.real(ref) == target]
 
 
 def _shown(path: Path) -> Path:

@@ -172,7 +172,7 @@ class Workspace:
         its own, the user's, its launch scripts', the Accelerate configs' around it; read
         once per file and kind, so every rule that judges the file in this run judges it at
         one world, whichever file it was reached from."""
-        key = (os.path.realpath(path), kind)
+        key = (self.references.real(path), kind)
         if key not in self._worlds:
             self._worlds[key] = self._read_worlds(path, kind, doc)
         return self._worlds[key]

@@ -113,7 +113,16 @@ class References:
         """The file `ref` names: beside `referrer`, else from a launch directory, never
         outside the linted directory or the repository; else as `referenced_path` finds it.
         `beside=False`: only from where the job runs (Axolotl and LLaMA-Factory open the
-        path from their working directory), then the working directory itself."""
+        path from their working directory), then the working directory itself. The path is
+        written as `referrer` is: absolute for an absolute one, else relative to the working
+        directory when the file is below it, so a file reached from another is named in
+        findings as it is when given or walked."""
+        found = self._resolve(referrer, ref, root, beside=beside)
+        if found is None:
+            return None
+        return Path(os.path.abspath(found)) if referrer.is_absolute() else _shown(found)
+
+    def _resolve(self, referrer: Path, ref: str, root: Path | None, *, beside: bool) -> Path | None:
         launched = self.launch_directories(referrer, root)
         fences = [os.path.realpath(base) for base in launched]
         if not beside:

@@ -98,6 +98,9 @@ class References:
         """The Accelerate configs whose launch scripts were looked for (`_find_launches`)."""
         self._names: dict[str, set[str]] = {}
         """Each registered script → the real paths of the configs it names."""
+        self.linted: list[Path] = []
+        """The files of this lint run, given or walked: where a reference no launch directory
+        resolves may still be (`_opened_from_elsewhere`)."""
 
     def launch_directories(self, referrer: Path, root: Path | None) -> list[Path]:
         """Where jobs using `referrer` may be launched from: the linted directory, the
@@ -132,7 +135,7 @@ class References:
                                                for fence in fences):
                     return candidate
             found = Path(ref)
-            return found if root is None and _is_file(found) else None
+            return found if root is None and _is_file(found) else self._opened_from_elsewhere(referrer, ref)
         for base in (referrer.parent, *launched):
             candidate = base / ref
             if not _is_file(candidate):
@@ -143,6 +146,27 @@ class References:
                 return candidate
         found = referenced_path(referrer, ref)
         return found if root is None and _is_file(found) else None
+
+    def _opened_from_elsewhere(self, referrer: Path, ref: str) -> Path | None:
+        """A path a tool opens from the directory it runs in, where no launch directory holds
+        it (no checkout or project says where jobs run, or the file lies elsewhere): a
+        linted file that `ref` names, else `ref` under the nearest directory at or above
+        `referrer`'s (up to its checkout's root, when it has one) where that file exists,
+        the directory the tool must run in for the path to open."""
+        parts = Path(ref).parts
+        if not parts or Path(ref).is_absolute() or ".." in parts:
+            return None
+        for path in self.linted:
+            if Path(os.path.abspath(path)).parts[-len(parts):] == parts and _is_file(path):
+                return path
+        directory = Path(os.path.abspath(referrer.parent))
+        top = repository_root(directory)
+        for base in (directory, *directory.parents):
+            if _is_file(base / ref):
+                return base / ref
+            if base == top:
+                break
+        return None
 
     def register(self, path: Path, root: Path | None) -> None:
         """Note which ds_configs and Accelerate configs a launch script or a job file names, and how; and

@@ -118,3 +118,18 @@ def test_github_annotations_name_a_companion_relative_to_the_working_directory(
     assert files == {"proj/examples/llama/sft.yaml", "proj/deepspeed_configs/zero2.json"}, result.out
     text = cli("lint", "proj/examples/llama/sft.yaml", "proj/deepspeed_configs/zero2.json").out
     assert str(tmp_path) not in text, text
+
+
+@pytest.mark.parametrize("git", [True, False])
+@pytest.mark.parametrize("given", [("proj/examples/llama/sft.yaml", "proj/deepspeed_configs/zero2.json"),
+                                   ("proj/examples/llama/sft.yaml",)])
+def test_axolotl_and_its_ds_config_are_compared_with_or_without_git(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, git: bool, given: tuple[str, ...]) -> None:
+    """Axolotl opens `deepspeed:` from the directory it runs in; without a checkout to say
+    which, the file given on the command line, else the nearest directory above the YAML
+    that holds the path, is the one it opens."""
+    axolotl_project(tmp_path / "proj", git=git)
+    monkeypatch.chdir(tmp_path)
+    report = lint(list(given), config=LintConfig())
+    assert [(f.where.file, f.where.line, f.code) for f in report.findings if f.code == "DR360" and f.where] == [
+        ("proj/examples/llama/sft.yaml", 5, "DR360")], "\n".join(map(str, report.findings))

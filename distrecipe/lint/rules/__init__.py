@@ -93,7 +93,7 @@ RULES: dict[str, Rule] = {rule.code: rule for rule in (
          unknown_keys.accelerate_ignored_key, section=True),
     Rule("DR341", "accelerate-unknown-key", "error", ACCELERATE,
          unknown_keys.accelerate_unknown_top_level_key, section=True),
-    Rule("DR342", "fsdp1-key-under-fsdp2", "error", ACCELERATE,
+    Rule("DR342", "fsdp1-key-under-fsdp2", "warning", ACCELERATE,
          accelerate.fsdp1_key_under_fsdp2, section=True),
     Rule("DR343", "deepspeed-file-conflict", "error", ACCELERATE, accelerate.deepspeed_file_conflict,
          pair=True),

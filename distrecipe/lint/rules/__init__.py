@@ -113,6 +113,7 @@ RULES: dict[str, Rule] = {rule.code: rule for rule in (
     Rule("DR354", "verl-rollout-layout", "error", VERL | RECIPE, verl.rollout_layout),
     Rule("DR355", "verl-hydra-prefix-refused", "error", VERL, unknown_keys.verl_prefix_refused, section=True),
     Rule("DR356", "verl-entry-removed", "error", VERL, verl.removed_entry_module),
+    Rule("DR357", "verl-micro-batch-unset", "error", VERL, verl.micro_batch_unset),
     Rule("DR360", "trainer-deepspeed-mismatch", "error", TRAINER, hf.deepspeed_mismatch, pair=True),
     Rule("DR361", "trainer-best-model-strategies", "error", HF | LLAMAFACTORY, hf.best_model_strategies),
     Rule("DR362", "trainer-removed-field", "warning", HF, hf.removed_field, pair=True),

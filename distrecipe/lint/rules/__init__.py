@@ -140,6 +140,7 @@ RULES: dict[str, Rule] = {rule.code: rule for rule in (
     Rule("DR396", "rayjob-cluster-kept", "warning", RAYJOB, platforms.rayjob_cluster_kept),
     Rule("DR397", "job-world-mismatch", "error", MANIFESTS | SKYPILOT, platforms.job_world_mismatch),
     Rule("DR398", "pytorchjob-without-gpus", "error", PYTORCHJOB, platforms.pytorchjob_without_gpus),
+    Rule("DR399", "skypilot-task-refused", "error", SKYPILOT, platforms.skypilot_task_refused),
     Rule("DR900", "engine-refuses", "error", NATIVE, engines.engine_refuses),
     Rule("DR901", "engine-differs", "error", NATIVE, engines.engine_differs),
     Rule("DR902", "engine-not-run", "warning", NATIVE, engines.engine_not_run),

@@ -459,8 +459,9 @@ class SkyPilot:
     """The local directory SkyPilot syncs to every node, where `run` starts; the recipe and
     the script must lie inside it. Default: the directory `launch --skypilot` runs in."""
     setup: str | None = None
-    """Shell commands SkyPilot runs once per node before `run`. Default: installing this
-    version of distrecipe with its launcher's extra (`pip install 'distrecipe[deepspeed]==…'`)."""
+    """Shell commands SkyPilot runs once per node before `run`. Default: installing the
+    distrecipe that writes the task, with its launcher's extra, from its source tree, which the
+    workdir holds or `file_mounts` ships (`pip install -e '.[deepspeed]'`)."""
 
 
 QUANTITY_FORM: dict[str, Any] = {

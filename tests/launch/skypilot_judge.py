@@ -13,7 +13,7 @@ there. No API server, credentials or catalog are needed; the accelerator's name 
 looked up only at launch (it is not judged here).
 
 Prints one JSON object per file: `{"file", "ok", "error", "skypilot" (its version),
-"num_nodes", "accelerators", "cpus", "workdir", "run", "setup"}`. Exit 0 when every file was read (accepted or not).
+"num_nodes", "accelerators", "cpus", "workdir", "run", "setup", "file_mounts"}`. Exit 0 when every file was read (accepted or not).
 Importing sky writes `~/.sky/`: run it with HOME set to a scratch directory.
 """
 
@@ -38,7 +38,8 @@ def judge(path: str) -> dict[str, object]:
         return verdict
     resources = next(iter(task.resources))
     verdict.update(ok=True, num_nodes=task.num_nodes, accelerators=resources.accelerators,
-                   cpus=resources.cpus, workdir=task.workdir, run=task.run, setup=task.setup)
+                   cpus=resources.cpus, workdir=task.workdir, run=task.run, setup=task.setup,
+                   file_mounts=task.file_mounts)
     return verdict
 
 

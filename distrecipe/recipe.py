@@ -483,7 +483,8 @@ K8sKind = Literal["trainjob", "rayjob", "pytorchjob"]
 class K8s:
     """What `launch --k8s` writes into a manifest that only the cluster's owners can decide.
 
-    The namespace, CPU and memory are written only when stated; the runtime and the
+    The namespace and the CPU and memory limits are written only when stated (requests
+    have the defaults `cpu` and `memory` name); the runtime and the
     Python have the defaults Trainer and images ship with. Unset, the image is the
     placeholder `SET-launch.k8s.image`, not a valid image reference, so the pods fail
     to start (`InvalidImageName`) instead of running another image.
@@ -508,10 +509,12 @@ class K8s:
     """The ClusterTrainingRuntime a TrainJob runs on. Default: `torch-distributed`, the runtime
     Kubeflow Trainer installs for torchrun jobs."""
     cpu: int | str | None = spec(None, written=QUANTITY_FORM)
-    """CPUs each node requests and is limited to (`32`, `500m`). Default: unset (the
-    cluster's defaults)."""
+    """CPUs each node requests and is limited to (`32`, `500m`). Default: no limit, and a
+    request of one CPU per rank (a TrainJob's or PyTorchJob's nodes; the manifest's comment
+    says so)."""
     memory: int | str | None = spec(None, written=QUANTITY_FORM)
-    """Memory each node requests and is limited to (`256Gi`). Default: unset."""
+    """Memory each node requests and is limited to (`256Gi`). Default: no limit, and a request
+    of `cluster.cpu_memory` where the recipe states it, else none (the comment says so)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

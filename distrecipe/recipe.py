@@ -560,7 +560,8 @@ class Launch:
     """Arguments passed to the script. Default: none."""
     master_addr: str | None = None
     """Address of rank 0's node; several nodes need it, or a platform that names it (SLURM,
-    SkyPilot, dstack, Kubeflow). Default: none."""
+    SkyPilot, dstack, Kubeflow). Inside a SLURM allocation its first host is rank 0's node
+    and wins over this (a note says so). Default: none."""
     master_port: int = spec(29500, minimum=1, maximum=65_535)
     """TCP port of the rendezvous on `master_addr`. Default 29500."""
     hostfile: str | None = None

@@ -459,8 +459,9 @@ class SkyPilot:
     """The local directory SkyPilot syncs to every node, where `run` starts; the recipe and
     the script must lie inside it. Default: the directory `launch --skypilot` runs in."""
     setup: str | None = None
-    """Shell commands SkyPilot runs once per node before `run`. Default: installing this
-    version of distrecipe with its launcher's extra (`pip install 'distrecipe[deepspeed]==…'`)."""
+    """Shell commands SkyPilot runs once per node before `run`. Default: installing the
+    distrecipe that writes the task, with its launcher's extra, from its source tree, which the
+    workdir holds or `file_mounts` ships (`pip install -e '.[deepspeed]'`)."""
 
 
 QUANTITY_FORM: dict[str, Any] = {
@@ -482,7 +483,8 @@ K8sKind = Literal["trainjob", "rayjob", "pytorchjob"]
 class K8s:
     """What `launch --k8s` writes into a manifest that only the cluster's owners can decide.
 
-    The namespace, CPU and memory are written only when stated; the runtime and the
+    The namespace and the CPU and memory limits are written only when stated (requests
+    have the defaults `cpu` and `memory` name); the runtime and the
     Python have the defaults Trainer and images ship with. Unset, the image is the
     placeholder `SET-launch.k8s.image`, not a valid image reference, so the pods fail
     to start (`InvalidImageName`) instead of running another image.
@@ -507,10 +509,12 @@ class K8s:
     """The ClusterTrainingRuntime a TrainJob runs on. Default: `torch-distributed`, the runtime
     Kubeflow Trainer installs for torchrun jobs."""
     cpu: int | str | None = spec(None, written=QUANTITY_FORM)
-    """CPUs each node requests and is limited to (`32`, `500m`). Default: unset (the
-    cluster's defaults)."""
+    """CPUs each node requests and is limited to (`32`, `500m`). Default: no limit, and a
+    request of one CPU per rank (a TrainJob's or PyTorchJob's nodes; the manifest's comment
+    says so)."""
     memory: int | str | None = spec(None, written=QUANTITY_FORM)
-    """Memory each node requests and is limited to (`256Gi`). Default: unset."""
+    """Memory each node requests and is limited to (`256Gi`). Default: no limit, and a request
+    of `cluster.cpu_memory` where the recipe states it, else none (the comment says so)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -556,7 +560,8 @@ class Launch:
     """Arguments passed to the script. Default: none."""
     master_addr: str | None = None
     """Address of rank 0's node; several nodes need it, or a platform that names it (SLURM,
-    SkyPilot, dstack, Kubeflow). Default: none."""
+    SkyPilot, dstack, Kubeflow). Inside a SLURM allocation its first host is rank 0's node
+    and wins over this (a note says so). Default: none."""
     master_port: int = spec(29500, minimum=1, maximum=65_535)
     """TCP port of the rendezvous on `master_addr`. Default 29500."""
     hostfile: str | None = None

@@ -250,10 +250,10 @@ def test_slurm_verl_starts_a_ray_cluster_first(capsys: pytest.CaptureFixture[str
                 "launch.slurm.time=default", "launch.slurm.cpus_per_task=64")
     assert launch(recipe=str(SEED), overrides=settings, target="verl", slurm=True, environ={}) == 0
     script = capsys.readouterr().out
-    ray = executable("ray")
-    assert f'srun --nodes=1 --ntasks=1 -w "$head" {ray} start --head --node-ip-address="$head_ip" ' \
+    assert f"ray={executable('ray')}" in script.splitlines()
+    assert 'srun --nodes=1 --ntasks=1 -w "$head" "$ray" start --head --node-ip-address="$head_ip" ' \
            "--port=6379 --num-cpus=64 --num-gpus=8 --block &" in script
-    assert f'srun --nodes=1 --ntasks=1 -w "$node" {ray} start --address="$head_ip:6379"' in script
+    assert 'srun --nodes=1 --ntasks=1 -w "$node" "$ray" start --address="$head_ip:6379"' in script
     last = script.splitlines()[-1]
     assert last.startswith(f'RAY_ADDRESS="$head_ip:6379" srun --overlap --nodes=1 --ntasks=1 -w "$head" '
                            f"{sys.executable} -m distrecipe launch ")

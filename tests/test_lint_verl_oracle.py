@@ -126,3 +126,48 @@ def test_hydra_prefixes_are_judged_as_hydra_judges_them(judge: Any, prefix: str,
         path.write_text(f"python3 -m verl.trainer.main_ppo data.train_batch_size=64 trainer.n_gpus_per_node=8 {line}\n")
         codes = {f.code for f in lint([path], config=LintConfig()).findings}
     assert bool(codes & {"DR352", "DR355"}) == refused, (line, codes)
+
+
+MICRO_KEYS = {"actor": "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+              "rollout": "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+              "ref": "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"}
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(written=st.sets(st.sampled_from(sorted(MICRO_KEYS))), kl_loss=st.booleans(), dynamic=st.booleans(),
+       script=st.booleans())
+@example(written={"actor", "ref"}, kl_loss=False, dynamic=False, script=True)  # no log_prob micro-batch
+@example(written={"actor", "rollout"}, kl_loss=True, dynamic=False, script=False)  # the ref needs one too
+def test_dr357_agrees_with_verl_on_unset_micro_batches(judge: Any, written: set[str], kl_loss: bool,
+                                                       dynamic: bool, script: bool) -> None:
+    """verl refuses a config that sizes a micro-batch nowhere (`validate_config`'s "Please set
+    at least one of ..." for the rollout's and, with a reference policy, the ref's
+    log-prob pass; the actor's own check for its update) ⇔ lint reports DR357."""
+    lines = ["data.train_batch_size=64", "actor_rollout_ref.rollout.n=2",
+             "actor_rollout_ref.actor.ppo_mini_batch_size=16", "trainer.nnodes=1", "trainer.n_gpus_per_node=8",
+             f"actor_rollout_ref.actor.use_kl_loss={str(kl_loss).lower()}",
+             f"actor_rollout_ref.actor.use_dynamic_bsz={str(dynamic).lower()}"]
+    lines += [f"{MICRO_KEYS[name]}=2" for name in sorted(written)]
+    with tempfile.TemporaryDirectory() as tmp:
+        if script:
+            path = Path(tmp) / "run_grpo.sh"
+            path.write_text("set -x\npython3 -m verl.trainer.main_ppo \\\n    algorithm.adv_estimator=grpo \\\n"
+                            + "".join(f"    {line} \\\n" for line in lines) + "    trainer.total_epochs=1\n")
+        else:
+            path = Path(tmp) / "verl_overrides.txt"
+            path.write_text("\n".join(lines) + "\n")
+        report = lint([path], config=LintConfig())
+    flagged = [f for f in report.findings if f.code == "DR357"]
+    try:
+        judge.validate(judge.compose(lines))
+        refused = ""
+    except (AssertionError, ValueError) as exc:
+        refused = str(exc)
+    except Exception as exc:  # a typed config's own assertion, wrapped by Hydra's instantiation
+        refused = str(exc.__cause__ or exc.__context__ or exc)
+    unset = "Please set at least one" in refused
+    event("refused" if unset else "accepted")
+    assert bool(flagged) == unset, (refused, [str(f) for f in report.findings])
+    if unset:
+        assert any(refused.split("]")[0] + "]" in f.message for f in flagged), (refused, flagged)

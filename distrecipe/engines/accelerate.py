@@ -60,8 +60,20 @@ BATCH_FILL = ("the training script decides them: the DataLoader's batch_size is 
 """Where a job launched with an Accelerate config (which has no batch keys) takes its batch."""
 
 FSDP1_ONLY = ("fsdp_sharding_strategy", "fsdp_backward_prefetch", "fsdp_forward_prefetch")
-"""FSDP1 keys whose request FSDP2 silently drops (`use_orig_params` and `sync_module_states`
-are dropped too, but FSDP2 behaves as if they were on, so nothing is lost)."""
+"""FSDP1 keys whose request FSDP2 drops (`use_orig_params` and `sync_module_states` are
+dropped too, but FSDP2 behaves as if they were on, so nothing is lost)."""
+FSDP2_DROPPED: dict[str, str | None] = {
+    "fsdp_sharding_strategy": None,
+    "fsdp_backward_prefetch": ("backward_prefetch is not supported in FSDP2. "
+                               "Setting backward prefetch to None."),
+    "fsdp_forward_prefetch": None,
+}
+"""What Accelerate does with each of `FSDP1_ONLY` under `fsdp_version: 2`: it accepts all
+three, logging the warning written here, or nothing (None). `accelerate launch` exports
+each as `FSDP_*`; `FullyShardedDataParallelPlugin.__post_init__` (1.16.0,
+`utils/dataclasses.py`) reads `FSDP_SHARDING_STRATEGY` and `FSDP_FORWARD_PREFETCH` only
+under version 1, and reads `FSDP_BACKWARD_PREFETCH` under both, then drops it with the
+warning (:1778). The oracle test builds the installed plugin and holds this to it."""
 RESHARD_OF = {"FULL_SHARD": True, "SHARD_GRAD_OP": False, "NO_SHARD": False}
 """`accelerate to-fsdp2`'s mapping from a sharding strategy to `reshard_after_forward`."""
 DS_FILE_CONFLICTS = (

@@ -120,6 +120,9 @@ class VerlCommand:
     """Overrides on the lines after a comment that ended the command (`shell.RawCommand.cut`):
     bash runs them as a command of their own, so verl never gets them."""
     cut: Position | None = None
+    forwarded: bool = False
+    """An argument that is a shell expansion and no override (`"$@"`, `$EXTRA_ARGS`): the
+    command passes verl more overrides than the script writes, known only when it runs."""
 
 
 _HYDRA_OPTIONS = ("--config-name", "--config-path", "--config-dir", "-cn", "-cp", "-cd")
@@ -160,8 +163,10 @@ def verl_commands(text: str, file: str) -> list[VerlCommand]:
                     break
                 more, _ = _arguments(later.words, file)
                 unreached.extend(more)
+        forwarded = any("$" in word.literal and not word.literal.startswith("-")
+                        and split_override(word.literal) is None for word in words[entry_at + 1:])
         found.append(VerlCommand(entry, config_name, tuple(items), words[0].where, tuple(unreached),
-                                 command.cut))
+                                 command.cut, forwarded))
     return found
 
 

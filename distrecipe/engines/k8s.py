@@ -53,6 +53,9 @@ RESERVED_ENV = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER
 TRAINER_PORT = 29500
 """`PET_MASTER_PORT` of a TrainJob (`constants.ContainerTrainerPort`)."""
 TRAINER_CONTAINER = "node"
+TRAINER_JOB = "node"
+"""The replicated job of the `torch-distributed` runtime that runs the trainer's nodes (the
+one labelled `trainer.kubeflow.org/trainjob-ancestor-step: trainer`): what a runtime patch names."""
 PYTORCH_CONTAINER = "pytorch"
 PYTORCH_REPLICAS = ("Master", "Worker")
 GPU = "nvidia.com/gpu"

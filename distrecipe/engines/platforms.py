@@ -22,7 +22,7 @@ from typing import Any, Literal
 from distrecipe.engines.k8s import ManifestKind, gpus, kind_of, nodes_and_processes
 from distrecipe.engines.shell import Word, commands
 from distrecipe.errors import Position
-from distrecipe.keys import get, integer, section
+from distrecipe.keys import CLOSE, get, integer, section
 from distrecipe.overrides import split_override
 from distrecipe.source import Document, KeyPath
 
@@ -42,16 +42,25 @@ LAUNCH_FLAGS = frozenset({"--dry-run", "--slurm", "--k8s", "--skypilot", "--allo
 
 
 def platform_kind(data: Any) -> PlatformKind | None:
-    """A manifest by its `apiVersion` and `kind`; a SkyPilot task by its keys (only the task
-    schema's, with `run`, or `num_nodes` with `resources`)."""
+    """A manifest by its `apiVersion` and `kind`; a SkyPilot task by its keys (the task
+    schema's, or a near-certain misspelling of one, which `sky launch` refuses: lint's
+    DR399), with `run`, or `num_nodes` with `resources`."""
     manifest: ManifestKind | None = kind_of(data)
     if manifest is not None:
         return manifest
-    if not isinstance(data, dict) or not data or not set(data) <= SKYPILOT_KEYS:
+    if not isinstance(data, dict) or not data or not all(_skypilot_key(key) for key in data):
         return None
     if isinstance(data.get("run"), str) or ("num_nodes" in data and "resources" in data):
         return "skypilot"
     return None
+
+
+def _skypilot_key(key: object) -> bool:
+    if key in SKYPILOT_KEYS:
+        return True
+    import difflib
+
+    return isinstance(key, str) and bool(difflib.get_close_matches(key, SKYPILOT_KEYS, n=1, cutoff=CLOSE))
 
 
 @dataclass(frozen=True, slots=True)

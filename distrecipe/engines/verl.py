@@ -58,6 +58,29 @@ DEPRECATED: tuple[tuple[KeyPath, str], ...] = (
     (("actor_rollout_ref", "ref", "log_prob_micro_batch_size"), "log_prob_micro_batch_size_per_gpu"),
 )
 
+MICRO_BATCH_UNSET: tuple[tuple[KeyPath, str, str], ...] = (
+    (ACTOR, "ppo_micro_batch_size",
+     "[actor] Please set at least one of 'actor.ppo_micro_batch_size' or "
+     "'actor.ppo_micro_batch_size_per_gpu' if use_dynamic_bsz is not enabled."),
+    (("actor_rollout_ref", "ref"), "log_prob_micro_batch_size",
+     "[actor_rollout_ref.ref] Please set at least one of "
+     "'actor_rollout_ref.ref.log_prob_micro_batch_size' or "
+     "'actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu'."),
+    (("actor_rollout_ref", "rollout"), "log_prob_micro_batch_size",
+     "[actor_rollout_ref.rollout] Please set at least one of "
+     "'actor_rollout_ref.rollout.log_prob_micro_batch_size' or "
+     "'actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu'."),
+)
+"""The micro-batches verl wants sized, in the order `validate_config` asks (verl 0.9.1,
+`utils/config.py:90-220`), each as (its section, the deprecated global key, verl's own
+refusal): with `actor.use_dynamic_bsz` off, the actor's update (`ActorConfig.__post_init__`,
+`workers/config/actor.py:205`), the reference policy's log-prob pass when there is one
+(`algorithm.use_kl_in_reward` or `actor.use_kl_loss`: `need_reference_policy`) and the
+rollout's log-prob pass (`check_mutually_exclusive`) each need `KEY_per_gpu` or the
+deprecated `KEY`; every default is null. Setting both is DR350's."""
+REFERENCE_POLICY: tuple[KeyPath, ...] = (("algorithm", "use_kl_in_reward"), (*ACTOR, "use_kl_loss"))
+"""What makes verl run a reference policy (`trainer/ppo/utils.py: need_reference_policy`)."""
+
 ACTOR_STRATEGIES = ("fsdp", "fsdp2", "fsdp_turbo", "megatron", "veomni", "torchtitan")
 """`actor.strategy` values verl has an engine for."""
 

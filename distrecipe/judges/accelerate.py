@@ -79,6 +79,32 @@ def worker_plugin(args: Any, env: Mapping[str, str]) -> Any:
     return None
 
 
+def plugin_warnings(config_file: Path) -> list[str]:
+    """What Accelerate logs as a warning while a worker builds its plugin from `config_file`
+    (launched from the file's directory): `FullyShardedDataParallelPlugin` warns of the
+    FSDP1 settings it drops under `fsdp_version: 2`, one line each. Raises what the
+    launch or the plugin raises."""
+    import logging
+
+    lines: list[str] = []
+
+    class _Kept(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.levelno >= logging.WARNING:
+                lines.extend(line for line in record.getMessage().splitlines() if line.strip())
+
+    logger = logging.getLogger("accelerate")
+    handler = _Kept()
+    logger.addHandler(handler)
+    try:
+        with contextlib.chdir(config_file.resolve().parent):
+            args, env = launch_env(config_file.resolve())
+            worker_plugin(args, env)
+    finally:
+        logger.removeHandler(handler)
+    return lines
+
+
 class _Initialized(Exception):
     """Raised in place of `deepspeed.initialize`: the config is the one it would be given."""
 

@@ -40,6 +40,8 @@ from distrecipe.engines.k8s import (
     NAME_LIMIT,
     PYTORCH_CONTAINER,
     RAYJOB_NAME_LIMIT,
+    TRAINER_CONTAINER,
+    TRAINER_JOB,
     ManifestKind,
     job_name,
 )
@@ -49,6 +51,14 @@ from distrecipe.launch.prepare import emit_configs, hand_off, parse_program
 from distrecipe.recipe import ProgramKind
 from distrecipe.translator.load import split_set
 
+SHM_VOLUME = "dshm"
+SHARED_MEMORY: dict[str, Any] = {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory"}}
+"""A memory-backed emptyDir for `/dev/shm`: a container gets 64 MiB there otherwise, which
+NCCL's shared-memory transport and DataLoader workers (tensors passed through it) outgrow.
+Its pages count against the container's memory limit; no `sizeLimit` is written."""
+SHM_MOUNT: dict[str, str] = {"name": SHM_VOLUME, "mountPath": "/dev/shm"}
+PATCH_MANAGER = "distrecipe"
+"""The `manager` of the TrainJob's runtime patch (Trainer keys its patches by it)."""
 PLACEHOLDER_IMAGE = "SET-launch.k8s.image"
 """The image written when none is stated: not a valid reference, so no pod starts."""
 PET_OPTIONS = ("--node-rank", "$(PET_NODE_RANK)", "--set", "launch.master_addr=$(PET_MASTER_ADDR)",
@@ -155,6 +165,10 @@ def k8s_manifest(plan: Plan, kind: ProgramKind, *, recipe: str, overrides: Seque
     header = (f"# {written} for recipe {plan.recipe.name}: {plan.dims.nodes} node(s) x "
               f"{plan.dims.gpus_per_node} {'GPU' if plan.recipe.cluster.device == 'gpu' else 'CPU'} rank(s)\n"
               "# written by `distrecipe launch --k8s`; apply with `kubectl apply -f FILE`\n")
+    if manifest != "rayjob":  # KubeRay mounts a /dev/shm of its own in every Ray pod
+        header += (f"# each node requests {', '.join(node_requests(plan)[1])}\n"
+                   "# /dev/shm: a memory-backed emptyDir for NCCL and DataLoader workers (its pages count "
+                   "against the memory limit)\n")
     return header + yaml.dump(document, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
                               width=1 << 16), notes
 
@@ -177,7 +191,7 @@ def _outside(path: Path, notes: list[str]) -> str:
 
 
 def resources(plan: Plan, *, gpu: bool = True) -> dict[str, Any]:
-    """A node's `limits` (requests default to them): its GPUs, and CPU and memory where stated."""
+    """A Ray pod's `limits` (requests default to them): its GPUs, and CPU and memory where stated."""
     settings = plan.recipe.launch.k8s
     limits: dict[str, Any] = {}
     if gpu and plan.recipe.cluster.device == "gpu":
@@ -185,6 +199,46 @@ def resources(plan: Plan, *, gpu: bool = True) -> dict[str, Any]:
     limits.update({key: value for key, value in (("cpu", settings.cpu), ("memory", settings.memory))
                    if value is not None})
     return {"limits": limits} if limits else {}
+
+
+def node_requests(plan: Plan) -> tuple[dict[str, Any], list[str]]:
+    """The CPU and memory each node's pod requests (what the scheduler places it by), and
+    where each came from, for the manifest's comment. CPU: `launch.k8s.cpu`, else one per
+    rank (distrecipe's default: each rank is a process; DataLoader workers want more).
+    Memory: `launch.k8s.memory`, else `cluster.cpu_memory` (the host memory the recipe says
+    each node has), else none: said to be unset, never guessed."""
+    settings, cluster = plan.recipe.launch.k8s, plan.recipe.cluster
+    requests: dict[str, Any] = {}
+    if settings.cpu is not None:
+        requests["cpu"], said = settings.cpu, [f"cpu {settings.cpu} (launch.k8s.cpu)"]
+    else:
+        requests["cpu"] = plan.dims.gpus_per_node
+        said = [f"cpu {plan.dims.gpus_per_node} (distrecipe's default: one per rank; set launch.k8s.cpu)"]
+    if settings.memory is not None:
+        requests["memory"] = settings.memory
+        said.append(f"memory {settings.memory} (launch.k8s.memory)")
+    elif cluster.cpu_memory is not None:
+        requests["memory"] = quantity(cluster.cpu_memory)
+        said.append(f"memory {requests['memory']} (cluster.cpu_memory)")
+    else:
+        said.append("memory not stated (set launch.k8s.memory or cluster.cpu_memory; the namespace's "
+                    "default request applies)")
+    return requests, said
+
+
+def node_resources(plan: Plan) -> dict[str, Any]:
+    """A rank-running pod's resources: `limits` (its GPUs, and CPU and memory where
+    `launch.k8s` states them) and `requests` (`node_requests`)."""
+    return {**resources(plan), "requests": node_requests(plan)[0]}
+
+
+def quantity(size: int) -> int | str:
+    """Bytes as the shortest exact Kubernetes quantity (`512Gi`, `500G`, or the number)."""
+    for suffix, factor in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("T", 10**12), ("G", 10**9),
+                           ("M", 10**6), ("Ki", 2**10), ("k", 10**3)):
+        if size >= factor and size % factor == 0:
+            return f"{size // factor}{suffix}"
+    return size
 
 
 def _command_and_args(command: list[str]) -> dict[str, list[str]]:
@@ -198,12 +252,18 @@ def _command_and_args(command: list[str]) -> dict[str, list[str]]:
 
 
 def trainjob_spec(plan: Plan, command: list[str]) -> dict[str, Any]:
+    """`numNodes` nodes of `numProcPerNode` ranks, the node's resources, and a runtime patch
+    that gives the runtime's node pod its `/dev/shm` (Trainer v2.3's `runtimePatches`: the
+    trainer's own fields hold no volume)."""
     settings = plan.recipe.launch.k8s
     trainer: dict[str, Any] = {"image": settings.image or PLACEHOLDER_IMAGE, **_command_and_args(command),
-                               "numNodes": plan.dims.nodes, "numProcPerNode": plan.dims.gpus_per_node}
-    if found := resources(plan):
-        trainer["resourcesPerNode"] = found
-    return {"runtimeRef": {"name": settings.runtime}, "trainer": trainer}
+                               "numNodes": plan.dims.nodes, "numProcPerNode": plan.dims.gpus_per_node,
+                               "resourcesPerNode": node_resources(plan)}
+    pod = {"volumes": [SHARED_MEMORY],
+           "containers": [{"name": TRAINER_CONTAINER, "volumeMounts": [SHM_MOUNT]}]}
+    patch = {"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
+        {"name": TRAINER_JOB, "template": {"spec": {"template": {"spec": pod}}}}]}}}}
+    return {"runtimeRef": {"name": settings.runtime}, "runtimePatches": [patch], "trainer": trainer}
 
 
 def _container(plan: Plan, name: str, command: list[str] | None, *, gpu: bool) -> dict[str, Any]:
@@ -217,8 +277,10 @@ def _container(plan: Plan, name: str, command: list[str] | None, *, gpu: bool) -
 
 def pytorchjob_spec(plan: Plan, command: list[str]) -> dict[str, Any]:
     def replica(count: int) -> dict[str, Any]:
-        return {"replicas": count, "template": {"spec": {
-            "containers": [_container(plan, PYTORCH_CONTAINER, command, gpu=True)]}}}
+        container = {**_container(plan, PYTORCH_CONTAINER, command, gpu=True),
+                     "resources": node_resources(plan), "volumeMounts": [SHM_MOUNT]}
+        return {"replicas": count,
+                "template": {"spec": {"containers": [container], "volumes": [SHARED_MEMORY]}}}
 
     replicas = {"Master": replica(1)}
     if plan.dims.nodes > 1:

@@ -232,7 +232,7 @@ def build_request(plan: Plan, *, program: Program, run_dir: Path, configs: dict[
     if not 0 <= rank < plan.dims.nodes:
         where = f" ({allocation.sources['node_rank']})" if allocation and node_rank is None else ""
         raise LaunchError(f"node rank {rank}{where} is outside the recipe's {plan.dims.nodes} node(s)")
-    master = plan.recipe.launch.master_addr or (allocation.master_addr if allocation else None)
+    master = allocation_master(plan, allocation, say) or plan.recipe.launch.master_addr
     hosts = allocation.hosts if allocation else ()
     if dry_run and plan.dims.nodes > 1 and not hosts:
         # A dry run on a laptop still shows the multi-node command's exact shape, with
@@ -254,6 +254,29 @@ def build_request(plan: Plan, *, program: Program, run_dir: Path, configs: dict[
         per_node=node_rank is not None or (allocation.per_node if allocation else False),
         environ=dict(environ), allocation=allocation,
     )
+
+
+def allocation_master(plan: Plan, allocation: Allocation | None, say: Say) -> str | None:
+    """Node 0's address as the platform says it, where the platform decides it over the
+    recipe: inside a SLURM allocation, node rank 0 is the allocation's first node
+    (`SLURM_NODEID` 0, whatever `launch.master_addr` a recipe carries from another
+    cluster), so the rendezvous is there, and a recipe address that differs is named.
+    Elsewhere, the recipe's address (else the platform's) serves: None here when the
+    recipe states one."""
+    if allocation is None:
+        return None
+    stated = plan.recipe.launch.master_addr
+    if allocation.platform != "slurm" or stated is None:
+        return allocation.master_addr if stated is None else None
+    first = allocation.master_addr
+    if stated != first:
+        where = plan.recipe.where.get("launch.master_addr")
+        said = "" if where is None else (f" ({where.file})" if where.file.startswith("--set ")
+                                          else f" ({where.file}:{where.line})")
+        variable = allocation.sources.get("master_addr", "SLURM_JOB_NODELIST")
+        say(f"distrecipe: launch.master_addr {stated}{said} is not this SLURM allocation's first node "
+            f"{first} ({variable}), where node rank 0 runs: the rendezvous is on {first}")
+    return first
 
 
 def node_argv(plan: Plan, *, python: str, recipe: str, overrides: Sequence[str], runs_root: str,

@@ -10,14 +10,20 @@ rank. verl on several nodes is the exception, as in verl's own SkyPilot example
 joined, the trainer; the others join the head's Ray cluster.
 
 The paths in `run` are relative to the workdir (SkyPilot copies it to every node), so
-the recipe and the script must lie inside it. The accelerators come from `cluster.gpu`
-(SkyPilot's names, `ACCELERATORS`) or `launch.skypilot.accelerator`; with neither, the
-file says `SET-cluster.gpu:N`, which SkyPilot's catalog refuses at `sky launch` (or
-which `sky launch --gpus NAME:N` replaces).
+the recipe and the script must lie inside it. No distrecipe release is on the package
+index, so `setup` installs the distrecipe this launch runs from its source tree: from
+the workdir when the tree lies in it (`pip install -e .`), else from a `file_mounts`
+copy of the tree on each node (`DISTRECIPE_MOUNT`); a distrecipe installed without its
+source (a wheel) has nothing to ship, and `launch.skypilot.setup` must say how.
+
+The accelerators come from `cluster.gpu` (SkyPilot's names, `ACCELERATORS`) or
+`launch.skypilot.accelerator`; with neither, the file says `SET-cluster.gpu:N`, which
+SkyPilot's catalog refuses at `sky launch` (or which `sky launch --gpus NAME:N` replaces).
 """
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from distrecipe import __version__
+import distrecipe
 from distrecipe.errors import LaunchError
 from distrecipe.job import Plan
 from distrecipe.launch.prepare import names_script, node_argv
@@ -41,6 +47,8 @@ ACCELERATORS: dict[Gpu, str] = {
 """`cluster.gpu` → the accelerator name SkyPilot's catalogs use (`sky show-gpus`)."""
 PLACEHOLDER = "SET-cluster.gpu"
 """The accelerator name written when the recipe names no GPU: no catalog has it."""
+DISTRECIPE_MOUNT = "~/distrecipe"
+"""Where each node gets distrecipe's source tree (`file_mounts`) when the workdir lacks it."""
 PYTHON = "python3"
 """The interpreter `run` calls on the nodes: the image's, where `setup` installed distrecipe."""
 EXTRAS: dict[str, tuple[str, ...]] = {
@@ -64,12 +72,37 @@ def accelerators(plan: Plan) -> tuple[str, str | None]:
         f"launch.skypilot.accelerator, or pass sky launch --gpus NAME:{count}")
 
 
-def default_setup(plan: Plan, kind: ProgramKind) -> str:
-    """This distrecipe, with the extras the job's launcher (and an HF program) needs."""
+def source_tree() -> Path | None:
+    """The source tree this distrecipe runs from (the directory of its pyproject.toml), or
+    None for one installed without it."""
+    root = Path(distrecipe.__file__).resolve().parent.parent
+    pyproject = root / "pyproject.toml"
+    try:
+        named = pyproject.is_file() and 'name = "distrecipe"' in pyproject.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    return root if named else None
+
+
+def default_setup(plan: Plan, kind: ProgramKind, workdir: Path) -> tuple[str, dict[str, str]]:
+    """The setup that installs this distrecipe, with the extras the job's launcher (and an
+    HF program) needs, from its source tree, and the `file_mounts` that ship the tree when
+    the workdir does not hold it (see the module's docstring)."""
+    source = source_tree()
+    if source is None:
+        raise LaunchError(f"this distrecipe ({Path(distrecipe.__file__).parent}) is installed without its "
+                          "source tree and no release of it is on the package index, so the nodes cannot "
+                          "install it: set launch.skypilot.setup to commands that do (a wheel in the "
+                          "workdir, a git checkout), or run launch --skypilot from a distrecipe checkout")
     extras = EXTRAS[plan.backend] + (("hf",) if kind == "hf" else ())
-    package = f"distrecipe[{','.join(extras)}]" if extras else "distrecipe"
-    words = [PYTHON, "-m", "pip", "install", f"{package}=={__version__}"]
-    return shlex.join(words + ([] if extras else ["torch"]))
+    suffix = f"[{','.join(extras)}]" if extras else ""
+    torch = "" if extras else " torch"
+    if source.is_relative_to(workdir):
+        where = os.path.relpath(source, workdir)
+        target = shlex.quote((where if where != "." else ".") + suffix)
+        return f"{PYTHON} -m pip install -e {target}{torch}", {}
+    home = DISTRECIPE_MOUNT.removeprefix("~/")
+    return f'{PYTHON} -m pip install -e "$HOME/{home}{suffix}"{torch}', {DISTRECIPE_MOUNT: str(source)}
 
 
 def workdir_of(plan: Plan, cwd: Path) -> Path:
@@ -117,12 +150,15 @@ def skypilot_task(plan: Plan, kind: ProgramKind, *, recipe: str, overrides: Sequ
                          program=program, program_kind=program_kind, allow_override=allow_override,
                          workdir=workdir, cwd=cwd, allow_no_fit=allow_no_fit)
     note = accelerators(plan)[1] if plan.recipe.cluster.device == "gpu" else None
-    setup = plan.recipe.launch.skypilot.setup or default_setup(plan, kind)
-    return task_yaml(plan, argv, workdir=workdir, setup=setup), [note] if note else []
+    stated = plan.recipe.launch.skypilot.setup
+    setup, mounts = (stated, {}) if stated else default_setup(plan, kind, workdir)
+    return task_yaml(plan, argv, workdir=workdir, setup=setup, file_mounts=mounts), [note] if note else []
 
 
-def task_yaml(plan: Plan, launch_argv: Sequence[str], *, workdir: Path, setup: str, ray: str = "ray") -> str:
-    """The SkyPilot task: name, nodes, resources, workdir, setup, and `run` on every node.
+def task_yaml(plan: Plan, launch_argv: Sequence[str], *, workdir: Path, setup: str, ray: str = "ray",
+              file_mounts: dict[str, str] | None = None) -> str:
+    """The SkyPilot task: name, nodes, resources, workdir, file mounts, setup, and `run` on
+    every node.
 
     `launch_argv` is the `distrecipe launch …` each node runs (paths relative to the
     workdir); verl on several nodes wraps it in a Ray cluster, `ray` being Ray's command.
@@ -133,8 +169,8 @@ def task_yaml(plan: Plan, launch_argv: Sequence[str], *, workdir: Path, setup: s
     else:  # CPU ranks: as many cores, at least, on each node
         resources = {"cpus": f"{plan.dims.gpus_per_node}+"}
     task = {"name": plan.recipe.name, "num_nodes": plan.dims.nodes, "resources": resources,
-            "workdir": str(workdir), "setup": setup.rstrip("\n") + "\n",
-            "run": run_block(plan, launch_argv, ray=ray)}
+            "workdir": str(workdir), **({"file_mounts": file_mounts} if file_mounts else {}),
+            "setup": setup.rstrip("\n") + "\n", "run": run_block(plan, launch_argv, ray=ray)}
     header = (f"# SkyPilot task for {plan.recipe.name} ({plan.dims.nodes} node(s) × "
               f"{plan.dims.gpus_per_node} rank(s), {plan.backend}), written by distrecipe launch "
               "--skypilot.\n# sky launch -c NAME this.yaml; each node's distrecipe reads SKYPILOT_NODE_RANK "

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import re
 import shlex
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -109,6 +110,13 @@ PLACEHOLDER = "SET-launch.slurm.{key}"
 unknown partition, a malformed time or CPU count) and the script's first command refuses
 to go on."""
 RAY_PORT = 6379
+RAY_WAIT = 600
+"""Seconds the batch script waits for the Ray head, then for every node, to join
+(`DISTRECIPE_RAY_WAIT` in the job's environment overrides it) before it gives up."""
+RAY_NODES = ("awk '/^(Active|Idle):/{a=1; next} /^[A-Za-z]/{a=0} a && $2 ~ /^node_/{n+=$1} "
+             "END{print n+0}'")
+"""Counts the nodes `ray status` lists (` 1 node_<id>` lines under `Active:` and, with
+Ray's v2 autoscaler, `Idle:`, where a node that runs nothing yet is)."""
 
 
 def cpus_per_task(plan: Plan) -> int | None:
@@ -157,13 +165,17 @@ def sbatch_lines(plan: Plan, runs_root: Path, chdir: Path) -> tuple[list[str], l
 
 
 def batch_script(plan: Plan, launch_argv: Sequence[str], *, runs_root: Path, chdir: Path,
-                 ray: str = "ray") -> str:
+                 ray: str) -> str:
     """An sbatch script: the plan's nodes, GPUs and CPUs, then one distrecipe per node.
 
     `launch_argv` is the `distrecipe launch …` command (without `--slurm`) each node
     runs, with an absolute interpreter. verl on several nodes instead starts a Ray head
     on the first node and Ray workers on the others, then one launch on the head, as
-    verl's multi-node guide does; `ray` is the Ray command to use.
+    verl's multi-node guide does. `ray` is the Ray command distrecipe resolved
+    (`launch.spec.executable`: beside its interpreter, else on this PATH), an absolute
+    path, never a word each node's PATH decides. The script waits for the head, then for
+    every node, to be listed by `ray status` (at most `RAY_WAIT` seconds each), and stops
+    saying how many joined, rather than start verl on a cluster that is not all there.
     """
     sbatch, placeholders = sbatch_lines(plan, runs_root, chdir)
     lines = ["#!/bin/bash", *sbatch, "set -euo pipefail"]
@@ -174,22 +186,42 @@ def batch_script(plan: Plan, launch_argv: Sequence[str], *, runs_root: Path, chd
     # srun does not inherit --cpus-per-task from the batch step (SLURM 22.05+), so it is repeated.
     step = "srun --ntasks-per-node=1" + (f" --cpus-per-task={cpus}" if cpus else "") + " --kill-on-bad-exit=1"
     if plan.backend == "verl" and plan.dims.nodes > 1:
+        if not Path(ray).is_absolute():
+            raise LaunchError(f"verl on {plan.dims.nodes} nodes starts a Ray cluster, and Ray's `ray` "
+                              f"command is neither beside {sys.executable} nor on PATH: install Ray "
+                              "there (pip install 'distrecipe[verl]')")
         gpus = (f"--num-cpus={cpus} " if cpus else "") + f"--num-gpus={plan.dims.gpus_per_node} --block &"
-        join = f'{shlex.quote(ray)} start --address="$head_ip:{RAY_PORT}"'
+        address = f"$head_ip:{RAY_PORT}"
         lines += [
             "# verl's multi-node recipe: a Ray head on the first node, workers on the others,",
-            "# then verl's trainer (through distrecipe) on the head.",
+            "# then verl's trainer (through distrecipe) on the head once every node has joined.",
+            f"ray={shlex.quote(ray)}",
             'mapfile -t nodes < <(scontrol show hostnames "$SLURM_JOB_NODELIST")',
             'head=${nodes[0]}',
             'head_ip=$(srun --nodes=1 --ntasks=1 -w "$head" hostname --ip-address | cut -d" " -f1)',
-            f'srun --nodes=1 --ntasks=1 -w "$head" {shlex.quote(ray)} start --head '
+            f"ray_wait=${{DISTRECIPE_RAY_WAIT:-{RAY_WAIT}}}",
+            "ray_nodes() {  # the nodes of the Ray cluster, as `ray status` lists them",
+            f'  "$ray" status --address="{address}" 2>/dev/null | {RAY_NODES}',
+            "}",
+            "wait_for_ray_nodes() {  # until $1 nodes have joined, for at most $ray_wait seconds",
+            "  local deadline=$((SECONDS + ray_wait))",
+            '  until [ "$(ray_nodes)" -ge "$1" ]; do',
+            '    if [ "$SECONDS" -ge "$deadline" ]; then',
+            f'      echo "distrecipe: $(ray_nodes) of $1 Ray node(s) joined the head at {address} within '
+            '$ray_wait s (DISTRECIPE_RAY_WAIT); the ray start errors are above" >&2',
+            "      exit 1",
+            "    fi",
+            "    sleep 2",
+            "  done",
+            "}",
+            f'srun --nodes=1 --ntasks=1 -w "$head" "$ray" start --head '
             f'--node-ip-address="$head_ip" --port={RAY_PORT} {gpus}',
-            "sleep 10",
+            "wait_for_ray_nodes 1",
             'for node in "${nodes[@]:1}"; do',
-            f'  srun --nodes=1 --ntasks=1 -w "$node" {join} {gpus}',
+            f'  srun --nodes=1 --ntasks=1 -w "$node" "$ray" start --address="{address}" {gpus}',
             "done",
-            "sleep 10",
-            f'RAY_ADDRESS="$head_ip:{RAY_PORT}" srun --overlap --nodes=1 --ntasks=1 -w "$head" '
+            f"wait_for_ray_nodes {plan.dims.nodes}",
+            f'RAY_ADDRESS="{address}" srun --overlap --nodes=1 --ntasks=1 -w "$head" '
             f"{shlex.join(launch_argv)}",
         ]
     else:

@@ -96,6 +96,7 @@ def _lint(paths: Sequence[str | Path], workspace: Workspace, config: LintConfig,
     skipped: list[str] = []
     count = 0
     files = list(_files(paths, config.exclude))
+    workspace.references.linted = [path for path, _ in files]
     for path, root in files:  # launch scripts first: they say how the configs are used
         workspace.register(path, root or Path.cwd())
     named = [path for path, root in files if root is None and is_file(path)]

@@ -99,6 +99,9 @@ class References:
         it is the program's sole argument)."""
         self._names: dict[str, set[str]] = {}
         """Each registered script → the real paths of the configs it names."""
+        self.linted: list[Path] = []
+        """The files of this lint run, given or walked: where a reference no launch directory
+        resolves may still be (`_opened_from_elsewhere`)."""
 
     def real(self, path: str | Path) -> str:
         """`os.path.realpath(path)`, once per path in this run: one ds_config is asked about
@@ -123,7 +126,16 @@ class References:
         """The file `ref` names: beside `referrer`, else from a launch directory, never
         outside the linted directory or the repository; else as `referenced_path` finds it.
         `beside=False`: only from where the job runs (Axolotl and LLaMA-Factory open the
-        path from their working directory), then the working directory itself."""
+        path from their working directory), then the working directory itself. The path is
+        written as `referrer` is: absolute for an absolute one, else relative to the working
+        directory when the file is below it, so a file reached from another is named in
+        findings as it is when given or walked."""
+        found = self._resolve(referrer, ref, root, beside=beside)
+        if found is None:
+            return None
+        return Path(os.path.abspath(found)) if referrer.is_absolute() else _shown(found)
+
+    def _resolve(self, referrer: Path, ref: str, root: Path | None, *, beside: bool) -> Path | None:
         launched = self.launch_directories(referrer, root)
         fences = [self.real(base) for base in launched]
         if not beside:
@@ -133,7 +145,7 @@ class References:
                                                for fence in fences):
                     return candidate
             found = Path(ref)
-            return found if root is None and _is_file(found) else None
+            return found if root is None and _is_file(found) else self._opened_from_elsewhere(referrer, ref)
         for base in (referrer.parent, *launched):
             candidate = base / ref
             if not _is_file(candidate):
@@ -144,6 +156,27 @@ class References:
                 return candidate
         found = referenced_path(referrer, ref)
         return found if root is None and _is_file(found) else None
+
+    def _opened_from_elsewhere(self, referrer: Path, ref: str) -> Path | None:
+        """A path a tool opens from the directory it runs in, where no launch directory holds
+        it (no checkout or project says where jobs run, or the file lies elsewhere): a
+        linted file that `ref` names, else `ref` under the nearest directory at or above
+        `referrer`'s (up to its checkout's root, when it has one) where that file exists,
+        the directory the tool must run in for the path to open."""
+        parts = Path(ref).parts
+        if not parts or Path(ref).is_absolute() or ".." in parts:
+            return None
+        for path in self.linted:
+            if Path(os.path.abspath(path)).parts[-len(parts):] == parts and _is_file(path):
+                return path
+        directory = Path(os.path.abspath(referrer.parent))
+        top = repository_root(directory)
+        for base in (directory, *directory.parents):
+            if _is_file(base / ref):
+                return base / ref
+            if base == top:
+                break
+        return None
 
     def register(self, path: Path, root: Path | None) -> None:
         """Note which ds_configs and Accelerate configs a launch script or a job file names, and how; and

@@ -22,7 +22,8 @@ No API server runs on these machines, so what it would do on `kubectl apply
    `kubernetes-validate` in strict mode against Kubernetes' own schemas. A TrainJob
    has none of its own: its node pod is the `torch-distributed` runtime's template
    with the trainer's image, command, resources and the injected `PET_*` variables,
-   as Trainer's JobSet builder makes it.
+   as Trainer's JobSet builder makes it, and the TrainJob's `runtimePatches` for that
+   replicated job merged in as a strategic merge does (lists keyed by name).
 
 The CRDs are the release tags' bytes (`crds/PROVENANCE.csv`).
 """
@@ -267,7 +268,41 @@ def trainjob_node_pod(job: dict[str, Any]) -> dict[str, Any]:
     assert {e["name"] for e in env} >= set(RESERVED_ENV)
     container["env"] = env
     container.setdefault("ports", []).append({"containerPort": 29500})
+    for patch in job["spec"].get("runtimePatches", []):
+        for target in get_path(patch, "trainingRuntimeSpec", "template", "spec", "replicatedJobs") or []:
+            if target.get("name") == node_job["name"]:
+                _patch_pod(pod["spec"], get_path(target, "template", "spec", "template", "spec") or {})
     return pod
+
+
+def get_path(data: Any, *keys: str) -> Any:
+    for key in keys:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data
+
+
+def _patch_pod(spec: dict[str, Any], patch: dict[str, Any]) -> None:
+    """A runtime patch's pod spec onto the runtime's, as a strategic merge does: the lists
+    the CRD keys by name (`volumes`, `containers` and their `env`, `volumeMounts`) merged
+    item by item, anything else replaced."""
+    for key, value in patch.items():
+        if key in ("volumes", "containers", "initContainers"):
+            _merge_named(spec.setdefault(key, []), value, nested=key != "volumes")
+        else:
+            spec[key] = copy.deepcopy(value)
+
+
+def _merge_named(items: list[dict[str, Any]], patches: list[dict[str, Any]], *, nested: bool) -> None:
+    for patch in patches:
+        found = next((item for item in items if item.get("name") == patch["name"]), None)
+        if found is None:
+            items.append(copy.deepcopy(patch))
+            continue
+        for key, value in patch.items():
+            if nested and key in ("env", "volumeMounts"):
+                _merge_named(found.setdefault(key, []), value, nested=False)
+            else:
+                found[key] = copy.deepcopy(value)
 
 
 def pod_templates(job: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -256,3 +256,24 @@ def test_accelerate_gets_the_machine_rank(dry: Any) -> None:
 def test_a_rank_outside_the_recipe_names_its_variable(dry: Any) -> None:
     with pytest.raises(LaunchError, match=r"node rank 4 \(SKYPILOT_NODE_RANK\) is outside the recipe's 4 node"):
         dry(SEED, environ={**SKYPILOT, "SKYPILOT_NODE_RANK": "4"})
+
+
+@pytest.mark.parametrize("target", ["deepspeed", "torchrun"])
+def test_inside_slurm_the_allocations_first_node_is_the_master_whatever_the_recipe_says(
+        capsys: pytest.CaptureFixture[str], target: str) -> None:
+    """A recipe written for one cluster (`launch.master_addr: 10.9.0.1`) run in a SLURM
+    allocation: node rank 0 runs on the allocation's first node, so the rendezvous is
+    there, and the recipe's address is named as overruled."""
+    capsys.readouterr()
+    assert launch(recipe=str(SEED), overrides=("strategy=fsdp", "launch.master_addr=10.9.0.1"), target=target,
+                  run_dir=str(RUN), dry_run=True, environ=SLURM_STEP) == 0
+    out, err = capsys.readouterr()
+    argv = json.loads(out)["argv"]
+    flag = "--master_addr" if target == "deepspeed" else "--master-addr"
+    assert argv[argv.index(flag) + 1] == "gpu07"
+    assert ("distrecipe: launch.master_addr 10.9.0.1 (--set launch.master_addr=10.9.0.1) is not this SLURM "
+            "allocation's first node gpu07 (SLURM_JOB_NODELIST), where node rank 0 runs: the rendezvous is "
+            "on gpu07") in err
+    assert launch(recipe=str(SEED), overrides=("strategy=fsdp", "launch.master_addr=gpu07"), target=target,
+                  run_dir=str(RUN), dry_run=True, environ=SLURM_STEP) == 0
+    assert "launch.master_addr" not in capsys.readouterr().err, "the same node: nothing to say"

@@ -33,7 +33,6 @@ RECIPES = sorted((ROOT / "recipes").glob("*.yaml"))
 SKY_PYTHON = ROOT / ".venv-skypilot" / "bin" / "python"
 JUDGE = Path(__file__).with_name("skypilot_judge.py")
 RL = ("--set", "rl.rollout_n=4", "--set", "rl.prompts_per_step=128")
-VERSION = "0.1.0"
 
 Cli = Callable[..., Any]
 
@@ -62,7 +61,7 @@ def test_a_gpu_task(cli: Cli) -> None:
     got = task(cli, SEED, "--set", "cluster.gpu=h100", "--", "train.py", "--lr", "1e-5")
     assert got == {
         "name": "seed-8b-32gpu-zero2", "num_nodes": 4, "resources": {"accelerators": "H100:8"},
-        "workdir": str(Path.cwd()), "setup": f"python3 -m pip install 'distrecipe[deepspeed]=={VERSION}'\n",
+        "workdir": str(Path.cwd()), "setup": "python3 -m pip install -e '.[deepspeed]'\n",
         "run": ("python3 -m distrecipe launch recipes/seed-8b-32gpu-zero2.yaml --set cluster.gpu=h100 "
                 "--target deepspeed --runs-root runs -- train.py --lr 1e-5\n"),
     }
@@ -99,14 +98,67 @@ def test_cpu_ranks_ask_for_cores(cli: Cli) -> None:
 
 
 @pytest.mark.parametrize(("target", "kind", "setup"), [
-    ("torchrun", "torchrun", "python3 -m pip install distrecipe==0.1.0 torch"),
-    ("accelerate", "hf", "python3 -m pip install 'distrecipe[accelerate,hf]==0.1.0'"),
-    ("accelerate-deepspeed", "accelerate", "python3 -m pip install 'distrecipe[accelerate,deepspeed]==0.1.0'"),
+    ("torchrun", "torchrun", "python3 -m pip install -e . torch"),
+    ("accelerate", "hf", "python3 -m pip install -e '.[accelerate,hf]'"),
+    ("accelerate-deepspeed", "accelerate", "python3 -m pip install -e '.[accelerate,deepspeed]'"),
 ])
 def test_setup_installs_the_launcher_s_extras(cli: Cli, target: str, kind: str, setup: str) -> None:
     got = task(cli, SEED, "--set", "strategy=fsdp" if target == "accelerate" else "stage=2", "--target", target,
                "--program-kind", kind)
     assert got["setup"] == setup + "\n"
+
+
+def distrecipe_source(path: Path) -> bool:
+    """Whether `path` is a source tree pip installs as distrecipe (its pyproject's name)."""
+    pyproject = path / "pyproject.toml"
+    return pyproject.is_file() and 'name = "distrecipe"' in pyproject.read_text()
+
+
+def install_dir(setup: str, workdir: Path, home: Path) -> Path:
+    """The directory the setup's `pip install -e DIR[extras]` installs from, on a node whose
+    working directory is the synced workdir and whose home is `home`."""
+    words = shlex.split(setup.replace("$HOME", str(home)))
+    target = words[words.index("-e") + 1].split("[")[0]
+    return workdir / target
+
+
+def test_setup_installs_distrecipe_from_the_synced_workdir(cli: Cli, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """No distrecipe release is on the package index: the nodes install the one this
+    launch runs, from its source tree, which the workdir SkyPilot syncs holds."""
+    monkeypatch.chdir(ROOT)
+    text = cli("launch", SEED, "--skypilot", "--set", "cluster.gpu=h100", "--", "train.py").out
+    written = yaml.safe_load(text)
+    assert "distrecipe==" not in written["setup"] and "file_mounts" not in written
+    assert distrecipe_source(install_dir(written["setup"], Path(written["workdir"]), tmp_path))
+    (tmp_path / "task.yaml").write_text(text)
+    (verdict,) = judge([tmp_path / "task.yaml"], tmp_path / "home")
+    assert verdict["ok"], verdict["error"]
+    assert verdict["setup"] == written["setup"] and verdict["workdir"] == str(ROOT)
+
+
+def test_a_distrecipe_outside_the_workdir_is_mounted_and_installed(cli: Cli, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A project of its own (recipe and script in it) run by a distrecipe checked out
+    elsewhere: SkyPilot mounts that checkout on every node and setup installs it."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "r.yaml").write_text(TINY.read_text())
+    (project / "train.py").write_text(SCRIPTS["deepspeed"])
+    monkeypatch.chdir(project)
+    text = cli("launch", "r.yaml", "--skypilot", "--", "train.py").out
+    written = yaml.safe_load(text)
+    ((remote, local),) = written["file_mounts"].items()
+    assert local == str(ROOT) and remote.startswith("~/")
+    home = tmp_path / "node-home"
+    mounted = home / remote.removeprefix("~/")
+    mounted.parent.mkdir(parents=True)
+    mounted.symlink_to(ROOT)  # what SkyPilot's rsync leaves on the node
+    assert distrecipe_source(install_dir(written["setup"], project, home))
+    (tmp_path / "task.yaml").write_text(text)
+    (verdict,) = judge([tmp_path / "task.yaml"], tmp_path / "home")
+    assert verdict["ok"], verdict["error"]
+    assert verdict["file_mounts"] == {remote: str(ROOT)}
 
 
 def test_a_stated_setup_and_workdir(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

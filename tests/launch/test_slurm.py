@@ -125,3 +125,124 @@ def test_a_module_and_verl_overrides_are_no_paths(cli: Cli) -> None:
                  "--", "trainer.total_epochs=1")
     assert result.code == 0, result.err
     assert result.out.splitlines()[-1].endswith("-- trainer.total_epochs=1")
+
+
+RL_SETS = ("--set", "rl.rollout_n=4", "--set", "rl.prompts_per_step=128", "--set", "strategy=fsdp",
+           "--target", "verl")
+
+
+def test_verl_waits_for_its_ray_workers_with_the_resolved_ray(cli: Cli) -> None:
+    """The Ray cluster is started and awaited with the `ray` beside distrecipe's interpreter
+    (`launch.spec.executable`), polling `ray status` for every node, never a fixed sleep."""
+    from distrecipe.launch.spec import executable
+
+    result = cli("launch", SEED, "--slurm", *SET, "--time", "5", "--cpus-per-task", "8", *RL_SETS,
+                 "--", "trainer.total_epochs=1")
+    assert result.code == 0, result.err
+    ray = executable("ray")
+    assert Path(ray).is_absolute()
+    script = result.out
+    assert "sleep 10" not in script
+    assert f"ray={ray}" in script.splitlines()
+    assert '"$ray" start --head' in script and '"$ray" start --address=' in script
+    assert '"$ray" status --address="$head_ip:6379"' in script
+    assert "wait_for_ray_nodes 1" in script and "wait_for_ray_nodes 4" in script
+    assert script.index("wait_for_ray_nodes 4") < script.index("RAY_ADDRESS=")
+
+
+FAKE_RAY = """#!/bin/bash
+# A Ray stand-in: `start` records the node it runs on (and blocks as --block does);
+# `status` lists the recorded nodes as `ray status` does.
+case "$1" in
+  start)
+    case " $FAKE_RAY_DEAD " in *" $SRUN_HOST "*) echo "ray: cannot reach the head" >&2; exit 1;; esac
+    touch "$FAKE_RAY_DIR/$SRUN_HOST"
+    exec sleep 60;;
+  status)
+    echo "======== Autoscaler status: 2026-01-01 00:00:00 ========"
+    echo "Node status"
+    echo "---------------------------------------------------------------"
+    echo "Active:"
+    for node in "$FAKE_RAY_DIR"/*; do [ -e "$node" ] && echo " 1 node_$(basename "$node")"; done
+    echo "Idle:"
+    echo " (no idle nodes)"
+    echo "Pending:"
+    echo " (no pending nodes)"
+    exit 0;;
+esac
+exit 2
+"""
+FAKE_SRUN = """#!/bin/bash
+# srun stand-in: runs the command on "the node" -w names (SRUN_HOST), here.
+host=local
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -w) host=$2; shift 2;;
+    -*) shift;;
+    *) break;;
+  esac
+done
+SRUN_HOST=$host exec "$@"
+"""
+FAKE_HOSTNAME = '#!/bin/bash\necho "10.0.0.${SRUN_HOST#n}"\n'
+FAKE_SCONTROL = '#!/bin/bash\necho "$3" | tr , "\\n"\n'
+
+
+def run_fake_cluster(tmp_path: Path, *, dead: str = "", wait: int = 20) -> tuple[int, str]:
+    """The verl sbatch script of a 3-node recipe, run by bash with srun, scontrol, hostname
+    and ray standing in for the cluster's; the training itself is `echo LAUNCHED`."""
+    import os
+    import signal
+    import subprocess
+
+    from distrecipe.launch.slurm import batch_script
+    from distrecipe.translator.load import load_recipe
+    from distrecipe.translator.resolve import resolve
+
+    bin_dir, state = tmp_path / "bin", tmp_path / "ray-nodes"
+    bin_dir.mkdir()
+    state.mkdir()
+    for name, text in (("srun", FAKE_SRUN), ("hostname", FAKE_HOSTNAME), ("scontrol", FAKE_SCONTROL),
+                       ("ray", FAKE_RAY)):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    recipe = load_recipe(ROOT / "tests" / "launch" / "rl-tiny-2x2.yaml",
+                         ["cluster.nodes=3", "batch.global=18", "rl.prompts_per_step=18", "launch.slurm.partition=p", "launch.slurm.account=a",
+                          "launch.slurm.time=5", "launch.slurm.cpus_per_task=4"])
+    script = batch_script(resolve(recipe), ["echo", "LAUNCHED"], runs_root=tmp_path, chdir=tmp_path,
+                          ray=str(bin_dir / "ray"))
+    (tmp_path / "job.sbatch").write_text(script)
+    log = tmp_path / "job.log"
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "SLURM_JOB_NODELIST": "n1,n2,n3", "FAKE_RAY_DIR": str(state),
+           "FAKE_RAY_DEAD": dead, "DISTRECIPE_RAY_WAIT": str(wait)}
+    with log.open("w") as out:
+        job = subprocess.Popen(["bash", str(tmp_path / "job.sbatch")], cwd=tmp_path, env=env, stdout=out,
+                               stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        code = job.wait(timeout=120)
+    finally:
+        os.killpg(job.pid, signal.SIGTERM)  # the blocking `ray start`s this job left behind
+    return code, log.read_text()
+
+
+def test_the_verl_script_launches_once_every_ray_node_has_joined(tmp_path: Path) -> None:
+    code, log = run_fake_cluster(tmp_path)
+    assert (code, log.strip().splitlines()[-1]) == (0, "LAUNCHED"), log
+
+
+def test_the_verl_script_stops_naming_the_nodes_that_never_joined(tmp_path: Path) -> None:
+    code, log = run_fake_cluster(tmp_path, dead="n3", wait=3)
+    assert code == 1, log
+    assert "LAUNCHED" not in log
+    assert "distrecipe: 2 of 3 Ray node(s) joined the head at 10.0.0.1:6379 within 3 s" in log, log
+
+
+def test_a_ray_command_left_to_the_nodes_path_is_refused() -> None:
+    from distrecipe.errors import LaunchError
+    from distrecipe.launch.slurm import batch_script
+    from distrecipe.translator.load import load_recipe
+    from distrecipe.translator.resolve import resolve
+
+    plan = resolve(load_recipe(ROOT / "tests" / "launch" / "rl-tiny-2x2.yaml"))
+    with pytest.raises(LaunchError, match="Ray's `ray` command is neither beside"):
+        batch_script(plan, ["echo"], runs_root=ROOT, chdir=ROOT, ray="ray")

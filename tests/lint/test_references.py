@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -79,3 +80,56 @@ def test_outside_a_repository_or_project_only_the_files_directory_is_read(tmp_pa
     refs = References(Files(), LintConfig())
     assert refs.scan_root(Path("ds.json")) == (tmp_path, False)
     assert [p.as_posix() for p in refs.related([Path("ds.json")])] == ["run.sh"]
+
+
+AXOLOTL = """base_model: meta-llama/Llama-3.1-8B
+datasets:
+  - path: tatsu-lab/alpaca
+    type: alpaca
+micro_batch_size: 4
+gradient_accumulation_steps: 2
+learning_rate: 2.0e-5
+output_dir: ./outputs/sft
+deepspeed: deepspeed_configs/zero2.json
+"""
+ZERO2 = '{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": "auto", "zero_optimization": {"stage": 2}}\n'
+
+
+def axolotl_project(root: Path, *, git: bool) -> None:
+    """Axolotl's own layout: examples/MODEL/*.yaml naming deepspeed_configs/*.json, which
+    Axolotl opens from the repository's root (where `axolotl train` runs)."""
+    (root / "examples" / "llama").mkdir(parents=True)
+    (root / "deepspeed_configs").mkdir()
+    (root / "examples" / "llama" / "sft.yaml").write_text(AXOLOTL)
+    (root / "deepspeed_configs" / "zero2.json").write_text(ZERO2)
+    if git:
+        subprocess.run(["git", "init", "-q", str(root)], check=True)
+
+
+def test_github_annotations_name_a_companion_relative_to_the_working_directory(
+        cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ds_config reached from the Axolotl YAML (resolved from the repository's root) is
+    the same file as the one named on the command line: its findings say it as given."""
+    axolotl_project(tmp_path / "proj", git=True)
+    monkeypatch.chdir(tmp_path)
+    result = cli("lint", "proj/examples/llama/sft.yaml", "proj/deepspeed_configs/zero2.json", "--format", "github")
+    files = {part.removeprefix("file=") for line in result.out.splitlines()
+             for part in line.split("::")[1].split(",") if part.startswith("file=")}
+    assert files == {"proj/examples/llama/sft.yaml", "proj/deepspeed_configs/zero2.json"}, result.out
+    text = cli("lint", "proj/examples/llama/sft.yaml", "proj/deepspeed_configs/zero2.json").out
+    assert str(tmp_path) not in text, text
+
+
+@pytest.mark.parametrize("git", [True, False])
+@pytest.mark.parametrize("given", [("proj/examples/llama/sft.yaml", "proj/deepspeed_configs/zero2.json"),
+                                   ("proj/examples/llama/sft.yaml",)])
+def test_axolotl_and_its_ds_config_are_compared_with_or_without_git(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, git: bool, given: tuple[str, ...]) -> None:
+    """Axolotl opens `deepspeed:` from the directory it runs in; without a checkout to say
+    which, the file given on the command line, else the nearest directory above the YAML
+    that holds the path, is the one it opens."""
+    axolotl_project(tmp_path / "proj", git=git)
+    monkeypatch.chdir(tmp_path)
+    report = lint(list(given), config=LintConfig())
+    assert [(f.where.file, f.where.line, f.code) for f in report.findings if f.code == "DR360" and f.where] == [
+        ("proj/examples/llama/sft.yaml", 5, "DR360")], "\n".join(map(str, report.findings))

@@ -10,7 +10,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from distrecipe.engines.accelerate import DS_FILE_CONFLICTS, FSDP1_ONLY, RESHARD_OF
+from distrecipe.engines.accelerate import DS_FILE_CONFLICTS, FSDP1_ONLY, FSDP2_DROPPED, RESHARD_OF
 from distrecipe.engines.native import ds_reference
 from distrecipe.engines.tables import label, release, release_key, releases, table, table_of
 from distrecipe.keys import did_you_mean, integer
@@ -19,15 +19,19 @@ from distrecipe.lint.workspace import Source
 
 
 def fsdp1_key_under_fsdp2(src: Source) -> Iterator[Problem]:
-    """An FSDP1-only key under `fsdp_version: 2`, silently ignored, and what it asked for lost.
+    """An FSDP1-only key under `fsdp_version: 2`, dropped, and what it asked for lost.
 
     FSDP2 (`fully_shard`) has no sharding strategy and no prefetch flags; Accelerate
-    drops them under version 2. `fsdp_sharding_strategy: SHARD_GRAD_OP` (ZeRO-2)
-    becomes FSDP2's default `reshard_after_forward: true` (ZeRO-3, 1.5× the traffic);
-    `HYBRID_SHARD` shards over every rank instead of within a node, so all traffic
-    crosses nodes. A strategy that agrees with a written `fsdp_reshard_after_forward`
-    loses nothing and is not reported, nor are `fsdp_use_orig_params` and
-    `fsdp_sync_module_states`, which FSDP2 no longer needs.
+    accepts the file and drops them under version 2: `fsdp_backward_prefetch` with a
+    warning in every worker's log, `fsdp_sharding_strategy` and `fsdp_forward_prefetch`
+    without a word (the message says which). `fsdp_sharding_strategy: SHARD_GRAD_OP`
+    (ZeRO-2) becomes FSDP2's default `reshard_after_forward: true` (ZeRO-3, 1.5× the
+    traffic); `HYBRID_SHARD` shards over every rank instead of within a node, so all
+    traffic crosses nodes. A strategy that agrees with a written
+    `fsdp_reshard_after_forward` loses nothing and is not reported, nor are
+    `fsdp_use_orig_params` and `fsdp_sync_module_states`, which FSDP2 no longer needs. A
+    warning, since Accelerate runs the file; a value Accelerate refuses under version 2
+    (`fsdp_reshard_after_forward: SHARD_GRAD_OP`) is DR330's error.
 
     Fails: accelerate
     ```yaml
@@ -75,8 +79,11 @@ def fsdp1_key_under_fsdp2(src: Source) -> Iterator[Problem]:
                 lost = f"fsdp_reshard_after_forward: {str(reshard).lower()} decides instead"
         else:
             lost = "prefetching is not configured this way in FSDP2"
-        yield Problem(("fsdp_config", written), f"fsdp_config.{written}: {value} is FSDP1-only and "
-                      f"ignored under fsdp_version 2 ({lost})", key=True)
+        warned = FSDP2_DROPPED[key]
+        does = (f"Accelerate warns \"{warned}\" and runs without it" if warned
+                else "Accelerate drops it without a warning")
+        yield Problem(("fsdp_config", written), f"fsdp_config.{written}: {value} is FSDP1-only; under "
+                      f"fsdp_version 2 {does} ({lost})", key=True)
 
 
 def deepspeed_file_conflict(src: Source) -> Iterator[Problem]:

@@ -28,7 +28,8 @@ def deepspeed_mismatch(src: Source) -> Iterator[Problem]:
     LLaMA-Factory build the Trainer from their YAML, so theirs are checked the same way:
     Axolotl's `micro_batch_size` is `per_device_train_batch_size`, and its `bf16: auto`
     is what the GPU has (never a contradiction); their `deepspeed:` path is opened from
-    the directory the tool runs in, the repository's root.
+    the directory the tool runs in, the repository's root (outside a checkout: the linted
+    file the path names, else the nearest directory above the YAML that holds it).
 
     Fails: hf
     ```json

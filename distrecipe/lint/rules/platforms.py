@@ -17,7 +17,9 @@ from distrecipe.engines.argv import Launch, launch_of
 from distrecipe.engines.k8s import API_VERSIONS, breaches, gpus, kind_of, rayjob_gpus
 from distrecipe.engines.platforms import World, job_commands, job_world, named_recipe, verl_overrides
 from distrecipe.engines.shell import Word
-from distrecipe.keys import get, integer
+from distrecipe.engines.skypilot import label as skypilot_label
+from distrecipe.engines.skypilot import refusals as skypilot_refusals
+from distrecipe.keys import dotted, get, integer
 from distrecipe.lint.rule import Problem
 from distrecipe.lint.workspace import Source
 from distrecipe.source import KeyPath, SourceError
@@ -432,6 +434,58 @@ def rayjob_cluster_kept(src: Source) -> Iterator[Problem]:
     Fix: `shutdownAfterJobFinishes: true`.
     """
     yield from _breaches(src, "DR396")
+
+
+def skypilot_task_refused(src: Source) -> Iterator[Problem]:
+    """A SkyPilot task `sky launch` refuses before it asks any cloud.
+
+    `sky launch` reads each task with `Task.from_yaml_config`: SkyPilot's task schema (no
+    unknown field, with a did-you-mean; `num_nodes` an integer, `setup` and `run` text,
+    env names `[A-Za-z_][A-Za-z0-9_]*`), then an `envs` value left null is refused (it
+    must come from `--env` at launch: "Environment variable 'HF_TOKEN' is None"), then
+    `resources` against its own schema (`accelerators`, `use_spot` a boolean, each
+    `any_of`/`ordered` choice; `gpus` is another name for `accelerators`). The schemas
+    are SkyPilot's own, copied from the installed release into a table
+    (`scripts/skypilot_tables.py`), as the operators' CRDs judge a TrainJob; every
+    refusal is reported where SkyPilot stops at the first, all before a node is booked.
+
+    Fails: skypilot
+    ```yaml
+    num_nodes: 2
+    resources: {accelerators: H100:8}
+    envs:
+      WANDB_PROJECT: sft
+      HF_TOKEN:
+    run: |
+      torchrun --nnodes $SKYPILOT_NUM_NODES --nproc_per_node 8 train.py
+    ```
+
+    Fails: skypilot
+    ```yaml
+    num_nodes: "2"
+    resources: {accelerator: H100:8}
+    run: |
+      torchrun --nnodes $SKYPILOT_NUM_NODES --nproc_per_node 8 train.py
+    ```
+
+    Passes: skypilot
+    ```yaml
+    num_nodes: 2
+    resources: {accelerators: H100:8}
+    envs:
+      WANDB_PROJECT: sft
+      HF_TOKEN: ""
+      MAX_JOBS: 4
+    run: |
+      torchrun --nnodes $SKYPILOT_NUM_NODES --nproc_per_node 8 train.py
+    ```
+
+    Fix: what the message says; an env the launch must supply is passed as
+    `sky launch --env HF_TOKEN` (or `--secret`) and written as `HF_TOKEN: ""` only if empty is meant.
+    """
+    for refusal in skypilot_refusals(src.data):
+        yield Problem(refusal.path, f"{dotted(refusal.path)}: sky launch refuses the task "
+                      f"({skypilot_label()}): {refusal.message}", key=refusal.key)
 
 
 def job_world_mismatch(src: Source) -> Iterator[Problem]:

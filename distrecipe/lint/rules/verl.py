@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from distrecipe.engines.hydra import verl_commands
+from distrecipe.engines.native import DATA_SUFFIXES
 from distrecipe.engines.shell import is_script
 from distrecipe.engines.tables import label
 from distrecipe.engines.verl import (
@@ -22,8 +23,10 @@ from distrecipe.engines.verl import (
     FSDP_SIZE,
     GPUS_PER_NODE,
     MICRO,
+    MICRO_BATCH_UNSET,
     MINI,
     PROMPTS,
+    REFERENCE_POLICY,
     ROLLOUT_DP,
     ROLLOUT_MEMORY,
     ROLLOUT_MEMORY_RANGE,
@@ -33,6 +36,7 @@ from distrecipe.engines.verl import (
     ROLLOUT_TP,
     ROLLOUT_TP_DEFAULT,
     ULYSSES,
+    VERL_CONFIG_NAMES,
     VerlBatch,
     Violation,
     batch_violations,
@@ -68,6 +72,7 @@ def batch_rules(src: Source) -> Iterator[Problem]:
     actor_rollout_ref.rollout.n=2
     actor_rollout_ref.actor.ppo_mini_batch_size=12
     actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2
+    actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8
     trainer.n_gpus_per_node=8
     ```
     (12 × 2 = 24 sequences split over 8 ranks as 3, but micro 2 does not divide 3.)
@@ -78,6 +83,7 @@ def batch_rules(src: Source) -> Iterator[Problem]:
     actor_rollout_ref.rollout.n=2
     actor_rollout_ref.actor.ppo_mini_batch_size=16
     actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2
+    actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8
     trainer.n_gpus_per_node=8
     ```
     (16 × 2 = 32 sequences, 4 per rank, two micro-batches of 2.)
@@ -200,6 +206,80 @@ def deprecated_micro_batch(src: Source) -> Iterator[Problem]:
         else:
             consequence = "the workers never convert it and fail without the _per_gpu value"
         yield Problem(path, f"{joined(path)} is deprecated: use {replacement} ({consequence})", key=True)
+
+
+def micro_batch_unset(src: Source) -> Iterator[Problem]:
+    """A micro-batch verl needs and the config sizes nowhere.
+
+    Without dynamic batching (`actor.use_dynamic_bsz`), verl's `validate_config` wants
+    every micro-batch stated, per GPU (or by the deprecated global key, DR350): the
+    actor's update (`ppo_micro_batch_size_per_gpu`), the rollout's log-prob pass
+    (`rollout.log_prob_micro_batch_size_per_gpu`) and, when a reference policy runs (a KL
+    loss or a KL penalty in the reward), the reference's (`ref.log_prob_micro_batch_size_per_gpu`).
+    All default to null, so a config that leaves one out stops in `validate_config`
+    ("Please set at least one of ..."): before any GPU is used, but after the job has
+    been queued and the cluster booked. What lint reads as verl's whole command line is
+    judged, when it sizes the batch (`data.train_batch_size` and `ppo_mini_batch_size`):
+    a launch script (unless it also passes its own arguments on, `"$@"`, or composes
+    another config) or an override file; a YAML, which a Hydra config may compose with
+    others, is not.
+
+    Fails: verl
+    ```text
+    data.train_batch_size=64
+    actor_rollout_ref.rollout.n=2
+    actor_rollout_ref.actor.ppo_mini_batch_size=16
+    actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2
+    trainer.n_gpus_per_node=8
+    ```
+    (the rollout's log-prob pass has no micro-batch.)
+
+    Passes: verl
+    ```text
+    data.train_batch_size=64
+    actor_rollout_ref.rollout.n=2
+    actor_rollout_ref.actor.ppo_mini_batch_size=16
+    actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2
+    actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8
+    trainer.n_gpus_per_node=8
+    ```
+
+    Fix: the `_per_gpu` key the message names (log-prob passes hold no gradients, so
+    their micro-batch is usually larger than the actor's).
+    """
+    if src.within or src.path.suffix.lower() in DATA_SUFFIXES or src.get(*DYNAMIC) is True:
+        return  # a YAML may be one of several a Hydra config composes: judged where all are known
+    if src.get(*PROMPTS) is None or src.get(*MINI) is None:
+        return  # not the job's batch: a fragment about something else
+    where = None
+    if is_script(src.path):
+        commands = verl_commands("\n".join(src.doc.lines), src.doc.file)
+        own = (None, *VERL_CONFIG_NAMES)
+        if not commands or any(c.forwarded or c.config_name not in own or removed_entry(c.entry)
+                               for c in commands):
+            return
+        where = commands[0].start
+    reference = next((path for path in REFERENCE_POLICY if src.get(*path) is True), None)
+    for owner, legacy, refusal in MICRO_BATCH_UNSET:
+        if owner[-1] == "ref" and reference is None:
+            continue
+        section = src.section(*owner)
+        if any(_stated(src, section, key) for key in (legacy, f"{legacy}_per_gpu")):
+            continue
+        name = "actor" if owner == ACTOR else dotted(owner)
+        why = (f" (a reference policy runs: {dotted(reference)} is true)"
+               if reference is not None and owner[-1] == "ref" else "")
+        at = owner if section else reference if why and reference is not None else ()
+        yield Problem(at, f"{name} sizes no micro-batch{why}: set {dotted((*owner, f'{legacy}_per_gpu'))}; "
+                      f"verl's validate_config refuses the config (\"{refusal}\")", where=where,
+                      key=bool(section))
+        return  # verl stops at the first
+
+
+def _stated(src: Source, section: dict[str, object], key: str) -> bool:
+    """Whether the config sizes `key`: a value written (a script's `$VAR` too: the shell
+    gives it one); a YAML `null` is verl's own default, no size."""
+    return key in section and (section[key] is not None or is_script(src.path))
 
 
 def _dynamic(src: Source, path: KeyPath, actor_dynamic: bool) -> bool:

@@ -9,4 +9,5 @@ python3 -m verl.trainer.main_ppo \
     actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4 \
     actor_rollout_ref.rollout.tensor_model_parallel_size=$ROLLOUT_TP_SIZE \
     trainer.n_gpus_per_node=$N_GPUS \
+    actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8 \
     trainer.nnodes=1 2>&1 | tee verl_demo.log

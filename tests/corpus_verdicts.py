@@ -212,6 +212,17 @@ def judge_accelerate(relative: str, origins: dict[str, dict[str, str]]) -> Verdi
                    verdict.notes, context)
 
 
+def launch_flags(launch: Any) -> tuple[list[tuple[str, str | None]], list[str]]:
+    """A launch's `(name, value)` flags as the shell passes them, and those left to the environment."""
+    flags, unknown = [], []
+    for name, (_, value) in launch.flags.items():
+        if value is not None and value.value is None:
+            unknown.append(f"--{name}")
+        else:
+            flags.append((name, None if value is None else value.value))
+    return flags, unknown
+
+
 def judge_launch_script(relative: str) -> Verdict:
     """The Trainer's verdict on the first launch command of a script that passes the
     Trainer's batch flag, with the flags as the shell passes them (`engines.argv`, the
@@ -225,12 +236,7 @@ def judge_launch_script(relative: str) -> Verdict:
     launch = next((found for found in launches(text, relative) if "per_device_train_batch_size" in found.flags), None)
     if launch is None:
         return Verdict("not-judgeable", engine, "not judgeable: no launch command passes TrainingArguments")
-    flags, unknown = [], []
-    for name, (_, value) in launch.flags.items():
-        if value is not None and value.value is None:
-            unknown.append(f"--{name}")
-        else:
-            flags.append((name, None if value is None else value.value))
+    flags, unknown = launch_flags(launch)
     world = launch.world()[0] or hf_judge.WORLD_DEFAULT
     verdict = hf_judge.judge_flags(flags, world, own=OWN_FIELDS.get(relative),
                                    keeps_remaining=relative in KEEPS_REMAINING)

@@ -57,6 +57,8 @@ from typing import Any
 
 import yaml
 
+from tests.corpus_verdicts import launch_flags
+
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "corpus" / "unseen"
 KINDS = ("deepspeed", "accelerate", "hf", "scripts", "verl", "skypilot", "kubeflow")
@@ -263,17 +265,6 @@ def trainer_launch(text: str, name: str) -> Any:
     from distrecipe.engines.argv import launches
 
     return next((found for found in launches(text, name) if "per_device_train_batch_size" in found.flags), None)
-
-
-def launch_flags(launch: Any) -> tuple[list[tuple[str, str | None]], list[str]]:
-    """A launch's `(name, value)` flags as the shell passes them, and those left to the environment."""
-    flags, unknown = [], []
-    for name, (_, value) in launch.flags.items():
-        if value is not None and value.value is None:
-            unknown.append(f"--{name}")
-        else:
-            flags.append((name, None if value is None else value.value))
-    return flags, unknown
 
 
 def judge_deepspeed(entry: Entry, placed: Path, placed_all: dict[str, Path]) -> tuple[str, str, str]:

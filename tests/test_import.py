@@ -51,7 +51,7 @@ def test_world_is_required_where_the_file_does_not_say(cli: Callable[..., Result
 
 def test_accelerate_without_batch_imports_with_the_batch_left_to_the_script(
         cli: Callable[..., Result], write: Callable[[str, str], Path]) -> None:
-    path = CORPUS / "DR342" / "hybrid-shard-lost" / "accelerate_config.yaml"
+    path = CORPUS / "DR332" / "hybrid-shard-lost" / "accelerate_config.yaml"
     imported = cli("import", path)
     assert imported.code == 0, imported.err
     assert "DataLoader's batch_size" in imported.err and "--set batch.micro=N" in imported.err

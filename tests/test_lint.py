@@ -128,15 +128,15 @@ num_processes: 8
 gpu_idss: all  # distrecipe: ignore[DR341]
 fsdp_config:
   fsdp_version: 2
-  # distrecipe: ignore[DR349, DR342]
+  # distrecipe: ignore[DR349, DR332]
   fsdp_offload_param: true
   fsdp_forward_prefetch: true
 """
-    assert check(accelerate, "accelerate_config.yaml", world=8) == {(9, "DR342")}
-    assert check("# distrecipe: ignore-file[DR342]\n" + accelerate, "a.yaml", world=8) == set()
-    assert check(accelerate.replace("ignore[DR349, DR342]", "ignore"), "a.yaml", world=8) == {(9, "DR342")}
+    assert check(accelerate, "accelerate_config.yaml", world=8) == {(9, "DR332")}
+    assert check("# distrecipe: ignore-file[DR332]\n" + accelerate, "a.yaml", world=8) == set()
+    assert check(accelerate.replace("ignore[DR349, DR332]", "ignore"), "a.yaml", world=8) == {(9, "DR332")}
     assert check(accelerate.replace("  # distrecipe: ignore[DR341]", ""), "a.yaml", world=8) == {
-        (4, "DR341"), (9, "DR342")}
+        (4, "DR341"), (9, "DR332")}
 
 
 def test_json_suppression_list_covers_the_file() -> None:

@@ -186,14 +186,14 @@ def test_dr330_agrees_with_accelerate_on_top_level_values(key: str, value: Any) 
 FSDP1_REQUESTS = [("fsdp_sharding_strategy", "HYBRID_SHARD"), ("fsdp_sharding_strategy", "SHARD_GRAD_OP"),
                   ("fsdp_backward_prefetch", "BACKWARD_PRE"), ("fsdp_backward_prefetch", "BACKWARD_POST"),
                   ("fsdp_forward_prefetch", True)]
-"""An FSDP1-only key asking for something FSDP2 does not do (DR342's keys)."""
+"""An FSDP1-only key asking for something FSDP2 does not do (DR342's and DR332's keys)."""
 
 
 @pytest.mark.parametrize(("key", "value"), FSDP1_REQUESTS)
 def test_dr342_says_what_accelerate_does_with_an_fsdp1_key_under_fsdp2(tmp_path: Path, key: str, value: Any) -> None:
     """The installed Accelerate's FullyShardedDataParallelPlugin, built as each worker builds
-    it, decides: a refusal is an error; a key it accepts, warning or not, is DR342's warning,
-    whose message says which Accelerate did (quoting its warning)."""
+    it, decides: a refusal is an error; a key it drops with a warning is DR342's warning,
+    quoting it; a key it drops without a word is DR332's error (the setting never applies)."""
     config = {"compute_environment": "LOCAL_MACHINE", "distributed_type": "FSDP", "num_processes": 8,
               "num_machines": 1, "machine_rank": 0, "mixed_precision": "bf16",
               "fsdp_config": {"fsdp_version": 2, key: value}}
@@ -201,12 +201,13 @@ def test_dr342_says_what_accelerate_does_with_an_fsdp1_key_under_fsdp2(tmp_path:
     path.write_text(yaml.safe_dump(config))
     verdict = accelerate_judge.judge(path)
     warned = accelerate_judge.plugin_warnings(path)
-    found = [f for f in lint([path], config=LintConfig()).findings if f.code in ("DR342", "DR330")]
+    found = [f for f in lint([path], config=LintConfig()).findings if f.code in ("DR342", "DR332", "DR330")]
     if verdict.outcome == "refuses":
         assert [f.severity for f in found] == ["error"], (verdict, found)
         return
     assert verdict.outcome == "accepts", verdict
-    assert [(f.code, f.severity) for f in found] == [("DR342", "warning")], found
+    assert [(f.code, f.severity) for f in found] == ([("DR342", "warning")] if warned else [("DR332", "error")]), \
+        (warned, found)
     message = found[0].message
     if warned:
         assert all(f'"{line}"' in message for line in warned), (warned, message)

@@ -89,6 +89,8 @@ RULES: dict[str, Rule] = {rule.code: rule for rule in (
          section=True),
     Rule("DR331", "ds-config-outside-repository", "warning", ACCELERATE | TRAINER,
          accelerate.ds_config_outside_repository),
+    Rule("DR332", "fsdp1-key-dropped-silently", "error", ACCELERATE,
+         accelerate.fsdp1_key_dropped_silently, section=True),
     Rule("DR340", "accelerate-ignored-key", "warning", ACCELERATE,
          unknown_keys.accelerate_ignored_key, section=True),
     Rule("DR341", "accelerate-unknown-key", "error", ACCELERATE,

@@ -19,19 +19,51 @@ from distrecipe.lint.workspace import Source
 
 
 def fsdp1_key_under_fsdp2(src: Source) -> Iterator[Problem]:
-    """An FSDP1-only key under `fsdp_version: 2`, dropped, and what it asked for lost.
+    """An FSDP1-only key under `fsdp_version: 2` that Accelerate drops with a warning.
 
-    FSDP2 (`fully_shard`) has no sharding strategy and no prefetch flags; Accelerate
-    accepts the file and drops them under version 2: `fsdp_backward_prefetch` with a
-    warning in every worker's log, `fsdp_sharding_strategy` and `fsdp_forward_prefetch`
-    without a word (the message says which). `fsdp_sharding_strategy: SHARD_GRAD_OP`
-    (ZeRO-2) becomes FSDP2's default `reshard_after_forward: true` (ZeRO-3, 1.5× the
-    traffic); `HYBRID_SHARD` shards over every rank instead of within a node, so all
-    traffic crosses nodes. A strategy that agrees with a written
-    `fsdp_reshard_after_forward` loses nothing and is not reported, nor are
-    `fsdp_use_orig_params` and `fsdp_sync_module_states`, which FSDP2 no longer needs. A
-    warning, since Accelerate runs the file; a value Accelerate refuses under version 2
-    (`fsdp_reshard_after_forward: SHARD_GRAD_OP`) is DR330's error.
+    FSDP2 (`fully_shard`) has no prefetch flags; Accelerate accepts the file and drops
+    `fsdp_backward_prefetch` under version 2, with a warning in every worker's log
+    ("backward_prefetch is not supported in FSDP2"). A warning here too, since the log
+    says it; the keys Accelerate drops without a word are DR332's errors, and a value
+    Accelerate refuses under version 2 (`fsdp_reshard_after_forward: SHARD_GRAD_OP`) is
+    DR330's.
+
+    Fails: accelerate
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 8
+    fsdp_config:
+      fsdp_version: 2
+      fsdp_backward_prefetch: BACKWARD_PRE
+    ```
+
+    Passes: accelerate
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 8
+    fsdp_config:
+      fsdp_version: 2
+      fsdp_reshard_after_forward: true
+    ```
+
+    Fix: delete the key: FSDP2 prefetches as `fully_shard` decides.
+    """
+    yield from (problem for problem, warned in _fsdp1_dropped(src) if warned)
+
+
+def fsdp1_key_dropped_silently(src: Source) -> Iterator[Problem]:
+    """An FSDP1-only key under `fsdp_version: 2` that Accelerate drops without a word.
+
+    FSDP2 (`fully_shard`) has no sharding strategy and no forward prefetch; Accelerate
+    accepts the file and, under version 2, never reads `fsdp_sharding_strategy` or
+    `fsdp_forward_prefetch`, with nothing in the log: the setting never applies.
+    `fsdp_sharding_strategy: SHARD_GRAD_OP` (ZeRO-2) becomes FSDP2's default
+    `reshard_after_forward: true` (ZeRO-3, 1.5× the traffic); `HYBRID_SHARD` shards over
+    every rank instead of within a node, so all traffic crosses nodes. A strategy that
+    agrees with a written `fsdp_reshard_after_forward` loses nothing and is not reported,
+    nor are `fsdp_use_orig_params` and `fsdp_sync_module_states`, which FSDP2 no longer
+    needs. Which keys Accelerate warns about is read from the installed plugin by the
+    oracle test (`engines.accelerate.FSDP2_DROPPED`).
 
     Fails: accelerate
     ```yaml
@@ -57,6 +89,12 @@ def fsdp1_key_under_fsdp2(src: Source) -> Iterator[Problem]:
     Fix: `fsdp_reshard_after_forward: true|false`; for hybrid sharding,
     `parallelism_config_dp_replicate_size` × `parallelism_config_dp_shard_size`.
     """
+    yield from (problem for problem, warned in _fsdp1_dropped(src) if not warned)
+
+
+def _fsdp1_dropped(src: Source) -> Iterator[tuple[Problem, bool]]:
+    """Each FSDP1-only key under `fsdp_version: 2` whose request is lost, and whether
+    Accelerate warns that it drops it."""
     fsdp = src.get("fsdp_config")
     if not isinstance(fsdp, dict) or str(fsdp.get("fsdp_version")) != "2":
         return
@@ -81,9 +119,9 @@ def fsdp1_key_under_fsdp2(src: Source) -> Iterator[Problem]:
             lost = "prefetching is not configured this way in FSDP2"
         warned = FSDP2_DROPPED[key]
         does = (f"Accelerate warns \"{warned}\" and runs without it" if warned
-                else "Accelerate drops it without a warning")
+                else "Accelerate drops it without a warning, so the setting never applies")
         yield Problem(("fsdp_config", written), f"fsdp_config.{written}: {value} is FSDP1-only; under "
-                      f"fsdp_version 2 {does} ({lost})", key=True)
+                      f"fsdp_version 2 {does} ({lost})", key=True), warned is not None
 
 
 def deepspeed_file_conflict(src: Source) -> Iterator[Problem]:

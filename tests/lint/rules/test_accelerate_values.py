@@ -27,7 +27,7 @@ def test_refused_values_name_what_the_key_takes(tmp_path: Path, version: int, ke
 @pytest.mark.parametrize(("version", "key", "value"), [
     (2, "fsdp_reshard_after_forward", "false"), (1, "fsdp_reshard_after_forward", "SHARD_GRAD_OP"),
     (1, "fsdp_sharding_strategy", "shard_grad_op"), (1, "fsdp_sharding_strategy", "2"),
-    (2, "fsdp_sharding_strategy", "anything"),        # FSDP2 never reads it: DR342's, not a value fault
+    (2, "fsdp_sharding_strategy", "anything"),        # FSDP2 never reads it: DR332's, not a value fault
 ])
 def test_accepted_values_pass(tmp_path: Path, version: int, key: str, value: str) -> None:
     assert findings(tmp_path, "a.yaml", HEAD.format(version=version, key=key, value=value), "DR330") == []

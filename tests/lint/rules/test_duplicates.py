@@ -62,7 +62,8 @@ def test_a_duplicate_key_is_a_warning_where_the_reader_keeps_the_last_value(tmp_
         (14, 3, "duplicate key 'fsdp_config.fsdp_version' (line 12): Accelerate's loader (yaml.safe_load) "
                 "reads the last value")]
     # and the file is judged with that last value: FSDP2, which drops the FSDP1 prefetch and HYBRID_SHARD
-    assert [line for line, _, _ in findings(tmp_path, "fsdp.yaml", ACCELERATE, "DR342")] == [7, 10]
+    assert [line for line, _, _ in findings(tmp_path, "fsdp.yaml", ACCELERATE, "DR342")] == [7]
+    assert [line for line, _, _ in findings(tmp_path, "fsdp.yaml", ACCELERATE, "DR332")] == [10]
 
 
 def test_a_duplicate_key_is_an_error_where_the_reader_refuses_the_file(tmp_path: Path) -> None:
@@ -75,8 +76,8 @@ def test_a_file_with_a_duplicate_key_is_linted_not_refused(cli: Callable[..., Re
     config = tmp_path / "fsdp.yaml"
     config.write_text(ACCELERATE)
     result = cli("lint", config)
-    assert (result.code, result.err) == (0, "")  # DR342 and DR303 are warnings; the file is read
-    assert "warning DR342" in result.out and "warning DR303" in result.out
+    assert (result.code, result.err) == (1, "")  # read and judged: DR332's error, never exit 2
+    assert "warning DR342" in result.out and "warning DR303" in result.out and "error DR332" in result.out
     notes = tmp_path / "mkdocs.yml"  # no config: with the hook's --ignore-unknown, skipped
     notes.write_text("site_name: Docs\nnav:\n  - Home: index.md\nsite_name: Training docs\n")
     assert cli("lint", "--ignore-unknown", notes).code == 0

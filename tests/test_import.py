@@ -167,10 +167,58 @@ def test_verl_batch_only_running_the_script_gives_is_refused_at_its_key(
                                   "script without running it: write the value")
 
 
+LEGACY_VERL = """#!/bin/bash
+set -x
+GPUS=8
+BS=$[GPUS * 32]
+MINI=$[BS / 4]
+
+python3 -m verl.trainer.main_ppo \\
+    algorithm.adv_estimator=grpo \\
+    data.train_files=$HOME/data/gsm8k/train.parquet \\
+    data.train_batch_size=$BS \\
+    data.max_prompt_length=512 \\
+    data.max_response_length=$[512 * 2] \\
+    actor_rollout_ref.model.path=Qwen/Qwen2.5-3B-Instruct \\
+    actor_rollout_ref.actor.optim.lr=1e-6 \\
+    actor_rollout_ref.actor.ppo_mini_batch_size=$MINI \\
+    actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4 \\
+    actor_rollout_ref.rollout.name=vllm \\
+    actor_rollout_ref.rollout.n=5 \\
+    trainer.n_gpus_per_node=$GPUS \\
+    trainer.nnodes=1 \\
+    trainer.total_epochs=15
+"""
+
+
+def test_verl_batch_from_legacy_shell_arithmetic_is_imported_with_its_value(
+        cli: Callable[..., Result], write: Callable[[str, str], Path]) -> None:
+    """Issue 27: `$[...]`, bash's older `$((...))`, is evaluated where the script fixes its operands."""
+    result = cli("import", write("run_grpo.sh", LEGACY_VERL))
+    assert result.code == 0, result.err
+    recipe = yaml.safe_load(result.out)
+    assert recipe["rl"] == {"rollout_n": 5, "prompts_per_step": 256}
+    assert recipe["batch"]["micro"] == 4 and "data.max_response_length=1024" in recipe["native"]["verl"]
+    assert ("data.train_batch_size=$BS is 256, as the script sets it: taken from line 4's shell arithmetic; "
+            "line 3") in result.err
+
+
+@pytest.mark.parametrize(("assignment", "why"), [
+    ("BS=$[GPUS * 32 / 0]", "BS is computed by shell arithmetic at line 4: division by zero"),
+    ("BS=$[NGPUS * 32]", "BS is computed by shell arithmetic at line 4 from NGPUS; NGPUS comes from the environment"),
+])
+def test_verl_batch_from_shell_arithmetic_the_script_does_not_fix_is_refused_saying_why(
+        cli: Callable[..., Result], write: Callable[[str, str], Path], assignment: str, why: str) -> None:
+    script = write("run_grpo.sh", LEGACY_VERL.replace("BS=$[GPUS * 32]", assignment))
+    result = cli("import", script)
+    assert result.code == 2 and result.out == ""
+    assert f"data.train_batch_size=$BS has no value the script fixes ({why}" in result.err
+
+
 def test_verl_values_the_script_does_not_fix_are_carried_as_the_script_means_them(
         cli: Callable[..., Result], write: Callable[[str, str], Path], monkeypatch: pytest.MonkeyPatch) -> None:
     """`$HOME` is the environment's where verl runs (`${oc.env:HOME}`), never an OmegaConf
-    interpolation of a key `HOME`; a computed value is carried whole, as text."""
+    interpolation of a key `HOME`; shell arithmetic the script fixes is carried as its value."""
     hydra = pytest.importorskip("tests.test_hydra_values")
     run = VERL_RUN.format(prompts="64", micro="ppo_micro_batch_size_per_gpu=2").replace(
         "trainer.nnodes=1", "data.train_files=$HOME/train.parquet data.val_files=\"${HOME}/test.parquet\" \\\n"
@@ -179,14 +227,14 @@ def test_verl_values_the_script_does_not_fix_are_carried_as_the_script_means_the
     assert result.code == 0, result.err
     lines = yaml.safe_load(result.out)["native"]["verl"]
     assert "data.train_files='${oc.env:HOME}/train.parquet'" in lines
-    assert "data.max_response_length='$((512 + 512))'" in lines
+    assert "data.max_response_length=1024" in lines
     assert "carried reading the environment where verl runs" in result.err
-    assert "data.max_response_length=$((512 + 512)) (it is computed by shell arithmetic" in result.err
+    assert "carried with the values the script's own variables give them: data.max_response_length" in result.err
     monkeypatch.setenv("HOME", "/home/u")
     given = {line.partition("=")[0]: hydra.hydra_reads("a.b=" + line.partition("=")[2], resolve=True)
              for line in lines}
     assert given["data.train_files"] == "/home/u/train.parquet" and given["data.val_files"] == "/home/u/test.parquet"
-    assert given["trainer.experiment_name"] == "qwen run" and given["data.max_response_length"] == "$((512 + 512))"
+    assert given["trainer.experiment_name"] == "qwen run" and given["data.max_response_length"] == 1024
 
 
 def test_verl_deprecated_global_micro_batch_is_refused_as_verl_refuses_it(
@@ -324,7 +372,7 @@ def test_a_launch_script_s_fsdp_flags_are_read_noted_and_carried(cli: Callable[.
 def test_a_verl_parallel_size_written_as_text_is_read_as_verl_reads_it(
         cli: Callable[..., Result], write: Callable[[str, str], Path]) -> None:
     """Hydra reads `'4'` as a string, which verl's typed engine config (OmegaConf) converts to
-    the int 4: the import reads it so, and never does arithmetic on the text (it crashed)."""
+    the int 4: the import reads it so, and never does Python arithmetic on the text (it crashed)."""
     script = write("run.sh", "python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer \\\n"
                              "    actor_rollout_ref.actor.megatron.tensor_model_parallel_size='4' \\\n"
                              "    actor_rollout_ref.actor.ppo_mini_batch_size=16 data.train_batch_size=32 \\\n"

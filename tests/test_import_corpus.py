@@ -73,8 +73,6 @@ REFUSED: dict[str, str] = {
     "hiyouga__LLaMA-Factory__examples__train_full__llama3_full_sft_ds3.yaml": "which is not a regular file",
     # Accelerate's Megatron-LM engine: no recipe form (strategy megatron is verl's).
     "huggingface__accelerate__tests__test_configs__megatron.yaml": "distributed_type MEGATRON_LM",
-    # The token budget is shell arithmetic (`$(((RES_LENGTH + ...) / SP))`): known only by running it.
-    "SkyworkAI__Skywork-OR1__or1_scripts__train__7b_8k.sh": "MAX_TOKEN_LEN is computed by shell arithmetic at line 30",
     # Only the deprecated over-all-ranks micro-batch, which verl 0.9.1's workers refuse too (no _per_gpu value).
     "volcengine__verl__examples__grpo_trainer__run_qwen2-7b.sh": _LEGACY_MICRO,
     "volcengine__verl__examples__ppo_trainer__run_qwen2.5-32b.sh": _LEGACY_MICRO,

@@ -6,12 +6,18 @@ before a line the way the shell would run them, without running anything: a vari
 is known when the script itself sets it, at top level, to a literal or to a
 `${NAME:-default}` whose default is one (the default is taken, and said so: the
 environment may change it). What a shell would compute or take from outside stays
-unknown, with the reason: `$(...)`, arithmetic, the environment, a loop variable, an
+unknown, with the reason: `$(...)`, the environment, a loop variable, an
 assignment inside `if`/`while`/`case`/a function or after `&&`/`||`, `read`, `source`,
 `eval`. One exception, worded as such: a `case` arm or loop that sets the variable from
 the script's own arguments (`--bs) BS="$2"`) leaves the top-level value in place, as
 the script runs without arguments, and the note names the line that would change it.
-One pass over the script's commands; the only recursion is into the text of a `${...}`.
+Shell arithmetic (`$((...))`, and bash's older `$[...]`) is evaluated where the script
+fixes it: integers, `+ - * / % **`, unary minus, parentheses, and variables the script
+sets to integers; bash's other operators, a variable it does not fix, a division by zero
+or a value beyond bash's 64-bit integers leave the word unknown, saying so. Never `eval`:
+a small parser, bounded in length and depth.
+One pass over the script's commands; the only recursion is into the text of a `${...}`
+and into arithmetic nested in arithmetic.
 """
 
 from __future__ import annotations
@@ -169,11 +175,26 @@ def _assign(table: dict[str, Value], word: RawWord, plain: bool, arguments_are_i
 
 def _word(word: RawWord, table: Mapping[str, Value], line: int, subject: str = "it") -> Value:
     """A word written at `line`: its expansion, or why only running the script gives it."""
-    if "$((" in word.text or "$[" in word.text:  # `$[...]`: bash's older spelling of `$((...))`
-        return Value(None, (f"{subject} is computed by shell arithmetic at line {line}",))
-    if word.opaque:
+    literal, computed = word.literal, tuple[str, ...]()
+    if "$((" in literal or "$[" in literal:  # `$[...]`: bash's older spelling of `$((...))`
+        head = f"{subject} is computed by shell arithmetic at line {line}"
+        try:
+            literal, notes = _arithmetic(word.literal, table, line)
+        except _Unknown as unknown:
+            if not unknown.reasons:
+                return Value(None, (head,))
+            first = unknown.reasons[0]
+            joined = head + (" " if first.startswith("from ") else ": ") + first
+            return Value(None, (joined, *unknown.reasons[1:]))
+        computed = (f"line {line}'s shell arithmetic", *notes)
+        if word.opaque and ("$(" in literal or "`" in literal or "$'" in word.text):
+            return Value(None, (f"{subject} is the output of a command at line {line}",))
+    elif word.opaque:
         return Value(None, (f"{subject} is the output of a command at line {line}",))
-    return expand(word.literal, table, line)
+    value = expand(literal, table, line)
+    if value.text is None or not computed:
+        return value
+    return Value(value.text, (*computed, *(h for h in value.how if h not in computed)))
 
 
 def expand(raw: str, table: Mapping[str, Value], line: int) -> Value:
@@ -251,3 +272,178 @@ def _lookup(name: str, table: Mapping[str, Value]) -> Value:
     if name in table:
         return table[name]
     return Value(None, (f"{name} comes from the environment (the script does not set it before)",))
+
+
+_ARITHMETIC_LIMIT = 1000
+"""The longest arithmetic expression (after its variables are expanded) the import evaluates."""
+_TOO_LONG = f"an expression over {_ARITHMETIC_LIMIT} characters, which the import does not evaluate"
+_INT_MIN, _INT_MAX = -(1 << 63), (1 << 63) - 1
+"""Bash's arithmetic is on signed 64-bit integers; a value beyond them is left unknown."""
+_ARITHMETIC_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|(\*\*|\+\+|--|[-+*/%()])|(\S))")
+
+
+class _Unknown(Exception):
+    """Why an arithmetic expression has no value the import gives: `reasons` extend
+    `is computed by shell arithmetic at line N`, empty for bash's other operators."""
+
+    def __init__(self, *reasons: str) -> None:
+        super().__init__(*reasons)
+        self.reasons = reasons
+
+
+def _arithmetic(literal: str, table: Mapping[str, Value], line: int) -> tuple[str, list[str]]:
+    """`literal` with each `$((...))` and `$[...]` replaced by its value, and the notes of
+    the variables they read; raises `_Unknown` where the import does not evaluate one."""
+    out: list[str] = []
+    how: list[str] = []
+    i = 0
+    while i < len(literal):
+        start = min((j for j in (literal.find("$((", i), literal.find("$[", i)) if j >= 0), default=-1)
+        if start < 0:
+            break
+        out.append(literal[i:start])
+        body, i = _arithmetic_span(literal, start)
+        if len(body) > _ARITHMETIC_LIMIT:  # before reading what it nests
+            raise _Unknown(_TOO_LONG)
+        inner, inner_how = _arithmetic(body, table, line)  # `$(( $[a] * 2 ))`: innermost first
+        if "$(" in inner or "`" in inner:
+            raise _Unknown()
+        expanded = expand(inner, table, line)
+        if expanded.text is None:
+            raise _Unknown(*expanded.how)
+        value = _evaluate(expanded.text, table)
+        out.append(str(value.text))
+        how.extend(h for h in (*inner_how, *expanded.how, *value.how) if h not in how)
+    out.append(literal[i:])
+    return "".join(out), how
+
+
+def _arithmetic_span(literal: str, start: int) -> tuple[str, int]:
+    """The expression of the `$((...))` or `$[...]` at `start`, and the index after it."""
+    opening, close = ("(", ")") if literal.startswith("$((", start) else ("[", "]")
+    first = start + (3 if opening == "(" else 2)
+    depth = 1
+    for index in range(first, len(literal)):
+        if literal[index] == opening:
+            depth += 1
+        elif literal[index] == close:
+            depth -= 1
+            if depth == 0:
+                if opening == "[":
+                    return literal[first:index], index + 1
+                if literal.startswith(")", index + 1):
+                    return literal[first:index], index + 2
+                break  # `$((a)+(b))`: a command substitution of a subshell, as bash reads it
+    raise _Unknown()
+
+
+def _evaluate(expression: str, table: Mapping[str, Value]) -> Value:
+    """An expression of integers, variables the script sets to integers, `+ - * / % **`,
+    unary `-`/`+` and parentheses, by bash's rules (unary minus binds tighter than `**`;
+    `/` truncates toward zero; `%` takes the dividend's sign)."""
+    if len(expression) > _ARITHMETIC_LIMIT:
+        raise _Unknown(_TOO_LONG)
+    tokens: list[tuple[str, str]] = []
+    position = 0
+    while position < len(expression) and not expression[position:].isspace():
+        match = _ARITHMETIC_TOKEN.match(expression, position)
+        assert match is not None  # the last group takes any non-blank character
+        number, name, operator, other = match.groups()
+        if other is not None or operator in ("++", "--"):
+            raise _Unknown()  # bash's other operators: `<<`, `?:`, `==`, `i++`, `=`...
+        tokens.append(("number", number) if number is not None else ("name", name) if name is not None
+                      else ("operator", operator))
+        position = match.end()
+    how: list[str] = []
+    parser = _Parser(tokens, table, how)
+    result = parser.sum(0)
+    if parser.index != len(tokens):
+        raise _Unknown()
+    return Value(str(result), tuple(how))
+
+
+class _Parser:
+    """A recursive descent over `_evaluate`'s tokens, nesting at most `_DEPTH` deep."""
+
+    _DEPTH = 64
+
+    def __init__(self, tokens: list[tuple[str, str]], table: Mapping[str, Value], how: list[str]) -> None:
+        self.tokens, self.table, self.how, self.index = tokens, table, how, 0
+
+    def _peek(self) -> str | None:
+        if self.index < len(self.tokens) and self.tokens[self.index][0] == "operator":
+            return self.tokens[self.index][1]
+        return None
+
+    def sum(self, depth: int) -> int:
+        value = self.product(depth)
+        while (operator := self._peek()) in ("+", "-"):
+            self.index += 1
+            right = self.product(depth)
+            value = _bounded(value + right if operator == "+" else value - right)
+        return value
+
+    def product(self, depth: int) -> int:
+        value = self.power(depth)
+        while (operator := self._peek()) in ("*", "/", "%"):
+            self.index += 1
+            right = self.power(depth)
+            if operator == "*":
+                value = _bounded(value * right)
+                continue
+            if right == 0:
+                raise _Unknown("division by zero")
+            quotient = abs(value) // abs(right) * (1 if (value < 0) == (right < 0) else -1)
+            value = _bounded(quotient if operator == "/" else value - right * quotient)
+        return value
+
+    def power(self, depth: int) -> int:
+        base = self.unary(depth)
+        if self._peek() != "**":
+            return base
+        self.index += 1
+        exponent = self.power(depth + 1)  # right-associative
+        if exponent < 0:
+            raise _Unknown("a negative exponent, which bash refuses")
+        if exponent > 64 and base not in (-1, 0, 1):
+            raise _Unknown("a value beyond bash's 64-bit integers")
+        return _bounded(base ** min(exponent, 64 + exponent % 2))
+
+    def unary(self, depth: int) -> int:
+        if depth > self._DEPTH:
+            raise _Unknown(f"an expression nested over {self._DEPTH} deep, which the import does not read")
+        operator = self._peek()
+        if operator in ("-", "+"):
+            self.index += 1
+            value = self.unary(depth + 1)
+            return _bounded(-value if operator == "-" else value)
+        if operator == "(":
+            self.index += 1
+            value = self.sum(depth + 1)
+            if self._peek() != ")":
+                raise _Unknown()
+            self.index += 1
+            return value
+        if self.index >= len(self.tokens) or operator is not None:
+            raise _Unknown()
+        kind, text = self.tokens[self.index]
+        self.index += 1
+        if kind == "number":
+            if len(text) > 1 and text.startswith("0"):
+                raise _Unknown()  # `010`: octal to bash
+            if len(text) > 19:
+                raise _Unknown("a value beyond bash's 64-bit integers")
+            return _bounded(int(text))
+        known = _lookup(text, self.table)
+        if known.text is None:
+            raise _Unknown(f"from {text}", *known.how)
+        if re.fullmatch(r"\s*-?(?:0|[1-9][0-9]{0,18})\s*", known.text) is None:
+            raise _Unknown(f"from {text}, which is not an integer ({known.text!r})")
+        self.how.extend(h for h in known.how if h not in self.how)
+        return _bounded(int(known.text))
+
+
+def _bounded(value: int) -> int:
+    if not _INT_MIN <= value <= _INT_MAX:
+        raise _Unknown("a value beyond bash's 64-bit integers")
+    return value

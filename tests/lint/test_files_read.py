@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 
 from distrecipe.engines.native import read_file
 from tests.conftest import Result
@@ -179,14 +180,15 @@ python3 -m verl.trainer.main_ppo \\
 @pytest.mark.parametrize("written", ["$[N_GPUS * PROMPTS_PER_GPU]", "$((N_GPUS * PROMPTS_PER_GPU))"])
 def test_legacy_arithmetic_is_read_as_arithmetic_is(cli: Callable[..., Result], tmp_path: Path,
                                                     written: str) -> None:
-    """`$[...]` is bash's older spelling of `$((...))`: the same shell arithmetic, and said so."""
+    """`$[...]` is bash's older spelling of `$((...))`: the same shell arithmetic, evaluated
+    where the script fixes its operands (issue 27), and said so."""
     script = tmp_path / "run_grpo.sh"
     script.write_text(LEGACY_ARITHMETIC.replace("$[N_GPUS * PROMPTS_PER_GPU]", written))
     result = cli("import", script, "--world", "8", "-o", tmp_path / "recipe.yaml")
-    assert (result.code, result.err) == (2, (
-        f"{script}:10:27: error: data.train_batch_size={written} has no value the script fixes (it is "
-        "computed by shell arithmetic at line 10); the import reads a script without running it: write "
-        "the value\n"))
+    assert result.code == 0, result.err
+    assert yaml.safe_load((tmp_path / "recipe.yaml").read_text())["rl"] == {"rollout_n": 5, "prompts_per_step": 256}
+    assert (f"data.train_batch_size={written} is 256, as the script sets it: taken from line 10's shell "
+            "arithmetic; line 3; line 4") in result.err
 
 
 MANIFESTS = """# Fine-tuning Llama 3 8B on two nodes with the Kubeflow training operator.

@@ -70,9 +70,13 @@ def test_history_says_added_or_removed_and_which_release() -> None:
 
     state({"accelerate": ("1.14.0", "test")})
     assert history("accelerate", fsdp_offload) == "a key of Accelerate ≥ 1.15.0; the project runs 1.14.0 (test)"
-    state({"accelerate": ("1.15.0", "test")})
-    assert history("accelerate", fsdp_offload) is None or "removed" not in str(history("accelerate", fsdp_offload))
     assert history("accelerate", lambda found: False) is None
+
+    def router_replay(found: dict[str, object]) -> bool:
+        return "router_replay" in found["configs"]["ppo_trainer"]["actor_rollout_ref"]["actor"]  # type: ignore[index]
+
+    state({"verl": ("0.9.1", "test")})
+    assert history("verl", router_replay) == "removed in verl 0.9.1 (last in 0.9.0); the project runs 0.9.1 (test)"
 
 
 LINT = Callable[..., Result]

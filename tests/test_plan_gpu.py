@@ -157,17 +157,28 @@ KNOWN_WRONG_VERDICTS = {
         "GPT-2's block and fp16 loss are not the shapes modelled",
     "colossalai_pl_gpt2xl GPT2-XL (HF GPT2LMHeadModel) 4 GPUs tp1 pp1 cp1 micro 40 s1024 full":
         "GPT-2's block and fp16 loss are not the shapes modelled",
-    "bigscience_tr11_prequel_2022 BLOOM-arch GPT (206B, Megatron-DeepSpeed) 384 GPUs tp4 pp12 cp1 micro 2 s2048 full":
-        "needs 65.2 of 79.1 GiB by the plan: the stage is under-predicted, as its 176B neighbours are (−6 to −10 %)",
     "hf_blog_fsdp_llama2_70b_2023 Llama-2-70B-chat (full fine-tune) 16 GPUs tp1 pp1 cp1 micro 1 s2048 full":
         "the optimizer is not stated: torch's foreach AdamW (17 GB step temporary) is assumed",
 }
-"""Published verdicts plan gets wrong, and why; a change that fixes one or breaks another fails."""
+"""Published verdicts plan gets wrong, and why; a change that fixes one or breaks another fails.
+The error band (plan/verdict.py) took one off this list: BLOOM 206B's OOM (needs 65.2 of 79.1 GiB
+by the plan, under-predicted as its neighbours are) is judged *tight* by Megatron's band."""
+
+TIGHT_VERDICTS = {
+    "bigscience_tr11_prequel_2022 BLOOM-arch GPT (206B, Megatron-DeepSpeed) 384 GPUs tp4 pp12 cp1 micro 2 s2048 full",
+    "deepspeed_zero_tutorial GPT-2 1.5B (Megatron-LM GPT-2, DeepSpeed example) 8 GPUs tp1 pp1 cp1 micro 1 s1024 none",
+    "deepspeed_zero_tutorial GPT-2 10B (Megatron-LM GPT-2, DeepSpeed example) 32 GPUs tp1 pp1 cp1 micro 1 s1024 full",
+    "deepspeed_zero_offload_tutorial GPT-2 10B (Megatron-LM GPT-2, DeepSpeed example) 1 GPUs tp1 pp1 cp1 micro 10 "
+    "s1024 full",
+}
+"""Published verdicts within the band: two OOMs and two runs that trained, each of which a yes/no
+would get right or wrong by less than the model's own error."""
 
 
 def test_never_does_not_fit_for_a_run_that_ran_nor_fits_for_an_oom() -> None:
     """Every row stating a memory figure (it ran) or a verdict (`trained` / `oom`) is judged
-    against `fits?`; the known exceptions are listed with their reasons."""
+    against the three-way verdict: a run that trained is never *does not fit*, an OOM never
+    *fits* (*tight* is right for either); the known exceptions are listed with their reasons."""
     from tests.calibration import judged
 
     results = [item for item in judged() if item.reason is None and item.verdict is not None]
@@ -175,6 +186,9 @@ def test_never_does_not_fit_for_a_run_that_ran_nor_fits_for_an_oom() -> None:
     print()
     for item in results:
         if item.verdict in ("trained", "oom") or item.verdict_wrong:
-            print(f"  {'WRONG' if item.verdict_wrong else 'ok':5} {item.verdict:7} fits={item.fits}  {item.row.name}")
+            print(f"  {'WRONG' if item.verdict_wrong else 'ok':5} {item.verdict:7} {item.said}  {item.row.name}")
     assert wrong == set(KNOWN_WRONG_VERDICTS)
+    assert {item.row.name for item in results if item.said == "tight" and item.verdict in ("trained", "oom")} \
+        == TIGHT_VERDICTS
+    assert all(item.fits == (item.said != "does not fit") for item in results)
     assert sum(item.verdict == "oom" for item in results) >= 7

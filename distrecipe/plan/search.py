@@ -28,8 +28,10 @@ heads and sequence split over its tensor and sequence degrees in the engine that
 (`engines.heads`, lint's DR105; unknown heads check nothing), that the engine runs as
 `plan` models it (`runnable.judge`, as for `--compare`: each micro-batch compiles for the
 targets its launcher emits with no error, e.g. AutoTP beside a sequence group or verl's
-batch rules, and no warning the recipe's own compile lacks, e.g. ZeRO-1 under verl), that fits (`needed ≤
-cluster.gpu_memory`, as `plan` judges; with offload, the host memory a node's ranks
+batch rules, and no warning the recipe's own compile lacks, e.g. ZeRO-1 under verl), whose
+verdict is *fits* (`verdict.py`: `needed` at the top of its error band within
+`cluster.gpu_memory` less `cluster.headroom`, as `plan` judges; a *tight* one is not
+offered; with offload, the host memory a node's ranks
 hold ≤ `cluster.cpu_memory` when it is given), ranked by estimated step time
 (`rank`). Step times within 0.5 % of the fastest of their group are a tie (the estimate
 is not that exact), broken by stated preferences, in this order: fewer parallel
@@ -218,7 +220,8 @@ def search(recipe: Recipe, gpus_per_node: int) -> Result:
         tried += len(plans)
         for plan in plans:
             est = estimate(plan)
-            if est.fits is False:
+            said = est.verdict
+            if said is not None and said.word != "fits":  # tight is not offered: it may not fit
                 break  # memory grows with the micro-batch: no larger one fits either
             if (est.step is not None or not timed) and host_fits(est):
                 fitting.append(Candidate(shape, est))
@@ -331,5 +334,6 @@ def as_json(candidate: Candidate, rank: int) -> dict[str, object]:
         "sent_bytes": est.traffic_engine.total, "needed_bytes": est.need,
         "reserved_bytes": est.memory.reserved,
         "host_bytes_per_node": host_bytes_per_node(est), "fits": est.fits,
+        "verdict": None if est.verdict is None else est.verdict.word,
     }
 

@@ -1,0 +1,120 @@
+"""Write `distrecipe/plan/bands.json`: the memory error band of each engine family × kernel choice.
+
+    python scripts/plan_bands.py            # write it (`make bands`), after a planner or corpus change
+    python scripts/plan_bands.py --check    # exit 1 when the file is not what this computes now
+    python scripts/plan_bands.py --table    # print the table docs/plan.md holds
+
+Every published row with a memory figure the model describes (`tests.calibration.judged`)
+gives the truth against the plan, measured ÷ predicted − 1, for the statistic it states. A
+cell's band is the smallest and largest of its rows' errors, rounded outward to 0.01 %; a
+cell needs `MIN_ROWS` rows, else it has no band of its own and `plan` uses the wide band,
+every row of every cell. Leave-one-source-out (`tests.calibration.held_out`) records for
+each source the band the others give (its cell's other sources, or the wide band without it
+when it is its cell's only source) and how many of its rows fall outside: a source whose
+rows the band without it misses is a band that will widen with the next source.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from distrecipe.plan.verdict import BANDS, UNKNOWN  # noqa: E402
+from tests.calibration import Judged, held_out, judged  # noqa: E402
+
+MIN_ROWS = 3
+"""Rows a family × kernel choice needs for a band of its own."""
+STEP = 1e-4
+
+
+def _envelope(items: list[Judged]) -> dict[str, Any]:
+    errors = [i.truth for i in items if i.truth is not None]
+    return {"low": round(math.floor(min(errors) / STEP) * STEP, 4),
+            "high": round(math.ceil(max(errors) / STEP) * STEP, 4),
+            "rows": len(errors), "sources": sorted({i.source for i in items})}
+
+
+def _held_out(items: list[Judged], everything: list[Judged]) -> list[dict[str, Any]]:
+    out = []
+    for source, rest, own in held_out(items):
+        wide = not rest
+        band = _envelope(rest or [i for i in everything if i.source != source])
+        outside = sum(not band["low"] <= (i.truth or 0.0) <= band["high"] for i in own)
+        out.append({"source": source, "rows": len(own), "outside": outside,
+                    "without": [band["low"], band["high"]], "wide": wide})
+    return out
+
+
+def compute(results: list[Judged]) -> dict[str, Any]:
+    """The file's contents for `results` (the judged corpus)."""
+    rows = [i for i in results if i.reason is None and i.truth is not None]
+    cells: dict[tuple[str, str], list[Judged]] = defaultdict(list)
+    for item in rows:
+        cells[(item.family, item.kernels)].append(item)
+    bands: dict[str, dict[str, Any]] = defaultdict(dict)
+    few: list[dict[str, Any]] = []
+    for (family, kernels), items in sorted(cells.items()):
+        entry = {**_envelope(items), "held_out": _held_out(items, rows)}
+        if len(items) >= MIN_ROWS:
+            bands[family][kernels] = entry
+        else:
+            few.append({"family": family, "kernels": kernels, **entry})
+    return {
+        "about": "Measured ÷ predicted − 1 of the memory statistic published runs state, per engine family "
+                 "× kernel choice: written by scripts/plan_bands.py from tests/corpus/gpu/published.csv "
+                 "(docs/plan.md, Fits?). Do not edit by hand.",
+        "min_rows": MIN_ROWS,
+        "bands": dict(bands),
+        "too_few_rows": few,
+        UNKNOWN: {**_envelope(rows), "held_out": _held_out(rows, rows)},
+    }
+
+
+def text(data: dict[str, Any]) -> str:
+    return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+
+
+def _pct(value: float) -> str:
+    return f"{value:+.1%}".replace("-", "−")
+
+
+def table(data: dict[str, Any]) -> str:
+    """The markdown table of docs/plan.md: each band, its rows and sources, and the wide one."""
+    lines = ["| engine family × kernels | band | rows | sources | held out: rows outside the band "
+             "without them |", "|---|---|---|---|---|"]
+    entries = [(f"{family} × {kernels}", entry) for family, cells in data["bands"].items()
+               for kernels, entry in cells.items()]
+    entries += [(f"{e['family']} × {e['kernels']} (too few rows: the wide band)", e)
+                for e in data["too_few_rows"]]
+    entries.append(("wide: any other family or kernels", data[UNKNOWN]))
+    for name, entry in entries:
+        held = ", ".join(f"{h['source']} {h['outside']} of {h['rows']}" for h in entry["held_out"])
+        lines.append(f"| {name} | {_pct(entry['low'])} … {_pct(entry['high'])} | {entry['rows']} | "
+                     f"{', '.join(entry['sources'])} | {held} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    data = compute(judged())
+    if "--table" in argv:
+        sys.stdout.write(table(data))
+        return 0
+    if "--check" in argv:
+        if BANDS.read_text(encoding="utf-8") != text(data):
+            sys.stderr.write(f"{BANDS.relative_to(ROOT)} is stale: run python scripts/plan_bands.py\n")
+            return 1
+        return 0
+    BANDS.write_text(text(data), encoding="utf-8")
+    sys.stdout.write(f"wrote {BANDS.relative_to(ROOT)}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -74,6 +74,8 @@ class Request:
     gpu: Gpu
     gpu_memory: str | None = None
     """A size that is the GPU's (checked against the GPU table), else the GPU's own."""
+    headroom: str | None = None
+    """GPU memory to leave free, as `cluster.headroom` is written: a share (0.05) or a size (4GB)."""
     global_batch: int
     seq_len: int
     engine: Backend | None = None
@@ -170,6 +172,8 @@ def _document(request: Request, base_dir: Path | None) -> dict[str, Any]:
                                "gpu": request.gpu}
     if request.gpu_memory is not None:
         cluster["gpu_memory"] = request.gpu_memory
+    if request.headroom is not None:
+        cluster["headroom"] = _headroom(request.headroom)
     doc: dict[str, Any] = {
         "recipe": 1, "name": _name(request), "model": model, "cluster": cluster, "strategy": "zero",
         "batch": {"global": request.global_batch, "seq_len": request.seq_len},
@@ -178,6 +182,14 @@ def _document(request: Request, base_dir: Path | None) -> dict[str, Any]:
     if request.script is not None:  # the kind is part of the job: the search offers only what it runs
         doc["launch"] = {"script": request.script, "program_kind": program_kind(request.script)}
     return doc
+
+
+def _headroom(written: str) -> float | str:
+    """`--headroom 0.05` is a share (a number in the recipe), `--headroom 4GB` a size."""
+    try:
+        return float(written)
+    except ValueError:
+        return written
 
 
 def _name(request: Request) -> str:

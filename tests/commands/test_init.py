@@ -16,6 +16,7 @@ import pytest
 
 from distrecipe.api import load_plan
 from distrecipe.job import plan_values
+from distrecipe.plan.report import estimate
 from distrecipe.plan.search import search
 from distrecipe.translator.load import load_recipe
 from tests.conftest import ROOT, Result
@@ -192,3 +193,29 @@ def test_on_a_terminal_it_asks_for_the_shape_without_a_config(here: Path) -> Non
     ])
     assert code == 0, shown
     assert load_plan(here / "shape.yaml").recipe.model.hidden_size == 1024
+
+
+MIXTRAL = ROOT / "tests" / "corpus" / "hf_configs" / "reconstructed" / "mixtral-8x7b.classdefaults.json"
+
+
+def test_headroom_keeps_the_winner_off_the_edge(cli: Callable[..., Result], here: Path) -> None:
+    """The issue's new-user finding: Mixtral's winner on 4 × 8 A100-80GB used 76.9 of 80 GB with no
+    way to ask for headroom. With 5 % kept (76 GB), 76.9 GB is *tight* (torch's band puts it at
+    73.4–79.4 GB), so it is not offered and another wins; the written recipe keeps the headroom."""
+    job = ("--hf-config", str(MIXTRAL), "--nodes", "4", *JOB)
+    plain = cli("init", *job)
+    assert plain.code == 0, plain.err
+    edge = plain.out.splitlines()[1]
+    assert "FSDP2 (reshard), TP 2, micro 4 × accumulation 1" in edge and edge.endswith("needs 76.9 of 80 GB")
+    kept = cli("init", *job, "--headroom", "0.05", "-o", "r.yaml")
+    assert kept.code == 0, kept.err
+    text = (here / "r.yaml").read_text()
+    assert "needs 76.9 of 80 GB" not in text and "  headroom: 0.05\n" in text
+    winner = estimate(load_plan(str(here / "r.yaml"), ()))
+    assert winner.comfortable and winner.need < 76e9
+    ranked = search(load_recipe(str(here / "r.yaml"), ()), 8).ranked
+    assert ranked and all(c.estimate.comfortable for c in ranked)  # nothing tight is offered
+    assert all(c.estimate.verdict.high <= 76e9 for c in ranked)  # type: ignore[union-attr]
+    sized = cli("init", *job, "--headroom", "4GB")
+    assert sized.code == 0 and "  headroom: \"4GB\"\n" in sized.out
+    assert "needs 76.9 of 80 GB" not in sized.out  # 4 GB kept: 76 GB, as 5 % of 80

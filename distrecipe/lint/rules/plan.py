@@ -17,13 +17,16 @@ from distrecipe.translator.resolve import variant
 
 
 def memory_does_not_fit(src: Source) -> Iterator[Problem]:
-    """The plan needs more memory per GPU than `cluster.gpu_memory` offers.
+    """The plan needs more memory per GPU than `cluster.gpu_memory` offers, even at the
+    optimistic end of its error band.
 
     The estimate is `distrecipe plan`'s: what PyTorch's allocator reserves at the worse
     of the start of backward (engine view, activations, loss gradients, gathered and
-    reduce buffers) and the optimizer step, plus the CUDA context and NCCL. Without the
-    check, the job runs out of memory in its first step, after the model has loaded on
-    every node.
+    reduce buffers) and the optimizer step, plus the CUDA context and NCCL, with the
+    error band its engine family showed on published runs (`plan/bands.json`), against
+    `cluster.gpu_memory` less `cluster.headroom`. Within the band it is DR372's warning.
+    Without the check, the job runs out of memory in its first step, after the model has
+    loaded on every node.
 
     Fails: recipe
     ```yaml

@@ -68,7 +68,8 @@ bench: $(VENV)/.test-installed
 	$(BIN)/python benchmarks/cli_speed.py
 
 # The memory error bands `plan`'s fits/tight/does-not-fit verdict reads, from the published
-# corpus (distrecipe/plan/bands.json): rerun after a planner change or new corpus rows.
+# corpus (distrecipe/plan/bands.json, and its table in docs/plan.md): rerun after a planner
+# change or new corpus rows.
 bands: $(VENV)/.test-installed
 	$(BIN)/python scripts/plan_bands.py
 

@@ -1,7 +1,8 @@
 """Write `distrecipe/plan/bands.json`: the memory error band of each engine family × kernel choice.
 
-    python scripts/plan_bands.py            # write it (`make bands`), after a planner or corpus change
-    python scripts/plan_bands.py --check    # exit 1 when the file is not what this computes now
+    python scripts/plan_bands.py            # write it and docs/plan.md's table (`make bands`), after a
+                                            # planner or corpus change
+    python scripts/plan_bands.py --check    # exit 1 when either is not what this computes now
     python scripts/plan_bands.py --table    # print the table docs/plan.md holds
 
 Every published row with a memory figure the model describes (`tests.calibration.judged`)
@@ -29,6 +30,9 @@ sys.path.insert(0, str(ROOT))
 from distrecipe.plan.verdict import BANDS, UNKNOWN  # noqa: E402
 from tests.calibration import Judged, held_out, judged  # noqa: E402
 
+DOCS = ROOT / "docs" / "plan.md"
+BEGIN, END = "<!-- bands: written by scripts/plan_bands.py", "<!-- /bands -->"
+"""The markers around docs/plan.md's table: the line that opens it, the line that closes it."""
 MIN_ROWS = 3
 """Rows a family × kernel choice needs for a band of its own."""
 STEP = 1e-4
@@ -101,18 +105,27 @@ def table(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def with_table(docs: str, data: dict[str, Any]) -> str:
+    """`docs` with the table between its markers replaced by `data`'s."""
+    start = docs.index("\n", docs.index(BEGIN)) + 1
+    return docs[:start] + table(data) + docs[docs.index(END, start):]
+
+
 def main(argv: list[str]) -> int:
     data = compute(judged())
     if "--table" in argv:
         sys.stdout.write(table(data))
         return 0
+    docs = DOCS.read_text(encoding="utf-8")
     if "--check" in argv:
-        if BANDS.read_text(encoding="utf-8") != text(data):
-            sys.stderr.write(f"{BANDS.relative_to(ROOT)} is stale: run python scripts/plan_bands.py\n")
-            return 1
-        return 0
+        stale = [path for path, now, want in ((BANDS, BANDS.read_text(encoding="utf-8"), text(data)),
+                                              (DOCS, docs, with_table(docs, data))) if now != want]
+        for path in stale:
+            sys.stderr.write(f"{path.relative_to(ROOT)} is stale: run python scripts/plan_bands.py\n")
+        return 1 if stale else 0
     BANDS.write_text(text(data), encoding="utf-8")
-    sys.stdout.write(f"wrote {BANDS.relative_to(ROOT)}\n")
+    DOCS.write_text(with_table(docs, data), encoding="utf-8")
+    sys.stdout.write(f"wrote {BANDS.relative_to(ROOT)} and the table in {DOCS.relative_to(ROOT)}\n")
     return 0
 
 

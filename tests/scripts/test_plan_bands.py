@@ -21,7 +21,8 @@ def test_the_bands_are_what_the_corpus_gives_now() -> None:
 
 
 def test_docs_hold_the_script_s_table() -> None:
-    docs = (ROOT / "docs" / "plan.md").read_text(encoding="utf-8")
+    docs = plan_bands.DOCS.read_text(encoding="utf-8")
+    assert plan_bands.with_table(docs, plan_bands.compute(judged())) == docs
     assert plan_bands.table(plan_bands.compute(judged())) in docs
 
 

@@ -8,11 +8,14 @@
 Every published row with a memory figure the model describes (`tests.calibration.judged`)
 gives the truth against the plan, measured ÷ predicted − 1, for the statistic it states. A
 cell's band is the smallest and largest of its rows' errors, rounded outward to 0.01 %; a
-cell needs `MIN_ROWS` rows, else it has no band of its own and `plan` uses the wide band,
-every row of every cell. Leave-one-source-out (`tests.calibration.held_out`) records for
-each source the band the others give (its cell's other sources, or the wide band without it
-when it is its cell's only source) and how many of its rows fall outside: a source whose
-rows the band without it misses is a band that will widen with the next source.
+cell needs `MIN_ROWS` rows, else `plan` uses its family's band (every row of the family,
+whatever its kernels, with as many rows; widened to hold 0, since it is borrowed from other
+kernels: it never puts the verdict past the plan's own figure), else the wide band (every
+row of every cell), as it does for an `unknown` kernel choice. Leave-one-source-out
+(`tests.calibration.held_out`) records for each source the band the others give (its
+cell's other sources, or the wide band without it when it is its cell's only source) and
+how many of its rows fall outside: a source whose rows the band without it misses is a band
+that will widen with the next source.
 """
 
 from __future__ import annotations
@@ -70,12 +73,20 @@ def compute(results: list[Judged]) -> dict[str, Any]:
             bands[family][kernels] = entry
         else:
             few.append({"family": family, "kernels": kernels, **entry})
+    families: dict[str, Any] = {}
+    for family in sorted({f for f, _ in cells}):
+        items = [i for (f, _), found in sorted(cells.items()) if f == family for i in found]
+        if len(items) >= MIN_ROWS:  # borrowed by another kernel choice: never past the plan's own figure
+            pooled = _envelope(items)
+            pooled.update(low=min(pooled["low"], 0.0), high=max(pooled["high"], 0.0))
+            families[family] = {**pooled, "held_out": _held_out(items, rows)}
     return {
         "about": "Measured ÷ predicted − 1 of the memory statistic published runs state, per engine family "
                  "× kernel choice: written by scripts/plan_bands.py from tests/corpus/gpu/published.csv "
                  "(docs/plan.md, Fits?). Do not edit by hand.",
         "min_rows": MIN_ROWS,
         "bands": dict(bands),
+        "families": families,
         "too_few_rows": few,
         UNKNOWN: {**_envelope(rows), "held_out": _held_out(rows, rows)},
     }
@@ -95,9 +106,11 @@ def table(data: dict[str, Any]) -> str:
              "without them |", "|---|---|---|---|---|"]
     entries = [(f"{family} × {kernels}", entry) for family, cells in data["bands"].items()
                for kernels, entry in cells.items()]
-    entries += [(f"{e['family']} × {e['kernels']} (too few rows: the wide band)", e)
+    entries += [(f"{family} × any other kernels", entry) for family, entry in data["families"].items()]
+    entries += [(f"{e['family']} × {e['kernels']} (too few rows: "
+                 f"{'the family' if e['family'] in data['families'] else 'the wide band'})", e)
                 for e in data["too_few_rows"]]
-    entries.append(("wide: any other family or kernels", data[UNKNOWN]))
+    entries.append(("wide: any other family, or unknown kernels", data[UNKNOWN]))
     for name, entry in entries:
         held = ", ".join(f"{h['source']} {h['outside']} of {h['rows']}" for h in entry["held_out"])
         lines.append(f"| {name} | {_pct(entry['low'])} … {_pct(entry['high'])} | {entry['rows']} | "

@@ -2,8 +2,9 @@
 
 An analytical plan always errs, so one number and yes/no blocks jobs that would train.
 Each engine family × kernel choice carries the band of relative errors the memory model
-showed on published runs (`bands.json`, written by `scripts/plan_bands.py` from
-`tests/corpus/gpu/published.csv`; how a band is derived is in docs/plan.md, "Fits?").
+showed on published runs, else its family's, else the wide one (`bands.json`, written by
+`scripts/plan_bands.py` from `tests/corpus/gpu/published.csv`; how a band is derived is in
+docs/plan.md, "Fits?").
 `needed` at the band's two ends against the usable memory (`cluster.gpu_memory` less
 `cluster.headroom`) decides: *fits* when even the pessimistic end fits, *does not fit*
 when even the optimistic end does not, *tight* in between. `launch` and `compile` refuse
@@ -40,13 +41,17 @@ class Band:
     rows: int
     sources: tuple[str, ...]
     wide: bool
-    """The wide band: no published rows of this family and kernel choice, or too few."""
+    """The wide band: too few published rows of this family (or an `unknown` kernel choice)."""
+    pooled: bool = False
+    """The family's band over all its kernel choices: too few rows of this one."""
 
     @property
     def cell(self) -> str:
-        """Whose band it is, in words: `torch × flash`, or the wide band and why."""
+        """Whose band it is, in words: `torch × flash`, the family's, or the wide band and why."""
         own = f"{self.family} × {self.kernels}"
-        return f"wide (no band of its own for {own})" if self.wide else own
+        if self.wide:
+            return f"wide (no band of its own for {own})"
+        return f"{self.family}, any kernels (too few rows for {self.kernels})" if self.pooled else own
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,9 +93,9 @@ def kernel_choice(plan: Plan) -> str:
     return plan.recipe.model.attention
 
 
-def _band(data: dict[str, Any], family: str, kernels: str, wide: bool) -> Band:
+def _band(data: dict[str, Any], family: str, kernels: str, wide: bool, pooled: bool = False) -> Band:
     return Band(family, kernels, float(data["low"]), float(data["high"]), int(data["rows"]),
-                tuple(data["sources"]), wide)
+                tuple(data["sources"]), wide, pooled)
 
 
 @cache
@@ -100,12 +105,16 @@ def _table() -> dict[str, Any]:
 
 
 def band_of(family: str, kernels: str) -> Band:
-    """The cell's band, or the wide one (docs/plan.md says when a cell has none of its own)."""
+    """The cell's band, else its family's over every kernel choice, else the wide one, which an
+    `unknown` kernel choice always gets (docs/plan.md says when a cell has none of its own)."""
     table = _table()
     found = table["bands"].get(family, {}).get(kernels)
-    if found is None:
-        return _band(table[UNKNOWN], family, kernels, True)
-    return _band(found, family, kernels, False)
+    if found is not None and kernels != UNKNOWN:
+        return _band(found, family, kernels, False)
+    pooled = table.get("families", {}).get(family)
+    if pooled is not None and kernels != UNKNOWN:
+        return _band(pooled, family, kernels, False, True)
+    return _band(table[UNKNOWN], family, kernels, True)
 
 
 def band(plan: Plan) -> Band:

@@ -39,8 +39,20 @@ def test_a_band_of_its_own_is_the_data_s() -> None:
     assert found.low < 0 < found.high
 
 
-@pytest.mark.parametrize(("family", "kernels"), [("megatron", "flash"), ("torch", "sdpa"), ("nobody", "flash")])
-def test_a_family_or_kernels_without_rows_gets_the_wide_band(family: str, kernels: str) -> None:
+@pytest.mark.parametrize(("family", "kernels"), [("megatron", "flash"), ("torch", "sdpa")])
+def test_kernels_without_rows_get_their_family_s_band_holding_zero(family: str, kernels: str) -> None:
+    found = band_of(family, kernels)
+    data = TABLE["families"][family]
+    assert found.pooled and not found.wide and (found.low, found.high) == (data["low"], data["high"])
+    assert found.low <= 0 <= found.high
+    assert found.cell == f"{family}, any kernels (too few rows for {kernels})"
+    own = [c for c in TABLE["bands"][family].values()]
+    assert data["rows"] == sum(c["rows"] for c in own) + sum(
+        e["rows"] for e in TABLE["too_few_rows"] if e["family"] == family)
+
+
+@pytest.mark.parametrize(("family", "kernels"), [("nobody", "flash"), ("torch", "unknown")])
+def test_a_family_without_rows_or_unknown_kernels_gets_the_wide_band(family: str, kernels: str) -> None:
     found = band_of(family, kernels)
     assert found.wide and (found.low, found.high) == (TABLE["unknown"]["low"], TABLE["unknown"]["high"])
     assert found.cell == f"wide (no band of its own for {family} × {kernels})"
@@ -52,7 +64,7 @@ def test_a_plan_reads_its_family_and_kernels() -> None:
     deepspeed = load_plan(SEED.format("zero2"), ())
     assert band(deepspeed).cell == "deepspeed × flash"
     fsdp = load_plan(SEED.format("zero2"), ("launch.backend=torchrun", "strategy=fsdp", "model.attention=sdpa"))
-    assert band(fsdp).wide
+    assert band(fsdp).pooled and band(fsdp).family == "torch"
 
 
 def test_the_seed_s_zero1_is_tight() -> None:

@@ -124,8 +124,9 @@ HELD_OUT_2026_12 = {
     "stanford_alpaca_readme_2023": "no recompute, large micro-batch, HF Trainer FSDP1",
     "stanford_alpaca_issues_2023": "trained / CUDA out of memory reports (HF Trainer FSDP1; V100, A100)",
     "pytorch_blog_torchtune_liger_202503": "compiled or fused kernels (torch.compile, Liger; FSDP2)",
-    "easycontext_readme_2024": "long sequences, ZeRO-3 parameter + optimizer offload",
-    "arctictraining_alst_recipes_2025": "long sequences, ZeRO-3 parameter + optimizer offload",
+    "easycontext_readme_2024": "long sequences, ZeRO-3 offload, ring attention (8 A100)",
+    "arctictraining_alst_recipes_2025": "long sequences, ZeRO-3 offload, one H100/H200 and Ulysses (ALST)",
+    "nvidia_dgxc_benchmarking_2411": "Llama 3.1 8B / 70B / 405B on NeMo (Megatron-Core), bf16, no recompute",
 }
 """Held out, round 2026-12 (issue 25): sources gathered to judge `plan` on setups no other
 source covers, and each one's family. Their figures are reported (`python -m

@@ -127,6 +127,7 @@ HELD_OUT_2026_12 = {
     "easycontext_readme_2024": "long sequences, ZeRO-3 offload, ring attention (8 A100)",
     "arctictraining_alst_recipes_2025": "long sequences, ZeRO-3 offload, one H100/H200 and Ulysses (ALST)",
     "nvidia_dgxc_benchmarking_2411": "Llama 3.1 8B / 70B / 405B on NeMo (Megatron-Core), bf16, no recompute",
+    "vectorlm_reference_throughput_2405": "pure-bf16 FSDP1 (no fp32 master), full recompute, 1-4 A100 80GB",
 }
 """Held out, round 2026-12 (issue 25): sources gathered to judge `plan` on setups no other
 source covers, and each one's family. Their figures are reported (`python -m

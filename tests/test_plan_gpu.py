@@ -30,7 +30,8 @@ Rows come from `tests/corpus/gpu/published.csv` (sources in its SOURCES.md). Thr
 * held out, round 2026-12 (`published.HELD_OUT_2026_12`, issue 25): sources gathered to
   judge the plan where no other source reaches (no recompute with large micro-batches under
   HF Trainer FSDP1, V100 fp16 out-of-memory reports, torch.compile and Liger's fused loss,
-  32K-10M-token sequences under ZeRO-3 with offload). NOT fitted on: their errors are
+  32K-10M-token sequences under ZeRO-3 with offload, NeMo's Llama 3.1 8B-405B without
+  recompute, pure-bf16 FSDP1). NOT fitted on: their errors are
   printed, not bounded, until the fixes they motivate; their wrong verdicts are listed in
   `KNOWN_WRONG_VERDICTS` with the reason seen, so a fix shows as a change there.
 """

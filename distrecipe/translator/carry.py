@@ -105,6 +105,7 @@ SCHEDULE = script("the script's scheduler (Accelerate builds none)")
 FIELDS: dict[str, Row] = {
     "name": _same(Cell("not applicable", "the file's header comment")),
     **{key: _same(PLAN) for key in _keys("model.") if key not in ("model.hidden_size", "model.layer_cls")},
+    **{key: _same(PLAN) for key in _keys("kernels.")},
     "model.hidden_size": Row(mapped("the ZeRO buckets: zero_optimization.reduce_bucket_size = hidden², "
                                     "zero_optimization.stage3_prefetch_bucket_size and "
                                     "zero_optimization.stage3_param_persistence_threshold",

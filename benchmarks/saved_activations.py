@@ -201,6 +201,39 @@ def measure(family: str, variant: Variant, layers: int, dtype: torch.dtype,
     return {"body": saved_body.bytes, "head": saved_head.bytes, "held": held.bytes, "logits": logits}
 
 
+def backward_peak(attention: str, s: int, b: int) -> int:
+    """Bytes one Llama block's backward allocates at its peak beyond what was alive when it
+    began (its saved tensors among them, freed as backward goes), from the profiler's CPU
+    allocation events (`profile_memory`)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    model = build("llama", 1, attention, torch.bfloat16)
+    body = model.model
+    ids, positions = torch.randint(0, SHAPE["vocab_size"], (b, s)), torch.arange(s)[None]
+    start = body.embed_tokens(ids).detach().requires_grad_()
+    out = body.layers[0](start, position_embeddings=body.rotary_emb(start, positions), position_ids=positions)
+    grad = torch.ones_like(out)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        out.backward(grad)
+    assert prof.profiler is not None
+    events = sorted((e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"),
+                    key=lambda e: e.start_ns())
+    alive = peak = 0
+    for event in events:
+        alive += event.nbytes()
+        peak = max(peak, alive)
+    return peak
+
+
+def backward_rows() -> Iterator[dict[str, Any]]:
+    """Eager attention's backward beyond SDPA's, at sequences where the s² terms dominate."""
+    for s in (128, 256, 384, 512):
+        eager, sdpa = backward_peak("eager", s, 1), backward_peak("sdpa", s, 1)
+        a = SHAPE["num_attention_heads"]
+        yield {"s": s, "b": 1, "a": a, "eager_peak": eager, "sdpa_peak": sdpa,
+               "difference_per_a_s2_b": round((eager - sdpa) / (a * s * s), 3)}
+
+
 def rows(families: tuple[str, ...], variants: tuple[Variant, ...],
          dtype: torch.dtype) -> Iterator[dict[str, Any]]:
     for family in families:
@@ -222,7 +255,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).with_suffix(".csv"))
     parser.add_argument("--quick", action="store_true", help="llama only, no compile")
+    parser.add_argument("--backward", action="store_true",
+                        help="eager attention's backward peak beyond SDPA's instead (profiler)")
     args = parser.parse_args(argv)
+    if args.backward:
+        table = io.StringIO()
+        table.write(f"# benchmarks/saved_activations.py --backward; torch {torch.__version__}, transformers "
+                    f"{transformers.__version__}, CPU allocator; bytes\n")
+        found = list(backward_rows())
+        out_writer = csv.DictWriter(table, fieldnames=list(found[0]), lineterminator="\n")
+        out_writer.writeheader()
+        out_writer.writerows(found)
+        args.out.with_name(args.out.stem + "_backward.csv").write_text(table.getvalue(), encoding="utf-8")
+        return 0
     families = ("llama",) if args.quick else FAMILIES
     variants = tuple(v for v in VARIANTS if not (args.quick and v.compile))
     out = io.StringIO()

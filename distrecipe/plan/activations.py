@@ -223,12 +223,15 @@ def llama_layer(*, s: int, b: int, h: int, a: int, kv: int, inter: int, flash: b
 
 
 def eager_attention_backward(*, s: int, b: int, a: int) -> float:
-    """Bytes eager attention's backward allocates beyond what the layer saved: the scores'
-    gradient upcast to the fp32 of softmax's saved output (4·a·s²·b) and softmax's 16-bit
-    result (2·a·s²·b), alive together (torch's `_softmax_backward_data` after the
-    `to(float32)`'s backward; derived from the backward formulas, not measured).
-    SDPA and flash kernels keep their score tiles in on-chip memory: nothing."""
-    return 6.0 * a * s * s * b
+    """Bytes eager attention's backward holds at its peak beyond the layer's saved tensors:
+    8·a·s²·b, the limit of what the profiler measures for eager's peak beyond SDPA's
+    (`benchmarks/saved_activations_backward.csv`: 5.5 … 7.0 × a·s²·b at s = 128 … 512,
+    8 in the difference of the last two): the scores' gradients in 16-bit and in the fp32 of
+    softmax's saved output, and softmax's fp32 gradient, alive together. It holds on CUDA
+    too for bf16: ATen's `softmax(x, dtype=float32)` fuses the upcast only for fp16 on CUDA,
+    so bf16 runs the same `to(float32)` and fp32 softmax graph there as here. SDPA and
+    flash kernels keep their score tiles on chip: nothing."""
+    return 8.0 * a * s * s * b
 
 
 def op_sac_layer(*, s: int, b: int, h: int, a: int, kv: int, inter: int) -> float:

@@ -11,7 +11,13 @@ from typing import Any
 
 import pytest
 
-from distrecipe.plan.activations import kernel_choice, llama_layer, loss_head, plan_activations
+from distrecipe.plan.activations import (
+    eager_attention_backward,
+    kernel_choice,
+    llama_layer,
+    loss_head,
+    plan_activations,
+)
 from tests.published import Row, plan_for_row
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,3 +101,18 @@ def test_a_published_row_states_compile_only_where_it_says(compile_: str, choice
     assert ("kernels.compile" in plan.recipe.where) == bool(compile_)
     per_layer = plan_activations(plan)[0].layers / 32
     assert per_layer == 8192 * 4096 * per_sbh + 4 * 32 * 8192
+
+
+def test_eager_backward_term_is_the_measured_limit() -> None:
+    """The CSV's eager-over-SDPA backward peak approaches 8·a·s²·b from below as s grows,
+    the term `eager_attention_backward` charges."""
+    path = ROOT / "benchmarks" / "saved_activations_backward.csv"
+    with path.open(encoding="utf-8") as handle:
+        found = list(csv.DictReader(line for line in handle if not line.startswith("#")))
+    ratios = [float(r["difference_per_a_s2_b"]) for r in found]
+    assert ratios == sorted(ratios) and 6.5 < ratios[-1] < 8
+    last, before = found[-1], found[-2]
+    grown = [(int(r["eager_peak"]) - int(r["sdpa_peak"])) for r in (before, last)]
+    s0, s1, a = int(before["s"]), int(last["s"]), int(last["a"])
+    slope = (grown[1] - grown[0] * s1 / s0) / (a * s1 * s1 - a * s0 * s0 * s1 / s0)  # c in c·a·s² + d·s
+    assert slope == pytest.approx(eager_attention_backward(s=1, b=1, a=1), rel=0.05)

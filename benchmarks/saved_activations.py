@@ -201,20 +201,13 @@ def measure(family: str, variant: Variant, layers: int, dtype: torch.dtype,
     return {"body": saved_body.bytes, "head": saved_head.bytes, "held": held.bytes, "logits": logits}
 
 
-def backward_peak(attention: str, s: int, b: int) -> int:
-    """Bytes one Llama block's backward allocates at its peak beyond what was alive when it
-    began (its saved tensors among them, freed as backward goes), from the profiler's CPU
-    allocation events (`profile_memory`)."""
+def allocation_peak(run: Callable[[], None]) -> int:
+    """The most bytes `run` has allocated and not yet freed at once, from the profiler's CPU
+    allocation events (`profile_memory`), beyond what was alive when it began."""
     from torch.profiler import ProfilerActivity, profile
 
-    model = build("llama", 1, attention, torch.bfloat16)
-    body = model.model
-    ids, positions = torch.randint(0, SHAPE["vocab_size"], (b, s)), torch.arange(s)[None]
-    start = body.embed_tokens(ids).detach().requires_grad_()
-    out = body.layers[0](start, position_embeddings=body.rotary_emb(start, positions), position_ids=positions)
-    grad = torch.ones_like(out)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        out.backward(grad)
+        run()
     assert prof.profiler is not None
     events = sorted((e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"),
                     key=lambda e: e.start_ns())
@@ -223,6 +216,36 @@ def backward_peak(attention: str, s: int, b: int) -> int:
         alive += event.nbytes()
         peak = max(peak, alive)
     return peak
+
+
+def loss_rows() -> Iterator[dict[str, Any]]:
+    """transformers' `ForCausalLMLoss` forward and backward beyond the 16-bit logits the
+    caller holds: the fp32 log-softmax it saves and the backward's gradients, per s·b·V."""
+    model = build("llama", 1, "sdpa", torch.bfloat16)
+    for s, vocab in ((256, 512), (512, 1024)):
+        b = 2
+        hidden = torch.randn(b, s, SHAPE["hidden_size"], dtype=torch.bfloat16, requires_grad=True)
+        weight = torch.randn(vocab, SHAPE["hidden_size"], dtype=torch.bfloat16, requires_grad=True)
+        labels = torch.randint(0, vocab, (b, s))
+        logits = hidden @ weight.t()
+
+        def step(logits: torch.Tensor = logits, labels: torch.Tensor = labels, vocab: int = vocab) -> None:
+            model.loss_function(logits=logits, labels=labels, vocab_size=vocab).backward()
+
+        peak = allocation_peak(step)
+        yield {"s": s, "b": b, "V": vocab, "peak": peak, "peak_per_s_b_V": round(peak / (s * b * vocab), 3)}
+
+
+def backward_peak(attention: str, s: int, b: int) -> int:
+    """Bytes one Llama block's backward allocates at its peak beyond what was alive when it
+    began (its saved tensors among them, freed as backward goes)."""
+    model = build("llama", 1, attention, torch.bfloat16)
+    body = model.model
+    ids, positions = torch.randint(0, SHAPE["vocab_size"], (b, s)), torch.arange(s)[None]
+    start = body.embed_tokens(ids).detach().requires_grad_()
+    out = body.layers[0](start, position_embeddings=body.rotary_emb(start, positions), position_ids=positions)
+    grad = torch.ones_like(out)
+    return allocation_peak(lambda: out.backward(grad))
 
 
 def backward_rows() -> Iterator[dict[str, Any]]:
@@ -256,13 +279,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path(__file__).with_suffix(".csv"))
     parser.add_argument("--quick", action="store_true", help="llama only, no compile")
     parser.add_argument("--backward", action="store_true",
-                        help="eager attention's backward peak beyond SDPA's instead (profiler)")
+                        help="backward peaks instead: eager attention's, the loss's (profiler)")
     args = parser.parse_args(argv)
     if args.backward:
         table = io.StringIO()
         table.write(f"# benchmarks/saved_activations.py --backward; torch {torch.__version__}, transformers "
                     f"{transformers.__version__}, CPU allocator; bytes\n")
         found = list(backward_rows())
+        loss = list(loss_rows())
+        loss_table = io.StringIO()
+        loss_table.write(f"# benchmarks/saved_activations.py --backward; torch {torch.__version__}, "
+                         f"transformers {transformers.__version__}, CPU allocator; "
+                         "bytes beyond the held 16-bit logits\n")
+        loss_writer = csv.DictWriter(loss_table, fieldnames=list(loss[0]), lineterminator="\n")
+        loss_writer.writeheader()
+        loss_writer.writerows(loss)
+        args.out.with_name(args.out.stem + "_loss.csv").write_text(loss_table.getvalue(), encoding="utf-8")
         out_writer = csv.DictWriter(table, fieldnames=list(found[0]), lineterminator="\n")
         out_writer.writeheader()
         out_writer.writerows(found)

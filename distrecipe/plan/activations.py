@@ -225,7 +225,7 @@ def llama_layer(*, s: int, b: int, h: int, a: int, kv: int, inter: int, flash: b
 def eager_attention_backward(*, s: int, b: int, a: int) -> float:
     """Bytes eager attention's backward holds at its peak beyond the layer's saved tensors:
     8·a·s²·b, the limit of what the profiler measures for eager's peak beyond SDPA's
-    (`benchmarks/saved_activations_backward.csv`: 5.5 … 7.0 × a·s²·b at s = 128 … 512,
+    (`benchmarks/saved_activations_backward.csv`: 5.6 … 7.0 × a·s²·b at s = 128 … 512,
     8 in the difference of the last two): the scores' gradients in 16-bit and in the fp32 of
     softmax's saved output, and softmax's fp32 gradient, alive together. It holds on CUDA
     too for bf16: ATen's `softmax(x, dtype=float32)` fuses the upcast only for fp16 on CUDA,

@@ -116,3 +116,16 @@ def test_eager_backward_term_is_the_measured_limit() -> None:
     s0, s1, a = int(before["s"]), int(last["s"]), int(last["a"])
     slope = (grown[1] - grown[0] * s1 / s0) / (a * s1 * s1 - a * s0 * s0 * s1 / s0)  # c in c·a·s² + d·s
     assert slope == pytest.approx(eager_attention_backward(s=1, b=1, a=1), rel=0.05)
+
+
+def test_the_full_loss_peak_is_the_measured_one() -> None:
+    """transformers' loss, forward and backward, peaks 12·sbV beyond the logits the caller
+    holds: the saved fp32 log-softmax (in the head) plus `loss_backward`'s 8·sbV."""
+    path = ROOT / "benchmarks" / "saved_activations_loss.csv"
+    with path.open(encoding="utf-8") as handle:
+        found = list(csv.DictReader(line for line in handle if not line.startswith("#")))
+    assert found
+    for row in found:
+        s, b, vocab = int(row["s"]), int(row["b"]), int(row["V"])
+        head, backward = loss_head(s=s, b=b, h=0, vocab=vocab, loss="full", holds_logits=False)
+        assert head + backward == pytest.approx(int(row["peak"]), abs=64)

@@ -219,6 +219,8 @@ def plan_for_row(row: Row) -> Plan:
         doc["launch"]["backend"] = "deepspeed"
         if "BF16_Optimizer" not in d["precision"].replace("BF16_Optimizer only", ""):
             doc["reduce_dtype"] = "bf16"  # before BF16_Optimizer: ZeRO's 16-bit gradients
+    if d["compile"] in ("yes", "no"):  # only where the row states it: else eager Hugging Face's default
+        doc["kernels"] = {"compile": d["compile"] == "yes"}
     if "offload_optimizer device cpu" in d["notes"]:  # ZeRO-Offload (the CSV has no offload column)
         doc["offload"] = {"optimizer": "cpu"}
     tags = note_tags(d["notes"])

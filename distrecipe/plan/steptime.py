@@ -45,6 +45,10 @@
   network once stages span nodes (the pipeline dimension is outermost in torchtitan's
   and Megatron's meshes); not overlapped (verl turns on Megatron's `overlap_p2p_comm`
   with virtual stages, which this leaves out: a cautious reading).
+* **Eager attention** (`model.attention: eager`) writes the s² scores to memory and
+  reads them back (`attention_kernel_seconds`): its share of the compute (the
+  12·L·h·s of the FLOPs) runs `EAGER_ATTENTION_SLOWDOWN` times slower than the fused
+  kernels the calibration ran (docs/plan.md, "Kernels").
 * **Offload** adds, unhidden, the PCIe copies (16-bit gradients down and parameters up
   once per step; at stage 3 with parameters offloaded, every micro-step's gathers come
   up too) and the CPU optimizer step (`CPU_ADAM_PARAMS_PER_S` per rank). Read from the
@@ -65,11 +69,25 @@ from distrecipe.plan.engine import DeepSpeedZero, fsdp2_shard_ranks
 from distrecipe.plan.hardware import Hardware, hardware
 from distrecipe.plan.memory import reduce_ranks, shard_ranks
 
+EAGER_ATTENTION_SLOWDOWN = 3.0
+"""How much slower the attention core runs eager than fused: FlashAttention-2 (Dao 2023,
+arXiv 2307.08691, §4.1) measures it 3–10× faster than a standard PyTorch attention on
+A100, forward and backward, sequences 512–16K; the low end, so the term is a floor."""
 PCIE = 25e9
 """Bytes per second one GPU copies to or from host memory (PCIe 4 ×16, achieved)."""
 CPU_ADAM_PARAMS_PER_S = 1e9
 """Parameters per second one rank's CPU Adam updates (DeepSpeed's vectorised CPUAdam:
 about a second per billion parameters on a server core group)."""
+
+
+def attention_kernel_seconds(plan: Plan, compute: float) -> float:
+    """Seconds eager attention adds to `compute` (the step's matmul seconds, recompute
+    included): attention's share of them run `EAGER_ATTENTION_SLOWDOWN` times as long.
+    Megatron's unfused core attention (`FusedScaleMaskSoftmax`) is what its efficiency was
+    calibrated on (BLOOM's runs): no term there."""
+    if plan.recipe.model.attention != "eager" or plan.recipe.strategy == "megatron":
+        return 0.0
+    return compute * attention_share(plan) * (EAGER_ATTENTION_SLOWDOWN - 1)
 
 
 def offload_seconds(plan: Plan) -> float:
@@ -176,6 +194,8 @@ class StepTime:
     efficiency × matmul of the peak."""
     exposed_by: dict[str, float]
     """Of `exposed`, seconds by kind: data parallel, tensor, context, pipeline."""
+    attention: float = 0.0
+    """Seconds eager attention's score traffic adds (`attention_kernel_seconds`)."""
 
 
 def model_flops_per_token(plan: Plan) -> float:
@@ -301,6 +321,7 @@ def step_time(plan: Plan, engine_traffic: traffic.Traffic, zero: DeepSpeedZero |
     model = model_flops_per_token(plan)
     extra = recompute_flops_per_token(plan)
     compute = tokens * (model + extra) / (peak * achieved.value * size)
+    eager = attention_kernel_seconds(plan, compute)
     m = plan.batch.accumulation
     forward = compute * (model / 3) / (model + extra) if model + extra else 0.0
     sizes = {"step": compute, "backward": compute - forward, "last backward": (compute - forward) / m,
@@ -351,7 +372,7 @@ def step_time(plan: Plan, engine_traffic: traffic.Traffic, zero: DeepSpeedZero |
                   "context parallel": max(0.0, cp_seconds - cp_hidden), "pipeline": pp_seconds}
     exposed = sum(exposed_by.values())
     host = offload_seconds(plan)
-    seconds = compute + idle + exposed + host
+    seconds = compute + idle + exposed + host + eager
     return StepTime(
         seconds=seconds,
         compute=compute,
@@ -365,4 +386,5 @@ def step_time(plan: Plan, engine_traffic: traffic.Traffic, zero: DeepSpeedZero |
         efficiency=achieved,
         matmul=size,
         exposed_by=exposed_by,
+        attention=eager,
     )

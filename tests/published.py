@@ -32,9 +32,11 @@ NOTE_TAG = re.compile(r"\[(kernels|launcher|offload|model): ([^\]]*)\]")
 """The fixed-form facts a row's `notes` may carry where the CSV has no column, each
 `[name: key=value ...]` (or `[launcher: BACKEND]`), e.g.
 `[kernels: compile=yes attention=flash2 loss=fused(liger) mlp=tiled] [launcher: accelerate]
-[offload: optimizer=cpu params=cpu activations=cpu] [model: tied=yes]`. `kernels` is
-recorded for whoever models kernels (attention=eager sets `model.attention: eager`; the
-others are not read by the plan); `launcher` is the recipe's `launch.backend`; `offload`
+[offload: optimizer=cpu params=cpu activations=cpu] [model: tied=yes]`. `kernels` sets the
+recipe's kernel fields where the plan models them: attention=eager `model.attention`,
+compile `kernels.compile` (where the `compile` column is empty), loss=chunked(...) and
+loss=fused(liger...) `kernels.loss`; flash-attn's fused cross-entropy (still the whole
+logits) and a tiled MLP are recorded only; `launcher` is the recipe's `launch.backend`; `offload`
 its `offload`; `model: tied=yes` its `model.tied_embeddings`."""
 
 
@@ -224,8 +226,14 @@ def plan_for_row(row: Row) -> Plan:
     if "offload_optimizer device cpu" in d["notes"]:  # ZeRO-Offload (the CSV has no offload column)
         doc["offload"] = {"optimizer": "cpu"}
     tags = note_tags(d["notes"])
-    if tags.get("kernels", {}).get("attention") == "eager":
+    kernels = tags.get("kernels", {})
+    if kernels.get("attention") == "eager":
         model["attention"] = "eager"
+    if kernels.get("compile") in ("yes", "no") and not d["compile"]:
+        doc["kernels"] = {"compile": kernels["compile"] == "yes"}
+    loss = kernels.get("loss", "").split("(")[0]  # fused(liger...): Liger's fused linear cross-entropy
+    if loss == "chunked" or kernels.get("loss", "").startswith("fused(liger"):
+        doc.setdefault("kernels", {})["loss"] = loss
     if tags.get("model", {}).get("tied") == "yes":
         model["tied_embeddings"] = True
     if "launcher" in tags:

@@ -21,6 +21,9 @@ Conventions (docs/plan.md, "The GPU table"):
   Fabric total ÷ 2; the PCIe link where there is none); `inter` is one GPU's share of the
   node's network ports in the machines these are sold in (a property of the node, not the
   GPU: `cluster.inter_node_bandwidth` overrides it).
+* `network_latency` is µs per ring step across nodes, NCCL's one figure for every network
+  (`NETWORK_LATENCY`; `cluster.network_latency` overrides it); `nvlink` is false where peers
+  talk over PCIe (a slower ring step inside the node).
 * An MI250X package is two GCDs that PyTorch sees as two devices: a rank is one GCD, so its
   row is one GCD's (64 GB, half the package's 383 TFLOPS).
 """

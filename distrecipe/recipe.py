@@ -220,6 +220,9 @@ class Cluster:
     """GB/s one GPU sends to its node's peers (per direction), overriding `gpu`'s. Default: `gpu`'s."""
     inter_node_bandwidth: float | None = spec(None, exclusiveMinimum=0, maximum=100_000)
     """GB/s one GPU sends to other nodes (per direction), overriding `gpu`'s. Default: `gpu`'s."""
+    network_latency: float | None = spec(None, exclusiveMinimum=0, maximum=1_000_000)
+    """Microseconds one ring step across nodes costs (what `plan` charges each collective call
+    per network hop, as NCCL's tuning model does). Default: NCCL's 9.6."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -82,7 +82,12 @@ def _family_and_generation(plan: Plan) -> tuple[str, str]:
     return engine_family(plan), generation(plan) or "?"
 
 
-HARDWARE_FLOPS = ("narayanan2021_ptdp_secondary",)
+HELD_OUT = ("mosaic_llmfoundry_bench_a100_40gb", "shoeybi2019_megatron_blog")
+"""Scaling series (one model at several GPU counts on a stated network) that judge how step
+time degrades with the data-parallel world (docs/plan.md, "Scale and the network"): never
+fitted, so their error is out of sample."""
+
+HARDWARE_FLOPS = ("narayanan2021_ptdp_secondary", "shoeybi2019_megatron_blog")
 """Sources whose TFLOP/s count the recomputed forward (Narayanan et al.'s Eq. 3)."""
 
 
@@ -248,8 +253,9 @@ class Timed:
 
     @property
     def fitted(self) -> bool:
-        """DeepSpeed's rows are judged by torch's figure, never fitted (`kernel_family`)."""
-        return engine_family(self.plan) != "deepspeed"
+        """DeepSpeed's rows are judged by torch's figure, never fitted (`kernel_family`); the
+        scaling series in `HELD_OUT` judge the network's terms, never fitted either."""
+        return engine_family(self.plan) != "deepspeed" and self.source not in HELD_OUT
 
 
 def timed(paths: Iterable[Path] = (CSV,)) -> list[Timed]:

@@ -7,7 +7,7 @@ writes the recipe a user would write for that run; `tests/test_plan_gpu.py` comp
 the plan's prediction with each measurement.
 
 Which rows each test judges, and which it reports apart with the reason, is decided in
-`tests/test_plan_gpu.py` (memory) and `tests/test_plan_steptime.py` (throughput). A row's
+`tests/test_plan_gpu.py` (memory) and `tests/plan/test_steptime.py` (throughput). A row's
 `cp` is the recipe's `parallel.sequence`, `pp` its `parallel.pipeline`.
 """
 
@@ -59,7 +59,8 @@ GPU_GIB = {"H100 SXM HBM2e 96GB": 95.0, "H100 SXM HBM2e 95GB": 95.0, "H200": 140
 
 GPU_MODEL = {"H100 SXM": "h100", "H100 80GB": "h100", "DGX-H100": "h100", "H200": "h200",
              "A100 80GB": "a100-80gb", "A100-SXM4-80G": "a100-80gb", "A100 40GB": "a100-40gb", "A100 (": "a100-80gb",
-             "DGX-B200": "b200", "H100 (": "h100", "8xH100": "h100"}
+             "DGX-B200": "b200", "H100 (": "h100", "8xH100": "h100",
+             "V100 SXM3 32GB": "v100-32gb"}
 """Each row's card as a `cluster.gpu` (an A100 of unstated memory has the same peak)."""
 
 CHECKPOINTING: dict[str, Any] = {"none": "none", "full": "full", "selective_op": "selective",

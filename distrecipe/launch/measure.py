@@ -17,12 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from distrecipe import __version__
+from distrecipe.errors import DistrecipeError
 from distrecipe.job import Plan
 from distrecipe.launch.metrics import METRICS_FILE, read
 from distrecipe.output import to_json, write_files
 from distrecipe.plan.calibration import CalibrationError, Observation, cluster_of
 from distrecipe.plan.report import estimate
 from distrecipe.source import Document, read_document
+from distrecipe.translator.resolve import memory_inputs_missing
 
 MEASURED_FILE = "measured.json"
 FORMAT = 1
@@ -30,9 +32,19 @@ RSS = "peak RSS (VmHWM) of each rank's process, sampled by the supervisor"
 RESERVED = "torch.cuda.max_memory_reserved, reported by each rank (DISTRECIPE_METRICS)"
 
 
-def predicted(plan: Plan) -> dict[str, float | None]:
-    """The plan's per-rank figures for this resolved recipe (bytes, seconds)."""
-    est = estimate(plan)
+def predicted(plan: Plan) -> dict[str, object]:
+    """The plan's per-rank figures for this resolved recipe (bytes, seconds); null, with the
+    reason, where `plan` cannot estimate them (no model shape, a batch the script decides)."""
+    none: dict[str, object] = {"allocated": None, "reserved": None, "needed": None, "step_seconds": None}
+    missing = [key for key in memory_inputs_missing(plan.recipe, plan.gpu_memory)
+               if not key.startswith(("GPUs", "cluster."))]
+    if plan.script_batch or missing:
+        return {**none, "why": "plan cannot estimate this run: " + (
+            "the script decides the batch" if plan.script_batch else f"needs {', '.join(missing)}")}
+    try:
+        est = estimate(plan)
+    except DistrecipeError as exc:
+        return {**none, "why": f"plan cannot estimate this run: {exc.message}"}
     return {"allocated": est.memory.allocated, "reserved": est.memory.reserved, "needed": est.memory.needed,
             "step_seconds": None if est.step is None else est.step.seconds}
 
@@ -79,14 +91,15 @@ def memory_record(plan: Plan, peaks: Mapping[int, int], lines: Sequence[Mapping[
 def measured(plan: Plan, *, peaks: Mapping[int, int], run_dir: Path, exit_code: int) -> dict[str, Any]:
     """The record for one run (see the module's docstring)."""
     lines = read(run_dir / METRICS_FILE)
-    batch = plan.batch
+    batch = plan.resolved_batch  # None: the script decided it, and only it knows
     return {
         "format": FORMAT,
         "distrecipe": __version__,
         "cluster": cluster_of(plan),
         "recipe": {"name": plan.recipe.name, "strategy": plan.recipe.strategy, "stage": plan.stage,
-                   "micro": batch.micro, "accumulation": batch.accumulation, "global": batch.global_,
-                   "seq_len": plan.recipe.batch.seq_len, "ranks": plan.dims.world},
+                   "micro": batch and batch.micro, "accumulation": batch and batch.accumulation,
+                   "global": batch and batch.global_, "seq_len": plan.recipe.batch.seq_len,
+                   "ranks": plan.dims.world},
         "exit_code": exit_code,
         "memory": memory_record(plan, peaks, lines),
         "step": step_record(lines),
@@ -147,7 +160,7 @@ def observation(run_dir: Path) -> tuple[Observation | None, str | None]:
         run=str(run_dir.resolve()), gpu=cluster["gpu"], engine=cluster["engine"], kernels=cluster["kernels"],
         statistic=_at(doc, ("memory", "statistic")) if measured_memory else None,
         measured_peak=_figure(doc, ("memory", "peak")) if measured_memory else None,
-        predicted_allocated=_figure(doc, ("predicted", "allocated")) or 0.0,
+        predicted_allocated=_figure(doc, ("predicted", "allocated"), optional=True) or 0.0,
         measured_step=_figure(doc, ("step", "median")) if measured_step else None,
         predicted_step=_figure(doc, ("predicted", "step_seconds"), optional=True),
     ), None

@@ -12,7 +12,7 @@ import pytest
 
 from distrecipe.api import load_plan
 from distrecipe.launch import metrics
-from distrecipe.launch.measure import RESERVED, RSS, memory_record, step_record
+from distrecipe.launch.measure import RESERVED, RSS, memory_record, predicted, step_record
 from distrecipe.launch.supervise import LAUNCH_ID, new_launch_id, supervise
 from tests.measured import TINY, measured_record, measured_search
 
@@ -97,3 +97,10 @@ def test_gpu_memory_is_what_the_ranks_report_never_rss(lines: list[dict[str, Any
         assert got["allocated_per_rank"] == {"0": 4_000, "1": 4_500}
     else:
         assert "host RSS is not GPU memory" in got["why"]
+
+
+def test_a_run_plan_cannot_estimate_records_why_not_a_guess() -> None:
+    plan = load_plan(TINY, ["batch.micro=auto", "batch.global=auto", "batch.accumulation=auto",
+                            "launch.program_kind=hf", "launch.backend=accelerate-deepspeed"])
+    assert predicted(plan) == {"allocated": None, "reserved": None, "needed": None, "step_seconds": None,
+                               "why": "plan cannot estimate this run: the script decides the batch"}

@@ -42,11 +42,12 @@ class Search:
 
 @functools.cache
 def measured_search() -> Search:
-    """`plan --search --measure 3` of the demo, run as a user runs it."""
+    """`plan --search --measure 3 --write best.yaml` of the demo, run as a user runs it."""
     root = Path(tempfile.mkdtemp(prefix="distrecipe-measured-"))
     atexit.register(shutil.rmtree, root, True)
     done = subprocess.run([sys.executable, "-m", "distrecipe", "plan", str(TINY), *SEARCH, "--measure", "3",
-                           "--measure-steps", str(STEPS), "--runs-root", str(root), "--format", "json"],
+                           "--measure-steps", str(STEPS), "--runs-root", str(root), "--format", "json",
+                           "--write", str(root / "best.yaml")],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.stdout, done.stderr[-3000:]
     return Search(done.returncode, json.loads(done.stdout), done.stderr, root)

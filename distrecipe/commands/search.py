@@ -41,7 +41,7 @@ def search_recipe(*, recipe: str, overrides: Sequence[str] = (), write: str | No
     A program kind (`program_kind`, or read from `script` as `launch` reads it) is set as
     `launch.program_kind`, so only what that program runs is offered and the written
     recipe says which program it is for. With `measure`, the `measure` fastest are launched
-    and ranked by what was measured (`launch.trials`)."""
+    and ranked by what was measured (`launch.trials`), and `write` writes the measured fastest."""
     kind = program_kind if script is None else starter.program_kind(script)
     if kind is not None:
         overrides = [*overrides, f"launch.program_kind={kind}"]
@@ -79,7 +79,10 @@ def search_recipe(*, recipe: str, overrides: Sequence[str] = (), write: str | No
     if trials is not None and not any(t.measured for t in trials):
         return 1
     if write:
-        text = winner_text(recipe, overrides, result.ranked[0])
+        winner = result.ranked[0]
+        if trials:  # measured: the fastest that ran wins, not the fastest predicted
+            winner = next(c for c in result.ranked if c.overrides() == trials[0].spec.overrides)
+        text = winner_text(recipe, overrides, winner)
         write_files(Path(write).parent, {Path(write).name: text})
         click.echo(f"wrote {write}", err=True)
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from distrecipe.launch.trials import Trial, TrialSpec, rank_trials, trial_argv
 from tests.measured import TINY, measured_search
@@ -23,6 +24,9 @@ def test_the_search_ranks_what_it_measured_with_the_global_batch_fixed() -> None
     assert {t["global_batch"] for t in trials} == {8}, "the global batch never moves"
     assert {t["set"]["batch.global"] for t in trials} == {8}
     assert all(t["peak_bytes"] > 0 for t in ran)
+    best = yaml.safe_load((search.root / "best.yaml").read_text())
+    assert best["activation_checkpointing"] == ran[0]["set"]["activation_checkpointing"], \
+        "--write writes the measured fastest"
 
 
 @pytest.mark.slow

@@ -33,6 +33,7 @@ from typing import Any
 from distrecipe import __version__
 from distrecipe.errors import DistrecipeError
 from distrecipe.job import Plan
+from distrecipe.plan.activations import kernel_choice
 from distrecipe.plan.allocator import CONTEXT
 from distrecipe.plan.efficiency import engine_family, kernel_family
 from distrecipe.plan.report import Estimate
@@ -49,11 +50,13 @@ class CalibrationError(DistrecipeError):
 
 def cluster_of(plan: Plan) -> dict[str, Any]:
     """What a calibration is for: the GPU type (`cpu` for CPU ranks, whose memory is host
-    RSS), the engine, and whose kernels run the matmuls and attention."""
+    RSS), the engine, whose kernels run the matmuls and attention, and the kernel choice
+    activations rest on (`activations.kernel_choice`: compile, loss, fused ops)."""
     recipe = plan.recipe
     gpu = "cpu" if recipe.cluster.device == "cpu" else recipe.cluster.gpu
     return {"gpu": gpu, "engine": engine_family(plan),
-            "kernels": f"{kernel_family(plan)} matmuls, {recipe.model.attention} attention"}
+            "kernels": f"{kernel_family(plan)} matmuls, {recipe.model.attention} attention, "
+                       f"{kernel_choice(plan)}"}
 
 
 @dataclass(frozen=True, slots=True)

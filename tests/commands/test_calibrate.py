@@ -23,7 +23,7 @@ def test_a_failed_run_is_named_and_left_out(tmp_path: Path, cli: Cli) -> None:
     assert f"distrecipe: {failed}: exited 1, not counted" in result.err
     (cell,) = json.loads(out.read_text())["cells"]
     assert cell["runs"] == [str(ok.resolve())] and cell["memory_runs"] == 1 and cell["step_runs"] == 1
-    assert result.out.startswith("h100 × deepspeed × torch matmuls, flash attention: memory factor ")
+    assert result.out.startswith("h100 × deepspeed × torch matmuls, flash attention, eager-hf: memory factor ")
 
 
 def test_nothing_finished_is_nothing_to_fit(tmp_path: Path, cli: Cli) -> None:

@@ -75,7 +75,7 @@ def test_a_cpu_calibration_moves_the_prediction_toward_the_measured_rss(tmp_path
     after = plan_json(cli, [*keys, "cluster.gpu_memory=8GB"], "--calibration", out)["calibration"]["reserved"]
     assert abs(after - measured) < 0.5 * measured < abs(before - measured)
     text = cli("plan", TINY, *(w for k in keys for w in ("--set", k)), "--calibration", out).out
-    assert f"calibrated for cpu × deepspeed × torch matmuls, flash attention ({out})" in text
+    assert f"calibrated for cpu × deepspeed × torch matmuls, flash attention, eager-hf ({out})" in text
     assert trials["full"]["run_dir"] in text and "CPU ranks, host memory, not a GPU's" in text
 
 
@@ -87,7 +87,7 @@ def test_plan_reads_the_projects_default_file(tmp_path: Path, cli: Cli, monkeypa
     assert cli("calibrate", tmp_path / "run").code == 0
     assert (tmp_path / ".distrecipe" / "calibration.json").is_file()
     text = cli("plan", TINY, "--set", "cluster.device=gpu", "--set", "cluster.gpu=h100").out
-    assert "calibrated for h100 × deepspeed × torch matmuls, flash attention" in text
+    assert "calibrated for h100 × deepspeed × torch matmuls, flash attention, eager-hf" in text
     assert str((tmp_path / "run").resolve()) in text
 
 
@@ -104,13 +104,13 @@ def test_another_engine_is_not_calibrated_and_says_so(tmp_path: Path, cli: Cli) 
     assert cli("calibrate", tmp_path / "run", "-o", out).code == 0
     result = cli("plan", TINY, "--set", "cluster.device=gpu", "--set", "cluster.gpu=h100", "--set",
                  "strategy=fsdp", "--set", "launch.backend=torchrun", "--calibration", out)
-    assert f"calibration: not calibrated for h100 × torch × torch matmuls, flash attention: {out} holds " \
-           "deepspeed × torch matmuls, flash attention" in result.out
+    assert f"calibration: not calibrated for h100 × torch × torch matmuls, flash attention, eager-hf: {out} holds " \
+           "deepspeed × torch matmuls, flash attention, eager-hf" in result.out
 
 
 def good() -> dict[str, Any]:
     return {"format": 1, "distrecipe": __version__, "gpu": "h100", "cells": [
-        {"engine": "deepspeed", "kernels": "torch matmuls, flash attention", "memory_factor": 1.3,
+        {"engine": "deepspeed", "kernels": "torch matmuls, flash attention, eager-hf", "memory_factor": 1.3,
          "memory_statistic": "reserved", "efficiency_multiplier": 0.5, "memory_runs": 1, "step_runs": 1,
          "runs": ["/r"]}]}
 

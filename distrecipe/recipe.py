@@ -29,7 +29,10 @@ OffloadDevice = Literal["none", "cpu", "nvme"]
 Precision = Literal["bf16", "fp16", "fp32"]
 Device = Literal["gpu", "cpu"]
 Recompute = Literal["none", "selective", "full"]
-Attention = Literal["eager", "sdpa", "flash"]
+Attention = Literal["eager", "sdpa", "flash", "unknown"]
+Tristate = bool | Literal["unknown"]
+LossKernel = Literal["full", "chunked", "fused", "unknown"]
+FusedOps = Literal["none", "liger", "unknown"]
 ScheduleDecay = Literal["constant", "linear", "cosine"]
 CheckpointWeights = Literal["sharded", "full"]
 Backend = Literal["deepspeed", "accelerate", "accelerate-deepspeed", "torchrun", "verl"]
@@ -144,7 +147,8 @@ class Model:
     layer_cls: str | None = None
     """The transformer block's class name, for FSDP's transformer auto-wrap policy."""
     attention: Attention = "flash"
-    """Attention kernel: `eager` stores the s² scores, `sdpa`/`flash` do not. Default `flash`."""
+    """Attention kernel: `eager` stores the s² scores, `sdpa`/`flash` do not; `unknown` is
+    planned as `flash` with a wider error band (`plan.activations.kernel_choice`). Default `flash`."""
     tied_embeddings: bool = False
     """The output projection shares the input embedding's weights. Default false."""
     hf_config: str | None = None
@@ -227,6 +231,9 @@ class Cluster:
     """GB/s one GPU sends to its node's peers (per direction), overriding `gpu`'s. Default: `gpu`'s."""
     inter_node_bandwidth: float | None = spec(None, exclusiveMinimum=0, maximum=100_000)
     """GB/s one GPU sends to other nodes (per direction), overriding `gpu`'s. Default: `gpu`'s."""
+    network_latency: float | None = spec(None, exclusiveMinimum=0, maximum=1_000_000)
+    """Microseconds one ring step across nodes costs (what `plan` charges each collective call
+    per network hop, as NCCL's tuning model does). Default: NCCL's 9.6."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -253,6 +260,25 @@ class Offload:
         """True when model state is offloaded (FSDP2 has one switch for all of it); CPU-held
         activation checkpoints are not model state (`activations`)."""
         return self.optimizer != "none" or self.params != "none"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Kernels:
+    """The kernels that change what a step saves for backward and how long it takes
+    (measured in `benchmarks/saved_activations.py`; docs/plan.md, "Kernels"). The defaults
+    are eager Hugging Face's: no compile, the full loss, no fused ops."""
+
+    compile: Tristate = False
+    """Blocks run under `torch.compile` (torchtitan's `compile`, the Trainer's
+    `torch_compile`): inductor's partitioner saves less per block. `true`, `false` (the
+    default) or `unknown`."""
+    loss: LossKernel = "full"
+    """How the head's cross-entropy runs: `full` (fp32 logits of the whole sequence, the
+    default), `chunked` (torchtune's chunked output: no whole 16-bit logits held), `fused`
+    (Liger's fused linear cross-entropy: no logits saved at all), or `unknown`."""
+    fused_ops: FusedOps = "none"
+    """Fused norm / SwiGLU / RoPE kernels: `none` (the default), `liger` (the Trainer's
+    `use_liger_kernel`, which also fuses the loss), or `unknown`."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -609,6 +635,8 @@ class Recipe:
     means the strategy's natural stage."""
     offload: Offload = field(default_factory=Offload)
     """Where optimizer state and parameters live. Default: all on the accelerator."""
+    kernels: Kernels = field(default_factory=Kernels)
+    """Compile, loss and fused kernels, for `plan`. Default: eager Hugging Face's."""
     parallel: Parallel = field(default_factory=Parallel)
     """Model-parallel degrees. Default: none (every rank is data parallel)."""
     batch: Batch

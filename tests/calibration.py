@@ -5,7 +5,9 @@ compares what the row states: memory against the statistic it names (reserved,
 allocated; an unstated measure against reserved, the corpus's convention, with
 `needed` beside it), a `trained` / `oom` verdict against `fits?`, and tokens/s/GPU
 (derived from model TFLOP/s through the source's own FLOPs count where only those are
-given). `python -m tests.calibration [CSV ...]` prints the tables of `docs/plan.md`.
+given). `python -m tests.calibration [CSV ...]` prints the tables of `docs/plan.md`;
+`--sources=a,b` judges only those `source_id`s; `--held-out` prints round 2026-12's
+table (`published.HELD_OUT_2026_12`, the sources reported before any change).
 """
 
 from __future__ import annotations
@@ -21,14 +23,14 @@ from typing import Protocol, TypeVar
 
 from distrecipe.job import Plan
 from distrecipe.plan import efficiency as eff
+from distrecipe.plan.activations import kernel_choice
 from distrecipe.plan.efficiency import Efficiency, engine_family, generation, kernel_family
 from distrecipe.plan.engine import DeepSpeedZero
 from distrecipe.plan.report import deepspeed_zero, estimate
 from distrecipe.plan.steptime import step_time
 from distrecipe.plan.traffic import Traffic
 from distrecipe.plan.units import GiB
-from distrecipe.plan.verdict import kernel_choice
-from tests.published import CSV, Row, plan_for_row, rows, unstatable
+from tests.published import CSV, HELD_OUT_2026_12, Row, plan_for_row, rows, unstatable
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,7 @@ class Judged:
     throughput: float | None = None
     """Relative error of tokens/s/GPU."""
     kernels: str = ""
-    """The kernel choice a band is kept for (`plan.verdict.kernel_choice`)."""
+    """The kernel choice a band is kept for (`activations.kernel_choice`)."""
     said: str | None = None
     """The plan's three-way verdict (`plan.verdict.Word`)."""
 
@@ -85,7 +87,7 @@ MEMORY_NOT_MODELLED = {
 "not modelled"), reported apart; their throughput and verdicts are still judged."""
 
 STATISTIC = {"max_reserved": "reserved", "peak reserved": "reserved", "reported": "reserved",
-             "unstated": "reserved", "max_allocated": "allocated"}
+             "unstated": "reserved", "max_allocated": "allocated", "nvidia-smi": "needed"}
 """What each `memory_kind` compares with (its first word or words)."""
 
 
@@ -93,7 +95,12 @@ def _family_and_generation(plan: Plan) -> tuple[str, str]:
     return engine_family(plan), generation(plan) or "?"
 
 
-HARDWARE_FLOPS = ("narayanan2021_ptdp_secondary",)
+HELD_OUT = ("mosaic_llmfoundry_bench_a100_40gb", "shoeybi2019_megatron_blog")
+"""Scaling series (one model at several GPU counts on a stated network) that judge how step
+time degrades with the data-parallel world (docs/plan.md, "Scale and the network"): never
+fitted, so their error is out of sample."""
+
+HARDWARE_FLOPS = ("narayanan2021_ptdp_secondary", "shoeybi2019_megatron_blog")
 """Sources whose TFLOP/s count the recomputed forward (Narayanan et al.'s Eq. 3)."""
 
 
@@ -128,7 +135,8 @@ def judge(row: Row) -> Judged:
     if d["memory_GiB"] and d["source_id"] not in MEMORY_NOT_MODELLED:
         measured = float(d["memory_GiB"]) * GiB
         kind = next(v for k, v in STATISTIC.items() if d["memory_kind"].startswith(k))
-        predicted = est.memory.reserved if kind == "reserved" else est.memory.allocated
+        predicted = {"reserved": est.memory.reserved, "allocated": est.memory.allocated,
+                     "needed": est.memory.needed}[kind]
         memory, needed = predicted / measured - 1, est.memory.needed / measured - 1
     if d["memory_GiB"]:
         verdict = "ran"
@@ -143,8 +151,47 @@ def judge(row: Row) -> Judged:
                   None if said is None else said.word)
 
 
-def judged(paths: Iterable[Path] = (CSV,)) -> list[Judged]:
-    return [judge(row) for path in paths for row in rows(path)]
+def judged(paths: Iterable[Path] = (CSV,), sources: Iterable[str] | None = None) -> list[Judged]:
+    """Every row judged, or only the rows of `sources` (their `source_id`s)."""
+    chosen = set(sources) if sources is not None else None
+    return [judge(row) for path in paths for row in rows(path)
+            if chosen is None or row.data["source_id"] in chosen]
+
+
+def _median_abs(errors: list[float]) -> str:
+    return f"{statistics.median(abs(e) for e in errors):.1%}" if errors else "-"
+
+
+def held_out_report(results: list[Judged]) -> str:
+    """Round 2026-12's table (`published.HELD_OUT_2026_12`), per family: rows judged, memory
+    within 10 % of the statistic each row states, median |error|, wrong verdicts (a run that
+    ran judged "does not fit", an out-of-memory judged "fits"), throughput median |error|;
+    then every row with its figures."""
+    lines = ["| family | sources | rows judged | memory within 10 % | memory median \\|e\\| | "
+             "verdicts wrong | throughput median \\|e\\| |", "|---|---|---|---|---|---|---|"]
+    families: dict[str, list[Judged]] = defaultdict(list)
+    for item in results:
+        families[HELD_OUT_2026_12.get(item.source, "not held out")].append(item)
+    for family, items in families.items():
+        used = [i for i in items if i.reason is None]
+        memory = [i.memory for i in used if i.memory is not None]
+        verdicts = [i for i in used if i.verdict is not None]
+        throughput = [i.throughput for i in used if i.throughput is not None]
+        sources = ", ".join(dict.fromkeys(i.source for i in items))
+        lines.append(f"| {family} | {sources} | {len(used)} of {len(items)} | "
+                     f"{sum(abs(e) <= 0.10 for e in memory)}/{len(memory)} | {_median_abs(memory)} | "
+                     f"{sum(i.verdict_wrong for i in verdicts)}/{len(verdicts)} | {_median_abs(throughput)} |")
+    lines += ["", "rows (memory: error of the statistic the row states; verdict: published, and plan's fits?):"]
+    for item in results:
+        if item.reason is not None:
+            lines.append(f"  not judged ({item.reason}): {item.row.name}")
+            continue
+        memory = f"memory {item.memory:+.1%}" if item.memory is not None else "memory -"
+        tput = f"throughput {item.throughput:+.1%}" if item.throughput is not None else "throughput -"
+        verdict = (f"{'WRONG' if item.verdict_wrong else 'ok'} {item.verdict} fits={item.fits}"
+                   if item.verdict is not None else f"no verdict, fits={item.fits}")
+        lines.append(f"  {memory:16} {tput:18} {verdict:28} {item.row.name}")
+    return "\n".join(lines) + "\n"
 
 
 def _summary(errors: list[float]) -> str:
@@ -229,15 +276,17 @@ class Timed:
 
     @property
     def fitted(self) -> bool:
-        """DeepSpeed's rows are judged by torch's figure, never fitted (`kernel_family`)."""
-        return engine_family(self.plan) != "deepspeed"
+        """DeepSpeed's rows are judged by torch's figure, never fitted (`kernel_family`); the
+        scaling series in `HELD_OUT` judge the network's terms, never fitted either."""
+        return engine_family(self.plan) != "deepspeed" and self.source not in HELD_OUT
 
 
 def timed(paths: Iterable[Path] = (CSV,)) -> list[Timed]:
-    """Every judged row with a throughput figure and a known GPU generation."""
+    """Every judged row with a throughput figure and a known GPU generation, but the held-out
+    round's (`published.HELD_OUT_2026_12`: never fitted on, nor in the leave-one-out table)."""
     out = []
     for item in judged(paths):
-        if item.throughput is None or item.generation == "?":
+        if item.throughput is None or item.generation == "?" or item.source in HELD_OUT_2026_12:
             continue
         plan = plan_for_row(item.row)
         est = estimate(plan)
@@ -343,10 +392,14 @@ def loso_report(items: list[Timed]) -> str:
 
 if __name__ == "__main__":
     paths = [Path(p) for p in sys.argv[1:] if not p.startswith("-")] or [CSV]
+    chosen = next((a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--sources=")), None)
     if "--fit" in sys.argv:
         for cell, value in fit(timed(paths)).items():
             sys.stdout.write(f"{cell}: {value}\n")
     elif "--loso" in sys.argv:
         sys.stdout.write(loso_report(timed(paths)))
-    else:
-        sys.stdout.write(report(judged(paths)))
+    elif "--held-out" in sys.argv:
+        sys.stdout.write(held_out_report(judged(paths, chosen or list(HELD_OUT_2026_12))))
+    else:  # the held-out round is reported apart (--held-out) unless its sources are chosen
+        every = dict.fromkeys(row.data["source_id"] for path in paths for row in rows(path))
+        sys.stdout.write(report(judged(paths, chosen or [s for s in every if s not in HELD_OUT_2026_12])))

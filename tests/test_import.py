@@ -381,3 +381,27 @@ def test_a_verl_parallel_size_written_as_text_is_read_as_verl_reads_it(
     result = cli("import", script)
     assert result.code == 0 and "internal error" not in result.err, result.err
     assert yaml.safe_load(result.out)["parallel"]["tensor"] == 4
+
+
+@pytest.mark.parametrize(("stated", "kernels", "attention"), [
+    ({"torch_compile": True, "use_liger_kernel": True}, {"compile": True, "fused_ops": "liger"}, None),
+    ({"torch_compile": False, "use_liger_kernel": False}, {"compile": False, "fused_ops": "none"}, None),
+    ({"attn_implementation": "eager"}, None, "eager"),
+    ({"attn_implementation": "kernels-community/flash-attn3"}, None, "unknown"),
+])
+def test_trainer_kernel_switches_become_the_recipe_s(cli: Callable[..., Result], write: Callable[[str, str], Path],
+                                                     stated: dict[str, object], kernels: dict[str, object] | None,
+                                                     attention: str | None) -> None:
+    """`torch_compile`, `use_liger_kernel` and TRL's `attn_implementation` are what `plan`
+    prices: each becomes a recipe field, and compile writes the Trainer's two back."""
+    args = {"per_device_train_batch_size": 2, "bf16": True, **stated}
+    result = cli("import", write("training_args.json", json.dumps(args)), "--world", "8")
+    assert result.code == 0, result.err
+    recipe = yaml.safe_load(result.out)
+    assert recipe.get("kernels") == kernels
+    assert recipe["model"].get("attention") == attention
+    back = cli("compile", write("recipe.yaml", result.out), "--target", "hf")
+    assert back.code == 0, back.err
+    emitted = json.loads(back.out)
+    for key, value in stated.items():  # nothing dropped: the Trainer's off is its default
+        assert emitted.get(key, False) == value, key

@@ -75,7 +75,7 @@ def test_auto_micro_takes_the_largest_that_fits_and_says_so() -> None:
     assert (plan.batch.micro, plan.batch.accumulation) == (2, 4)
     assert plan.provenance["batch.micro"].startswith(
         "largest that fits 80 GB at the top of its error band: needs 67.91 GB (−6.8 % … +7.8 %: 63.27 GB–73.18 GB, "
-        "deepspeed × flash)")
+        "deepspeed × eager-hf)")
     assert "micro 4 would need" in plan.provenance["batch.micro"]
     assert estimate(plan).fits
     tight = load_plan(ZERO2, ("batch.micro=auto", "activation_checkpointing=none"))

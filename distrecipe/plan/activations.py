@@ -205,13 +205,33 @@ def megatron(*, s: int, b: int, h: int, a: int, kv: int, inter: int | None, laye
     return Activations(name, saved, head, recomputed)
 
 
-def llama_layer(*, s: int, b: int, h: int, a: int, kv: int, inter: int, flash: bool) -> float:
-    """One Llama block without checkpointing (the saved-tensor measurement)."""
+def llama_layer(*, s: int, b: int, h: int, a: int, kv: int, inter: int, flash: bool,
+                compiled: bool = False) -> float:
+    """One Llama block without checkpointing (the saved-tensor measurement), eager or under
+    `torch.compile` (`compiled`: inductor's partitioner saves the block's input, the
+    matmuls' inputs, q, k, v, the attention output and the MLP's gate and up, and
+    recomputes the norms' fp32 copies and SiLU: sbh·(12 + 4·h_kv/h + 6·i/h)). The two norms'
+    fp32 reciprocal RMS, 8·s·b, are left out (under 0.05 % at h ≥ 4096)."""
     sbh = s * b * h
-    attention = 4.0 * a * s * b if flash else 6.0 * a * s * s * b
     # Eager attention multiplies by K and V after `repeat_kv`: saved at all a heads.
     keys_values = 4 * kv / h if flash else 4.0
+    if compiled:
+        attention = 4.0 * a * s * b if flash else 4.0 * a * s * s * b + 8.0 * a * s * b
+        return sbh * (12 + keys_values + 6 * inter / h) + attention
+    attention = 4.0 * a * s * b if flash else 6.0 * a * s * s * b
     return sbh * (20 + keys_values + 8 * inter / h) + attention
+
+
+def eager_attention_backward(*, s: int, b: int, a: int) -> float:
+    """Bytes eager attention's backward holds at its peak beyond the layer's saved tensors:
+    8·a·s²·b, the limit of what the profiler measures for eager's peak beyond SDPA's
+    (`benchmarks/saved_activations_backward.csv`: 5.6 … 7.0 × a·s²·b at s = 128 … 512,
+    8 in the difference of the last two): the scores' gradients in 16-bit and in the fp32 of
+    softmax's saved output, and softmax's fp32 gradient, alive together. It holds on CUDA
+    too for bf16: ATen's `softmax(x, dtype=float32)` fuses the upcast only for fp16 on CUDA,
+    so bf16 runs the same `to(float32)` and fp32 softmax graph there as here. SDPA and
+    flash kernels keep their score tiles on chip: nothing."""
+    return 8.0 * a * s * s * b
 
 
 def op_sac_layer(*, s: int, b: int, h: int, a: int, kv: int, inter: int) -> float:
@@ -235,18 +255,45 @@ def loss_backward(*, s: int, b: int, vocab: int) -> float:
     return 8.0 * s * b * vocab
 
 
+def loss_head(*, s: int, b: int, h: int, vocab: int, loss: str, holds_logits: bool) -> tuple[float, float]:
+    """The head's saved bytes and the loss's backward buffers, by loss kernel (measured in
+    `benchmarks/saved_activations.csv`): the final norm and the head's input, 8·sbh, and
+
+    * `full`: the fp32 log-softmax, 4·sbV (+ the 16-bit logits 2·sbV the caller holds);
+      backward `loss_backward`'s 8·sbV;
+    * `chunked` (torchtune): the same log-softmax, chunk by chunk, and no whole logits held;
+      backward one chunk's gradients at a time, 8·sbV / 8 (`num_output_chunks` 8);
+    * `fused` (Liger's fused linear cross-entropy): the gradient of the head's input, 2·sbh,
+      in place of that input, and of its weight, 2·V·h (a parameter's size; in the weight's
+      dtype); no backward buffers.
+
+    The int64 labels `cross_entropy` saves, 8·s·b, are left out.
+    """
+    sbh = s * b * h
+    if loss == "fused":
+        return 8.0 * sbh + 2.0 * vocab * h, 0.0
+    logits = 2.0 * s * b * vocab if holds_logits and loss != "chunked" else 0.0
+    backward = loss_backward(s=s, b=b, vocab=vocab) / (LOSS_CHUNKS if loss == "chunked" else 1)
+    return 4.0 * s * b * vocab + 8.0 * sbh + logits, backward
+
+
+LOSS_CHUNKS = 8
+"""torchtune's `CEWithChunkedOutputLoss.num_output_chunks` default."""
+
+
 def hf_llama(*, s: int, b: int, h: int, a: int, kv: int, inter: int, layers: int, vocab: int,
              flash: bool, recompute: Recompute, tensor: int = 1, every: int | None = None,
              holds_logits: bool = True, with_head: bool = True, attention_extra: float = 0.0,
-             ) -> Activations:
-    """The Llama formula measured in `reference/memory.md`, with each checkpointing mode.
+             compiled: bool = False, loss: str = "full") -> Activations:
+    """The Llama formula measured in `reference/memory.md` and `benchmarks/saved_activations.py`,
+    with each checkpointing mode, compiled blocks and the loss kernels (`loss_head`).
 
     `with_head` False for a pipeline stage without the output layer (and the loss);
     `attention_extra`: bytes a layer's attention holds in backward beyond the formula
     (`ring_attention`)."""
     sbh = s * b * h
     fused = flash or recompute == "selective"
-    full_layer = llama_layer(s=s, b=b, h=h, a=a, kv=kv, inter=inter, flash=fused) / tensor
+    full_layer = llama_layer(s=s, b=b, h=h, a=a, kv=kv, inter=inter, flash=fused, compiled=compiled) / tensor
     if recompute == "full":
         saved = layers * 2.0 * sbh / tensor
     elif recompute == "selective" and every is not None:
@@ -256,14 +303,18 @@ def hf_llama(*, s: int, b: int, h: int, a: int, kv: int, inter: int, layers: int
         saved = layers * op_sac_layer(s=s, b=b, h=h, a=a, kv=kv, inter=inter) / tensor
     else:
         saved = layers * full_layer
-    logits = 2.0 * s * b * vocab if holds_logits else 0.0
-    head = (4.0 * s * b * vocab + 8.0 * sbh + logits) / tensor if with_head else 0.0
-    loss = loss_backward(s=s, b=b, vocab=vocab) / tensor if with_head else 0.0
-    # A recomputed layer is rebuilt whole while the loss's buffers are already gone.
-    recomputed = (full_layer if recompute != "none" else 0.0) + attention_extra / tensor
-    backward = max(loss, recomputed - head)
-    name = ("Llama, measured" + (", sdpa/flash" if flash else ", eager")
-            + _recompute(recompute, every))
+    head, loss_buffers = loss_head(s=s, b=b, h=h, vocab=vocab, loss=loss, holds_logits=holds_logits)
+    held = 2.0 * s * b * vocab if holds_logits and loss == "full" else 0.0
+    head, loss_buffers, held = ((head / tensor, loss_buffers / tensor, held / tensor) if with_head
+                                else (0.0, 0.0, 0.0))
+    # A layer's backward runs after the loss's buffers and the head's saved tensors are
+    # gone, but beside the logits the caller still holds: one recomputed layer, or eager
+    # attention's score gradients (the last layer's, without recompute).
+    scores = 0.0 if fused else eager_attention_backward(s=s, b=b, a=a) / tensor
+    recomputed = (full_layer if recompute != "none" else 0.0) + scores + attention_extra / tensor
+    backward = max(loss_buffers, recomputed + held - head)
+    name = ("Llama, measured" + (", sdpa/flash" if flash else ", eager") + (", compiled" if compiled else "")
+            + ("" if loss == "full" else f", {loss} loss") + _recompute(recompute, every))
     return Activations(name, saved, head, backward)
 
 
@@ -290,6 +341,7 @@ def plan_activations(plan: Plan, stage: Stage | None = None) -> tuple[Activation
     cp = plan.dims.sequence
     local = -(-s // cp)  # each context-parallel rank's share of a sample's tokens
     flash, recompute = m.attention != "eager", plan.recipe.activation_checkpointing
+    compiled, loss = compiled_blocks(plan), loss_kernel(plan)
     b, t = plan.batch.micro, plan.dims.tensor
     every = plan.recipe.recompute_every
     count = -(-stage.layers // plan.dims.virtual_stages) * stage.in_flight
@@ -308,7 +360,8 @@ def plan_activations(plan: Plan, stage: Stage | None = None) -> tuple[Activation
     extra = ring_attention(s=s, b=b, h=h, cp=cp) if ring_context_parallel(plan) else 0.0
     measured = hf_llama(s=local, b=b, h=h, a=a, kv=kv, inter=inter, layers=count,
                         vocab=vocab, flash=flash, recompute=recompute, tensor=t, every=every,
-                        holds_logits=holds_logits(plan), with_head=stage.head, attention_extra=extra)
+                        holds_logits=holds_logits(plan), with_head=stage.head, attention_extra=extra,
+                        compiled=compiled, loss=loss)
     return (offloaded(plan, measured), seed)
 
 
@@ -349,3 +402,53 @@ def holds_logits(plan: Plan) -> bool:
     Trainer / Accelerate / verl loop; a torchrun script is taken to be torchtitan's,
     whose train step deletes them before `backward()`."""
     return plan.backend != "torchrun"
+
+
+def compiled_blocks(plan: Plan) -> bool:
+    """Whether the blocks save what a compiled block saves: `kernels.compile: true`, or
+    Liger's fused ops (`fused_ops: liger`; not measured here: its RMSNorm and SwiGLU
+    kernels save their inputs and recompute the rest, as inductor's partitioner does).
+    `unknown` is planned as today's assumption, eager."""
+    kernels = plan.recipe.kernels
+    return kernels.compile is True or kernels.fused_ops == "liger"
+
+
+def loss_kernel(plan: Plan) -> str:
+    """The loss kernel `plan` prices: as stated; Liger's fused ops bring its fused linear
+    cross-entropy (the Trainer's `use_liger_kernel` patches both); `unknown` as `full`."""
+    kernels = plan.recipe.kernels
+    if kernels.loss == "unknown":
+        return "fused" if kernels.fused_ops == "liger" else "full"
+    if kernels.fused_ops == "liger" and "kernels.loss" not in plan.recipe.where:
+        return "fused"
+    return kernels.loss
+
+
+KERNEL_FIELDS = ("model.attention", "kernels.compile", "kernels.loss", "kernels.fused_ops")
+
+
+def kernel_choice(plan: Plan) -> str:
+    """The kernel choice a plan's activations rest on, as a key for an error band:
+    `unknown` when any of `KERNEL_FIELDS` is `unknown`; else the choices that differ from
+    eager Hugging Face's, joined by `+` (`compile`, `liger`, `chunked-loss`, `fused-loss`,
+    `eager-attention`), or `eager-hf` when none does."""
+    m, kernels = plan.recipe.model, plan.recipe.kernels
+    if "unknown" in (m.attention, kernels.compile, kernels.loss, kernels.fused_ops):
+        return "unknown"
+    parts = (["compile"] if kernels.compile else []) + (["liger"] if kernels.fused_ops == "liger" else [])
+    loss = loss_kernel(plan)
+    parts += [f"{loss}-loss"] if loss != "full" else []
+    parts += ["eager-attention"] if m.attention == "eager" else []
+    return "+".join(parts) or "eager-hf"
+
+
+def kernel_assumptions(plan: Plan) -> str:
+    """What `plan` prints about the kernels: each choice, and which were not stated."""
+    m, kernels = plan.recipe.model, plan.recipe.kernels
+    said = [f"attention {m.attention}", "compiled" if kernels.compile is True else (
+        "compile unknown" if kernels.compile == "unknown" else "not compiled"),
+            f"{loss_kernel(plan)} loss" + (" (stated unknown)" if kernels.loss == "unknown" else ""),
+            f"fused ops {kernels.fused_ops}"]
+    assumed = [key for key in KERNEL_FIELDS if key not in plan.recipe.where]
+    note = f" (assumed, not stated: {', '.join(assumed)})" if assumed else " (as stated)"
+    return ", ".join(said) + note

@@ -62,7 +62,7 @@ class Efficiency:
 FITTED: dict[tuple[Family, Generation], Efficiency] = {
     ("megatron", "ampere"): Efficiency(0.54, "fitted on 38 published runs (Megatron-LM 2021, BigScience)",
                                        False),
-    ("megatron", "hopper"): Efficiency(0.75, "fitted on 9 published runs (Megatron-Core 2024)", False),
+    ("megatron", "hopper"): Efficiency(0.79, "fitted on 9 published runs (Megatron-Core 2024)", False),
     ("torch", "ampere"): Efficiency(0.71, "fitted on 33 published runs (torchtitan, llm-foundry, "
                                           "IBM fms-fsdp, Colossal-AI)", False),
     ("torch", "hopper"): Efficiency(0.53, "fitted on 53 published runs (torchtitan, KempnerForge, "

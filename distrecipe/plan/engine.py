@@ -95,6 +95,8 @@ class DeepSpeedZero:
     """ZeRO++ hierarchical partitioning: a secondary 16-bit parameter copy per group."""
     sub_group_size: int
     """ZeRO-3's optimizer step works on sub-groups of this many elements at a time."""
+    allgather_bucket_size: int = 500_000_000
+    """ZeRO-1/2's parameter all-gather runs in buckets of this many elements (one NCCL call each)."""
 
     @classmethod
     def from_config(cls, zero: Mapping[str, Any]) -> DeepSpeedZero:
@@ -115,6 +117,7 @@ class DeepSpeedZero:
             offload_param=offloaded("offload_param") and stage == 3,
             hpz_partition_size=int(zero_setting(zero, "zero_hpz_partition_size")),
             sub_group_size=int(zero_setting(zero, "sub_group_size")),
+            allgather_bucket_size=int(zero_setting(zero, "allgather_bucket_size")),
         )
 
     @classmethod

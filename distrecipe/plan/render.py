@@ -6,6 +6,7 @@ from typing import Any
 
 from distrecipe.engines.verl import ROLLOUT_PROFILE
 from distrecipe.job import Plan
+from distrecipe.plan.activations import kernel_assumptions
 from distrecipe.plan.allocator import CONTEXT, FRAGMENTATION
 from distrecipe.plan.engine import POINTS
 from distrecipe.plan.memory import shard_ranks
@@ -93,6 +94,7 @@ def text(est: Estimate, advice: list[str]) -> str:
              + f"), {judged.in_flight} {chunks} in flight"
              if p.dims.pipeline > 1 and judged is not None else "")
     lines.append(f"activations per GPU (micro {p.batch.micro} × {tokens}{stage})")
+    lines.append(f"  kernels: {kernel_assumptions(p)}")
     for i, act in enumerate(est.activations):
         used = "  ← used" if i == 0 else ""
         backward = f"; + {gb(act.backward)} in backward = {gb(act.peak)}" if act.backward else ""

@@ -15,14 +15,17 @@
   forward (Ψ'); every k-th block wrapped, a k-th of a forward.
 * **Compute** is the hardware FLOPs one GPU runs per step over the GPU's dense bf16
   peak times an achieved efficiency (`hardware.Hardware.efficiency`), calibrated on the published runs
-  (`tests/test_plan_steptime.py` reports the error on each one).
+  (`tests/plan/test_steptime.py` reports the error on each one).
 * **Communication** is the engine view's bytes (`traffic.engine`, the same numbers
   `plan` prints) over the bandwidth they cross: NVLink inside a node, the network
   once the data-parallel group spans nodes, at one NIC's rate for each of the group's
   ranks on a node (`ring_bandwidth`; under hybrid sharding only the replicas'
   all-reduce leaves the node); plus tensor parallelism's activation all-reduces,
-  inside the node. The engine hides part of it behind compute (`overlap`); the rest
-  adds to the step.
+  inside the node. Each data-parallel collective also pays NCCL's latency, call by call
+  (`network`: ring or tree, per hop, as NCCL's tuning model prices them; `calls`,
+  `collective_group`), which is what makes a weak-scaling run slow down with its world
+  (docs/plan.md, "Scale and the network"). The engine hides part of it behind compute
+  (`overlap`); the rest adds to the step.
 * **Context parallelism** (`parallel.sequence`) under torch's ring attention
   (torchtitan, Accelerate; `activations.ring_context_parallel`): per layer, forward
   all-gathers K and V (all heads, 4·s·b·h bytes for the whole sequence, each rank
@@ -45,6 +48,10 @@
   network once stages span nodes (the pipeline dimension is outermost in torchtitan's
   and Megatron's meshes); not overlapped (verl turns on Megatron's `overlap_p2p_comm`
   with virtual stages, which this leaves out: a cautious reading).
+* **Eager attention** (`model.attention: eager`) writes the s² scores to memory and
+  reads them back (`attention_kernel_seconds`): its share of the compute (the
+  12·L·h·s of the FLOPs) runs `EAGER_ATTENTION_SLOWDOWN` times slower than the fused
+  kernels the calibration ran (docs/plan.md, "Kernels").
 * **Offload** adds, unhidden, the PCIe copies (16-bit gradients down and parameters up
   once per step; at stage 3 with parameters offloaded, every micro-step's gathers come
   up too) and the CPU optimizer step (`CPU_ADAM_PARAMS_PER_S` per rank). Read from the
@@ -53,23 +60,38 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from distrecipe.engines.runner import runs_fsdp2, uses_deepspeed
 from distrecipe.job import Plan
 from distrecipe.model_shapes import active_params, kv_width
-from distrecipe.plan import traffic
+from distrecipe.plan import network, traffic
 from distrecipe.plan.activations import ring_context_parallel
 from distrecipe.plan.efficiency import Efficiency, efficiency, matmul_factor
 from distrecipe.plan.engine import DeepSpeedZero, fsdp2_shard_ranks
 from distrecipe.plan.hardware import Hardware, hardware
-from distrecipe.plan.memory import reduce_ranks, shard_ranks
+from distrecipe.plan.memory import local_params, reduce_ranks, shard_ranks
 
+EAGER_ATTENTION_SLOWDOWN = 3.0
+"""How much slower the attention core runs eager than fused: FlashAttention-2 (Dao 2023,
+arXiv 2307.08691, §4.1) measures it 3–10× faster than a standard PyTorch attention on
+A100, forward and backward, sequences 512–16K; the low end, so the term is a floor."""
 PCIE = 25e9
 """Bytes per second one GPU copies to or from host memory (PCIe 4 ×16, achieved)."""
 CPU_ADAM_PARAMS_PER_S = 1e9
 """Parameters per second one rank's CPU Adam updates (DeepSpeed's vectorised CPUAdam:
 about a second per billion parameters on a server core group)."""
+
+
+def attention_kernel_seconds(plan: Plan, compute: float) -> float:
+    """Seconds eager attention adds to `compute` (the step's matmul seconds, recompute
+    included): attention's share of them run `EAGER_ATTENTION_SLOWDOWN` times as long.
+    Megatron's unfused core attention (`FusedScaleMaskSoftmax`) is what its efficiency was
+    calibrated on (BLOOM's runs): no term there."""
+    if plan.recipe.model.attention != "eager" or plan.recipe.strategy == "megatron":
+        return 0.0
+    return compute * attention_share(plan) * (EAGER_ATTENTION_SLOWDOWN - 1)
 
 
 def offload_seconds(plan: Plan) -> float:
@@ -176,6 +198,11 @@ class StepTime:
     efficiency × matmul of the peak."""
     exposed_by: dict[str, float]
     """Of `exposed`, seconds by kind: data parallel, tensor, context, pipeline."""
+    attention: float = 0.0
+    """Seconds eager attention's score traffic adds (`attention_kernel_seconds`)."""
+    latency: float = 0.0
+    """Of `communication`, seconds the data-parallel collectives spend in NCCL's per-call and
+    per-hop latency (`network`), hidden or not as the rest of their collective is."""
 
 
 def model_flops_per_token(plan: Plan) -> float:
@@ -287,6 +314,104 @@ def ring_bandwidth(hw: Hardware, members_per_node: int) -> float:
     return min(hw.intra, max(1, members_per_node) * hw.inter)
 
 
+MEGATRON_BUCKET = 40_000_000
+"""Megatron-Core's gradient bucket: max(40M, 1M × data-parallel size) parameters
+(`DistributedDataParallel.__init__`, `bucket_size` left None by `--ddp-bucket-size`)."""
+
+
+def kind_of(name: str) -> str:
+    """`all-reduce`, `reduce-scatter` or `all-gather` from a `traffic.Traffic.sent` name."""
+    return next(k for k in ("all-reduce", "reduce-scatter", "all-gather") if name.startswith(k))
+
+
+def calls(plan: Plan, engine_traffic: traffic.Traffic, zero: DeepSpeedZero | None, name: str) -> int:
+    """How many NCCL calls one step's collective `name` is made of: what the latency is paid
+    per. FSDP2 and ZeRO-3 issue one per wrapped block (the layers and the root) and
+    micro-step it runs in; Megatron-Core, DeepSpeed ZeRO-0/1/2 and torch DDP one per bucket
+    (Megatron's `MEGATRON_BUCKET`, DeepSpeed's `reduce_bucket_size` and
+    `allgather_bucket_size`, DDP's 25 MiB of fp32 gradients), per reduction."""
+    psi = local_params(plan)
+    m = plan.batch.accumulation
+    gathers_once = name == "all-gather parameters"
+    if runs_fsdp2(plan) or (uses_deepspeed(plan) and plan.recipe.strategy != "megatron"
+                            and (zero or DeepSpeedZero.at_defaults(plan.stage)).stage == 3):
+        units = math.ceil((plan.recipe.model.layers or 1) / plan.dims.pipeline) + 1
+        hpz = zero is not None and zero.stage == 3 and min(zero.hpz_partition_size, plan.dims.world) > 1
+        if hpz and gathers_once:
+            return units
+        if name == "all-gather parameters (later micro-steps)":
+            return units * (m - 1)
+        return units * m
+    bucket: float
+    if plan.recipe.strategy == "megatron" and plan.backend not in ("deepspeed", "accelerate-deepspeed"):
+        bucket = max(MEGATRON_BUCKET, 1_000_000 * reduce_ranks(plan))
+    elif uses_deepspeed(plan):  # DeepSpeed's optimizer (Megatron-DeepSpeed's too)
+        ds = zero or DeepSpeedZero.at_defaults(plan.stage)
+        bucket = ds.allgather_bucket_size if gathers_once else ds.reduce_bucket_size
+    else:
+        bucket = traffic.DDP_BUCKET / 4
+    buckets = max(1, math.ceil(psi / bucket))
+    return buckets if gathers_once else buckets * engine_traffic.reductions
+
+
+def collective_group(plan: Plan, hw: Hardware, engine_traffic: traffic.Traffic, zero: DeepSpeedZero | None,
+                     name: str) -> network.Group:
+    """The ranks collective `name` runs over, the nodes they span and the bus bandwidth.
+
+    Ranks are laid out tensor innermost, then sequence and data, so the data-parallel (×
+    sequence) group has gpus_per_node / tensor ranks on each node. Under hybrid sharding the
+    shard group's collectives stay inside the node when it fits there, and the replicas'
+    all-reduce has one rank per gpus_per_node / (tensor × shard); a shard group spanning
+    nodes is priced at one NIC per rank (the cautious reading). DeepSpeed's hpZ keeps its
+    later gathers in the group of h; the rest span the whole group.
+    """
+    dims = plan.dims
+    n = reduce_ranks(plan)
+    per_node = max(1, dims.gpus_per_node // dims.tensor)
+    hybrid = engine_traffic.intra is not None
+    intra_hop = hw.intra_hop
+
+    def spanning(ranks: int, members: int) -> network.Group:
+        members = max(1, min(ranks, members))
+        nodes = 1 if dims.nodes == 1 else -(-ranks // members)
+        bus = hw.intra if nodes == 1 else ring_bandwidth(hw, members)
+        return network.Group(ranks, nodes, bus, intra_hop, hw.network_hop)
+
+    if hybrid and not uses_deepspeed(plan):
+        shards = fsdp2_shard_ranks(plan) if runs_fsdp2(plan) else shard_ranks(plan)
+        replica_members = dims.gpus_per_node // (dims.tensor * shards)
+        if name == "all-reduce shard across replicas":
+            return spanning(max(1, n // shards), replica_members)
+        if traffic.in_node(plan, shards):
+            return network.Group(shards, 1, hw.intra, intra_hop, hw.network_hop)
+        return spanning(shards, replica_members)
+    if hybrid and zero is not None and name in ("all-gather parameters (backward)",
+                                                "all-gather parameters (later micro-steps)"):
+        h = min(zero.hpz_partition_size, dims.world)
+        if traffic.in_node(plan, h):
+            return network.Group(h, 1, hw.intra, intra_hop, hw.network_hop)
+        return spanning(h, per_node)
+    if dims.nodes == 1 or n <= 1:
+        return network.Group(n, 1, hw.intra, intra_hop, hw.network_hop)
+    return spanning(n, per_node)
+
+
+def collective_cost(plan: Plan, hw: Hardware, engine_traffic: traffic.Traffic, zero: DeepSpeedZero | None,
+                    name: str, sent: float) -> tuple[float, float]:
+    """Seconds collective `name` takes per step for the `sent` bytes a rank sends in it, and
+    of those the latency: each of its `calls` priced by NCCL's model (`network`) on its
+    group (`collective_group`)."""
+    group = collective_group(plan, hw, engine_traffic, zero, name)
+    if group.ranks <= 1 or sent <= 0:
+        return 0.0, 0.0
+    kind = kind_of(name)
+    count = calls(plan, engine_traffic, zero, name)
+    passes = 2 if kind == "all-reduce" else 1
+    buffer = sent / count / (passes * traffic.ring(group.ranks))
+    one = network.cost(kind, buffer, group)
+    return count * one.seconds, count * one.latency
+
+
 def step_time(plan: Plan, engine_traffic: traffic.Traffic, zero: DeepSpeedZero | None) -> StepTime | None:
     """The estimate for `plan`, or None when the GPU's peak is unknown or there is no sequence."""
     hw = hardware(plan)
@@ -301,33 +426,19 @@ def step_time(plan: Plan, engine_traffic: traffic.Traffic, zero: DeepSpeedZero |
     model = model_flops_per_token(plan)
     extra = recompute_flops_per_token(plan)
     compute = tokens * (model + extra) / (peak * achieved.value * size)
+    eager = attention_kernel_seconds(plan, compute)
     m = plan.batch.accumulation
     forward = compute * (model / 3) / (model + extra) if model + extra else 0.0
     sizes = {"step": compute, "backward": compute - forward, "last backward": (compute - forward) / m,
              "first forward": forward / m, "none": 0.0}
-    # The data-parallel group spans nodes unless the model-parallel groups fill them.
-    dp_within_node = plan.dims.nodes == 1 or plan.dims.dp * plan.dims.sequence <= 1
-    intra = engine_traffic.intra or 0.0
-    # Ranks are laid out tensor innermost, then sequence and data, so the data-parallel
-    # (× sequence) group has gpus_per_node / tensor ranks on each node. Under hybrid
-    # sharding only the replicas' all-reduce leaves the node when the shard group fits in
-    # it, one replica per gpus_per_node / (tensor × shard) ranks; a shard group spanning
-    # nodes is priced the same way (one NIC per rank: the cautious reading). DeepSpeed's
-    # hpZ keeps only later gathers in the group: what leaves the node spans the whole group.
-    shards = fsdp2_shard_ranks(plan) if runs_fsdp2(plan) else shard_ranks(plan)
-    replicas_only = engine_traffic.intra is not None and not uses_deepspeed(plan)
-    members = (plan.dims.gpus_per_node // (plan.dims.tensor * shards) if replicas_only
-               else min(reduce_ranks(plan), plan.dims.gpus_per_node // plan.dims.tensor))
-    total = engine_traffic.total
-    network = ring_bandwidth(hw, members)
-    # Each collective's seconds: its in-node share on NVLink, the rest on the network.
-    in_node_share = 1.0 if dp_within_node or total == 0 else intra / total
-    rate = 1 / (in_node_share / hw.intra + (1 - in_node_share) / network)
     found = windows(plan, zero)
     by_window: dict[str, float] = {}
+    latency = 0.0
     for name, sent in engine_traffic.sent.items():
         window = found.get(name, "none")
-        by_window[window] = by_window.get(window, 0.0) + sent / rate
+        seconds, waited = collective_cost(plan, hw, engine_traffic, zero, name, sent)
+        latency += waited
+        by_window[window] = by_window.get(window, 0.0) + seconds
     dp_seconds = sum(by_window.values())
     dp_exposed = sum(max(0.0, seconds - sizes[window]) for window, seconds in by_window.items())
     # A prefetched collective still waits for its first gather and its last reduction in
@@ -351,7 +462,7 @@ def step_time(plan: Plan, engine_traffic: traffic.Traffic, zero: DeepSpeedZero |
                   "context parallel": max(0.0, cp_seconds - cp_hidden), "pipeline": pp_seconds}
     exposed = sum(exposed_by.values())
     host = offload_seconds(plan)
-    seconds = compute + idle + exposed + host
+    seconds = compute + idle + exposed + host + eager
     return StepTime(
         seconds=seconds,
         compute=compute,
@@ -365,4 +476,6 @@ def step_time(plan: Plan, engine_traffic: traffic.Traffic, zero: DeepSpeedZero |
         efficiency=achieved,
         matmul=size,
         exposed_by=exposed_by,
+        attention=eager,
+        latency=latency,
     )

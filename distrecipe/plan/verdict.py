@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from distrecipe.job import Plan
+from distrecipe.plan.activations import kernel_choice
 from distrecipe.plan.efficiency import engine_family
 from distrecipe.plan.units import gb
 
@@ -47,7 +48,7 @@ class Band:
 
     @property
     def cell(self) -> str:
-        """Whose band it is, in words: `torch × flash`, the family's, or the wide band and why."""
+        """Whose band it is, in words: `deepspeed × eager-hf`, the family's, or the wide band and why."""
         own = f"{self.family} × {self.kernels}"
         if self.wide:
             return f"wide (no band of its own for {own})"
@@ -85,12 +86,6 @@ class Verdict:
     def refused(self) -> bool:
         """launch and compile refuse only this."""
         return self.word == "does not fit"
-
-
-def kernel_choice(plan: Plan) -> str:
-    """The kernel choice a band is kept for: the attention kernel (`model.attention`), the one
-    kernel the recipe states today."""
-    return plan.recipe.model.attention
 
 
 def _band(data: dict[str, Any], family: str, kernels: str, wide: bool, pooled: bool = False) -> Band:
@@ -152,6 +147,6 @@ def _percent(value: float) -> str:
 
 
 def band_text(said: Verdict) -> str:
-    """`−4.5 % … +3.3 %: 64.9 GB–70.1 GB, torch × flash`: the band, where it puts `needed`, whose."""
+    """`−6.8 % … +7.8 %: 63.3 GB–73.2 GB, deepspeed × eager-hf`: the band, where it puts `needed`, whose."""
     return (f"{_percent(said.band.low)} … {_percent(said.band.high)}: {gb(said.low)}–{gb(said.high)}, "
             f"{said.band.cell}")

@@ -105,6 +105,10 @@ SCHEDULE = script("the script's scheduler (Accelerate builds none)")
 FIELDS: dict[str, Row] = {
     "name": _same(Cell("not applicable", "the file's header comment")),
     **{key: _same(PLAN) for key in _keys("model.") if key not in ("model.hidden_size", "model.layer_cls")},
+    "kernels.compile": Row(PLAN, PLAN, PLAN, mapped("torch_compile (written when true)", "torch_compile")),
+    "kernels.loss": _same(PLAN),
+    "kernels.fused_ops": Row(PLAN, PLAN, PLAN,
+                             mapped("use_liger_kernel (written for liger)", "use_liger_kernel")),
     "model.hidden_size": Row(mapped("the ZeRO buckets: zero_optimization.reduce_bucket_size = hidden², "
                                     "zero_optimization.stage3_prefetch_bucket_size and "
                                     "zero_optimization.stage3_param_persistence_threshold",
@@ -122,7 +126,8 @@ FIELDS: dict[str, Row] = {
     "cluster.device": Row(LAUNCH, mapped("`MULTI_GPU`/`FSDP` fall back to one process on CPU (DR209)"),
                           mapped("not runnable without GPUs"), exact("use_cpu")),
     **{f"cluster.{key}": _same(PLAN) for key in ("gpu_memory", "headroom", "cpu_memory", "gpu", "peak_tflops",
-                                                  "intra_node_bandwidth", "inter_node_bandwidth")},
+                                                  "intra_node_bandwidth", "inter_node_bandwidth",
+                                                  "network_latency")},
     **{key: _same(CASES) for key in ("strategy", "stage", "parallel.pipeline", "parallel.virtual_stages")},
     "parallel.tensor": Row(mapped("tensor_parallel.autotp_size (AutoTP)", "tensor_parallel.autotp_size"),
                            mapped("parallelism_config.parallelism_config_tp_size",

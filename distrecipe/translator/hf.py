@@ -131,6 +131,10 @@ def emit(plan: Plan) -> dict[str, Any]:
         args["gradient_checkpointing"] = recipe.activation_checkpointing != "none"
     if recipe.strategy == "zero":
         args["deepspeed"] = DS_CONFIG_FILE
+    if recipe.kernels.compile is True:  # the Trainer's own switches; off is its default
+        args["torch_compile"] = True
+    if recipe.kernels.fused_ops == "liger":
+        args["use_liger_kernel"] = True
     return merge(args, recipe.native.hf)
 
 

@@ -47,3 +47,20 @@ def test_a_value_left_uncompared_is_not_the_same_job(cli: Cli, write: Callable[[
     assert result.code == 1
     assert result.out.startswith(f"{recipe} and {odd} differ in nothing compared, but a stated value was not "
                                  "compared")
+
+
+def test_eager_attention_under_full_recompute_costs_memory_and_time(cli: Cli, write: Callable[[str, str], Path]) -> None:
+    """Issue 27: flash → eager with every block recomputed. The recomputed layer's scores
+    (6·a·s²·b) and their gradients in backward outgrow the loss's buffers, and the eager
+    kernel's score traffic lengthens the step (`steptime.attention_kernel_seconds`)."""
+    recipe = ZERO3.read_text(encoding="utf-8").replace("device: gpu}", "device: gpu, gpu: h100}")
+    assert "activation_checkpointing: full" in recipe and "gpu: h100" in recipe
+    flash = write("flash.yaml", recipe)
+    eager = write("eager.yaml", recipe.replace("attention: flash", "attention: eager"))
+    result = cli("diff", flash, eager, "--exit-code")
+    assert result.code == 1, result.err
+    assert result.out.startswith("model.attention: flash → eager\n")
+    peak = next(line for line in result.out.splitlines() if "peak per GPU" in line)
+    step = next(line for line in result.out.splitlines() if "step time" in line)
+    assert "(+" in peak and "±" not in peak
+    assert step.endswith("%)") and "(+0%)" not in step and "(+" in step

@@ -45,7 +45,7 @@ def test_a_tight_plan_warns_with_its_band_and_launches(cli: Cli, tmp_path: Path)
     result = cli("launch", zero1, "--dry-run", "--run-dir", tmp_path / "run")
     assert result.code == 0, result.err
     assert f"{at(zero1, 'gpu_memory')}51: warning DR372: tight: ZeRO-1 needs 84.96 GB per GPU (−6.8 % … +7.8 %: " \
-           "79.15 GB–91.56 GB, deepspeed × flash)" in result.err
+           "79.15 GB–91.56 GB, deepspeed × eager-hf)" in result.err
     assert "does not fit" not in result.err
     assert json.loads(result.out)["argv"][0].endswith("deepspeed")
     assert cli("plan", zero1).code == 0  # the same judgement

@@ -16,7 +16,7 @@ from tests.conftest import RECIPES, Result
 
 SEED = str(RECIPES / "seed-8b-32gpu-{}.yaml")
 TABLE = json.loads(BANDS.read_text(encoding="utf-8"))
-BAND = Band("torch", "flash", low=-0.25, high=0.25, rows=4, sources=("s",), wide=False)
+BAND = Band("torch", "eager-hf", low=-0.25, high=0.25, rows=4, sources=("s",), wide=False)
 """Exact in binary: 80 × 1.25 = 100, 80 × 0.75 = 60."""
 
 
@@ -31,22 +31,22 @@ def test_the_three_verdicts_at_their_edges(usable: float, said: str) -> None:
 
 
 def test_a_band_of_its_own_is_the_data_s() -> None:
-    found = band_of("torch", "flash")
-    data = TABLE["bands"]["torch"]["flash"]
+    found = band_of("deepspeed", "eager-hf")
+    data = TABLE["bands"]["deepspeed"]["eager-hf"]
     assert (found.low, found.high, found.rows, list(found.sources)) == (
         data["low"], data["high"], data["rows"], data["sources"])
-    assert not found.wide and found.cell == "torch × flash"
+    assert not found.wide and not found.pooled and found.cell == "deepspeed × eager-hf"
     assert found.low < 0 < found.high
 
 
-@pytest.mark.parametrize(("family", "kernels"), [("megatron", "flash"), ("torch", "sdpa")])
+@pytest.mark.parametrize(("family", "kernels"), [("megatron", "eager-hf"), ("torch", "eager-hf"), ("torch", "liger")])
 def test_kernels_without_rows_get_their_family_s_band_holding_zero(family: str, kernels: str) -> None:
     found = band_of(family, kernels)
     data = TABLE["families"][family]
     assert found.pooled and not found.wide and (found.low, found.high) == (data["low"], data["high"])
     assert found.low <= 0 <= found.high
     assert found.cell == f"{family}, any kernels (too few rows for {kernels})"
-    own = [c for c in TABLE["bands"][family].values()]
+    own = list(TABLE["bands"].get(family, {}).values())
     assert data["rows"] == sum(c["rows"] for c in own) + sum(
         e["rows"] for e in TABLE["too_few_rows"] if e["family"] == family)
 
@@ -62,9 +62,11 @@ def test_a_family_without_rows_or_unknown_kernels_gets_the_wide_band(family: str
 
 def test_a_plan_reads_its_family_and_kernels() -> None:
     deepspeed = load_plan(SEED.format("zero2"), ())
-    assert band(deepspeed).cell == "deepspeed × flash"
-    fsdp = load_plan(SEED.format("zero2"), ("launch.backend=torchrun", "strategy=fsdp", "model.attention=sdpa"))
-    assert band(fsdp).pooled and band(fsdp).family == "torch"
+    assert band(deepspeed).cell == "deepspeed × eager-hf"
+    fsdp = load_plan(SEED.format("zero2"), ("launch.backend=torchrun", "strategy=fsdp"))
+    assert band(fsdp).pooled and (band(fsdp).family, band(fsdp).kernels) == ("torch", "eager-hf")
+    unknown = load_plan(SEED.format("zero2"), ("kernels.compile=unknown",))
+    assert band(unknown).wide and band(unknown).kernels == "unknown"
 
 
 def test_the_seed_s_zero1_is_tight() -> None:
@@ -106,7 +108,7 @@ def test_plan_exits_1_only_when_it_does_not_fit(cli: Callable[..., Result], name
 
 def test_text_names_the_band_and_the_headroom(cli: Callable[..., Result]) -> None:
     out = cli("plan", SEED.format("zero1"), "--set", "cluster.headroom=4GB").out
-    assert ("fits? no: needs 84.96 GB (−6.8 % … +7.8 %: 79.15 GB–91.56 GB, deepspeed × flash) = reserved "
+    assert ("fits? no: needs 84.96 GB (−6.8 % … +7.8 %: 79.15 GB–91.56 GB, deepspeed × eager-hf) = reserved "
             "82.81 GB + CUDA context and NCCL 2.15 GB, of 80 GB less cluster.headroom 4 GB = 76 GB") in out
 
 

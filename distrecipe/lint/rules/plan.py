@@ -17,8 +17,7 @@ from distrecipe.translator.resolve import variant
 
 
 def memory_does_not_fit(src: Source) -> Iterator[Problem]:
-    """The plan needs more memory per GPU than `cluster.gpu_memory` offers, even at the
-    optimistic end of its error band.
+    """The plan needs more memory per GPU than `cluster.gpu_memory` offers, even at its band's low end.
 
     The estimate is `distrecipe plan`'s: what PyTorch's allocator reserves at the worse
     of the start of backward (engine view, activations, loss gradients, gathered and

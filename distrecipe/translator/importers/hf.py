@@ -72,7 +72,29 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     checkpointing = data.get("gradient_checkpointing") or section(data, "fsdp_config").get(
         "activation_checkpointing")
     recipe["activation_checkpointing"] = checkpointing is True
+    recipe.update(_kernels(data, recipe["model"]))
     return Imported(recipe, notes, companions)
+
+
+ATTENTION = {"eager": "eager", "sdpa": "sdpa", "flash_attention_2": "flash", "flash_attention_3": "flash",
+             "flex_attention": "unknown"}
+"""transformers' `attn_implementation` names → `model.attention` (TRL's `ModelConfig` carries it
+beside TrainingArguments); a name not listed (a hub kernel) is `unknown`."""
+
+
+def _kernels(data: dict[str, Any], model: dict[str, Any]) -> dict[str, Any]:
+    """The Trainer's kernel switches as the recipe's `kernels:` (and `model.attention`):
+    `torch_compile`, `use_liger_kernel` (Liger's fused ops and its fused linear
+    cross-entropy), where the file states them as booleans."""
+    kernels: dict[str, Any] = {}
+    if isinstance(data.get("torch_compile"), bool):
+        kernels["compile"] = data["torch_compile"]
+    if isinstance(data.get("use_liger_kernel"), bool):
+        kernels["fused_ops"] = "liger" if data["use_liger_kernel"] else "none"
+    attention = data.get("attn_implementation")
+    if isinstance(attention, str):
+        model["attention"] = ATTENTION.get(attention, "unknown")
+    return {"kernels": kernels} if kernels else {}
 
 
 SCHEDULES = {"constant": "constant", "constant_with_warmup": "constant", "linear": "linear",

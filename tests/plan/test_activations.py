@@ -1,0 +1,131 @@
+"""`plan.activations`' kernel terms against saved-tensor measurements: the CSV the
+benchmark wrote, and (slow) a fresh measurement of one tiny shape on this machine's torch."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from distrecipe.plan.activations import (
+    eager_attention_backward,
+    kernel_choice,
+    llama_layer,
+    loss_head,
+    plan_activations,
+)
+from tests.published import Row, plan_for_row
+
+ROOT = Path(__file__).resolve().parents[2]
+CSV = ROOT / "benchmarks" / "saved_activations.csv"
+NORMS = 8
+"""Bytes per token the formulas leave out: the two RMSNorms' fp32 reciprocal RMS."""
+
+
+def measured() -> list[dict[str, str]]:
+    with CSV.open(encoding="utf-8") as handle:
+        return list(csv.DictReader(line for line in handle if not line.startswith("#")))
+
+
+def layer_formula(row: dict[str, Any]) -> float:
+    s, b, h, a, kv, i = (int(row[k]) for k in ("s", "b", "h", "a", "h_kv", "i"))
+    flash, compiled = row["attention"] == "sdpa", str(row["compile"]) == "True"
+    return llama_layer(s=s, b=b, h=h, a=a, kv=kv, inter=i, flash=flash, compiled=compiled) + NORMS * s * b
+
+
+DENSE = [r for r in measured() if r["family"] in ("llama", "qwen2") and r["recompute"] == "none"]
+
+
+@pytest.mark.parametrize("row", DENSE, ids=lambda r: f"{r['family']}-{r['attention']}-compile{r['compile']}-"
+                         f"{r['loss']}")
+def test_layer_formula_is_the_measurement(row: dict[str, str]) -> None:
+    """Eager exactly; compiled sdpa exactly; compiled eager attention's softmax statistics
+    to within 1 % (the partitioner's choice among them varies with the graph)."""
+    tolerance = 0.01 if row["attention"] == "eager" and row["compile"] == "True" else 0.0
+    assert layer_formula(row) == pytest.approx(int(row["layer_saved"]), rel=tolerance)
+
+
+@pytest.mark.parametrize("row", [r for r in measured() if r["family"] == "llama" and r["compile"] == "False"],
+                         ids=lambda r: f"{r['attention']}-{r['loss']}-{r['recompute']}")
+def test_head_and_checkpoint_formulas_are_the_measurement(row: dict[str, str]) -> None:
+    """The head: measured without the final norm (body_rest holds it: 6·sbh and its 4·sb
+    statistics), so the formula's 8·sbh less 6·sbh; full recompute holds 2·sbh a layer."""
+    s, b, h, vocab = (int(row[k]) for k in ("s", "b", "h", "V"))
+    head, _ = loss_head(s=s, b=b, h=h, vocab=vocab, loss=row["loss"], holds_logits=True)
+    logits = 2 * s * b * vocab if row["loss"] == "full" else 0
+    saved = head - logits - 6 * s * b * h
+    labels = 8 * s * b if row["loss"] != "fused" else 0  # cross_entropy's int64 target, left out
+    assert saved + labels == pytest.approx(int(row["head_saved"]), abs=32)  # + the loss's scalars
+    assert int(row["logits_held"]) == logits
+    if row["recompute"] == "full":
+        assert int(row["layer_held"]) == 2 * s * b * h and int(row["layer_saved"]) == 0
+
+
+@pytest.mark.slow
+def test_a_fresh_measurement_matches() -> None:
+    """Re-measure the tiny shape with this torch (eager and compiled) and hold the formula to it."""
+    spec = importlib.util.spec_from_file_location("saved_activations", ROOT / "benchmarks" / "saved_activations.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules["saved_activations"] = bench  # its dataclasses look their module up
+    spec.loader.exec_module(bench)
+    torch = pytest.importorskip("torch")
+    for variant in (bench.Variant(), bench.Variant(attention="eager"), bench.Variant(compile=True)):
+        one = bench.measure("llama", variant, 1, torch.bfloat16, s=32, b=1)
+        two = bench.measure("llama", variant, 2, torch.bfloat16, s=32, b=1)
+        row = {"s": 32, "b": 1, "h": 64, "a": 4, "h_kv": 32, "i": 176, "attention": variant.attention,
+               "compile": str(variant.compile)}
+        assert two["body"] - one["body"] == layer_formula(row), variant
+
+
+def row_with(**changes: str) -> Row:
+    base = {"source_id": "torchtitan_bench_h100_202412", "model": "Llama-3.1-8B", "params": "8030261248",
+            "layers": "32", "hidden": "4096", "heads": "32", "kv_heads": "8", "ffn": "14336", "vocab": "128256",
+            "gpus": "8", "gpu": "H100 80GB", "gpu_memory_GiB": "", "strategy": "fsdp2", "zero_stage": "",
+            "tp": "1", "pp": "1", "cp": "1", "micro": "1", "global_batch": "8", "seq_len": "8192",
+            "checkpointing": "none", "precision": "bf16", "compile": "", "notes": ""}
+    return Row({**base, **changes})
+
+
+@pytest.mark.parametrize(("compile_", "choice", "per_sbh"), [("", "eager-hf", 20 + 1 + 28), ("no", "eager-hf", 20 + 1 + 28),
+                                                              ("yes", "compile", 12 + 1 + 21)])
+def test_a_published_row_states_compile_only_where_it_says(compile_: str, choice: str, per_sbh: int) -> None:
+    """Llama-3.1-8B (h_kv/h 1/4, i/h 3.5), b = 1: sbh·(20 + 4·h_kv/h + 8·i/h) eager,
+    sbh·(12 + 4·h_kv/h + 6·i/h) compiled, each + 4·a·s·b; unstated stays eager."""
+    plan = plan_for_row(row_with(compile=compile_))
+    assert kernel_choice(plan) == choice
+    assert ("kernels.compile" in plan.recipe.where) == bool(compile_)
+    per_layer = plan_activations(plan)[0].layers / 32
+    assert per_layer == 8192 * 4096 * per_sbh + 4 * 32 * 8192
+
+
+def test_eager_backward_term_is_the_measured_limit() -> None:
+    """The CSV's eager-over-SDPA backward peak approaches 8·a·s²·b from below as s grows,
+    the term `eager_attention_backward` charges."""
+    path = ROOT / "benchmarks" / "saved_activations_backward.csv"
+    with path.open(encoding="utf-8") as handle:
+        found = list(csv.DictReader(line for line in handle if not line.startswith("#")))
+    ratios = [float(r["difference_per_a_s2_b"]) for r in found]
+    assert ratios == sorted(ratios) and 6.5 < ratios[-1] < 8
+    last, before = found[-1], found[-2]
+    grown = [(int(r["eager_peak"]) - int(r["sdpa_peak"])) for r in (before, last)]
+    s0, s1, a = int(before["s"]), int(last["s"]), int(last["a"])
+    slope = (grown[1] - grown[0] * s1 / s0) / (a * s1 * s1 - a * s0 * s0 * s1 / s0)  # c in c·a·s² + d·s
+    assert slope == pytest.approx(eager_attention_backward(s=1, b=1, a=1), rel=0.05)
+
+
+def test_the_full_loss_peak_is_the_measured_one() -> None:
+    """transformers' loss, forward and backward, peaks 12·sbV beyond the logits the caller
+    holds: the saved fp32 log-softmax (in the head) plus `loss_backward`'s 8·sbV."""
+    path = ROOT / "benchmarks" / "saved_activations_loss.csv"
+    with path.open(encoding="utf-8") as handle:
+        found = list(csv.DictReader(line for line in handle if not line.startswith("#")))
+    assert found
+    for row in found:
+        s, b, vocab = int(row["s"]), int(row["b"]), int(row["V"])
+        head, backward = loss_head(s=s, b=b, h=0, vocab=vocab, loss="full", holds_logits=False)
+        assert head + backward == pytest.approx(int(row["peak"]), abs=64)

@@ -15,7 +15,8 @@ row of every cell), as it does for an `unknown` kernel choice. Leave-one-source-
 (`tests.calibration.held_out`) records for each source the band the others give (its
 cell's other sources, or the wide band without it when it is its cell's only source) and
 how many of its rows fall outside: a source whose rows the band without it misses is a band
-that will widen with the next source.
+that will widen with the next source. The file also counts the published verdicts (runs that
+ran, OOMs) a yes/no gets wrong, and the bands in sample and held out (`wrong_verdicts`).
 """
 
 from __future__ import annotations
@@ -24,14 +25,17 @@ import json
 import math
 import sys
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from distrecipe.plan import verdict  # noqa: E402
 from distrecipe.plan.verdict import BANDS, UNKNOWN  # noqa: E402
-from tests.calibration import Judged, held_out, judged  # noqa: E402
+from tests.calibration import Judged, held_out, judge, judged  # noqa: E402
 
 DOCS = ROOT / "docs" / "plan.md"
 BEGIN, END = "<!-- bands: written by scripts/plan_bands.py", "<!-- /bands -->"
@@ -59,8 +63,46 @@ def _held_out(items: list[Judged], everything: list[Judged]) -> list[dict[str, A
     return out
 
 
-def compute(results: list[Judged]) -> dict[str, Any]:
-    """The file's contents for `results` (the judged corpus)."""
+@contextmanager
+def bands_as(data: dict[str, Any]) -> Iterator[None]:
+    """`verdict` reading `data` instead of bands.json (as `tests.calibration.table` swaps the
+    efficiency table)."""
+    saved = verdict._table
+    verdict._table = lambda: data  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        verdict._table = saved
+
+
+NO_BAND = {"bands": {}, "families": {}, UNKNOWN: {"low": 0.0, "high": 0.0, "rows": 0, "sources": []}}
+"""Every band zero wide: the verdict as a yes/no."""
+
+
+def wrong_verdicts(results: list[Judged], data: dict[str, Any]) -> dict[str, int]:
+    """Published verdicts (a run that ran, a `trained`, an `oom`) the plan gets wrong: as a
+    yes/no, with `data`'s bands (in sample: each row's own source helped make its band), and
+    held out (each source's rows judged with the bands computed without it); and how many of
+    each kind of verdict the bands judge *tight*."""
+    stated = [i for i in results if i.reason is None and i.verdict is not None]
+    with bands_as(NO_BAND):
+        yes_no = sum(judge(i.row).verdict_wrong for i in stated)
+    with bands_as(data):
+        stated = [judge(i.row) for i in stated]
+    held: list[Judged] = []
+    for source, _, own in held_out(stated):
+        with bands_as(compute([i for i in results if i.source != source], counts=False)):
+            held += [judge(i.row) for i in own]
+    return {"verdicts": len(stated), "wrong as yes/no": yes_no,
+            "wrong with the bands, in sample": sum(i.verdict_wrong for i in stated),
+            "wrong with the bands, held out": sum(i.verdict_wrong for i in held),
+            "tight, in sample": sum(i.said == "tight" for i in stated),
+            "tight, held out": sum(i.said == "tight" for i in held)}
+
+
+def compute(results: list[Judged], *, counts: bool = True) -> dict[str, Any]:
+    """The file's contents for `results` (the judged corpus); `counts` adds what the bands do
+    to the published verdicts (`wrong_verdicts`)."""
     rows = [i for i in results if i.reason is None and i.truth is not None]
     cells: dict[tuple[str, str], list[Judged]] = defaultdict(list)
     for item in rows:
@@ -80,7 +122,7 @@ def compute(results: list[Judged]) -> dict[str, Any]:
             pooled = _envelope(items)
             pooled.update(low=min(pooled["low"], 0.0), high=max(pooled["high"], 0.0))
             families[family] = {**pooled, "held_out": _held_out(items, rows)}
-    return {
+    data = {
         "about": "Measured ÷ predicted − 1 of the memory statistic published runs state, per engine family "
                  "× kernel choice: written by scripts/plan_bands.py from tests/corpus/gpu/published.csv "
                  "(docs/plan.md, Fits?). Do not edit by hand.",
@@ -90,6 +132,9 @@ def compute(results: list[Judged]) -> dict[str, Any]:
         "too_few_rows": few,
         UNKNOWN: {**_envelope(rows), "held_out": _held_out(rows, rows)},
     }
+    if counts:
+        data["published_verdicts"] = wrong_verdicts(results, data)
+    return data
 
 
 def text(data: dict[str, Any]) -> str:
@@ -115,6 +160,15 @@ def table(data: dict[str, Any]) -> str:
         held = ", ".join(f"{h['source']} {h['outside']} of {h['rows']}" for h in entry["held_out"])
         lines.append(f"| {name} | {_pct(entry['low'])} … {_pct(entry['high'])} | {entry['rows']} | "
                      f"{', '.join(entry['sources'])} | {held} |")
+    c = data.get("published_verdicts")
+    if c:
+        lines += ["", " ".join((
+            f"Of {c['verdicts']} published verdicts (runs that ran or trained, out-of-memory runs),",
+            f"a yes/no gets {c['wrong as yes/no']} wrong; with the bands",
+            f"{c['wrong with the bands, in sample']} in sample (each row's source helped make its band)",
+            f"and {c['wrong with the bands, held out']} held out (each source judged with the bands",
+            f"made without it); {c['tight, in sample']} are *tight* in sample,",
+            f"{c['tight, held out']} held out."))]
     return "\n".join(lines) + "\n"
 
 

@@ -10,7 +10,7 @@ import click
 from distrecipe.api import load_plan
 from distrecipe.commands.options import overrides_option, recipe_argument
 from distrecipe.output import to_json
-from distrecipe.plan import render
+from distrecipe.plan import host, render
 from distrecipe.plan.advice import advise
 from distrecipe.plan.report import compare, estimate
 from distrecipe.recipe import ProgramKind
@@ -22,8 +22,9 @@ def plan_recipe(*, recipe: str, overrides: Sequence[str] = (), compare_all: bool
                 output_format: str = "text", plot_path: str | None = None) -> int:
     """Print the estimate (and with `compare_all` every strategy side by side).
 
-    Exit code 1 when the plan says "fits? no", so a script can gate a booking on it;
-    0 when it fits or cannot say (no `cluster.gpu_memory`)."""
+    Exit code 1 when the plan says "fits? no" (the GPU, or with offload the host's
+    `cluster.cpu_memory`), so a script can gate a booking on it; 0 when it fits or cannot
+    say (no `cluster.gpu_memory`)."""
     plan = load_plan(recipe, overrides)
     current = estimate(plan)
     advice = advise(plan)
@@ -41,7 +42,7 @@ def plan_recipe(*, recipe: str, overrides: Sequence[str] = (), compare_all: bool
         from distrecipe.plan.plot import plot
 
         click.echo(f"wrote {plot(rows, plot_path, current=current.label)}", err=True)
-    return 1 if current.fits is False else 0
+    return 1 if current.fits is False or host.fits(current) is False else 0
 
 
 @click.command("plan")

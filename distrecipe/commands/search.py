@@ -20,7 +20,7 @@ from distrecipe.errors import DistrecipeError
 from distrecipe.job import plan_values
 from distrecipe.output import to_json, write_files
 from distrecipe.plan.report import estimate
-from distrecipe.plan.search import TIE, Candidate, as_json, check_searchable, search, why
+from distrecipe.plan.search import TIE, Candidate, as_json, binding, check_searchable, search, why
 from distrecipe.recipe import ProgramKind
 from distrecipe.source import read_document
 from distrecipe.translator.load import apply_overrides, load_recipe
@@ -50,7 +50,8 @@ def search_recipe(*, recipe: str, overrides: Sequence[str] = (), write: str | No
     budget = plan.gpu_memory
     if output_format == "json":
         click.echo(to_json({"tried": result.tried, "fitting": len(result.ranked), "gpu_memory": budget,
-                            "tie": TIE, "units": "bytes, seconds",
+                            "cpu_memory": declared.cluster.cpu_memory, "tie": TIE, "units": "bytes, seconds",
+                            **({} if result.ranked else {"nothing_fits": binding(result)}),
                             "candidates": [as_json(c, rank)
                                            for rank, c in enumerate(result.ranked[:top], 1)]}),
                    nl=False)
@@ -62,7 +63,7 @@ def search_recipe(*, recipe: str, overrides: Sequence[str] = (), write: str | No
         for rank, candidate in enumerate(result.ranked[:top], 1):
             click.echo(f"  {rank}. {why(candidate, budget)}")
         if not result.ranked:
-            click.echo("  none: see distrecipe plan for what each strategy needs")
+            click.echo(f"  nothing fits: {binding(result)}")
     if not result.ranked:
         return 1
     if write:

@@ -47,11 +47,12 @@ rule, `resolve`), so its micro-batches are those.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from distrecipe.engines.heads import refusal as split_refusal
 from distrecipe.errors import DistrecipeError, RecipeError
+from distrecipe.plan import host
 from distrecipe.plan.activations import ring_context_parallel
 from distrecipe.plan.report import Estimate, estimate
 from distrecipe.plan.runnable import judge
@@ -118,6 +119,14 @@ class Result:
     """Candidates the resolver and the engines accepted, fitting or not."""
     timed: bool = True
     """Whether step time ranked them; without a GPU's peak, fit and traffic do (`search`)."""
+    lightest: Estimate | None = None
+    """Of the candidates the host holds (or unchecked), the one needing the least GPU
+    memory: what `binding` names."""
+    lightest_any: Estimate | None = None
+    """The candidate needing the least GPU memory, host memory aside."""
+    host_bound: Estimate | None = None
+    """Of the candidates that fit the GPU but not the host (`host.fits`), the one needing the
+    least host memory per node; None when none was refused for the host alone."""
 
 
 def _strategies(recipe: Recipe) -> list[tuple[Strategy, int]]:
@@ -196,6 +205,9 @@ def search(recipe: Recipe, gpus_per_node: int) -> Result:
     with it, then least memory needed); the result says it is untimed (`Result.timed`)."""
     fitting: list[Candidate] = []
     tried = 0
+    lightest: Estimate | None = None
+    lightest_any: Estimate | None = None
+    host_bound: Estimate | None = None
     written = resolve(recipe, detected_gpus=gpus_per_node, micro=1 if needs_fit(recipe) else None)
     timed = estimate(written).step is not None
     runs = judge(written)
@@ -218,15 +230,39 @@ def search(recipe: Recipe, gpus_per_node: int) -> Result:
         tried += len(plans)
         for plan in plans:
             est = estimate(plan)
+            if lightest_any is None or est.need < lightest_any.need:
+                lightest_any = est
+            if host.allowed(est) and (lightest is None or est.need < lightest.need):
+                lightest = est
             if est.fits is False:
                 break  # memory grows with the micro-batch: no larger one fits either
-            if (est.step is not None or not timed) and host_fits(est):
+            if not host.allowed(est):
+                if host_bound is None or (host.per_node(est), est.need) < (host.per_node(host_bound),
+                                                                           host_bound.need):
+                    host_bound = est
+                continue
+            if est.step is not None or not timed:
                 fitting.append(Candidate(shape, est))
     if timed:
-        return Result(rank(fitting), tried, timed)
+        return Result(rank(fitting), tried, timed, lightest, lightest_any, host_bound)
     # Offload's PCIe copies and CPU step cost time no byte count here shows: after it.
     fitting.sort(key=lambda c: (round(c.traffic), c.shape.offload.enabled, c.estimate.need))
-    return Result(fitting, tried, timed)
+    return Result(fitting, tried, timed, lightest, lightest_any, host_bound)
+
+
+def combined(results: list[Result]) -> Result:
+    """Several searches (`init`'s launcher groups) as one: every fitting candidate ranked
+    together (ties by the stated preferences), the closest misses of all."""
+    def least(found: list[Estimate | None], key: Callable[[Estimate], tuple[float, float]]
+              ) -> Estimate | None:
+        return min((e for e in found if e is not None), key=key, default=None)
+
+    ranked = [c for r in results for c in r.ranked]
+    timed = all(r.timed for r in results)
+    return Result(rank(ranked) if timed else ranked, sum(r.tried for r in results), timed,
+                  least([r.lightest for r in results], lambda e: (e.need, 0.0)),
+                  least([r.lightest_any for r in results], lambda e: (e.need, 0.0)),
+                  least([r.host_bound for r in results], lambda e: (host.per_node(e), e.need)))
 
 
 TIE = 0.005
@@ -264,15 +300,48 @@ def rank(candidates: list[Candidate]) -> list[Candidate]:
     return out
 
 
-def host_bytes_per_node(est: Estimate) -> float:
-    """Host memory the offloaded state of one node's ranks takes (the engine view's)."""
-    return sum(est.engine.cpu.values()) * est.plan.dims.gpus_per_node
+def layout_words(est: Estimate) -> list[str]:
+    """`TP 2`, `PP 4`, ...: the model-parallel degrees above 1, as the lines name them."""
+    p = est.plan
+    return [f"{name} {degree}" for name, degree in
+            (("TP", p.dims.tensor), ("PP", p.dims.pipeline), ("VP", p.dims.virtual_stages),
+             ("CP" if ring_context_parallel(p) else "SP", p.dims.sequence))
+            if degree > 1]
 
 
-def host_fits(est: Estimate) -> bool:
-    """Offload fits the host when `cluster.cpu_memory` says so, or does not say."""
-    cpu = est.plan.recipe.cluster.cpu_memory
-    return cpu is None or host_bytes_per_node(est) <= cpu
+def _named(est: Estimate) -> str:
+    return ", ".join([est.label, *layout_words(est), f"micro {est.plan.batch.micro}",
+                      f"checkpointing {est.plan.recipe.activation_checkpointing}"])
+
+
+def binding(result: Result) -> str:
+    """Why nothing fits (the words after "nothing fits: "), naming what binds (the GPU's
+    memory, the host's, or both) with the numbers of the candidate that came closest on each:
+
+    * some candidates fit the GPU, but each offloads more than a node's host memory: host
+      memory binds; the least host-hungry of them, and the lightest the host allows;
+    * none fits the GPU: GPU memory binds, and the host too where the lightest candidate
+      offloads more than the node has."""
+    light, any_light, bound = result.lightest, result.lightest_any, result.host_bound
+    if any_light is None:
+        return "no candidate was judged"
+    budget = any_light.budget or 0.0
+
+    def gpu(est: Estimate) -> str:
+        return f"needs {est.need / 1e9:.1f} of {budget / 1e9:.0f} GB per GPU ({_named(est)})"
+
+    held = f"; the lightest candidate the host holds {gpu(light)}" if light is not None else ""
+    if bound is not None:
+        return (f"host memory binds: the candidates that fit {budget / 1e9:.0f} GB per GPU "
+                f"offload, and the one needing the least host memory needs {host.note(bound)} "
+                f"({_named(bound)}, {bound.need / 1e9:.1f} GB per GPU){held}: more host memory "
+                "(cluster.cpu_memory), or more GPUs")
+    if host.fits(any_light) is False:
+        return (f"GPU and host memory bind: the lightest candidate {gpu(any_light)}, and "
+                f"with its offload it needs {host.note(any_light)}{held}")
+    unchecked = f"; it needs {host.note(any_light)}" if any_light.engine.cpu else ""
+    return (f"GPU memory binds: the lightest candidate {gpu(any_light)}{unchecked}: more "
+            "GPUs, a smaller global batch or sequence, or a GPU with more memory")
 
 
 def check_searchable(recipe: Recipe, plan_of: Estimate) -> None:
@@ -291,17 +360,11 @@ def why(candidate: Candidate, budget: float) -> str:
     est = candidate.estimate
     step = est.step
     p = est.plan
-    parts = [est.label]
-    parts += [f"{name} {degree}" for name, degree in
-              (("TP", p.dims.tensor), ("PP", p.dims.pipeline), ("VP", p.dims.virtual_stages),
-               ("CP" if ring_context_parallel(p) else "SP", p.dims.sequence))
-              if degree > 1]
+    parts = [est.label, *layout_words(est)]
     parts += [f"micro {p.batch.micro} × accumulation {p.batch.accumulation}",
               f"checkpointing {p.recipe.activation_checkpointing}"]
-    if p.recipe.offload.enabled:
-        host = host_bytes_per_node(est) / 1e9
-        parts.append(f"host {host:.0f} GB per node" + (
-            "" if p.recipe.cluster.cpu_memory is not None else " (cluster.cpu_memory unknown: not checked)"))
+    if est.engine.cpu:
+        parts.append(host.note(est))
     sent = est.traffic_engine.total
     needs = f"needs {est.need / 1e9:.1f} of {budget / 1e9:.0f} GB"
     if step is None:
@@ -330,6 +393,6 @@ def as_json(candidate: Candidate, rank: int) -> dict[str, object]:
         "parallel_dimensions": parallel_dimensions(candidate), **timing,
         "sent_bytes": est.traffic_engine.total, "needed_bytes": est.need,
         "reserved_bytes": est.memory.reserved,
-        "host_bytes_per_node": host_bytes_per_node(est), "fits": est.fits,
+        "host_bytes_per_node": host.per_node(est), "host_fits": host.fits(est), "fits": est.fits,
     }
 

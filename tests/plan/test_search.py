@@ -1,0 +1,79 @@
+"""`plan --search` judges the host and, when nothing fits, names what binds."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from distrecipe.plan import host
+from distrecipe.plan.search import binding, search
+from distrecipe.translator.load import load_recipe
+from tests.conftest import Result
+
+CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "hf_configs"
+DEEPSEEK = f"""recipe: 1
+name: deepseek-v3
+model: {{hf_config: {CORPUS / "real" / "deepseek-v3.json"}}}
+cluster: {{nodes: 4, gpus_per_node: 8, gpu: h100}}
+strategy: zero
+batch: {{global: 128, seq_len: 4096}}
+precision: bf16
+"""
+"""The user's finding: DeepSeek-V3 (671B) on 4 × 8 H100s fits only offloaded, 16Ψ/32 a rank."""
+
+
+@pytest.fixture
+def deepseek(write: Callable[[str, str], Path]) -> Path:
+    return write("deepseek-v3.yaml", DEEPSEEK)
+
+
+def test_unstated_host_memory_is_said_unchecked_with_its_need(cli: Callable[..., Result], deepseek: Path) -> None:
+    result = cli("plan", deepseek, "--search", "--top", "1")
+    assert result.code == 0, result.err
+    first = result.out.splitlines()[1]
+    assert "+ offload" in first and "host 2.68 TB per node (cluster.cpu_memory not set: not checked)" in first
+
+
+def test_host_memory_binds_and_is_named(cli: Callable[..., Result], deepseek: Path) -> None:
+    """With `cluster.cpu_memory: 2TB` every candidate that fits the GPU offloads more than a node
+    has: nothing fits, and the message says the host binds, with both candidates' numbers."""
+    result = cli("plan", deepseek, "--search", "--set", "cluster.cpu_memory=2TB")
+    assert result.code == 1
+    head, line = result.out.splitlines()
+    assert head.startswith("0 of ")
+    assert line.startswith("  nothing fits: host memory binds: the candidates that fit 80 GB per GPU offload, "
+                           "and the one needing the least host memory needs host 2.68 TB per node of 2 TB")
+    assert "; the lightest candidate the host holds needs " in line and " of 80 GB per GPU (" in line
+    data = json.loads(cli("plan", deepseek, "--search", "--set", "cluster.cpu_memory=2TB", "--format",
+                          "json").out)
+    assert data["fitting"] == 0 and data["cpu_memory"] == 2e12
+    assert "nothing fits: " + data["nothing_fits"] == line.strip()
+
+
+def test_no_candidate_needs_more_host_than_the_node_has(deepseek: Path) -> None:
+    """Unchecked, ZeRO-3 with parameters offloaded too (3.36 TB a node) is offered; with 3 TB
+    stated it is not, and what is offered is checked."""
+    unchecked = search(load_recipe(deepseek), gpus_per_node=8).ranked
+    assert any(host.per_node(c.estimate) > 3e12 for c in unchecked)
+    ranked = search(load_recipe(deepseek, ("cluster.cpu_memory=3TB",)), gpus_per_node=8).ranked
+    assert ranked and all(host.fits(c.estimate) is True for c in ranked if c.estimate.engine.cpu)
+    assert max(host.per_node(c.estimate) for c in ranked) <= 3e12
+
+
+@pytest.mark.parametrize(("sets", "words"), [
+    (("cluster.cpu_memory=2TB", "cluster.gpu_memory=12GB"),
+     "GPU and host memory bind: the lightest candidate needs 12.6 of 12 GB per GPU (ZeRO-3 + "
+     "offload, TP 8, micro 1, checkpointing full), and with its offload it needs host 3.36 TB per node of 2 TB"),
+    (("cluster.gpu_memory=12GB",),
+     "GPU memory binds: the lightest candidate needs 12.6 of 12 GB per GPU (ZeRO-3 + offload, "
+     "TP 8, micro 1, checkpointing full); it needs host 3.36 TB per node (cluster.cpu_memory not set: "
+     "not checked)"),
+])
+def test_what_binds_is_named(write: Callable[[str, str], Path], sets: tuple[str, ...], words: str) -> None:
+    path = write("r.yaml", DEEPSEEK.replace("gpu: h100", "gpu_memory: 16GB"))
+    result = search(load_recipe(path, sets), gpus_per_node=8)
+    assert not result.ranked
+    assert binding(result).startswith(words)

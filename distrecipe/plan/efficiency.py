@@ -72,6 +72,42 @@ FITTED: dict[tuple[Family, Generation], Efficiency] = {
 measured ÷ predicted tokens/s/GPU over the cell's rows is 1, rounded to two places)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Ceiling:
+    """The highest MFU a published run of a mixture-of-experts family reached."""
+
+    mfu: float
+    source: str
+
+
+MOE_CEILINGS: dict[str, Ceiling] = {
+    "mixtral": Ceiling(0.473, "megatron_core_moe_readme_2411: Mixtral 8x7B, Megatron-Core with grouped "
+                              "GEMM, 468 TFLOPS per H100 of 989"),
+    "qwen3_moe": Ceiling(0.361, "megatron_moe_modelzoo_qwen3: Qwen3-235B-A22B at 128K, Megatron-Core with "
+                                "DeepEP, 357 TFLOPS per H100 of 989 (dropless)"),
+}
+"""Per `model.family`, the best MFU of its published runs (`tests/corpus/gpu/published.csv`,
+TFLOPS per GPU ÷ the GPU's dense 16-bit peak; `tests/plan/test_efficiency.py` checks each is
+the corpus's maximum). Both are Megatron-Core's, grouped GEMM and tuned expert parallelism:
+no published run of a mixture of experts went faster, while a dense efficiency applied to
+the active parameters (all `steptime` knows) ignores the router, the token permutation, the
+experts' small matrix multiplies and their all-to-all. An MFU above the ceiling is an
+artefact of that, not a forecast (`plan --search` ranks it after every plausible one)."""
+
+
+def moe_ceiling(plan: Plan) -> Ceiling | None:
+    """The published ceiling for the plan's mixture of experts: its family's, or the best of
+    any family's where its own has no published run; None for a dense model."""
+    model = plan.recipe.model
+    if not model.experts:
+        return None
+    if model.family in MOE_CEILINGS:
+        return MOE_CEILINGS[model.family]
+    best = max(MOE_CEILINGS.values(), key=lambda c: c.mfu)
+    return Ceiling(best.mfu, f"no published run of the {model.family} family; the best of any mixture of "
+                             f"experts: {best.source}")
+
+
 def engine_family(plan: Plan) -> Family:
     """Whose kernels and overlap run the matmuls: Megatron's (strategy megatron, whatever
     launches it), DeepSpeed's engine (`zero`, or `ddp` under DeepSpeed), or torch's."""

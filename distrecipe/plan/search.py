@@ -54,6 +54,7 @@ from distrecipe.engines.heads import refusal as split_refusal
 from distrecipe.errors import DistrecipeError, RecipeError
 from distrecipe.plan import host
 from distrecipe.plan.activations import ring_context_parallel
+from distrecipe.plan.efficiency import moe_ceiling
 from distrecipe.plan.report import Estimate, estimate
 from distrecipe.plan.runnable import judge
 from distrecipe.plan.steptime import context_parallel_bytes, pipeline_bytes, tensor_parallel_bytes
@@ -95,6 +96,18 @@ class Candidate:
         plan = self.estimate.plan
         return (self.estimate.traffic_engine.total + tensor_parallel_bytes(plan)
                 + context_parallel_bytes(plan) + pipeline_bytes(plan))
+
+    @property
+    def implausible(self) -> str | None:
+        """Why the estimated MFU is above what any published run of the model's family reached
+        (`efficiency.moe_ceiling`), or None: such a candidate ranks after every plausible one."""
+        step, ceiling = self.estimate.step, moe_ceiling(self.estimate.plan)
+        if step is None or ceiling is None or step.mfu <= ceiling.mfu:
+            return None
+        family = self.estimate.plan.recipe.model.family
+        return (f"MFU {step.mfu:.1%} is above the best published run of a {family} mixture of experts, "
+                f"{ceiling.mfu:.1%} ({ceiling.source}): not credible, ranked after every "
+                "plausible candidate")
 
     def overrides(self) -> dict[str, object]:
         """The recipe keys the search set, as `--set` would write them."""
@@ -287,7 +300,13 @@ def preference(candidate: Candidate) -> tuple[int, float, bool, int, float]:
 
 def rank(candidates: list[Candidate]) -> list[Candidate]:
     """Fastest first; a group is the fastest left and every candidate within `TIE` of it,
-    ordered by `preference`."""
+    ordered by `preference`. A candidate whose MFU no published run reached
+    (`Candidate.implausible`) comes after every plausible one, ranked among its kind."""
+    plausible = [c for c in candidates if c.implausible is None]
+    return _by_time(plausible) + _by_time([c for c in candidates if c.implausible is not None])
+
+
+def _by_time(candidates: list[Candidate]) -> list[Candidate]:
     left = sorted(candidates, key=lambda c: (c.seconds, preference(c)))
     out: list[Candidate] = []
     start = 0
@@ -371,11 +390,12 @@ def why(candidate: Candidate, budget: float) -> str:
         return f"{', '.join(parts)}: sends {candidate.traffic / 1e9:.3g} GB per rank per step; {needs}"
     extra = "".join(f", {name} {seconds:.3g} s" for name, seconds in
                     (("bubble", step.bubble), ("offload", step.offload)) if seconds)
+    flag = f"; {candidate.implausible}" if candidate.implausible else ""
     return (f"{', '.join(parts)}: {step.seconds:.3g} s/step, {step.tokens_per_s_per_gpu:,.0f} "
             f"tokens/s/GPU, MFU {step.mfu:.1%} (compute {step.compute:.3g} s at matmul size "
             f"{step.matmul:.2f}, "
             f"exposed traffic {step.exposed:.3g} s of {step.communication:.3g} s for {sent / 1e9:.3g} GB "
-            f"sent{extra}); {needs}")
+            f"sent{extra}); {needs}{flag}")
 
 
 def as_json(candidate: Candidate, rank: int) -> dict[str, object]:
@@ -387,7 +407,8 @@ def as_json(candidate: Candidate, rank: int) -> dict[str, object]:
         "seconds": step.seconds, "compute_seconds": step.compute, "bubble_seconds": step.bubble,
         "exposed_seconds": step.exposed, "exposed_by": step.exposed_by, "offload_seconds": step.offload,
         "communication_seconds": step.communication, "tokens_per_s_per_gpu": step.tokens_per_s_per_gpu,
-        "mfu": step.mfu, "efficiency": step.efficiency.value, "matmul_factor": step.matmul}
+        "mfu": step.mfu, "efficiency": step.efficiency.value, "matmul_factor": step.matmul,
+        "implausible": candidate.implausible}
     return {
         "rank": rank, "label": est.label, "set": candidate.overrides(),
         "parallel_dimensions": parallel_dimensions(candidate), **timing,

@@ -76,3 +76,23 @@ def test_small_matmuls_are_slower() -> None:
     big = matmul_factor(plan, peak)
     small = matmul_factor(variant(plan, batch={"seq_len": 512}), peak)
     assert 0 < small < big < 1
+
+
+MOE_FAMILIES = {"Mixtral": "mixtral", "Qwen3-235B-A22B": "qwen3_moe"}
+"""The corpus's mixture-of-experts rows by the model name they start with → `model.family`."""
+
+
+def test_each_moe_ceiling_is_its_family_s_best_published_run() -> None:
+    """TFLOPS per GPU over the GPU's dense 16-bit peak (every MoE row is an H100's, 989), the
+    maximum per family, to the table's three places."""
+    from distrecipe.engines.gpus import GPUS
+    from tests.published import rows
+
+    best: dict[str, float] = defaultdict(float)
+    for row in rows():
+        family = next((f for name, f in MOE_FAMILIES.items() if row.data["model"].startswith(name)), None)
+        if family is None or not row.data["tflops_per_gpu"]:
+            continue
+        assert row.gpu_model == "h100"
+        best[family] = max(best[family], float(row.data["tflops_per_gpu"]) / GPUS["h100"].peak_tflops)
+    assert {f: round(v, 3) for f, v in best.items()} == {f: c.mfu for f, c in eff.MOE_CEILINGS.items()}

@@ -77,3 +77,34 @@ def test_what_binds_is_named(write: Callable[[str, str], Path], sets: tuple[str,
     result = search(load_recipe(path, sets), gpus_per_node=8)
     assert not result.ranked
     assert binding(result).startswith(words)
+
+
+MIXTRAL = f"""recipe: 1
+name: mixtral
+model: {{hf_config: {CORPUS / "reconstructed" / "mixtral-8x7b.classdefaults.json"}}}
+cluster: {{nodes: 1, gpus_per_node: 8, gpu: a100-40gb}}
+strategy: zero
+batch: {{global: 512, seq_len: 8192}}
+precision: bf16
+"""
+"""The user's finding: Mixtral 8x7B on 8 A100-40GB searched to a winner at 61 % MFU."""
+
+
+def test_an_moe_mfu_no_published_run_reached_is_flagged_and_ranked_last(
+        cli: Callable[..., Result], write: Callable[[str, str], Path]) -> None:
+    """Megatron-Core's Mixtral reached 47.3 % MFU (468 TFLOPS per H100); a candidate estimated
+    above it is said to be not credible and comes after every plausible candidate."""
+    recipe = load_recipe(write("mixtral.yaml", MIXTRAL))
+    ranked = search(recipe, gpus_per_node=8).ranked
+    flags = [c.implausible is not None for c in ranked]
+    assert any(flags) and not all(flags)
+    assert flags == sorted(flags)  # every plausible one first
+    assert all((c.implausible is not None) == (c.seconds and c.estimate.step and c.estimate.step.mfu > 0.473)
+               for c in ranked)
+    assert ranked[0].implausible is None and ranked[0].estimate.step is not None
+    assert ranked[0].estimate.step.mfu <= 0.473
+    data = json.loads(cli("plan", write("m.yaml", MIXTRAL), "--search", "--format", "json", "--top", "10000").out)
+    flagged = [c for c in data["candidates"] if c["implausible"]]
+    assert flagged and flagged[0]["rank"] > max(c["rank"] for c in data["candidates"] if not c["implausible"])
+    assert flagged[0]["implausible"].startswith(f"MFU {flagged[0]['mfu']:.1%} is above the best published run "
+                                                "of a mixtral mixture of experts, 47.3% (megatron_core_moe_readme")

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -48,3 +53,37 @@ def test_plan_checks_the_host(cli: Callable[..., Result], cpu: tuple[str, ...], 
 
 def test_size_reads_in_terabytes_from_one() -> None:
     assert (host.size(2.684e12), host.size(2e12), host.size(144e9)) == ("2.68 TB", "2 TB", "144 GB")
+
+
+PROBE = Path(__file__).resolve().parents[1] / "offload_probe.py"
+PROBE_RECIPE = """recipe: 1
+name: offload-probe
+model: {hidden_size: 128, layers: 4, heads: 4, kv_heads: 2, intermediate_size: 384, vocab: 1024}
+cluster: {nodes: 1, gpus_per_node: 1, device: cpu}
+strategy: zero
+stage: 2
+offload: {optimizer: cpu}
+batch: {micro: 2, accumulation: 1, global: 2, seq_len: 32}
+precision: bf16
+launch: {backend: deepspeed}
+"""
+
+
+@pytest.mark.slow  # three DeepSpeed runs on the CPU accelerator
+@pytest.mark.parametrize(("stage", "accumulation"), [(2, 1), (2, 2), (3, 2)])
+def test_the_host_terms_are_what_deepspeed_keeps(write: Callable[[str, str], Path], stage: int,
+                                                 accumulation: int) -> None:
+    """`tests/offload_probe.py` counts what DeepSpeed pins, Adam's moments and ZeRO-3's fp32
+    partition on the host; the engine view's `cpu` is all of it but ZeRO-1/2's one staging
+    buffer of the largest parameter tensor (`temp_grad_buffer_for_cpu_offload`, 16-bit),
+    which the plan leaves out (docs/plan.md)."""
+    recipe = write("probe.yaml", PROBE_RECIPE)
+    est = estimate(load_plan(recipe, (f"stage={stage}", f"batch.accumulation={accumulation}",
+                                      f"batch.global={2 * accumulation}")))
+    done = subprocess.run([sys.executable, str(PROBE), str(stage), str(accumulation)], capture_output=True,
+                          text=True, timeout=600, check=False,
+                          env={**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-4000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    staging = 2 * got["largest"] if stage < 3 else 0
+    assert got["pinned"] + got["adam"] + got["fp32_unpinned"] - staging == sum(est.engine.cpu.values())

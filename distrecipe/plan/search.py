@@ -30,8 +30,12 @@ heads and sequence split over its tensor and sequence degrees in the engine that
 targets its launcher emits with no error, e.g. AutoTP beside a sequence group or verl's
 batch rules, and no warning the recipe's own compile lacks, e.g. ZeRO-1 under verl), that fits (`needed ≤
 cluster.gpu_memory`, as `plan` judges; with offload, the host memory a node's ranks
-hold ≤ `cluster.cpu_memory` when it is given), ranked by estimated step time
-(`rank`). Step times within 0.5 % of the fastest of their group are a tie (the estimate
+hold ≤ `cluster.cpu_memory` when it is given, `host.py`), ranked by estimated step time
+(`rank`); with a program kind stated, what the kind reads compiles as `--strict` would
+(`runnable`). A mixture of experts whose estimated MFU is above its family's best published
+run (`efficiency.moe_ceiling`) is not credible and ranks after every plausible candidate.
+When none fits, `binding` says whether the GPU's memory, the host's or both bind.
+Step times within 0.5 % of the fastest of their group are a tie (the estimate
 is not that exact), broken by stated preferences, in this order: fewer parallel
 dimensions (each of tensor, pipeline, virtual stages and sequence above 1 is one more
 group to launch, debug and fail), then more headroom (less memory needed), then no

@@ -8,7 +8,8 @@ stay as written; the search varies what a user tunes:
   written strategy only;
 * offload: none, the optimizer to the CPU (stage ≥ 1), parameters too (stage 3);
 * checkpointing: none, selective (op level), full;
-* the model-parallel layout (tensor × pipeline × sequence) the engine that would run the
+* the model-parallel layout (tensor × pipeline × sequence, and for a mixture of experts under
+  Megatron the expert degree, `EXPERT_DEGREES`) the engine that would run the
   candidate supports (`layouts`): tensor and context parallel inside a node (1, 2, 4, 8,
   their product dividing the node), pipeline 1, 2, 4, 8 dividing the layers;
   - FSDP2 under torchrun (torchtitan): tensor, pipeline and context parallel;
@@ -74,6 +75,11 @@ from distrecipe.translator.resolve import (
 
 DEGREES = (1, 2, 4, 8)
 CHECKPOINTING: tuple[Recompute, ...] = ("none", "selective", "full")
+EXPERT_DEGREES = (1, 2, 4, 8, 16, 32, 64)
+"""Expert-parallel degrees tried under Megatron (`expert_model_parallel_size`) for a mixture
+of experts: those dividing the experts, and (the resolver's rule) data × sequence parallel.
+Only Megatron: DeepSpeed MoE's `ep_size` is the script's own MoE layer (DR232) and the other
+engines have none (DR208)."""
 VIRTUAL_STAGES = (1, 2)
 """Model chunks per pipeline rank tried under Megatron: 2 halves the bubble for twice the
 point-to-point sends and (p − 1)/(2p) more in flight on the first stage; more chunks
@@ -121,7 +127,7 @@ class Candidate:
             "offload.optimizer": r.offload.optimizer, "offload.params": r.offload.params,
             "parallel.tensor": r.parallel.tensor, "parallel.pipeline": r.parallel.pipeline,
             "parallel.sequence": r.parallel.sequence,
-            "parallel.virtual_stages": r.parallel.virtual_stages,
+            "parallel.virtual_stages": r.parallel.virtual_stages, "parallel.expert": r.parallel.expert,
             "batch.micro": p.batch.micro, "batch.accumulation": p.batch.accumulation,
             "batch.global": p.batch.global_,
             "activation_checkpointing": r.activation_checkpointing,
@@ -197,17 +203,28 @@ def virtual_stages(recipe: Recipe, strategy: Strategy, pipeline: int) -> tuple[i
     return tuple(v for v in VIRTUAL_STAGES if layers is None or layers % (pipeline * v) == 0)
 
 
+def expert_degrees(recipe: Recipe, strategy: Strategy) -> tuple[int, ...]:
+    """`EXPERT_DEGREES` dividing the experts under Megatron; else the written degree."""
+    experts = recipe.model.experts
+    if strategy != "megatron" or not experts:
+        return (recipe.parallel.expert,)
+    return tuple(e for e in EXPERT_DEGREES if experts % e == 0)
+
+
 def candidates(recipe: Recipe, gpus_per_node: int) -> Iterator[Recipe]:
     """Every recipe the search considers, before the resolver and the engines judge it."""
     for strategy, stage in _strategies(recipe):
         for offload in _offloads(strategy, stage):
-            for tensor, pipeline, sequence in layouts(recipe, strategy, gpus_per_node):
+            for (tensor, pipeline, sequence), expert in ((layout, e) for layout in
+                                                         layouts(recipe, strategy, gpus_per_node)
+                                                         for e in expert_degrees(recipe, strategy)):
                 for virtual, recompute in ((v, r) for v in virtual_stages(recipe, strategy, pipeline)
                                            for r in CHECKPOINTING):
                     yield replace(
                         recipe, strategy=strategy, stage=stage, offload=offload,
                         parallel=replace(recipe.parallel, tensor=tensor, pipeline=pipeline,
-                                         sequence=sequence, virtual_stages=virtual, shard_group="all"),
+                                         sequence=sequence, virtual_stages=virtual, shard_group="all",
+                                         expert=expert),
                         batch=replace(recipe.batch, micro=1, accumulation=AUTO),
                         activation_checkpointing=recompute, recompute_every=None,
                     )
@@ -289,8 +306,10 @@ RECOMPUTE_COST = {"none": 0, "selective": 1, "full": 2}
 
 def parallel_dimensions(candidate: Candidate) -> int:
     """How many model-parallel dimensions the candidate uses (degrees above 1)."""
-    d = candidate.estimate.plan.dims
-    return sum(degree > 1 for degree in (d.tensor, d.pipeline, d.virtual_stages, d.sequence))
+    p = candidate.estimate.plan
+    d = p.dims
+    return sum(degree > 1 for degree in (d.tensor, d.pipeline, d.virtual_stages, d.sequence,
+                                         p.recipe.parallel.expert))
 
 
 def preference(candidate: Candidate) -> tuple[int, float, bool, int, float]:
@@ -328,7 +347,7 @@ def layout_words(est: Estimate) -> list[str]:
     p = est.plan
     return [f"{name} {degree}" for name, degree in
             (("TP", p.dims.tensor), ("PP", p.dims.pipeline), ("VP", p.dims.virtual_stages),
-             ("CP" if ring_context_parallel(p) else "SP", p.dims.sequence))
+             ("CP" if ring_context_parallel(p) else "SP", p.dims.sequence), ("EP", p.recipe.parallel.expert))
             if degree > 1]
 
 

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from distrecipe.api import load_plan
 from distrecipe.plan import host
-from distrecipe.plan.search import binding, search
+from distrecipe.plan.search import Candidate, binding, search
 from distrecipe.translator.load import load_recipe
 from tests.conftest import Result
 
@@ -108,3 +109,30 @@ def test_an_moe_mfu_no_published_run_reached_is_flagged_and_ranked_last(
     assert flagged and flagged[0]["rank"] > max(c["rank"] for c in data["candidates"] if not c["implausible"])
     assert flagged[0]["implausible"].startswith(f"MFU {flagged[0]['mfu']:.1%} is above the best published run "
                                                 "of a mixtral mixture of experts, 47.3% (megatron_core_moe_readme")
+
+
+def test_megatron_searches_expert_parallelism_and_pays_its_all_to_all(
+        cli: Callable[..., Result], write: Callable[[str, str], Path], tmp_path: Path) -> None:
+    """Mixtral (8 experts) on 8 × 8 H100s under Megatron: expert degrees that divide the experts
+    and DP × sequence are candidates; each holds fewer experts than the same layout without
+    (`memory.held_params`) and pays the dispatcher's all-to-all (`steptime.expert_parallel_bytes`);
+    the written winner resolves to the ranked plan."""
+    text = (MIXTRAL.replace("nodes: 1", "nodes: 8").replace("a100-40gb", "h100")
+            .replace("strategy: zero", "strategy: megatron\nstage: 1")
+            .replace("global: 512, seq_len: 8192", "global: 256, seq_len: 4096"))
+    path = write("meg.yaml", text)
+    ranked = search(load_recipe(path), gpus_per_node=8).ranked
+    by_layout: dict[tuple[object, ...], dict[int, Candidate]] = {}
+    for c in ranked:
+        key = tuple(v for k, v in c.overrides().items() if k != "parallel.expert")
+        by_layout.setdefault(key, {})[c.shape.parallel.expert] = c
+    assert {c.shape.parallel.expert for c in ranked} == {1, 2, 4, 8}
+    pairs = [(d[1], d[e]) for d in by_layout.values() for e in (2, 4, 8) if 1 in d and e in d]
+    assert pairs
+    for alone, split in pairs:
+        assert split.estimate.need < alone.estimate.need
+        assert split.estimate.step is not None and split.estimate.step.exposed_by["expert parallel"] > 0
+        assert "expert parallel" not in (alone.estimate.step.exposed_by if alone.estimate.step else {})
+    best = tmp_path / "best.yaml"
+    assert cli("plan", path, "--search", "--write", best).code == 0
+    assert load_plan(best).recipe.parallel.expert == ranked[0].shape.parallel.expert

@@ -280,6 +280,9 @@ def as_json(est: Estimate, advice: list[str] | None = None) -> dict[str, Any]:
         "need": est.need,
         "gpu_memory": p.gpu_memory,
         "fits": est.fits,
+        "host_bytes_per_node": host.per_node(est),
+        "cpu_memory": p.recipe.cluster.cpu_memory,
+        "host_fits": host.fits(est),
     }
     if advice is not None:
         out["advice"] = advice

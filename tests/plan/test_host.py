@@ -51,6 +51,16 @@ def test_plan_checks_the_host(cli: Callable[..., Result], cpu: tuple[str, ...], 
         assert advice.startswith("  - does not fit: ZeRO-2 + offload needs host 40 GB per node of 30 GB")
 
 
+def test_plan_json_says_the_host_need_and_verdict(cli: Callable[..., Result]) -> None:
+    """`host_fits` is null where unchecked (no offload, or no `cluster.cpu_memory`)."""
+    for sets, verdict in (((), None), (("--set", "cluster.cpu_memory=30GB"), False),
+                          (("--set", "cluster.cpu_memory=64GB"), True)):
+        data = json.loads(cli("plan", OFFLOAD, "--set", "batch.micro=1", *sets, "--format", "json").out)
+        assert (data["host_bytes_per_node"], data["host_fits"]) == (40 * GB, verdict)
+    bare = json.loads(cli("plan", RECIPES / "seed-8b-32gpu-zero2.yaml", "--format", "json").out)
+    assert (bare["host_bytes_per_node"], bare["host_fits"], bare["cpu_memory"]) == (0, None, None)
+
+
 def test_size_reads_in_terabytes_from_one() -> None:
     assert (host.size(2.684e12), host.size(2e12), host.size(144e9)) == ("2.68 TB", "2 TB", "144 GB")
 

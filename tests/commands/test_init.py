@@ -114,6 +114,23 @@ def test_nothing_fits_is_exit_1_and_writes_nothing(cli: Callable[..., Result], h
     assert not (here / "r.yaml").exists()
 
 
+def test_host_memory_is_checked_and_named_when_it_binds(cli: Callable[..., Result], here: Path) -> None:
+    """`--cpu-memory` is `cluster.cpu_memory`: without it the offloaded winner says how much host
+    memory it needs, unchecked; with too little, nothing fits and the host is named as what binds."""
+    config = str(ROOT / "tests" / "corpus" / "hf_configs" / "real" / "deepseek-v3.json")
+    job = ("--hf-config", config, "--nodes", "4", "--gpus-per-node", "8", "--gpu", "h100", "--global-batch",
+           "128", "--seq-len", "4096")
+    unchecked = cli("init", *job)
+    assert unchecked.code == 0, unchecked.err
+    assert "host 2.68 TB per node (cluster.cpu_memory not set: not checked)" in unchecked.out
+    result = cli("init", *job, "--cpu-memory", "2TB", "-o", "r.yaml")
+    assert result.code == 1
+    assert "per GPU (h100): host memory binds: the candidates that fit 80 GB per GPU offload" in result.err
+    assert "needs host 2.68 TB per node of 2 TB" in result.err and not (here / "r.yaml").exists()
+    roomy = cli("init", *job, "--cpu-memory", "3TB")
+    assert roomy.code == 0 and "  cpu_memory: \"3TB\"" in roomy.out and " of 3 TB" in roomy.out
+
+
 def test_an_existing_file_is_kept_without_force(cli: Callable[..., Result], here: Path) -> None:
     (here / "r.yaml").write_text("mine")
     assert cli("init", *SHAPE, *JOB, "-o", "r.yaml").code == 2

@@ -11,7 +11,7 @@ import click
 from distrecipe.api import load_plan
 from distrecipe.commands.options import overrides_option, recipe_argument
 from distrecipe.output import to_json
-from distrecipe.plan import calibration, render
+from distrecipe.plan import calibration, host, render
 from distrecipe.plan.advice import advise
 from distrecipe.plan.report import Estimate, compare, estimate
 from distrecipe.recipe import ProgramKind
@@ -35,8 +35,8 @@ def plan_recipe(*, recipe: str, overrides: Sequence[str] = (), compare_all: bool
     """Print the estimate (and with `compare_all` every strategy side by side).
 
     Exit code 1 when the plan says "fits? no" (calibrated, where a calibration gives the
-    memory), so a script can gate a booking on it; 0 when it fits or cannot say (no
-    `cluster.gpu_memory`)."""
+    memory; the GPU, or with offload the host's `cluster.cpu_memory`), so a script can
+    gate a booking on it; 0 when it fits or cannot say (no `cluster.gpu_memory`)."""
     plan = load_plan(recipe, overrides)
     current = estimate(plan)
     advice = advise(plan)
@@ -60,7 +60,7 @@ def plan_recipe(*, recipe: str, overrides: Sequence[str] = (), compare_all: bool
 
         click.echo(f"wrote {plot(rows, plot_path, current=current.label)}", err=True)
     fits = current.fits if got is None or got.needed is None else got.fits(plan.gpu_memory)
-    return 1 if fits is False else 0
+    return 1 if fits is False or host.fits(current) is False else 0
 
 
 @click.command("plan")

@@ -23,7 +23,7 @@ from distrecipe.launch.trials import Trial, TrialSpec, measure
 from distrecipe.launch.trials import as_json as trial_json
 from distrecipe.output import to_json, write_files
 from distrecipe.plan.report import estimate
-from distrecipe.plan.search import TIE, Candidate, as_json, check_searchable, search, why
+from distrecipe.plan.search import TIE, Candidate, as_json, binding, check_searchable, search, why
 from distrecipe.recipe import ProgramKind
 from distrecipe.source import read_document
 from distrecipe.translator.load import apply_overrides, load_recipe
@@ -58,7 +58,8 @@ def search_recipe(*, recipe: str, overrides: Sequence[str] = (), write: str | No
               if measure is not None and result.ranked else None)
     if output_format == "json":
         data = {"tried": result.tried, "fitting": len(result.ranked), "gpu_memory": budget,
-                "tie": TIE, "units": "bytes, seconds",
+                "cpu_memory": declared.cluster.cpu_memory, "tie": TIE, "units": "bytes, seconds",
+                **({} if result.ranked else {"nothing_fits": binding(result)}),
                 "candidates": [as_json(c, rank) for rank, c in enumerate(result.ranked[:top], 1)]}
         if trials is not None:
             data["measured"] = [trial_json(t) for t in trials]
@@ -71,7 +72,7 @@ def search_recipe(*, recipe: str, overrides: Sequence[str] = (), write: str | No
         for rank, candidate in enumerate(result.ranked[:top], 1):
             click.echo(f"  {rank}. {why(candidate, budget)}")
         if not result.ranked:
-            click.echo("  none: see distrecipe plan for what each strategy needs")
+            click.echo(f"  nothing fits: {binding(result)}")
         if trials is not None:
             click.echo(measured_text(trials, measure_steps))
     if not result.ranked:

@@ -13,6 +13,12 @@ some moments and less at others; each term below was read from the installed sou
   with `overlap_comm`); ZeRO-1 with accumulation keeps the full 2Ψ gradients between
   micro-steps (the seed's 4Ψ + 12Ψ/N). `step()` makes the fp32 copy of the partition
   (4Ψ/N) before it frees the 16-bit one: 2Ψ + 18Ψ/N, DeepSpeed's own estimate.
+* DeepSpeed ZeRO-1/2 with `offload_optimizer` keeps on the host (pinned by default) the
+  fp32 partition, its fp32 gradient, Adam's moments and a 16-bit copy of the partition
+  (4 + 4 + 8 + 2 bytes per parameter over N), and with accumulation the 16-bit gradients
+  between micro-steps (+2Ψ/N); ZeRO-3 the fp32 partition, moments, the fp32 sub-group
+  gradients and the 16-bit gradient partition (`grad_partitions_flat_buffer`), and with
+  `offload_param` the 16-bit parameter partition.
 * DeepSpeed ZeRO-3 (`stage3.py`): 2Ψ/N shard + 12Ψ/N + a 2Ψ/N gradient buffer for its
   lifetime, whole copies of tensors under `stage3_param_persistence_threshold`, one
   reduce bucket from start-up; after forward up to `stage3_max_live_parameters` stay
@@ -172,8 +178,14 @@ def deepspeed(psi: float, n: int, zero: DeepSpeedZero, *, lp: int, accumulation:
         bucket *= 2 if zero.overlap_comm else 1
         rest = {"parameters": lp * psi}
         if zero.offload_optimizer:
+            # Host, pinned (stage_1_and_2.py): the fp32 partition and its fp32 `.grad`, Adam's
+            # moments, a 16-bit copy of the partition the step writes back through
+            # (`param_buffer_of_bit16_for_cpu_offload_groups`), and with accumulation the
+            # 16-bit gradients kept between micro-steps (`accumulated_grads_in_cpu`).
             cpu = {"master weights": master_shard, "optimizer": 8 * psi / n,
-                   "fp32 gradients": 4 * psi / n}
+                   "fp32 gradients": 4 * psi / n, "16-bit parameters": lp * psi / n}
+            if accumulation > 1:
+                cpu["accumulated gradients"] = lp * psi / n
             backward = _add(rest, buffers=bucket)
             points = {"rest": rest, "forward": rest, "backward": backward, "step": backward}
             return EngineView(f"DeepSpeed ZeRO-{stage} + optimizer offload", points, cpu)

@@ -6,6 +6,7 @@ from typing import Any
 
 from distrecipe.engines.verl import ROLLOUT_PROFILE
 from distrecipe.job import Plan
+from distrecipe.plan import host
 from distrecipe.plan.activations import kernel_assumptions
 from distrecipe.plan.allocator import CONTEXT, FRAGMENTATION
 from distrecipe.plan.engine import POINTS
@@ -79,9 +80,13 @@ def text(est: Estimate, advice: list[str]) -> str:
     if _parts(engine.points[engine.peak_point]):
         lines.append(f"                  at the peak: {_parts(engine.points[engine.peak_point])}")
     if view.cpu or engine.cpu:
+        cpu = p.recipe.cluster.cpu_memory
+        over = "" if host.fits(est) is not False else ": more than the node has"
+        checked = (" (cluster.cpu_memory not set: not checked)" if cpu is None
+                   else f" of {host.size(cpu)}{over}")
         lines.append(f"  host memory     per rank {gb(sum(engine.cpu.values()))}"
                      f"{_in_parens(engine.cpu)}, per node "
-                     f"{gb(sum(engine.cpu.values()) * p.dims.gpus_per_node)}")
+                     f"{host.size(host.per_node(est))}{checked if engine.cpu else ''}")
     lines += [f"  note: {note}" for note in engine.notes]
     seq_len, cp = p.recipe.batch.seq_len, p.dims.sequence
     tokens = (f"{-(-seq_len // cp)} of {seq_len} tokens (sequence {cp})"
@@ -190,10 +195,12 @@ def _fits(est: Estimate) -> str:
     said = est.verdict
     if said is None or est.plan.gpu_memory is None:
         return f"fits? unknown (no cluster.gpu_memory): needs {gb(est.need)} = {breakdown}"
+    answer = ANSWER[said.word] if host.allowed(est) else "no"
     starved = "; the rollout engine's share is below its floor (above)" if est.starved else ""
+    held = f"; offload needs {host.note(est)}" if host.fits(est) is False else ""
     room = (f" less cluster.headroom {gb(said.headroom)} = {gb(said.usable)}" if said.headroom else "")
-    return (f"fits? {ANSWER[said.word]}: needs {gb(est.need)} ({band_text(said)}) = {breakdown}, of "
-            f"{_memory(est.plan.gpu_memory)}{room}{starved}")
+    return (f"fits? {answer}: needs {gb(est.need)} ({band_text(said)}) = {breakdown}, of "
+            f"{_memory(est.plan.gpu_memory)}{room}{starved}{held}")
 
 
 ANSWER: dict[Word, str] = {"fits": "yes", "tight": "tight", "does not fit": "no"}
@@ -283,6 +290,9 @@ def as_json(est: Estimate, advice: list[str] | None = None) -> dict[str, Any]:
         "need": est.need,
         "gpu_memory": p.gpu_memory,
         "fits": est.fits,
+        "host_bytes_per_node": host.per_node(est),
+        "cpu_memory": p.recipe.cluster.cpu_memory,
+        "host_fits": host.fits(est),
         **verdict_json(est.verdict),
     }
     if advice is not None:

@@ -36,6 +36,10 @@
   (the 12·L·h·s share of the FLOPs) and only the rest is exposed. Ulysses (DeepSpeed,
   verl) all-to-alls q, k, v and the output, 4 × 2·(s/cp)·b·h per layer forward and as
   much backward, not overlapped.
+* **Expert parallelism** (`parallel.expert`): the token dispatcher's all-to-alls, each
+  token's h elements to its k experts' ranks and back, forward and backward
+  (`expert_parallel_bytes`), over NVLink for the peers on the node and the NIC for the
+  rest, not overlapped (Megatron overlaps them only with its opt-in 1F1B A2A overlap).
 * **Pipeline parallelism**: 1F1B (torchtitan's `Schedule1F1B`, Megatron's
   `forward_backward_pipelining_without_interleaving`), whose bubble makes each stage
   idle (p−1) micro-batch slots out of m + p − 1 (Narayanan et al. 2021, §2.2.1):
@@ -67,7 +71,7 @@ from distrecipe.engines.runner import runs_fsdp2, uses_deepspeed
 from distrecipe.job import Plan
 from distrecipe.model_shapes import active_params, kv_width
 from distrecipe.plan import network, traffic
-from distrecipe.plan.activations import ring_context_parallel
+from distrecipe.plan.activations import ring_context_parallel, sequence_parallel
 from distrecipe.plan.efficiency import Efficiency, efficiency, matmul_factor
 from distrecipe.plan.engine import DeepSpeedZero, fsdp2_shard_ranks
 from distrecipe.plan.hardware import Hardware, hardware
@@ -269,6 +273,41 @@ def context_parallel_bytes(plan: Plan) -> float:
     return layers * ((forwards + 1) * gather + 8 * sbh)
 
 
+def expert_parallel_bytes(plan: Plan) -> float:
+    """Token dispatch and combine one rank sends per step under expert parallelism.
+
+    The all-to-all token dispatcher (Megatron-Core's `MoEAlltoAllTokenDispatcher`,
+    DeepSpeed MoE's `_AllToAll`) sends each token a rank holds to the ranks of its k routed
+    experts and back (dispatch, combine), h 16-bit elements a token-expert pair, in forward
+    and again in backward for their gradients; a full recompute repeats the forward's two.
+    With the experts spread evenly and routing balanced, (ep − 1)/ep of the pairs leave the
+    rank. A rank holds s·b/cp tokens, s·b/(cp·t) under Megatron's sequence parallelism."""
+    m = plan.recipe.model
+    ep, seq_len = plan.recipe.parallel.expert, plan.recipe.batch.seq_len
+    if ep == 1 or not (m.experts and m.experts_per_token and m.layers and m.hidden_size and seq_len):
+        return 0.0
+    tokens = seq_len * plan.batch.micro / plan.dims.sequence
+    if sequence_parallel(plan):
+        tokens /= plan.dims.tensor
+    passes = 4 + (2 if plan.recipe.activation_checkpointing == "full" else 0)
+    moe_layers = (m.layers - m.dense_layers) / plan.dims.pipeline
+    return (plan.batch.accumulation * moe_layers * passes * tokens * m.experts_per_token * m.hidden_size
+            * plan.precision_bytes * (ep - 1) / ep)
+
+
+def expert_parallel_seconds(plan: Plan, hw: Hardware) -> float:
+    """`expert_parallel_bytes` over the links they cross: Megatron orders ranks tensor,
+    context, expert, so an expert group spans ep × t × cp consecutive ranks; the share of a
+    rank's peers on its node goes over NVLink, the rest over its own NIC (`hw.inter`)."""
+    sent = expert_parallel_bytes(plan)
+    if not sent:
+        return 0.0
+    ep, d = plan.recipe.parallel.expert, plan.dims
+    on_node = max(1, min(ep, d.gpus_per_node // (d.tensor * d.sequence)))
+    away = (ep - on_node) / (ep - 1)
+    return sent * (1 - away) / hw.intra + sent * away / hw.inter
+
+
 def attention_share(plan: Plan) -> float:
     """Of the model FLOPs, attention's scores and values (what ring attention's
     all-gather hides behind)."""
@@ -458,15 +497,18 @@ def step_time(plan: Plan, engine_traffic: traffic.Traffic, zero: DeepSpeedZero |
     pp_link = hw.inter if dims.world // dims.pipeline >= dims.gpus_per_node and dims.nodes > 1 else hw.intra
     pp_seconds = pipeline_bytes(plan) / pp_link
     idle = compute * bubble(plan) / (1 - bubble(plan))
+    ep_seconds = expert_parallel_seconds(plan, hw)  # the dispatcher's all-to-alls wait on their tokens
     exposed_by = {"data parallel": dp_exposed, "tensor parallel": tp_exposed,
                   "context parallel": max(0.0, cp_seconds - cp_hidden), "pipeline": pp_seconds}
+    if ep_seconds:
+        exposed_by["expert parallel"] = ep_seconds
     exposed = sum(exposed_by.values())
     host = offload_seconds(plan)
     seconds = compute + idle + exposed + host + eager
     return StepTime(
         seconds=seconds,
         compute=compute,
-        communication=dp_seconds + tp_seconds + cp_seconds + pp_seconds,
+        communication=dp_seconds + tp_seconds + cp_seconds + pp_seconds + ep_seconds,
         exposed=exposed,
         bubble=idle,
         offload=host,

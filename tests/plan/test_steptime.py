@@ -12,19 +12,31 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import statistics
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import yaml
 
+from distrecipe.api import load_plan
 from distrecipe.job import Plan
 from distrecipe.plan import network, steptime
 from distrecipe.plan.hardware import GPUS, hardware
 from distrecipe.plan.report import deepspeed_zero, estimate
-from distrecipe.plan.steptime import StepTime, bubble, ring_bandwidth, step_time, tensor_parallel_bytes
+from distrecipe.plan.steptime import (
+    StepTime,
+    bubble,
+    expert_parallel_bytes,
+    expert_parallel_seconds,
+    ring_bandwidth,
+    step_time,
+    tensor_parallel_bytes,
+)
 from distrecipe.plan.traffic import formula
 from distrecipe.translator.load import recipe_from_text
 from distrecipe.translator.resolve import resolve, variant
 from tests import calibration
+from tests.conftest import ROOT
 from tests.published import HELD_OUT_2026_12, Row, plan_for_row, rows
 
 
@@ -342,3 +354,34 @@ def test_single_node_rows_do_not_move(monkeypatch: pytest.MonkeyPatch) -> None:
         real(plan), network_hop=0.0, intra_hop=0.0))  # type: ignore[type-var]
     for item, latent in zip(single, with_latency, strict=True):
         assert abs(latent / calibration.predicted(item) - 1) <= 0.005, item.row.name
+
+
+MIXTRAL_EP = f"""recipe: 1
+name: mixtral
+model: {{hf_config: {ROOT / "tests" / "corpus" / "hf_configs" / "reconstructed" / "mixtral-8x7b.classdefaults.json"}}}
+cluster: {{nodes: 8, gpus_per_node: 8, gpu: h100}}
+strategy: megatron
+stage: 1
+parallel: {{tensor: 2, pipeline: 2, expert: 8}}
+batch: {{micro: 2, global: 256, seq_len: 4096}}
+precision: bf16
+activation_checkpointing: none
+"""
+
+
+def test_dispatch_and_combine_forward_and_backward(write: Callable[[str, str], Path]) -> None:
+    """Mixtral (32 MoE layers, top-2, h 4096): a rank of TP 2 with sequence parallelism holds
+    4096 · 2 / 2 tokens; 16 layers a stage; 4 all-to-alls a layer (dispatch and combine, forward
+    and backward), 7/8 leaving the rank; accumulation 256 / (2 × 16) = 8."""
+    plan = load_plan(write("r.yaml", MIXTRAL_EP))
+    assert (plan.dims.dp, plan.batch.accumulation) == (16, 8)
+    per_layer = 4 * (4096 * 2 / 2) * 2 * 4096 * 2 * 7 / 8
+    assert expert_parallel_bytes(plan) == pytest.approx(8 * 16 * per_layer)
+    full = load_plan(write("f.yaml", MIXTRAL_EP.replace("checkpointing: none", "checkpointing: full")))
+    assert expert_parallel_bytes(full) == pytest.approx(expert_parallel_bytes(plan) * 6 / 4)
+    hw = hardware(plan)
+    assert hw is not None
+    # EP 8 × TP 2 spans 16 ranks, 4 of the group on each node: 3 of a rank's 7 peers share its node.
+    sent = expert_parallel_bytes(plan)
+    assert expert_parallel_seconds(plan, hw) == pytest.approx(sent * 3 / 7 / hw.intra + sent * 4 / 7 / hw.inter)
+    assert expert_parallel_bytes(load_plan(write("d.yaml", MIXTRAL_EP.replace("expert: 8", "expert: 1")))) == 0

@@ -178,25 +178,26 @@ def deepspeed(psi: float, n: int, zero: DeepSpeedZero, *, lp: int, accumulation:
                   "step": _add(backward, fp32_gradients=master)}
         return EngineView("DeepSpeed ZeRO-0", points, cpu)
     master_shard = hp * psi / n
+    pure = " (bf16 master weights)" if hp == 2 else ""
+    copy = "fp32 gradients" if hp == 4 else "bf16 gradient copy"  # step()'s flattened partition
     bucket = zero.reduce_bucket_size * lp
     if stage in (1, 2):
         bucket *= 2 if zero.overlap_comm else 1
         rest = {"parameters": lp * psi}
         if zero.offload_optimizer:
             cpu = {"master weights": master_shard, "optimizer": moments * psi / n,
-                   "fp32 gradients": fp32_grads / n}
+                   copy: fp32_grads / n}
             backward = _add(rest, buffers=bucket)
             points = {"rest": rest, "forward": rest, "backward": backward, "step": backward}
-            return EngineView(f"DeepSpeed ZeRO-{stage} + optimizer offload", points, cpu)
+            return EngineView(f"DeepSpeed ZeRO-{stage} + optimizer offload{pure}", points, cpu)
         rest = _add(rest, master_weights=master_shard, optimizer=moments * psi / n)
         held = lp * psi if stage == 1 and accumulation > 1 else lp * psi / n
         backward = _add(rest, gradients=held, buffers=bucket)
-        step = _add(rest, gradients=lp * psi / n, buffers=bucket,
-                    fp32_gradients=fp32_grads / n)
+        step = _add(rest, gradients=lp * psi / n, buffers=bucket, **{copy: fp32_grads / n})
         # The gradients and the bucket outlive a micro-step: the last forward sees them.
         points = {"rest": rest, "forward": backward if accumulation > 1 else rest,
                   "backward": backward, "step": step}
-        return EngineView(f"DeepSpeed ZeRO-{stage}", points, cpu)
+        return EngineView(f"DeepSpeed ZeRO-{stage}{pure}", points, cpu)
     shard = lp * psi / n
     # ZeRO++ hpZ keeps a second, group-local partition of the 16-bit parameters.
     secondary = lp * psi / zero.hpz_partition_size if zero.hpz_partition_size > 1 else 0.0
@@ -207,18 +208,18 @@ def deepspeed(psi: float, n: int, zero: DeepSpeedZero, *, lp: int, accumulation:
         rest["parameters"] = secondary + lp * persistent
     if zero.offload_optimizer:
         cpu.update({"master weights": master_shard, "optimizer": moments * psi / n,
-                    "gradients": lp * psi / n, "fp32 gradients": fp32_grads / n})
+                    "gradients": lp * psi / n, copy: fp32_grads / n})
         del rest["gradients"]
         step = rest
     else:
         rest.update({"master weights": master_shard, "optimizer": moments * psi / n})
         sub_group = min(psi / n, sub_group if sub_group is not None
                         else float(zero.sub_group_size or psi))
-        step = _add(rest, fp32_gradients=hp * sub_group)
+        step = _add(rest, **{copy: hp * sub_group})
     gathered = lp * min(psi - persistent, zero.max_live_parameters)
     points = {"rest": rest, "forward": _add(rest, gathered=gathered), "backward": rest,
               "step": step}
-    name = "DeepSpeed ZeRO-3" + (" + offload" if cpu else "")
+    name = "DeepSpeed ZeRO-3" + (" + offload" if cpu else "") + pure
     return EngineView(name, points, cpu)
 
 
@@ -234,7 +235,8 @@ def fsdp2(psi: float, n: int, *, reshard: bool, lp: int, offload: bool, pure: bo
     cpu = _add(state, **grads) if offload else {}
     points = {"rest": rest, "forward": forward, "backward": backward, "step": backward}
     mode = f"reshard_after_forward={reshard}"
-    return EngineView(f"torch FSDP2 ({mode}{', CPU offload' if offload else ''})", points, cpu)
+    extra = (", CPU offload" if offload else "") + (", pure bf16" if pure else "")
+    return EngineView(f"torch FSDP2 ({mode}{extra})", points, cpu)
 
 
 def ddp(psi: float, *, pure: bool = False) -> EngineView:

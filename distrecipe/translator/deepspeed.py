@@ -196,8 +196,7 @@ def findings(plan: Plan, *, hf_auto: bool = False, alone: bool = True,
         found.append(finding("DR223", "deepspeed", f"{keys} \"auto\": raw DeepSpeed refuses them; the HF "
                              "Trainer or Accelerate fills them"))
     found += schedule_findings(plan, hf_auto)
-    pure = plan.recipe.optimizer is not None and plan.recipe.optimizer.master_weights == "bf16"
-    found += precision_findings(plan, "deepspeed", activations=True, reduce=True, master=True, state=pure)
+    found += precision_findings(plan, "deepspeed", activations=True, reduce=True, master=True)
     if plan.recipe.offload.activations != "none":
         found.append(finding("DR229", "deepspeed", "activation_checkpointing.cpu_checkpointing: true"))
     weights = plan.recipe.checkpoint.weights if plan.recipe.checkpoint else None

@@ -73,14 +73,15 @@ def precision_findings(plan: Plan, target: str, *, overlap: bool = False, activa
     """DR227/DR228/DR230/DR231/DR239 for the newer keys a target cannot carry; each flag says
     the target can (`overlap`: tensor-parallel overlap, `activations`: CPU-held checkpoints,
     `state`: bf16 Adam moments, `reduce`: the reduction dtype, `master`: pure bf16). Only
-    stated values are named: a default is every engine's own. Under pure bf16 a torch
-    optimizer's moments are bf16 by themselves, so DR239 alone names what is not carried."""
+    stated values are named: a default is every engine's own. Under pure bf16 the moments
+    follow it (a torch optimizer keeps them in the bf16 parameters' dtype, DeepSpeed writes
+    `bf16_optimizer_states`), so DR239 alone names what is not carried."""
     r = plan.recipe
     found: list[Finding] = []
     pure = r.optimizer is not None and r.optimizer.master_weights == "bf16"
+    state = state or pure
     if pure and not master:
         found.append(finding("DR239", target, "optimizer.master_weights: bf16"))
-        state = True
     if r.parallel.tensor_overlap and plan.dims.tensor > 1 and not overlap:
         found.append(finding("DR227", target, f"parallel.tensor_overlap with tensor {plan.dims.tensor}"))
     if r.offload.activations != "none" and not activations:

@@ -369,6 +369,11 @@ class Optimizer:
     """dtype of Adam's moments m and v: `fp32` (the default, every engine's) or `bf16`
     (Megatron's precision-aware optimizer, `exp_avg_dtype` / `exp_avg_sq_dtype`: 4 bytes a
     parameter instead of 8; the fp32 master copy stays)."""
+    master_weights: Dtype = "fp32"
+    """dtype of the weights and gradients the optimizer updates: `fp32` (the default: an fp32
+    master copy beside the 16-bit parameters) or `bf16` (pure bf16, no fp32 copy: DeepSpeed's
+    `bf16.bf16_master_weights_and_grads`, torch FSDP or DDP over a model cast to bf16, whose
+    torch optimizer then keeps its moments in bf16 too). Needs `precision: bf16`."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -28,7 +28,7 @@ from distrecipe.translator.resolve import resolve
 
 CSV = Path(__file__).resolve().parent / "corpus" / "gpu" / "published.csv"
 
-NOTE_TAG = re.compile(r"\[(kernels|launcher|offload|model): ([^\]]*)\]")
+NOTE_TAG = re.compile(r"\[(kernels|launcher|offload|model|precision): ([^\]]*)\]")
 """The fixed-form facts a row's `notes` may carry where the CSV has no column, each
 `[name: key=value ...]` (or `[launcher: BACKEND]`), e.g.
 `[kernels: compile=yes attention=flash2 loss=fused(liger) mlp=tiled] [launcher: accelerate]
@@ -37,7 +37,11 @@ recipe's kernel fields where the plan models them: attention=eager `model.attent
 compile `kernels.compile` (where the `compile` column is empty), loss=chunked(...) and
 loss=fused(liger...) `kernels.loss`; flash-attn's fused cross-entropy (still the whole
 logits) and a tiled MLP are recorded only; `launcher` is the recipe's `launch.backend`; `offload`
-its `offload`; `model: tied=yes` its `model.tied_embeddings`."""
+its `offload`; `model: tied=yes` its `model.tied_embeddings`; `precision: master=bf16
+state=bf16 reduce=bf16` its `optimizer.master_weights` and `optimizer.state_dtype` (pure bf16:
+the source casts the model to bf16 and runs a torch optimizer over it, no fp32 master copy)
+and `reduce_dtype` (the dtype the source reduces gradients in and keeps its gradient buffer
+in, e.g. NeMo's `optim.grad_sync_dtype`), each only where the source states it."""
 
 
 def note_tags(notes: str) -> dict[str, dict[str, str]]:
@@ -241,6 +245,12 @@ def plan_for_row(row: Row) -> Plan:
         doc["launch"]["backend"] = tags["launcher"]["backend"]
     if "offload" in tags:
         doc["offload"] = {k: v for k, v in tags["offload"].items() if k in ("optimizer", "params", "activations")}
+    precision_tag = tags.get("precision", {})
+    if "master" in precision_tag or "state" in precision_tag:
+        doc["optimizer"] = {"master_weights": precision_tag.get("master", "fp32"),
+                            "state_dtype": precision_tag.get("state", "fp32")}
+    if "reduce" in precision_tag:
+        doc["reduce_dtype"] = precision_tag["reduce"]
     if "Sharding Strategy=HSDP" in d["notes"]:  # HSDP: shard within the node, replicate across
         doc["parallel"]["shard_group"] = per_node
     if row.gpu_gib is not None:

@@ -155,11 +155,11 @@ FIELDS: dict[str, Row] = {
                                     "zero_optimization.offload_param.nvme_path",
                                     "zero_optimization.offload_optimizer.nvme_path",
                                     "zero_optimization.offload_param.nvme_path"), CASES, CASES, CASES),
-    **{key: _same(Cell("mapped", "the precision and parallelism rows above (DR227-DR231 where an "
-                                 "engine has no key)"))
-       for key in ("optimizer.state_dtype", "reduce_dtype", "parallel.tensor_sequence",
-                   "parallel.tensor_overlap", "parallel.first_stage_layers", "parallel.last_stage_layers",
-                   "offload.activations")},
+    **{key: _same(Cell("mapped", "the precision and parallelism rows above (DR227-DR231, DR239 where "
+                                 "an engine has no key)"))
+       for key in ("optimizer.state_dtype", "optimizer.master_weights", "reduce_dtype",
+                   "parallel.tensor_sequence", "parallel.tensor_overlap", "parallel.first_stage_layers",
+                   "parallel.last_stage_layers", "offload.activations")},
     "offload.pin_memory": Row(exact("zero_optimization.offload_optimizer.pin_memory"),
                               unused("FSDP2's CPU offload pins its own buffers"),
                               unused("FSDP2's CPU offload pins its own buffers"), mapped("the ds_config's")),

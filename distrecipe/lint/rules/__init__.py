@@ -85,6 +85,7 @@ RULES: dict[str, Rule] = {rule.code: rule for rule in (
          deepspeed.zero_setting_refused_at_stage),
     Rule("DR323", "offload-without-optimizer", "warning", DEEPSPEED, deepspeed.offload_without_optimizer,
          pair=True),
+    Rule("DR324", "bf16-master-weights-refused", "error", DEEPSPEED, deepspeed.bf16_master_weights_refused),
     Rule("DR330", "accelerate-value-refused", "error", ACCELERATE, accelerate_values.value_refused,
          section=True),
     Rule("DR331", "ds-config-outside-repository", "warning", ACCELERATE | TRAINER,

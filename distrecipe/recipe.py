@@ -98,6 +98,13 @@ SIZE_FORM: dict[str, Any] = {
     ],
 }
 """Bytes as a recipe writes them: an integer, or a number with a unit (`80GiB`, `80GB`)."""
+HEADROOM_FORM: dict[str, Any] = {
+    "oneOf": [
+        {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
+        SIZE_FORM["oneOf"][1],
+    ],
+}
+"""`cluster.headroom` as written: a share of the GPU (0.05), or a size (`4GB`)."""
 RECOMPUTE_FORM: dict[str, Any] = {
     "oneOf": [
         {"type": "boolean"},
@@ -206,6 +213,10 @@ class Cluster:
     """Bytes of memory per accelerator, for the `fits?` verdict: an integer, or a number with a
     unit (80GiB, 80GB = 10⁹, 512MiB). Default: `gpu`'s size; one that contradicts `gpu` is
     refused."""
+    headroom: float | int | None = spec(None, written=HEADROOM_FORM)
+    """GPU memory to leave free beyond what the plan says the job needs: a share of
+    `gpu_memory` (0.05) or a size (4GB). `fits?`, `plan --search`, `batch.micro: auto` and
+    `init` judge against `gpu_memory` less this. Default: none (0)."""
     cpu_memory: int | None = spec(None, written=SIZE_FORM)
     """Bytes of host memory per node, for offload, written as `gpu_memory`. Default: unknown."""
     device: Device = "gpu"

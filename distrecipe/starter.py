@@ -75,6 +75,8 @@ class Request:
     gpu: Gpu
     gpu_memory: str | None = None
     """A size that is the GPU's (checked against the GPU table), else the GPU's own."""
+    headroom: str | None = None
+    """GPU memory to leave free, as `cluster.headroom` is written: a share (0.05) or a size (4GB)."""
     cpu_memory: str | None = None
     """Host memory per node (`cluster.cpu_memory`), which offload is checked against; None:
     unknown, and the written recipe says how much its offload needs, unchecked."""
@@ -172,6 +174,8 @@ def _document(request: Request, base_dir: Path | None) -> dict[str, Any]:
                                "gpu": request.gpu}
     if request.gpu_memory is not None:
         cluster["gpu_memory"] = request.gpu_memory
+    if request.headroom is not None:
+        cluster["headroom"] = _headroom(request.headroom)
     if request.cpu_memory is not None:
         cluster["cpu_memory"] = request.cpu_memory
     doc: dict[str, Any] = {
@@ -182,6 +186,14 @@ def _document(request: Request, base_dir: Path | None) -> dict[str, Any]:
     if request.script is not None:  # the kind is part of the job: the search offers only what it runs
         doc["launch"] = {"script": request.script, "program_kind": program_kind(request.script)}
     return doc
+
+
+def _headroom(written: str) -> float | str:
+    """`--headroom 0.05` is a share (a number in the recipe), `--headroom 4GB` a size."""
+    try:
+        return float(written)
+    except ValueError:
+        return written
 
 
 def _name(request: Request) -> str:

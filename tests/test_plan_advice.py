@@ -80,7 +80,9 @@ def test_auto_micro_takes_the_largest_that_fits_and_says_so() -> None:
     """The issue's case: with micro and accumulation auto, the algebra alone picked micro 8."""
     plan = load_plan(ZERO2, ("batch.micro=auto",))
     assert (plan.batch.micro, plan.batch.accumulation) == (2, 4)
-    assert plan.provenance["batch.micro"].startswith("largest that fits 80 GB with 10% headroom")
+    assert plan.provenance["batch.micro"].startswith(
+        "largest that fits 80 GB at the top of its error band: needs 67.91 GB (−6.8 % … +7.8 %: 63.27 GB–73.18 GB, "
+        "deepspeed × eager-hf)")
     assert "micro 4 would need" in plan.provenance["batch.micro"]
     assert estimate(plan).fits
     tight = load_plan(ZERO2, ("batch.micro=auto", "activation_checkpointing=none"))

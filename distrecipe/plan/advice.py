@@ -15,7 +15,8 @@ the recipe's engine runs (`runnable.py`) is the one advised, in one line: nothin
 said about a lever that was not needed, so the advice cannot contradict itself. When it
 fits, the next stage's saving is priced against its traffic, among the variants the
 engine runs. Traffic and memory are the engine view throughout (the formula view is
-`plan`'s alone); fitting is `report.Estimate.fits`.
+`plan`'s alone); fitting is the verdict's *fits* (`report.Estimate.comfortable`): a *tight*
+plan is advised as one that does not fit, a change that clears the band named.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from distrecipe.plan.report import Estimate, compare, estimate
 from distrecipe.plan.rollout import fractions
 from distrecipe.plan.runnable import runs
 from distrecipe.plan.units import gb
+from distrecipe.plan.verdict import band_text
 from distrecipe.recipe import AUTO, Offload, Recompute, Strategy
 from distrecipe.translator.resolve import variant
 
@@ -47,13 +49,19 @@ def advise(plan: Plan) -> list[str]:
         return [f"verl would not start: {current.rollout.refused}; state a rollout tensor parallelism "
                 "that divides the GPUs (actor_rollout_ref.rollout.tensor_model_parallel_size in "
                 "native.verl), then plan again"]
-    if current.fits and host.allowed(current):
+    if current.comfortable and host.allowed(current):
         return _when_it_fits(current, budget)
+    said = current.verdict
+    tight = said is not None and said.word == "tight" and host.allowed(current)
+    head = (f"tight: {_shortfall(current)}, within the error band ({band_text(said)})"
+            if tight and said is not None else f"does not fit: {_shortfall(current)}")
     trial = advised(plan)
     if trial is not None:
         est = estimate(trial)
-        return [f"does not fit: {_shortfall(current)}; it fits with {_changes(plan, trial)} "
+        return [f"{head}; it fits with {_changes(plan, trial)} "
                 f"({est.label} then needs {gb(est.need)}{_host(est)})"]
+    if tight:
+        return [f"{head}; no one change here clears the band: launch goes ahead, with a warning"]
     if current.rollout is not None and _rollout_cannot_fit(plan):
         return [_more_gpus(plan)]
     bound = _host_bound(plan)
@@ -68,7 +76,7 @@ def advised(plan: Plan) -> Plan | None:
     and that the recipe's engine runs: what "it fits with" names; None when none does."""
     for trial in _levers(plan):  # each one the resolver accepted
         est = estimate(trial)
-        if est.fits and host.allowed(est) and runs(plan, trial):
+        if est.comfortable and host.allowed(est) and runs(plan, trial):
             return trial
     return None
 
@@ -78,7 +86,7 @@ def _host_bound(plan: Plan) -> Estimate | None:
     more than `cluster.cpu_memory`, the one needing the least host memory: where only the
     host binds; None where none is refused for the host alone."""
     bound = [est for est in map(estimate, _levers(plan))
-             if est.fits and host.fits(est) is False and runs(plan, est.plan)]
+             if est.comfortable and host.fits(est) is False and runs(plan, est.plan)]
     return min(bound, key=lambda e: (host.per_node(e), e.need), default=None)
 
 
@@ -98,7 +106,7 @@ def _shortfall(current: Estimate) -> str:
 def _when_it_fits(current: Estimate, budget: float) -> list[str]:
     rows = [row for row in compare(current.plan) if row.plan.recipe.strategy != "megatron"]
     lines = [f"fits: {current.label} needs {gb(current.need)} of {gb(budget)}"]
-    less = next((row for row in rows if row.fits), None)
+    less = next((row for row in rows if row.comfortable), None)
     if less is not None and less.label != current.label and _rank(rows, less) < _rank(rows, current):
         lines[0] += (f"; {less.label} also fits with less sharding ({gb(less.need)}, sending "
                      f"{gb(less.traffic_engine.total)} per step against "
@@ -156,7 +164,13 @@ def _share_that_fits(plan: Plan) -> Plan | None:
         return None
     least, largest = span
     fraction = min(max(phase.fraction, least), largest)
-    return plan if fraction == phase.fraction else _try(plan, rl={"rollout_memory": fraction})
+    if fraction == phase.fraction:
+        return plan
+    trial = _try(plan, rl={"rollout_memory": fraction})
+    while trial is not None and not estimate(trial).comfortable and fraction > least:
+        fraction = round(fraction - 0.01, 2)  # the actor's state carries the band: a share below
+        trial = _try(plan, rl={"rollout_memory": fraction})
+    return trial
 
 
 def _rollout_cannot_fit(plan: Plan) -> bool:

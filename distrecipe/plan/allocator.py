@@ -48,9 +48,6 @@ FRAGMENTATION = 0.10
 """Reserved beyond allocated (+ stranded) for block rounding and splitting; calibrated."""
 CONTEXT = 2 * GiB
 """Per-GPU memory outside PyTorch's allocator: CUDA context, cuBLAS workspaces, NCCL."""
-AUTO_HEADROOM = 0.10
-"""`batch.micro: auto` keeps this share of the GPU free beyond `needed`: the calibration's
-error band, so a micro-batch chosen for the user does not run on the edge."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from distrecipe.plan.report import Estimate
 from distrecipe.plan.rollout import Rollout
 from distrecipe.plan.traffic import DDP_BUCKET
 from distrecipe.plan.units import GiB, MiB, gb
+from distrecipe.plan.verdict import Verdict, Word, band_text
 
 
 def _parts(parts: dict[str, float]) -> str:
@@ -191,13 +192,19 @@ def _fits(est: Estimate) -> str:
         breakdown = f"the rollout phase (above); training {gb(est.training_need)} = {breakdown}"
     elif est.rollout_need is not None:
         breakdown = f"the training phase: {breakdown}; rollout {gb(est.rollout_need)}"
-    if est.budget is None or est.plan.gpu_memory is None:
+    said = est.verdict
+    if said is None or est.plan.gpu_memory is None:
         return f"fits? unknown (no cluster.gpu_memory): needs {gb(est.need)} = {breakdown}"
-    verdict = "yes" if est.fits and host.allowed(est) else "no"
+    answer = ANSWER[said.word] if host.allowed(est) else "no"
     starved = "; the rollout engine's share is below its floor (above)" if est.starved else ""
     held = f"; offload needs {host.note(est)}" if host.fits(est) is False else ""
-    return (f"fits? {verdict}: needs {gb(est.need)} = {breakdown}, of "
-            f"{_memory(est.plan.gpu_memory)}{starved}{held}")
+    room = (f" less cluster.headroom {gb(said.headroom)} = {gb(said.usable)}" if said.headroom else "")
+    return (f"fits? {answer}: needs {gb(est.need)} ({band_text(said)}) = {breakdown}, of "
+            f"{_memory(est.plan.gpu_memory)}{room}{starved}{held}")
+
+
+ANSWER: dict[Word, str] = {"fits": "yes", "tight": "tight", "does not fit": "no"}
+"""`fits?` answered: yes, tight (within the error band), no."""
 
 
 def compare_text(rows: list[Estimate]) -> str:
@@ -205,7 +212,8 @@ def compare_text(rows: list[Estimate]) -> str:
               "sent (seed)", "sent (engine)", "step", "tokens/s/GPU", "MFU", "fits")
     table = [header]
     for row in rows:
-        fits = "?" if row.fits is None else ("yes" if row.fits else "no")
+        said = row.verdict
+        fits = "?" if said is None else ANSWER[said.word]
         table.append((row.label, row.formula.formula, gb(row.formula.total), gb(row.engine.peak),
                       gb(row.activation), gb(row.need),
                       gb(row.traffic_formula.total), gb(row.traffic_engine.total),
@@ -285,7 +293,20 @@ def as_json(est: Estimate, advice: list[str] | None = None) -> dict[str, Any]:
         "host_bytes_per_node": host.per_node(est),
         "cpu_memory": p.recipe.cluster.cpu_memory,
         "host_fits": host.fits(est),
+        **verdict_json(est.verdict),
     }
     if advice is not None:
         out["advice"] = advice
     return out
+
+
+def verdict_json(said: Verdict | None) -> dict[str, Any]:
+    """`verdict` (fits, tight, does not fit), the headroom kept and the band, in bytes and
+    relative, with whose band it is; every key null without a GPU memory."""
+    if said is None:
+        return {"verdict": None, "headroom": None, "usable": None, "band": None}
+    b = said.band
+    return {"verdict": said.word, "headroom": said.headroom, "usable": said.usable,
+            "band": {"family": b.family, "kernels": b.kernels, "wide": b.wide, "low": b.low,
+                     "high": b.high, "low_bytes": said.low, "high_bytes": said.high, "rows": b.rows,
+                     "sources": list(b.sources)}}

@@ -29,9 +29,11 @@ heads and sequence split over its tensor and sequence degrees in the engine that
 (`engines.heads`, lint's DR105; unknown heads check nothing), that the engine runs as
 `plan` models it (`runnable.judge`, as for `--compare`: each micro-batch compiles for the
 targets its launcher emits with no error, e.g. AutoTP beside a sequence group or verl's
-batch rules, and no warning the recipe's own compile lacks, e.g. ZeRO-1 under verl), that fits (`needed ≤
-cluster.gpu_memory`, as `plan` judges; with offload, the host memory a node's ranks
-hold ≤ `cluster.cpu_memory` when it is given, `host.py`), ranked by estimated step time
+batch rules, and no warning the recipe's own compile lacks, e.g. ZeRO-1 under verl), whose
+verdict is *fits* (`verdict.py`: `needed` at the top of its error band within
+`cluster.gpu_memory` less `cluster.headroom`, as `plan` judges; a *tight* one is not
+offered; with offload, the host memory a node's ranks hold ≤ `cluster.cpu_memory` when it
+is given, `host.py`), ranked by estimated step time
 (`rank`); with a program kind stated, what the kind reads compiles as `--strict` would
 (`runnable`). A mixture of experts whose estimated MFU is above its family's best published
 run (`efficiency.moe_ceiling`) is not credible and ranks after every plausible candidate.
@@ -268,7 +270,8 @@ def search(recipe: Recipe, gpus_per_node: int) -> Result:
                 lightest_any = est
             if host.allowed(est) and (lightest is None or est.need < lightest.need):
                 lightest = est
-            if est.fits is False:
+            said = est.verdict
+            if said is not None and said.word != "fits":  # tight is not offered: it may not fit
                 break  # memory grows with the micro-batch: no larger one fits either
             if not host.allowed(est):
                 if host_bound is None or (host.per_node(est), est.need) < (host.per_node(host_bound),
@@ -438,5 +441,6 @@ def as_json(candidate: Candidate, rank: int) -> dict[str, object]:
         "sent_bytes": est.traffic_engine.total, "needed_bytes": est.need,
         "reserved_bytes": est.memory.reserved,
         "host_bytes_per_node": host.per_node(est), "host_fits": host.fits(est), "fits": est.fits,
+        "verdict": None if est.verdict is None else est.verdict.word,
     }
 

@@ -125,7 +125,7 @@ FIELDS: dict[str, Row] = {
                                  exact("trainer.n_gpus_per_node"), LAUNCH),
     "cluster.device": Row(LAUNCH, mapped("`MULTI_GPU`/`FSDP` fall back to one process on CPU (DR209)"),
                           mapped("not runnable without GPUs"), exact("use_cpu")),
-    **{f"cluster.{key}": _same(PLAN) for key in ("gpu_memory", "cpu_memory", "gpu", "peak_tflops",
+    **{f"cluster.{key}": _same(PLAN) for key in ("gpu_memory", "headroom", "cpu_memory", "gpu", "peak_tflops",
                                                   "intra_node_bandwidth", "inter_node_bandwidth",
                                                   "network_latency")},
     **{key: _same(CASES) for key in ("strategy", "stage", "parallel.pipeline", "parallel.virtual_stages")},

@@ -69,6 +69,11 @@ def parse_size(value: int | str) -> int:
     return _whole(float(m.group(1)) * _UNITS[m.group(2).upper()], value)
 
 
+def _headroom(value: int | float | str) -> float | int:
+    """`cluster.headroom`: a number is a share of the GPU (a float), a size is bytes (an int)."""
+    return parse_size(value) if isinstance(value, str) else float(value)
+
+
 def parse_count(value: int | float | str) -> int:
     """A parameter count from `8.2e9`, `8.2B`, `350M` or an integer."""
     if isinstance(value, int):
@@ -202,7 +207,8 @@ def recipe_from_document(doc: Document, base_dir: Path) -> Recipe:
     validate_recipe(doc)
     d: dict[str, Any] = coerce_integers(doc.data, recipe_schema())
     cluster: dict[str, Any] = {
-        k: _bounded(parse_size(v), ("cluster", k), doc) if k in ("gpu_memory", "cpu_memory") else v
+        k: _bounded(parse_size(v), ("cluster", k), doc) if k in ("gpu_memory", "cpu_memory") else
+        _headroom(v) if k == "headroom" else v
         for k, v in d.get("cluster", {}).items()}
     batch: dict[str, Any] = {"global_" if k == "global" else k: v for k, v in d.get("batch", {}).items()}
     written: dict[str, Any] = {k: d[k] for k in ("stage", "precision", "reduce_dtype") if k in d}

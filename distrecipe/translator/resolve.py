@@ -58,6 +58,7 @@ def resolve(recipe: Recipe, *, detected_gpus: int | None = None, world: int | No
     _check_uneven_stages(recipe)
     _check_model(recipe)
     gpu_memory = _gpu_memory(recipe, prov)
+    _check_headroom(recipe, gpu_memory)
     dims = _dims(recipe, stage, _gpus_per_node(recipe, detected_gpus, world, prov), prov)
     _check_expert(recipe, dims)
     batch = None if script_batch(recipe) else _batch(recipe, dims.dp, prov, micro, gpu_memory)
@@ -177,6 +178,15 @@ def _stage(recipe: Recipe, prov: dict[str, str]) -> int:
             recipe.at("stage", "strategy"),
         )
     return recipe.stage
+
+
+def _check_headroom(recipe: Recipe, gpu_memory: int | None) -> None:
+    """A `cluster.headroom` size that leaves nothing of the GPU is refused, not judged."""
+    kept = recipe.cluster.headroom
+    if isinstance(kept, int) and gpu_memory is not None and kept >= gpu_memory:
+        raise RecipeError(f"cluster.headroom {kept / 1e9:.4g} GB leaves nothing of the GPU's "
+                          f"{gpu_memory / 1e9:.4g} GB: keep less free",
+                          recipe.at("cluster.headroom", "cluster"))
 
 
 def _gpu_memory(recipe: Recipe, prov: dict[str, str]) -> int | None:

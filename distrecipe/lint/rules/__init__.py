@@ -129,6 +129,7 @@ RULES: dict[str, Rule] = {rule.code: rule for rule in (
          pair=True),
     Rule("DR370", "memory-does-not-fit", "error", RECIPE, plan.memory_does_not_fit),
     Rule("DR371", "zero3-where-zero2-fits", "info", RECIPE, plan.zero3_where_zero2_fits),
+    Rule("DR372", "memory-tight", "warning", RECIPE, plan.memory_tight),
     Rule("DR380", "axolotl-unknown-key", "warning", AXOLOTL, axolotl.unknown_key),
     Rule("DR381", "axolotl-misspelt-key", "error", AXOLOTL, axolotl.misspelt_key),
     Rule("DR382", "axolotl-wrong-type", "error", AXOLOTL, axolotl.wrong_type),

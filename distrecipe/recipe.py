@@ -33,6 +33,7 @@ Attention = Literal["eager", "sdpa", "flash", "unknown"]
 Tristate = bool | Literal["unknown"]
 LossKernel = Literal["full", "chunked", "fused", "unknown"]
 FusedOps = Literal["none", "liger", "unknown"]
+MlpKernel = Literal["full", "tiled", "unknown"]
 ScheduleDecay = Literal["constant", "linear", "cosine"]
 CheckpointWeights = Literal["sharded", "full"]
 Backend = Literal["deepspeed", "accelerate", "accelerate-deepspeed", "torchrun", "verl"]
@@ -266,7 +267,7 @@ class Offload:
 class Kernels:
     """The kernels that change what a step saves for backward and how long it takes
     (measured in `benchmarks/saved_activations.py`; docs/plan.md, "Kernels"). The defaults
-    are eager Hugging Face's: no compile, the full loss, no fused ops."""
+    are eager Hugging Face's: no compile, the full loss, no fused ops, the whole MLP."""
 
     compile: Tristate = False
     """Blocks run under `torch.compile` (torchtitan's `compile`, the Trainer's
@@ -279,6 +280,10 @@ class Kernels:
     fused_ops: FusedOps = "none"
     """Fused norm / SwiGLU / RoPE kernels: `none` (the default), `liger` (the Trainer's
     `use_liger_kernel`, which also fuses the loss), or `unknown`."""
+    mlp: MlpKernel = "full"
+    """How each block's MLP runs: `full` (the whole sequence at once, the default) or
+    `tiled` (DeepSpeed's `TiledMLP`, ArcticTraining's `tiled_mlp_compute`: ceil(s / h)
+    shards, each recomputed in backward, so only the MLP's input is saved), or `unknown`."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -35,8 +35,9 @@ NOTE_TAG = re.compile(r"\[(kernels|launcher|offload|model|precision): ([^\]]*)\]
 [offload: optimizer=cpu params=cpu activations=cpu] [model: tied=yes]`. `kernels` sets the
 recipe's kernel fields where the plan models them: attention=eager `model.attention`,
 compile `kernels.compile` (where the `compile` column is empty), loss=chunked(...) and
-loss=fused(liger...) `kernels.loss`; flash-attn's fused cross-entropy (still the whole
-logits) and a tiled MLP are recorded only; `launcher` is the recipe's `launch.backend`; `offload`
+loss=fused(liger...) `kernels.loss`, mlp=tiled (DeepSpeed's `TiledMLP`) or mlp=plain
+`kernels.mlp` (`tiled`, `full`); flash-attn's fused cross-entropy (still the whole
+logits) is recorded only; `launcher` is the recipe's `launch.backend`; `offload`
 its `offload`; `model: tied=yes` its `model.tied_embeddings`; `precision: master=bf16
 state=bf16 reduce=bf16` its `optimizer.master_weights` and `optimizer.state_dtype` (pure bf16:
 the source casts the model to bf16 and runs a torch optimizer over it, no fp32 master copy)
@@ -239,6 +240,8 @@ def plan_for_row(row: Row) -> Plan:
     loss = kernels.get("loss", "").split("(")[0]  # fused(liger...): Liger's fused linear cross-entropy
     if loss == "chunked" or kernels.get("loss", "").startswith("fused(liger"):
         doc.setdefault("kernels", {})["loss"] = loss
+    if kernels.get("mlp") in ("tiled", "plain"):
+        doc.setdefault("kernels", {})["mlp"] = "tiled" if kernels["mlp"] == "tiled" else "full"
     if tags.get("model", {}).get("tied") == "yes":
         model["tied_embeddings"] = True
     if "launcher" in tags:

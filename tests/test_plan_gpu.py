@@ -216,8 +216,6 @@ band, and ArcticTraining's eight ALST rows *fit* or are *tight* by DeepSpeed's f
 
 TIGHT_VERDICTS = {
     "arctictraining_alst_recipes_2025 Llama-3.1-8B-Instruct 1 GPUs tp1 pp1 cp1 micro 1 s36000 full",
-    "arctictraining_alst_recipes_2025 Llama-3.1-8B-Instruct 1 GPUs tp1 pp1 cp1 micro 1 s500000 full",
-    "arctictraining_alst_recipes_2025 Llama-3.1-8B-Instruct 8 GPUs tp1 pp1 cp8 micro 1 s3800000 full",
     "bigscience_tr11_prequel_2022 BLOOM-arch GPT (206B, Megatron-DeepSpeed) 384 GPUs tp4 pp12 cp1 micro"
     " 2 s2048 full",
     "deepspeed_zero_offload_tutorial GPT-2 10B (Megatron-LM GPT-2, DeepSpeed example) 1 GPUs tp1 pp1 cp1"

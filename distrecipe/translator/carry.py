@@ -107,6 +107,7 @@ FIELDS: dict[str, Row] = {
     **{key: _same(PLAN) for key in _keys("model.") if key not in ("model.hidden_size", "model.layer_cls")},
     "kernels.compile": Row(PLAN, PLAN, PLAN, mapped("torch_compile (written when true)", "torch_compile")),
     "kernels.loss": _same(PLAN),
+    "kernels.mlp": _same(PLAN),
     "kernels.fused_ops": Row(PLAN, PLAN, PLAN,
                              mapped("use_liger_kernel (written for liger)", "use_liger_kernel")),
     "model.hidden_size": Row(mapped("the ZeRO buckets: zero_optimization.reduce_bucket_size = hidden², "

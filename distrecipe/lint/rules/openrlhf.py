@@ -1,0 +1,208 @@
+"""OpenRLHF command lines in launch scripts, judged by the entry module's own parser and
+the DeepSpeed batch its strategy builds."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from distrecipe.engines.openrlhf import NAMES, DsBatch, Entry, ds_violation, entry, judging, option_history
+from distrecipe.keys import did_you_mean
+from distrecipe.lint.rule import Problem
+from distrecipe.lint.workspace import Source
+
+
+def _command(src: Source) -> tuple[str, dict[str, Any], Entry | None]:
+    module = next(iter(src.data))
+    arguments = src.data[module]
+    return module, arguments if isinstance(arguments, dict) else {}, entry(module)
+
+
+def unknown_option(src: Source) -> Iterator[Problem]:
+    """An option the OpenRLHF entry's parser does not have: it exits before Ray starts.
+
+    Each `openrlhf.cli.train_*` module parses its command line with `argparse`
+    (`parse_args`), which refuses an unrecognized option (a unique prefix of one is
+    taken for it). OpenRLHF 0.10.2 renamed every option into groups
+    (`--micro_train_batch_size` → `--train.micro_batch_size`, `--actor_num_gpus_per_node`
+    → `--actor.num_gpus_per_node`): a script written for one release is refused by the
+    other, and the message names the release and the new name.
+
+    Fails: openrlhf
+    ```sh
+    python3 -m openrlhf.cli.train_ppo_ray --train.batch_size 128 --train.micro_batch_size 4 \\
+        --actor.num_gpus_per_node 8 --rollout.samples_per_prompt 4
+    ```
+
+    Passes: openrlhf
+    ```sh
+    python3 -m openrlhf.cli.train_ppo_ray --train.batch_size 128 --train.micro_batch_size 4 \\
+        --actor.num_gpus_per_node 8 --rollout.n_samples_per_prompt 4
+    ```
+
+    Fix: the option the message names; for a script of another release, run that release
+    (`--engine-version openrlhf=RELEASE`).
+    """
+    module, arguments, parser = _command(src)
+    if parser is None:
+        yield Problem((module,), f"{module} is no entry module of {judging()} (its entries: "
+                                 f"{', '.join(sorted(_entries()))})")
+        return
+    for written in arguments:
+        if parser.resolve(written) is not None:
+            continue
+        found = option_history(module, written)
+        if found is not None:
+            said, new = found
+            hint = f"; {said}" + (f"; now {new}" if new else "")
+        else:
+            hint = did_you_mean(written, sorted(parser.options))
+        yield Problem((module, written), f"{written} is no option of {judging()}'s {module}: argparse exits "
+                                         f"(\"unrecognized arguments: {written}\"){hint}", key=True)
+
+
+def _entries() -> list[str]:
+    from distrecipe.engines.openrlhf import entries
+
+    return sorted(entries())
+
+
+def value_refused(src: Source) -> Iterator[Problem]:
+    """A value the entry's parser refuses: argparse exits before Ray starts.
+
+    Not a number where the option converts with `int` or `float`, or a value outside
+    its `choices`.
+
+    Fails: openrlhf
+    ```sh
+    python3 -m openrlhf.cli.train_ppo_ray --train.batch_size 12.8 \\
+        --actor.num_gpus_per_node 8 --train.micro_batch_size 2
+    ```
+
+    Passes: openrlhf
+    ```sh
+    python3 -m openrlhf.cli.train_ppo_ray --train.batch_size 128 \\
+        --actor.num_gpus_per_node 8 --train.micro_batch_size 2
+    ```
+
+    Fix: a value of the option's type, or one of its choices.
+    """
+    module, arguments, parser = _command(src)
+    if parser is None:
+        return
+    for written, value in arguments.items():
+        option = parser.resolve(written)
+        if option is None or not isinstance(value, str):
+            continue
+        found = parser.options[option]
+        kind = found.get("type")
+        convert = {"int": int, "float": float}.get(str(kind))
+        converted: Any = value
+        if convert is not None:
+            try:
+                converted = convert(value)
+            except ValueError:
+                yield Problem((module, written),
+                              f"{written} {value!r}: argparse refuses it "
+                              f"(\"invalid {kind} value: {value!r}\"; {judging()})")
+                continue
+        choices = found.get("choices")
+        if choices and converted not in choices:
+            yield Problem((module, written), f"{written} {value!r}: argparse refuses it (\"invalid choice\"; "
+                                             f"{judging()} takes {', '.join(map(str, choices))})")
+
+
+def _number(value: object) -> int | None:
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            return None
+    return None
+
+
+def batch(src: Source) -> Iterator[Problem]:
+    """A batch DeepSpeed refuses inside OpenRLHF's actor or critic workers, after start-up.
+
+    The assertion comes after Ray, vLLM and the models have started.
+
+    OpenRLHF writes `train_batch_size` = B × ring × TP and `train_micro_batch_size_per_gpu`
+    = m into the ds_config and derives the accumulation as B × ring × TP // m // N, with N
+    = the group's `num_nodes × num_gpus_per_node`; DeepSpeed then asserts B × ring × TP =
+    m × accumulation × N ("256 != 2 * 18 * 7"). The critic (GAE) is checked at its own
+    world. The rollout makes `rollout_batch_size × n_samples_per_prompt` samples in
+    micro-batches of `micro_rollout_batch_size`, which must be at least the actor's data
+    parallel ranks (train_ppo_ray's own assertion).
+
+    Fails: openrlhf
+    ```sh
+    python3 -m openrlhf.cli.train_ppo_ray --train.batch_size 256 --train.micro_batch_size 2 \\
+        --actor.num_nodes 1 --actor.num_gpus_per_node 7 --critic.num_gpus_per_node 7 \\
+        --rollout.batch_size 256 --rollout.n_samples_per_prompt 4
+    ```
+
+    Passes: openrlhf
+    ```sh
+    python3 -m openrlhf.cli.train_ppo_ray --train.batch_size 256 --train.micro_batch_size 2 \\
+        --actor.num_nodes 1 --actor.num_gpus_per_node 8 --critic.num_gpus_per_node 8 \\
+        --rollout.batch_size 256 --rollout.n_samples_per_prompt 4
+    ```
+
+    Options the script leaves to a variable are not judged; an option not given takes the
+    parser's default (`--actor.num_gpus_per_node` 8).
+
+    Fix: the message names every factor and the nearest valid train batch.
+    """
+    module, arguments, parser = _command(src)
+    if parser is None or module != "openrlhf.cli.train_ppo_ray":
+        return
+    values: dict[str, tuple[Any, str | None]] = {}
+    for quantity in NAMES:
+        dest = parser.dest(quantity)
+        if dest is None:
+            continue
+        written = next((w for w in arguments
+                        if (o := parser.resolve(w)) and parser.options[o]["dest"] == dest), None)
+        values[quantity] = (arguments[written] if written is not None else parser.default(dest), written)
+
+    def number(quantity: str) -> int | None:
+        value, written = values.get(quantity, (None, None))
+        if written is None:
+            return value if isinstance(value, int) and not isinstance(value, bool) else None
+        return _number(value)
+
+    def at(*quantities: str) -> tuple[str, ...]:
+        for quantity in quantities:
+            written = values.get(quantity, (None, None))[1]
+            if written is not None:
+                return (module, written)
+        return (module,)
+
+    if values.get("dynamic_batch", (False, None))[0] not in (False, None):
+        return  # dynamic batches: micro 1, accumulation 1, DeepSpeed's check does not apply
+    train, micro = number("train_batch"), number("micro_train_batch")
+    ring, tp = number("ring") or 1, number("tp") or 1
+    groups = [("actor", "actor_nodes", "actor_gpus")]
+    estimator = values.get("estimator", (None, None))[0]
+    if estimator == "gae":
+        groups.append(("critic", "critic_nodes", "critic_gpus"))
+    for who, nodes_q, gpus_q in groups:
+        nodes, gpus = number(nodes_q), number(gpus_q)
+        if None in (train, micro, nodes, gpus):
+            continue
+        assert train is not None and micro is not None and nodes is not None and gpus is not None
+        said = f"{who} num_nodes {nodes} × num_gpus_per_node {gpus}"
+        message = ds_violation(DsBatch(who, train, micro, nodes * gpus, said, ring, tp))
+        if message:
+            yield Problem(at("train_batch", "micro_train_batch", gpus_q), f"{message} ({judging()})")
+    rollout, micro_rollout, n = number("rollout_batch"), number("micro_rollout_batch"), number("n_samples")
+    nodes, gpus = number("actor_nodes"), number("actor_gpus")
+    if None not in (rollout, micro_rollout, n, nodes, gpus) and micro_rollout:
+        assert rollout is not None and n is not None and nodes is not None and gpus is not None
+        ranks = nodes * gpus // ring // tp
+        if n * rollout // micro_rollout < ranks:
+            yield Problem(at("rollout_batch", "n_samples"),
+                          f"rollout batch {rollout} × n_samples_per_prompt {n} // micro rollout batch "
+                          f"{micro_rollout} = {n * rollout // micro_rollout} sample batches, fewer than the "
+                          f"actor's {ranks} data-parallel ranks: train_ppo_ray's assertion stops it "
+                          f"({judging()})")

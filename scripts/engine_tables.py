@@ -833,6 +833,21 @@ def openrlhf_parser(path: Path) -> argparse.ArgumentParser:
     raise ValueError(f"{path}: no __main__ block builds a parser")
 
 
+def computed_defaults(path: Path) -> set[str]:
+    """The options whose `default=` is computed when the parser is built (a timestamp in a
+    run name): no fact of the release, so the table leaves their default out."""
+    computed: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("add_argument"):
+            for keyword in node.keywords:
+                if keyword.arg == "default":
+                    try:
+                        ast.literal_eval(keyword.value)
+                    except ValueError:
+                        computed.update(str(arg.value) for arg in node.args if isinstance(arg, ast.Constant))
+    return computed
+
+
 def openrlhf_table() -> dict[str, Any]:
     """Every option of each OpenRLHF training entry (`openrlhf.cli.train_*`), from the parser
     the module itself builds (`openrlhf_parser`): its conversion, default, choices, nargs and
@@ -844,6 +859,7 @@ def openrlhf_table() -> dict[str, Any]:
     entries: dict[str, Any] = {}
     for path in sorted((root / "cli").glob("train_*.py")):
         parser = openrlhf_parser(path)
+        computed = computed_defaults(path)
         options: dict[str, Any] = {}
         for action in parser._actions:
             if not action.option_strings or action.dest == "help":
@@ -856,9 +872,10 @@ def openrlhf_table() -> dict[str, Any]:
                 entry["nargs"] = action.nargs
             if action.choices:
                 entry["choices"] = [jsonable(choice) for choice in action.choices]
-            with contextlib.suppress(TypeError, ValueError):
-                json.dumps(action.default)
-                entry["default"] = action.default
+            if not computed & set(action.option_strings):
+                with contextlib.suppress(TypeError, ValueError):
+                    json.dumps(action.default)
+                    entry["default"] = action.default
             for option in action.option_strings:
                 options[option] = entry
         entries[f"openrlhf.cli.{path.stem}"] = {"allow_abbrev": parser.allow_abbrev,

@@ -1,0 +1,100 @@
+"""OpenRLHF's rules against OpenRLHF: DR410/DR411 exactly where its entry module's parser
+exits, DR412 exactly where DeepSpeed refuses the ds_config its strategy writes from the
+parsed arguments (or train_ppo_ray's rollout assertion fails)."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from distrecipe.engines.openrlhf import command
+from distrecipe.lint.config import LintConfig
+from distrecipe.lint.engine import lint
+from tests import openrlhf_judge
+
+CORPUS = Path(__file__).resolve().parents[2] / "lint_corpus"
+PARSER_CODES = {"DR410", "DR411"}
+
+SCRIPTS = {
+    "grouped-ok": "python3 -m openrlhf.cli.train_ppo_ray --actor.num_gpus_per_node 8 --critic.num_gpus_per_node 8 "
+                  "--train.batch_size 128 --train.micro_batch_size 4 --rollout.n_samples_per_prompt 4\n",
+    "prefix": "python3 -m openrlhf.cli.train_ppo_ray --train.batch 128 --actor.num_gpus_per_node 8 "
+              "--critic.num_gpus_per_node 8\n",
+    "ambiguous-prefix": "python3 -m openrlhf.cli.train_ppo_ray --train.micro 4\n",
+    "bare-flag": "python3 -m openrlhf.cli.train_ppo_ray --train.colocate_all --vllm.enable_sleep "
+                 "--actor.num_gpus_per_node 8 --critic.num_gpus_per_node 8\n",
+    "sft": "deepspeed --module openrlhf.cli.train_sft --max_len 2048 --train_batch_size 256 --micro_batch 2\n",
+    "sft-grouped": "deepspeed --module openrlhf.cli.train_sft --data.max_len 2048 --train.batch_size 256\n",
+    "ray-submit": "ray job submit --address=http://127.0.0.1:8265 -- python3 -m openrlhf.cli.train_ppo_ray "
+                  "--actor.num_nodes 2 --actor.num_gpus_per_node 8 --critic.num_gpus_per_node 8 "
+                  "--critic.num_nodes 2 --train.batch_size 96 --train.micro_batch_size 4\n",
+    "equals": "python3 -m openrlhf.cli.train_ppo_ray --train.batch_size=100 --train.micro_batch_size=4 "
+              "--actor.num_gpus_per_node=8 --critic.num_gpus_per_node=8\n",
+}
+CASES = [(name, text) for name, text in SCRIPTS.items()] + [
+    (f"{case.parent.name}/{case.name}", next(p for p in sorted(case.iterdir()) if p.suffix == ".sh").read_text())
+    for code in ("DR410", "DR411", "DR412") for case in sorted((CORPUS / code).iterdir())]
+
+
+def _argv(text: str, path: Path) -> tuple[str, list[str]]:
+    found = command(text, str(path))
+    assert found is not None
+    module, words = found
+    return module, [word.value or "" for word in words]
+
+
+def _deepspeed_refusal(module: str, args: Any) -> str | None:
+    """DeepSpeed's refusal of the actor's (and the GAE critic's) ds_config, or the rollout
+    assertion of train_ppo_ray, from the parsed arguments."""
+    from distrecipe.judges import deepspeed as deepspeed_judge
+
+    if module != "openrlhf.cli.train_ppo_ray":
+        return None
+    value = vars(args).get
+    groups = [("actor.num_nodes", "actor.num_gpus_per_node")]
+    if value("algo.advantage.estimator") == "gae":
+        groups.append(("critic.num_nodes", "critic.num_gpus_per_node"))
+    ring, tp = value("ds.ring_attn_size"), value("ds.tensor_parallel_size")
+    for nodes, gpus in groups:
+        config = openrlhf_judge.ds_config(value("train.batch_size"), value("train.micro_batch_size"), ring, tp)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                deepspeed_judge.parse(config, value(nodes) * value(gpus))
+        except deepspeed_judge.refusals() as error:
+            return str(error)
+    samples = value("rollout.n_samples_per_prompt") * value("rollout.batch_size") // value("rollout.micro_batch_size")
+    if samples < value("actor.num_nodes") * value("actor.num_gpus_per_node") // ring // tp:
+        return "The number of sample batches must be greater than or equal to the effective number of actor processes."
+    return None
+
+
+@pytest.mark.parametrize(("name", "text"), CASES, ids=[c[0] for c in CASES])
+def test_lint_refuses_exactly_what_openrlhf_refuses(name: str, text: str, tmp_path: Path) -> None:
+    path = tmp_path / "run.sh"
+    path.write_text(text)
+    report = lint([path], config=LintConfig())
+    assert not report.unusable
+    codes = {f.code for f in report.findings}
+    module, argv = _argv(text, path)
+    refused = openrlhf_judge.refusal(module, argv)
+    assert bool(codes & PARSER_CODES) == (refused is not None), (refused, [f.message for f in report.findings])
+    if refused is None:
+        args = openrlhf_judge.parser(module).parse_args(argv)
+        deepspeed = _deepspeed_refusal(module, args)
+        assert ("DR412" in codes) == (deepspeed is not None), (deepspeed, [f.message for f in report.findings])
+
+
+def test_a_flat_option_names_its_grouped_successor(tmp_path: Path) -> None:
+    path = tmp_path / "run.sh"
+    path.write_text("python3 -m openrlhf.cli.train_ppo_ray \\\n  --micro_train_batch_size 8\n")
+    [finding] = lint([path], config=LintConfig()).findings
+    assert (finding.code, finding.where.line if finding.where else 0, finding.where.col if finding.where else 0) \
+        == ("DR410", 2, 3)
+    assert "removed in OpenRLHF 0.10.2 (last in 0.10.1)" in finding.message
+    assert finding.message.endswith("now --train.micro_batch_size")
+    older = lint([path], config=LintConfig(engines=(("openrlhf", "0.9.10", "--engine-version"),)))
+    assert older.findings == []

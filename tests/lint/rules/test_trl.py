@@ -1,0 +1,88 @@
+"""TRL's rules against TrlParser: lint finds a refusal (DR400-DR403) exactly where `trl
+NAME --config FILE` of the installed TRL stops, at the same world."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from distrecipe.engines.trl import command_of
+from distrecipe.lint.config import LintConfig
+from distrecipe.lint.engine import lint
+from distrecipe.source import parse_text
+from tests import trl_judge
+
+pytest.importorskip("trl")
+CORPUS = Path(__file__).resolve().parents[2] / "lint_corpus"
+TRL_CODES = {"DR400", "DR401", "DR402", "DR403"}
+
+ISSUE = """model_name_or_path: Qwen/Qwen2.5-0.5B
+dataset_name: trl-lib/Capybara
+packing: true
+per_device_train_batch_size: 2
+max_seq_length: 1024
+evaluation_strategy: steps
+output_dir: out
+"""
+
+FILES = {
+    "issue-sft": (ISSUE, 1),
+    "good-sft": (ISSUE.replace("max_seq_length", "max_length").replace("evaluation_strategy", "eval_strategy"), 1),
+    "dpo": ("model_name_or_path: m\nbeta: 0.1\nmax_length: 512\nloss_type: sigmoid\noutput_dir: o\n", 1),
+    "dpo-typo": ("model_name_or_path: m\nbeta: 0.1\nmax_lenght: 512\noutput_dir: o\n", 1),
+    "grpo-seven": ("model_name_or_path: m\nper_device_train_batch_size: 1\nnum_generations: 8\nuse_vllm: true\n", 7),
+    "grpo-eight": ("model_name_or_path: m\nper_device_train_batch_size: 1\nnum_generations: 8\nuse_vllm: true\n", 8),
+    "grpo-steps": ("model_name_or_path: m\nper_device_train_batch_size: 3\nsteps_per_generation: 4\n"
+                   "num_generations: 6\nuse_vllm: true\n", 2),
+    "grpo-bool": ("model_name_or_path: m\nuse_vllm: maybe\nnum_generations: 8\nper_device_train_batch_size: 8\n", 1),
+    "grpo-env": ("env:\n  WANDB_PROJECT: x\nmodel_name_or_path: m\nnum_generations: 4\n"
+                 "per_device_train_batch_size: 4\nbeta: 0.04\n", 2),
+}
+CASES = [(name, text, world) for name, (text, world) in FILES.items()] + [
+    (f"{case.parent.name}/{case.name}", (next(p for p in sorted(case.iterdir()) if p.suffix == ".yaml")).read_text(),
+     int(next((line.split(":")[1] for line in (case / "expect").read_text().splitlines()
+               if line.startswith("# world:")), "1")))
+    for code in sorted(TRL_CODES) for case in sorted((CORPUS / code).iterdir())]
+
+
+@pytest.mark.parametrize(("name", "text", "world"), CASES, ids=[c[0] for c in CASES])
+def test_lint_refuses_exactly_what_trl_refuses(name: str, text: str, world: int, tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    report = lint([path], config=LintConfig(), world=world)
+    assert not report.unusable and {f.where.file for f in report.findings if f.where} <= {str(path)}
+    found = [f for f in report.findings if f.code in TRL_CODES]
+    data = parse_text(text, str(path)).data
+    command = command_of(data).name
+    refused = trl_judge.refusal(command, path, world)
+    assert bool(found) == (refused is not None), (command, refused, [f.message for f in report.findings])
+
+
+def test_the_issue_s_file_names_both_keys_with_their_releases(tmp_path: Path) -> None:
+    path = tmp_path / "sft.yaml"
+    path.write_text(ISSUE)
+    report = lint([path], config=LintConfig())
+    assert [(f.where.line if f.where else 0, f.code, f.severity) for f in report.findings] == [
+        (5, "DR400", "error"), (6, "DR400", "error")]
+    first, second = (f.message for f in report.findings)
+    assert "removed in TRL 0.20.0 (last in 0.19.1)" in first and first.endswith("use max_length")
+    assert "removed in transformers 4.51.0" in second and second.endswith("use eval_strategy")
+
+
+def test_an_older_release_accepts_its_own_key(tmp_path: Path) -> None:
+    path = tmp_path / "sft.yaml"
+    path.write_text(ISSUE.replace("evaluation_strategy: steps\n", ""))
+    older = lint([path], config=LintConfig(engines=(("trl", "0.19.1", "--engine-version"),)))
+    assert [f.code for f in older.findings] == []
+    assert [f.code for f in lint([path], config=LintConfig()).findings] == ["DR400"]
+
+
+def test_grpo_message_names_every_factor_and_the_nearest_choices(tmp_path: Path) -> None:
+    path = tmp_path / "grpo.yaml"
+    path.write_text(FILES["grpo-seven"][0])
+    [finding] = lint([path], config=LintConfig(), world=7).findings
+    assert (finding.code, finding.where.line if finding.where else 0) == ("DR402", 3)
+    assert ("per_device_train_batch_size 1 × 7 processes × gradient_accumulation_steps 1 = 7" in finding.message
+            and "num_generations (8)" in finding.message and "num_generations 7" in finding.message
+            and "per_device_train_batch_size 8" in finding.message)

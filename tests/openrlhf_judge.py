@@ -1,0 +1,79 @@
+"""OpenRLHF's own verdict on a command line, from its package installed alone in `.openrlhf`
+(`make openrlhf`: its wheel pins vLLM, flash-attn and Ray builds that cannot install here).
+
+`parser(module)` is the argparse parser the entry module builds under `__main__`, built by
+running exactly those statements (`scripts/engine_tables.openrlhf_parser`, which also
+writes the tables); `ds_config` is what OpenRLHF's strategy hands DeepSpeed: its own
+`get_train_ds_config` (loaded from its file with this venv's DeepSpeed and torch) with the
+batch keys its `DeepspeedStrategy` sets.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import os
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HOME = ROOT / ".openrlhf"
+PACKAGE = HOME / "openrlhf"
+
+
+def require() -> None:
+    """Fail (or skip with DISTRECIPE_OPENRLHF=0) where `.openrlhf` was not built."""
+    if not PACKAGE.is_dir():
+        if os.environ.get("DISTRECIPE_OPENRLHF") == "0":
+            pytest.skip("DISTRECIPE_OPENRLHF=0")
+        pytest.fail(f"{HOME} is missing: run `make openrlhf` (make test builds it)")
+
+
+def _load(name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@cache
+def _tables() -> ModuleType:
+    return _load("engine_tables", ROOT / "scripts" / "engine_tables.py")
+
+
+def parser(module: str) -> Any:
+    require()
+    path = PACKAGE / "cli" / f"{module.rsplit('.', 1)[-1]}.py"
+    return _tables().openrlhf_parser(path)
+
+
+def refusal(module: str, argv: list[str]) -> str | None:
+    """argparse's error for `python -m MODULE ARGV`, or None when it parses."""
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            parser(module).parse_args(argv)
+    except SystemExit:
+        return said.getvalue().strip().splitlines()[-1]
+    return None
+
+
+@cache
+def _ds_utils() -> ModuleType:
+    require()
+    return _load("openrlhf_deepspeed_utils", PACKAGE / "utils" / "deepspeed" / "deepspeed_utils.py")
+
+
+def ds_config(train_batch: int, micro: int, ring: int = 1, tp: int = 1, stage: int = 2) -> dict[str, Any]:
+    """The ds_config `DeepspeedStrategy.get_ds_train_config` builds (no dynamic batch)."""
+    config: dict[str, Any] = _ds_utils().get_train_ds_config(offload=False, stage=stage,
+                                                             tensor_parallel_size=tp)
+    config["train_micro_batch_size_per_gpu"] = micro
+    config["train_batch_size"] = train_batch * ring * tp
+    return config

@@ -784,7 +784,7 @@ def _parser_dataclasses(tree: ast.Module) -> list[str] | None:
 
 
 def trl_table() -> dict[str, Any]:
-    """TRL's commands (`trl sft`, `trl grpo`, ...: the dataclasses each script hands
+    """TRL's training commands (`trl sft`, `trl grpo`, ...: the dataclasses each script hands
     `TrlParser`, read from `trl/scripts/NAME.py`) and each dataclass's own fields with the
     JSON types and choices their annotations accept and their literal defaults, read from
     the release's sources (an older TRL does not import beside today's transformers; the
@@ -799,9 +799,13 @@ def trl_table() -> dict[str, Any]:
         names = _parser_dataclasses(ast.parse(script.read_text(encoding="utf-8")))
         if not names or script.stem in ("vllm_serve", "utils"):
             continue
-        commands[script.stem] = names
+        found: dict[str, Any] = dict(dataclasses_)
         for name in names:
-            _dataclass_fields(name, index, f"scripts/{script.stem}.py", dataclasses_)
+            _dataclass_fields(name, index, f"scripts/{script.stem}.py", found)
+        if not any("TrainingArguments" in found[name]["extends"] for name in names if name in found):
+            continue  # `trl chat`, `trl env`: no trainer reads their file
+        commands[script.stem] = names
+        dataclasses_.update(found)
     return {"engine": "trl", "version": importlib.metadata.version("trl"), "commands": commands,
             "dataclasses": {name: {k: v for k, v in entry.items() if k != "module"}
                             for name, entry in sorted(dataclasses_.items()) if "@" not in name}}

@@ -77,3 +77,43 @@ def ds_config(train_batch: int, micro: int, ring: int = 1, tp: int = 1, stage: i
     config["train_micro_batch_size_per_gpu"] = micro
     config["train_batch_size"] = train_batch * ring * tp
     return config
+
+
+def deepspeed_refusal(module: str, args: Any) -> str | None:
+    """What stops `openrlhf.cli.train_ppo_ray` after parsing `args` (its parsed namespace):
+    DeepSpeed's refusal of the actor's (and the GAE critic's) ds_config as OpenRLHF
+    builds it, or train_ppo_ray's own assertion that the rollout holds a sample batch
+    per actor rank. None for the other entries, and for dynamic batches."""
+    import warnings
+
+    from distrecipe.judges import deepspeed as deepspeed_judge
+
+    if module != "openrlhf.cli.train_ppo_ray":
+        return None
+    value = vars(args).get
+    if value("train.dynamic_batch_enable"):
+        return None
+    groups = [("actor.num_nodes", "actor.num_gpus_per_node")]
+    if value("algo.advantage.estimator") == "gae":
+        groups.append(("critic.num_nodes", "critic.num_gpus_per_node"))
+    ring, tp = value("ds.ring_attn_size"), value("ds.tensor_parallel_size")
+    for nodes, gpus in groups:
+        config = ds_config(value("train.batch_size"), value("train.micro_batch_size"), ring, tp)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                deepspeed_judge.parse(config, value(nodes) * value(gpus))
+        except deepspeed_judge.refusals() as error:
+            return str(error)
+    samples = value("rollout.n_samples_per_prompt") * value("rollout.batch_size") // value("rollout.micro_batch_size")
+    if samples < value("actor.num_nodes") * value("actor.num_gpus_per_node") // ring // tp:
+        return "The number of sample batches must be greater than or equal to the effective number of actor processes."
+    return None
+
+
+def verdict(module: str, argv: list[str]) -> str | None:
+    """Why OpenRLHF stops `python -m MODULE ARGV` before training, or None."""
+    refused = refusal(module, argv)
+    if refused is not None:
+        return refused
+    return deepspeed_refusal(module, parser(module).parse_args(argv))

@@ -125,15 +125,47 @@ class Argument:
     value: Word | None
 
 
+HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1[^\n]*\n(?=\s*openrlhf\.cli\.train_)(.*?)^\s*\2\s*$",
+                     re.S | re.M)
+"""A heredoc whose body is an OpenRLHF command: OpenRLHF's DeepSpeed examples write
+`read -r -d '' training_commands <<EOF` / `openrlhf.cli.train_sft ...` / `EOF` and run
+`deepspeed --module $training_commands`."""
+QUOTED = re.compile(r'(?:python[\d.]*|deepspeed)\s+(?:-m|--module)\s+openrlhf\.cli\.train_\w+(?:[^"\\]|\\.)*',
+                    re.S)
+"""An OpenRLHF command inside a double-quoted argument (`srun ... bash -c "... python3 -m
+openrlhf.cli.train_ppo_ray ..."`, OpenRLHF's SLURM example), up to the closing quote."""
+
+
 def command(text: str, file: str) -> tuple[str, list[Word]] | None:
     """The first OpenRLHF entry a script runs (behind `python -m`, `deepspeed --module`,
-    `ray job submit ... --`, `srun`, ...) and the words after it, or None."""
+    `ray job submit ... --`, `srun`, ...; inside a heredoc variable or a `bash -c "..."`
+    string) and the words after it, or None."""
     for words, _raw in commands_with_origin(text, file):
         for index, word in enumerate(words[1:], start=1):
             value = word.value or ""
             if ENTRY.fullmatch(value) and (words[index - 1].value or "") in ("-m", "--module"):
                 return value, words[index + 1:]
+    for pattern, group in ((HEREDOC, 3), (QUOTED, 0)):
+        found = pattern.search(text)
+        if found is None:
+            continue
+        body = found[group]
+        start = found.start(group)
+        before = text[:start]
+        line_start = before.rfind("\n") + 1
+        padded = "\n" * before.count("\n") + " " * (start - line_start)  # the same lines and columns
+        shell = padded + _unescaped(body, pattern is QUOTED)
+        words = [word for words, _raw in commands_with_origin(shell, file) for word in words]
+        head = 0 if pattern is HEREDOC else 2
+        if len(words) > head and ENTRY.fullmatch(words[head].value or ""):
+            return str(words[head].value), words[head + 1:]
     return None
+
+
+def _unescaped(body: str, quoted: bool) -> str:
+    """A double-quoted string's text as the shell hands it on (`\\"` is `"`), keeping its
+    length where it can; a heredoc body as written."""
+    return body.replace('\\"', ' "') if quoted else body
 
 
 def read_command(text: str, file: str) -> Document | None:

@@ -41,7 +41,7 @@ def test_commands_and_fields_are_what_trl_parses() -> None:
 
 
 def test_older_releases_name_the_renamed_fields() -> None:
-    assert releases("trl")[0] == "0.19.1"
+    assert releases("trl")[0] == "0.17.0"
     sft = table_of("trl", "0.19.1")["dataclasses"]["SFTConfig"]["fields"]
     assert sft["max_seq_length"]["replaced_by"] == "max_length"
     assert "max_seq_length" not in table_of("trl", "0.20.0")["dataclasses"]["SFTConfig"]["fields"]

@@ -4,9 +4,7 @@ parsed arguments (or train_ppo_ray's rollout assertion fails)."""
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -46,32 +44,6 @@ def _argv(text: str, path: Path) -> tuple[str, list[str]]:
     return module, [word.value or "" for word in words]
 
 
-def _deepspeed_refusal(module: str, args: Any) -> str | None:
-    """DeepSpeed's refusal of the actor's (and the GAE critic's) ds_config, or the rollout
-    assertion of train_ppo_ray, from the parsed arguments."""
-    from distrecipe.judges import deepspeed as deepspeed_judge
-
-    if module != "openrlhf.cli.train_ppo_ray":
-        return None
-    value = vars(args).get
-    groups = [("actor.num_nodes", "actor.num_gpus_per_node")]
-    if value("algo.advantage.estimator") == "gae":
-        groups.append(("critic.num_nodes", "critic.num_gpus_per_node"))
-    ring, tp = value("ds.ring_attn_size"), value("ds.tensor_parallel_size")
-    for nodes, gpus in groups:
-        config = openrlhf_judge.ds_config(value("train.batch_size"), value("train.micro_batch_size"), ring, tp)
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                deepspeed_judge.parse(config, value(nodes) * value(gpus))
-        except deepspeed_judge.refusals() as error:
-            return str(error)
-    samples = value("rollout.n_samples_per_prompt") * value("rollout.batch_size") // value("rollout.micro_batch_size")
-    if samples < value("actor.num_nodes") * value("actor.num_gpus_per_node") // ring // tp:
-        return "The number of sample batches must be greater than or equal to the effective number of actor processes."
-    return None
-
-
 @pytest.mark.parametrize(("name", "text"), CASES, ids=[c[0] for c in CASES])
 def test_lint_refuses_exactly_what_openrlhf_refuses(name: str, text: str, tmp_path: Path) -> None:
     path = tmp_path / "run.sh"
@@ -84,7 +56,7 @@ def test_lint_refuses_exactly_what_openrlhf_refuses(name: str, text: str, tmp_pa
     assert bool(codes & PARSER_CODES) == (refused is not None), (refused, [f.message for f in report.findings])
     if refused is None:
         args = openrlhf_judge.parser(module).parse_args(argv)
-        deepspeed = _deepspeed_refusal(module, args)
+        deepspeed = openrlhf_judge.deepspeed_refusal(module, args)
         assert ("DR412" in codes) == (deepspeed is not None), (deepspeed, [f.message for f in report.findings])
 
 

@@ -788,7 +788,8 @@ def trl_table() -> dict[str, Any]:
     `TrlParser`, read from `trl/scripts/NAME.py`) and each dataclass's own fields with the
     JSON types and choices their annotations accept and their literal defaults, read from
     the release's sources (an older TRL does not import beside today's transformers; the
-    installed release's are checked against `dataclasses.fields` by the oracle tests)."""
+    installed release's are checked against `dataclasses.fields` by the oracle tests); and
+    the world of each Accelerate config it ships (`trl NAME --accelerate_config zero2`)."""
     root = source_root("trl")
     if root is None:
         raise ModuleNotFoundError("trl")
@@ -806,7 +807,15 @@ def trl_table() -> dict[str, Any]:
             continue  # `trl chat`, `trl env`: no trainer reads their file
         commands[script.stem] = names
         dataclasses_.update(found)
+    import yaml
+
+    shipped = {}
+    for config in sorted((root / "accelerate_configs").glob("*.yaml")):
+        loaded = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
+        world = ("distributed_type", "num_processes", "num_machines")
+        shipped[config.stem] = {key: loaded.get(key) for key in world}
     return {"engine": "trl", "version": importlib.metadata.version("trl"), "commands": commands,
+            "accelerate_configs": shipped,
             "dataclasses": {name: {k: v for k, v in entry.items() if k != "module"}
                             for name, entry in sorted(dataclasses_.items()) if "@" not in name}}
 

@@ -57,3 +57,42 @@ def refusal_of(values: dict[str, Any], command: str, tmp: Path, size: int = 1) -
     path = tmp / f"{command}.yaml"
     path.write_text(yaml.safe_dump(values))
     return refusal(command, path, size)
+
+
+def command_refusal(command: str, argv: list[str], cwd: Path) -> str | None:
+    """Why `trl COMMAND ARGV`, run in `cwd`, stops before training: what its CLI does up to
+    launching (`TrainingCommand.run`: the command's parser with the remaining arguments
+    kept apart, `--accelerate_config` resolved, `accelerate launch`'s parser over the rest),
+    then the training script's own parse in each of the processes it starts."""
+    import yaml
+    from accelerate.commands.launch import launch_command_parser
+    from trl.cli.accelerate_config import resolve_accelerate_config_argument
+    from trl.cli.commands.training import _subtract_subsequence
+
+    said = io.StringIO()
+    here = os.getcwd()
+    env = dict(os.environ)
+    os.chdir(cwd)
+    try:
+        with world(1), contextlib.redirect_stderr(said):  # the `trl` process itself
+            *_, config_remaining, cli_remaining = parser(command).parse_args_and_config(
+                [*argv, "--report_to", "none"], return_remaining_strings=True, separate_remaining_strings=True)
+            launch_args = resolve_accelerate_config_argument(config_remaining + cli_remaining)
+            script_args = _subtract_subsequence([*argv, "--report_to", "none"], cli_remaining)
+            launched = launch_command_parser().parse_args([*launch_args, f"{command}.py", *script_args])
+        processes = launched.num_processes
+        if processes is None and launched.config_file:
+            loaded = yaml.safe_load(Path(launched.config_file).read_text()) or {}
+            # `distributed_type: "NO"` starts one process whatever num_processes says
+            processes = 1 if loaded.get("distributed_type") == "NO" else loaded.get("num_processes")
+        with world(processes or 1), contextlib.redirect_stderr(said):  # each process it launches
+            parser(command).parse_args_and_config(script_args)
+    except SystemExit:
+        return said.getvalue().strip().splitlines()[-1]
+    except ValueError as error:
+        return str(error)
+    finally:
+        os.chdir(here)
+        os.environ.clear()
+        os.environ.update(env)
+    return None

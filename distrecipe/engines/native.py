@@ -37,7 +37,9 @@ from distrecipe.engines.openrlhf import is_command as is_openrlhf_command
 from distrecipe.engines.openrlhf import read_command as read_openrlhf_command
 from distrecipe.engines.platforms import platform_kind
 from distrecipe.engines.shell import SCRIPT_SUFFIXES, is_script
+from distrecipe.engines.trl import is_command as is_trl_command
 from distrecipe.engines.trl import is_trl
+from distrecipe.engines.trl import read_command as read_trl_command
 from distrecipe.engines.verl import ENTRY as VERL_ENTRY
 from distrecipe.engines.verl import VERL_ROOTS
 from distrecipe.keys import get
@@ -60,6 +62,8 @@ def detect(doc: Document) -> Kind | None:
         return "recipe"
     if is_openrlhf_command(data):
         return "openrlhf"
+    if is_trl_command(data):
+        return "trl"
     if keys & ACCELERATE_MARKERS:
         return "accelerate"
     if "actor_rollout_ref" in keys or {"data", "trainer"} <= keys or _runs_verl(doc, keys):
@@ -138,6 +142,8 @@ def read(path: Path, text: str, *, keep_last: bool = False) -> Document:
     suffix = path.suffix.lower()
     if suffix in OVERRIDE_SUFFIXES:
         if is_script(name) and "openrlhf.cli." in text and (command := read_openrlhf_command(text, name)):
+            return command
+        if is_script(name) and "trl " in text and (command := read_trl_command(text, name)):
             return command
         overrides = read_overrides(text, name)
         if overrides.data or not is_script(name):

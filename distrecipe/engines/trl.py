@@ -17,13 +17,18 @@ accept the most of its keys (`command_of`). GRPO's batch arithmetic is
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from distrecipe.engines.argv import read_flags
 from distrecipe.engines.hf import SCRIPT_FIELDS
+from distrecipe.engines.shell import Word, commands_with_origin
 from distrecipe.engines.tables import release, releases, table, table_of, training_arguments
+from distrecipe.errors import Position
+from distrecipe.source import Document, KeyPath
 
 SHARED = ("ScriptArguments", "ModelConfig", "DatasetMixtureConfig", "GRPOScriptArguments",
           "RLOOScriptArguments")
@@ -244,3 +249,61 @@ def _multiple(value: int, generations: int, global_batch: int) -> int:
 
     step = lcm(generations, max(global_batch, 1))
     return -(-value // step) * step
+
+
+COMMAND_KEY = re.compile(r"trl (\w+)")
+"""A TRL command line's document is `{"trl NAME": {argument: value}}` (`read_command`)."""
+
+
+def read_command(text: str, file: str) -> Document | None:
+    """A launch script's first `trl NAME ...` training command as a document: each
+    `--name value` argument as written (its value's text, None where the script leaves it
+    to a variable, True for a flag given alone), with positions."""
+    names = set(commands()) | set(ORDER)
+    for words, _raw in commands_with_origin(text, file):
+        for index, word in enumerate(words[:-1]):
+            if (word.value or "").rsplit("/", 1)[-1] == "trl" and words[index + 1].value in names:
+                return _document(f"trl {words[index + 1].value}", words[index + 2:], text, file)
+    return None
+
+
+def _document(key: str, words: list[Word], text: str, file: str) -> Document:
+    data: dict[str, Any] = {}
+    positions: dict[KeyPath, Position] = {(): words[0].where if words else Position(file, 1, 1)}
+    key_positions: dict[KeyPath, Position] = {}
+    for flag in read_flags([word.value for word in words]):
+        separate = flag.value_at is not None and flag.value_at != flag.at
+        at = words[flag.value_at] if separate and flag.value_at is not None else words[flag.at]
+        data[flag.name] = True if flag.value_at is None and flag.value is None else flag.value
+        key_positions[(key, flag.name)] = words[flag.at].where
+        positions[(key, flag.name)] = at.where
+    positions[(key,)] = key_positions[(key,)] = positions[()]
+    return Document({key: data}, file, positions, key_positions, tuple(text.splitlines()))
+
+
+def is_command(data: object) -> bool:
+    """Whether a document is a TRL command line (`read_command`'s shape)."""
+    if not isinstance(data, dict) or len(data) != 1:
+        return False
+    key, value = next(iter(data.items()))
+    return isinstance(key, str) and COMMAND_KEY.fullmatch(key) is not None and isinstance(value, dict)
+
+
+def launch_options() -> frozenset[str]:
+    """What `trl NAME` hands `accelerate launch` rather than its dataclasses: Accelerate's
+    launch options (the judging Accelerate's) and `accelerate_config`, which TRL resolves."""
+    from distrecipe.engines.tables import table as judging
+
+    return frozenset(judging("accelerate")["launch_options"]) | {"accelerate_config"}
+
+
+def shipped_world(name: str) -> int | None:
+    """The processes TRL's shipped Accelerate config `name` starts (`zero2`: 8 — every one
+    of them says 8 but `single_gpu`, a one-process config), None for a name it lacks."""
+    found = table("trl").get("accelerate_configs", {}).get(name)
+    if found is None:
+        return None
+    if found.get("distributed_type") == "NO":
+        return 1
+    processes = found.get("num_processes")
+    return processes if isinstance(processes, int) else None

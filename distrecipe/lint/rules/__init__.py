@@ -151,6 +151,7 @@ RULES: dict[str, Rule] = {rule.code: rule for rule in (
     Rule("DR401", "trl-wrong-type", "error", TRL, trl.wrong_type),
     Rule("DR402", "trl-grpo-batch", "error", TRL, trl.grpo_batch),
     Rule("DR403", "trl-unknown-key", "warning", TRL, trl.unknown_key),
+    Rule("DR404", "trl-unknown-argument", "error", TRL, trl.unknown_argument),
     Rule("DR410", "openrlhf-unknown-option", "error", OPENRLHF, openrlhf.unknown_option),
     Rule("DR411", "openrlhf-value-refused", "error", OPENRLHF, openrlhf.value_refused),
     Rule("DR412", "openrlhf-batch", "error", OPENRLHF, openrlhf.batch),

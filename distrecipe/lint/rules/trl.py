@@ -4,15 +4,58 @@ dataclasses of the command that reads them and by `GRPOConfig.__post_init__`."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from distrecipe.engines.hf import REMOVED, field_release
 from distrecipe.engines.tables import history, label, training_flags
-from distrecipe.engines.trl import Command, GrpoBatch, command_of, commands, grpo_violations, renamed
+from distrecipe.engines.trl import (
+    Command,
+    GrpoBatch,
+    command_of,
+    commands,
+    grpo_violations,
+    is_command,
+    launch_options,
+    renamed,
+    shipped_world,
+)
 from distrecipe.keys import did_you_mean, integer
 from distrecipe.lint.rule import Problem
 from distrecipe.lint.workspace import Source
+from distrecipe.source import KeyPath
+
+
+@dataclass(frozen=True)
+class View:
+    """What a TRL rule judges: a config file's keys, or a `trl NAME` command line's arguments."""
+
+    values: dict[Any, Any]
+    prefix: KeyPath
+    """Where `values` sit in the document: `()` for a config, `("trl NAME",)` for a command."""
+    command: Command
+    line: bool
+    """A command line: its arguments are strings, and `accelerate launch` takes the
+    Accelerate options among them."""
+
+    def path(self, key: str | int) -> KeyPath:
+        return (*self.prefix, key)
+
+    @property
+    def accepted(self) -> frozenset[str]:
+        return self.command.accepted | (launch_options() | {"config"} if self.line else frozenset())
+
+
+def view(src: Source) -> View:
+    data = src.data
+    if is_command(data):
+        key = next(iter(data))
+        name = key.split(" ", 1)[1]
+        values = data[key]
+        return View(values, (key,), command_of(values, name), True)
+    return View(data, (), command_of(data), False)
 
 
 def removed_key(src: Source) -> Iterator[Problem]:
@@ -49,12 +92,13 @@ def removed_key(src: Source) -> Iterator[Problem]:
     Fix: the field the message names, or delete the key; for a key of another release,
     run that release (`--engine-version trl=RELEASE` judges by it).
     """
-    for key, other, command in _unknown(src):
+    seen = view(src)
+    for key, other, command in _unknown(seen):
         if other is None:
             continue
         replacing = renamed(str(key)) or REMOVED.get(str(key))
         use = f"; use {replacing}" if replacing else ""
-        yield Problem((key,), f"{_refused(key, command)}; {other}{use}", key=True)
+        yield Problem(seen.path(key), f"{_refused(key, command, seen.line)}; {other}{use}", key=True)
 
 
 def unknown_key(src: Source) -> Iterator[Problem]:
@@ -84,26 +128,64 @@ def unknown_key(src: Source) -> Iterator[Problem]:
     Fix: the field the message suggests, or delete the key; a key the script's own
     dataclasses read can be suppressed (`# distrecipe: ignore[DR403]`).
     """
-    for key, other, command in _unknown(src):
+    seen = view(src)
+    if seen.line:
+        return  # `trl NAME` itself refuses it: DR404
+    for key, other, command in _unknown(seen):
         if other is None:
-            yield Problem((key,), _refused(key, command) + did_you_mean(str(key), sorted(command.accepted)),
-                          key=True)
+            yield Problem(seen.path(key), _refused(key, command, seen.line) + did_you_mean(str(key), sorted(
+                seen.accepted)), key=True)
 
 
-def _refused(key: object, command: Command) -> str:
+def unknown_argument(src: Source) -> Iterator[Problem]:
+    """An argument of a `trl NAME` command line that neither TRL nor Accelerate takes: refused.
+
+    `trl NAME ARGS` parses ARGS with the command's dataclasses and hands what they leave to
+    `accelerate launch` (`--num_processes`, `--config_file`; `--accelerate_config zero2`
+    becomes TRL's shipped config), whose parser refuses anything else before any process
+    starts. Unlike a YAML read by a script of one's own, no other dataclass can take it.
+
+    Fails: trl
+    ```sh
+    trl grpo --model_name_or_path Qwen/Qwen2.5-0.5B --dataset_name trl-lib/tldr \\
+        --num_generations 8 --max_completion_lenght 256
+    ```
+
+    Passes: trl
+    ```sh
+    trl grpo --model_name_or_path Qwen/Qwen2.5-0.5B --dataset_name trl-lib/tldr \\
+        --num_generations 8 --max_completion_length 256
+    ```
+
+    Fix: the argument the message suggests, or delete it.
+    """
+    seen = view(src)
+    if not seen.line:
+        return
+    for key, other, command in _unknown(seen):
+        if other is None:
+            yield Problem(seen.path(key), _refused(key, command, True) + did_you_mean(str(key), sorted(
+                seen.accepted)), key=True)
+
+
+def _refused(key: object, command: Command, line: bool = False) -> str:
+    if line:
+        return (f"--{key} is no field of {label('trl')}'s `trl {command.name}` dataclasses "
+                f"({', '.join(command.dataclasses)}; {label('hf')}'s TrainingArguments) nor an option of "
+                f"`accelerate launch`, to which `trl {command.name}` hands the rest: it refuses it")
     return (f"{key!r} is no field of {label('trl')}'s `trl {command.name}` dataclasses "
             f"({', '.join(command.dataclasses)}; {label('hf')}'s TrainingArguments): TrlParser refuses "
             f"the file (\"Unknown arguments from config file\")")
 
 
-def _unknown(src: Source) -> Iterator[tuple[str | int, str | None, Command]]:
+def _unknown(seen: View) -> Iterator[tuple[str | int, str | None, Command]]:
     """Each key the command does not accept, with where else it exists (another command
     of this release, another TRL release, a removed TrainingArguments field), or None."""
-    command = command_of(src.data)
+    command = seen.command
     others = sorted(name for name in commands() if name != command.name)
-    for key in src.data:
+    for key in seen.values:
         name = str(key)
-        if name in command.accepted:
+        if name in seen.accepted:
             continue
         elsewhere = [other for other in others if name in commands()[other].accepted]
         other: str | None
@@ -151,9 +233,10 @@ def wrong_type(src: Source) -> Iterator[Problem]:
 
     Fix: write the number (or `true`/`false`) the field takes.
     """
-    command = command_of(src.data)
+    seen = view(src)
+    command = seen.command
     flags = training_flags()
-    for key, value in src.data.items():
+    for key, value in seen.values.items():
         if not isinstance(value, str):
             continue
         name = str(key)
@@ -168,8 +251,9 @@ def wrong_type(src: Source) -> Iterator[Problem]:
             wanted = flag.get("type") if flag is not None else None
         if wanted is None or _converts(wanted, value):
             continue
-        yield Problem((key,), f"{key}: {value!r} is no {wanted} ({label('trl')}'s {command.owner(name)}): "
-                              f"TrlParser's argparse refuses it (\"invalid {wanted} value: {value!r}\")")
+        yield Problem(seen.path(key), f"{key}: {value!r} is no {wanted} ({label('trl')}'s "
+                                      f"{command.owner(name)}): TrlParser's argparse refuses it "
+                                      f"(\"invalid {wanted} value: {value!r}\")")
 
 
 def _converts(wanted: str, value: str) -> bool:
@@ -217,24 +301,64 @@ def grpo_batch(src: Source) -> Iterator[Problem]:
 
     Fix: the message names every factor and the nearest valid values.
     """
-    command = command_of(src.data)
+    seen = view(src)
+    command = seen.command
     if command.name != "grpo":
         return
-    generations = integer(src.data.get("num_generations", command.default("num_generations")))
-    per_device = integer(src.data.get("per_device_train_batch_size",
-                                      command.default("per_device_train_batch_size")))
-    accumulation = integer(src.data.get("gradient_accumulation_steps",
-                                        command.default("gradient_accumulation_steps")))
+    values = {**_config_of(src, seen), **seen.values} if seen.line else seen.values
+
+    def number(key: str) -> int | None:
+        value = values.get(key, command.default(key))
+        if isinstance(value, str) and value.isdigit():
+            return int(value)
+        return integer(value)
+
+    generations, per_device = number("num_generations"), number("per_device_train_batch_size")
+    accumulation = number("gradient_accumulation_steps")
     if generations is None or per_device is None or accumulation is None:
         return
-    batch = GrpoBatch(per_device=per_device, world=src.ranks or 1, accumulation=accumulation,
-                      generations=generations,
-                      generation_batch=integer(src.data.get("generation_batch_size")),
-                      steps_per_generation=integer(src.data.get("steps_per_generation")))
+    ranks, said = _world(src, seen)
+    batch = GrpoBatch(per_device=per_device, world=ranks or 1, accumulation=accumulation,
+                      generations=generations, generation_batch=number("generation_batch_size"),
+                      steps_per_generation=number("steps_per_generation"))
     for violation in grpo_violations(batch):
-        if src.ranks is None and violation.rule not in ("both", "two"):
+        if ranks is None and violation.rule not in ("both", "two"):
             continue
-        key = violation.key if violation.key in src.data else next(
-            (k for k in ("per_device_train_batch_size", "num_generations") if k in src.data), None)
-        where = f" ({label('trl')}, world {src.world})" if src.world is not None else f" ({label('trl')})"
-        yield Problem((key,) if key else (), violation.message + where, key=False)
+        key = violation.key if violation.key in seen.values else next(
+            (k for k in ("per_device_train_batch_size", "num_generations") if k in seen.values), None)
+        where = f" ({label('trl')}, world {ranks} from {said})" if ranks is not None else f" ({label('trl')})"
+        yield Problem(seen.path(key) if key else seen.prefix, violation.message + where, key=False)
+
+
+def _config_of(src: Source, seen: View) -> dict[str, Any]:
+    """The YAML a command line's `--config` names, read from beside the script or the
+    directories above it (scripts run from their repository's root); {} when not found."""
+    name = seen.values.get("config")
+    if not isinstance(name, str):
+        return {}
+    from distrecipe.source import parse_text
+
+    here = Path(src.doc.file).resolve().parent
+    for folder in (here, *here.parents[:3]):
+        path = folder / name
+        if path.is_file():
+            try:
+                data = parse_text(path.read_text(encoding="utf-8"), str(path)).data
+            except Exception:  # a file lint reports on its own; here it only lends numbers
+                return {}
+            return data if isinstance(data, dict) else {}
+    return {}
+
+
+def _world(src: Source, seen: View) -> tuple[int | None, str]:
+    """The processes a `trl NAME` command starts: `--num_processes`, else its
+    `--accelerate_config` (TRL's shipped ones say 8), else the world lint was given."""
+    if seen.line:
+        processes = seen.values.get("num_processes")
+        if isinstance(processes, str) and processes.isdigit():
+            return int(processes), "--num_processes"
+        config = seen.values.get("accelerate_config")
+        if isinstance(config, str) and (shipped := shipped_world(config)) is not None:
+            return shipped, (f"--accelerate_config {config}: TRL's shipped config says num_processes: "
+                             f"{shipped}, whatever GPUs the job has")
+    return src.ranks, str(src.world.source) if src.world is not None else ""

@@ -86,3 +86,42 @@ def test_grpo_message_names_every_factor_and_the_nearest_choices(tmp_path: Path)
     assert ("per_device_train_batch_size 1 × 7 processes × gradient_accumulation_steps 1 = 7" in finding.message
             and "num_generations (8)" in finding.message and "num_generations 7" in finding.message
             and "per_device_train_batch_size 8" in finding.message)
+
+
+COMMANDS = {
+    "zero2-default-world": ("trl grpo --config grpo.yaml --accelerate_config zero2 --num_generations 16 "
+                            "--per_device_train_batch_size 1\n"),
+    "zero2-seven": "trl grpo --config grpo.yaml --accelerate_config zero2 --num_processes 7\n",
+    "zero2-eight": "trl grpo --config grpo.yaml --accelerate_config zero2 --num_processes 8\n",
+    "single-gpu": "trl grpo --config grpo.yaml --accelerate_config single_gpu --num_generations 7\n",
+    "single-gpu-one-process": "trl grpo --config grpo.yaml --accelerate_config single_gpu --num_generations 16\n",
+    "typo": "trl sft --model_name_or_path m --dataset_name d --max_lenght 512\n",
+    "removed": "trl sft --model_name_or_path m --dataset_name d --max_seq_length 512\n",
+    "sft-ok": "trl sft --model_name_or_path m --dataset_name d --max_length 512 --num_processes 4 --packing\n",
+    "bad-int": "trl grpo --config grpo.yaml --num_generations eight\n",
+}
+GRPO_YAML = "model_name_or_path: m\ndataset_name: d\nper_device_train_batch_size: 8\nnum_generations: 8\n"
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_a_trl_command_line_is_refused_exactly_where_trl_refuses_it(name: str, tmp_path: Path) -> None:
+    import shlex
+
+    (tmp_path / "grpo.yaml").write_text(GRPO_YAML)
+    script = tmp_path / "run.sh"
+    script.write_text(COMMANDS[name])
+    report = lint([script], config=LintConfig())
+    assert not report.unusable
+    errors = [f for f in report.findings if f.severity == "error" and f.where and f.where.file == str(script)]
+    words = shlex.split(COMMANDS[name])
+    refused = trl_judge.command_refusal(words[1], words[2:], tmp_path)
+    assert bool(errors) == (refused is not None), (refused, [f.message for f in report.findings])
+
+
+def test_a_shipped_accelerate_config_s_world_is_named(tmp_path: Path) -> None:
+    (tmp_path / "grpo.yaml").write_text(GRPO_YAML)
+    script = tmp_path / "run.sh"
+    script.write_text(COMMANDS["zero2-default-world"])
+    [finding] = lint([script], config=LintConfig()).findings
+    assert (finding.code, finding.where.line if finding.where else 0) == ("DR402", 1)
+    assert "world 8 from --accelerate_config zero2: TRL's shipped config says num_processes: 8" in finding.message

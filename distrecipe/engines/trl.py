@@ -307,3 +307,16 @@ def shipped_world(name: str) -> int | None:
         return 1
     processes = found.get("num_processes")
     return processes if isinstance(processes, int) else None
+
+
+def trainer_names() -> frozenset[str]:
+    """The names a script uses to run one of TRL's trainers: each command's config class of
+    every release here (`GRPOConfig`) and its trainer (`GRPOTrainer`)."""
+    return _trainer_names(releases("trl"))
+
+
+@cache
+def _trainer_names(versions: tuple[str, ...]) -> frozenset[str]:
+    configs = {classes[1] for version in versions
+               for classes in table_of("trl", version)["commands"].values() if len(classes) > 1}
+    return frozenset(configs | {name.removesuffix("Config") + "Trainer" for name in configs})

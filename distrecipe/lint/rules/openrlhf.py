@@ -6,16 +6,28 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from distrecipe.engines.openrlhf import NAMES, DsBatch, Entry, ds_violation, entry, judging, option_history
+from distrecipe.engines.openrlhf import (
+    NAMES,
+    DsBatch,
+    Entry,
+    ds_violation,
+    entry,
+    is_command,
+    judging,
+    option_history,
+)
 from distrecipe.keys import did_you_mean
 from distrecipe.lint.rule import Problem
 from distrecipe.lint.workspace import Source
 
 
 def _command(src: Source) -> tuple[str, dict[str, Any], Entry | None]:
+    """The entry module, its arguments and its parser; an empty module for a document that
+    is no OpenRLHF command line (a file linted with `--kind openrlhf`)."""
+    if not is_command(src.data):
+        return "", {}, None
     module = next(iter(src.data))
-    arguments = src.data[module]
-    return module, arguments if isinstance(arguments, dict) else {}, entry(module)
+    return module, src.data[module], entry(module)
 
 
 def unknown_option(src: Source) -> Iterator[Problem]:
@@ -44,6 +56,9 @@ def unknown_option(src: Source) -> Iterator[Problem]:
     (`--engine-version openrlhf=RELEASE`).
     """
     module, arguments, parser = _command(src)
+    if not module:
+        yield Problem((), "no OpenRLHF command line here (`python -m openrlhf.cli.train_*` with its options)")
+        return
     if parser is None:
         yield Problem((module,), f"{module} is no entry module of {judging()} (its entries: "
                                  f"{', '.join(sorted(_entries()))})")

@@ -45,6 +45,10 @@ BATCH_FILL = {"deepspeed": hf_engine.BATCH_FILL, "hf": hf_engine.BATCH_FILL,
 that leaves it out gets it from the Trainer's command line; verl states it)."""
 
 
+LINTED_ONLY = {"trl": "a TRL config or command line", "openrlhf": "an OpenRLHF command line"}
+"""Kinds lint judges that no importer maps to a recipe yet."""
+
+
 class NotNative(DistrecipeError):
     """The file is a recipe already, or no config distrecipe can import."""
 
@@ -68,6 +72,9 @@ def import_document(kind: str, doc: Document, world: World | None,
     before the recipe is resolved for the comparison; they are not written into it. A
     recipe that does not resolve is returned as mapped: the caller reports why.
     """
+    if kind in LINTED_ONLY:
+        raise NotNative(f"{LINTED_ONLY[kind]} is linted (its keys, types and batch rules), not "
+                        f"imported: import reads {', '.join(IMPORTERS)} files", doc.where(()))
     if kind not in IMPORTERS:  # a platform's job file: its world and command, no training config
         raise NotNative(f"a {kind} file is a platform's job, not a training config: import reads "
                         f"{', '.join(IMPORTERS)} files (lint checks a job against the configs it names)",

@@ -70,3 +70,24 @@ def test_a_flat_option_names_its_grouped_successor(tmp_path: Path) -> None:
     assert finding.message.endswith("now --train.micro_batch_size")
     older = lint([path], config=LintConfig(engines=(("openrlhf", "0.9.10", "--engine-version"),)))
     assert older.findings == []
+
+
+def test_a_file_forced_to_the_kind_without_a_command_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "sft.yaml"
+    path.write_text("model_name_or_path: m\n")
+    report = lint([path], config=LintConfig(), kind="openrlhf")
+    assert [(f.code, f.where.line if f.where else 0, f.message) for f in report.findings] == [
+        ("DR410", 1, "no OpenRLHF command line here (`python -m openrlhf.cli.train_*` with its options)")]
+
+
+@pytest.mark.parametrize(("name", "text", "what"), [
+    ("run.sh", "python3 -m openrlhf.cli.train_ppo_ray --train.batch_size 8\n", "an OpenRLHF command line"),
+    ("sft.yaml", "model_name_or_path: m\npacking: true\nmax_length: 8\n", "a TRL config or command line")])
+def test_import_names_what_it_does_not_import(name: str, text: str, what: str, tmp_path: Path) -> None:
+    from distrecipe.translator.importers.registry import NotNative, import_document, read_native
+
+    path = tmp_path / name
+    path.write_text(text)
+    kind, doc = read_native(path)
+    with pytest.raises(NotNative, match=f": {what} is linted"):
+        import_document(kind, doc, None)

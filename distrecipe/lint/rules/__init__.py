@@ -149,7 +149,7 @@ RULES: dict[str, Rule] = {rule.code: rule for rule in (
     Rule("DR399", "skypilot-task-refused", "error", SKYPILOT, platforms.skypilot_task_refused),
     Rule("DR400", "trl-removed-key", "error", TRL, trl.removed_key),
     Rule("DR401", "trl-wrong-type", "error", TRL, trl.wrong_type),
-    Rule("DR402", "trl-grpo-batch", "error", TRL, trl.grpo_batch),
+    Rule("DR402", "trl-grpo-batch", "error", TRL, trl.grpo_batch, pair=True),
     Rule("DR403", "trl-unknown-key", "warning", TRL, trl.unknown_key),
     Rule("DR404", "trl-unknown-argument", "error", TRL, trl.unknown_argument),
     Rule("DR410", "openrlhf-unknown-option", "error", OPENRLHF, openrlhf.unknown_option),

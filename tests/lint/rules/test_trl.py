@@ -125,3 +125,26 @@ def test_a_shipped_accelerate_config_s_world_is_named(tmp_path: Path) -> None:
     [finding] = lint([script], config=LintConfig()).findings
     assert (finding.code, finding.where.line if finding.where else 0) == ("DR402", 1)
     assert "world 8 from --accelerate_config zero2: TRL's shipped config says num_processes: 8" in finding.message
+
+
+OPEN_R1 = ("model_name_or_path: Qwen/Qwen2.5-1.5B-Instruct\nuse_vllm: true\nvllm_mode: server\n"
+           "per_device_train_batch_size: 1\nnum_generations: 8\noutput_dir: out\n")
+
+
+@pytest.mark.parametrize("processes", [7, 8])
+def test_a_launch_script_s_world_reaches_the_config_it_passes(processes: int, tmp_path: Path) -> None:
+    """open-r1's layout: vLLM serves on one GPU, `accelerate launch --num_processes 7` trains."""
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "scripts").mkdir()
+    config = tmp_path / "recipes" / "config_demo.yaml"
+    config.write_text(OPEN_R1)
+    (tmp_path / "scripts" / "train.sh").write_text(
+        f"accelerate launch --num_processes {processes} \\\n    src/open_r1/grpo.py --config recipes/config_demo.yaml\n")
+    report = lint([tmp_path], config=LintConfig())
+    found = [(f.code, f.where.line if f.where else 0) for f in report.findings if f.where and f.where.file == str(config)]
+    refused = trl_judge.refusal("grpo", config, processes)
+    assert bool(found) == (refused is not None) == (processes == 7), (found, refused)
+    if found:
+        assert found == [("DR402", 5)]
+        [finding] = report.findings
+        assert f"world {processes} from --num_processes {processes} in train.sh:1" in finding.message

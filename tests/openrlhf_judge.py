@@ -112,8 +112,48 @@ def deepspeed_refusal(module: str, args: Any) -> str | None:
 
 
 def verdict(module: str, argv: list[str]) -> str | None:
-    """Why OpenRLHF stops `python -m MODULE ARGV` before training, or None."""
-    refused = refusal(module, argv)
-    if refused is not None:
-        return refused
-    return deepspeed_refusal(module, parser(module).parse_args(argv))
+    """Why OpenRLHF stops `python -m MODULE ARGV` before training, or None: its parser, its
+    `__main__` block's own checks, DeepSpeed on the ds_config it builds."""
+    return (refusal(module, argv) or validation(module, argv)
+            or deepspeed_refusal(module, parser(module).parse_args(argv)))
+
+
+def validation(module: str, argv: list[str]) -> str | None:
+    """What the entry module's own `__main__` block refuses before it trains: the block run
+    as written (its parse, `hierarchize`, every assertion), all but the run itself
+    (`train(args)`) and ModelScope's hub patch; the assertion's message, or argparse's."""
+    import argparse
+    import ast
+    import sys
+
+    require()
+    path = PACKAGE / "cli" / f"{module.rsplit('.', 1)[-1]}.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    stdlib = [node for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)
+              and all(name.split(".")[0] in sys.stdlib_module_names
+                      for name in ([a.name for a in node.names] if isinstance(node, ast.Import)
+                                   else [node.module or ""]))]
+    main = next(node for node in tree.body if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test))
+    body: list[ast.stmt] = list(stdlib)
+    for statement in main.body:
+        text = ast.unparse(statement)
+        if "hierarchize" in text and isinstance(statement, ast.ImportFrom):
+            continue  # loaded from its file below: openrlhf.utils imports torch and the trainers
+        if text.startswith("train(") or "patch_hub" in text:
+            continue
+        if "parse_args()" in text:
+            statement = ast.parse(text.replace("parse_args()", "parse_args(ARGV)")).body[0]
+        body.append(statement)
+    namespace: dict[str, Any] = {"argparse": argparse, "ARGV": argv,
+                                 "hierarchize": _load("openrlhf_config", PACKAGE / "utils" / "config.py").hierarchize}
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said), contextlib.redirect_stdout(io.StringIO()):
+            exec(compile(ast.Module(body, []), str(path), "exec"), namespace)
+    except SystemExit:
+        return said.getvalue().strip().splitlines()[-1]
+    except AssertionError as error:
+        return str(error) or "assertion"
+    except (TypeError, AttributeError) as error:  # an option left unset (`None > 0`, `None.split`)
+        return f"{type(error).__name__}: {error}"
+    return None

@@ -45,8 +45,20 @@ NAMES: dict[str, tuple[str, ...]] = {
     "estimator": ("algo.advantage.estimator", "advantage_estimator"),
     "critic_model": ("critic.model_name_or_path", "critic_pretrain"),
     "dynamic_batch": ("train.dynamic_batch_enable", "use_dynamic_batch"),
+    "packing": ("ds.packing_samples",),
+    "vllm_engines": ("vllm.num_engines",),
+    "partial_rollout": ("train.partial_rollout_enable",),
+    "async": ("train.async_enable",),
+    "dynamic_filtering": ("algo.dynamic_filtering_enable",),
+    "remote_reward": ("reward.remote_url",),
+    "agent": ("train.agent_func_path",),
+    "generate_batch": ("rollout.vllm_generate_batch_size",),
 }
-"""Each batch quantity → its option's dest in the grouped (≥ 0.10) and flat releases."""
+"""Each quantity → its option's dest in the grouped (≥ 0.10.2) and flat releases; the
+switches `train_ppo_ray`'s `__main__` checks are judged in the grouped releases only."""
+GROUP_ESTIMATORS = frozenset({"rloo", "reinforce_baseline", "group_norm", "dr_grpo"})
+"""Advantage estimators with a per-prompt-group baseline, which `train_ppo_ray` refuses
+with one sample per prompt (every advantage would be 0)."""
 
 
 @dataclass(frozen=True, slots=True)

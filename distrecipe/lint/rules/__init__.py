@@ -155,6 +155,7 @@ RULES: dict[str, Rule] = {rule.code: rule for rule in (
     Rule("DR410", "openrlhf-unknown-option", "error", OPENRLHF, openrlhf.unknown_option),
     Rule("DR411", "openrlhf-value-refused", "error", OPENRLHF, openrlhf.value_refused),
     Rule("DR412", "openrlhf-batch", "error", OPENRLHF, openrlhf.batch),
+    Rule("DR413", "openrlhf-refused-combination", "error", OPENRLHF, openrlhf.refused_combination),
     Rule("DR900", "engine-refuses", "error", NATIVE, engines.engine_refuses),
     Rule("DR901", "engine-differs", "error", NATIVE, engines.engine_differs),
     Rule("DR902", "engine-not-run", "warning", NATIVE, engines.engine_not_run),

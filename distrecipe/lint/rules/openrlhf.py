@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from distrecipe.engines.openrlhf import (
+    GROUP_ESTIMATORS,
     NAMES,
     DsBatch,
     Entry,
@@ -221,3 +222,104 @@ def batch(src: Source) -> Iterator[Problem]:
                           f"{micro_rollout} = {n * rollout // micro_rollout} sample batches, fewer than the "
                           f"actor's {ranks} data-parallel ranks: train_ppo_ray's assertion stops it "
                           f"({judging()})")
+
+
+def refused_combination(src: Source) -> Iterator[Problem]:
+    """A combination `train_ppo_ray`'s own checks refuse before Ray starts anything.
+
+    After parsing, the entry module's `__main__` asserts (OpenRLHF ≥ 0.10.2): a group
+    baseline (`rloo`, `reinforce_baseline`, `group_norm`, `dr_grpo`) needs
+    `--rollout.n_samples_per_prompt` > 1, as does dynamic filtering; packed samples
+    (`--ds.packing_samples`, forced on by ring attention and dynamic batches) need vLLM
+    engines; a partial rollout, and a vLLM generation batch larger than the rollout
+    batch, need `--train.async_enable`; dynamic filtering needs a remote reward or an agent.
+
+    Fails: openrlhf
+    ```sh
+    python3 -m openrlhf.cli.train_ppo_ray --actor.model_name_or_path m --reward.remote_url http://rm \\
+        --actor.num_gpus_per_node 8 --algo.advantage.estimator group_norm
+    ```
+
+    Passes: openrlhf
+    ```sh
+    python3 -m openrlhf.cli.train_ppo_ray --actor.model_name_or_path m --reward.remote_url http://rm \\
+        --actor.num_gpus_per_node 8 --algo.advantage.estimator group_norm --rollout.n_samples_per_prompt 8
+    ```
+
+    Fix: the option the message names.
+    """
+    found = _Values.of(src)
+    if found is None or found.module != "openrlhf.cli.train_ppo_ray":
+        return
+    if found.parser.dest("packing") is None:
+        return  # a flat-option release: its checks are not judged
+    n = found.number("n_samples") or 1
+    estimator = found.value("estimator")
+    if estimator in GROUP_ESTIMATORS and n <= 1:
+        yield Problem(found.at("estimator", "n_samples"),
+                      f"{estimator} requires n_samples_per_prompt > 1 (it is {n}): train_ppo_ray's "
+                      f"assertion stops it ({judging()})")
+    if found.value("dynamic_filtering"):
+        if n <= 1:
+            yield Problem(found.at("dynamic_filtering", "n_samples"),
+                          "n_samples_per_prompt must be greater than 1 when using dynamic filtering "
+                          f"(it is {n}): train_ppo_ray's assertion ({judging()})")
+        if not found.value("remote_reward") and not found.value("agent"):
+            yield Problem(found.at("dynamic_filtering"),
+                          "remote_rm_url or agent_func_path must be specified when using dynamic "
+                          f"filtering: train_ppo_ray's assertion ({judging()})")
+    packing = found.value("packing") or (found.number("ring") or 1) > 1 or found.value("dynamic_batch")
+    engines = found.number("vllm_engines")
+    if packing and (engines is None or engines <= 0):
+        said = engines if engines is not None else "not set"
+        yield Problem(found.at("packing", "ring", "dynamic_batch"),
+                      f"Only support `--packing_samples` with vLLM: --vllm.num_engines is {said} "
+                      f"({judging()})")
+    asynchronous = found.value("async")
+    if found.value("partial_rollout") and not asynchronous:
+        yield Problem(found.at("partial_rollout"),
+                      f"--train.partial_rollout_enable requires --train.async_enable ({judging()})")
+    generate, rollout = found.number("generate_batch"), found.number("rollout_batch")
+    if generate is not None and rollout is not None and generate > rollout and not asynchronous:
+        yield Problem(found.at("generate_batch"), f"--rollout.vllm_generate_batch_size {generate} > "
+                      f"--rollout.batch_size {rollout} requires --train.async_enable ({judging()})")
+
+
+class _Values:
+    """A command line's quantities (`NAMES`) as the entry's parser reads them: the value
+    written (its text), else the parser's default; where each is written."""
+
+    def __init__(self, module: str, arguments: dict[str, Any], parser: Entry) -> None:
+        self.module, self.parser = module, parser
+        self._found: dict[str, tuple[Any, str | None]] = {}
+        for quantity in NAMES:
+            dest = parser.dest(quantity)
+            if dest is None:
+                continue
+            written = next((w for w in arguments
+                            if (o := parser.resolve(w)) and parser.options[o]["dest"] == dest), None)
+            value = arguments[written] if written is not None else parser.default(dest)
+            self._found[quantity] = (value, written)
+
+    @classmethod
+    def of(cls, src: Source) -> _Values | None:
+        module, arguments, parser = _command(src)
+        return None if parser is None else cls(module, arguments, parser)
+
+    def value(self, quantity: str) -> Any:
+        return self._found.get(quantity, (None, None))[0]
+
+    def written(self, quantity: str) -> str | None:
+        return self._found.get(quantity, (None, None))[1]
+
+    def number(self, quantity: str) -> int | None:
+        value, written = self._found.get(quantity, (None, None))
+        if written is None:
+            return value if isinstance(value, int) and not isinstance(value, bool) else None
+        return _number(value)
+
+    def at(self, *quantities: str) -> tuple[str, ...]:
+        for quantity in quantities:
+            if (written := self.written(quantity)) is not None:
+                return (self.module, written)
+        return (self.module,)

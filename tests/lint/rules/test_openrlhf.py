@@ -16,21 +16,36 @@ from tests import openrlhf_judge
 CORPUS = Path(__file__).resolve().parents[2] / "lint_corpus"
 PARSER_CODES = {"DR410", "DR411"}
 
+MODELS = "--actor.model_name_or_path m --reward.remote_url http://rm "
+"""What every run names (train_ppo_ray's checks read the reward model's path)."""
 SCRIPTS = {
-    "grouped-ok": "python3 -m openrlhf.cli.train_ppo_ray --actor.num_gpus_per_node 8 --critic.num_gpus_per_node 8 "
+    "grouped-ok": "python3 -m openrlhf.cli.train_ppo_ray " + MODELS + "--actor.num_gpus_per_node 8 --critic.num_gpus_per_node 8 "
                   "--train.batch_size 128 --train.micro_batch_size 4 --rollout.n_samples_per_prompt 4\n",
-    "prefix": "python3 -m openrlhf.cli.train_ppo_ray --train.batch 128 --actor.num_gpus_per_node 8 "
+    "prefix": "python3 -m openrlhf.cli.train_ppo_ray " + MODELS + "--train.batch 128 --actor.num_gpus_per_node 8 "
               "--critic.num_gpus_per_node 8\n",
-    "ambiguous-prefix": "python3 -m openrlhf.cli.train_ppo_ray --train.micro 4\n",
-    "bare-flag": "python3 -m openrlhf.cli.train_ppo_ray --train.colocate_all --vllm.enable_sleep "
+    "ambiguous-prefix": "python3 -m openrlhf.cli.train_ppo_ray " + MODELS + "--train.micro 4\n",
+    "bare-flag": "python3 -m openrlhf.cli.train_ppo_ray " + MODELS + "--train.colocate_all --vllm.enable_sleep "
                  "--actor.num_gpus_per_node 8 --critic.num_gpus_per_node 8\n",
     "sft": "deepspeed --module openrlhf.cli.train_sft --max_len 2048 --train_batch_size 256 --micro_batch 2\n",
     "sft-grouped": "deepspeed --module openrlhf.cli.train_sft --data.max_len 2048 --train.batch_size 256\n",
     "ray-submit": "ray job submit --address=http://127.0.0.1:8265 -- python3 -m openrlhf.cli.train_ppo_ray "
-                  "--actor.num_nodes 2 --actor.num_gpus_per_node 8 --critic.num_gpus_per_node 8 "
+                  f"{MODELS}--actor.num_nodes 2 --actor.num_gpus_per_node 8 --critic.num_gpus_per_node 8 "
                   "--critic.num_nodes 2 --train.batch_size 96 --train.micro_batch_size 4\n",
-    "equals": "python3 -m openrlhf.cli.train_ppo_ray --train.batch_size=100 --train.micro_batch_size=4 "
+    "equals": "python3 -m openrlhf.cli.train_ppo_ray " + MODELS + "--train.batch_size=100 --train.micro_batch_size=4 "
               "--actor.num_gpus_per_node=8 --critic.num_gpus_per_node=8\n",
+    **{name: f"python3 -m openrlhf.cli.train_ppo_ray {MODELS}--actor.num_gpus_per_node 8 {rest}\n" for name, rest in (
+        ("group-one-sample", "--algo.advantage.estimator rloo"),
+        ("group-eight-samples", "--algo.advantage.estimator dr_grpo --rollout.n_samples_per_prompt 8"),
+        ("packing-no-vllm", "--ds.packing_samples"),
+        ("packing-vllm", "--ds.packing_samples --vllm.num_engines 4"),
+        ("ring-no-vllm", "--ds.ring_attn_size 2"),
+        ("dynamic-batch-no-vllm", "--train.dynamic_batch_enable"),
+        ("partial-rollout", "--train.partial_rollout_enable"),
+        ("partial-rollout-async", "--train.partial_rollout_enable --train.async_enable"),
+        ("filtering-one-sample", "--algo.dynamic_filtering_enable"),
+        ("filtering", "--algo.dynamic_filtering_enable --rollout.n_samples_per_prompt 4"),
+        ("oversampling", "--rollout.vllm_generate_batch_size 2048"),
+        ("oversampling-async", "--rollout.vllm_generate_batch_size 2048 --train.async_enable"))},
 }
 CASES = [(name, text) for name, text in SCRIPTS.items()] + [
     (f"{case.parent.name}/{case.name}", next(p for p in sorted(case.iterdir()) if p.suffix == ".sh").read_text())
@@ -56,8 +71,8 @@ def test_lint_refuses_exactly_what_openrlhf_refuses(name: str, text: str, tmp_pa
     assert bool(codes & PARSER_CODES) == (refused is not None), (refused, [f.message for f in report.findings])
     if refused is None:
         args = openrlhf_judge.parser(module).parse_args(argv)
-        deepspeed = openrlhf_judge.deepspeed_refusal(module, args)
-        assert ("DR412" in codes) == (deepspeed is not None), (deepspeed, [f.message for f in report.findings])
+        stops = openrlhf_judge.validation(module, argv) or openrlhf_judge.deepspeed_refusal(module, args)
+        assert bool(codes & {"DR412", "DR413"}) == (stops is not None), (stops, [f.message for f in report.findings])
 
 
 def test_a_flat_option_names_its_grouped_successor(tmp_path: Path) -> None:

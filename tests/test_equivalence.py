@@ -292,8 +292,8 @@ def test_all_writes_every_target_and_a_summary(cli: Callable[..., Result],
     second = cli("compile", recipe, "--target", "all", "-o", tmp_path / "b")
     assert first.code == second.code == 0
     names = sorted(p.name for p in (tmp_path / "a").iterdir())
-    assert names == ["accelerate_config.yaml", "ds_config.json", "summary.md", "training_args.json",
-                     "verl_actor.yaml", "verl_overrides.txt"]
+    assert names == ["accelerate_config.yaml", "ds_config.json", "grpo_config.yaml", "summary.md",
+                     "training_args.json", "verl_actor.yaml", "verl_overrides.txt"]
     for name in names:  # deterministic: same Plan, same bytes
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
     summary = (tmp_path / "a" / "summary.md").read_text()

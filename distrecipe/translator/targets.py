@@ -109,5 +109,6 @@ TARGETS: Mapping[str, Render] = _Registry({
     "accelerate": "distrecipe.translator.accelerate:render",
     "verl": "distrecipe.translator.verl:render",
     "hf": "distrecipe.translator.hf:render",
+    "trl": "distrecipe.translator.trl:render",
     "all": "distrecipe.translator.summary:render_all",
 })

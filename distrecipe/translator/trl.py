@@ -25,6 +25,7 @@ from distrecipe.findings import Finding
 from distrecipe.job import Plan
 from distrecipe.output import one_line
 from distrecipe.translator import accelerate, hf
+from distrecipe.translator.codes import finding
 from distrecipe.translator.equivalence import refuse_errors
 from distrecipe.translator.targets import EmitOptions, Output
 
@@ -53,8 +54,15 @@ def emit(plan: Plan) -> dict[str, Any]:
 
 
 def findings(plan: Plan, *, launched: bool = False) -> list[Finding]:
-    """The Trainer's (a TRL trainer is one) and the Accelerate config's."""
-    return hf.findings(plan, launched=launched) + accelerate.findings(plan, launched=launched)
+    """The Trainer's (a TRL trainer is one) and the Accelerate config's, and GRPO's own
+    refusal: a group of one has no advantage (`GRPOConfig.__post_init__`), where verl's PPO
+    takes `rollout.n` 1."""
+    found = hf.findings(plan, launched=launched) + accelerate.findings(plan, launched=launched)
+    rl = plan.recipe.rl
+    if rl is not None and rl.rollout_n < 2:
+        found.append(finding("DR208", TARGET, f"TRL's GRPO needs at least 2 generations per prompt; "
+                                              f"rl.rollout_n is {rl.rollout_n}"))
+    return found
 
 
 def text(plan: Plan) -> str:

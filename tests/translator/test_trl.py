@@ -107,3 +107,14 @@ def test_diff_names_what_a_trl_config_cannot_hold(tmp_path: Path, cli: Any) -> N
     named = {line.split(":")[0] for line in result.out.splitlines() if "→" in line}
     assert named == {"model.params", "model.layers", "model.heads", "model.kv_heads", "model.vocab",
                      "cluster.gpu", "cluster.gpu_memory", "batch.seq_len"}
+
+
+def test_a_group_of_one_is_refused_as_grpo_refuses_it(tmp_path: Path) -> None:
+    from distrecipe.errors import DistrecipeError
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(GRPO.replace("rollout_n: 8, prompts_per_step: 16", "rollout_n: 1, prompts_per_step: 128"))
+    with pytest.raises(DistrecipeError, match="DR208.*at least 2 generations per prompt; rl.rollout_n is 1"):
+        TARGETS["trl"](api.load_plan(recipe), EmitOptions())
+    assert trl_judge.refusal_of({"model_name_or_path": "m", "num_generations": 1, "output_dir": str(tmp_path)},
+                                "grpo", tmp_path) is not None

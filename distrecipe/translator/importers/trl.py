@@ -27,7 +27,7 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     trainer = training_arguments()
     imported = hf.to_recipe({key: value for key, value in data.items() if key in trainer}, context)
     imported.read = {key: value for key, value in data.items() if key in trainer}
-    rl = _rl(data, imported.recipe)
+    rl = _rl(data, imported.recipe, context)
     if rl:
         imported.recipe["rl"] = rl
     # `trl NAME` runs under `accelerate launch` (a recipe with `rl` would otherwise be verl's)
@@ -41,21 +41,28 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     return imported
 
 
-def _rl(data: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+def _rl(data: dict[str, Any], recipe: dict[str, Any], context: Context) -> dict[str, Any]:
     """GRPO's group and generation batch as the recipe's `rl`, where the file states them."""
     generations = integer(data.get("num_generations"))
     if generations is None:
         return {}
-    if data.get("generation_batch_size") is not None or data.get("steps_per_generation") is not None:
+    knobs = [key for key in ("generation_batch_size", "steps_per_generation") if data.get(key) is not None]
+    if knobs:
+        knob = knobs[0]
         raise NotImportable("a GRPO generation batch other than one optimizer step (generation_batch_size, "
                             "steps_per_generation) has no recipe field: the recipe's prompts per step are "
-                            "one optimizer step's")
+                            "one optimizer step's", context.doc.where((knob,)))
     batch, cluster = recipe.get("batch", {}), recipe.get("cluster", {})
     micro, accumulation = integer(batch.get("micro")), integer(batch.get("accumulation"))
     world = (integer(cluster.get("nodes")) or 1) * (integer(cluster.get("gpus_per_node")) or 1)
-    if micro is None or accumulation is None or (micro * world * accumulation) % generations:
+    if micro is None or accumulation is None:
+        raise NotImportable("the recipe's prompts per step are GRPO's generation batch in groups of "
+                            "num_generations, which needs numbers: per_device_train_batch_size and "
+                            "gradient_accumulation_steps", context.doc.where(("num_generations",)))
+    if (micro * world * accumulation) % generations:
         raise NotImportable(f"num_generations {generations} does not divide the generation batch (micro "
-                            f"{micro} × world {world} × accumulation {accumulation}): GRPOConfig refuses it")
+                            f"{micro} × world {world} × accumulation {accumulation}): GRPOConfig refuses it",
+                            context.doc.where(("num_generations",)))
     prompts = micro * world * accumulation // generations
     rl: dict[str, Any] = {"rollout_n": generations, "prompts_per_step": prompts}
     if data.get("use_vllm") and data.get("vllm_mode", "colocate") == "colocate" \

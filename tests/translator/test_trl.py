@@ -114,7 +114,7 @@ def test_a_group_of_one_is_refused_as_grpo_refuses_it(tmp_path: Path) -> None:
 
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(GRPO.replace("rollout_n: 8, prompts_per_step: 16", "rollout_n: 1, prompts_per_step: 128"))
-    with pytest.raises(DistrecipeError, match="DR208.*at least 2 generations per prompt; rl.rollout_n is 1"):
+    with pytest.raises(DistrecipeError, match=r"DR208.*at least 2 generations per prompt; rl\.rollout_n is 1"):
         TARGETS["trl"](api.load_plan(recipe), EmitOptions())
     assert trl_judge.refusal_of({"model_name_or_path": "m", "num_generations": 1, "output_dir": str(tmp_path)},
                                 "grpo", tmp_path) is not None

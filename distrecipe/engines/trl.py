@@ -320,3 +320,28 @@ def _trainer_names(versions: tuple[str, ...]) -> frozenset[str]:
     configs = {classes[1] for version in versions
                for classes in table_of("trl", version)["commands"].values() if len(classes) > 1}
     return frozenset(configs | {name.removesuffix("Config") + "Trainer" for name in configs})
+
+
+def runs_trl(backend: str, rl: object) -> bool:
+    """Whether a recipe's RL job is TRL's: `rl` under `accelerate launch` (what `compile
+    --target trl` writes and `import` reads back); under `launch.backend: verl` it is verl's."""
+    return rl is not None and backend in ("accelerate", "accelerate-deepspeed")
+
+
+@dataclass(frozen=True, slots=True)
+class VllmDefaults:
+    """GRPOConfig's colocated vLLM as the judging release leaves it."""
+
+    memory: float
+    """`vllm_gpu_memory_utilization`."""
+    sleep: bool
+    """`vllm_enable_sleep_mode`: whether vLLM gives its memory back while the model trains."""
+    tensor: int
+    """`vllm_tensor_parallel_size`."""
+
+
+def vllm_defaults() -> VllmDefaults:
+    fields = table("trl")["dataclasses"]["GRPOConfig"]["fields"]
+    return VllmDefaults(float(fields["vllm_gpu_memory_utilization"]["default"]),
+                        bool(fields["vllm_enable_sleep_mode"]["default"]),
+                        int(fields["vllm_tensor_parallel_size"]["default"]))

@@ -110,5 +110,6 @@ TARGETS: Mapping[str, Render] = _Registry({
     "verl": "distrecipe.translator.verl:render",
     "hf": "distrecipe.translator.hf:render",
     "trl": "distrecipe.translator.trl:render",
+    "openrlhf": "distrecipe.translator.openrlhf:render",
     "all": "distrecipe.translator.summary:render_all",
 })

@@ -15,7 +15,7 @@ UV         := $(BIN)/uv
 FIND_LINKS := $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null)
 LOCKED      = $(UV) pip install --quiet --no-deps $(if $(FIND_LINKS),--find-links $(FIND_LINKS)) --python
 
-.PHONY: demo test test-fast lint bench clean skypilot lock drift bands
+.PHONY: demo test test-fast lint bench clean skypilot openrlhf lock drift bands
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,17 @@ $(SKY_VENV)/.installed: requirements/skypilot.txt | $(UV)
 
 skypilot: $(SKY_VENV)/.installed
 
+# OpenRLHF, the judge of the openrlhf kind: its wheel pins vLLM, flash-attn and a Ray build
+# that cannot install here, so the package alone goes into a folder of its own (--no-deps
+# --target); the tests build its entry modules' argparse parsers and its DeepSpeed-config
+# builder from there with .venv's interpreter (tests/engines/test_openrlhf.py).
+OPENRLHF_DIR := .openrlhf
+$(OPENRLHF_DIR)/.installed: requirements/openrlhf.txt | $(UV)
+	$(LOCKED) $(BIN)/python --target $(OPENRLHF_DIR) -r requirements/openrlhf.txt
+	touch $@
+
+openrlhf: $(OPENRLHF_DIR)/.installed
+
 # The main job on the embedded default: a ~100k-parameter model trained for real on
 # 2 CPU ranks through DeepSpeed ZeRO-2, one JSON line of loss per optimizer step.
 demo: $(VENV)/.demo-installed
@@ -58,10 +69,10 @@ lint: $(VENV)/.test-installed
 	$(BIN)/mypy
 
 # Two workers, one per core: the SLURM and Ray cluster tests keep to one (tests/conftest.py CLUSTERS).
-test: lint $(SKY_VENV)/.installed
+test: lint $(SKY_VENV)/.installed $(OPENRLHF_DIR)/.installed
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=10
 
-test-fast: $(VENV)/.test-installed $(SKY_VENV)/.installed
+test-fast: $(VENV)/.test-installed $(SKY_VENV)/.installed $(OPENRLHF_DIR)/.installed
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not slow"
 
 bench: $(VENV)/.test-installed
@@ -84,4 +95,4 @@ drift: $(VENV)/.test-installed
 	$(BIN)/python scripts/drift.py
 
 clean:
-	rm -rf $(VENV) $(SKY_VENV) out runs .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(SKY_VENV) $(OPENRLHF_DIR) out runs .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -34,6 +34,11 @@ test) names what changed:
   with their defaults (interpolations kept as written).
 * transformers: the names of `TrainingArguments`' init fields (what `HfArgumentParser`
   accepts for it), so a field transformers drops shows up as a removed name.
+* TRL: each command's dataclasses (what `trl NAME` hands `TrlParser`) and their own
+  fields, types, choices and literal defaults, read from the release's sources (older
+  releases do not import beside today's transformers).
+* OpenRLHF: every option of each `openrlhf.cli.train_*` entry, from the argparse parser
+  the module builds under `__main__`, run alone (without torch, Ray or vLLM).
 
 Output is sorted, indented JSON ending in a newline: the same engines give the same bytes.
 """
@@ -41,6 +46,7 @@ Output is sorted, indented JSON ending in a newline: the same engines give the s
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import dataclasses
 import enum
@@ -619,9 +625,281 @@ def hf_flags() -> dict[str, dict[str, Any]]:
     return dict(sorted(flags.items()))
 
 
+# --- TRL ----------------------------------------------------------------------------------------
+
+
+def source_root(package: str) -> Path | None:
+    """The folder of the installed `package`, found without importing it (TRL's and
+    OpenRLHF's `__init__` import torch and their trainers; a table needs their sources only)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _annotation_types(annotation: ast.expr | None) -> dict[str, Any]:
+    """The JSON types a TRL field's annotation accepts, and its `Literal` choices: what a
+    YAML value of that field must be for HfArgumentParser to take it as written."""
+    if annotation is None:
+        return {"types": ["other"]}
+    text = ast.unparse(annotation).replace("typing.", "")
+    names = {"bool": "bool", "int": "int", "float": "float", "str": "str", "None": "null", "list": "list",
+             "List": "list", "dict": "dict", "Dict": "dict", "tuple": "list", "Tuple": "list"}
+    found: set[str] = set()
+    choices: list[Any] = []
+    for node in ast.walk(annotation):
+        if isinstance(node, ast.Subscript) and ast.unparse(node.value).endswith("Literal"):
+            inner = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            for item in inner:
+                with contextlib.suppress(ValueError):
+                    choices.append(ast.literal_eval(item))
+    top = text.replace("Optional[", "").replace("Union[", "")
+    for word in re.findall(r"[A-Za-z_][A-Za-z_0-9]*", top.split("[")[0] if "Literal" not in top else top):
+        if word in names:
+            found.add(names[word])
+    if text.startswith("Optional[") or re.search(r"\|\s*None|None\s*\|", text):
+        found.add("null")
+    if choices:
+        kinds = {bool: "bool", int: "int", float: "float", str: "str"}
+        found |= {kinds.get(type(c), "other") for c in choices}
+    entry: dict[str, Any] = {"types": sorted(found) or ["other"]}
+    if choices:
+        entry["choices"] = choices
+    return entry
+
+
+def _field_default(value: ast.expr | None) -> tuple[bool, Any]:
+    """(True, the default) for a literal default (`= 8`, `field(default=8)`), else (False, None)."""
+    if value is None:
+        return False, None
+    if isinstance(value, ast.Call) and ast.unparse(value.func).endswith("field"):
+        for keyword in value.keywords:
+            if keyword.arg == "default":
+                value = keyword.value
+                break
+        else:
+            return False, None
+    try:
+        return True, ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        return False, None
+
+
+Index = tuple[dict[str, list[tuple[str, ast.ClassDef]]], dict[str, dict[str, str]]]
+"""Classes by name (module, node), and each module's import aliases."""
+
+
+def _replaced_by(value: ast.expr | None) -> str | None:
+    """The field a deprecated one's help names (`"... deprecated ... Use `max_length` instead."`)."""
+    if not isinstance(value, ast.Call):
+        return None
+    for keyword in value.keywords:
+        if keyword.arg == "metadata" and isinstance(keyword.value, ast.Dict):
+            for key, item in zip(keyword.value.keys, keyword.value.values, strict=True):
+                if isinstance(key, ast.Constant) and key.value == "help":
+                    with contextlib.suppress(ValueError):
+                        text = str(ast.literal_eval(item))
+                        found = re.search(r"deprecated.*?[Uu]se `(\w+)`", text, re.S)
+                        return found[1] if found else None
+    return None
+
+
+def _classes(root: Path) -> Index:
+    """Every class of the package's sources by name (module file relative to `root`, node),
+    and each module's import aliases (`from ...trainer import KTOConfig as _KTOConfig`)."""
+    found: dict[str, list[tuple[str, ast.ClassDef]]] = {}
+    aliases: dict[str, dict[str, str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        module = path.relative_to(root).as_posix()
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef):
+                found.setdefault(node.name, []).append((module, node))
+            elif isinstance(node, ast.ImportFrom):
+                aliases.setdefault(module, {}).update({a.asname: a.name for a in node.names if a.asname})
+    return found, aliases
+
+
+def _dataclass_fields(name: str, index: Index, prefer: str, out: dict[str, Any], avoid: str = "") -> None:
+    """`out[name]`: the init fields the class declares itself and through its TRL bases, and
+    the class outside TRL it extends (`TrainingArguments`); bases first, as dataclasses do.
+    Of several classes of one name, the one in `prefer`'s module, else one outside
+    `experimental/` (TRL re-exports some there under the same name)."""
+    classes, aliases = index
+    if name in out or name not in classes:
+        return
+    candidates = [c for c in classes[name] if c[0] != avoid] or classes[name]
+    stable = next(((m, n) for m, n in candidates if not m.startswith("experimental/")), candidates[0])
+    module, node = next(((m, n) for m, n in candidates if m == prefer), stable)
+    fields: dict[str, Any] = {}
+    extends: list[str] = []
+    for base in node.bases:
+        written = ast.unparse(base).rsplit(".", 1)[-1]
+        base_name = aliases.get(module, {}).get(written, written)
+        if base_name in classes:
+            key = base_name if base_name != name else f"{base_name}@base"
+            if key not in out:
+                inner: dict[str, Any] = {}
+                _dataclass_fields(base_name, index, "", inner, avoid=module if base_name == name else "")
+                out[key] = inner[base_name]
+            fields.update(out[key]["fields"])
+            extends.extend(out[key]["extends"])
+        else:
+            extends.append(base_name)
+    for statement in node.body:
+        if not isinstance(statement, ast.AnnAssign) or not isinstance(statement.target, ast.Name):
+            continue
+        if "ClassVar" in ast.unparse(statement.annotation):
+            continue
+        value = statement.value
+        if isinstance(value, ast.Call) and any(k.arg == "init" and isinstance(k.value, ast.Constant)
+                                               and k.value.value is False for k in value.keywords):
+            continue
+        entry = _annotation_types(statement.annotation)
+        if (replaced := _replaced_by(value)) is not None:
+            entry["replaced_by"] = replaced
+        has, default = _field_default(value)
+        if has:
+            entry["default"] = jsonable(default)
+        fields[statement.target.id] = entry
+    out[name] = {"extends": sorted(set(extends) - {"object"}), "fields": dict(sorted(fields.items())),
+                 "module": module}
+
+
+def _parser_dataclasses(tree: ast.Module) -> list[str] | None:
+    """The dataclass names a TRL script hands its parser: `dataclass_types = (A, B)` or
+    `TrlParser((A, B))`, the first found."""
+    for node in ast.walk(tree):
+        value: ast.expr | None = None
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "dataclass_types"
+                                                for t in node.targets):
+            value = node.value
+        elif isinstance(node, ast.Call) and ast.unparse(node.func).endswith("TrlParser") and node.args:
+            value = node.args[0]
+        if isinstance(value, ast.Tuple | ast.List):
+            return [ast.unparse(item).rsplit(".", 1)[-1] for item in value.elts]
+    return None
+
+
+def trl_table() -> dict[str, Any]:
+    """TRL's training commands (`trl sft`, `trl grpo`, ...: the dataclasses each script hands
+    `TrlParser`, read from `trl/scripts/NAME.py`) and each dataclass's own fields with the
+    JSON types and choices their annotations accept and their literal defaults, read from
+    the release's sources (an older TRL does not import beside today's transformers; the
+    installed release's are checked against `dataclasses.fields` by the oracle tests); and
+    the world of each Accelerate config it ships (`trl NAME --accelerate_config zero2`)."""
+    root = source_root("trl")
+    if root is None:
+        raise ModuleNotFoundError("trl")
+    index = _classes(root)
+    commands: dict[str, list[str]] = {}
+    dataclasses_: dict[str, Any] = {}
+    for script in sorted((root / "scripts").glob("*.py")):
+        names = _parser_dataclasses(ast.parse(script.read_text(encoding="utf-8")))
+        if not names or script.stem in ("vllm_serve", "utils"):
+            continue
+        found: dict[str, Any] = dict(dataclasses_)
+        for name in names:
+            _dataclass_fields(name, index, f"scripts/{script.stem}.py", found)
+        if not any("TrainingArguments" in found[name]["extends"] for name in names if name in found):
+            continue  # `trl chat`, `trl env`: no trainer reads their file
+        commands[script.stem] = names
+        dataclasses_.update(found)
+    import yaml
+
+    shipped = {}
+    for config in sorted((root / "accelerate_configs").glob("*.yaml")):
+        loaded = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
+        world = ("distributed_type", "num_processes", "num_machines")
+        shipped[config.stem] = {key: loaded.get(key) for key in world}
+    return {"engine": "trl", "version": importlib.metadata.version("trl"), "commands": commands,
+            "accelerate_configs": shipped,
+            "dataclasses": {name: {k: v for k, v in entry.items() if k != "module"}
+                            for name, entry in sorted(dataclasses_.items()) if "@" not in name}}
+
+
+# --- OpenRLHF -----------------------------------------------------------------------------------
+
+
+def openrlhf_parser(path: Path) -> argparse.ArgumentParser:
+    """The `argparse` parser an OpenRLHF entry module builds under `if __name__ == "__main__":`,
+    built by running exactly those statements (up to `parse_args`) with the module's
+    standard-library imports: the real parser, without importing torch, Ray or vLLM."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    stdlib = [node for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)
+              and all(name.split(".")[0] in sys.stdlib_module_names
+                      for name in ([a.name for a in node.names] if isinstance(node, ast.Import)
+                                   else [node.module or ""]))]
+    for node in tree.body:
+        if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):
+            body: list[ast.stmt] = list(stdlib)
+            for statement in node.body:
+                if "parse_args" in ast.unparse(statement):
+                    break
+                body.append(statement)
+            namespace: dict[str, Any] = {"argparse": argparse}
+            exec(compile(ast.Module(body, []), str(path), "exec"), namespace)
+            parser: argparse.ArgumentParser = namespace["parser"]
+            return parser
+    raise ValueError(f"{path}: no __main__ block builds a parser")
+
+
+def computed_defaults(path: Path) -> set[str]:
+    """The options whose `default=` is computed when the parser is built (a timestamp in a
+    run name): no fact of the release, so the table leaves their default out."""
+    computed: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("add_argument"):
+            for keyword in node.keywords:
+                if keyword.arg == "default":
+                    try:
+                        ast.literal_eval(keyword.value)
+                    except ValueError:
+                        computed.update(str(arg.value) for arg in node.args if isinstance(arg, ast.Constant))
+    return computed
+
+
+def openrlhf_table() -> dict[str, Any]:
+    """Every option of each OpenRLHF training entry (`openrlhf.cli.train_*`), from the parser
+    the module itself builds (`openrlhf_parser`): its conversion, default, choices, nargs and
+    whether it takes a value, and whether the parser accepts unique prefixes."""
+    root = source_root("openrlhf")
+    if root is None:
+        raise ModuleNotFoundError("openrlhf")
+    kinds = {"int": "int", "float": "float", "str": "str"}
+    entries: dict[str, Any] = {}
+    for path in sorted((root / "cli").glob("train_*.py")):
+        parser = openrlhf_parser(path)
+        computed = computed_defaults(path)
+        options: dict[str, Any] = {}
+        for action in parser._actions:
+            if not action.option_strings or action.dest == "help":
+                continue
+            entry: dict[str, Any] = {"dest": action.dest, "value": action.nargs != 0}
+            if action.nargs != 0:
+                converts = getattr(action.type, "__name__", "str") if action.type else "str"
+                entry["type"] = kinds.get(converts, "other")
+            if action.nargs not in (None, 0):
+                entry["nargs"] = action.nargs
+            if action.choices:
+                entry["choices"] = [jsonable(choice) for choice in action.choices]
+            if not computed & set(action.option_strings):
+                with contextlib.suppress(TypeError, ValueError):
+                    json.dumps(action.default)
+                    entry["default"] = action.default
+            for option in action.option_strings:
+                options[option] = entry
+        entries[f"openrlhf.cli.{path.stem}"] = {"allow_abbrev": parser.allow_abbrev,
+                                                "options": dict(sorted(options.items()))}
+    return {"engine": "openrlhf", "version": importlib.metadata.version("openrlhf"), "entries": entries}
+
+
 # --- writing and checking --------------------------------------------------------------------
 
-BUILDERS = {"deepspeed": deepspeed_table, "accelerate": accelerate_table, "verl": verl_table, "hf": hf_table}
+BUILDERS = {"deepspeed": deepspeed_table, "accelerate": accelerate_table, "verl": verl_table, "hf": hf_table,
+            "trl": trl_table, "openrlhf": openrlhf_table}
 
 
 def render(table: dict[str, Any]) -> str:
@@ -647,10 +925,17 @@ def changes(old: Any, new: Any, path: str = "") -> Iterator[str]:
         yield f"~ {path}: {json.dumps(old)} -> {json.dumps(new)}"
 
 
-ENGINE_PACKAGES = {"deepspeed": "deepspeed", "accelerate": "accelerate", "verl": "verl", "hf": "transformers"}
+ENGINE_PACKAGES = {"deepspeed": "deepspeed", "accelerate": "accelerate", "verl": "verl", "hf": "transformers",
+                   "trl": "trl", "openrlhf": "openrlhf"}
 WITH_DEPS = frozenset({"hf"})
 """Engines installed with their own requirements: transformers checks the versions of
 huggingface_hub and tokenizers at import, and each release wants its own (none needs torch)."""
+
+
+APART = frozenset({"openrlhf"})
+"""Engines installed apart from `.venv` (OpenRLHF pins vLLM, flash-attn and Ray builds that
+cannot install here: `make openrlhf` puts the package alone in `.openrlhf/`); `--check` with
+no engine named leaves them out when they are not on the path."""
 
 
 def scratch_install(engine: str, version: str, into: Path) -> None:
@@ -698,6 +983,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     status = 0
     for engine in args.engines or sorted(BUILDERS):
+        if engine in APART and not args.engines and source_root(ENGINE_PACKAGES[engine]) is None:
+            continue  # not in this environment: checked where it is installed (its own test)
         built = installed_table(engine)
         text = render(built)
         path = args.out / engine / f"{built['version']}.json"

@@ -294,8 +294,8 @@ def test_all_writes_every_target_and_a_summary(cli: Callable[..., Result],
     second = cli("compile", recipe, "--target", "all", "-o", tmp_path / "b")
     assert first.code == second.code == 0
     names = sorted(p.name for p in (tmp_path / "a").iterdir())
-    assert names == ["accelerate_config.yaml", "ds_config.json", "summary.md", "training_args.json",
-                     "verl_actor.yaml", "verl_overrides.txt"]
+    assert names == ["accelerate_config.yaml", "ds_config.json", "grpo_config.yaml", "openrlhf_train.sh",
+                     "summary.md", "training_args.json", "verl_actor.yaml", "verl_overrides.txt"]
     for name in names:  # deterministic: same Plan, same bytes
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
     summary = (tmp_path / "a" / "summary.md").read_text()
@@ -308,7 +308,9 @@ def test_all_skips_a_target_that_cannot_express_the_recipe() -> None:
     output = TARGETS["all"](plan, EmitOptions())
     assert "verl_overrides.txt" not in output.files
     skipped = [f for f in output.findings if f.code == "DR200"]
-    assert len(skipped) == 1 and skipped[0].severity == "info" and "DR208" in skipped[0].message
+    # verl and OpenRLHF both need `rl`
+    assert [f.message.split(":")[0] for f in skipped] == ["verl", "openrlhf"]
+    assert all(f.severity == "info" and "DR208" in f.message for f in skipped)
     assert "DR200" in output.files["summary.md"]
 
 

@@ -48,6 +48,9 @@ OUTPUT = {"deepspeed": "ds_config.json", "accelerate": "accelerate_config.yaml",
 
 _LEGACY_MICRO = "ppo_micro_batch_size is deprecated, and verl 0.9.1's workers never convert it"
 REFUSED: dict[str, str] = {
+    # Written for 7 training processes (vLLM on the eighth GPU): at one node of 8 ranks the
+    # generation batch 16 × 8 × 16 holds no whole groups of 7, which GRPOConfig refuses.
+    "huggingface__open-r1__recipes__Qwen2.5-1.5B-Instruct__grpo__config_demo.yaml": "num_generations 7 does not divide",
     # Issue 20's set B: verl 0.9.1's workers never convert the deprecated ppo_micro_batch_size.
     "Jiayi-Pan__TinyZero__examples__ppo_trainer__run_deepseek7b_llm_sp2.sh": "actor_rollout_ref.actor.ppo_micro_batch_size is deprecated",
     "Jiayi-Pan__TinyZero__examples__split_placement__run_deepseek7b_llm.sh": "actor_rollout_ref.actor.ppo_micro_batch_size is deprecated",
@@ -104,6 +107,9 @@ def round_trip(path: Path) -> tuple[dict[str, Any], dict[str, Any], str]:
     plan = resolve(recipe_from_document(apply_overrides(Document(data, str(path)), []), path.parent))
     if kind == "verl":
         return given, verl.nested(plan), kind
+    if kind == "trl":  # a TRL config: the Trainer's keys come back in the one `--target trl` writes
+        files = TARGETS[kind](plan, EmitOptions()).files
+        return given, yaml.safe_load(files["grpo_config.yaml" if plan.recipe.rl else "sft_config.yaml"]), kind
     text = TARGETS[kind](plan, EmitOptions()).files[OUTPUT[kind]]
     return given, yaml.safe_load(text) if kind == "accelerate" else json.loads(text), kind
 

@@ -63,3 +63,29 @@ def test_a_torchrun_fsdp2_script_reads_the_plan_through_the_api(tmp_path: Path) 
     assert record["env"]["DISTRECIPE_PLAN"] == str(tmp_path / "run" / "plan.json")
     assert got["world"] == 2
     assert got["samples"] == [8, 8, 8], "micro 2 × accumulation 2 on each of 2 ranks, every step"
+
+
+TRL_FLAGS = ("--max_steps", "2", "--report_to", "none", "--save_strategy", "no", "--logging_steps", "1")
+
+
+def test_a_trl_sft_script_trains_with_the_recipes_batch(tmp_path: Path) -> None:
+    pytest.importorskip("trl")
+    got, record = launch(tmp_path, "--", str(PROGRAMS / "trl_sft.py"), "--output_dir", str(tmp_path / "out"),
+                         *TRL_FLAGS)
+    assert record["program_kind"]["kind"] == "hf"  # SFTTrainer is a Trainer: it takes the Trainer's flags
+    assert (got["trainer"], got["world"], got["micro"], got["accumulation"]) == ("SFTTrainer", 2, 2, 2)
+    assert got["engine_batch"] == [2, 2, 8], "DeepSpeed's engine runs the Plan's batch"
+    assert got["steps"] == 2 and len(got["losses"]) == 2
+
+
+def test_a_trl_grpo_script_generates_and_trains_with_the_recipes_batch(tmp_path: Path) -> None:
+    pytest.importorskip("trl")
+    got, record = launch(tmp_path, "--", str(PROGRAMS / "trl_grpo.py"), "--output_dir", str(tmp_path / "out"),
+                         *TRL_FLAGS, "--num_generations", "4", "--max_completion_length", "8")
+    assert record["program_kind"]["kind"] == "hf"
+    assert (got["trainer"], got["world"], got["micro"], got["accumulation"]) == ("GRPOTrainer", 2, 2, 2)
+    # GRPOConfig's arithmetic on the recipe's numbers: micro 2 completions × 2 ranks × 2
+    # steps per generation (the accumulation) = 8 completions, two prompts' groups of 4
+    assert (got["generation_batch_size"], got["steps_per_generation"], got["num_generations"]) == (8, 2, 4)
+    assert got["engine_batch"] == [2, 2, 8]
+    assert got["steps"] == 2 and got["scored_per_call"] == [4, 4], "each rank scores its 4 of the 8 completions"

@@ -16,9 +16,10 @@ Engine = Literal["deepspeed", "accelerate", "verl", "hf"]
 ENGINES: tuple[Engine, ...] = get_args(Engine)
 
 Kind = Literal["recipe", "deepspeed", "accelerate", "verl", "hf", "axolotl", "llamafactory",
-               "trainjob", "rayjob", "pytorchjob", "skypilot"]
+               "trainjob", "rayjob", "pytorchjob", "skypilot", "trl", "openrlhf"]
 """The kinds of file distrecipe reads: a recipe, one engine's native config, the training
-YAML of a tool built on the HF Trainer (Axolotl, LLaMA-Factory), or a platform's job file
+YAML of a tool built on the HF Trainer (Axolotl, LLaMA-Factory, TRL's `TrlParser` configs),
+an OpenRLHF command line in a launch script, or a platform's job file
 (a Kubeflow TrainJob, a KubeRay RayJob, a PyTorchJob, a SkyPilot task: `engines.platforms`),
 which says the world of the configs its command names."""
 KINDS: tuple[Kind, ...] = get_args(Kind)

@@ -5,7 +5,9 @@ convention: `recipe:` marks a recipe, `distributed_type` an Accelerate config,
 `actor_rollout_ref` (or `data` with `trainer`, or any of verl's groups in a script
 that runs `verl.trainer.main_ppo`) verl, `base_model` with Axolotl's own keys
 (`micro_batch_size`, `sequence_len`, ...) an Axolotl YAML, `finetuning_type`, `template`
-or a training `stage` a LLaMA-Factory YAML, TrainingArguments' own names an HF file, and
+or a training `stage` a LLaMA-Factory YAML, a field only TRL's trainer configs have
+(`packing`, `num_generations`, `beta`) a TRL config, TrainingArguments' own names an HF
+file, a launch script running `openrlhf.cli.train_*` an OpenRLHF command line, and
 DeepSpeed's keys (or a near miss of one: `zero_optimisation`) a ds_config; a platform's job
 file goes by its `apiVersion` and `kind` (TrainJob, RayJob, PyTorchJob) or by SkyPilot's
 task keys (`engines.platforms`). verl is also written as Hydra overrides (`key=value`
@@ -31,8 +33,13 @@ from distrecipe.engines.hydra import read_overrides, verl_commands
 from distrecipe.engines.llamafactory import V1 as LLAMAFACTORY_V1
 from distrecipe.engines.llamafactory import is_llamafactory
 from distrecipe.engines.llamafactory import is_v1 as is_llamafactory_v1
+from distrecipe.engines.openrlhf import is_command as is_openrlhf_command
+from distrecipe.engines.openrlhf import read_command as read_openrlhf_command
 from distrecipe.engines.platforms import platform_kind
 from distrecipe.engines.shell import SCRIPT_SUFFIXES, is_script
+from distrecipe.engines.trl import is_command as is_trl_command
+from distrecipe.engines.trl import is_trl
+from distrecipe.engines.trl import read_command as read_trl_command
 from distrecipe.engines.verl import ENTRY as VERL_ENTRY
 from distrecipe.engines.verl import VERL_ROOTS
 from distrecipe.keys import get
@@ -53,6 +60,10 @@ def detect(doc: Document) -> Kind | None:
         return manifest
     if "recipe" in keys:
         return "recipe"
+    if is_openrlhf_command(data):
+        return "openrlhf"
+    if is_trl_command(data):
+        return "trl"
     if keys & ACCELERATE_MARKERS:
         return "accelerate"
     if "actor_rollout_ref" in keys or {"data", "trainer"} <= keys or _runs_verl(doc, keys):
@@ -63,6 +74,8 @@ def detect(doc: Document) -> Kind | None:
         return "axolotl"
     if is_llamafactory(data):
         return "llamafactory"
+    if is_trl(keys):
+        return "trl"
     if keys & HF_MARKERS:
         return "hf"
     if keys & DS_MARKERS or _near_deepspeed(keys):
@@ -128,6 +141,10 @@ def read(path: Path, text: str, *, keep_last: bool = False) -> Document:
     name = str(path)
     suffix = path.suffix.lower()
     if suffix in OVERRIDE_SUFFIXES:
+        if is_script(name) and "openrlhf.cli." in text and (command := read_openrlhf_command(text, name)):
+            return command
+        if is_script(name) and "trl " in text and (command := read_trl_command(text, name)):
+            return command
         overrides = read_overrides(text, name)
         if overrides.data or not is_script(name):
             return overrides
@@ -146,6 +163,8 @@ DUPLICATE_KEYS: dict[Kind, tuple[str, str | None]] = {
     "hf": ("HfArgumentParser.parse_yaml_file (yaml.safe_load)", None),
     "axolotl": ("Axolotl's loader (yaml.safe_load)", None),
     "skypilot": ("SkyPilot's loader (yaml.safe_load)", None),
+    "trl": ("TrlParser (yaml.safe_load)", None),
+    "openrlhf": ("argparse", None),
     "verl": ("verl's loader (OmegaConf)", "found duplicate key {key}"),
     "llamafactory": ("LLaMA-Factory's loader (OmegaConf)", "found duplicate key {key}"),
     "trainjob": ("kubectl", 'mapping key "{key}" already defined at line {line}'),

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from distrecipe.engines.native import is_file
+from distrecipe.engines.trl import trainer_names
 from distrecipe.errors import DistrecipeError, LaunchError
 from distrecipe.launch.spec import TINY_TRAINER, Program
 from distrecipe.recipe import Backend, ProgramKind
@@ -35,7 +36,7 @@ BACKEND_KIND: dict[Backend, ProgramKind] = {
 MARKERS: tuple[tuple[ProgramKind, str, frozenset[str]], ...] = (
     ("hf", "transformers", frozenset({"HfArgumentParser", "Trainer", "TrainingArguments",
                                       "Seq2SeqTrainer", "Seq2SeqTrainingArguments"})),
-    ("hf", "trl", frozenset({"SFTTrainer", "SFTConfig", "DPOTrainer", "DPOConfig"})),
+    ("hf", "trl", trainer_names()),
     ("accelerate", "accelerate", frozenset({"Accelerator"})),
     ("deepspeed", "deepspeed", frozenset({"initialize", "add_config_arguments"})),
 )

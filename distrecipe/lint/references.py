@@ -99,6 +99,9 @@ class References:
         it is the program's sole argument)."""
         self._names: dict[str, set[str]] = {}
         """Each registered script → the real paths of the configs it names."""
+        self._config_flags: dict[str, list[tuple[str, Launch, Path]]] = {}
+        """Each config a launch hands its program as `--config FILE` (TrlParser's scripts,
+        open-r1's) → (`script:line`, the launch, the script)."""
         self.linted: list[Path] = []
         """The files of this lint run, given or walked: where a reference no launch directory
         resolves may still be (`_opened_from_elsewhere`)."""
@@ -197,6 +200,11 @@ class References:
                     alone = len(launch.program) == 2 and launch.program[1] is argument
                     self._passed.setdefault(self.real(passed), []).append((line, alone))
                     named.add(self.real(passed))
+            if (flag := launch.flags.get("config", (None, None))[1]) is not None and flag.value:
+                passed = self.resolve(path, flag.value, root)
+                if passed is not None:
+                    self._config_flags.setdefault(self.real(passed), []).append((line, launch, path))
+                    named.add(self.real(passed))
             if launch.launcher == "accelerate" and (file := launch.option("config_file")) and file.value:
                 config = self.resolve(path, file.value, root)
                 if config is not None:
@@ -281,6 +289,11 @@ class References:
         `path`, each with where it is (`script:line`)."""
         runs = self._accelerate_launches.get(self.real(path), [])
         return [(line, launch) for line, launch, _ in runs]
+
+    def config_launches(self, path: Path) -> list[tuple[str, Launch, Path]]:
+        """The launch commands that hand their program the file at `path` as `--config`,
+        each with where it is (`script:line`) and its script."""
+        return self._config_flags.get(self.real(path), [])
 
     def passed_alone(self, path: Path) -> str | None:
         """Where a launch passes the file at `path` as its program's sole argument

@@ -199,6 +199,11 @@ class Workspace:
                         found.append(World(world.ranks, f"{world.source} in {line}", "launch", world.where))
             found += self._naming_worlds(path)
             return tuple(found)
+        if kind == "trl":  # `accelerate launch --num_processes 7 grpo.py --config FILE`
+            for line, launch, script in self.references.config_launches(path):
+                world = self.launch_world(launch, script, None, "launch")
+                if world is not None:
+                    found.append(World(world.ranks, f"{world.source} in {line}", "launch", world.where))
         if kind == "accelerate":
             for line, launch in self.references.accelerate_launches(path):
                 processes = launch.world()[0] if launch.option("num_processes") is not None else None

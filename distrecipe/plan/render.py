@@ -162,9 +162,9 @@ def _step(est: Estimate) -> str:
 def _rollout(phase: Rollout) -> str:
     """verl's rollout phase: the engine's share of the GPU (its weights, start-up profile and
     KV cache) beside the actor's resident state."""
-    source = "" if phase.stated else " (verl's default)"
+    source = "" if phase.stated else f" ({phase.trainer}'s default)"
     share = "of an unknown GPU" if phase.engine is None else f"= {gb(phase.engine)}"
-    tp = "" if phase.tensor_stated else ", verl's default"
+    tp = "" if phase.tensor_stated else f", {phase.trainer}'s default"
     inside = phase.floor_text(f" (Ψ × {phase.width} bytes ÷ rollout tensor parallelism {phase.tensor}{tp})")
     kv = phase.kv_cache
     if kv is None:
@@ -179,7 +179,8 @@ def _rollout(phase: Rollout) -> str:
     after = ("freed while the actor trains" if phase.freed
              else "kept while the actor trains (rl.free_rollout_memory: false)")
     refused = f"; {phase.refused}" if phase.refused else ""
-    return (f"  rollout (verl)     rl.rollout_memory {phase.fraction:g}{source} {share} [{inside}] + "
+    label = f"rollout ({phase.trainer})"
+    return (f"  {label:<19}rl.rollout_memory {phase.fraction:g}{source} {share} [{inside}] + "
             f"actor state {gb(actor)}{parts} + CUDA context {gb(CONTEXT)}{total}; {after}{refused}")
 
 

@@ -1,5 +1,9 @@
 """verl's rollout engine on the same GPUs as the actor: the second phase `fits?` must cover.
 
+TRL's GRPO with vLLM colocated is priced the same way (`_trl`), with GRPOConfig's own
+defaults: no offload between phases, vLLM's tensor parallelism 1, and the fraction kept
+through training unless vLLM's sleep mode is on.
+
 verl's hybrid engine runs generation (vLLM or SGLang) and the actor's update on every
 GPU in turn, so a GPU must hold the worse of two phases (`distrecipe.engines.verl` has
 the sources):
@@ -39,6 +43,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from distrecipe.engines.trl import runs_trl, vllm_defaults
 from distrecipe.engines.verl import (
     FREE_CACHE_DEFAULT,
     PHASE_OFFLOAD,
@@ -91,6 +96,8 @@ class Rollout:
     """KV cache bytes per GPU for one sequence of `max_len` tokens (0 when either is unknown)."""
     refused: str | None = None
     """Why verl's workers refuse the rollout's layout on these GPUs, or None."""
+    trainer: str = "verl"
+    """Whose rollout engine: verl's hybrid engine, or TRL's colocated vLLM (`TRL`)."""
 
     @property
     def floor(self) -> float:
@@ -134,9 +141,12 @@ class Rollout:
 
 
 def rollout(plan: Plan, engine: EngineView) -> Rollout | None:
-    """The rollout phase of a verl plan (`rl` set); None for any other recipe."""
+    """The rollout phase of a verl plan (`rl` set), or of TRL's colocated vLLM (`rl` under
+    `accelerate launch`, `_trl`); None for any other recipe."""
     if plan.recipe.rl is None:
         return None
+    if runs_trl(plan.backend, plan.recipe.rl):
+        return _trl(plan, engine)
     stated = plan.recipe.rl.rollout_memory is not None
     rl = plan.recipe.rl
     fraction = float(rl.rollout_memory) if rl.rollout_memory is not None else ROLLOUT_MEMORY_DEFAULT
@@ -158,6 +168,28 @@ def rollout(plan: Plan, engine: EngineView) -> Rollout | None:
     return Rollout(fraction, stated, freed, size, actor, params * width / tensor, width, tensor,
                    tensor == stated_tp, max_len, _sequence_kv(plan, max_len, width, tensor),
                    None if (refused := rollout_layout(plan)) is None else refused[0])
+
+
+def _trl(plan: Plan, engine: EngineView) -> Rollout | None:
+    """TRL's GRPO with vLLM colocated (`rl.rollout_memory` stated: `--target trl` writes
+    `use_vllm`, `vllm_mode: colocate`): vLLM takes its fraction beside the whole training
+    state (TRL moves nothing to CPU for generation), holds the weights at 16 bits over
+    `vllm_tensor_parallel_size` (1), and keeps its fraction through training unless its
+    sleep mode is on (`rl.free_rollout_memory`; GRPOConfig's default: off). Without
+    `rl.rollout_memory` TRL generates with the trained model itself: no second engine."""
+    rl = plan.recipe.rl
+    if rl is None or rl.rollout_memory is None:
+        return None
+    defaults = vllm_defaults()
+    freed = defaults.sleep if rl.free_rollout_memory is None else rl.free_rollout_memory
+    actor = {part: size for part, size in engine.points["rest"].items() if size}
+    size = None if plan.gpu_memory is None else float(rl.rollout_memory) * plan.gpu_memory
+    width = ROLLOUT_DTYPE_BYTES["bfloat16"]
+    params = plan.recipe.model.params
+    assert params is not None, "estimate() refuses a plan without model.params"
+    weights = params * width / defaults.tensor
+    return Rollout(float(rl.rollout_memory), True, freed, size, actor, weights, width, defaults.tensor, False,
+                   trainer="TRL")
 
 
 def _sequence_kv(plan: Plan, length: int | None, width: int, tensor: int) -> float:

@@ -109,5 +109,7 @@ TARGETS: Mapping[str, Render] = _Registry({
     "accelerate": "distrecipe.translator.accelerate:render",
     "verl": "distrecipe.translator.verl:render",
     "hf": "distrecipe.translator.hf:render",
+    "trl": "distrecipe.translator.trl:render",
+    "openrlhf": "distrecipe.translator.openrlhf:render",
     "all": "distrecipe.translator.summary:render_all",
 })

@@ -34,7 +34,7 @@ def test_a_named_file_of_no_kind_says_so(cli: Callable[..., Result], tmp_path: P
     result = cli("lint", v1)
     assert (result.code, result.err.strip()) == (2, (
         f"{v1}:1:1: error: not a config distrecipe reads (none of recipe, deepspeed, accelerate, verl, hf, "
-        "axolotl, llamafactory, trainjob, rayjob, pytorchjob, skypilot; a LLaMA-Factory v1 config, which its v1 trainer reads, not HfArgumentParser): "
+        "axolotl, llamafactory, trainjob, rayjob, pytorchjob, skypilot, trl, openrlhf; a LLaMA-Factory v1 config, which its v1 trainer reads, not HfArgumentParser): "
         "pass --kind if it is one"))
     assert cli("lint", "--ignore-unknown", v1).code == 0
     walked = cli("lint", tmp_path)

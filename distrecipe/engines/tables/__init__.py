@@ -3,7 +3,7 @@ config accepts, their defaults, and whether the engine refuses an unknown key th
 silently ignores it.
 
 `tables/ENGINE/RELEASE.json` is written by `scripts/engine_tables.py` from that release
-of DeepSpeed, Accelerate, verl or transformers installed in a scratch directory
+of DeepSpeed, Accelerate, verl, transformers, TRL or OpenRLHF installed in a scratch directory
 (introspected and probed, never transcribed); Axolotl's and LLaMA-Factory's by
 `scripts/schema_tables.py` from their schema sources (`tests/corpus/schemas/`).
 `tests/test_engine_tables.py` rebuilds the installed release's table and compares.
@@ -27,14 +27,14 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal, get_args
 
-TableEngine = Literal["deepspeed", "accelerate", "verl", "hf", "axolotl", "llamafactory"]
+TableEngine = Literal["deepspeed", "accelerate", "verl", "hf", "axolotl", "llamafactory", "trl", "openrlhf"]
 ENGINES: tuple[TableEngine, ...] = get_args(TableEngine)
 LABELS: dict[TableEngine, str] = {
     "deepspeed": "DeepSpeed", "accelerate": "Accelerate", "verl": "verl", "hf": "transformers",
-    "axolotl": "Axolotl", "llamafactory": "LLaMA-Factory"}
+    "axolotl": "Axolotl", "llamafactory": "LLaMA-Factory", "trl": "TRL", "openrlhf": "OpenRLHF"}
 PACKAGES: dict[TableEngine, str] = {
     "deepspeed": "deepspeed", "accelerate": "accelerate", "verl": "verl", "hf": "transformers",
-    "axolotl": "axolotl", "llamafactory": "llamafactory"}
+    "axolotl": "axolotl", "llamafactory": "llamafactory", "trl": "trl", "openrlhf": "openrlhf"}
 """The distribution each engine installs as: how the installed release is found."""
 NAMES: dict[str, TableEngine] = {**{engine: engine for engine in ENGINES}, "transformers": "hf",
                                  "llama-factory": "llamafactory", "llama_factory": "llamafactory"}

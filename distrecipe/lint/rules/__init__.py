@@ -4,7 +4,8 @@ Codes are stable forever (suppressions and CI configs name them). DR1xx is the b
 arithmetic shared with recipes (DR105: heads and sequence over the tensor and sequence
 degrees, which `compile` refuses too), DR220 is the verl batch fact `compile --target verl`
 also reports, DR3xx are lint's own (DR39x the platforms' job files: Kubernetes manifests and
-SkyPilot tasks), DR9xx the engines' own verdicts (`lint --engines`).
+SkyPilot tasks), DR40x TRL's config files and DR41x OpenRLHF's command lines, DR9xx the
+engines' own verdicts (`lint --engines`).
 The severity here is the default; the engine applies `[tool.distrecipe] severity` over it.
 """
 
@@ -24,11 +25,13 @@ from distrecipe.lint.rules import (
     engines,
     hf,
     llamafactory,
+    openrlhf,
     plan,
     platforms,
     recipe,
     script,
     trainer,
+    trl,
     unknown_keys,
     value_types,
     verl,
@@ -41,7 +44,7 @@ def _only(kind: Kind) -> frozenset[Kind]:
 
 
 RECIPE, DEEPSPEED, ACCELERATE, VERL, HF, AXOLOTL, LLAMAFACTORY = map(_only, get_args(Kind)[:7])
-TRAINJOB, RAYJOB, PYTORCHJOB, SKYPILOT = map(_only, get_args(Kind)[7:])
+TRAINJOB, RAYJOB, PYTORCHJOB, SKYPILOT, TRL, OPENRLHF = map(_only, get_args(Kind)[7:])
 MANIFESTS: frozenset[Kind] = TRAINJOB | RAYJOB | PYTORCHJOB
 TRAINER: frozenset[Kind] = HF | AXOLOTL | LLAMAFACTORY
 """The kinds that run the HF Trainer with the file's TrainingArguments (and the ds_config it names)."""
@@ -146,6 +149,15 @@ RULES: dict[str, Rule] = {rule.code: rule for rule in (
     Rule("DR397", "job-world-mismatch", "error", MANIFESTS | SKYPILOT, platforms.job_world_mismatch),
     Rule("DR398", "pytorchjob-without-gpus", "error", PYTORCHJOB, platforms.pytorchjob_without_gpus),
     Rule("DR399", "skypilot-task-refused", "error", SKYPILOT, platforms.skypilot_task_refused),
+    Rule("DR400", "trl-removed-key", "error", TRL, trl.removed_key),
+    Rule("DR401", "trl-wrong-type", "error", TRL, trl.wrong_type),
+    Rule("DR402", "trl-grpo-batch", "error", TRL, trl.grpo_batch, pair=True),
+    Rule("DR403", "trl-unknown-key", "warning", TRL, trl.unknown_key),
+    Rule("DR404", "trl-unknown-argument", "error", TRL, trl.unknown_argument),
+    Rule("DR410", "openrlhf-unknown-option", "error", OPENRLHF, openrlhf.unknown_option),
+    Rule("DR411", "openrlhf-value-refused", "error", OPENRLHF, openrlhf.value_refused),
+    Rule("DR412", "openrlhf-batch", "error", OPENRLHF, openrlhf.batch),
+    Rule("DR413", "openrlhf-refused-combination", "error", OPENRLHF, openrlhf.refused_combination),
     Rule("DR900", "engine-refuses", "error", NATIVE, engines.engine_refuses),
     Rule("DR901", "engine-differs", "error", NATIVE, engines.engine_differs),
     Rule("DR902", "engine-not-run", "warning", NATIVE, engines.engine_not_run),

@@ -21,6 +21,7 @@ from distrecipe.translator.importers import (
     deepspeed,
     hf,
     llamafactory,
+    trl,
     verl,
 )
 from distrecipe.translator.importers.residue import residue
@@ -36,13 +37,18 @@ IMPORTERS: dict[str, Importer] = {
     "hf": hf.to_recipe,
     "axolotl": axolotl.to_recipe,
     "llamafactory": llamafactory.to_recipe,
+    "trl": trl.to_recipe,
 }
 """Native kind (as `engines.native.detect` tells it) → importer."""
 BATCH_FILL = {"deepspeed": hf_engine.BATCH_FILL, "hf": hf_engine.BATCH_FILL,
               "accelerate": accelerate_engine.BATCH_FILL, "axolotl": hf_engine.BATCH_FILL,
-              "llamafactory": hf_engine.BATCH_FILL}
+              "llamafactory": hf_engine.BATCH_FILL, "trl": hf_engine.BATCH_FILL}
 """Native kind → who decides its batch when the file leaves it out (a TrainingArguments file
 that leaves it out gets it from the Trainer's command line; verl states it)."""
+
+
+LINTED_ONLY = {"openrlhf": "an OpenRLHF command line"}
+"""Kinds lint judges that no importer maps to a recipe yet."""
 
 
 class NotNative(DistrecipeError):
@@ -68,13 +74,16 @@ def import_document(kind: str, doc: Document, world: World | None,
     before the recipe is resolved for the comparison; they are not written into it. A
     recipe that does not resolve is returned as mapped: the caller reports why.
     """
+    if kind in LINTED_ONLY:
+        raise NotNative(f"{LINTED_ONLY[kind]} is linted (its keys, types and batch rules), not "
+                        f"imported: import reads {', '.join(IMPORTERS)} files", doc.where(()))
     if kind not in IMPORTERS:  # a platform's job file: its world and command, no training config
         raise NotNative(f"a {kind} file is a platform's job, not a training config: import reads "
                         f"{', '.join(IMPORTERS)} files (lint checks a job against the configs it names)",
                         doc.where(()))
     imported = IMPORTERS[kind](doc.data, Context(doc=doc, world=world, read=read_document))
     # An Axolotl or LLaMA-Factory YAML is read as the Trainer's arguments it holds (`read`).
-    engine = "hf" if kind in ("axolotl", "llamafactory") else kind
+    engine = "hf" if kind in ("axolotl", "llamafactory", "trl") else kind
     sources = {engine: doc.data if imported.read is None else imported.read, **imported.companions}
     checked = apply_overrides(Document({**imported.recipe, "recipe": 1}, doc.file), overrides)
     try:

@@ -1,0 +1,276 @@
+"""OpenRLHF as facts: its entry modules' command lines and the batch rules they meet.
+
+OpenRLHF is configured by command line only: `python -m openrlhf.cli.train_ppo_ray ...`
+(usually inside `ray job submit ... -- ...`), `deepspeed --module openrlhf.cli.train_sft
+...`. Each entry module builds an `argparse` parser under `__main__`; its options per
+release are in `tables/openrlhf/RELEASE.json` (`scripts/engine_tables.py` runs that block
+alone). Release 0.10.2 renamed every option into groups (`--micro_train_batch_size` became
+`--train.micro_batch_size`), so a script is judged by the release it runs.
+
+The batch is DeepSpeed's: OpenRLHF's strategy writes `train_batch_size` = B × ring × TP
+and `train_micro_batch_size_per_gpu` = m into the ds_config and derives the accumulation
+as B × ring × TP // m // world, so DeepSpeed's `_batch_assertion` refuses a B × ring × TP
+that m × world does not divide (`256 != 2 * 18 * 7`), after Ray, vLLM and the models
+have started (`openrlhf/utils/deepspeed/deepspeed.py`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from distrecipe.engines.shell import Word, commands_with_origin
+from distrecipe.engines.tables import release, releases, table, table_of
+from distrecipe.errors import Position
+from distrecipe.source import Document, KeyPath
+
+ENTRY = re.compile(r"openrlhf\.cli\.(train_\w+)")
+"""An OpenRLHF training entry module, as `python -m` or `deepspeed --module` names it."""
+PREFIX = "openrlhf.cli."
+
+NAMES: dict[str, tuple[str, ...]] = {
+    "train_batch": ("train.batch_size", "train_batch_size"),
+    "micro_train_batch": ("train.micro_batch_size", "micro_train_batch_size"),
+    "rollout_batch": ("rollout.batch_size", "rollout_batch_size"),
+    "micro_rollout_batch": ("rollout.micro_batch_size", "micro_rollout_batch_size"),
+    "n_samples": ("rollout.n_samples_per_prompt", "n_samples_per_prompt"),
+    "actor_nodes": ("actor.num_nodes", "actor_num_nodes"),
+    "actor_gpus": ("actor.num_gpus_per_node", "actor_num_gpus_per_node"),
+    "critic_nodes": ("critic.num_nodes", "critic_num_nodes"),
+    "critic_gpus": ("critic.num_gpus_per_node", "critic_num_gpus_per_node"),
+    "ring": ("ds.ring_attn_size", "ring_attn_size"),
+    "tp": ("ds.tensor_parallel_size", "ds_tensor_parallel_size"),
+    "estimator": ("algo.advantage.estimator", "advantage_estimator"),
+    "critic_model": ("critic.model_name_or_path", "critic_pretrain"),
+    "dynamic_batch": ("train.dynamic_batch_enable", "use_dynamic_batch"),
+    "packing": ("ds.packing_samples",),
+    "vllm_engines": ("vllm.num_engines",),
+    "partial_rollout": ("train.partial_rollout_enable",),
+    "async": ("train.async_enable",),
+    "dynamic_filtering": ("algo.dynamic_filtering_enable",),
+    "remote_reward": ("reward.remote_url",),
+    "agent": ("train.agent_func_path",),
+    "generate_batch": ("rollout.vllm_generate_batch_size",),
+}
+"""Each quantity → its option's dest in the grouped (≥ 0.10.2) and flat releases; the
+switches `train_ppo_ray`'s `__main__` checks are judged in the grouped releases only."""
+GROUP_ESTIMATORS = frozenset({"rloo", "reinforce_baseline", "group_norm", "dr_grpo"})
+"""Advantage estimators with a per-prompt-group baseline, which `train_ppo_ray` refuses
+with one sample per prompt (every advantage would be 0)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One entry module's parser, as the judging release builds it."""
+
+    module: str
+    options: dict[str, dict[str, Any]]
+    """Option string (`--train.batch_size`) → dest, whether it takes a value, type,
+    choices, nargs, default."""
+    allow_abbrev: bool
+
+    def resolve(self, written: str) -> str | None:
+        """The option argparse takes `written` (`--name`) for: itself, else (with
+        `allow_abbrev`) the one option it is a unique prefix of; None when it refuses it."""
+        if written in self.options:
+            return written
+        if not self.allow_abbrev or not written.startswith("--"):
+            return None
+        found = {option for option in self.options if option.startswith(written)}
+        dests = {self.options[option]["dest"] for option in found}
+        return sorted(found)[0] if len(dests) == 1 else None
+
+    def dest(self, quantity: str) -> str | None:
+        """The dest the judging release gives a batch quantity (`NAMES`)."""
+        dests = {entry["dest"] for entry in self.options.values()}
+        return next((name for name in NAMES[quantity] if name in dests), None)
+
+    def default(self, dest: str) -> Any:
+        return next((entry.get("default") for entry in self.options.values() if entry["dest"] == dest), None)
+
+
+def entry(module: str) -> Entry | None:
+    """`module`'s parser in the judging release, None when that release has no such entry."""
+    found = table("openrlhf")["entries"].get(module)
+    if found is None:
+        return None
+    return Entry(module, found["options"], found["allow_abbrev"])
+
+
+def entries() -> frozenset[str]:
+    return frozenset(table("openrlhf")["entries"])
+
+
+@cache
+def _all_options(version: str) -> dict[str, dict[str, dict[str, Any]]]:
+    return {module: found["options"] for module, found in table_of("openrlhf", version)["entries"].items()}
+
+
+def option_history(module: str, option: str) -> tuple[str, str | None] | None:
+    """Where another release's `module` has `option`: (`a key of OpenRLHF ≥ X; the project
+    runs Y (where)` or `removed in …`, the judging release's option with the same words in
+    its dest, `--micro_train_batch_size` → `--train.micro_batch_size`); None when no release here has it."""
+    from distrecipe.engines.tables import history
+
+    said = history("openrlhf", lambda found: option in found["entries"].get(module, {}).get("options", {}),
+                   noun="option")
+    if said is None:
+        return None
+    old = next((_all_options(v)[module][option] for v in releases("openrlhf")
+                if option in _all_options(v).get(module, {})), None)
+    now = entry(module)
+    if old is None or now is None:
+        return said, None
+    words = sorted(re.split(r"[._]", old["dest"]))
+    same = sorted(name for name, found in now.options.items()
+                  if sorted(re.split(r"[._]", found["dest"])) == words and name.startswith("--"))
+    return said, (same[0] if same else None)
+
+
+@dataclass(frozen=True, slots=True)
+class Argument:
+    """One word-group of an OpenRLHF command line: the flag as written and its value."""
+
+    flag: Word
+    value: Word | None
+
+
+HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1[^\n]*\n(?=\s*openrlhf\.cli\.train_)(.*?)^\s*\2\s*$",
+                     re.S | re.M)
+"""A heredoc whose body is an OpenRLHF command: OpenRLHF's DeepSpeed examples write
+`read -r -d '' training_commands <<EOF` / `openrlhf.cli.train_sft ...` / `EOF` and run
+`deepspeed --module $training_commands`."""
+QUOTED = re.compile(r'(?:python[\d.]*|deepspeed)\s+(?:-m|--module)\s+openrlhf\.cli\.train_\w+(?:[^"\\]|\\.)*',
+                    re.S)
+"""An OpenRLHF command inside a double-quoted argument (`srun ... bash -c "... python3 -m
+openrlhf.cli.train_ppo_ray ..."`, OpenRLHF's SLURM example), up to the closing quote."""
+
+
+def command(text: str, file: str) -> tuple[str, list[Word]] | None:
+    """The first OpenRLHF entry a script runs (behind `python -m`, `deepspeed --module`,
+    `ray job submit ... --`, `srun`, ...; inside a heredoc variable or a `bash -c "..."`
+    string) and the words after it, or None."""
+    for words, _raw in commands_with_origin(text, file):
+        for index, word in enumerate(words[1:], start=1):
+            value = word.value or ""
+            if ENTRY.fullmatch(value) and (words[index - 1].value or "") in ("-m", "--module"):
+                return value, words[index + 1:]
+    for pattern, group in ((HEREDOC, 3), (QUOTED, 0)):
+        found = pattern.search(text)
+        if found is None:
+            continue
+        body = found[group]
+        start = found.start(group)
+        before = text[:start]
+        line_start = before.rfind("\n") + 1
+        padded = "\n" * before.count("\n") + " " * (start - line_start)  # the same lines and columns
+        shell = padded + _unescaped(body, pattern is QUOTED)
+        words = [word for words, _raw in commands_with_origin(shell, file) for word in words]
+        head = 0 if pattern is HEREDOC else 2
+        if len(words) > head and ENTRY.fullmatch(words[head].value or ""):
+            return str(words[head].value), words[head + 1:]
+    return None
+
+
+def _unescaped(body: str, quoted: bool) -> str:
+    """A double-quoted string's text as the shell hands it on (`\\"` is `"`), keeping its
+    length where it can; a heredoc body as written."""
+    return body.replace('\\"', ' "') if quoted else body
+
+
+def read_command(text: str, file: str) -> Document | None:
+    """A script's OpenRLHF command line as a document: `{module: {option: value}}`, each
+    option as written (`--train.batch_size`), its value the word's text (None where the
+    script leaves it to a variable; True for an option given alone), with positions."""
+    found = command(text, file)
+    if found is None:
+        return None
+    module, words = found
+    known = entry(module)
+    lines = tuple(text.splitlines())
+    data: dict[str, Any] = {}
+    positions: dict[KeyPath, Position] = {(): words[0].where if words else Position(file, 1, 1)}
+    key_positions: dict[KeyPath, Position] = {}
+    index = 0
+    while index < len(words):
+        word = words[index]
+        index += 1
+        written = word.value
+        if written is None or not written.startswith("-") or written in ("-", "--"):
+            continue
+        name, equals, inline = written.partition("=")
+        resolved = known.resolve(name) if known is not None else None
+        takes = known.options[resolved]["value"] if known is not None and resolved is not None else None
+        value: Any
+        at = word
+        if equals:
+            value = inline
+        elif takes is False:
+            value = True
+        elif index < len(words) and not (words[index].value or "").startswith("--"):
+            at = words[index]
+            value = at.value
+            index += 1
+            nargs = known.options[resolved].get("nargs") if known is not None and resolved else None
+            if nargs in ("+", "*"):
+                values = [value]
+                while index < len(words) and not (words[index].value or "-").startswith("-"):
+                    values.append(words[index].value)
+                    index += 1
+                value = values if len(values) > 1 else value
+        else:
+            value = True
+        data[name] = value
+        key_positions[(module, name)] = word.where
+        positions[(module, name)] = at.where
+    positions[(module,)] = positions[()]
+    key_positions[(module,)] = positions[()]
+    return Document({module: data}, file, positions, key_positions, lines)
+
+
+def is_command(data: object) -> bool:
+    """Whether a document is an OpenRLHF command line (`read_command`'s shape)."""
+    return (isinstance(data, dict) and len(data) == 1 and isinstance(next(iter(data)), str)
+            and next(iter(data)).startswith(PREFIX) and isinstance(next(iter(data.values())), dict))
+
+
+@dataclass(frozen=True, slots=True)
+class DsBatch:
+    """The numbers OpenRLHF's strategy hands DeepSpeed for one model group."""
+
+    who: str
+    """`actor` or `critic`."""
+    batch: int
+    micro: int
+    world: int
+    world_said: str
+    ring: int = 1
+    tp: int = 1
+
+
+def ds_violation(b: DsBatch) -> str | None:
+    """DeepSpeed's `_batch_assertion` on the ds_config OpenRLHF writes: train_batch_size =
+    B × ring × TP, micro m, accumulation B × ring × TP // m // world; None when it passes."""
+    ds_batch = b.batch * b.ring * b.tp
+    accumulation = ds_batch // b.micro // b.world if b.micro and b.world else 0
+    if accumulation <= 0:
+        return (f"the {b.who}'s accumulation is train batch {ds_batch} // micro {b.micro} // world "
+                f"{b.world} ({b.world_said}) = 0; DeepSpeed refuses it (gradient_accumulation_steps must be "
+                f"positive): nearest valid train batch {b.micro * b.world // (b.ring * b.tp) or 1}")
+    if ds_batch == b.micro * accumulation * b.world:
+        return None
+    step = b.micro * b.world
+    lower, upper = ds_batch // step * step, (ds_batch // step + 1) * step
+    near = " or ".join(str(n // (b.ring * b.tp)) for n in (lower, upper) if n and n % (b.ring * b.tp) == 0)
+    factors = f"{b.batch}{f' × ring {b.ring}' if b.ring > 1 else ''}{f' × TP {b.tp}' if b.tp > 1 else ''}"
+    return (f"DeepSpeed refuses the {b.who}'s batch: train_batch_size is not equal to micro_batch_per_gpu * "
+            f"gradient_acc_step * world_size {ds_batch} != {b.micro} * {accumulation} * {b.world} "
+            f"(train batch {factors}, micro {b.micro}, world {b.world} from {b.world_said}); nearest valid "
+            f"train batch {near}")
+
+
+def judging() -> str:
+    """`OpenRLHF 0.11.2`, for messages."""
+    return f"OpenRLHF {release('openrlhf').table}"

@@ -1,0 +1,97 @@
+"""Plan → OpenRLHF's command line (`python3 -m openrlhf.cli.train_ppo_ray ...`, grouped
+options of OpenRLHF ≥ 0.10.2), as `openrlhf_train.sh`.
+
+OpenRLHF is configured by command line only and builds its ds_config from it: the
+recipe's global batch is `--train.batch_size` (sequences per optimizer step) with
+`--train.micro_batch_size`, and DeepSpeed derives the accumulation over the actor's
+`num_nodes × num_gpus_per_node` ranks (`engines.openrlhf.ds_violation` is its assertion).
+`rl.prompts_per_step` prompts of `rl.rollout_n` samples each are one rollout, so one
+rollout is one optimizer step, as in verl. Every model group (actor, reference, critic,
+reward) is placed on all the recipe's GPUs and colocated with vLLM (`--train.colocate_all`,
+one engine per GPU), `rl.rollout_memory` is vLLM's `--vllm.gpu_memory_utilization` and
+`rl.free_rollout_memory` its sleep mode. The models and data are the user's: the script
+leaves `$ACTOR`, `$REWARD` and `$PROMPTS` to the shell. OpenRLHF runs ZeRO only, in bf16 or
+fp16; anything else is refused (DR208), and what the line cannot hold is named.
+"""
+
+from __future__ import annotations
+
+from distrecipe.findings import Finding
+from distrecipe.job import Plan
+from distrecipe.output import one_line
+from distrecipe.translator import carry
+from distrecipe.translator.codes import finding
+from distrecipe.translator.equivalence import refuse_errors
+from distrecipe.translator.targets import EmitOptions, Output
+
+TARGET = "openrlhf"
+SCRIPT_FILE = "openrlhf_train.sh"
+ENTRY = "openrlhf.cli.train_ppo_ray"
+USER = ("--actor.model_name_or_path", "$ACTOR"), ("--reward.model_name_or_path", "$REWARD"), \
+    ("--data.prompt_dataset", "$PROMPTS")
+"""What only the user can say: the models and the prompts, left to the shell."""
+CARRIED = frozenset({"recipe", "name", "model", "cluster", "strategy", "stage", "batch", "precision",
+                     "optimizer", "grad_clip", "rl", "launch"})
+"""The recipe's sections the command line carries (the model's shape only prices the plan)."""
+
+
+def findings(plan: Plan) -> list[Finding]:
+    """What OpenRLHF's command line cannot hold of the recipe."""
+    r = plan.recipe
+    found: list[Finding] = []
+    if r.rl is None:
+        found.append(finding("DR208", TARGET, "train_ppo_ray needs rl.rollout_n and rl.prompts_per_step"))
+    if r.strategy != "zero":
+        found.append(finding("DR208", TARGET, f"OpenRLHF's trainers run DeepSpeed ZeRO, not {r.strategy}"))
+    if plan.precision not in ("bf16", "fp16"):
+        found.append(finding("DR208", TARGET, f"--ds.param_dtype takes bf16 or fp16, not {plan.precision}"))
+    if plan.dims.tensor > 1 or plan.dims.pipeline > 1 or plan.dims.sequence > 1:
+        found.append(finding("DR208", TARGET, "tensor, pipeline or sequence parallelism (OpenRLHF's own "
+                                              "--ds.tensor_parallel_size and ring attention are not mapped)"))
+    left = sorted(name for name, _ in carry.stated(plan) if name.split(".")[0] not in CARRIED)
+    if left:
+        found.append(finding("DR222", TARGET, f"not on the command line: {', '.join(left)}"))
+    return found
+
+
+def arguments(plan: Plan) -> list[tuple[str, str | None]]:
+    """The command line's options in order, each with its value (None for a switch)."""
+    r = plan.recipe
+    rl = r.rl
+    assert rl is not None
+    nodes, gpus = plan.dims.nodes, plan.dims.gpus_per_node
+    out: list[tuple[str, str | None]] = []
+    for group in ("actor", "ref", "critic", "reward"):
+        out += [(f"--{group}.num_nodes", str(nodes)), (f"--{group}.num_gpus_per_node", str(gpus))]
+    out += [("--train.colocate_all", None), ("--vllm.num_engines", str(plan.dims.world)),
+            ("--vllm.tensor_parallel_size", "1")]
+    if rl.rollout_memory is not None:
+        out.append(("--vllm.gpu_memory_utilization", f"{rl.rollout_memory:g}"))
+    if rl.free_rollout_memory:
+        out.append(("--vllm.enable_sleep", None))
+    out += [("--train.batch_size", str(plan.batch.global_)),
+            ("--train.micro_batch_size", str(plan.batch.micro)),
+            ("--rollout.batch_size", str(rl.prompts_per_step)),
+            ("--rollout.n_samples_per_prompt", str(rl.rollout_n)),
+            ("--ds.zero_stage", str(plan.stage)), ("--ds.param_dtype", plan.precision)]
+    if r.optimizer is not None:
+        out.append(("--actor.adam.lr", f"{r.optimizer.lr:g}"))
+    if r.grad_clip is not None:
+        out.append(("--actor.max_norm", f"{r.grad_clip:g}"))
+    return [*out, *USER]
+
+
+def text(plan: Plan) -> str:
+    lines = [f"# distrecipe: {one_line(plan.recipe.name)}. OpenRLHF's PPO entry on the recipe's "
+             f"{plan.dims.world} GPUs; set ACTOR, REWARD and PROMPTS.", f"python3 -m {ENTRY} \\"]
+    options = arguments(plan)
+    for index, (name, value) in enumerate(options):
+        end = "" if index == len(options) - 1 else " \\"
+        lines.append(f"    {name}{'' if value is None else ' ' + value}{end}")
+    return "\n".join(lines) + "\n"
+
+
+def render(plan: Plan, options: EmitOptions) -> Output:
+    found = findings(plan)
+    refuse_errors(found)
+    return Output(files={SCRIPT_FILE: text(plan)}, findings=tuple(found))

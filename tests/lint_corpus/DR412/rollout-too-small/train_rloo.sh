@@ -1,0 +1,9 @@
+python3 -m openrlhf.cli.train_ppo_ray \
+   --actor.num_nodes 2 \
+   --actor.num_gpus_per_node 8 \
+   --train.batch_size 32 \
+   --train.micro_batch_size 2 \
+   --rollout.batch_size 4 \
+   --rollout.micro_batch_size 4 \
+   --rollout.n_samples_per_prompt 8 \
+   --algo.advantage.estimator rloo

@@ -1,0 +1,56 @@
+"""Recipe → OpenRLHF's command line, judged by OpenRLHF: its entry module's parser and
+`__main__` checks take the written line, and DeepSpeed takes the ds_config OpenRLHF builds
+from it at the actor's world; what OpenRLHF cannot run is refused."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+from distrecipe import api
+from distrecipe.errors import DistrecipeError
+from distrecipe.translator.targets import TARGETS, EmitOptions
+from tests import openrlhf_judge
+
+RECIPE = """recipe: 1
+name: grpo-{world}
+model: {{params: 1.5e9, hidden_size: 1536, layers: 28, heads: 12, kv_heads: 2, vocab: 151936}}
+cluster: {{nodes: {nodes}, gpus_per_node: {gpus}, gpu: h100}}
+strategy: zero
+stage: {stage}
+batch: {{micro: {micro}, global: {global_}, seq_len: 2048}}
+precision: bf16
+optimizer: {{name: adamw, lr: 1.0e-6}}
+grad_clip: 1.0
+rl: {{rollout_n: {n}, prompts_per_step: {prompts}, rollout_memory: 0.4, free_rollout_memory: true}}
+"""
+CASES = [  # nodes, gpus, stage, micro, global, n
+    (1, 8, 3, 4, 128, 8), (2, 8, 2, 2, 256, 4), (1, 7, 3, 1, 56, 7), (1, 4, 2, 8, 64, 16)]
+
+
+@pytest.mark.parametrize("numbers", CASES, ids=["-".join(map(str, c)) for c in CASES])
+def test_openrlhf_takes_the_written_line(numbers: tuple[int, ...], tmp_path: Path) -> None:
+    nodes, gpus, stage, micro, global_, n = numbers
+    path = tmp_path / "recipe.yaml"
+    path.write_text(RECIPE.format(world=nodes * gpus, nodes=nodes, gpus=gpus, stage=stage, micro=micro,
+                                  global_=global_, n=n, prompts=global_ // n))
+    text = TARGETS["openrlhf"](api.load_plan(path), EmitOptions()).files["openrlhf_train.sh"]
+    shell = text.replace("\\\n", " ").replace("$ACTOR", "a").replace("$REWARD", "r").replace("$PROMPTS", "p")
+    words = shlex.split(shell, comments=True)  # as bash hands the words over
+    assert words[:3] == ["python3", "-m", "openrlhf.cli.train_ppo_ray"]
+    assert openrlhf_judge.verdict(words[2], words[3:]) is None
+    args = openrlhf_judge.parser(words[2]).parse_args(words[3:])
+    assert (vars(args)["train.batch_size"], vars(args)["rollout.batch_size"] * vars(args)["rollout.n_samples_per_prompt"]
+            ) == (global_, global_), "one rollout is one optimizer step of the recipe's global batch"
+
+
+@pytest.mark.parametrize(("change", "why"), [(("strategy: zero", "strategy: fsdp"), "not fsdp"),
+                                             (("precision: bf16", "precision: fp32"), "not fp32")])
+def test_what_openrlhf_cannot_run_is_refused(change: tuple[str, str], why: str, tmp_path: Path) -> None:
+    path = tmp_path / "recipe.yaml"
+    path.write_text(RECIPE.format(world=8, nodes=1, gpus=8, stage=3, micro=4, global_=128, n=8, prompts=16)
+                    .replace(*change))
+    with pytest.raises(DistrecipeError, match=f"DR208.*{why}"):
+        TARGETS["openrlhf"](api.load_plan(path), EmitOptions())

@@ -1,0 +1,120 @@
+"""Recipe → TRL: the config `trl grpo|sft` reads, judged by TRL itself, and back.
+
+TRL's own CLI path (`tests/trl_judge.command_refusal`) parses the written config with the
+written Accelerate config, and GRPOConfig's derived generation batch is the recipe's
+prompts per step in whole groups; `import` gives the recipe back, and `diff` names only
+what a TRL config cannot hold (the model's shape, the GPU)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from distrecipe import api
+from distrecipe.translator.importers import World
+from distrecipe.translator.importers.registry import import_document, read_native
+from distrecipe.translator.targets import TARGETS, EmitOptions
+from tests import trl_judge
+
+pytest.importorskip("trl")
+
+GRPO = """recipe: 1
+name: grpo-7b-8gpu
+model: {params: 7.6e9, hidden_size: 3584, layers: 28, heads: 28, kv_heads: 4, vocab: 152064}
+cluster: {nodes: 1, gpus_per_node: 8, gpu: h100}
+strategy: zero
+stage: 3
+batch: {micro: 4, global: 128, seq_len: 2048}
+precision: bf16
+optimizer: {name: adamw, lr: 1.0e-6}
+rl: {rollout_n: 8, prompts_per_step: 16, rollout_memory: 0.3, free_rollout_memory: true}
+launch: {backend: accelerate-deepspeed}
+"""
+SFT = """recipe: 1
+name: sft-2x4
+model: {params: 5.0e8, hidden_size: 896, layers: 24, heads: 14, kv_heads: 2, vocab: 151936}
+cluster: {nodes: 2, gpus_per_node: 4}
+strategy: fsdp
+stage: 3
+batch: {micro: 2, global: 64, seq_len: 1024}
+precision: bf16
+optimizer: {name: adamw, lr: 2.0e-5}
+launch: {backend: accelerate}
+"""
+
+
+def compiled(text: str, tmp_path: Path) -> tuple[Any, dict[str, str]]:
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(text)
+    plan = api.load_plan(recipe)
+    files = TARGETS["trl"](plan, EmitOptions()).files
+    for name, body in files.items():
+        (tmp_path / name).write_text(body)
+    return plan, files
+
+
+@pytest.mark.parametrize(("text", "command", "config"), [(GRPO, "grpo", "grpo_config.yaml"),
+                                                        (SFT, "sft", "sft_config.yaml")])
+def test_trl_starts_the_written_config_at_the_recipe_s_world(text: str, command: str, config: str,
+                                                             tmp_path: Path) -> None:
+    plan, files = compiled(text, tmp_path)
+    assert files[config].startswith(f"# distrecipe: {plan.recipe.name}. trl {command} --config {config} "
+                                    "--accelerate_config accelerate_config.yaml\n")
+    accelerate = yaml.safe_load(files["accelerate_config.yaml"])
+    assert accelerate["num_processes"] == plan.dims.world  # not TRL's shipped 8
+    argv = ["--config", config, "--accelerate_config", "accelerate_config.yaml", "--model_name_or_path", "m",
+            "--output_dir", str(tmp_path / "out")]
+    assert trl_judge.command_refusal(command, argv, tmp_path) is None
+
+
+def test_grpo_s_generation_batch_is_the_recipe_s_prompts_in_whole_groups(tmp_path: Path) -> None:
+    plan, _ = compiled(GRPO, tmp_path)
+    parser = trl_judge.parser("grpo")
+    with trl_judge.world(plan.dims.world):
+        _script, args, *_ = parser.parse_args_and_config(
+            ["--config", str(tmp_path / "grpo_config.yaml"), "--model_name_or_path", "m", "--report_to", "none",
+             "--output_dir", str(tmp_path / "out"), "--deepspeed", str(tmp_path / "ds_config.json")])
+    rl = plan.recipe.rl
+    assert rl is not None
+    assert args.num_generations == rl.rollout_n
+    assert args.generation_batch_size == rl.prompts_per_step * rl.rollout_n == plan.batch.global_
+    assert (args.per_device_train_batch_size, args.gradient_accumulation_steps) == (
+        plan.batch.micro, plan.batch.accumulation)
+    assert (args.use_vllm, args.vllm_mode, args.vllm_gpu_memory_utilization, args.vllm_enable_sleep_mode) == (
+        True, "colocate", rl.rollout_memory, True)
+
+
+def test_recipe_to_trl_and_back(tmp_path: Path) -> None:
+    plan, _ = compiled(GRPO, tmp_path)
+    kind, doc = read_native(tmp_path / "grpo_config.yaml")
+    assert kind == "trl"
+    back = import_document(kind, doc, World.of(plan.dims.world)).recipe
+    assert back["rl"] == {"rollout_n": 8, "prompts_per_step": 16, "rollout_memory": 0.3,
+                          "free_rollout_memory": True}
+    assert (back["strategy"], back["stage"], back["precision"], back["launch"]) == (
+        "zero", 3, "bf16", {"backend": "accelerate-deepspeed"})
+    assert (back["batch"]["micro"], back["batch"]["accumulation"]) == (4, 4)
+    assert back["optimizer"]["lr"] == 1.0e-6
+
+
+def test_diff_names_what_a_trl_config_cannot_hold(tmp_path: Path, cli: Any) -> None:
+    compiled(GRPO, tmp_path)
+    result = cli("diff", tmp_path / "recipe.yaml", tmp_path / "grpo_config.yaml", "--world", "8")
+    assert result.code == 0, result.err
+    named = {line.split(":")[0] for line in result.out.splitlines() if "→" in line}
+    assert named == {"model.params", "model.layers", "model.heads", "model.kv_heads", "model.vocab",
+                     "cluster.gpu", "cluster.gpu_memory", "batch.seq_len"}
+
+
+def test_a_group_of_one_is_refused_as_grpo_refuses_it(tmp_path: Path) -> None:
+    from distrecipe.errors import DistrecipeError
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(GRPO.replace("rollout_n: 8, prompts_per_step: 16", "rollout_n: 1, prompts_per_step: 128"))
+    with pytest.raises(DistrecipeError, match=r"DR208.*at least 2 generations per prompt; rl\.rollout_n is 1"):
+        TARGETS["trl"](api.load_plan(recipe), EmitOptions())
+    assert trl_judge.refusal_of({"model_name_or_path": "m", "num_generations": 1, "output_dir": str(tmp_path)},
+                                "grpo", tmp_path) is not None

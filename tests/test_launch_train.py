@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from typing import Any
 import pytest
 
 from distrecipe.launch.supervise import LAUNCH_ID, carrying, running
+from tests.ports import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -29,13 +29,6 @@ WORKER = Path(__file__).resolve().parent / "launch_equivalence_worker.py"
 TOLERANCE = 1e-4
 GLOBAL = 8
 STEPS = 10
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def distrecipe(*args: str | Path) -> list[str]:

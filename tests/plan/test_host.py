@@ -16,6 +16,7 @@ from distrecipe.plan import host
 from distrecipe.plan.report import estimate
 from distrecipe.plan.units import GB
 from tests.conftest import RECIPES, Result
+from tests.ports import free_port
 
 OFFLOAD = RECIPES / "seed-8b-32gpu-zero2-offload.yaml"
 
@@ -92,7 +93,8 @@ def test_the_host_terms_are_what_deepspeed_keeps(write: Callable[[str, str], Pat
                                       f"batch.global={2 * accumulation}")))
     done = subprocess.run([sys.executable, str(PROBE), str(stage), str(accumulation)], capture_output=True,
                           text=True, timeout=600, check=False,
-                          env={**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1"})
+                          env={**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1",
+                               "MASTER_PORT": str(free_port())})
     assert done.returncode == 0, done.stderr[-4000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])
     staging = 2 * got["largest"] if stage < 3 else 0

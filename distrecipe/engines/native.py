@@ -239,3 +239,11 @@ def is_file(path: Path) -> bool:
         return path.is_file()
     except (OSError, ValueError):
         return False
+
+
+def is_dir(path: Path) -> bool:
+    """`path.is_dir()`, and False for names no directory can have, as `is_file`."""
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False

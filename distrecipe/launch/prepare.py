@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from distrecipe.engines.native import is_file
+from distrecipe.engines.native import is_dir, is_file
 from distrecipe.errors import LaunchError, RecipeError
 from distrecipe.findings import Finding
 from distrecipe.job import Plan
@@ -97,15 +97,15 @@ def check_program_file(plan: Plan, program: Program, *, given: bool) -> None:
     if program.module:
         return
     path = Path(program.target)
-    if is_file(path) or (path.is_dir() and is_file(path / "__main__.py")):
+    if is_file(path) or (is_dir(path) and is_file(path / "__main__.py")):
         return
     what, where = ((f"the program {program.target} (after --)", None) if given
                    else (f"launch.script {program.target}", plan.recipe.at("launch.script")))
-    if path.is_dir():
+    if is_dir(path):
         raise LaunchError(f"{what} is a directory without a __main__.py", where)
     parent = path.parent
     try:
-        names = sorted(entry.name for entry in parent.iterdir()) if parent.is_dir() else []
+        names = sorted(entry.name for entry in parent.iterdir()) if is_dir(parent) else []
     except OSError:
         names = []
     near = [name if parent == Path() else str(parent / name) for name in names]

@@ -204,6 +204,10 @@ def test_a_program_file_that_does_not_exist_is_refused_before_anything_starts(
     result = cli("launch", TINY, "--dry-run", "--run-dir", tmp_path / "run", "--", "pkg")
     assert result.code == 2
     assert result.err == "distrecipe: error: the program pkg (after --) is a directory without a __main__.py\n"
+    long = "7" * 300  # longer than any file name (NAME_MAX 255): stat() raises, not "no such file"
+    result = cli("launch", TINY, "--dry-run", "--run-dir", tmp_path / "run", "--", long)
+    assert result.code == 2
+    assert result.err == f"distrecipe: error: the program {long} (after --) does not exist\n"
 
 
 def test_a_recipe_s_missing_script_is_refused_at_its_key(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -44,7 +44,13 @@ def command(plan: Plan) -> str:
 def emit(plan: Plan) -> dict[str, Any]:
     """The config's keys: the Trainer's kwargs (its `deepspeed` key names the ds_config the
     Accelerate config names too), and GRPO's for a recipe with `rl`."""
-    kwargs = dict(hf.emit(plan))
+    return dict(sorted({**hf.emit(plan), **grpo(plan)}.items()))
+
+
+def grpo(plan: Plan) -> dict[str, Any]:
+    """GRPOConfig's keys the recipe's `rl` decides (none without `rl`): the config's, and
+    the flags `launch` hands a TRL GRPO script."""
+    kwargs: dict[str, Any] = {}
     rl = plan.recipe.rl
     if rl is not None:
         kwargs["num_generations"] = rl.rollout_n
@@ -58,7 +64,7 @@ def emit(plan: Plan) -> dict[str, Any]:
             kwargs["vllm_gpu_memory_utilization"] = rl.rollout_memory
         if mode == "colocate" and rl.free_rollout_memory is not None:
             kwargs["vllm_enable_sleep_mode"] = rl.free_rollout_memory
-    return dict(sorted(kwargs.items()))
+    return kwargs
 
 
 def vllm_mode(plan: Plan) -> str | None:
@@ -96,7 +102,14 @@ def findings(plan: Plan, *, launched: bool = False) -> list[Finding]:
     """The Trainer's (a TRL trainer is one) and the Accelerate config's, and GRPO's own
     refusal: a group of one has no advantage (`GRPOConfig.__post_init__`), where verl's PPO
     takes `rollout.n` 1."""
-    found = hf.findings(plan, launched=launched) + accelerate.findings(plan, launched=launched)
+    return (hf.findings(plan, launched=launched) + accelerate.findings(plan, launched=launched)
+            + grpo_findings(plan))
+
+
+def grpo_findings(plan: Plan) -> list[Finding]:
+    """What GRPOConfig refuses of the recipe's `rl` (a group of one, a generation batch not in
+    whole per-device batches over the world), and what a vLLM server's config cannot say."""
+    found: list[Finding] = []
     rl = plan.recipe.rl
     if rl is not None and rl.rollout_n < 2:
         found.append(finding("DR208", TARGET, f"TRL's GRPO needs at least 2 generations per prompt; "

@@ -173,6 +173,11 @@ class Stepper:
     step: Callable[[], float | None]
     """Finish the optimizer step; returns the global gradient norm before clipping."""
     input_dtype: torch.dtype
+    save: Callable[[Path, int], None]
+    """Save the whole training state after `step` optimizer steps into the save dir, the
+    engine's own way (DeepSpeed's `save_checkpoint`, a DCP folder for FSDP2/DDP)."""
+    load: Callable[[Path], int]
+    """Load a checkpoint saved by `save`; returns the optimizer steps it holds."""
 
 
 def mse(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -209,7 +214,16 @@ def deepspeed_stepper(settings: TrainSettings, model: nn.Module, ds_config: dict
         norm = engine.get_global_grad_norm()  # computed by DeepSpeed at the boundary
         return None if norm is None else float(norm)
 
-    return Stepper(forward_backward, step, dtype)
+    def save(directory: Path, done: int) -> None:
+        engine.save_checkpoint(str(directory), tag=f"global_step{done}", client_state={"step": done})
+
+    def load(path: Path) -> int:
+        loaded, client = engine.load_checkpoint(str(path.parent), tag=path.name)
+        if loaded is None:
+            raise SystemExit(f"tiny_train: DeepSpeed loaded no checkpoint from {path}")
+        return int(client["step"])
+
+    return Stepper(forward_backward, step, dtype, save, load)
 
 
 def torch_stepper(settings: TrainSettings, model: nn.Sequential, device: torch.device) -> Stepper:
@@ -256,6 +270,22 @@ def torch_stepper(settings: TrainSettings, model: nn.Sequential, device: torch.d
             torch.autograd.backward(scaled)
         return loss.detach()
 
+    def save(directory: Path, done: int) -> None:
+        from torch.distributed.checkpoint.state_dict import get_state_dict
+        from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
+
+        model_state, optim_state = get_state_dict(wrapped, optimizer)
+        dcp_save({"model": model_state, "optim": optim_state}, checkpoint_id=directory / f"step-{done}")
+
+    def load(path: Path) -> int:
+        from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+        from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
+
+        model_state, optim_state = get_state_dict(wrapped, optimizer)
+        dcp_load({"model": model_state, "optim": optim_state}, checkpoint_id=path)  # in place
+        set_state_dict(wrapped, optimizer, model_state_dict=model_state, optim_state_dict=optim_state)
+        return int(path.name.rsplit("-", 1)[1])
+
     def step() -> float | None:
         scaler.unscale_(optimizer)
         norm = nn.utils.clip_grad_norm_(wrapped.parameters(), max_norm(settings.grad_clip))
@@ -266,15 +296,17 @@ def torch_stepper(settings: TrainSettings, model: nn.Sequential, device: torch.d
         optimizer.zero_grad(set_to_none=True)
         return float(norm)
 
-    return Stepper(forward_backward, step, torch.float32)
+    return Stepper(forward_backward, step, torch.float32, save, load)
 
 
 def train(settings: TrainSettings, *, ds_config: dict[str, Any] | None,
-          emit: Callable[[dict[str, Any]], None]) -> list[dict[str, Any]]:
-    """Train `settings.steps` optimizer steps in an initialised process group.
+          emit: Callable[[dict[str, Any]], None], saving: Saving | None = None) -> list[dict[str, Any]]:
+    """Train up to `settings.steps` optimizer steps in an initialised process group,
+    resuming from and saving checkpoints as `saving` says.
 
     Returns the per-step records (on every rank; they are all-reduced) and hands each
-    to `emit` on rank 0.
+    to `emit` on rank 0. A resumed run continues the global sample order at the step the
+    checkpoint holds, so its records are the uninterrupted run's from there on.
     """
     rank, world = dist.get_rank(), dist.get_world_size()
     if settings.micro * settings.accumulation * world != settings.global_batch:
@@ -291,8 +323,9 @@ def train(settings: TrainSettings, *, ds_config: dict[str, Any] | None,
         stepper = torch_stepper(settings, model, device)
     inputs, targets = build_dataset(settings.seed)
     records: list[dict[str, Any]] = []
-    samples_total = 0
-    for step in range(settings.steps):
+    start = stepper.load(saving.resume) if saving is not None and saving.resume is not None else 0
+    samples_total = start * settings.global_batch
+    for step in range(start, settings.steps):
         loss_sum = torch.zeros((), dtype=torch.float64)
         seen = 0
         for micro_step in range(settings.accumulation):
@@ -313,7 +346,32 @@ def train(settings: TrainSettings, *, ds_config: dict[str, Any] | None,
         records.append(record)
         if rank == 0:
             emit(record)
+        if saving is not None and saving.directory is not None and saving.every \
+                and (step + 1) % saving.every == 0:
+            stepper.save(saving.directory, step + 1)
     return records
+
+
+@dataclass(frozen=True, slots=True)
+class Saving:
+    """Where checkpoints go (`DISTRECIPE_CHECKPOINT_DIR`), how often, and the one to resume
+    from (`DISTRECIPE_RESUME`, a checkpoint folder): what `launch` passes a raw script."""
+
+    directory: Path | None
+    every: int | None
+    resume: Path | None
+
+
+RESUME_ENV, CHECKPOINT_DIR_ENV, SAVE_EVERY_ENV = "DISTRECIPE_RESUME", "DISTRECIPE_CHECKPOINT_DIR", \
+    "DISTRECIPE_SAVE_EVERY"
+
+
+def universal(ds_config: dict[str, Any], resume: Path | None) -> dict[str, Any]:
+    """The ds_config with `checkpoint.load_universal` on when `resume` is a universal
+    checkpoint (`ds_to_universal`'s `zero/` folder): DeepSpeed reads it only so."""
+    if resume is None or not (resume / "zero").is_dir():
+        return ds_config
+    return {**ds_config, "checkpoint": {**ds_config.get("checkpoint", {}), "load_universal": True}}
 
 
 def skip_shm_build() -> None:
@@ -357,6 +415,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--deepspeed_config", type=Path, help="emitted ds_config (DeepSpeed's flag)")
     parser.add_argument("--steps", type=int, default=10, help="optimizer steps (default 10)")
     parser.add_argument("--local_rank", type=int, help="appended by the deepspeed launcher; unused")
+    parser.add_argument("--save-dir", type=Path,
+                        help=f"checkpoint directory (default: ${CHECKPOINT_DIR_ENV})")
+    parser.add_argument("--save-every", type=int, help=f"save every N steps (default: ${SAVE_EVERY_ENV})")
+    parser.add_argument("--resume", type=Path, help=f"checkpoint to resume from (default: ${RESUME_ENV})")
     return parser.parse_args(argv)
 
 
@@ -375,7 +437,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if ds_path is None and run_dir is not None and plan["recipe"]["strategy"] == "zero":
         ds_path = run_dir / DS_CONFIG
     settings = TrainSettings.from_plan(plan, steps=args.steps, deepspeed=args.deepspeed_config is not None)
-    ds_config = json.loads(ds_path.read_text()) if ds_path is not None else None
+    saving = Saving(directory=args.save_dir or _env_path(CHECKPOINT_DIR_ENV),
+                    every=args.save_every or int(os.environ.get(SAVE_EVERY_ENV, "0") or 0) or None,
+                    resume=args.resume or _env_path(RESUME_ENV))
+    ds_config = universal(json.loads(ds_path.read_text()), saving.resume) if ds_path is not None else None
     metrics = run_dir / "metrics.jsonl" if run_dir else None
 
     def emit(record: dict[str, Any]) -> None:
@@ -387,10 +452,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     init_process_group(settings)
     try:
-        train(settings, ds_config=ds_config, emit=emit)
+        train(settings, ds_config=ds_config, emit=emit, saving=saving)
     finally:
         dist.destroy_process_group()
     return 0
+
+
+def _env_path(name: str) -> Path | None:
+    value = os.environ.get(name)
+    return Path(value) if value else None
 
 
 def exit_without_teardown(code: int) -> NoReturn:

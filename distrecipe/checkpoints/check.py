@@ -7,6 +7,7 @@ opens DeepSpeed's pickled states for the stage and batch stored inside (`inspect
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,8 +40,13 @@ def resume_of(plan: Plan, kind: str, *, cwd: Path, deep: bool, path: str | None 
     if resume == "auto" and directory is None:
         raise CheckpointError("checkpoint.resume auto looks for the latest complete checkpoint in "
                               "checkpoint.dir, which the recipe does not state", where)
+    refine: Callable[[Layout], Layout] | None = None
+    if deep:
+        from distrecipe.checkpoints.inspect import deepen
+
+        refine = deepen
     try:
-        chosen = resolve_resume(resume, directory, cwd)
+        chosen = resolve_resume(resume, directory, cwd, refine)
     except CheckpointError as exc:
         raise CheckpointError(exc.message, where) from None
     if chosen is None:

@@ -9,6 +9,8 @@ and only by `launch` and `distrecipe checkpoint`, never by `lint`.
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from dataclasses import replace
 from typing import Any
 
@@ -48,7 +50,10 @@ def _load(layout: Layout, name: str) -> dict[str, Any]:
     import torch
 
     try:
-        data = torch.load(layout.path / name, map_location="cpu", weights_only=False)
+        # Unpickling imports DeepSpeed, whose logger announces the accelerator on stdout:
+        # stdout is the command's answer (`checkpoint show --format json`), so it goes to stderr.
+        with contextlib.redirect_stdout(sys.stderr):
+            data = torch.load(layout.path / name, map_location="cpu", weights_only=False)
     except Exception as exc:  # an unreadable pickle is the user's file, said in one line
         raise CheckpointError(f"{layout.path / name} cannot be read by torch.load: "
                               f"{type(exc).__name__}: {exc}") from None

@@ -6,12 +6,16 @@ save code:
 
 * DeepSpeed (`runtime/engine.py` `save_checkpoint`): every rank writes its
   `{bf16_}zero_pp_rank_{dp}_mp_rank_{tp:02d}_optim_states.pt` (and, at ZeRO-3, its
-  `zero_pp_rank_{dp}_mp_rank_{tp:02d}_model_states.pt`; below, TP rank 0's
-  `mp_rank_{tp:02d}_model_states.pt`), then after a barrier rank 0 writes the tag into
-  `latest`. So only the tag `latest` names is marked, and the file names give the DP and
-  TP worlds and whether the stage is 3; telling ZeRO-1 from ZeRO-2 needs the pickled
-  `zero_stage` inside (`inspect`). `ds_to_universal` output is a `zero/` folder beside
-  the model states, named by `latest_universal`.
+  `zero_pp_rank_{dp}_mp_rank_{tp:02d}_model_states.pt`; below, DP rank 0's
+  `mp_rank_{tp:02d}_model_states.pt`), and rank 0 writes the tag into `latest` as soon as
+  its own files are written: the barrier comes after. So `latest` does not prove the
+  other ranks finished (the fault test kills one and sees `latest` name its tag): a tag
+  is complete when every rank's shard is there, and a tag newer than `latest` never is.
+  The file names give the DP and TP worlds seen and whether the stage is 3; a missing
+  highest rank, and ZeRO-1 against ZeRO-2, need what the model states store
+  (`dp_world_size`, `zero_stage`: torch, `inspect`), so `lint` cannot see the former.
+  `ds_to_universal` output is a `zero/` folder beside the model states, named by
+  `latest_universal`.
 * torch distributed checkpoint (`torch.distributed.checkpoint`, FSDP2's and Accelerate's
   sharded state): the coordinator writes `.metadata` after every rank's `__{rank}_{n}.distcp`.
   `.metadata` is a pickle, so it is not opened here: the writer ranks come from the names.
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -377,11 +382,15 @@ def candidates(root: Path) -> list[Layout]:
     return sorted(found, key=lambda item: (item.step if item.step is not None else -1, item.path.name))
 
 
-def latest_complete(root: Path) -> Layout | None:
-    """The newest complete checkpoint in `root` (`checkpoint.resume: auto`), or None. A
-    DeepSpeed or verl save dir's marker decides; otherwise the highest complete step."""
-    if (root / DS_LATEST).is_file() or (root / DS_LATEST_UNIVERSAL).is_file():
-        tag = _deepspeed_root(root)
-        return tag if tag is not None and tag.complete else None
-    complete = [layout for layout in candidates(root) if layout.complete]
-    return complete[-1] if complete else None
+def latest_complete(root: Path, refine: Callable[[Layout], Layout] | None = None) -> Layout | None:
+    """The newest complete checkpoint in `root` (`checkpoint.resume: auto`), or None: the
+    highest step whose marker and rank files are all there (`candidates`), each checked
+    further by `refine` when given (`inspect.deepen`: the ranks the engine stored), a
+    universal conversion preferred at its step."""
+    found = sorted(candidates(root), key=lambda item: (item.step if item.step is not None else -1,
+                                                         item.kind == "deepspeed-universal"))
+    for layout in reversed(found):
+        checked = refine(layout) if refine is not None and layout.complete else layout
+        if checked.complete:
+            return checked
+    return None

@@ -27,6 +27,7 @@ checkpoints with the engines for the rules marked as checked there.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -82,8 +83,9 @@ RULES: tuple[Rule, ...] = (
          "one optimizer class (DeepSpeedZeroOptimizer) and the same files at both stages"),
     Rule("ds-stage-3", "deepspeed", "to or from ZeRO-3", "cannot", "zero_to_fp32",
          "ZeRO-3 reads per-rank model-state files (zero_pp_rank_*_model_states.pt) the other stages do "
-         "not write, and the other stages read mp_rank_*_model_states.pt ZeRO-3 does not; only the "
-         "weights carry over (zero_to_fp32), the optimizer state does not"),
+         "not write, and the other stages read mp_rank_*_model_states.pt ZeRO-3 does not (DeepSpeed "
+         "finds no model states, also after ds_to_universal); only the weights carry over (zero_to_fp32), "
+         "the optimizer state does not", CHECKED),
     Rule("ds-engine", "deepspeed", "engine (FSDP2, DDP, verl)", "cannot", "zero_to_fp32",
          "the optimizer shards are DeepSpeed's; zero_to_fp32 gives the full weights to start from"),
     Rule("universal", "deepspeed-universal", "any DP/TP/PP world", "resumes as is", "",
@@ -98,7 +100,7 @@ RULES: tuple[Rule, ...] = (
          "the Trainer restores global_step and skips global_step × accumulation batches of the new loader: "
          "the learning-rate schedule and the data position move (a warning)"),
     Rule("hf-same", "hf", "nothing (same batch)", "resumes as is", "",
-         "the Trainer restores model, optimizer, scheduler, RNG and step", CHECKED),
+         "the Trainer restores model, optimizer, scheduler, RNG and step"),
     Rule("accelerate-any", "accelerate", "any world", "resumes as is", "",
          "whole model and optimizer files; processes beyond the saved world keep fresh random states"),
     Rule("verl-same", "verl", "nothing (same world)", "resumes as is", "",
@@ -282,7 +284,8 @@ def markdown() -> str:
     return "\n".join(lines)
 
 
-def resolve_resume(resume: str, directory: str | None, cwd: Path) -> Path | None:
+def resolve_resume(resume: str, directory: str | None, cwd: Path,
+                   refine: Callable[[Layout], Layout] | None = None) -> Path | None:
     """The checkpoint `checkpoint.resume` means: None for `none` or for `auto` with nothing
     complete yet, else the path (`auto`: the latest complete one in `dir`)."""
     from distrecipe.checkpoints.layout import latest_complete
@@ -292,6 +295,6 @@ def resolve_resume(resume: str, directory: str | None, cwd: Path) -> Path | None
     if resume == "auto":
         if directory is None:
             return None
-        found = latest_complete(cwd / directory)
+        found = latest_complete(cwd / directory, refine)
         return found.path if found is not None else None
     return cwd / resume

@@ -35,11 +35,15 @@ def command() -> None:
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def show(path: Path, fmt: str) -> None:
-    """The checkpoint at PATH (or every one in a save dir), as its engine's files say."""
+    """The checkpoint at PATH (or every one in a save dir), as its engine's files say
+    (DeepSpeed's pickled model states included: the ranks and stage stored there)."""
+    from distrecipe.checkpoints.inspect import deepen
+
     try:
-        listed = candidates(path) if path.is_dir() else []
-        chosen = latest_complete(path) if path.is_dir() else None
-        layouts = listed or [read(path)]
+        found = candidates(path) if path.is_dir() else []
+        listed = [deepen(item) if item.complete else item for item in found]
+        chosen = latest_complete(path, deepen) if path.is_dir() else None
+        layouts = listed or [deepen(read(path))]
         if not listed:
             chosen = layouts[0] if layouts[0].complete else None
     except CheckpointError as exc:

@@ -41,6 +41,7 @@ from distrecipe.launch.prepare import (
     run_directory,
     slurm_argv,
 )
+from distrecipe.launch.resume import resume
 from distrecipe.launch.rundir import WRITTEN, RunDir
 from distrecipe.launch.secrets import redact_argv
 from distrecipe.launch.skypilot import skypilot_task
@@ -158,6 +159,10 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
     for item in given.overridden:
         _say(f"distrecipe: --allow-override: {item.argument} {item.given} replaces the recipe's "
              f"{item.recipe} ({item.key})")
+    resumed = resume(plan, kind.kind, user_program, configs.files, cwd=Path.cwd())
+    user_program, configs = resumed.program, dataclasses.replace(configs, files=resumed.configs)
+    if resumed.said:
+        _say(f"distrecipe: {resumed.said}")
     if dry_run:
         request = build_request(plan, program=user_program, run_dir=path, configs=configs.files,
                                 node_rank=node_rank, environ=env, dry_run=True, say=_say)
@@ -176,7 +181,8 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
                      argv=spec.argv, env=job_env, cwd=os.getcwd(), overrides=overrides,
                      overridden=[dataclasses.asdict(item) for item in given.overridden],
                      program_kind=dataclasses.asdict(kind),
-                     allocation=request.allocation.record() if request.allocation else None, fit=fit)
+                     allocation=request.allocation.record() if request.allocation else None, fit=fit,
+                     checkpoint=resumed.record or None)
         click.echo(f"distrecipe: run directory {path}", err=True)
         click.echo(f"distrecipe: {shlex.join(redact_argv(spec.argv))}", err=True)
         sys.stderr.flush()

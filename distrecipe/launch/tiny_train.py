@@ -37,6 +37,7 @@ import copy
 import json
 import logging
 import os
+import signal
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -49,6 +50,7 @@ import torch.distributed as dist
 from torch import nn
 
 from distrecipe.launch.launchers.deepspeed import DS_CONFIG
+from distrecipe.launch.resume import CHECKPOINT_DIR_ENV, RESUME_ENV, SAVE_EVERY_ENV
 from distrecipe.launch.rundir import PLAN_FILE
 
 Engine = Literal["deepspeed", "fsdp2", "ddp"]
@@ -215,6 +217,10 @@ def deepspeed_stepper(settings: TrainSettings, model: nn.Module, ds_config: dict
         return None if norm is None else float(norm)
 
     def save(directory: Path, done: int) -> None:
+        if killed_in_save(done):
+            # Die inside DeepSpeed's save, after the tag check and rank 0's model states,
+            # before this rank's optimizer shard: a rank lost mid-save, for the fault tests.
+            engine._save_zero_checkpoint = lambda *_: os.kill(os.getpid(), signal.SIGKILL)
         engine.save_checkpoint(str(directory), tag=f"global_step{done}", client_state={"step": done})
 
     def load(path: Path) -> int:
@@ -362,10 +368,6 @@ class Saving:
     resume: Path | None
 
 
-RESUME_ENV, CHECKPOINT_DIR_ENV, SAVE_EVERY_ENV = "DISTRECIPE_RESUME", "DISTRECIPE_CHECKPOINT_DIR", \
-    "DISTRECIPE_SAVE_EVERY"
-
-
 def universal(ds_config: dict[str, Any], resume: Path | None) -> dict[str, Any]:
     """The ds_config with `checkpoint.load_universal` on when `resume` is a universal
     checkpoint (`ds_to_universal`'s `zero/` folder): DeepSpeed reads it only so."""
@@ -456,6 +458,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         dist.destroy_process_group()
     return 0
+
+
+KILL_IN_SAVE = "DISTRECIPE_TINY_KILL_IN_SAVE"
+"""`STEP:RANK`: that rank dies (SIGKILL) in the middle of the save after STEP — the fault
+tests' lost rank. Read by the reference trainer only."""
+
+
+def killed_in_save(step: int) -> bool:
+    spec = os.environ.get(KILL_IN_SAVE, "")
+    return spec == f"{step}:{dist.get_rank()}"
 
 
 def _env_path(name: str) -> Path | None:

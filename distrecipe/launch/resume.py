@@ -1,0 +1,94 @@
+"""Resume at launch: check the checkpoint before any rank starts, then hand it over.
+
+`checkpoint.resume` (auto, none or a path) is checked against the job about to start
+(`checkpoints.check`): a checkpoint that is missing, partial, or that this job cannot
+load, or can load only after a conversion, stops the launch with one line naming why
+(and the conversion's exact command). One that loads as is goes to the program in its
+kind's own way:
+
+* the HF Trainer: `--resume_from_checkpoint PATH` (what its example scripts pass to
+  `trainer.train`);
+* every other script: `DISTRECIPE_RESUME=PATH`, with `DISTRECIPE_CHECKPOINT_DIR` and
+  `DISTRECIPE_SAVE_EVERY` from the recipe (`api.resume_from()`, `api.checkpoint_dir()`);
+* a DeepSpeed universal checkpoint also turns on the ds_config's
+  `checkpoint.load_universal`, which DeepSpeed needs to read one;
+* verl: its own `trainer.resume_mode` / `resume_from_path` (compiled from the recipe).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from distrecipe.checkpoints.check import resume_of
+from distrecipe.checkpoints.layout import CheckpointError
+from distrecipe.engines.deepspeed import CONFIG_FILE
+from distrecipe.job import Plan
+from distrecipe.launch.spec import Program
+from distrecipe.output import to_json
+
+RESUME_ENV = "DISTRECIPE_RESUME"
+CHECKPOINT_DIR_ENV = "DISTRECIPE_CHECKPOINT_DIR"
+SAVE_EVERY_ENV = "DISTRECIPE_SAVE_EVERY"
+TRAINER_FLAG = "--resume_from_checkpoint"
+
+
+@dataclass(frozen=True, slots=True)
+class Resumed:
+    program: Program
+    configs: dict[str, str]
+    record: dict[str, object] = field(default_factory=dict)
+    """What run.json says about the checkpoint used (null path: from scratch)."""
+    said: str = ""
+
+
+def resume(plan: Plan, kind: str, program: Program, configs: Mapping[str, str], *, cwd: Path) -> Resumed:
+    """`program` and `configs` with the checkpoint handed over, or as they were when the
+    recipe says nothing about checkpoints. Raises `CheckpointError` (exit 2) before any
+    rank starts for a checkpoint this job cannot take as is."""
+    checkpoint = plan.recipe.checkpoint
+    env = dict(program.env)
+    if checkpoint is not None and checkpoint.dir is not None:
+        env[CHECKPOINT_DIR_ENV] = str((cwd / checkpoint.dir).resolve())
+    if checkpoint is not None and checkpoint.every is not None:
+        env[SAVE_EVERY_ENV] = str(checkpoint.every)
+    found = resume_of(plan, kind, cwd=cwd, deep=True)
+    files = dict(configs)
+    if found is None or found.layout is None or found.verdict is None:
+        said = found.said if found is not None else ""
+        return Resumed(replace(program, env=env), files, {"path": None, "said": said} if found else {}, said)
+    layout, verdict = found.layout, found.verdict
+    if verdict.outcome != "resumes as is":
+        where = plan.recipe.at("checkpoint.resume", "checkpoint")
+        raise CheckpointError(verdict.line(layout), where)
+    path = str(layout.path.resolve())
+    args = program.args
+    if kind == "hf":
+        if TRAINER_FLAG in args or any(a.startswith(TRAINER_FLAG + "=") for a in args):
+            raise CheckpointError(f"{TRAINER_FLAG} is given to the program and checkpoint.resume is stated: "
+                                  "give one", plan.recipe.at("checkpoint.resume"))
+        args = (*args, TRAINER_FLAG, path)
+    env[RESUME_ENV] = path
+    if verdict.universal and CONFIG_FILE in files:
+        config = json.loads(files[CONFIG_FILE])
+        config["checkpoint"] = {**config.get("checkpoint", {}), "load_universal": True}
+        files[CONFIG_FILE] = to_json(config)
+    record: dict[str, object] = {"path": path, "kind": layout.kind, "step": layout.step,
+                                 "verdict": verdict.outcome, "rules": list(verdict.rules),
+                                 "warnings": list(verdict.warnings), "load_universal": verdict.universal}
+    return Resumed(replace(program, args=args, env=env), files, record, found.said)
+
+
+def check_at_submission(plan: Plan, kind: str, *, cwd: Path) -> str:
+    """What `launch --slurm` checks before it prints the job: the checkpoint the recipe
+    names exists, is complete and loads as is (names and JSON only: the job's nodes open
+    the files when it starts). Returns the line to say; raises as `resume` does."""
+    found = resume_of(plan, kind, cwd=cwd, deep=False)
+    if found is None:
+        return ""
+    if found.layout is not None and found.verdict is not None and found.verdict.outcome != "resumes as is":
+        where = plan.recipe.at("checkpoint.resume", "checkpoint")
+        raise CheckpointError(found.verdict.line(found.layout), where)
+    return found.said

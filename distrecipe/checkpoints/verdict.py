@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Literal
 
 from distrecipe.checkpoints.layout import Kind, Layout
+from distrecipe.job import Plan
 
 Outcome = Literal["resumes as is", "resumes after a conversion", "cannot"]
 Loader = Literal["deepspeed", "fsdp2", "ddp", "verl"]
@@ -237,11 +238,19 @@ def _hf_batch(layout: Layout, job: Job) -> list[str]:
             "so the learning-rate schedule and the data position move"]
 
 
-def job_of(plan: object, kind: str) -> Job:
-    """The `Job` a plan launched as program kind `kind` loads with."""
-    from distrecipe.job import Plan
+BACKEND_KINDS = {"accelerate": "accelerate", "accelerate-deepspeed": "accelerate", "verl": "verl",
+                 "torchrun": "torchrun"}
+"""The program kind a backend implies where the recipe states none (DeepSpeed's otherwise):
+what `lint` and `checkpoint check` judge with, before `launch` reads the script."""
 
-    assert isinstance(plan, Plan)
+
+def stated_kind(plan: Plan) -> str:
+    kind = plan.recipe.launch.program_kind
+    return kind if kind != "auto" else BACKEND_KINDS.get(plan.backend, "deepspeed")
+
+
+def job_of(plan: Plan, kind: str) -> Job:
+    """The `Job` a plan launched as program kind `kind` loads with."""
     strategy = plan.recipe.strategy
     loader: Loader
     if kind == "verl":

@@ -74,11 +74,12 @@ def check(recipe: str, overrides: tuple[str, ...], given: str | None, program_ki
     command), or not at all. Exit 0 as is, 1 after a conversion, 2 cannot."""
     from distrecipe.api import plan_of_recipe
     from distrecipe.checkpoints.check import resume_of
+    from distrecipe.checkpoints.verdict import stated_kind
     from distrecipe.translator.load import read_recipe
 
     _, declared = read_recipe(recipe, overrides)
     plan = plan_of_recipe(declared)
-    kind = program_kind or plan.recipe.launch.program_kind or _kind(plan.backend)
+    kind = program_kind or stated_kind(plan)
     found = resume_of(plan, kind, cwd=Path.cwd(), deep=True, path=given)
     if found is None:
         raise CheckpointError("nothing to check: the recipe states no checkpoint.resume; give "
@@ -89,11 +90,6 @@ def check(recipe: str, overrides: tuple[str, ...], given: str | None, program_ki
             click.echo(f"warning: {warning}")
         return 1 if found.verdict.outcome == "resumes after a conversion" else 0
     return 0
-
-
-def _kind(backend: str) -> str:
-    return {"accelerate": "accelerate", "accelerate-deepspeed": "accelerate", "verl": "verl",
-            "torchrun": "torchrun"}.get(backend, "deepspeed")
 
 
 @command.command("convert")

@@ -78,12 +78,14 @@ def load(recipe: str, overrides: Sequence[str], target: Backend | None,
 
 LEFT_TO_FIT = "DR370"
 """Lint's no-fit error, which `check_fit` decides for launch (with `--allow-no-fit`)."""
+LEFT_TO_RESUME = "DR106"
+"""Lint's checkpoint check, which `launch.resume` makes for launch (with the pickled states)."""
 
 
 def check_lint(document: Document, plan: Plan, config: LintConfig) -> list[Finding]:
     """Lint's checks on the recipe, as `compile` runs them: an error refuses the launch, so
     launch never starts what compile would not write. Returns what they said."""
-    said = [f for f in check_recipe(document, plan, config) if f.code != LEFT_TO_FIT]
+    said = [f for f in check_recipe(document, plan, config) if f.code not in (LEFT_TO_FIT, LEFT_TO_RESUME)]
     _refuse(Report(said))
     return said
 

@@ -25,6 +25,7 @@ from distrecipe.commands.options import overrides_option, recipe_argument
 from distrecipe.errors import LaunchError
 from distrecipe.findings import Finding
 from distrecipe.job import Plan
+from distrecipe.launch.attempts import record_attempt
 from distrecipe.launch.k8s import k8s_manifest
 from distrecipe.launch.launchers import LAUNCHERS
 from distrecipe.launch.prepare import (
@@ -41,7 +42,7 @@ from distrecipe.launch.prepare import (
     run_directory,
     slurm_argv,
 )
-from distrecipe.launch.resume import resume
+from distrecipe.launch.resume import check_at_submission, resume
 from distrecipe.launch.rundir import WRITTEN, RunDir
 from distrecipe.launch.secrets import redact_argv
 from distrecipe.launch.skypilot import skypilot_task
@@ -127,6 +128,9 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
     config = project_config()
     said = check_lint(document, plan, config)
     if slurm:
+        said_resume = check_at_submission(plan, kind.kind, cwd=Path.cwd())
+        if said_resume:
+            _say(f"distrecipe: {said_resume}")
         argv = slurm_argv(plan, recipe=recipe, overrides=overrides, runs_root=runs_root,
                           timeout=timeout, program=program, program_kind=program_kind,
                           allow_override=allow_override, allow_no_fit=allow_no_fit)
@@ -192,8 +196,10 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
             outcome = supervise(spec.argv, job_env, launch_id=launch_id, timeout=timeout)
         except LaunchError:
             record.finish(NOT_STARTED)
+            record_attempt(path, env, record.record)
             raise
         record.finish(outcome.exit_code, signal=outcome.signal, timed_out=outcome.timed_out)
+        record_attempt(path, env, record.record)
     click.echo(f"distrecipe: exit code {outcome.exit_code}", err=True)
     return outcome.exit_code
 

@@ -9,6 +9,11 @@ hard orphans its ranks, so "every process of the job" is not the process group: 
 is every process carrying this launch's unique id in its environment (inherited
 across sessions and re-parenting), plus the launcher's live descendants.
 
+SIGUSR1 asks the job to save and stop (SLURM sends it before the time limit,
+`#SBATCH --signal`): it is passed to the ranks only (the processes of the job whose
+environment holds `LOCAL_RANK`, which every launcher sets for its ranks and not for
+itself, since a launcher without a handler would die of it), and nothing is killed.
+
 Exit code: the job's own; 128+N when it died of signal N or distrecipe received
 signal N (143 for SIGTERM, 130 for Ctrl-C); 124 when the timeout ended it.
 """
@@ -31,6 +36,8 @@ from distrecipe.errors import LaunchError
 
 LAUNCH_ID = "DISTRECIPE_LAUNCH_ID"
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+SAVE = signal.SIGUSR1
+"""Passed to the ranks alone: save a checkpoint and stop (see the module's docstring)."""
 TIMEOUT_EXIT = 124
 POLL_SECONDS = 0.1
 REAP_SECONDS = 30.0
@@ -94,6 +101,14 @@ def carrying(launch_id: str) -> set[int]:
             except OSError:
                 continue
     return found
+
+
+def _is_rank(pid: int) -> bool:
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return any(item.startswith(b"LOCAL_RANK=") for item in environ)
 
 
 def job_processes(leader: int, launch_id: str) -> set[int]:
@@ -166,6 +181,16 @@ class _Job:
     def kill(self) -> None:
         kill_all(self.processes())
 
+    def ask_to_save(self) -> None:
+        """SIGUSR1 to the ranks (`LOCAL_RANK` in their environment), not to the launchers,
+        nor to a rank's own children (data-loader workers inherit the variable)."""
+        ranks = {pid for pid in self.processes() - {self.proc.pid} if _is_rank(pid)}
+        parents = _parents()
+        for pid in ranks:
+            if parents.get(pid) not in ranks:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, SAVE)
+
 
 def supervise(argv: Sequence[str], env: Mapping[str, str], *, launch_id: str,
               timeout: float | None = None, grace: float = 30.0) -> Outcome:
@@ -186,8 +211,14 @@ def supervise(argv: Sequence[str], env: Mapping[str, str], *, launch_id: str,
 
     # Handlers go in before the start: a signal in between would otherwise kill
     # distrecipe by default and leave the job, in its own session, running alone.
+    def on_save(signum: int, frame: FrameType | None) -> None:
+        if started:
+            started[0].ask_to_save()
+
     main_thread = threading.current_thread() is threading.main_thread()
     previous = {sig: signal.signal(sig, on_signal) for sig in FORWARDED} if main_thread else {}
+    if main_thread:
+        previous[SAVE] = signal.signal(SAVE, on_save)
     try:
         try:
             proc = subprocess.Popen(list(argv), env=dict(env), start_new_session=True)

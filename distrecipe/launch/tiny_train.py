@@ -34,11 +34,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import dataclasses
 import json
 import logging
 import os
 import signal
 import sys
+import threading
+import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -78,6 +81,8 @@ class TrainSettings:
     grad_clip: float | None
     steps: int
     seed: int = 0
+    pace: float = 0.0
+    """Seconds to wait after each step: time for the fault tests to interrupt a run."""
 
     @classmethod
     def from_plan(cls, plan: Mapping[str, Any], *, steps: int, deepspeed: bool) -> TrainSettings:
@@ -331,6 +336,7 @@ def train(settings: TrainSettings, *, ds_config: dict[str, Any] | None,
     records: list[dict[str, Any]] = []
     start = stepper.load(saving.resume) if saving is not None and saving.resume is not None else 0
     samples_total = start * settings.global_batch
+    asked = save_requests()
     for step in range(start, settings.steps):
         loss_sum = torch.zeros((), dtype=torch.float64)
         seen = 0
@@ -352,10 +358,38 @@ def train(settings: TrainSettings, *, ds_config: dict[str, Any] | None,
         records.append(record)
         if rank == 0:
             emit(record)
+        saved = False
         if saving is not None and saving.directory is not None and saving.every \
                 and (step + 1) % saving.every == 0:
             stepper.save(saving.directory, step + 1)
+            saved = True
+        if agreed(asked, device):
+            if saving is not None and saving.directory is not None and not saved:
+                stepper.save(saving.directory, step + 1)
+            if rank == 0:
+                print(f"tiny_train: SIGUSR1: saved after step {step + 1}, stopping", file=sys.stderr,
+                      flush=True)
+            break
+        if settings.pace:
+            time.sleep(settings.pace)
     return records
+
+
+def save_requests() -> list[int]:
+    """SIGUSR1 (SLURM's warning before the time limit, passed on by `launch`) is noted
+    here and acted on at the end of the step, when every rank agrees (`agreed`)."""
+    asked: list[int] = []
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGUSR1, lambda signum, frame: asked.append(signum))
+    return asked
+
+
+def agreed(asked: list[int], device: torch.device) -> bool:
+    """Whether any rank was asked to save: one all-reduce per step, so every rank stops
+    after the same step (a save is collective)."""
+    flag = torch.tensor([1.0 if asked else 0.0], device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item())
 
 
 @dataclass(frozen=True, slots=True)
@@ -416,6 +450,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                         help="resolved plan JSON (default: $DISTRECIPE_RUN_DIR/plan.json)")
     parser.add_argument("--deepspeed_config", type=Path, help="emitted ds_config (DeepSpeed's flag)")
     parser.add_argument("--steps", type=int, default=10, help="optimizer steps (default 10)")
+    parser.add_argument("--pace", type=float, default=0.0, help="seconds to wait after each step (default 0)")
     parser.add_argument("--local_rank", type=int, help="appended by the deepspeed launcher; unused")
     parser.add_argument("--save-dir", type=Path,
                         help=f"checkpoint directory (default: ${CHECKPOINT_DIR_ENV})")
@@ -438,7 +473,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ds_path = args.deepspeed_config
     if ds_path is None and run_dir is not None and plan["recipe"]["strategy"] == "zero":
         ds_path = run_dir / DS_CONFIG
-    settings = TrainSettings.from_plan(plan, steps=args.steps, deepspeed=args.deepspeed_config is not None)
+    planned = TrainSettings.from_plan(plan, steps=args.steps, deepspeed=args.deepspeed_config is not None)
+    settings = dataclasses.replace(planned, pace=args.pace)
     saving = Saving(directory=args.save_dir or _env_path(CHECKPOINT_DIR_ENV),
                     every=args.save_every or int(os.environ.get(SAVE_EVERY_ENV, "0") or 0) or None,
                     resume=args.resume or _env_path(RESUME_ENV))

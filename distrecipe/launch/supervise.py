@@ -12,7 +12,9 @@ across sessions and re-parenting), plus the launcher's live descendants.
 SIGUSR1 asks the job to save and stop (SLURM sends it before the time limit,
 `#SBATCH --signal`): it is passed to the ranks only (the processes of the job whose
 environment holds `LOCAL_RANK`, which every launcher sets for its ranks and not for
-itself, since a launcher without a handler would die of it), and nothing is killed.
+itself), and nothing is killed. The launcher starts with SIGUSR1 ignored (inherited by
+what it starts), since SLURM's step signal reaches every process of the step and a
+launcher would die of it; a rank that saves on it installs its own handler.
 
 Exit code: the job's own; 128+N when it died of signal N or distrecipe received
 signal N (143 for SIGTERM, 130 for Ctrl-C); 124 when the timeout ended it.
@@ -101,6 +103,14 @@ def carrying(launch_id: str) -> set[int]:
             except OSError:
                 continue
     return found
+
+
+def _ignore_save_signal() -> None:
+    """In the launcher's process, before exec: SIGUSR1 ignored, which exec keeps and every
+    process it starts inherits. SLURM signals every process of a step, launchers included,
+    and a launcher dies of a signal it does not handle; a rank that handles SIGUSR1 (to save)
+    installs its handler over this, and one that does not goes on unharmed."""
+    signal.signal(SAVE, signal.SIG_IGN)
 
 
 def _is_rank(pid: int) -> bool:
@@ -221,7 +231,8 @@ def supervise(argv: Sequence[str], env: Mapping[str, str], *, launch_id: str,
         previous[SAVE] = signal.signal(SAVE, on_save)
     try:
         try:
-            proc = subprocess.Popen(list(argv), env=dict(env), start_new_session=True)
+            proc = subprocess.Popen(list(argv), env=dict(env), start_new_session=True,
+                                    preexec_fn=_ignore_save_signal)
         except OSError as exc:
             raise LaunchError(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
         job = _Job(proc=proc, launch_id=launch_id, grace=grace)

@@ -18,7 +18,12 @@ from distrecipe.checkpoints.layout import DS_MODEL, DS_OPTIM, DS_Z3_MODEL, Check
 
 
 def deepen(layout: Layout) -> Layout:
-    """`layout` with the stage, DP world, batch and version DeepSpeed stored inside."""
+    """`layout` with the stage, DP world, batch and version DeepSpeed stored inside, and an
+    HF Trainer checkpoint's accumulation (its pickled TrainingArguments)."""
+    if layout.kind == "hf" and "training_args.bin" in layout.files:
+        args = _load_object(layout, "training_args.bin")
+        steps = getattr(args, "gradient_accumulation_steps", None)
+        layout = replace(layout, accumulation=steps if isinstance(steps, int) else None)
     if layout.inner is not None:
         return replace(layout, inner=deepen(layout.inner))
     if layout.kind != "deepspeed" or not layout.complete:
@@ -47,6 +52,11 @@ def deepen(layout: Layout) -> Layout:
 
 
 def _load(layout: Layout, name: str) -> dict[str, Any]:
+    data = _load_object(layout, name)
+    return data if isinstance(data, dict) else {}
+
+
+def _load_object(layout: Layout, name: str) -> object:
     import torch
 
     try:
@@ -57,4 +67,5 @@ def _load(layout: Layout, name: str) -> dict[str, Any]:
     except Exception as exc:  # an unreadable pickle is the user's file, said in one line
         raise CheckpointError(f"{layout.path / name} cannot be read by torch.load: "
                               f"{type(exc).__name__}: {exc}") from None
-    return data if isinstance(data, dict) else {}
+    loaded: object = data
+    return loaded

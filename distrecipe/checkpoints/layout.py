@@ -89,6 +89,8 @@ class Layout:
     per_device_batch: int | None = None
     """HF Trainer: `train_batch_size` in `trainer_state.json` (per device)."""
     save_steps: int | None = None
+    accumulation: int | None = None
+    """HF Trainer: `gradient_accumulation_steps` of the pickled `training_args.bin` (torch)."""
     global_batch: int | None = None
     """DeepSpeed: `train_batch_size` of the ds_config stored in the model states (torch)."""
     version: str | None = None
@@ -97,8 +99,8 @@ class Layout:
     """The engine checkpoint an HF or Accelerate checkpoint holds (a DeepSpeed tag, a DCP folder)."""
     files: tuple[str, ...] = field(default=(), repr=False)
 
-    def describe(self) -> str:
-        """One line: kind, step, worlds, completeness."""
+    def describe(self, *, whole: bool = True) -> str:
+        """One line: kind, step, worlds, and (`whole`) completeness."""
         parts = [self.kind, f"step {self.step}" if self.step is not None else "step unknown"]
         if self.dp is not None:
             parts.append(f"DP {self.dp}")
@@ -112,13 +114,16 @@ class Layout:
             parts.append(f"saved by {self.world} ranks")
         if self.per_device_batch is not None:
             parts.append(f"per-device batch {self.per_device_batch}")
+        if self.accumulation is not None:
+            parts.append(f"accumulation {self.accumulation}")
         if self.global_batch is not None:
             parts.append(f"global batch {self.global_batch}")
         if self.version is not None:
             parts.append(f"DeepSpeed {self.version}")
         if self.inner is not None:
-            parts.append(f"holding {self.inner.describe()}")
-        parts.append("complete" if self.complete else f"partial: {self.partial}")
+            parts.append(f"holding {self.inner.describe(whole=False)}")
+        if whole:
+            parts.append("complete" if self.complete else f"partial: {self.partial}")
         return ", ".join(parts)
 
 

@@ -15,7 +15,9 @@ with it, read from its load path:
 * The HF Trainer restores `global_step` from `trainer_state.json` and skips
   `global_step × gradient_accumulation_steps` batches of the new per-rank data loader
   (`_init_training_state`): with another global batch the learning-rate schedule
-  (counted in steps) and the data position (in samples) move.
+  (counted in steps) and the data position (in samples) move; the same global batch
+  split over other ranks and accumulation skips the same samples. The saved
+  accumulation is in the pickled `training_args.bin`, so only torch-reading commands warn.
 * verl loads `model_world_size_{W}_rank_{r}.pt` for its own W only.
 * Accelerate loads whole `model`/`optimizer` files at any world; a process beyond the
   saved world finds no `random_states_{i}.pkl` and keeps its fresh random state.
@@ -97,9 +99,10 @@ RULES: tuple[Rule, ...] = (
          "DCP reshards on load: .metadata maps every tensor's chunks to the new ranks", CHECKED),
     Rule("dcp-engine", "dcp", "engine (DeepSpeed)", "cannot", "dcp_to_torch_save",
          "DeepSpeed does not read a DCP folder; dcp_to_torch_save gives one torch.save file of the state"),
-    Rule("hf-batch", "hf", "global batch or accumulation", "resumes as is", "",
+    Rule("hf-batch", "hf", "global batch", "resumes as is", "",
          "the Trainer restores global_step and skips global_step × accumulation batches of the new loader: "
-         "the learning-rate schedule and the data position move (a warning)"),
+         "the learning-rate schedule and the data position move (a warning). The same global batch "
+         "split otherwise (ranks × accumulation) skips the same samples: no warning"),
     Rule("hf-same", "hf", "nothing (same batch)", "resumes as is", "",
          "the Trainer restores model, optimizer, scheduler, RNG and step"),
     Rule("accelerate-any", "accelerate", "any world", "resumes as is", "",
@@ -226,16 +229,21 @@ def _rule(rule_id: str, *, command: tuple[str, ...] = (), detail: str = "") -> V
 
 
 def _hf_batch(layout: Layout, job: Job) -> list[str]:
-    """The Trainer's warning: the saved per-device batch × saved world against this job's."""
-    if layout.per_device_batch is None or job.micro is None:
+    """The Trainer's warning: the saved global batch (per-device × ranks × accumulation, the
+    last from `training_args.bin`, so only where it was read) against this job's. The
+    Trainer skips `step × accumulation` batches of the new per-rank loader, which is the
+    same number of samples whenever the global batch is the same, whatever the split."""
+    if layout.per_device_batch is None or layout.accumulation is None or job.global_batch is None:
         return []
-    saved_world = layout.world or 1
-    if (layout.per_device_batch, saved_world) == (job.micro, job.world):
+    saved = layout.per_device_batch * (layout.world or 1) * layout.accumulation
+    if saved == job.global_batch:
         return []
-    return [f"the checkpoint's per-device batch {layout.per_device_batch} on {saved_world} ranks becomes "
-            f"{job.micro} on {job.world} (global {job.global_batch}): the Trainer resumes at step "
-            f"{layout.step} of the new schedule and skips step × accumulation batches of the new loader, "
-            "so the learning-rate schedule and the data position move"]
+    return [f"the checkpoint was trained at global batch {saved} (per-device {layout.per_device_batch} × "
+            f"{layout.world or 1} ranks × accumulation {layout.accumulation}), this job's is "
+            f"{job.global_batch}: "
+            f"the Trainer resumes at step {layout.step} and skips step × accumulation batches of the new "
+            f"loader, so the learning-rate schedule (in steps) and the data position (now sample "
+            f"{(layout.step or 0) * job.global_batch}, was {(layout.step or 0) * saved}) move"]
 
 
 BACKEND_KINDS = {"accelerate": "accelerate", "accelerate-deepspeed": "accelerate", "verl": "verl",

@@ -25,6 +25,7 @@ from pathlib import Path
 from distrecipe.checkpoints.check import resume_of
 from distrecipe.checkpoints.layout import CheckpointError
 from distrecipe.engines.deepspeed import CONFIG_FILE
+from distrecipe.errors import Position
 from distrecipe.job import Plan
 from distrecipe.launch.spec import Program
 from distrecipe.output import to_json
@@ -66,10 +67,8 @@ def resume(plan: Plan, kind: str, program: Program, configs: Mapping[str, str], 
     path = str(layout.path.resolve())
     args = program.args
     if kind == "hf":
-        if TRAINER_FLAG in args or any(a.startswith(TRAINER_FLAG + "=") for a in args):
-            raise CheckpointError(f"{TRAINER_FLAG} is given to the program and checkpoint.resume is stated: "
-                                  "give one", plan.recipe.at("checkpoint.resume"))
-        args = (*args, TRAINER_FLAG, path)
+        args = _trainer_flag(args, path, checkpoint.resume if checkpoint is not None else None,
+                             plan.recipe.at("checkpoint.resume"))
     env[RESUME_ENV] = path
     if verdict.universal and CONFIG_FILE in files:
         config = json.loads(files[CONFIG_FILE])
@@ -79,6 +78,26 @@ def resume(plan: Plan, kind: str, program: Program, configs: Mapping[str, str], 
                                  "verdict": verdict.outcome, "rules": list(verdict.rules),
                                  "warnings": list(verdict.warnings), "load_universal": verdict.universal}
     return Resumed(replace(program, args=args, env=env), files, record, found.said)
+
+
+def _trainer_flag(args: tuple[str, ...], path: str, written: str | None, where: Position) -> tuple[str, ...]:
+    """The Trainer's arguments with `--resume_from_checkpoint PATH`: the recipe's path, which
+    the hand-off already wrote as given (TrainingArguments' `resume_from_checkpoint`), is
+    replaced by the checked one; one the user gave otherwise is refused (say it once)."""
+    out: list[str] = []
+    given = iter(args)
+    for word in given:
+        value = None
+        if word == TRAINER_FLAG:
+            value = next(given, "")
+        elif word.startswith(TRAINER_FLAG + "="):
+            value = word.split("=", 1)[1]
+        if value is None:
+            out.append(word)
+        elif value != written:
+            raise CheckpointError(f"{TRAINER_FLAG} {value} is given to the program and checkpoint.resume "
+                                  f"{written} is stated: give one", where)
+    return (*out, TRAINER_FLAG, path)
 
 
 def check_at_submission(plan: Plan, kind: str, *, cwd: Path) -> str:

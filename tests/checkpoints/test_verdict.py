@@ -63,15 +63,22 @@ def test_verl_needs_its_own_world(tmp_path: Path) -> None:
     assert found.outcome == "cannot" and "verl.model_merger" in found.command
 
 
-@pytest.mark.parametrize(("micro", "world", "warned"), [(2, 2, False), (4, 2, True), (2, 4, True)])
-def test_the_trainer_warns_that_schedule_and_data_move(tmp_path: Path, micro: int, world: int,
-                                                       warned: bool) -> None:
-    layout = read(trees.hf(tmp_path, 6, world=2, per_device=2))
-    found = verdict(layout, job(loader="ddp", stage=0, micro=micro, world=world, dp=world, trainer=True))
+@pytest.mark.parametrize(("accumulation", "world", "global_batch", "warned"), [
+    (2, 2, 8, False), (2, 1, 8, False), (2, 2, 16, True), (2, 4, 16, True), (None, 2, 16, False)])
+def test_the_trainer_warns_that_schedule_and_data_move(tmp_path: Path, accumulation: int | None, world: int,
+                                                       global_batch: int, warned: bool) -> None:
+    """Saved at per-device 2 × 2 ranks × accumulation 2 = 8; the accumulation is read from the
+    pickled training_args.bin (`inspect`), so without it nothing is said."""
+    from dataclasses import replace
+
+    layout = replace(read(trees.hf(tmp_path, 6, world=2, per_device=2)), accumulation=accumulation)
+    found = verdict(layout, job(loader="ddp", stage=0, world=world, dp=world, global_batch=global_batch,
+                                trainer=True))
     assert found.outcome == "resumes as is"
     assert bool(found.warnings) == warned
     if warned:
-        assert "learning-rate schedule and the data position move" in found.warnings[0]
+        assert "global batch 8" in found.warnings[0] and f"this job's is {global_batch}" in found.warnings[0]
+        assert "now sample 96, was 48" in found.warnings[0]
 
 
 def test_a_partial_checkpoint_cannot_be_resumed(tmp_path: Path) -> None:

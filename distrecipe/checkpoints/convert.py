@@ -14,13 +14,15 @@ failing converter leaves nothing behind and is one line, exit 2.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Literal
 
@@ -48,7 +50,9 @@ def convert(source: Path, to: Target, *, out: Path | None = None, hf_config: Pat
             raise CheckpointError(f"{source}: --to dcp reads a torch.save file, and this is not a file")
         kind = "torch.save file"
     else:
-        layout = read(source)
+        from distrecipe.checkpoints.inspect import deepen
+
+        layout = deepen(read(source))
         if not layout.complete:
             raise CheckpointError(f"checkpoint {layout.path} is partial ({layout.partial}): not converted")
         if layout.kind not in ACCEPTS[to]:
@@ -117,14 +121,24 @@ def _mark_universal(target: Path) -> None:
     os.replace(temporary, marker)
 
 
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """The in-process converters' prints and progress bars held back: the command's own
+    output is one line, and a failure's message carries the converter's reason."""
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        yield
+
+
 def _fp32(source: Path, written: Path) -> list[str]:
-    from deepspeed.utils.zero_to_fp32 import convert_zero_checkpoint_to_fp32_state_dict
+    with _quiet():
+        from deepspeed.utils.zero_to_fp32 import convert_zero_checkpoint_to_fp32_state_dict
 
     try:
-        convert_zero_checkpoint_to_fp32_state_dict(str(source.parent), str(written), tag=source.name,
-                                                   safe_serialization=True)
-    except Exception as exc:  # the converter's own refusal, said in one line
-        raise CheckpointError(f"zero_to_fp32 failed on {source}: {type(exc).__name__}: {exc}") from None
+        with _quiet():
+            convert_zero_checkpoint_to_fp32_state_dict(str(source.parent), str(written), tag=source.name,
+                                                       safe_serialization=True)
+    except BaseException as exc:  # torch's CheckpointException is no Exception
+        raise _failed("zero_to_fp32", source, exc) from None
     return ["python", "-m", "deepspeed.utils.zero_to_fp32", str(source.parent), str(written),
             "--tag", source.name, "--safe_serialization"]
 
@@ -133,9 +147,10 @@ def _to_torch(source: Path, written: Path) -> list[str]:
     from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
     try:
-        dcp_to_torch_save(source, written)
-    except Exception as exc:
-        raise CheckpointError(f"dcp_to_torch_save failed on {source}: {type(exc).__name__}: {exc}") from None
+        with _quiet():
+            dcp_to_torch_save(source, written)
+    except BaseException as exc:  # torch's CheckpointException is no Exception
+        raise _failed("dcp_to_torch_save", source, exc) from None
     return ["python", "-m", "torch.distributed.checkpoint.format_utils", "dcp_to_torch", str(source),
             str(written)]
 
@@ -144,11 +159,22 @@ def _to_dcp(source: Path, written: Path) -> list[str]:
     from torch.distributed.checkpoint.format_utils import torch_save_to_dcp
 
     try:
-        torch_save_to_dcp(source, written)
-    except Exception as exc:
-        raise CheckpointError(f"torch_save_to_dcp failed on {source}: {type(exc).__name__}: {exc}") from None
+        with _quiet():
+            torch_save_to_dcp(source, written)
+    except BaseException as exc:  # torch's CheckpointException is no Exception
+        raise _failed("torch_save_to_dcp", source, exc) from None
     return ["python", "-m", "torch.distributed.checkpoint.format_utils", "torch_to_dcp", str(source),
             str(written)]
+
+
+def _failed(converter: str, source: Path, exc: BaseException) -> BaseException:
+    """The converter's own refusal as one line (its last: torch's DCP errors carry the
+    rank's traceback before it), or `exc` itself for an interrupt."""
+    if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+        return exc
+    said = str(exc).strip().splitlines()
+    last = said[-1] if said else ""
+    return CheckpointError(f"{converter} failed on {source}: {type(exc).__name__}: {last}")
 
 
 def record_of(path: Path) -> dict[str, object] | None:

@@ -10,7 +10,7 @@ and only by `launch` and `distrecipe checkpoint`, never by `lint`.
 from __future__ import annotations
 
 import contextlib
-import sys
+import io
 from dataclasses import replace
 from typing import Any
 
@@ -25,7 +25,11 @@ def deepen(layout: Layout) -> Layout:
         steps = getattr(args, "gradient_accumulation_steps", None)
         layout = replace(layout, accumulation=steps if isinstance(steps, int) else None)
     if layout.inner is not None:
-        return replace(layout, inner=deepen(layout.inner))
+        inner = deepen(layout.inner)
+        if layout.complete and not inner.complete:
+            return replace(layout, inner=inner, complete=False,
+                           partial=f"its {inner.kind} state is partial: {inner.partial}")
+        return replace(layout, inner=inner)
     if layout.kind != "deepspeed" or not layout.complete:
         return layout
     model = next((n for n in layout.files if DS_MODEL.match(n) or DS_Z3_MODEL.match(n)), None)
@@ -44,6 +48,13 @@ def deepen(layout: Layout) -> Layout:
         lacking = ", ".join(map(str, range(layout.dp, dp)))
         partial = "; ".join(filter(None, (partial, f"optimizer shards of DP ranks {lacking} (the model "
                                                     f"states say DP {dp})")))
+    elif isinstance(dp, int) and layout.dp is not None and dp < layout.dp:
+        # A save at a smaller world into a tag an earlier, larger one wrote: DeepSpeed
+        # overwrites its own files and leaves the others (zero_to_fp32 then refuses the tag).
+        stale = ", ".join(map(str, range(dp, layout.dp)))
+        partial = "; ".join(filter(None, (partial, f"stale optimizer shards of DP ranks {stale} from an "
+                                                    f"earlier save at DP {layout.dp} (the model states say "
+                                                    f"DP {dp}: the tag was saved again at another world)")))
     return replace(layout, stage=int(stage) if isinstance(stage, int) else layout.stage,
                    complete=layout.complete and partial == layout.partial, partial=partial,
                    dp=dp if isinstance(dp, int) else layout.dp,
@@ -60,9 +71,9 @@ def _load_object(layout: Layout, name: str) -> object:
     import torch
 
     try:
-        # Unpickling imports DeepSpeed, whose logger announces the accelerator on stdout:
-        # stdout is the command's answer (`checkpoint show --format json`), so it goes to stderr.
-        with contextlib.redirect_stdout(sys.stderr):
+        # Unpickling imports DeepSpeed, whose logger announces the accelerator on stdout: the
+        # command's answer is stdout (`checkpoint show --format json`) and an error is one line.
+        with contextlib.redirect_stdout(io.StringIO()):
             data = torch.load(layout.path / name, map_location="cpu", weights_only=False)
     except Exception as exc:  # an unreadable pickle is the user's file, said in one line
         raise CheckpointError(f"{layout.path / name} cannot be read by torch.load: "

@@ -55,7 +55,7 @@ DCP_SHARD = re.compile(r"^__(\d+)_(\d+)\.distcp$")
 HF_RNG = re.compile(r"^rng_state(?:_(\d+))?\.pth$")
 ACCELERATE_RNG = re.compile(r"^random_states_(\d+)\.pkl$")
 VERL_SHARD = re.compile(r"^(model|optim|extra_state)_world_size_(\d+)_rank_(\d+)\.pt$")
-STEP = re.compile(r"(?:global_step|checkpoint|step)[-_]?(\d+)(?:_universal)?$")
+STEP = re.compile(r"(?:global_step|checkpoint|step)[-_]?(\d+)(?:_(?:universal|dcp|fp32))?$")
 ACCELERATE_MODELS = ("model.safetensors", "pytorch_model.bin", "pytorch_model_fsdp_0", "pytorch_model")
 CONVERTED = "distrecipe-convert.json"
 """What `distrecipe checkpoint convert` records in the folder it wrote."""

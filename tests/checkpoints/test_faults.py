@@ -81,7 +81,7 @@ def agree(scenario: str, resumed: dict[int, float], baseline: dict[int, float]) 
     assert worst <= TOLERANCE, (scenario, resumed, baseline)
 
 
-@pytest.fixture(scope="module", params=list(ENGINES))
+@pytest.fixture(scope="module")
 def saved(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, dict[int, float]]:
     """One uninterrupted run at world 2 per engine: its losses, and checkpoints at steps 3 and 6."""
     engine: str = request.param
@@ -95,6 +95,15 @@ def tag(engine: str) -> str:
     return f"ck/step-{EVERY}" if engine == "fsdp2" else f"ck/global_step{EVERY}"
 
 
+EVERY_ENGINE = pytest.mark.parametrize("saved", list(ENGINES), indirect=True)
+
+
+def only(engine: str) -> pytest.MarkDecorator:
+    """A test of one engine's checkpoint: the fixture's run of that engine alone."""
+    return pytest.mark.parametrize("saved", [engine], indirect=True)
+
+
+@pytest.mark.parametrize("saved", ["zero3", "fsdp2"], indirect=True)  # ZeRO-2's: the lost-rank test
 def test_same_world_resumes_as_is_with_the_same_losses(saved: tuple[str, Path, dict[int, float]]) -> None:
     engine, work, baseline = saved
     done, run_dir = train(work, engine, 2, "resume-w2", f"checkpoint.resume={tag(engine)}")
@@ -105,6 +114,7 @@ def test_same_world_resumes_as_is_with_the_same_losses(saved: tuple[str, Path, d
     agree(f"{engine} saved at world 2, resumed at world 2", metrics(run_dir), baseline)
 
 
+@EVERY_ENGINE
 def test_another_world_gets_the_engines_verdict(saved: tuple[str, Path, dict[int, float]]) -> None:
     engine, work, baseline = saved
     check = distrecipe("checkpoint", "check", TINY, *ENGINES[engine], *WORLDS[1], "--checkpoint", tag(engine),
@@ -135,10 +145,9 @@ def test_another_world_gets_the_engines_verdict(saved: tuple[str, Path, dict[int
     agree(f"{engine} saved at world 2, resumed at world 1{after}", metrics(run_dir), baseline)
 
 
+@only("zero3")
 def test_a_zero3_checkpoint_cannot_resume_at_zero2(saved: tuple[str, Path, dict[int, float]]) -> None:
     engine, work, _ = saved
-    if engine != "zero3":
-        pytest.skip("the stage rule is ZeRO-3's")
     check = distrecipe("checkpoint", "check", TINY, *ENGINES["zero2"], *WORLDS[2], "--checkpoint", tag(engine),
                        cwd=work)
     assert check.returncode == 2 and "cannot: saved at ZeRO-3, this job is ZeRO-2" in check.stderr, check
@@ -146,11 +155,10 @@ def test_a_zero3_checkpoint_cannot_resume_at_zero2(saved: tuple[str, Path, dict[
     assert done.returncode != 0 and "check_ckpt_list" in done.stderr  # DeepSpeed finds no model states
 
 
+@only("zero2")  # one engine's lost rank: the marker rule is DeepSpeed's
 def test_a_rank_lost_mid_save_leaves_the_previous_checkpoint_chosen(
         saved: tuple[str, Path, dict[int, float]]) -> None:
     engine, work, baseline = saved
-    if engine != "zero2":
-        pytest.skip("one engine's lost rank is enough: the marker rule is the same")
     lost = work / "lost"
     lost.mkdir()
     done, _ = train(lost, engine, 2, "killed", env={KILL_IN_SAVE: f"{STEPS}:1"})
@@ -168,3 +176,32 @@ def test_a_rank_lost_mid_save_leaves_the_previous_checkpoint_chosen(
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads((run_dir / "run.json").read_text())["checkpoint"]["step"] == EVERY
     agree(f"{engine}: rank 1 killed mid-save at step {STEPS}, resume auto", metrics(run_dir), baseline)
+
+
+@only("fsdp2")
+def test_dcp_converts_to_one_file_and_back(saved: tuple[str, Path, dict[int, float]]) -> None:
+    import torch
+
+    engine, work, _ = saved
+    done = distrecipe("checkpoint", "convert", "--to", "torch", tag(engine), cwd=work)
+    assert done.returncode == 0, done.stderr
+    single = work / f"{tag(engine)}.pt"
+    state = torch.load(single, weights_only=False)
+    assert {"model", "optim"} <= set(state) and state["model"]["0.weight"].shape == (256, 64)
+    assert json.loads((work / f"{tag(engine)}.pt.distrecipe-convert.json").read_text())["converter"] == "torch"
+    back = distrecipe("checkpoint", "convert", "--to", "dcp", single, cwd=work)
+    assert back.returncode == 0, back.stderr
+    shown = distrecipe("checkpoint", "show", f"{tag(engine)}_dcp", cwd=work)
+    assert shown.returncode == 0 and "dcp, step 3" in shown.stdout and shown.stdout.rstrip().endswith("complete")
+
+
+def test_a_failing_converter_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
+    """torch's own dcp_to_torch_save, given a `.metadata` that is not a pickle."""
+    folder = tmp_path / "step-4"
+    folder.mkdir()
+    (folder / "__0_0.distcp").write_bytes(b"\0" * 16)
+    (folder / ".metadata").write_bytes(b"not a pickle")
+    done = distrecipe("checkpoint", "convert", "--to", "torch", folder, cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"{folder}:1:1: error: dcp_to_torch_save failed on {folder}: ")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-4"]

@@ -32,6 +32,11 @@ def resume_of(plan: Plan, kind: str, *, cwd: Path, deep: bool, path: str | None 
     recipe's key for a path that is missing, not a checkpoint or partial, and for `auto`
     without `checkpoint.dir`."""
     checkpoint = plan.recipe.checkpoint
+    stated = (("checkpoint.dir", checkpoint.dir if checkpoint else None),
+              ("checkpoint.resume", checkpoint.resume if checkpoint else None), ("checkpoint.resume", path))
+    for key, value in stated:
+        if value is not None and "\0" in value:  # no file system takes it; the schema admits any text
+            raise CheckpointError(f"{key} holds a NUL character, which no path can", plan.recipe.at(key))
     resume = path if path is not None else (checkpoint.resume if checkpoint is not None else None)
     if resume is None:
         return None

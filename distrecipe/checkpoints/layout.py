@@ -321,14 +321,14 @@ def read(path: Path) -> Layout:
     """The checkpoint at `path`: a checkpoint folder itself, or a save dir whose engine
     marker names one (DeepSpeed's `latest`, verl's tracker). Raises `CheckpointError` for a
     path that does not exist or holds no checkpoint any engine wrote."""
-    if not path.exists():
-        raise CheckpointError(f"checkpoint {path} does not exist")
-    if not path.is_dir():
-        raise CheckpointError(f"checkpoint {path} is a file, not a checkpoint folder")
     try:
+        if not path.exists():
+            raise CheckpointError(f"checkpoint {path} does not exist")
+        if not path.is_dir():
+            raise CheckpointError(f"checkpoint {path} is a file, not a checkpoint folder")
         found = _read(path)
-    except OSError as exc:
-        raise CheckpointError(f"checkpoint {path} cannot be read: {exc.strerror or exc}") from None
+    except (OSError, ValueError) as exc:  # a name too long, a NUL in it, a folder not readable
+        raise CheckpointError(f"checkpoint {path!r} cannot be read: {_reason(exc)}") from None
     if found is None:
         raise CheckpointError(f"{path} is not a checkpoint: no DeepSpeed, torch distributed, HF Trainer, "
                               "Accelerate or verl checkpoint files in it")
@@ -363,9 +363,20 @@ def _read(path: Path) -> Layout | None:
     return verl_step(path, marked=verl_marked)
 
 
+def _reason(exc: OSError | ValueError) -> str:
+    return (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
+
+
 def candidates(root: Path) -> list[Layout]:
     """Every checkpoint directly in `root` (a save dir), oldest step first, partial ones
     included (so a listing can say why each is not chosen)."""
+    try:
+        return _candidates(root)
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(f"checkpoint directory {str(root)!r} cannot be read: {_reason(exc)}") from None
+
+
+def _candidates(root: Path) -> list[Layout]:
     if not root.is_dir():
         return []
     ds_latest = _read_line(root / DS_LATEST)

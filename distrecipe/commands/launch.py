@@ -193,7 +193,7 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
         click.echo(f"distrecipe: {shlex.join(redact_argv(spec.argv))}", err=True)
         sys.stderr.flush()
         try:
-            outcome = supervise(spec.argv, job_env, launch_id=launch_id, timeout=timeout)
+            outcome = supervise(spec.argv, job_env, launch_id=launch_id, timeout=timeout, keep_output=path)
         except LaunchError:
             record.finish(NOT_STARTED)
             record_attempt(path, env, record.record)

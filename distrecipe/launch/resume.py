@@ -18,6 +18,7 @@ kind's own way:
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -50,12 +51,12 @@ def resume(plan: Plan, kind: str, program: Program, configs: Mapping[str, str], 
     recipe says nothing about checkpoints. Raises `CheckpointError` (exit 2) before any
     rank starts for a checkpoint this job cannot take as is."""
     checkpoint = plan.recipe.checkpoint
+    found = resume_of(plan, kind, cwd=cwd, deep=True)  # first: it refuses a path no system takes
     env = dict(program.env)
     if checkpoint is not None and checkpoint.dir is not None:
-        env[CHECKPOINT_DIR_ENV] = str((cwd / checkpoint.dir).resolve())
+        env[CHECKPOINT_DIR_ENV] = os.path.abspath(cwd / checkpoint.dir)
     if checkpoint is not None and checkpoint.every is not None:
         env[SAVE_EVERY_ENV] = str(checkpoint.every)
-    found = resume_of(plan, kind, cwd=cwd, deep=True)
     files = dict(configs)
     if found is None or found.layout is None or found.verdict is None:
         said = found.said if found is not None else ""
@@ -64,7 +65,7 @@ def resume(plan: Plan, kind: str, program: Program, configs: Mapping[str, str], 
     if verdict.outcome != "resumes as is":
         where = plan.recipe.at("checkpoint.resume", "checkpoint")
         raise CheckpointError(verdict.line(layout), where)
-    path = str(layout.path.resolve())
+    path = os.path.abspath(layout.path)
     args = program.args
     if kind == "hf":
         args = _trainer_flag(args, path, checkpoint.resume if checkpoint is not None else None,

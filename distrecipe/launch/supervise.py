@@ -35,6 +35,7 @@ from pathlib import Path
 from types import FrameType
 
 from distrecipe.errors import LaunchError
+from distrecipe.launch.output import Tee
 
 LAUNCH_ID = "DISTRECIPE_LAUNCH_ID"
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -203,8 +204,9 @@ class _Job:
 
 
 def supervise(argv: Sequence[str], env: Mapping[str, str], *, launch_id: str,
-              timeout: float | None = None, grace: float = 30.0) -> Outcome:
-    """Run `argv` with `env` (which must carry `LAUNCH_ID=launch_id`) to its end."""
+              timeout: float | None = None, grace: float = 30.0, keep_output: Path | None = None) -> Outcome:
+    """Run `argv` with `env` (which must carry `LAUNCH_ID=launch_id`) to its end;
+    `keep_output`: a directory that keeps the job's stdout and stderr (`launch.output`)."""
     if env.get(LAUNCH_ID) != launch_id:
         raise ValueError(f"env must carry {LAUNCH_ID}={launch_id} so the job's processes can be found")
     received: list[int] = []
@@ -231,15 +233,21 @@ def supervise(argv: Sequence[str], env: Mapping[str, str], *, launch_id: str,
         previous[SAVE] = signal.signal(SAVE, on_save)
     try:
         try:
+            piped = subprocess.PIPE if keep_output is not None else None
             proc = subprocess.Popen(list(argv), env=dict(env), start_new_session=True,
-                                    preexec_fn=_ignore_save_signal)
+                                    preexec_fn=_ignore_save_signal, stdout=piped, stderr=piped)
         except OSError as exc:
             raise LaunchError(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
+        tee = Tee(keep_output, {"stdout": proc.stdout, "stderr": proc.stderr}) if keep_output else None
         job = _Job(proc=proc, launch_id=launch_id, grace=grace)
         started.append(job)
         if received:  # arrived before `started` said whom to tell
             job.stop(received[0])
-        return _wait(job, received, timeout)
+        try:
+            return _wait(job, received, timeout)
+        finally:
+            if tee is not None:
+                tee.join()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

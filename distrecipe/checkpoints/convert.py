@@ -9,7 +9,10 @@ failing converter leaves nothing behind and is one line, exit 2.
   `TAG_universal` beside the tag, then `latest_universal` in the save dir naming it;
 * `fp32`: DeepSpeed's `zero_to_fp32` into `TAG_fp32/model.safetensors`, with the model's
   `config.json` copied beside it when given, so `from_pretrained` loads the folder;
-* `torch` / `dcp`: torch's `dcp_to_torch_save` / `torch_save_to_dcp`.
+* `torch` / `dcp`: torch's `dcp_to_torch_save` / `torch_save_to_dcp`;
+* `merged`: Accelerate's `merge_fsdp_weights` (`accelerate merge-weights`) on an Accelerate
+  FSDP checkpoint's `pytorch_model_fsdp_0` (or a model-only DCP folder), into
+  `model.safetensors`, with `config.json` beside it when given.
 """
 
 from __future__ import annotations
@@ -29,9 +32,9 @@ from typing import Literal
 from distrecipe.checkpoints.layout import CONVERTED, DS_LATEST_UNIVERSAL, CheckpointError, Layout, read
 from distrecipe.output import to_json
 
-Target = Literal["universal", "fp32", "torch", "dcp"]
+Target = Literal["universal", "fp32", "torch", "dcp", "merged"]
 ACCEPTS: dict[Target, tuple[str, ...]] = {"universal": ("deepspeed",), "fp32": ("deepspeed",),
-                                          "torch": ("dcp",), "dcp": ()}
+                                          "torch": ("dcp",), "dcp": (), "merged": ("accelerate", "dcp")}
 """The checkpoint kinds each conversion reads (`dcp` reads a torch.save file, not a folder)."""
 
 
@@ -45,6 +48,7 @@ def destination(source: Path, to: Target) -> Path:
 
 def convert(source: Path, to: Target, *, out: Path | None = None, hf_config: Path | None = None) -> Path:
     """Convert the checkpoint at `source`; returns what was written."""
+    origin = source
     if to == "dcp":
         if not source.is_file():
             raise CheckpointError(f"{source}: --to dcp reads a torch.save file, and this is not a file")
@@ -60,13 +64,19 @@ def convert(source: Path, to: Target, *, out: Path | None = None, hf_config: Pat
             raise CheckpointError(f"checkpoint {layout.path} is a {layout.kind} checkpoint; --to {to} "
                                   f"converts {accepted} checkpoints")
         source, kind = layout.path, layout.kind
-    target = out or destination(source, to)
+        origin = layout.path
+        if to == "merged" and layout.kind == "accelerate":
+            if layout.inner is None or layout.inner.kind != "dcp":
+                raise CheckpointError(f"checkpoint {layout.path} holds no sharded FSDP model "
+                                      "(pytorch_model_fsdp_0): its model is already whole")
+            source = layout.inner.path
+    target = out or destination(origin, to)
     if target.exists():
         raise CheckpointError(f"{target} already exists: nothing converted (remove it or give --out)")
     if hf_config is not None and not hf_config.is_file():
         raise CheckpointError(f"--hf-config {hf_config} is not a file")
     steps: dict[Target, Callable[[Path, Path], list[str]]] = {
-        "universal": _universal, "fp32": _fp32, "torch": _to_torch, "dcp": _to_dcp}
+        "universal": _universal, "fp32": _fp32, "torch": _to_torch, "dcp": _to_dcp, "merged": _merged}
     work = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         written = work / "out"
@@ -95,6 +105,8 @@ CHANGES: dict[Target, str] = {
     "fp32": "the full fp32 weights as model.safetensors; no optimizer state or step",
     "torch": "the whole DCP state as one torch.save file",
     "dcp": "the torch.save state as a DCP folder, resharded on load",
+    "merged": "the whole model as model.safetensors (from_pretrained loads it beside its config.json); "
+              "no optimizer state",
 }
 
 
@@ -175,6 +187,17 @@ def _failed(converter: str, source: Path, exc: BaseException) -> BaseException:
     said = str(exc).strip().splitlines()
     last = said[-1] if said else ""
     return CheckpointError(f"{converter} failed on {source}: {type(exc).__name__}: {last}")
+
+
+def _merged(source: Path, written: Path) -> list[str]:
+    try:
+        with _quiet():
+            from accelerate.utils import merge_fsdp_weights
+
+            merge_fsdp_weights(str(source), str(written), safe_serialization=True)
+    except BaseException as exc:  # torch's CheckpointException is no Exception
+        raise _failed("merge_fsdp_weights", source, exc) from None
+    return ["accelerate", "merge-weights", str(source), str(written)]
 
 
 def record_of(path: Path) -> dict[str, object] | None:

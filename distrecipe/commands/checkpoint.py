@@ -94,13 +94,14 @@ def check(recipe: str, overrides: tuple[str, ...], given: str | None, program_ki
 
 @command.command("convert")
 @click.argument("path", type=click.Path(path_type=Path))
-@click.option("--to", "to", required=True, type=click.Choice(["universal", "fp32", "torch", "dcp"]),
+@click.option("--to", "to", required=True, type=click.Choice(["universal", "fp32", "torch", "dcp", "merged"]),
               help="universal: ds_to_universal; fp32: zero_to_fp32 weights from_pretrained loads; "
-                   "torch / dcp: dcp_to_torch_save / torch_save_to_dcp.")
+                   "torch / dcp: dcp_to_torch_save / torch_save_to_dcp; merged: Accelerate's merge-weights.")
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Where to write (default: beside PATH, e.g. TAG_universal).")
 @click.option("--hf-config", type=click.Path(path_type=Path), default=None,
-              help="--to fp32: the model's config.json, copied beside the weights for from_pretrained.")
+              help="--to fp32 / merged: the model's config.json, copied beside the weights "
+                   "for from_pretrained.")
 def convert(path: Path, to: str, out: Path | None, hf_config: Path | None) -> None:
     """Convert the checkpoint at PATH with the engine's own converter, all or nothing."""
     from distrecipe.checkpoints.convert import Target

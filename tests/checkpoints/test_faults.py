@@ -205,3 +205,30 @@ def test_a_failing_converter_is_one_line_and_writes_nothing(tmp_path: Path) -> N
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert done.stderr.startswith(f"{folder}:1:1: error: dcp_to_torch_save failed on {folder}: ")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["step-4"]
+
+
+def test_accelerate_merges_an_fsdp_model_for_from_pretrained(tmp_path: Path) -> None:
+    """Accelerate's FSDP `save_state` layout (`pytorch_model_fsdp_0` a model-only DCP folder,
+    written here by torch's own `torch_save_to_dcp`), merged by Accelerate's merge-weights
+    into weights transformers loads, equal to the model that was saved."""
+    import torch
+    from torch.distributed.checkpoint.format_utils import torch_save_to_dcp
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=4, vocab_size=128, max_position_embeddings=64)
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config)
+    folder = tmp_path / "checkpoints" / "checkpoint_3"
+    folder.mkdir(parents=True)
+    torch.save({"model": model.state_dict()}, tmp_path / "whole.pt")
+    torch_save_to_dcp(tmp_path / "whole.pt", folder / "pytorch_model_fsdp_0")
+    for name in ("optimizer.bin", "random_states_0.pkl", "random_states_1.pkl"):
+        (folder / name).write_bytes(b"")
+    config.save_pretrained(tmp_path / "config")
+    done = distrecipe("checkpoint", "convert", "--to", "merged", folder, "--hf-config",
+                      tmp_path / "config" / "config.json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    merged = LlamaForCausalLM.from_pretrained(folder.with_name("checkpoint_3_merged"))
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(merged.state_dict()[name], tensor), name

@@ -16,15 +16,14 @@ One saved run per engine (a module fixture) serves every test of that engine.
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from distrecipe.launch.tiny_train import KILL_IN_SAVE
-from tests.conftest import RECIPES, ROOT
+from tests.checkpoints.runs import WORLDS, distrecipe, free_port
+from tests.conftest import RECIPES
 
 pytestmark = pytest.mark.slow
 
@@ -32,28 +31,8 @@ TINY = RECIPES / "tiny-cpu.yaml"
 STEPS, EVERY = 6, 3
 TOLERANCE = 1e-6
 """Relative: a resume at another DP world sums the same gradients in another order."""
-WORLDS = {2: ["--set", "cluster.gpus_per_node=2", "--set", "batch.accumulation=2"],
-          1: ["--set", "cluster.gpus_per_node=1", "--set", "batch.accumulation=4"]}
 ENGINES = {"zero2": ["--set", "stage=2"], "zero3": ["--set", "stage=3"],
            "fsdp2": ["--set", "strategy=fsdp", "--set", "stage=3", "--set", "launch.backend=torchrun"]}
-FIGURES: dict[str, float] = {}
-"""Scenario → the largest relative loss difference from the uninterrupted run (printed at the end)."""
-
-
-def distrecipe(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    import os
-
-    # cwd is a scratch folder, so this checkout's distrecipe is put first on the path.
-    environ = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "distrecipe", *map(str, args)], cwd=cwd, capture_output=True,
-                          text=True, timeout=300, env=environ)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def train(work: Path, engine: str, world: int, name: str, *sets: str, program: tuple[str, ...] = (),
@@ -76,7 +55,6 @@ def agree(scenario: str, resumed: dict[int, float], baseline: dict[int, float]) 
     """The resumed run trains exactly steps EVERY+1..STEPS, each with the uninterrupted loss."""
     assert sorted(resumed) == list(range(EVERY + 1, STEPS + 1)), resumed
     worst = max(abs(resumed[s] - baseline[s]) / abs(baseline[s]) for s in resumed)
-    FIGURES[scenario] = worst
     print(f"\n{scenario}: steps {sorted(resumed)}, max relative loss difference {worst:.2e}")
     assert worst <= TOLERANCE, (scenario, resumed, baseline)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.checkpoints.test_faults import FIGURES, WORLDS, distrecipe
+from tests.checkpoints.runs import WORLDS, distrecipe
 from tests.conftest import RECIPES
 
 pytestmark = pytest.mark.slow
@@ -51,7 +51,6 @@ def agree(scenario: str, resumed: dict[int, float], baseline: dict[int, float]) 
     fresh = {step: loss for step, loss in resumed.items() if step > EVERY}  # 1..EVERY: the restored history
     assert sorted(fresh) == list(range(EVERY + 1, STEPS + 1))
     worst = max(abs(fresh[s] - baseline[s]) / abs(baseline[s]) for s in fresh)
-    FIGURES[scenario] = worst
     print(f"\n{scenario}: steps {sorted(fresh)}, max relative loss difference {worst:.2e}")
     assert worst <= TOLERANCE
 

@@ -42,7 +42,8 @@ from distrecipe.launch.prepare import (
     run_directory,
     slurm_argv,
 )
-from distrecipe.launch.resume import check_at_submission, resume
+from distrecipe.launch.resume import check as check_resume
+from distrecipe.launch.resume import resume
 from distrecipe.launch.rundir import WRITTEN, RunDir
 from distrecipe.launch.secrets import redact_argv
 from distrecipe.launch.skypilot import skypilot_task
@@ -127,10 +128,11 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
     fit = check_fit(plan, allow_no_fit=allow_no_fit, say=_say)
     config = project_config()
     said = check_lint(document, plan, config)
+    elsewhere = slurm or skypilot or k8s  # the nodes' own launch opens the checkpoint's pickles
+    found = check_resume(plan, kind.kind, user_program.args, cwd=Path.cwd(), deep=not elsewhere)
+    if elsewhere and found is not None:
+        _say(f"distrecipe: {found.said}")
     if slurm:
-        said_resume = check_at_submission(plan, kind.kind, cwd=Path.cwd())
-        if said_resume:
-            _say(f"distrecipe: {said_resume}")
         argv = slurm_argv(plan, recipe=recipe, overrides=overrides, runs_root=runs_root,
                           timeout=timeout, program=program, program_kind=program_kind,
                           allow_override=allow_override, allow_no_fit=allow_no_fit)
@@ -165,7 +167,7 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
     for item in given.overridden:
         _say(f"distrecipe: --allow-override: {item.argument} {item.given} replaces the recipe's "
              f"{item.recipe} ({item.key})")
-    resumed = resume(plan, kind.kind, user_program, configs.files, cwd=Path.cwd())
+    resumed = resume(plan, kind.kind, user_program, configs.files, cwd=Path.cwd(), found=found)
     user_program, configs = resumed.program, dataclasses.replace(configs, files=resumed.configs)
     if resumed.said:
         _say(f"distrecipe: {resumed.said}")

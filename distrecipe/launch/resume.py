@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from distrecipe.checkpoints.check import resume_of
+from distrecipe.checkpoints.check import Resume, resume_of
 from distrecipe.checkpoints.layout import CheckpointError
 from distrecipe.engines.deepspeed import CONFIG_FILE
 from distrecipe.errors import Position
@@ -46,12 +46,31 @@ class Resumed:
     said: str = ""
 
 
-def resume(plan: Plan, kind: str, program: Program, configs: Mapping[str, str], *, cwd: Path) -> Resumed:
-    """`program` and `configs` with the checkpoint handed over, or as they were when the
-    recipe says nothing about checkpoints. Raises `CheckpointError` (exit 2) before any
-    rank starts for a checkpoint this job cannot take as is."""
+def check(plan: Plan, kind: str, user_args: tuple[str, ...], *, cwd: Path, deep: bool) -> Resume | None:
+    """The checkpoint the job resumes from, checked before anything is printed or written:
+    raises `CheckpointError` (exit 2) for one this job cannot take as is, and for a
+    Trainer flag the user gave that says otherwise. `deep` opens the pickled states
+    (a launch here); `launch --slurm` checks names and JSON, each node's launch the rest."""
+    found = resume_of(plan, kind, cwd=cwd, deep=deep)
+    if found is None or found.layout is None or found.verdict is None:
+        return found
+    if found.verdict.outcome != "resumes as is":
+        where = plan.recipe.at("checkpoint.resume", "checkpoint")
+        raise CheckpointError(found.verdict.line(found.layout), where)
+    if kind == "hf":
+        _trainer_flag(user_args, "", _written(plan), plan.recipe.at("checkpoint.resume"))
+    return found
+
+
+def _written(plan: Plan) -> str | None:
+    return plan.recipe.checkpoint.resume if plan.recipe.checkpoint is not None else None
+
+
+def resume(plan: Plan, kind: str, program: Program, configs: Mapping[str, str], *, cwd: Path,
+           found: Resume | None) -> Resumed:
+    """`program` and `configs` with the checkpoint `check` found handed over, or as they
+    were when the recipe says nothing about checkpoints."""
     checkpoint = plan.recipe.checkpoint
-    found = resume_of(plan, kind, cwd=cwd, deep=True)  # first: it refuses a path no system takes
     env = dict(program.env)
     if checkpoint is not None and checkpoint.dir is not None:
         env[CHECKPOINT_DIR_ENV] = os.path.abspath(cwd / checkpoint.dir)
@@ -62,14 +81,10 @@ def resume(plan: Plan, kind: str, program: Program, configs: Mapping[str, str], 
         said = found.said if found is not None else ""
         return Resumed(replace(program, env=env), files, {"path": None, "said": said} if found else {}, said)
     layout, verdict = found.layout, found.verdict
-    if verdict.outcome != "resumes as is":
-        where = plan.recipe.at("checkpoint.resume", "checkpoint")
-        raise CheckpointError(verdict.line(layout), where)
     path = os.path.abspath(layout.path)
     args = program.args
     if kind == "hf":
-        args = _trainer_flag(args, path, checkpoint.resume if checkpoint is not None else None,
-                             plan.recipe.at("checkpoint.resume"))
+        args = _trainer_flag(args, path, _written(plan), plan.recipe.at("checkpoint.resume"))
     env[RESUME_ENV] = path
     if verdict.universal and CONFIG_FILE in files:
         config = json.loads(files[CONFIG_FILE])
@@ -101,14 +116,3 @@ def _trainer_flag(args: tuple[str, ...], path: str, written: str | None, where: 
     return (*out, TRAINER_FLAG, path)
 
 
-def check_at_submission(plan: Plan, kind: str, *, cwd: Path) -> str:
-    """What `launch --slurm` checks before it prints the job: the checkpoint the recipe
-    names exists, is complete and loads as is (names and JSON only: the job's nodes open
-    the files when it starts). Returns the line to say; raises as `resume` does."""
-    found = resume_of(plan, kind, cwd=cwd, deep=False)
-    if found is None:
-        return ""
-    if found.layout is not None and found.verdict is not None and found.verdict.outcome != "resumes as is":
-        where = plan.recipe.at("checkpoint.resume", "checkpoint")
-        raise CheckpointError(found.verdict.line(found.layout), where)
-    return found.said

@@ -13,7 +13,14 @@ import pytest
 
 from distrecipe.job import Plan
 from distrecipe.launch.attempts import ATTEMPTS, first_directory, record_attempt
-from distrecipe.launch.resume import CHECKPOINT_DIR_ENV, RESUME_ENV, SAVE_EVERY_ENV, TRAINER_FLAG, resume
+from distrecipe.launch.resume import (
+    CHECKPOINT_DIR_ENV,
+    RESUME_ENV,
+    SAVE_EVERY_ENV,
+    TRAINER_FLAG,
+    check,
+    resume,
+)
 from distrecipe.launch.slurm import batch_script, sbatch_lines
 from distrecipe.launch.spec import Program
 from distrecipe.translator.load import load_recipe
@@ -33,7 +40,8 @@ def test_the_checkpoint_goes_to_the_program_its_kinds_way(tmp_path: Path, kind: 
     trees.dcp(tmp_path / "ck", 4, world=2)
     job = plan("strategy=fsdp", "stage=3", "launch.backend=torchrun", "checkpoint.dir=ck", "checkpoint.every=4",
                "checkpoint.resume=auto")
-    got = resume(job, kind, Program(target="train.py", args=("--x", "1")), {}, cwd=tmp_path)
+    program = Program(target="train.py", args=("--x", "1"))
+    got = resume(job, kind, program, {}, cwd=tmp_path, found=check(job, kind, program.args, cwd=tmp_path, deep=True))
     chosen = str((tmp_path / "ck" / "step-4").resolve())
     assert got.program.env == {RESUME_ENV: chosen, CHECKPOINT_DIR_ENV: str((tmp_path / "ck").resolve()),
                                SAVE_EVERY_ENV: "4"}
@@ -42,7 +50,9 @@ def test_the_checkpoint_goes_to_the_program_its_kinds_way(tmp_path: Path, kind: 
 
 
 def test_auto_with_nothing_saved_starts_from_scratch_and_says_so(tmp_path: Path) -> None:
-    got = resume(plan("checkpoint.dir=ck", "checkpoint.resume=auto"), "deepspeed", Program(target="t.py"), {}, cwd=tmp_path)
+    job = plan("checkpoint.dir=ck", "checkpoint.resume=auto")
+    got = resume(job, "deepspeed", Program(target="t.py"), {}, cwd=tmp_path,
+                 found=check(job, "deepspeed", (), cwd=tmp_path, deep=True))
     assert RESUME_ENV not in got.program.env and got.record == {"path": None, "said": got.said}
     assert "no complete checkpoint in ck yet; starting from scratch" in got.said
 
@@ -51,8 +61,9 @@ def test_a_universal_checkpoint_turns_on_load_universal(tmp_path: Path) -> None:
     tag = trees.touch(tmp_path / "ck" / "global_step4_universal", "mp_rank_00_model_states.pt")
     (tag / "zero").mkdir()
     (tmp_path / "ck" / "latest_universal").write_text(tag.name)
-    got = resume(plan("checkpoint.dir=ck", "checkpoint.resume=auto"), "deepspeed", Program(target="t.py"),
-                 {"ds_config.json": '{"train_batch_size": 8}'}, cwd=tmp_path)
+    job = plan("checkpoint.dir=ck", "checkpoint.resume=auto")
+    got = resume(job, "deepspeed", Program(target="t.py"), {"ds_config.json": '{"train_batch_size": 8}'},
+                 cwd=tmp_path, found=check(job, "deepspeed", (), cwd=tmp_path, deep=True))
     assert json.loads(got.configs["ds_config.json"]) == {"train_batch_size": 8, "checkpoint": {"load_universal": True}}
 
 

@@ -15,7 +15,7 @@ UV         := $(BIN)/uv
 FIND_LINKS := $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null)
 LOCKED      = $(UV) pip install --quiet --no-deps $(if $(FIND_LINKS),--find-links $(FIND_LINKS)) --python
 
-.PHONY: demo test test-fast lint bench clean skypilot lock drift
+.PHONY: demo test test-fast lint bench clean skypilot lock drift bands
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -66,6 +66,12 @@ test-fast: $(VENV)/.test-installed $(SKY_VENV)/.installed
 
 bench: $(VENV)/.test-installed
 	$(BIN)/python benchmarks/cli_speed.py
+
+# The memory error bands `plan`'s fits/tight/does-not-fit verdict reads, from the published
+# corpus (distrecipe/plan/bands.json, and its table in docs/plan.md): rerun after a planner
+# change or new corpus rows.
+bands: $(VENV)/.test-installed
+	$(BIN)/python scripts/plan_bands.py
 
 # Re-resolve requirements/*.txt from pyproject.toml's ranges (then: the tables of any
 # engine release that moved, scripts/engine_tables.py, and `make drift`'s review).

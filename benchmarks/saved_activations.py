@@ -22,6 +22,10 @@ Variants, each a row:
   `LigerFusedLinearCrossEntropyFunction`, re-implemented here from its algorithm: each
   chunk's logits, softmax and gradients computed in forward and freed; only the gradient
   of the head's input, and of its weight, saved).
+* `mlp`: `tiled` replaces each block's MLP forward with DeepSpeed's `TiledMLP` as
+  ArcticTraining's `tiled_mlp_compute` does (`tiled_mlp_forward_common`: ceil(s / h)
+  shards, compute_params the three projections' weights): forward runs the shards under
+  `no_grad` and saves only the MLP's input; backward recomputes one shard at a time.
 * `recompute`: `full` wraps every block in non-reentrant `torch.utils.checkpoint`
   (transformers' `gradient_checkpointing_enable`); what is held per layer is then the
   checkpoint's inputs (counted from the arguments each block's checkpoint receives); the
@@ -65,12 +69,14 @@ class Variant:
     compile: bool = False
     loss: str = "full"
     recompute: str = "none"
+    mlp: str = "full"
 
 
 VARIANTS = (
     Variant(), Variant(attention="eager"), Variant(compile=True), Variant(attention="eager", compile=True),
     Variant(loss="chunked"), Variant(loss="fused"), Variant(recompute="full"),
     Variant(attention="eager", recompute="full"), Variant(loss="fused", recompute="full"),
+    Variant(mlp="tiled"), Variant(mlp="tiled", compile=True), Variant(mlp="tiled", recompute="full"),
 )
 
 
@@ -145,6 +151,26 @@ class FusedLinearCrossEntropy(torch.autograd.Function):
         return grad_x * grad_out.to(grad_x.dtype), grad_w * grad_out.to(grad_w.dtype), None
 
 
+def tile_mlp(model: nn.Module) -> None:
+    """Each block's MLP through DeepSpeed's `TiledMLP`, as ArcticTraining's
+    `tiled_mlp_forward_common` patches it (one process: no all-reduce of the shard count)."""
+    import math
+
+    from deepspeed.runtime.sequence_parallel.ulysses_sp import TiledMLP
+
+    def mlp_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+
+    def tiled(self: Any, x: torch.Tensor) -> torch.Tensor:
+        shards = math.ceil(x.shape[-2] / x.shape[-1])
+        params = [self.down_proj.weight, self.gate_proj.weight, self.up_proj.weight]
+        out: torch.Tensor = TiledMLP.apply(mlp_forward, self, x, shards, params)
+        return out
+
+    for block in model.model.layers:
+        block.mlp.forward = tiled.__get__(block.mlp)
+
+
 def head_loss(model: nn.Module, hidden: torch.Tensor, labels: torch.Tensor,
               loss: str) -> tuple[torch.Tensor, int]:
     """The loss by `loss`'s method, and the bytes of the 16-bit logits a caller would hold."""
@@ -171,6 +197,8 @@ def measure(family: str, variant: Variant, layers: int, dtype: torch.dtype,
     torch._dynamo.reset()  # a fresh compile for each model: no recompile limit, no stale graphs
     model = build(family, layers, variant.attention, dtype)
     body = model.model
+    if variant.mlp == "tiled":
+        tile_mlp(model)
     if variant.recompute == "full":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     seen: dict[int, int] = {}
@@ -257,13 +285,50 @@ def backward_rows() -> Iterator[dict[str, Any]]:
                "difference_per_a_s2_b": round((eager - sdpa) / (a * s * s), 3)}
 
 
+def mlp_peaks(s: int, b: int, mlp: str) -> tuple[int, int, int]:
+    """One Llama MLP's saved bytes (its input excluded: the block's norm output, counted in
+    the layer), and the most its forward and its backward each allocate beyond what was
+    alive when they began, whole (`full`) or through DeepSpeed's `TiledMLP` (`tiled`)."""
+    model = build("llama", 1, "sdpa", torch.bfloat16)
+    if mlp == "tiled":
+        tile_mlp(model)
+    block = model.model.layers[0].mlp
+    x = torch.randn(b, s, SHAPE["hidden_size"], dtype=torch.bfloat16, requires_grad=True)
+    skip = {p.untyped_storage().data_ptr() for p in model.parameters()} | {x.untyped_storage().data_ptr()}
+    saved = Counter({}, skip)
+    box: list[torch.Tensor] = []
+
+    def forward() -> None:
+        with saved.saving():
+            box.append(block(x))
+
+    forward_peak = allocation_peak(forward)
+    out = box.pop()
+    grad = torch.ones_like(out)
+    return saved.bytes, forward_peak, allocation_peak(lambda: out.backward(grad))
+
+
+def tiled_rows() -> Iterator[dict[str, Any]]:
+    """A Llama MLP's saved bytes and forward / backward peaks, whole and through DeepSpeed's
+    `TiledMLP`, at 2 … 16 shards (ceil(s / h), h = 64), b = 1."""
+    for s in (128, 256, 512, 1024):
+        row: dict[str, Any] = {"s": s, "b": 1, "h": SHAPE["hidden_size"], "i": SHAPE["intermediate_size"],
+                               "shards": -(-s // SHAPE["hidden_size"])}
+        for mlp in ("full", "tiled"):
+            saved, forward, backward = mlp_peaks(s, 1, mlp)
+            row |= {f"{mlp}_saved": saved, f"{mlp}_forward_peak": forward, f"{mlp}_backward_peak": backward}
+        yield row
+
+
 def rows(families: tuple[str, ...], variants: tuple[Variant, ...],
          dtype: torch.dtype) -> Iterator[dict[str, Any]]:
     for family in families:
         for variant in variants:
+            if variant.mlp == "tiled" and family == "mixtral":
+                continue  # a routed MLP: TiledMLP wraps one gate/up/down MLP
             one, two = measure(family, variant, 1, dtype), measure(family, variant, 2, dtype)
             yield {"family": family, "attention": variant.attention, "compile": variant.compile,
-                   "loss": variant.loss, "recompute": variant.recompute,
+                   "loss": variant.loss, "recompute": variant.recompute, "mlp": variant.mlp,
                    "s": SEQ, "b": BATCH, "h": SHAPE["hidden_size"], "a": SHAPE["num_attention_heads"],
                    "h_kv": SHAPE["num_key_value_heads"] * SHAPE["hidden_size"]
                    // SHAPE["num_attention_heads"],
@@ -272,6 +337,12 @@ def rows(families: tuple[str, ...], variants: tuple[Variant, ...],
                    "layer_saved": two["body"] - one["body"], "layer_held": two["held"] - one["held"],
                    "body_rest": one["body"] - (two["body"] - one["body"]), "head_saved": one["head"],
                    "logits_held": one["logits"]}
+
+
+def deepspeed_version() -> str:
+    import deepspeed
+
+    return str(deepspeed.__version__)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -299,12 +370,22 @@ def main(argv: list[str] | None = None) -> int:
         out_writer.writeheader()
         out_writer.writerows(found)
         args.out.with_name(args.out.stem + "_backward.csv").write_text(table.getvalue(), encoding="utf-8")
+        tiled = list(tiled_rows())  # after the others: they run in the order they were first measured in
+        tiled_table = io.StringIO()
+        tiled_table.write(f"# benchmarks/saved_activations.py --backward; torch {torch.__version__}, "
+                          f"transformers {transformers.__version__}, deepspeed {deepspeed_version()} "
+                          "TiledMLP, CPU allocator; bytes\n")
+        tiled_writer = csv.DictWriter(tiled_table, fieldnames=list(tiled[0]), lineterminator="\n")
+        tiled_writer.writeheader()
+        tiled_writer.writerows(tiled)
+        args.out.with_name(args.out.stem + "_tiled.csv").write_text(tiled_table.getvalue(), encoding="utf-8")
         return 0
     families = ("llama",) if args.quick else FAMILIES
     variants = tuple(v for v in VARIANTS if not (args.quick and v.compile))
     out = io.StringIO()
     out.write(f"# benchmarks/saved_activations.py; torch {torch.__version__}, transformers "
-              f"{transformers.__version__}, python {platform.python_version()}, CPU; bytes\n")
+              f"{transformers.__version__}, deepspeed {deepspeed_version()}, "
+              f"python {platform.python_version()}, CPU; bytes\n")
     writer: csv.DictWriter[str] | None = None
     for row in rows(families, variants, torch.bfloat16):
         if writer is None:

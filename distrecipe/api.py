@@ -25,6 +25,7 @@ from typing import Any
 
 from distrecipe.errors import LaunchError
 from distrecipe.job import Plan
+from distrecipe.launch.metrics import record as record_metrics
 from distrecipe.recipe import AUTO, Recipe, batch_from_script
 from distrecipe.source import Document
 from distrecipe.translator.load import apply_overrides, load_recipe, recipe_from_document
@@ -41,6 +42,7 @@ __all__ = [
     "load",
     "load_plan",
     "plan_of_document",
+    "record_metrics",
     "resume_from",
     "review_plan",
     "training_arguments",

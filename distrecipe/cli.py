@@ -20,6 +20,7 @@ from distrecipe.errors import DistrecipeError
 from distrecipe.output import one_line
 
 COMMANDS: dict[str, str] = {
+    "calibrate": "distrecipe.commands.calibrate",
     "compile": "distrecipe.commands.compile",
     "launch": "distrecipe.commands.launch",
     "plan": "distrecipe.commands.plan",

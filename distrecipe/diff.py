@@ -69,7 +69,10 @@ class Impact:
     traffic: tuple[float, float]
     peak: tuple[float, float]
     fits: tuple[bool | None, bool | None]
+    """Whether launch goes ahead (verdict fits or tight); None without a GPU memory."""
     step: tuple[float | None, float | None]
+    verdict: tuple[str | None, str | None] = (None, None)
+    """`plan`'s verdict: fits, tight, does not fit (`plan.verdict`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -395,4 +398,5 @@ def _impact(old: Plan, new: Plan) -> Impact | None:
         peak=(a.need, b.need),
         fits=(a.fits, b.fits),
         step=(a.step.seconds if a.step else None, b.step.seconds if b.step else None),
+        verdict=(a.verdict.word if a.verdict else None, b.verdict.word if b.verdict else None),
     )

@@ -33,6 +33,7 @@ Attention = Literal["eager", "sdpa", "flash", "unknown"]
 Tristate = bool | Literal["unknown"]
 LossKernel = Literal["full", "chunked", "fused", "unknown"]
 FusedOps = Literal["none", "liger", "unknown"]
+MlpKernel = Literal["full", "tiled", "unknown"]
 ScheduleDecay = Literal["constant", "linear", "cosine"]
 CheckpointWeights = Literal["sharded", "full"]
 Backend = Literal["deepspeed", "accelerate", "accelerate-deepspeed", "torchrun", "verl"]
@@ -98,6 +99,13 @@ SIZE_FORM: dict[str, Any] = {
     ],
 }
 """Bytes as a recipe writes them: an integer, or a number with a unit (`80GiB`, `80GB`)."""
+HEADROOM_FORM: dict[str, Any] = {
+    "oneOf": [
+        {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
+        SIZE_FORM["oneOf"][1],
+    ],
+}
+"""`cluster.headroom` as written: a share of the GPU (0.05), or a size (`4GB`)."""
 RECOMPUTE_FORM: dict[str, Any] = {
     "oneOf": [
         {"type": "boolean"},
@@ -206,6 +214,10 @@ class Cluster:
     """Bytes of memory per accelerator, for the `fits?` verdict: an integer, or a number with a
     unit (80GiB, 80GB = 10⁹, 512MiB). Default: `gpu`'s size; one that contradicts `gpu` is
     refused."""
+    headroom: float | int | None = spec(None, written=HEADROOM_FORM)
+    """GPU memory to leave free beyond what the plan says the job needs: a share of
+    `gpu_memory` (0.05) or a size (4GB). `fits?`, `plan --search`, `batch.micro: auto` and
+    `init` judge against `gpu_memory` less this. Default: none (0)."""
     cpu_memory: int | None = spec(None, written=SIZE_FORM)
     """Bytes of host memory per node, for offload, written as `gpu_memory`. Default: unknown."""
     device: Device = "gpu"
@@ -220,6 +232,9 @@ class Cluster:
     """GB/s one GPU sends to its node's peers (per direction), overriding `gpu`'s. Default: `gpu`'s."""
     inter_node_bandwidth: float | None = spec(None, exclusiveMinimum=0, maximum=100_000)
     """GB/s one GPU sends to other nodes (per direction), overriding `gpu`'s. Default: `gpu`'s."""
+    network_latency: float | None = spec(None, exclusiveMinimum=0, maximum=1_000_000)
+    """Microseconds one ring step across nodes costs (what `plan` charges each collective call
+    per network hop, as NCCL's tuning model does). Default: NCCL's 9.6."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -252,7 +267,7 @@ class Offload:
 class Kernels:
     """The kernels that change what a step saves for backward and how long it takes
     (measured in `benchmarks/saved_activations.py`; docs/plan.md, "Kernels"). The defaults
-    are eager Hugging Face's: no compile, the full loss, no fused ops."""
+    are eager Hugging Face's: no compile, the full loss, no fused ops, the whole MLP."""
 
     compile: Tristate = False
     """Blocks run under `torch.compile` (torchtitan's `compile`, the Trainer's
@@ -265,6 +280,10 @@ class Kernels:
     fused_ops: FusedOps = "none"
     """Fused norm / SwiGLU / RoPE kernels: `none` (the default), `liger` (the Trainer's
     `use_liger_kernel`, which also fuses the loss), or `unknown`."""
+    mlp: MlpKernel = "full"
+    """How each block's MLP runs: `full` (the whole sequence at once, the default) or
+    `tiled` (DeepSpeed's `TiledMLP`, ArcticTraining's `tiled_mlp_compute`: ceil(s / h)
+    shards, each recomputed in backward, so only the MLP's input is saved), or `unknown`."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -355,6 +374,11 @@ class Optimizer:
     """dtype of Adam's moments m and v: `fp32` (the default, every engine's) or `bf16`
     (Megatron's precision-aware optimizer, `exp_avg_dtype` / `exp_avg_sq_dtype`: 4 bytes a
     parameter instead of 8; the fp32 master copy stays)."""
+    master_weights: Dtype = "fp32"
+    """dtype of the weights and gradients the optimizer updates: `fp32` (the default: an fp32
+    master copy beside the 16-bit parameters) or `bf16` (pure bf16, no fp32 copy: DeepSpeed's
+    `bf16.bf16_master_weights_and_grads`, torch FSDP or DDP over a model cast to bf16, whose
+    torch optimizer then keeps its moments in bf16 too). Needs `precision: bf16`."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

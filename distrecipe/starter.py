@@ -32,7 +32,8 @@ from distrecipe.job import plan_values
 from distrecipe.launch.kinds import scan
 from distrecipe.model_shapes import active_params
 from distrecipe.output import one_line
-from distrecipe.plan.search import Candidate, host_bytes_per_node, rank, search, why
+from distrecipe.plan import host
+from distrecipe.plan.search import Candidate, binding, combined, search, why
 from distrecipe.recipe import Backend, Gpu, ProgramKind, Recipe, Strategy, slug
 from distrecipe.source import SourceError, parse_text, read_text
 from distrecipe.translator.load import recipe_from_document
@@ -74,6 +75,11 @@ class Request:
     gpu: Gpu
     gpu_memory: str | None = None
     """A size that is the GPU's (checked against the GPU table), else the GPU's own."""
+    headroom: str | None = None
+    """GPU memory to leave free, as `cluster.headroom` is written: a share (0.05) or a size (4GB)."""
+    cpu_memory: str | None = None
+    """Host memory per node (`cluster.cpu_memory`), which offload is checked against; None:
+    unknown, and the written recipe says how much its offload needs, unchecked."""
     global_batch: int
     seq_len: int
     engine: Backend | None = None
@@ -99,8 +105,7 @@ def starter(request: Request) -> Starter:
     # Searched and checked from here with the config's absolute path (the output's directory
     # may not exist yet); written relative to the output's directory, where it then resolves.
     doc, written = _document(request, None), _document(request, base_dir)
-    ranked: list[Candidate] = []
-    tried = 0
+    results = []
     for backend, strategy in _groups(request):
         recipe = _recipe({**doc, "strategy": strategy,
                           **({"launch": {**doc.get("launch", {}), "backend": backend}} if backend else {})},
@@ -109,13 +114,12 @@ def starter(request: Request) -> Starter:
             result = search(recipe, request.gpus_per_node)
         except RecipeError as exc:  # the user's flags, not a file's position
             raise DistrecipeError(exc.message) from None
-        ranked += result.ranked
-        tried += result.tried
-    ranked = rank(ranked)  # the search's own order across the groups: ties by its stated preferences
+        results.append(result)
+    every = combined(results)  # the search's own order across the groups: ties by its stated preferences
+    ranked, tried = every.ranked, every.tried
     if not ranked:
-        raise NoneFits(f"none of the {tried} valid recipes for this job fits "
-                              f"{GPUS[request.gpu].sizes()} per GPU ({request.gpu}): more GPUs, a smaller "
-                              "global batch or sequence, or a GPU with more memory", None)
+        raise NoneFits(f"none of the {tried} valid recipes for this job fits {GPUS[request.gpu].sizes()} "
+                       f"per GPU ({request.gpu}): {binding(every)}", None)
     _check(_text(request, doc, ranked, tried), here, ranked[0])
     return Starter(_text(request, written, ranked, tried), ranked, tried)
 
@@ -170,6 +174,10 @@ def _document(request: Request, base_dir: Path | None) -> dict[str, Any]:
                                "gpu": request.gpu}
     if request.gpu_memory is not None:
         cluster["gpu_memory"] = request.gpu_memory
+    if request.headroom is not None:
+        cluster["headroom"] = _headroom(request.headroom)
+    if request.cpu_memory is not None:
+        cluster["cpu_memory"] = request.cpu_memory
     doc: dict[str, Any] = {
         "recipe": 1, "name": _name(request), "model": model, "cluster": cluster, "strategy": "zero",
         "batch": {"global": request.global_batch, "seq_len": request.seq_len},
@@ -178,6 +186,14 @@ def _document(request: Request, base_dir: Path | None) -> dict[str, Any]:
     if request.script is not None:  # the kind is part of the job: the search offers only what it runs
         doc["launch"] = {"script": request.script, "program_kind": program_kind(request.script)}
     return doc
+
+
+def _headroom(written: str) -> float | str:
+    """`--headroom 0.05` is a share (a number in the recipe), `--headroom 4GB` a size."""
+    try:
+        return float(written)
+    except ValueError:
+        return written
 
 
 def _name(request: Request) -> str:
@@ -232,9 +248,8 @@ def _text(request: Request, doc: dict[str, Any], ranked: list[Candidate], tried:
     lines.append(_line(f"strategy: {json.dumps(chosen['strategy'])}", f"the search's winner: {est.label}"))
     lines.append(f"stage: {chosen['stage']}")
     lines.append("offload:")
-    host = (f"host {host_bytes_per_node(est) / 1e9:.0f} GB per node" if plan.recipe.offload.enabled
-            else "everything on the GPU")
-    lines.append(_line(f"  optimizer: {json.dumps(chosen['offload.optimizer'])}", host))
+    lines.append(_line(f"  optimizer: {json.dumps(chosen['offload.optimizer'])}",
+                       host.note(est) or "everything on the GPU"))
     lines.append(f"  params: {json.dumps(chosen['offload.params'])}")
     dims = plan.dims
     lines.append("parallel:")

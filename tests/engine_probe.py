@@ -1,4 +1,6 @@
-"""Measure the bytes a rank really holds under DeepSpeed ZeRO-0..3 and torch FSDP2.
+"""Measure the bytes a rank really holds under DeepSpeed ZeRO-0..3 and torch FSDP2 (and
+FSDP1, `run_fsdp1`: measured for docs/plan.md, not planned). A job's ``pure`` casts the model
+to bf16 first (pure bf16, `optimizer.master_weights`: no fp32 copy anywhere).
 
 Run under ``torchrun --nproc_per_node 2 tests/engine_probe.py JOBS.json OUT.json`` on CPU
 (gloo). Every job in JOBS.json trains a tiny random Hugging Face Llama for two optimizer
@@ -184,6 +186,9 @@ def run_fsdp2(job: dict[str, Any], model: torch.nn.Module) -> dict[str, int]:
     compute = torch.bfloat16 if job["precision"] == "bf16" else torch.float32
     reduce = torch.bfloat16 if job["reduce"] == "bf16" else torch.float32
     policy = MixedPrecisionPolicy(param_dtype=compute, reduce_dtype=reduce)
+    if job.get("pure"):  # pure bf16: the model cast to bf16, nothing for FSDP2 to cast
+        model.to(torch.bfloat16)
+        policy = MixedPrecisionPolicy()
     for layer in model.model.layers:
         fully_shard(layer, mesh=mesh, mp_policy=policy, reshard_after_forward=job["reshard"])
     fully_shard(model, mesh=mesh, mp_policy=policy, reshard_after_forward=job["reshard"])
@@ -202,6 +207,47 @@ def run_fsdp2(job: dict[str, Any], model: torch.nn.Module) -> dict[str, int]:
             optimizer.zero_grad(set_to_none=True)
 
     return _train(job, record, optimizer, forward=model, backward=backward, step=step)
+
+
+def run_fsdp1(job: dict[str, Any], model: torch.nn.Module) -> dict[str, int]:
+    """torch FSDP1 as the HF Trainer's `--fsdp "full_shard auto_wrap"` builds it through
+    Accelerate: one FlatParameter per decoder layer and one for the rest, fp32 sharded,
+    `MixedPrecision` casting to 16 bits, `use_orig_params=True`."""
+    import functools
+
+    from torch.distributed.fsdp import FullyShardedDataParallel, MixedPrecision
+    from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+
+    compute = torch.bfloat16 if job["precision"] == "bf16" else torch.float32
+    policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={LlamaDecoderLayer})
+    if job.get("pure"):
+        model.to(torch.bfloat16)
+    wrapped = FullyShardedDataParallel(
+        model, auto_wrap_policy=policy, use_orig_params=True, device_id=torch.device("cpu"),
+        mixed_precision=MixedPrecision(param_dtype=compute, reduce_dtype=compute, buffer_dtype=compute))
+    optimizer = torch.optim.AdamW(wrapped.parameters(), lr=1e-4, foreach=False)
+    accumulation = job["accumulation"]
+
+    def flat(handle: Any) -> list[Any]:
+        fp = handle.flat_param
+        return [fp, fp.grad, *(getattr(fp, name, None) for name in (
+            "_local_shard", "_full_param_padded", "_padded_unsharded_grad", "_mp_shard",
+            "_saved_grad_shard", "_cpu_grad", "_full_prec_full_param_padded"))]
+
+    handles = [m._handle for m in FullyShardedDataParallel.fsdp_modules(wrapped) if m._handle is not None]
+    record = Recorder(lambda: [list(wrapped.parameters()), optimizer.state, [flat(h) for h in handles],
+                               [vars(h) for h in handles]])
+
+    def backward(loss: torch.Tensor) -> None:
+        (loss / accumulation).backward()
+
+    def step(last: bool) -> None:
+        if last:
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+
+    return _train(job, record, optimizer, forward=wrapped, backward=backward, step=step)
 
 
 def _fsdp_states(model: torch.nn.Module) -> list[Any]:
@@ -262,7 +308,7 @@ def main(jobs_path: str, out_path: str) -> None:
         model = tiny_llama(job["shape"])
         psi = sum(p.numel() for p in model.parameters())
         estimates = deepspeed_estimates(model, dist.get_world_size())
-        runner = run_fsdp2 if job["engine"] == "fsdp2" else run_deepspeed
+        runner = {"fsdp2": run_fsdp2, "fsdp1": run_fsdp1}.get(job["engine"], run_deepspeed)
         Sent.total = 0.0
         points = runner(job, model)
         points["sent"] = round(Sent.total)

@@ -7,7 +7,7 @@ writes the recipe a user would write for that run; `tests/test_plan_gpu.py` comp
 the plan's prediction with each measurement.
 
 Which rows each test judges, and which it reports apart with the reason, is decided in
-`tests/test_plan_gpu.py` (memory) and `tests/test_plan_steptime.py` (throughput). A row's
+`tests/test_plan_gpu.py` (memory) and `tests/plan/test_steptime.py` (throughput). A row's
 `cp` is the recipe's `parallel.sequence`, `pp` its `parallel.pipeline`.
 """
 
@@ -28,16 +28,21 @@ from distrecipe.translator.resolve import resolve
 
 CSV = Path(__file__).resolve().parent / "corpus" / "gpu" / "published.csv"
 
-NOTE_TAG = re.compile(r"\[(kernels|launcher|offload|model): ([^\]]*)\]")
+NOTE_TAG = re.compile(r"\[(kernels|launcher|offload|model|precision): ([^\]]*)\]")
 """The fixed-form facts a row's `notes` may carry where the CSV has no column, each
 `[name: key=value ...]` (or `[launcher: BACKEND]`), e.g.
 `[kernels: compile=yes attention=flash2 loss=fused(liger) mlp=tiled] [launcher: accelerate]
 [offload: optimizer=cpu params=cpu activations=cpu] [model: tied=yes]`. `kernels` sets the
 recipe's kernel fields where the plan models them: attention=eager `model.attention`,
 compile `kernels.compile` (where the `compile` column is empty), loss=chunked(...) and
-loss=fused(liger...) `kernels.loss`; flash-attn's fused cross-entropy (still the whole
-logits) and a tiled MLP are recorded only; `launcher` is the recipe's `launch.backend`; `offload`
-its `offload`; `model: tied=yes` its `model.tied_embeddings`."""
+loss=fused(liger...) `kernels.loss`, mlp=tiled (DeepSpeed's `TiledMLP`) or mlp=plain
+`kernels.mlp` (`tiled`, `full`); flash-attn's fused cross-entropy (still the whole
+logits) is recorded only; `launcher` is the recipe's `launch.backend`; `offload`
+its `offload`; `model: tied=yes` its `model.tied_embeddings`; `precision: master=bf16
+state=bf16 reduce=bf16` its `optimizer.master_weights` and `optimizer.state_dtype` (pure bf16:
+the source casts the model to bf16 and runs a torch optimizer over it, no fp32 master copy)
+and `reduce_dtype` (the dtype the source reduces gradients in and keeps its gradient buffer
+in, e.g. NeMo's `optim.grad_sync_dtype`), each only where the source states it."""
 
 
 def note_tags(notes: str) -> dict[str, dict[str, str]]:
@@ -59,7 +64,8 @@ GPU_GIB = {"H100 SXM HBM2e 96GB": 95.0, "H100 SXM HBM2e 95GB": 95.0, "H200": 140
 
 GPU_MODEL = {"H100 SXM": "h100", "H100 80GB": "h100", "DGX-H100": "h100", "H200": "h200",
              "A100 80GB": "a100-80gb", "A100-SXM4-80G": "a100-80gb", "A100 40GB": "a100-40gb", "A100 (": "a100-80gb",
-             "DGX-B200": "b200", "H100 (": "h100", "8xH100": "h100"}
+             "DGX-B200": "b200", "H100 (": "h100", "8xH100": "h100",
+             "V100 SXM3 32GB": "v100-32gb"}
 """Each row's card as a `cluster.gpu` (an A100 of unstated memory has the same peak)."""
 
 CHECKPOINTING: dict[str, Any] = {"none": "none", "full": "full", "selective_op": "selective",
@@ -234,12 +240,20 @@ def plan_for_row(row: Row) -> Plan:
     loss = kernels.get("loss", "").split("(")[0]  # fused(liger...): Liger's fused linear cross-entropy
     if loss == "chunked" or kernels.get("loss", "").startswith("fused(liger"):
         doc.setdefault("kernels", {})["loss"] = loss
+    if kernels.get("mlp") in ("tiled", "plain"):
+        doc.setdefault("kernels", {})["mlp"] = "tiled" if kernels["mlp"] == "tiled" else "full"
     if tags.get("model", {}).get("tied") == "yes":
         model["tied_embeddings"] = True
     if "launcher" in tags:
         doc["launch"]["backend"] = tags["launcher"]["backend"]
     if "offload" in tags:
         doc["offload"] = {k: v for k, v in tags["offload"].items() if k in ("optimizer", "params", "activations")}
+    precision_tag = tags.get("precision", {})
+    if "master" in precision_tag or "state" in precision_tag:
+        doc["optimizer"] = {"master_weights": precision_tag.get("master", "fp32"),
+                            "state_dtype": precision_tag.get("state", "fp32")}
+    if "reduce" in precision_tag:
+        doc["reduce_dtype"] = precision_tag["reduce"]
     if "Sharding Strategy=HSDP" in d["notes"]:  # HSDP: shard within the node, replicate across
         doc["parallel"]["shard_group"] = per_node
     if row.gpu_gib is not None:

@@ -60,6 +60,7 @@ def test_deepspeed_one_cpu_node(dry: DryRun) -> None:
         "--module", "distrecipe.launch.tiny_train", "--deepspeed_config", f"{RUN}/ds_config.json",
     ]
     assert got["env"] == {"DISTRECIPE_RUN_DIR": str(RUN), "DISTRECIPE_PLAN": f"{RUN}/plan.json",
+                          "DISTRECIPE_METRICS": f"{RUN}/metrics.jsonl",
                           "DISTRECIPE_DS_CONFIG": f"{RUN}/ds_config.json", "OMP_NUM_THREADS": CPU_THREADS}
     assert got["program_kind"] == "deepspeed"
     assert got["program_kind_reason"] == "distrecipe's reference trainer under deepspeed"
@@ -95,6 +96,7 @@ def test_deepspeed_several_nodes_with_a_hostfile(dry: DryRun) -> None:
         "--master_addr", "10.0.0.1", "--master_port", "29500",
     ]
     assert got["env"] == {"DISTRECIPE_RUN_DIR": str(RUN), "DISTRECIPE_PLAN": f"{RUN}/plan.json",
+                          "DISTRECIPE_METRICS": f"{RUN}/metrics.jsonl",
                           "DISTRECIPE_DS_CONFIG": f"{RUN}/ds_config.json"}
 
 
@@ -162,6 +164,7 @@ def test_accelerate_fsdp_machine_fields(dry: DryRun, project: Callable[[str], Pa
         "--main_process_ip", "gpu07", "--main_process_port", "29500", "train.py", "--bf16",
     ]
     assert got["env"] == {"DISTRECIPE_RUN_DIR": str(RUN), "DISTRECIPE_PLAN": f"{RUN}/plan.json",
+                          "DISTRECIPE_METRICS": f"{RUN}/metrics.jsonl",
                           "ACCELERATE_GRADIENT_ACCUMULATION_STEPS": "4"}
 
 

@@ -44,11 +44,17 @@ def test_offload_is_not_advised_beyond_the_host_memory() -> None:
     plan = load_plan(ZERO2, ("cluster.nodes=1", "cluster.gpus_per_node=2", "cluster.cpu_memory=100GB"))
     (line,) = advise(plan)
     assert "it fits with" not in line and "split layers with tensor parallelism" in line
+    assert line.startswith("nothing fits: host memory binds: strategy zero, stage 3, batch.micro 1 "
+                           "(batch.accumulation 128), offload.optimizer: cpu fits the GPU (37.52 GB) but "
+                           "ZeRO-3 + offload needs host 144 GB per node of 100 GB: more than the node has; "
+                           "without offload, micro 1, full recompute and the most sharding need ")
 
 
 def test_nothing_fits_means_tensor_parallel() -> None:
     (line,) = advise(load_plan(ZERO2, ("cluster.gpu_memory=8GB",)))
     assert "one layer alone holds 0.39 GB of weights" in line  # the seed's 0.19B-parameter layer
+    assert line.startswith("nothing fits: GPU memory binds: micro 1, full recompute, the most sharding and "
+                           "offload need ")
     assert line.endswith("split layers with tensor parallelism (parallel.tensor)")
 
 
@@ -65,7 +71,8 @@ def test_shard_group_is_hsdp_for_fsdp_and_hpz_for_deepspeed() -> None:
 def test_offload_engine_view_puts_the_optimizer_on_the_host() -> None:
     est = estimate(load_plan(RECIPES / "seed-8b-32gpu-zero2-offload.yaml"))
     assert est.engine.engine == "DeepSpeed ZeRO-2 + optimizer offload"
-    assert est.engine.cpu == {"master weights": 1 * GB, "optimizer": 2 * GB, "fp32 gradients": 1 * GB}
+    assert est.engine.cpu == {"master weights": 1 * GB, "optimizer": 2 * GB, "fp32 gradients": 1 * GB,
+                              "16-bit parameters": 0.5 * GB, "accumulated gradients": 0.5 * GB}
     assert est.engine.total("rest") == 16 * GB  # 2Ψ, DeepSpeed's own offload estimate
 
 
@@ -73,7 +80,9 @@ def test_auto_micro_takes_the_largest_that_fits_and_says_so() -> None:
     """The issue's case: with micro and accumulation auto, the algebra alone picked micro 8."""
     plan = load_plan(ZERO2, ("batch.micro=auto",))
     assert (plan.batch.micro, plan.batch.accumulation) == (2, 4)
-    assert plan.provenance["batch.micro"].startswith("largest that fits 80 GB with 10% headroom")
+    assert plan.provenance["batch.micro"].startswith(
+        "largest that fits 80 GB at the top of its error band: needs 67.91 GB (−6.8 % … +7.8 %: 63.27 GB–73.18 GB, "
+        "deepspeed × eager-hf)")
     assert "micro 4 would need" in plan.provenance["batch.micro"]
     assert estimate(plan).fits
     tight = load_plan(ZERO2, ("batch.micro=auto", "activation_checkpointing=none"))

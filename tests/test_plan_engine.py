@@ -2,7 +2,9 @@
 
 One `torchrun --nproc_per_node 2` launch (CPU, gloo) runs `tests/engine_probe.py`,
 which trains a tiny random Llama (Ψ = 1,049,728) under DeepSpeed ZeRO-0/1/2/3 and
-torch FSDP2 with the DeepSpeed config `distrecipe compile` emits for the same recipe,
+torch FSDP2 (also in pure bf16, `optimizer.master_weights: bf16`: DeepSpeed's
+`bf16_master_weights_and_grads`, FSDP2 over a model cast to bf16) with the DeepSpeed config
+`distrecipe compile` emits for the same recipe,
 and sums the storages each rank really holds at rest, after backward and at the
 step's peak. The engine view must be within 3% at every point, on the worst rank.
 
@@ -57,6 +59,12 @@ CASES: dict[str, tuple[str, ...]] = {
     "ZeRO-3, fp32": ("stage=3", "precision=fp32"),
     "FSDP2, reshard false": ("strategy=fsdp", "stage=2", "launch.backend=accelerate"),
     "FSDP2, reshard true": ("strategy=fsdp", "stage=3", "launch.backend=accelerate"),
+    # Pure bf16 (optimizer.master_weights): DeepSpeed's bf16_master_weights_and_grads with
+    # bf16_optimizer_states, and FSDP2 over a model cast to bf16 with torch's AdamW.
+    "ZeRO-2, pure bf16": ("optimizer.master_weights=bf16", "optimizer.state_dtype=bf16"),
+    "ZeRO-3, pure bf16": ("stage=3", "optimizer.master_weights=bf16", "optimizer.state_dtype=bf16"),
+    "FSDP2, pure bf16": ("strategy=fsdp", "stage=3", "launch.backend=accelerate",
+                         "optimizer.master_weights=bf16"),
     # 1,023 rows do not split in two: FSDP2 pads dim 0 of embedding and head by one row.
     "FSDP2, vocab 1023": ("strategy=fsdp", "stage=3", "launch.backend=accelerate",
                           "model.vocab=1023"),
@@ -67,8 +75,10 @@ def job(name: str, est: Estimate) -> dict[str, Any]:
     """The probe's instructions for one case, from the same Plan the estimate used."""
     plan = est.plan
     shape = {**SHAPE, "vocab": plan.recipe.model.vocab}
+    pure = plan.recipe.optimizer is not None and plan.recipe.optimizer.master_weights == "bf16"
     spec: dict[str, Any] = {"name": name, "shape": shape, "micro": plan.batch.micro,
-                            "accumulation": plan.batch.accumulation, "precision": plan.precision}
+                            "accumulation": plan.batch.accumulation, "precision": plan.precision,
+                            "pure": pure}
     if plan.recipe.strategy == "fsdp":
         # Accelerate's FSDP2 reduces in the compute dtype (verl would reduce in fp32).
         return {**spec, "engine": "fsdp2", "reshard": plan.stage >= 3, "reduce": plan.precision}

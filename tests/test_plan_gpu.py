@@ -181,67 +181,64 @@ KNOWN_WRONG_VERDICTS = {
         "GPT-2's block and fp16 loss are not the shapes modelled",
     "colossalai_pl_gpt2xl GPT2-XL (HF GPT2LMHeadModel) 4 GPUs tp1 pp1 cp1 micro 40 s1024 full":
         "GPT-2's block and fp16 loss are not the shapes modelled",
-    "bigscience_tr11_prequel_2022 BLOOM-arch GPT (206B, Megatron-DeepSpeed) 384 GPUs tp4 pp12 cp1 micro 2 s2048 full":
-        "needs 65.2 of 79.1 GiB by the plan: the stage is under-predicted, as its 176B neighbours are (−6 to −10 %)",
     "hf_blog_fsdp_llama2_70b_2023 Llama-2-70B-chat (full fine-tune) 16 GPUs tp1 pp1 cp1 micro 1 s2048 full":
         "the optimizer is not stated: torch's foreach AdamW (17 GB step temporary) is assumed",
     # held out, round 2026-12 (published.HELD_OUT_2026_12): measured before any change
     "stanford_alpaca_issues_2023 LLaMA-7B (HF) 8 GPUs tp1 pp1 cp1 micro 4 s512 none":
-        "plan needs 34.4 of 39.4 GiB; the run (HF Trainer FSDP1, eager attention, no recompute, micro 4) ran out: "
-        "FSDP1's flat-parameter and eager-attention transients under-counted, or 512 padded tokens assumed",
+        "plan needs 34.4 of 39.4 GiB; the run (HF Trainer FSDP1, eager attention, no recompute, micro 4) ran out. "
+        "FSDP1 measured on CPU ranks holds FSDP2's 16 bytes a parameter ÷ N at the peak (docs/plan.md), so not its "
+        "model state: its all-gathers without limit_all_gathers (torch < 2.1) or eager attention's transients",
     "stanford_alpaca_issues_2023 LLaMA-7B (HF) 5 GPUs tp1 pp1 cp1 micro 1 s512 none":
         "plan needs 29.6 of 31.7 GiB on the V100 (fp16, FSDP1 over 5 ranks); the run held 28.42 GiB allocated, "
-        "30.39 reserved when a 388 MiB request failed: the fp16 step's transients are under-counted",
-    "arctictraining_alst_recipes_2025 Llama-3.1-8B-Instruct 1 GPUs tp1 pp1 cp1 micro 1 s36000 full":
-        "plan needs 83.2 of 79.1 GiB; the recipe says 'close to oom' (ran): ZeRO-3 param offload on one GPU "
-        "over-counted by a few GiB (the 32K row reads +3.7 %)",
-    "arctictraining_alst_recipes_2025 Llama-3.1-8B-Instruct 1 GPUs tp1 pp1 cp1 micro 1 s65000 full":
-        "needed within 6 % of the 137.36 GiB read (+5.8 %), but 145.3 > 140 GiB: the H200's usable memory and "
-        "the context are a few GiB too high for a verdict this close",
-    "arctictraining_alst_recipes_2025 Llama-3.1-8B-Instruct 1 GPUs tp1 pp1 cp1 micro 1 s300000 full":
-        "Liger's fused linear cross-entropy (no full-vocabulary logits) is not modelled: the plan holds the logits",
-    "arctictraining_alst_recipes_2025 Llama-3.1-8B-Instruct 1 GPUs tp1 pp1 cp1 micro 1 s650000 full":
-        "Liger's fused loss and activation-checkpoint CPU offload at 650K tokens: the plan holds logits and "
-        "per-layer activations the run does not",
-    "arctictraining_alst_recipes_2025 Llama-3.1-8B-Instruct 1 GPUs tp1 pp1 cp1 micro 1 s1200000 full":
-        "ALST's tiled MLP is not modelled (the plan holds a full-sequence MLP intermediate; Liger's fused loss "
-        "is, kernels.loss: fused)",
-    "arctictraining_alst_recipes_2025 Llama-3.1-8B-Instruct 1 GPUs tp1 pp1 cp1 micro 1 s500000 full":
-        "ALST's tiled MLP is not modelled (the plan holds a full-sequence MLP intermediate)",
-    "arctictraining_alst_recipes_2025 Llama-3.1-8B-Instruct 8 GPUs tp1 pp1 cp8 micro 1 s3800000 full":
-        "ALST (Ulysses SP, Liger, tiled MLP, checkpoint offload) at 3.8M tokens: Ulysses is stated as "
-        "parallel.sequence (ring attention), and the tiled and fused kernels are not modelled",
-    "arctictraining_alst_recipes_2025 Llama-3.1-70B-Instruct 64 GPUs tp1 pp1 cp64 micro 1 s10000000 full":
-        "ALST 70B at 10M tokens over 64 ranks: the tiled MLP is not modelled (+50.5 %; the 32-rank row, "
-        "+45.6 %, still fits)",
+        "30.39 reserved when a 388 MiB request failed: not FSDP1's model state (measured: FSDP2's at the peak); "
+        "the fp16 step's or the all-gathers' transients",
     "pytorch_blog_torchtune_liger_202503 Llama-3.2-1B 4 GPUs tp1 pp1 cp1 micro 256 s512 full compile":
         "torchtune compiles its chunked loss too (training.compile_loss): that saving is not measured "
         "(eager OOMs here, compiled ran)",
-    "nvidia_dgxc_benchmarking_2411 Llama-3.1-8B 8 GPUs tp1 pp1 cp2 micro 1 s8192 none":
-        "plan needs 84.7 of 79.1 GiB (78.5 at 16 GPUs), 29.9 of it Megatron's unsharded fp32 main_grad buffer: "
-        "NeMo 24.09 ran Apex's distributed_fused_adam, whose gradient buffers the plan does not model (to check)",
-    "nvidia_dgxc_benchmarking_2411 Llama-3.1-405B 576 GPUs tp8 pp9 cp2 micro 1 s8192 none":
-        "plan needs 82.0 of 79.1 GiB (77.5 at 1152 GPUs): as the 8B row, an fp32 main_grad buffer per stage "
-        "where NeMo ran Apex's distributed_fused_adam",
     "vectorlm_reference_throughput_2405 Meta-Llama-3-8B 1 GPUs tp1 pp1 cp1 micro 8 s2048 full":
-        "pure bf16 (model.bfloat16(), AdamW over bf16 parameters: no fp32 master) cannot be stated; the plan's mixed-precision state needs 134.8 of 79.1 GiB",
+        ("with optimizer.master_weights: bf16 the plan needs 85.5 of 79.1 GiB: 44.9 GiB of state (2 + 2 + 4 "
+         "bytes a parameter, one rank) beside 28.0 GiB of activations and the fp32 loss; FSDP1 on one rank runs "
+         "NO_SHARD (no gathered copies, 3 GiB less) and is not modelled"),
     "vectorlm_reference_throughput_2405 Meta-Llama-3-8B 1 GPUs tp1 pp1 cp1 micro 4 s4096 full":
-        "pure bf16 (model.bfloat16(), AdamW over bf16 parameters: no fp32 master) cannot be stated; the plan's mixed-precision state needs 134.8 of 79.1 GiB",
+        ("with optimizer.master_weights: bf16 the plan needs 85.5 of 79.1 GiB: 44.9 GiB of state (2 + 2 + 4 "
+         "bytes a parameter, one rank) beside 28.0 GiB of activations and the fp32 loss; FSDP1 on one rank runs "
+         "NO_SHARD (no gathered copies, 3 GiB less) and is not modelled"),
     "vectorlm_reference_throughput_2405 Meta-Llama-3-8B 1 GPUs tp1 pp1 cp1 micro 2 s8192 full":
-        "pure bf16 (model.bfloat16(), AdamW over bf16 parameters: no fp32 master) cannot be stated; the plan's mixed-precision state needs 134.8 of 79.1 GiB",
-    "vectorlm_reference_throughput_2405 Meta-Llama-3-8B 2 GPUs tp1 pp1 cp1 micro 8 s2048 full":
-        "pure bf16 (model.bfloat16(), AdamW over bf16 parameters: no fp32 master) cannot be stated; the plan's mixed-precision state needs 85.5 of 79.1 GiB",
-    "vectorlm_reference_throughput_2405 Meta-Llama-3-8B 2 GPUs tp1 pp1 cp1 micro 4 s4096 full":
-        "pure bf16 (model.bfloat16(), AdamW over bf16 parameters: no fp32 master) cannot be stated; the plan's mixed-precision state needs 85.5 of 79.1 GiB",
-    "vectorlm_reference_throughput_2405 Meta-Llama-3-8B 2 GPUs tp1 pp1 cp1 micro 2 s8192 full":
-        "pure bf16 (model.bfloat16(), AdamW over bf16 parameters: no fp32 master) cannot be stated; the plan's mixed-precision state needs 85.5 of 79.1 GiB",
+        ("with optimizer.master_weights: bf16 the plan needs 85.5 of 79.1 GiB: 44.9 GiB of state (2 + 2 + 4 "
+         "bytes a parameter, one rank) beside 28.0 GiB of activations and the fp32 loss; FSDP1 on one rank runs "
+         "NO_SHARD (no gathered copies, 3 GiB less) and is not modelled"),
 }
-"""Published verdicts plan gets wrong, and why; a change that fixes one or breaks another fails."""
+"""Published verdicts plan gets wrong, and why; a change that fixes one or breaks another fails.
+The error band (plan/verdict.py) took nine off this list, each judged by a band its own source
+helped make (in sample; docs/plan.md, "Fits?", has the held-out count): BLOOM 206B's OOM (needs
+65.2 of 79.1 GiB by the plan, under-predicted as its neighbours are) is *tight* by Megatron's
+band, and ArcticTraining's eight ALST rows *fit* or are *tight* by DeepSpeed's fused-loss band."""
+
+TIGHT_VERDICTS = {
+    "arctictraining_alst_recipes_2025 Llama-3.1-8B-Instruct 1 GPUs tp1 pp1 cp1 micro 1 s36000 full",
+    "bigscience_tr11_prequel_2022 BLOOM-arch GPT (206B, Megatron-DeepSpeed) 384 GPUs tp4 pp12 cp1 micro"
+    " 2 s2048 full",
+    "deepspeed_zero_offload_tutorial GPT-2 10B (Megatron-LM GPT-2, DeepSpeed example) 1 GPUs tp1 pp1 cp1"
+    " micro 10 s1024 full",
+    "deepspeed_zero_tutorial GPT-2 1.5B (Megatron-LM GPT-2, DeepSpeed example) 8 GPUs tp1 pp1 cp1 micro"
+    " 1 s1024 none",
+    "deepspeed_zero_tutorial GPT-2 10B (Megatron-LM GPT-2, DeepSpeed example) 32 GPUs tp1 pp1 cp1 micro"
+    " 1 s1024 full",
+    "nvidia_dgxc_benchmarking_2411 Llama-3.1-405B 1152 GPUs tp8 pp9 cp2 micro 1 s8192 none",
+    "nvidia_dgxc_benchmarking_2411 Llama-3.1-405B 2304 GPUs tp8 pp9 cp2 micro 1 s8192 none",
+    "nvidia_dgxc_benchmarking_2411 Llama-3.1-405B 576 GPUs tp8 pp9 cp2 micro 1 s8192 none",
+    "nvidia_dgxc_benchmarking_2411 Llama-3.1-8B 16 GPUs tp1 pp1 cp2 micro 1 s8192 none",
+    "nvidia_dgxc_benchmarking_2411 Llama-3.1-8B 32 GPUs tp1 pp1 cp2 micro 1 s8192 none",
+    "nvidia_dgxc_benchmarking_2411 Llama-3.1-8B 8 GPUs tp1 pp1 cp2 micro 1 s8192 none",
+}
+"""Published verdicts within the band: two OOMs and runs that trained, each of which a yes/no
+would get right or wrong by less than the model's own error."""
 
 
 def test_never_does_not_fit_for_a_run_that_ran_nor_fits_for_an_oom() -> None:
     """Every row stating a memory figure (it ran) or a verdict (`trained` / `oom`) is judged
-    against `fits?`; the known exceptions are listed with their reasons."""
+    against the three-way verdict: a run that trained is never *does not fit*, an OOM never
+    *fits* (*tight* is right for either); the known exceptions are listed with their reasons."""
     from tests.calibration import judged
 
     results = [item for item in judged() if item.reason is None and item.verdict is not None]
@@ -249,8 +246,11 @@ def test_never_does_not_fit_for_a_run_that_ran_nor_fits_for_an_oom() -> None:
     print()
     for item in results:
         if item.verdict in ("trained", "oom") or item.verdict_wrong:
-            print(f"  {'WRONG' if item.verdict_wrong else 'ok':5} {item.verdict:7} fits={item.fits}  {item.row.name}")
+            print(f"  {'WRONG' if item.verdict_wrong else 'ok':5} {item.verdict:7} {item.said}  {item.row.name}")
     assert wrong == set(KNOWN_WRONG_VERDICTS)
+    assert {item.row.name for item in results if item.said == "tight" and item.verdict in ("trained", "oom")} \
+        == TIGHT_VERDICTS
+    assert all(item.fits == (item.said != "does not fit") for item in results)
     assert sum(item.verdict == "oom" for item in results) >= 7
 
 
@@ -268,3 +268,20 @@ def test_held_out_round_is_selected_by_source_and_reported_per_family() -> None:
         assert sum(line.startswith(f"| {family} |") for line in text.splitlines()) == 1, family
     assert sum(item.row.name in text for item in results) == len(results)
     assert judged(sources=["no such source"]) == []
+
+
+@pytest.mark.parametrize(("source", "master", "state", "reduce"), [
+    # VectorLM: `model.bfloat16()` and torch's AdamW over it, no fp32 master copy.
+    ("vectorlm_reference_throughput_2405", "bf16", "bf16", None),
+    # NeMo 24.09's llama3.1 yamls: `optim.grad_sync_dtype: bf16` (Apex's contiguous gradient buffer).
+    ("nvidia_dgxc_benchmarking_2411", None, None, "bf16"),
+])
+def test_a_row_s_precision_tag_reaches_its_plan(source: str, master: str | None, state: str | None,
+                                                reduce: str | None) -> None:
+    """`[precision: ...]` in a row's notes is what its source states; the plan carries it."""
+    for row in (r for r in rows() if r.data["source_id"] == source):
+        plan = plan_for_row(row)
+        opt = plan.recipe.optimizer
+        stated = (opt.master_weights, opt.state_dtype) if opt is not None else (None, None)
+        assert stated == (master, state)
+        assert plan.recipe.reduce_dtype == reduce

@@ -327,7 +327,7 @@ def test_the_seed_without_its_gpu_memory_says_what_is_missing(cli: Callable[...,
     assert data["cluster.gpu_memory"] == {"value": 80 * 10**9,
                                           "from": "80 GB, as cluster.gpu h100 implies (engines/gpus.py)"}
     assert data["batch.micro"]["value"] < 32
-    assert data["batch.micro"]["from"].startswith("largest that fits 80 GB with 10% headroom")
+    assert data["batch.micro"]["from"].startswith("largest that fits 80 GB at the top of its error band")
 
 
 def test_one_sample_per_rank_needs_no_memory_model() -> None:

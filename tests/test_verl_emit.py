@@ -254,6 +254,27 @@ def test_fsdp_actor_names_what_it_cannot_carry() -> None:
     assert "DR231" not in {f.code for f in emitter.findings(plan)}
 
 
+PURE_BF16 = {"optimizer": {"master_weights": "bf16", "state_dtype": "bf16"}}
+
+
+def test_fsdp_actor_carries_pure_bf16_as_its_model_dtype() -> None:
+    """verl's FSDP engine loads the actor in `fsdp_config.model_dtype` (fp32 by default, for an
+    fp32 master copy); bf16 makes torch's AdamW step the bf16 parameters themselves."""
+    plan = plan_of(rl_doc(prompts=64, rollout_n=4) | PURE_BF16)
+    assert "actor_rollout_ref.actor.fsdp_config.model_dtype=bf16\n" in emitter.overrides_text(plan)
+    assert not {f.code for f in emitter.findings(plan)} & {"DR230", "DR239"}
+    assert "model_dtype" not in emitter.overrides_text(plan_of(rl_doc(prompts=64, rollout_n=4)))
+
+
+@pytest.mark.slow
+@QUIET
+def test_verl_composes_pure_bf16(judge: Any) -> None:
+    plan = plan_of(rl_doc(prompts=64, rollout_n=4) | PURE_BF16)
+    cfg = composed(judge, plan)
+    judge.validate(cfg)
+    assert cfg.actor_rollout_ref.actor.fsdp_config.model_dtype == "bf16"
+
+
 @pytest.mark.slow
 @QUIET
 def test_verl_composes_the_megatron_keys(judge: Any) -> None:

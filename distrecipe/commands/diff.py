@@ -53,9 +53,9 @@ def impact_lines(impact: Impact) -> list[str]:
     s0, s1 = impact.step
     if s0 is not None and s1 is not None:
         lines.append(f"step time {s0:.3g} s → {s1:.3g} s ({s1 / s0 - 1:+.0%})")
-    if impact.fits != (None, None):
-        words = {True: "fits", False: "does not fit", None: "unknown"}
-        lines.append(f"{impact.label[0]} {words[impact.fits[0]]} → {impact.label[1]} {words[impact.fits[1]]}")
+    if impact.verdict != (None, None):
+        (v0, v1) = (word or "unknown" for word in impact.verdict)
+        lines.append(f"{impact.label[0]} {v0} → {impact.label[1]} {v1}")
     return lines
 
 
@@ -117,6 +117,7 @@ def as_json(result: Diff, old: str, new: str) -> str:
             "traffic_bytes": list(impact.traffic),
             "peak_bytes": list(impact.peak),
             "fits": list(impact.fits),
+            "verdict": list(impact.verdict),
             "step_seconds": list(impact.step),
         },
     }

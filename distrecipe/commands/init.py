@@ -69,7 +69,9 @@ def init_recipe(answers: dict[str, Any], output: str | None, force: bool) -> int
     request = Request(hf_config=answers.get("hf_config"),
                       shape={k: v for k, v in shape.items() if v is not None},
                       nodes=answers["nodes"], gpus_per_node=answers["gpus_per_node"], gpu=answers["gpu"],
-                      gpu_memory=answers.get("gpu_memory"), global_batch=answers["global_batch"],
+                      gpu_memory=answers.get("gpu_memory"), headroom=answers.get("headroom"),
+                      cpu_memory=answers.get("cpu_memory"),
+                      global_batch=answers["global_batch"],
                       seq_len=answers["seq_len"], engine=answers.get("engine"), script=answers.get("script"),
                       name=answers.get("name"), output=target)
     made = starter(request)
@@ -96,6 +98,10 @@ def init_recipe(answers: dict[str, Any], output: str | None, force: bool) -> int
 @click.option("--gpu", type=click.Choice(GPU_NAMES),
               help="The GPU model (its memory and peak: docs/plan.md).")
 @click.option("--gpu-memory", help="Per-GPU memory, when it must be stated (80GB, 80GiB); default the GPU's.")
+@click.option("--headroom", help="GPU memory to leave free beyond the plan's error band: a share (0.05) or a "
+                                 "size (4GB); written as cluster.headroom. Default: none.")
+@click.option("--cpu-memory", help="Host memory per node (2TB, 1TiB), which offload must fit; default: "
+              "unknown, not checked (the recipe says how much its offload needs).")
 @click.option("--global-batch", type=click.IntRange(1), help="Samples per optimizer step, over all ranks.")
 @click.option("--seq-len", type=click.IntRange(1), help="Tokens per sample.")
 @click.option("--engine", type=click.Choice(ENGINES), help="The launcher to search for (default: all).")

@@ -2,7 +2,8 @@
 
 Order matters for provenance: resolve, emit, build the exact argv, write the run
 directory, and only then start the job, so even a job that never gets going leaves
-a record of what was attempted. What is decided before the start lives in
+a record of what was attempted. When it ends, `measured.json` records what it used
+(`launch.measure`). What is decided before the start lives in
 `launch.prepare`; this module runs it and reports.
 """
 
@@ -28,6 +29,7 @@ from distrecipe.job import Plan
 from distrecipe.launch.attempts import record_attempt
 from distrecipe.launch.k8s import k8s_manifest
 from distrecipe.launch.launchers import LAUNCHERS
+from distrecipe.launch.measure import write_measured
 from distrecipe.launch.prepare import (
     build_request,
     check_fit,
@@ -202,6 +204,7 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
             raise
         record.finish(outcome.exit_code, signal=outcome.signal, timed_out=outcome.timed_out)
         record_attempt(path, env, record.record)
+        write_measured(plan, peaks=outcome.peaks, run_dir=path, exit_code=outcome.exit_code)
     click.echo(f"distrecipe: exit code {outcome.exit_code}", err=True)
     return outcome.exit_code
 

@@ -18,9 +18,12 @@ from distrecipe import starter
 from distrecipe.api import load_plan, plan_of_document
 from distrecipe.errors import DistrecipeError
 from distrecipe.job import plan_values
+from distrecipe.launch.rundir import default_run_dir
+from distrecipe.launch.trials import Trial, TrialSpec, measure
+from distrecipe.launch.trials import as_json as trial_json
 from distrecipe.output import to_json, write_files
 from distrecipe.plan.report import estimate
-from distrecipe.plan.search import TIE, Candidate, as_json, check_searchable, search, why
+from distrecipe.plan.search import TIE, Candidate, as_json, binding, check_searchable, search, why
 from distrecipe.recipe import ProgramKind
 from distrecipe.source import read_document
 from distrecipe.translator.load import apply_overrides, load_recipe
@@ -30,13 +33,15 @@ TOP = 5
 
 def search_recipe(*, recipe: str, overrides: Sequence[str] = (), write: str | None = None, top: int = TOP,
                   output_format: str = "text", program_kind: ProgramKind | None = None,
-                  script: str | None = None) -> int:
+                  script: str | None = None, measure: int | None = None, measure_steps: int = 4,
+                  runs_root: str = "runs") -> int:
     """Print the `top` fastest fitting recipes (JSON: every candidate's figures); with
     `write`, write the fastest as a recipe file.
 
     A program kind (`program_kind`, or read from `script` as `launch` reads it) is set as
     `launch.program_kind`, so only what that program runs is offered and the written
-    recipe says which program it is for."""
+    recipe says which program it is for. With `measure`, the `measure` fastest are launched
+    and ranked by what was measured (`launch.trials`), and `write` writes the measured fastest."""
     kind = program_kind if script is None else starter.program_kind(script)
     if kind is not None:
         overrides = [*overrides, f"launch.program_kind={kind}"]
@@ -48,12 +53,17 @@ def search_recipe(*, recipe: str, overrides: Sequence[str] = (), write: str | No
     assert plan.gpu_memory is not None
     result = search(declared, plan.dims.gpus_per_node)
     budget = plan.gpu_memory
+    trials = (measured_trials(recipe, overrides, result.ranked[:measure], runs_root=runs_root,
+                              steps=measure_steps, name=plan.recipe.name)
+              if measure is not None and result.ranked else None)
     if output_format == "json":
-        click.echo(to_json({"tried": result.tried, "fitting": len(result.ranked), "gpu_memory": budget,
-                            "tie": TIE, "units": "bytes, seconds",
-                            "candidates": [as_json(c, rank)
-                                           for rank, c in enumerate(result.ranked[:top], 1)]}),
-                   nl=False)
+        data = {"tried": result.tried, "fitting": len(result.ranked), "gpu_memory": budget,
+                "cpu_memory": declared.cluster.cpu_memory, "tie": TIE, "units": "bytes, seconds",
+                **({} if result.ranked else {"nothing_fits": binding(result)}),
+                "candidates": [as_json(c, rank) for rank, c in enumerate(result.ranked[:top], 1)]}
+        if trials is not None:
+            data["measured"] = [trial_json(t) for t in trials]
+        click.echo(to_json(data), nl=False)
     else:
         order = (f"fastest first (within {TIE:.1%} a tie: fewer parallel dimensions, then more headroom):"
                  if result.timed else "no cluster.gpu or cluster.peak_tflops, so no step time: ranked by "
@@ -62,11 +72,18 @@ def search_recipe(*, recipe: str, overrides: Sequence[str] = (), write: str | No
         for rank, candidate in enumerate(result.ranked[:top], 1):
             click.echo(f"  {rank}. {why(candidate, budget)}")
         if not result.ranked:
-            click.echo("  none: see distrecipe plan for what each strategy needs")
+            click.echo(f"  nothing fits: {binding(result)}")
+        if trials is not None:
+            click.echo(measured_text(trials, measure_steps))
     if not result.ranked:
         return 1
+    if trials is not None and not any(t.measured for t in trials):
+        return 1
     if write:
-        text = winner_text(recipe, overrides, result.ranked[0])
+        winner = result.ranked[0]
+        if trials:  # measured: the fastest that ran wins, not the fastest predicted
+            winner = next(c for c in result.ranked if c.overrides() == trials[0].spec.overrides)
+        text = winner_text(recipe, overrides, winner)
         write_files(Path(write).parent, {Path(write).name: text})
         click.echo(f"wrote {write}", err=True)
     return 0
@@ -86,3 +103,42 @@ def winner_text(path: str, overrides: Sequence[str], winner: Candidate) -> str:
                               "this is a bug in distrecipe")
     return text
 
+
+
+def measured_trials(recipe: str, overrides: Sequence[str], candidates: Sequence[Candidate], *,
+                    runs_root: str, steps: int, name: str) -> list[Trial]:
+    """Launch each candidate for `steps` steps (`launch.trials`), in `runs_root/<name>-measure-…`."""
+    root = default_run_dir(Path(runs_root), f"{name}-measure")
+    specs = [TrialSpec(label(c), c.overrides(), None if c.estimate.step is None else c.estimate.step.seconds)
+             for c in candidates]
+    click.echo(f"distrecipe: measuring {len(specs)} candidate(s), {steps} steps each, in {root}", err=True)
+    return measure(recipe, overrides, specs, root, steps=steps)
+
+
+def label(candidate: Candidate) -> str:
+    """A candidate in a few words: what runs, its layout, batch split and recomputation."""
+    p = candidate.estimate.plan
+    parts = [candidate.estimate.label]
+    parts += [f"{n} {d}" for n, d in (("TP", p.dims.tensor), ("PP", p.dims.pipeline), ("SP", p.dims.sequence))
+              if d > 1]
+    parts += [f"micro {p.batch.micro} × accumulation {p.batch.accumulation}",
+              f"checkpointing {p.recipe.activation_checkpointing}"]
+    return ", ".join(parts)
+
+
+def measured_text(trials: Sequence[Trial], steps: int) -> str:
+    """The trials ranked by measured step time, the failed last."""
+    batches = sorted({t.global_batch for t in trials if t.global_batch is not None})
+    lines = [f"measured ({steps} steps each, global batch {', '.join(map(str, batches))} held fixed), "
+             "fastest first, failed last:"]
+    for rank, trial in enumerate(trials, 1):
+        if trial.measured and trial.step_seconds is not None:
+            predicted = ("" if trial.spec.predicted_seconds is None
+                         else f", predicted {trial.spec.predicted_seconds:.4g} s")
+            peak = ("" if trial.peak_bytes is None
+                    else f"; peak {trial.peak_bytes / 1e6:.0f} MB per rank ({trial.statistic})")
+            lines.append(f"  {rank}. {trial.spec.label}: {trial.step_seconds:.4g} s/step measured "
+                         f"(median of steps 2..{steps}){predicted}{peak} [{trial.run_dir}]")
+        else:
+            lines.append(f"  {rank}. {trial.spec.label}: {trial.outcome} [{trial.run_dir}]")
+    return "\n".join(lines)

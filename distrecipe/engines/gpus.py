@@ -21,6 +21,9 @@ Conventions (docs/plan.md, "The GPU table"):
   Fabric total ÷ 2; the PCIe link where there is none); `inter` is one GPU's share of the
   node's network ports in the machines these are sold in (a property of the node, not the
   GPU: `cluster.inter_node_bandwidth` overrides it).
+* `network_latency` is µs per ring step across nodes, NCCL's one figure for every network
+  (`NETWORK_LATENCY`; `cluster.network_latency` overrides it); `nvlink` is false where peers
+  talk over PCIe (a slower ring step inside the node).
 * An MI250X package is two GCDs that PyTorch sees as two devices: a rank is one GCD, so its
   row is one GCD's (64 GB, half the package's 383 TFLOPS).
 """
@@ -30,6 +33,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from distrecipe.recipe import Gpu
+
+NETWORK_LATENCY = 9.6
+"""Microseconds one ring step across nodes costs, NCCL's own figure for its Simple protocol
+(`hwLat[NCCL_HW_NET][NCCL_ALGO_RING][NCCL_PROTO_SIMPLE]` in `src/graph/tuning.cc`, NVIDIA/nccl
+@01afd20a): NCCL uses it for every network, so every row defaults to it;
+`cluster.network_latency` overrides it."""
 
 MEMORY_SLACK = 0.01
 """How far below the marketed size (in GB) a stated memory may be and still name the same
@@ -53,6 +62,11 @@ class GpuSpec:
     """Whether the tensor cores run bf16 (Volta's do not)."""
     source: str
     """Where the figures come from, and how sure they are."""
+    nvlink: bool = True
+    """Whether peers in the node talk over NVLink (or Infinity Fabric) rather than PCIe: NCCL
+    charges a PCIe ring step 5.7 µs, an NVLink one 3.4 (`plan/network.py`)."""
+    network_latency: float = NETWORK_LATENCY
+    """Microseconds per ring step across nodes (`NETWORK_LATENCY`)."""
 
     @property
     def memory_bytes(self) -> int:
@@ -80,15 +94,15 @@ GPUS: dict[Gpu, GpuSpec] = {
     "a10g": GpuSpec(
         "A10G (PCIe 4)", (24,), 70, 32, 12.5, True,
         "no datasheet for AWS's A10 variant was found: 70 TFLOPS is unverified (the A10's 125 is "
-        "another, higher-clocked part); 24 GB GDDR6; PCIe 4 ×16. Low confidence"),
+        "another, higher-clocked part); 24 GB GDDR6; PCIe 4 ×16. Low confidence", nvlink=False),
     "l4": GpuSpec(
         "L4 (PCIe 4)", (24,), 121, 32, 12.5, True,
         "NVIDIA L4: 242 TFLOPS fp16 tensor with sparsity (121 dense), 24 GB GDDR6, 72 W, PCIe 4 ×16. "
-        "Medium-high confidence"),
+        "Medium-high confidence", nvlink=False),
     "l40s": GpuSpec(
         "L40S (PCIe 4)", (48,), 362.05, 32, 25, True,
         "NVIDIA L40S datasheet table: bf16 tensor 362.05 TFLOPS (733 with sparsity), 48 GB GDDR6, "
-        "PCIe 4 ×16 (64 GB/s both ways), no NVLink. High confidence"),
+        "PCIe 4 ×16 (64 GB/s both ways), no NVLink. High confidence", nvlink=False),
     "a100-40gb": GpuSpec(
         "A100 40GB", (40,), 312, 300, 25, True,
         "NVIDIA A100 datasheet: bf16 tensor 312 TFLOPS (624 with sparsity), 40 GB HBM2, NVLink 3 "
@@ -104,7 +118,7 @@ GPUS: dict[Gpu, GpuSpec] = {
     "h100-pcie": GpuSpec(
         "H100 PCIe (PCIe 5, no NVLink)", (80,), 756, 64, 25, True,
         "NVIDIA H100 PCIe product brief: 80 GB HBM2e, 350 W, PCIe 5 ×16; 756 TFLOPS dense (1,513 "
-        "with sparsity); unbridged cards talk over PCIe. Medium confidence"),
+        "with sparsity); unbridged cards talk over PCIe. Medium confidence", nvlink=False),
     "h200": GpuSpec(
         "H200 SXM", (141,), 989, 450, 50, True,
         "NVIDIA H200: 141 GB HBM3e at 4.8 TB/s, the H100 SXM's GH100 silicon and clocks (989 dense), "
@@ -130,11 +144,12 @@ GPUS: dict[Gpu, GpuSpec] = {
         "GeForce RTX 3090 (PCIe 4)", (24,), 71, 32, 12.5, True,
         "NVIDIA GA102 (Ampere whitepaper as remembered, not read): 142 TFLOPS fp16 tensor with fp16 "
         "accumulate, 71 with the fp32 accumulate training uses; 24 GB GDDR6X; PCIe 4 (the optional "
-        "NVLink bridge joins two cards only). Low-medium confidence"),
+        "NVLink bridge joins two cards only). Low-medium confidence", nvlink=False),
     "rtx4090": GpuSpec(
         "GeForce RTX 4090 (PCIe 4)", (24,), 165.2, 32, 12.5, True,
         "NVIDIA AD102 (Ada whitepaper): 165.2 TFLOPS bf16/fp16 tensor with fp32 accumulate (330.3 "
-        "with fp16 accumulate), 24 GB GDDR6X at 1,008 GB/s, PCIe 4, no NVLink. Medium confidence"),
+        "with fp16 accumulate), 24 GB GDDR6X at 1,008 GB/s, PCIe 4, no NVLink. Medium confidence",
+        nvlink=False),
 }
 """`cluster.gpu` → its datasheet figures. Every name of `recipe.Gpu` has a row (tested)."""
 

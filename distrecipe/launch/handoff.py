@@ -1,7 +1,8 @@
 """How the recipe reaches each kind of program, and what a user's own arguments may change.
 
 Every kind gets the run's files in the environment (`DISTRECIPE_RUN_DIR`,
-`DISTRECIPE_PLAN`, `DISTRECIPE_DS_CONFIG` when a ds_config is written); beyond that:
+`DISTRECIPE_PLAN`, `DISTRECIPE_DS_CONFIG` when a ds_config is written, and
+`DISTRECIPE_METRICS`, the file its measurements go to: `launch.metrics`); beyond that:
 
 * `hf` (Trainer): the TrainingArguments flags the recipe decides, and
   `--deepspeed ds_config.json` or `--fsdp --fsdp_config {...}`;
@@ -30,6 +31,7 @@ from distrecipe.engines.hydra import parse_value
 from distrecipe.engines.verl import OVERRIDES_FILE
 from distrecipe.errors import LaunchError
 from distrecipe.job import Plan
+from distrecipe.launch.metrics import METRICS, METRICS_FILE
 from distrecipe.launch.rundir import PLAN_FILE
 from distrecipe.overrides import split_override
 from distrecipe.recipe import ProgramKind
@@ -76,8 +78,9 @@ class Handoff:
 
 
 def run_files_env(run_dir: Path, configs: Mapping[str, str]) -> dict[str, str]:
-    """The documented variables naming the run's plan and ds_config (read by `distrecipe.api`)."""
-    env = {"DISTRECIPE_PLAN": str(run_dir / PLAN_FILE)}
+    """The documented variables naming the run's plan and ds_config (read by `distrecipe.api`)
+    and the file a program appends its measurements to (`launch.metrics`)."""
+    env = {"DISTRECIPE_PLAN": str(run_dir / PLAN_FILE), METRICS: str(run_dir / METRICS_FILE)}
     if CONFIG_FILE in configs:
         env["DISTRECIPE_DS_CONFIG"] = str(run_dir / CONFIG_FILE)
     return env

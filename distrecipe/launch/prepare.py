@@ -149,18 +149,21 @@ def check_fit(plan: Plan, *, allow_no_fit: bool, say: Say) -> dict[str, object]:
 
     The estimate is `distrecipe plan`'s (`plan.report.estimate`). A plan whose memory cannot
     be judged (no GPU memory, CPU ranks, no model shape, a batch the script decides) is not
-    refused: `fits` is then null, nothing is invented.
+    refused: `fits` is then null, nothing is invented. Only the verdict *does not fit* is
+    refused; a *tight* one goes ahead with lint's DR372 warning naming the band.
     """
-    record: dict[str, object] = {"fits": None, "needed_bytes": None, "gpu_memory_bytes": plan.gpu_memory,
-                                 "allow_no_fit": allow_no_fit}
+    record: dict[str, object] = {"fits": None, "verdict": None, "needed_bytes": None,
+                                 "gpu_memory_bytes": plan.gpu_memory, "allow_no_fit": allow_no_fit}
     if plan.script_batch or not judgeable(plan):
         return record
     est = estimate(plan)
-    record.update(fits=est.fits, needed_bytes=est.need)
+    record.update(fits=est.fits, verdict=est.verdict.word if est.verdict else None, needed_bytes=est.need)
     if est.fits is not False:
         return record
     assert est.budget is not None  # fits is False only against a budget
+    kept = est.verdict.headroom if est.verdict else 0.0
     why = (f"{est.label} needs {_size(est.need)} per GPU of {_size(est.budget)}"
+           + (f" less cluster.headroom {_size(kept)}" if kept else "")
            + ("; verl's rollout share is below its engine's floor" if est.starved else ""))
     if not allow_no_fit:
         raise LaunchError(f"the plan does not fit: {why} (distrecipe plan shows what to change); "

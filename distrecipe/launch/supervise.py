@@ -9,12 +9,18 @@ hard orphans its ranks, so "every process of the job" is not the process group: 
 is every process carrying this launch's unique id in its environment (inherited
 across sessions and re-parenting), plus the launcher's live descendants.
 
+While the job runs, the supervisor reads each rank's peak resident memory (`VmHWM` in
+`/proc/<pid>/status`, the kernel's own high-water mark, so a sample loses nothing that
+happened before it; only growth after the last sample, at most `SAMPLE_SECONDS` before the
+rank ended, is missed). A rank is the process carrying `RANK` in its environment whose
+parent does not carry the same one (a data loader's workers inherit it).
+
 SIGUSR1 asks the job to save and stop (SLURM sends it before the time limit,
-`#SBATCH --signal`): it is passed to the ranks only (the processes of the job whose
-environment holds `LOCAL_RANK`, which every launcher sets for its ranks and not for
-itself), and nothing is killed. The launcher starts with SIGUSR1 ignored (inherited by
-what it starts), since SLURM's step signal reaches every process of the step and a
-launcher would die of it; a rank that saves on it installs its own handler.
+`#SBATCH --signal`): it is passed to the ranks only (as above: `RANK`, which every
+launcher sets for its ranks and not for itself), and nothing is killed. The launcher
+starts with SIGUSR1 ignored (inherited by what it starts), since SLURM's step signal
+reaches every process of the step and a launcher would die of it; a rank that saves on
+it installs its own handler.
 
 Exit code: the job's own; 128+N when it died of signal N or distrecipe received
 signal N (143 for SIGTERM, 130 for Ctrl-C); 124 when the timeout ended it.
@@ -23,6 +29,7 @@ signal N (143 for SIGTERM, 130 for Ctrl-C); 124 when the timeout ended it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import subprocess
@@ -44,6 +51,8 @@ SAVE = signal.SIGUSR1
 TIMEOUT_EXIT = 124
 POLL_SECONDS = 0.1
 REAP_SECONDS = 30.0
+SAMPLE_SECONDS = 0.25
+"""How often the ranks' peak memory is read."""
 """How long distrecipe waits, after the job ended, for killed ranks to be torn down."""
 
 
@@ -54,6 +63,8 @@ class Outcome:
     """The signal that ended the job, by name: the first one distrecipe received and
     forwarded, else the one that killed the launcher or (passed on by it) a rank."""
     timed_out: bool = False
+    peaks: dict[int, int] = field(default_factory=dict, compare=False)
+    """Each rank of this node (by `RANK`) → its peak resident bytes (`VmHWM`), as sampled."""
 
 
 def new_launch_id() -> str:
@@ -114,16 +125,46 @@ def _ignore_save_signal() -> None:
     signal.signal(SAVE, signal.SIG_IGN)
 
 
-def _is_rank(pid: int) -> bool:
+def job_processes(leader: int, launch_id: str) -> set[int]:
+    return (descendants(leader) | carrying(launch_id) | {leader}) - {os.getpid()}
+
+
+def peak_rss(pid: int) -> int | None:
+    """The process's peak resident set (`VmHWM`), in bytes; None when it cannot be read."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            value, unit = line.split()[1:3]
+            return int(value) * 1024 if unit == "kB" else int(value)
+    return None
+
+
+def rank_of(pid: int) -> int | None:
+    """`RANK` from the process's environment (only our own processes' are readable)."""
     try:
         environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     except OSError:
-        return False
-    return any(item.startswith(b"LOCAL_RANK=") for item in environ)
+        return None
+    for item in environ:
+        if item.startswith(b"RANK="):
+            value = item[5:].decode(errors="replace")
+            return int(value) if value.isdigit() else None
+    return None
 
 
-def job_processes(leader: int, launch_id: str) -> set[int]:
-    return (descendants(leader) | carrying(launch_id) | {leader}) - {os.getpid()}
+def sample_peaks(pids: set[int], peaks: dict[int, int]) -> None:
+    """Raise `peaks` (rank → bytes) to what the ranks among `pids` report now."""
+    parents = _parents()
+    ranks = {pid: rank_of(pid) for pid in pids}
+    for pid, rank in ranks.items():
+        if rank is None or ranks.get(parents.get(pid, 0)) == rank:
+            continue  # not a rank, or a child a rank started (a data loader worker)
+        peak = peak_rss(pid)
+        if peak is not None:
+            peaks[rank] = max(peaks.get(rank, 0), peak)
 
 
 def kill_all(pids: set[int]) -> None:
@@ -177,6 +218,14 @@ class _Job:
     grace: float
     kill_at: list[float] = field(default_factory=list)
     seen: set[int] = field(default_factory=set)
+    peaks: dict[int, int] = field(default_factory=dict)
+    sampled: float = 0.0
+
+    def sample(self, moment: float) -> None:
+        """Read the ranks' peak memory, at most every `SAMPLE_SECONDS`."""
+        if moment - self.sampled >= SAMPLE_SECONDS:
+            self.sampled = moment
+            sample_peaks(descendants(self.proc.pid), self.peaks)
 
     def processes(self) -> set[int]:
         found = job_processes(self.proc.pid, self.launch_id)
@@ -193,12 +242,12 @@ class _Job:
         kill_all(self.processes())
 
     def ask_to_save(self) -> None:
-        """SIGUSR1 to the ranks (`LOCAL_RANK` in their environment), not to the launchers,
+        """SIGUSR1 to the ranks (`rank_of`: `RANK` in their environment), not to the launchers,
         nor to a rank's own children (data-loader workers inherit the variable)."""
-        ranks = {pid for pid in self.processes() - {self.proc.pid} if _is_rank(pid)}
         parents = _parents()
-        for pid in ranks:
-            if parents.get(pid) not in ranks:
+        ranks = {pid: rank_of(pid) for pid in self.processes() - {self.proc.pid}}
+        for pid, rank in ranks.items():
+            if rank is not None and ranks.get(parents.get(pid, 0)) != rank:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, SAVE)
 
@@ -267,6 +316,7 @@ def _wait(job: _Job, received: list[int], timeout: float | None) -> Outcome:
                 job.stop(signal.SIGTERM)
             if job.kill_at and moment > min(job.kill_at):
                 job.kill()
+            job.sample(moment)
     finally:
         kill_all(job.processes() - {proc.pid})
         if proc.poll() is None:
@@ -276,10 +326,10 @@ def _wait(job: _Job, received: list[int], timeout: float | None) -> Outcome:
         # finds their GPUs and ports free.
         await_gone(job.seen, REAP_SECONDS)
     if timed_out:
-        return Outcome(exit_code=TIMEOUT_EXIT, timed_out=True)
+        return Outcome(exit_code=TIMEOUT_EXIT, timed_out=True, peaks=job.peaks)
     if received:
-        return Outcome(exit_code=128 + received[0], signal=signal.Signals(received[0]).name)
-    return exit_outcome(proc.returncode)
+        return Outcome(exit_code=128 + received[0], signal=signal.Signals(received[0]).name, peaks=job.peaks)
+    return dataclasses.replace(exit_outcome(proc.returncode), peaks=job.peaks)
 
 
 WRAPPED: dict[int, signal.Signals] = {256 - s: s for s in (

@@ -25,6 +25,17 @@ all-reduced over ranks and `grad_norm` is the global norm before clipping (Adam 
 blind to a constant gradient scale, so the norm is what exposes an accumulation
 mistake), and appends it to `metrics.jsonl` in the run directory.
 
+With `--model recipe` it trains the recipe's own model shape instead (`model.hidden_size`,
+`layers`, `heads`, `intermediate_size`, `vocab`: a Llama-style block of RMSNorm, causal
+attention and a SwiGLU MLP, random weights, synthetic tokens of `batch.seq_len`), which is
+what `plan --search --measure` times; a recipe asking for what this trainer does not do
+(tensor, pipeline or sequence parallelism, selective recomputation) is refused, never run
+as something else. `checkpointing: full` recomputes every block (`torch.utils.checkpoint`).
+
+Every step's wall-clock seconds go into the records (`step_seconds`, rank 0's, measured
+up to the all-reduce that ends the step) and, on GPUs, each rank appends its allocator's
+peaks at the end (`launch.metrics`), so `launch` can write `measured.json`.
+
 Run it as a module (`-m distrecipe.launch.tiny_train`) under any launcher; it imports
 torch at the top because only rank processes ever import it.
 """
@@ -52,11 +63,13 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from distrecipe.launch import metrics
 from distrecipe.launch.launchers.deepspeed import DS_CONFIG
 from distrecipe.launch.resume import CHECKPOINT_DIR_ENV, RESUME_ENV, SAVE_EVERY_ENV
 from distrecipe.launch.rundir import PLAN_FILE
 
 Engine = Literal["deepspeed", "fsdp2", "ddp"]
+ModelKind = Literal["mlp", "recipe"]
 
 FEATURES, HIDDEN, OUTPUTS = 64, 256, 16
 DATASET_SIZE = 4096
@@ -81,11 +94,18 @@ class TrainSettings:
     grad_clip: float | None
     steps: int
     seed: int = 0
+    model: ModelKind = "mlp"
+    """`mlp`: the fixed 86k-parameter regression model; `recipe`: the recipe's model shape."""
+    shape: Mapping[str, Any] | None = None
+    """The recipe's `model` (plan.json), for `model: recipe`."""
+    seq_len: int = 0
+    checkpointing: str = "none"
     pace: float = 0.0
     """Seconds to wait after each step: time for the fault tests to interrupt a run."""
 
     @classmethod
-    def from_plan(cls, plan: Mapping[str, Any], *, steps: int, deepspeed: bool) -> TrainSettings:
+    def from_plan(cls, plan: Mapping[str, Any], *, steps: int, deepspeed: bool,
+                  model: ModelKind = "mlp") -> TrainSettings:
         """Pick the engine the plan describes (`plan.json`, `job.plan_dict`); DeepSpeed whenever
         its config is in play."""
         recipe, batch = plan["recipe"], plan["resolved_batch"]
@@ -112,7 +132,32 @@ class TrainSettings:
             optimizer=recipe["optimizer"],
             grad_clip=recipe["grad_clip"],
             steps=steps,
+            model=model,
+            shape=recipe["model"],
+            seq_len=recipe["batch"]["seq_len"] or 0,
+            checkpointing=recipe["activation_checkpointing"],
         )
+
+    def refusal(self, plan: Mapping[str, Any]) -> str | None:
+        """What `model: recipe` cannot reproduce of the plan (None: nothing)."""
+        if self.model != "recipe":
+            return None
+        shape = self.shape or {}
+        missing = [key for key in ("hidden_size", "layers", "heads", "vocab") if not shape.get(key)]
+        if missing or not self.seq_len:
+            return f"the recipe's model needs {', '.join(missing) or 'batch.seq_len'} for --model recipe"
+        width = shape["hidden_size"] // shape["heads"]
+        if (shape.get("kv_heads") not in (None, shape["heads"]) or shape.get("tied_embeddings")
+                or shape.get("experts") or shape.get("head_dim") not in (None, width)):
+            return ("grouped-query heads, tied embeddings, experts or a head width of its own are "
+                    "not reproduced")
+        dims = plan["dims"]
+        for name in ("tensor", "pipeline", "sequence"):
+            if dims[name] != 1:
+                return f"parallel.{name} {dims[name]} is not reproduced by the reference trainer"
+        if self.checkpointing not in ("none", "full"):
+            return f"activation_checkpointing {self.checkpointing} is not reproduced by the reference trainer"
+        return None
 
 
 def build_model(seed: int) -> nn.Sequential:
@@ -123,6 +168,70 @@ def build_model(seed: int) -> nn.Sequential:
         nn.Linear(HIDDEN, HIDDEN), nn.Tanh(),
         nn.Linear(HIDDEN, OUTPUTS),
     )
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+
+
+class Block(nn.Module):
+    """One Llama-style block: pre-norm causal attention, pre-norm SwiGLU MLP."""
+
+    def __init__(self, hidden: int, heads: int, intermediate: int, *, recompute: bool) -> None:
+        super().__init__()
+        self.heads, self.recompute = heads, recompute
+        self.attention_norm, self.mlp_norm = RMSNorm(hidden), RMSNorm(hidden)
+        self.qkv = nn.Linear(hidden, 3 * hidden, bias=False)
+        self.out = nn.Linear(hidden, hidden, bias=False)
+        self.gate_up = nn.Linear(hidden, 2 * intermediate, bias=False)
+        self.down = nn.Linear(intermediate, hidden, bias=False)
+
+    def _forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, h = x.shape
+        q, k, v = self.qkv(self.attention_norm(x)).view(b, s, 3, self.heads, h // self.heads).unbind(2)
+        attended = nn.functional.scaled_dot_product_attention(
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
+        x = x + self.out(attended.transpose(1, 2).reshape(b, s, h))
+        gate, up = self.gate_up(self.mlp_norm(x)).chunk(2, dim=-1)
+        out: torch.Tensor = x + self.down(nn.functional.silu(gate) * up)
+        return out
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.recompute and torch.is_grad_enabled():
+            out: torch.Tensor = torch.utils.checkpoint.checkpoint(self._forward, x, use_reentrant=False)
+            return out
+        return self._forward(x)
+
+
+def build_recipe_model(settings: TrainSettings) -> nn.Sequential:
+    """The recipe's shape with random (seeded) weights: embedding, blocks, norm, output head."""
+    torch.manual_seed(settings.seed)
+    shape = settings.shape or {}
+    hidden, vocab = int(shape["hidden_size"]), int(shape["vocab"])
+    intermediate = int(shape.get("intermediate_size") or 4 * hidden)
+    blocks = [Block(hidden, int(shape["heads"]), intermediate, recompute=settings.checkpointing == "full")
+              for _ in range(int(shape["layers"]))]
+    return nn.Sequential(nn.Embedding(vocab, hidden), *blocks, RMSNorm(hidden),
+                         nn.Linear(hidden, vocab, bias=False))
+
+
+def synthetic_tokens(settings: TrainSettings, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random tokens for the samples `index` names (each sample's seeded by its number), and
+    the next-token targets."""
+    vocab = int((settings.shape or {})["vocab"])
+    rows = [torch.randint(vocab, (settings.seq_len + 1,),
+                          generator=torch.Generator().manual_seed(settings.seed + int(i))) for i in index]
+    tokens = torch.stack(rows)
+    return tokens[:, :-1], tokens[:, 1:]
+
+
+def cross_entropy(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    return nn.functional.cross_entropy(output.float().flatten(0, 1), target.flatten())
 
 
 def build_dataset(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -191,6 +300,10 @@ def mse(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return nn.functional.mse_loss(output.float(), target)
 
 
+def loss_of(settings: TrainSettings) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    return cross_entropy if settings.model == "recipe" else mse
+
+
 def deepspeed_stepper(settings: TrainSettings, model: nn.Module, ds_config: dict[str, Any]) -> Stepper:
     """DeepSpeed scales each micro loss by 1/accumulation and steps at the boundary itself."""
     import deepspeed
@@ -212,7 +325,7 @@ def deepspeed_stepper(settings: TrainSettings, model: nn.Module, ds_config: dict
         torch.float16 if config.get("fp16", {}).get("enabled") else torch.float32)
 
     def forward_backward(inputs: torch.Tensor, target: torch.Tensor, last: bool) -> torch.Tensor:
-        loss = mse(engine(inputs), target)
+        loss = loss_of(settings)(engine(inputs), target)
         engine.backward(loss)
         engine.step()  # a no-op except at the accumulation boundary
         return loss.detach()
@@ -254,7 +367,7 @@ def torch_stepper(settings: TrainSettings, model: nn.Sequential, device: torch.d
         if settings.offload and device.type == "cuda":  # on CPU ranks there is nothing to offload
             options["offload_policy"] = CPUOffloadPolicy()
         for layer in model.children():
-            if isinstance(layer, nn.Linear):
+            if isinstance(layer, (nn.Linear, Block)):
                 fully_shard(layer, **options)
         sharded = fully_shard(model, **options)  # the same module object, now sharded
         wrapped: nn.Module = model
@@ -276,7 +389,7 @@ def torch_stepper(settings: TrainSettings, model: nn.Sequential, device: torch.d
         with sync(last):
             with torch.autocast(device.type, dtype=autocast_dtype or torch.float32,
                                 enabled=autocast_dtype is not None):
-                loss = mse(wrapped(inputs), target)
+                loss = loss_of(settings)(wrapped(inputs), target)
             scaled: torch.Tensor = scaler.scale(loss / settings.accumulation)
             torch.autograd.backward(scaled)
         return loss.detach()
@@ -325,7 +438,8 @@ def train(settings: TrainSettings, *, ds_config: dict[str, Any] | None,
                          f"× ranks {world} != global {settings.global_batch}")
     device = (torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
               if settings.device == "gpu" else torch.device("cpu"))
-    model = build_model(settings.seed).to(device)
+    built = build_recipe_model(settings) if settings.model == "recipe" else build_model(settings.seed)
+    model = built.to(device)
     if settings.engine == "deepspeed":
         if ds_config is None:
             raise SystemExit("tiny_train: a ZeRO plan needs the emitted ds_config (--deepspeed_config)")
@@ -333,17 +447,24 @@ def train(settings: TrainSettings, *, ds_config: dict[str, Any] | None,
     else:
         stepper = torch_stepper(settings, model, device)
     inputs, targets = build_dataset(settings.seed)
+
+    def samples(index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if settings.model == "recipe":
+            return synthetic_tokens(settings, index)
+        return inputs[index].to(stepper.input_dtype), targets[index]
+
     records: list[dict[str, Any]] = []
     start = stepper.load(saving.resume) if saving is not None and saving.resume is not None else 0
     samples_total = start * settings.global_batch
     asked = save_requests()
     for step in range(start, settings.steps):
+        started = time.perf_counter()
         loss_sum = torch.zeros((), dtype=torch.float64)
         seen = 0
         for micro_step in range(settings.accumulation):
             index = sample_indices(settings, step=step, micro_step=micro_step, rank=rank)
-            batch = inputs[index].to(device, stepper.input_dtype)
-            loss = stepper.forward_backward(batch, targets[index].to(device),
+            batch, target = samples(index)
+            loss = stepper.forward_backward(batch.to(device), target.to(device),
                                             micro_step == settings.accumulation - 1)
             loss_sum += loss.double().cpu()
             seen += len(index)
@@ -354,7 +475,8 @@ def train(settings: TrainSettings, *, ds_config: dict[str, Any] | None,
         totals = totals.cpu()
         samples_total += int(totals[1])
         record = {"step": step + 1, "loss": float(totals[0]) / world, "grad_norm": grad_norm,
-                  "samples": int(totals[1]), "samples_total": samples_total}
+                  "samples": int(totals[1]), "samples_total": samples_total,
+                  "step_seconds": round(time.perf_counter() - started, 6)}
         records.append(record)
         if rank == 0:
             emit(record)
@@ -450,6 +572,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                         help="resolved plan JSON (default: $DISTRECIPE_RUN_DIR/plan.json)")
     parser.add_argument("--deepspeed_config", type=Path, help="emitted ds_config (DeepSpeed's flag)")
     parser.add_argument("--steps", type=int, default=10, help="optimizer steps (default 10)")
+    parser.add_argument("--model", choices=["mlp", "recipe"], default="mlp",
+                        help="mlp: the fixed regression model (default); recipe: the recipe's model "
+                             "shape, random weights, synthetic tokens")
     parser.add_argument("--pace", type=float, default=0.0, help="seconds to wait after each step (default 0)")
     parser.add_argument("--local_rank", type=int, help="appended by the deepspeed launcher; unused")
     parser.add_argument("--save-dir", type=Path,
@@ -473,25 +598,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     ds_path = args.deepspeed_config
     if ds_path is None and run_dir is not None and plan["recipe"]["strategy"] == "zero":
         ds_path = run_dir / DS_CONFIG
-    planned = TrainSettings.from_plan(plan, steps=args.steps, deepspeed=args.deepspeed_config is not None)
+    planned = TrainSettings.from_plan(plan, steps=args.steps, deepspeed=args.deepspeed_config is not None,
+                                      model=args.model)
     settings = dataclasses.replace(planned, pace=args.pace)
+    refused = settings.refusal(plan)
+    if refused is not None:
+        raise SystemExit(f"tiny_train: {refused}")
     saving = Saving(directory=args.save_dir or _env_path(CHECKPOINT_DIR_ENV),
                     every=args.save_every or int(os.environ.get(SAVE_EVERY_ENV, "0") or 0) or None,
                     resume=args.resume or _env_path(RESUME_ENV))
     ds_config = universal(json.loads(ds_path.read_text()), saving.resume) if ds_path is not None else None
-    metrics = run_dir / "metrics.jsonl" if run_dir else None
+    if metrics.METRICS not in os.environ and run_dir is not None:  # started by hand with a run directory
+        os.environ[metrics.METRICS] = str(run_dir / metrics.METRICS_FILE)
 
     def emit(record: dict[str, Any]) -> None:
-        line = json.dumps(record)
-        print(line, flush=True)
-        if metrics is not None:
-            with metrics.open("a") as out:
-                out.write(line + "\n")
+        print(json.dumps(record), flush=True)
+        metrics.record(**record)
 
     init_process_group(settings)
     try:
         train(settings, ds_config=ds_config, emit=emit, saving=saving)
+    except torch.OutOfMemoryError:
+        metrics.record(rank=dist.get_rank(), out_of_memory=True)
+        raise
     finally:
+        if settings.device == "gpu":
+            metrics.record(rank=dist.get_rank(), reserved_bytes=torch.cuda.max_memory_reserved(),
+                           allocated_bytes=torch.cuda.max_memory_allocated())
         dist.destroy_process_group()
     return 0
 

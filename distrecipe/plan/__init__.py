@@ -4,7 +4,8 @@ Two views of memory, both shown: the *formula view* is the seed's ZeRO table (th
 paper's steady state, `memory.py`); the *engine view* is what DeepSpeed, torch FSDP2
 or torch DDP really hold at rest, after backward and at the step's peak (`engine.py`),
 checked against the engines themselves by `tests/test_plan_engine.py`. "Fits?" is
-decided from the engine view plus activations (`activations.py`). Nothing in this
+decided from the engine view plus activations (`activations.py`), with the error band
+published runs showed (`verdict.py`: fits, tight, does not fit). Nothing in this
 package imports torch or an engine; matplotlib is imported only by `plot.py`.
 
 Units: bytes everywhere inside; GB = 10⁹ bytes in output (the seed's table), GiB only

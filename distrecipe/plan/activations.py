@@ -206,20 +206,39 @@ def megatron(*, s: int, b: int, h: int, a: int, kv: int, inter: int | None, laye
 
 
 def llama_layer(*, s: int, b: int, h: int, a: int, kv: int, inter: int, flash: bool,
-                compiled: bool = False) -> float:
+                compiled: bool = False, tiled: bool = False) -> float:
     """One Llama block without checkpointing (the saved-tensor measurement), eager or under
     `torch.compile` (`compiled`: inductor's partitioner saves the block's input, the
     matmuls' inputs, q, k, v, the attention output and the MLP's gate and up, and
-    recomputes the norms' fp32 copies and SiLU: sbh·(12 + 4·h_kv/h + 6·i/h)). The two norms'
+    recomputes the norms' fp32 copies and SiLU: sbh·(12 + 4·h_kv/h + 6·i/h)). `tiled`:
+    DeepSpeed's `TiledMLP` saves only the MLP's input (the norm's output, counted already),
+    so the MLP's own terms, 8·sbi eager and 6·sbi compiled, drop. The two norms'
     fp32 reciprocal RMS, 8·s·b, are left out (under 0.05 % at h ≥ 4096)."""
     sbh = s * b * h
     # Eager attention multiplies by K and V after `repeat_kv`: saved at all a heads.
     keys_values = 4 * kv / h if flash else 4.0
     if compiled:
         attention = 4.0 * a * s * b if flash else 4.0 * a * s * s * b + 8.0 * a * s * b
-        return sbh * (12 + keys_values + 6 * inter / h) + attention
+        return sbh * (12 + keys_values + (0 if tiled else 6 * inter / h)) + attention
     attention = 4.0 * a * s * b if flash else 6.0 * a * s * s * b
-    return sbh * (20 + keys_values + 8 * inter / h) + attention
+    return sbh * (20 + keys_values + (0 if tiled else 8 * inter / h)) + attention
+
+
+TILED_SHARD = 21.2
+"""Bytes per token and unit of intermediate width one `TiledMLP` shard allocates at most
+in backward: its recomputed gate, up, SiLU and product, their gradients, and the three
+projections' weight gradients accumulated shard by shard (h·i each, h tokens a shard):
+238,592 bytes at 64 tokens, i 176 in the profiler's CPU allocation events
+(`benchmarks/saved_activations_tiled.csv`), 21.18 × 64 × 176."""
+
+
+def tiled_mlp_backward(*, s: int, b: int, h: int, inter: int) -> float:
+    """Bytes DeepSpeed's `TiledMLP` allocates in its backward beyond its saved input: the
+    input's gradient for the whole sequence, 2·sbh, filled shard by shard, and one shard's
+    recomputed MLP and its gradients; ceil(s / h) shards (ArcticTraining's and DeepSpeed's
+    example's `num_shards`) of at most h tokens each."""
+    shards = -(-s // h)
+    return 2.0 * s * b * h + TILED_SHARD * -(-s // shards) * b * inter
 
 
 def eager_attention_backward(*, s: int, b: int, a: int) -> float:
@@ -284,16 +303,17 @@ LOSS_CHUNKS = 8
 def hf_llama(*, s: int, b: int, h: int, a: int, kv: int, inter: int, layers: int, vocab: int,
              flash: bool, recompute: Recompute, tensor: int = 1, every: int | None = None,
              holds_logits: bool = True, with_head: bool = True, attention_extra: float = 0.0,
-             compiled: bool = False, loss: str = "full") -> Activations:
+             compiled: bool = False, loss: str = "full", tiled: bool = False) -> Activations:
     """The Llama formula measured in `reference/memory.md` and `benchmarks/saved_activations.py`,
     with each checkpointing mode, compiled blocks and the loss kernels (`loss_head`).
 
     `with_head` False for a pipeline stage without the output layer (and the loss);
     `attention_extra`: bytes a layer's attention holds in backward beyond the formula
-    (`ring_attention`)."""
+    (`ring_attention`); `tiled`: the MLP through DeepSpeed's `TiledMLP` (`tiled_mlp_backward`)."""
     sbh = s * b * h
     fused = flash or recompute == "selective"
-    full_layer = llama_layer(s=s, b=b, h=h, a=a, kv=kv, inter=inter, flash=fused, compiled=compiled) / tensor
+    full_layer = llama_layer(s=s, b=b, h=h, a=a, kv=kv, inter=inter, flash=fused, compiled=compiled,
+                             tiled=tiled) / tensor
     if recompute == "full":
         saved = layers * 2.0 * sbh / tensor
     elif recompute == "selective" and every is not None:
@@ -312,9 +332,11 @@ def hf_llama(*, s: int, b: int, h: int, a: int, kv: int, inter: int, layers: int
     # attention's score gradients (the last layer's, without recompute).
     scores = 0.0 if fused else eager_attention_backward(s=s, b=b, a=a) / tensor
     recomputed = (full_layer if recompute != "none" else 0.0) + scores + attention_extra / tensor
+    recomputed += tiled_mlp_backward(s=s, b=b, h=h, inter=inter) / tensor if tiled else 0.0
     backward = max(loss_buffers, recomputed + held - head)
     name = ("Llama, measured" + (", sdpa/flash" if flash else ", eager") + (", compiled" if compiled else "")
-            + ("" if loss == "full" else f", {loss} loss") + _recompute(recompute, every))
+            + (", tiled MLP" if tiled else "") + ("" if loss == "full" else f", {loss} loss")
+            + _recompute(recompute, every))
     return Activations(name, saved, head, backward)
 
 
@@ -361,7 +383,7 @@ def plan_activations(plan: Plan, stage: Stage | None = None) -> tuple[Activation
     measured = hf_llama(s=local, b=b, h=h, a=a, kv=kv, inter=inter, layers=count,
                         vocab=vocab, flash=flash, recompute=recompute, tensor=t, every=every,
                         holds_logits=holds_logits(plan), with_head=stage.head, attention_extra=extra,
-                        compiled=compiled, loss=loss)
+                        compiled=compiled, loss=loss, tiled=plan.recipe.kernels.mlp == "tiled")
     return (offloaded(plan, measured), seed)
 
 
@@ -424,20 +446,21 @@ def loss_kernel(plan: Plan) -> str:
     return kernels.loss
 
 
-KERNEL_FIELDS = ("model.attention", "kernels.compile", "kernels.loss", "kernels.fused_ops")
+KERNEL_FIELDS = ("model.attention", "kernels.compile", "kernels.loss", "kernels.fused_ops", "kernels.mlp")
 
 
 def kernel_choice(plan: Plan) -> str:
     """The kernel choice a plan's activations rest on, as a key for an error band:
     `unknown` when any of `KERNEL_FIELDS` is `unknown`; else the choices that differ from
     eager Hugging Face's, joined by `+` (`compile`, `liger`, `chunked-loss`, `fused-loss`,
-    `eager-attention`), or `eager-hf` when none does."""
+    `tiled-mlp`, `eager-attention`), or `eager-hf` when none does."""
     m, kernels = plan.recipe.model, plan.recipe.kernels
-    if "unknown" in (m.attention, kernels.compile, kernels.loss, kernels.fused_ops):
+    if "unknown" in (m.attention, kernels.compile, kernels.loss, kernels.fused_ops, kernels.mlp):
         return "unknown"
     parts = (["compile"] if kernels.compile else []) + (["liger"] if kernels.fused_ops == "liger" else [])
     loss = loss_kernel(plan)
     parts += [f"{loss}-loss"] if loss != "full" else []
+    parts += ["tiled-mlp"] if kernels.mlp == "tiled" else []
     parts += ["eager-attention"] if m.attention == "eager" else []
     return "+".join(parts) or "eager-hf"
 
@@ -448,7 +471,7 @@ def kernel_assumptions(plan: Plan) -> str:
     said = [f"attention {m.attention}", "compiled" if kernels.compile is True else (
         "compile unknown" if kernels.compile == "unknown" else "not compiled"),
             f"{loss_kernel(plan)} loss" + (" (stated unknown)" if kernels.loss == "unknown" else ""),
-            f"fused ops {kernels.fused_ops}"]
+            f"fused ops {kernels.fused_ops}", f"MLP {kernels.mlp}"]
     assumed = [key for key in KERNEL_FIELDS if key not in plan.recipe.where]
     note = f" (assumed, not stated: {', '.join(assumed)})" if assumed else " (as stated)"
     return ", ".join(said) + note

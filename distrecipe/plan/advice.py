@@ -15,7 +15,8 @@ the recipe's engine runs (`runnable.py`) is the one advised, in one line: nothin
 said about a lever that was not needed, so the advice cannot contradict itself. When it
 fits, the next stage's saving is priced against its traffic, among the variants the
 engine runs. Traffic and memory are the engine view throughout (the formula view is
-`plan`'s alone); fitting is `report.Estimate.fits`.
+`plan`'s alone); fitting is the verdict's *fits* (`report.Estimate.comfortable`): a *tight*
+plan is advised as one that does not fit, a change that clears the band named.
 """
 
 from __future__ import annotations
@@ -26,10 +27,12 @@ from typing import Any
 from distrecipe.errors import RecipeError
 from distrecipe.job import Plan
 from distrecipe.model_shapes import inventory as model_inventory
+from distrecipe.plan import host
 from distrecipe.plan.report import Estimate, compare, estimate
 from distrecipe.plan.rollout import fractions
 from distrecipe.plan.runnable import runs
 from distrecipe.plan.units import gb
+from distrecipe.plan.verdict import band_text
 from distrecipe.recipe import AUTO, Offload, Recompute, Strategy
 from distrecipe.translator.resolve import variant
 
@@ -46,18 +49,26 @@ def advise(plan: Plan) -> list[str]:
         return [f"verl would not start: {current.rollout.refused}; state a rollout tensor parallelism "
                 "that divides the GPUs (actor_rollout_ref.rollout.tensor_model_parallel_size in "
                 "native.verl), then plan again"]
-    if current.fits:
+    if current.comfortable and host.allowed(current):
         return _when_it_fits(current, budget)
+    said = current.verdict
+    tight = said is not None and said.word == "tight" and host.allowed(current)
+    head = (f"tight: {_shortfall(current)}, within the error band ({band_text(said)})"
+            if tight and said is not None else f"does not fit: {_shortfall(current)}")
     trial = advised(plan)
     if trial is not None:
         est = estimate(trial)
-        return [f"does not fit: {_shortfall(current)}; it fits with {_changes(plan, trial)} "
+        return [f"{head}; it fits with {_changes(plan, trial)} "
                 f"({est.label} then needs {gb(est.need)}{_host(est)})"]
+    if tight:
+        return [f"{head}; no one change here clears the band: launch goes ahead, with a warning"]
     if current.rollout is not None and _rollout_cannot_fit(plan):
         return [_more_gpus(plan)]
+    bound = _host_bound(plan)
+    offload = Offload() if bound is not None else Offload(optimizer="cpu")
     lightest = _try(_most_sharded(plan), batch=_micro_batch(plan, 1), activation_checkpointing="full",
-                    recompute_every=None, offload=Offload(optimizer="cpu"))
-    return [_tensor_parallel(plan, estimate(lightest or plan))]
+                    recompute_every=None, offload=offload)
+    return [_tensor_parallel(plan, estimate(lightest or plan), bound)]
 
 
 def advised(plan: Plan) -> Plan | None:
@@ -65,9 +76,18 @@ def advised(plan: Plan) -> Plan | None:
     and that the recipe's engine runs: what "it fits with" names; None when none does."""
     for trial in _levers(plan):  # each one the resolver accepted
         est = estimate(trial)
-        if est.fits and _host_fits(est) and runs(plan, trial):
+        if est.comfortable and host.allowed(est) and runs(plan, trial):
             return trial
     return None
+
+
+def _host_bound(plan: Plan) -> Estimate | None:
+    """Of the lever combinations that fit the GPU and that the engine runs but that offload
+    more than `cluster.cpu_memory`, the one needing the least host memory: where only the
+    host binds; None where none is refused for the host alone."""
+    bound = [est for est in map(estimate, _levers(plan))
+             if est.comfortable and host.fits(est) is False and runs(plan, est.plan)]
+    return min(bound, key=lambda e: (host.per_node(e), e.need), default=None)
 
 
 def _shortfall(current: Estimate) -> str:
@@ -78,13 +98,15 @@ def _shortfall(current: Estimate) -> str:
         return (f"rl.rollout_memory {phase.fraction:g} gives the rollout engine {gb(phase.engine)}, "
                 f"below its floor {gb(phase.floor)} ({phase.floor_text()}): vLLM would refuse to "
                 "start (no memory for the KV cache)")
+    if current.fits and host.fits(current) is False:
+        return f"{current.label} needs {host.note(current)}"
     return f"{current.label} needs {gb(current.need)} of {gb(budget)}"
 
 
 def _when_it_fits(current: Estimate, budget: float) -> list[str]:
     rows = [row for row in compare(current.plan) if row.plan.recipe.strategy != "megatron"]
     lines = [f"fits: {current.label} needs {gb(current.need)} of {gb(budget)}"]
-    less = next((row for row in rows if row.fits), None)
+    less = next((row for row in rows if row.comfortable), None)
     if less is not None and less.label != current.label and _rank(rows, less) < _rank(rows, current):
         lines[0] += (f"; {less.label} also fits with less sharding ({gb(less.need)}, sending "
                      f"{gb(less.traffic_engine.total)} per step against "
@@ -142,7 +164,13 @@ def _share_that_fits(plan: Plan) -> Plan | None:
         return None
     least, largest = span
     fraction = min(max(phase.fraction, least), largest)
-    return plan if fraction == phase.fraction else _try(plan, rl={"rollout_memory": fraction})
+    if fraction == phase.fraction:
+        return plan
+    trial = _try(plan, rl={"rollout_memory": fraction})
+    while trial is not None and not estimate(trial).comfortable and fraction > least:
+        fraction = round(fraction - 0.01, 2)  # the actor's state carries the band: a share below
+        trial = _try(plan, rl={"rollout_memory": fraction})
+    return trial
 
 
 def _rollout_cannot_fit(plan: Plan) -> bool:
@@ -251,21 +279,12 @@ def _changes(old: Plan, new: Plan) -> str:
     return ", ".join(said)
 
 
-def _host_bytes(est: Estimate) -> float:
-    return sum(est.engine.cpu.values()) * est.plan.dims.gpus_per_node
-
-
-def _host_fits(est: Estimate) -> bool:
-    cpu = est.plan.recipe.cluster.cpu_memory
-    return not est.plan.recipe.offload.enabled or cpu is None or _host_bytes(est) <= cpu
-
-
 def _host(est: Estimate) -> str:
-    if not est.plan.recipe.offload.enabled:
+    if not est.engine.cpu:
         return ""
     cpu = est.plan.recipe.cluster.cpu_memory
-    of = f" of {gb(cpu)}" if cpu is not None else " (cluster.cpu_memory not set: not checked)"
-    return f" per GPU and {gb(_host_bytes(est))} of host memory per node{of}"
+    of = f" of {host.size(cpu)}" if cpu is not None else " (cluster.cpu_memory not set: not checked)"
+    return f" per GPU and {host.size(host.per_node(est))} of host memory per node{of}"
 
 
 def _rank(rows: list[Estimate], row: Estimate) -> int:
@@ -281,13 +300,22 @@ def _next_stage(rows: list[Estimate], current: Estimate) -> Estimate | None:
     return rows[index + 1] if index + 1 < len(rows) else None
 
 
-def _tensor_parallel(plan: Plan, best: Estimate) -> str:
+def _tensor_parallel(plan: Plan, best: Estimate, bound: Estimate | None) -> str:
+    """Nothing the levers reach fits: what binds (the GPU's memory, the host's, or both,
+    as `search.binding` says it), then tensor parallelism, which needs less of either."""
     inventory = model_inventory(plan.recipe.model)
     layer = "" if inventory is None else (
         f"; one layer alone holds {gb(inventory.block_params * plan.precision_bytes)} of weights")
     split = _try(plan, parallel={"tensor": 2 * plan.dims.tensor}, batch={"accumulation": AUTO})
     how = "" if split is not None and runs(plan, split) else (
         f" with strategy megatron: this job cannot run parallel.tensor with strategy {plan.recipe.strategy}")
-    return (f"nothing fits with micro 1, full recompute, the most sharding and offload "
-            f"({gb(best.need)} per GPU){layer}: split layers with tensor parallelism "
-            f"(parallel.tensor){how}")
+    if bound is not None:
+        binds = (f"nothing fits: host memory binds: {_changes(plan, bound.plan)} fits the GPU "
+                 f"({gb(bound.need)}) but {bound.label} needs {host.note(bound)}; without offload, micro 1, "
+                 f"full recompute and the most sharding need {gb(best.need)} per GPU")
+    else:
+        both = host.fits(best) is False
+        binds = (f"nothing fits: {'GPU and host memory bind' if both else 'GPU memory binds'}: micro 1, full "
+                 f"recompute, the most sharding and offload need {gb(best.need)} per GPU"
+                 + (f" and {host.note(best)}" if best.engine.cpu else ""))
+    return f"{binds}{layer}: split layers with tensor parallelism (parallel.tensor){how}"

@@ -40,6 +40,7 @@ from distrecipe.job import Plan
 from distrecipe.model_shapes import inventory as model_inventory
 from distrecipe.plan.activations import Activations
 from distrecipe.plan.engine import EngineView, fsdp2_shard_ranks
+from distrecipe.plan.memory import pure_bf16
 from distrecipe.plan.traffic import reduce_bytes
 from distrecipe.plan.units import GiB
 
@@ -47,9 +48,6 @@ FRAGMENTATION = 0.10
 """Reserved beyond allocated (+ stranded) for block rounding and splitting; calibrated."""
 CONTEXT = 2 * GiB
 """Per-GPU memory outside PyTorch's allocator: CUDA context, cuBLAS workspaces, NCCL."""
-AUTO_HEADROOM = 0.10
-"""`batch.micro: auto` keeps this share of the GPU free beyond `needed`: the calibration's
-error band, so a micro-batch chosen for the user does not run on the edge."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,15 +116,16 @@ def foreach_temporaries(plan: Plan, engine: EngineView) -> float:
 
 
 def stranded(plan: Plan, psi: float, act: Activations | None) -> float:
-    """FSDP2's fp32 gradient shards (4Ψ/N), freed by `zero_grad` and kept in per-block
-    segments smaller than one activation tensor (2·s·b·h bytes)."""
+    """FSDP2's gradient shards (4Ψ/N in fp32, 2Ψ/N under pure bf16), freed by `zero_grad`
+    and kept in per-block segments smaller than one activation tensor (2·s·b·h bytes)."""
     inventory = model_inventory(plan.recipe.model)
     if not runs_fsdp2(plan) or plan.recipe.offload.enabled or inventory is None or act is None:
         return 0.0
     h, s = plan.recipe.model.hidden_size or 0, plan.recipe.batch.seq_len or 0
     shards = fsdp2_shard_ranks(plan)
-    per_block = 4.0 * inventory.block_params / plan.dims.tensor / shards
-    return 4.0 * psi / shards if per_block < 2.0 * s * plan.batch.micro * h else 0.0
+    hp = 2.0 if pure_bf16(plan) else 4.0
+    per_block = hp * inventory.block_params / plan.dims.tensor / shards
+    return hp * psi / shards if per_block < 2.0 * s * plan.batch.micro * h else 0.0
 
 
 def flatten_copy(plan: Plan, engine: EngineView) -> float:
@@ -143,9 +142,10 @@ def flatten_copy(plan: Plan, engine: EngineView) -> float:
     * With the optimizer offloaded, stage 1/2 copy gradients to the host in backward
       (`cpu_offload` branch, l.3078) and stage 3 steps on the host: no GPU copy.
 
-    In fp32 the flattened tensor is already fp32 and `.to` returns it: no second copy.
+    In fp32, and under pure bf16 (`bf16_master_weights_and_grads`: the copy is bf16), the
+    flattened tensor already has the master dtype and `.to` returns it: no second copy.
     """
-    if not uses_deepspeed(plan) or plan.stage == 0 or plan.precision_bytes == 4:
+    if not uses_deepspeed(plan) or plan.stage == 0 or plan.precision_bytes == 4 or pure_bf16(plan):
         return 0.0
     return engine.points["step"].get("fp32 gradients", 0.0) * plan.precision_bytes / 4
 

@@ -15,7 +15,10 @@ inputs × N outputs moves 2·(MK + KN + MN) bytes for 2·MKN FLOPs, so it takes
 FLOPs / peak + bytes / HBM bandwidth (the additive roofline, Williams et al. 2009), and
 the factor is the block's GEMMs' FLOPs-time share of that. It falls with fewer tokens per
 rank (a small micro-batch, context parallelism) and with thinner shards (tensor
-parallelism), which is what makes the search tell such layouts apart.
+parallelism), which is what makes the search tell such layouts apart. A mixture of experts'
+MLP is its local experts' own matmuls, each of the tokens routed to it (`expert_gemms`),
+so few rows per expert read a whole expert's weights; and an MFU above its family's best
+published run is flagged as not credible (`moe_ceiling`).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from dataclasses import dataclass
 
 from distrecipe.engines.runner import uses_deepspeed
 from distrecipe.job import Plan
-from distrecipe.model_shapes import kv_width
+from distrecipe.model_shapes import expert_width, kv_width
 
 Family = str
 """`megatron`, `deepspeed` or `torch` (FSDP2 and DDP: torchtitan, Accelerate, verl's FSDP)."""
@@ -62,7 +65,7 @@ class Efficiency:
 FITTED: dict[tuple[Family, Generation], Efficiency] = {
     ("megatron", "ampere"): Efficiency(0.54, "fitted on 38 published runs (Megatron-LM 2021, BigScience)",
                                        False),
-    ("megatron", "hopper"): Efficiency(0.75, "fitted on 9 published runs (Megatron-Core 2024)", False),
+    ("megatron", "hopper"): Efficiency(0.79, "fitted on 9 published runs (Megatron-Core 2024)", False),
     ("torch", "ampere"): Efficiency(0.71, "fitted on 33 published runs (torchtitan, llm-foundry, "
                                           "IBM fms-fsdp, Colossal-AI)", False),
     ("torch", "hopper"): Efficiency(0.53, "fitted on 53 published runs (torchtitan, KempnerForge, "
@@ -70,6 +73,42 @@ FITTED: dict[tuple[Family, Generation], Efficiency] = {
 }
 """Each cell's figure, fitted as `tests/test_plan_calibration.py` checks (the median of
 measured ÷ predicted tokens/s/GPU over the cell's rows is 1, rounded to two places)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ceiling:
+    """The highest MFU a published run of a mixture-of-experts family reached."""
+
+    mfu: float
+    source: str
+
+
+MOE_CEILINGS: dict[str, Ceiling] = {
+    "mixtral": Ceiling(0.473, "megatron_core_moe_readme_2411: Mixtral 8x7B, Megatron-Core with grouped "
+                              "GEMM, 468 TFLOPS per H100 of 989"),
+    "qwen3_moe": Ceiling(0.361, "megatron_moe_modelzoo_qwen3: Qwen3-235B-A22B at 128K, Megatron-Core with "
+                                "DeepEP, 357 TFLOPS per H100 of 989 (dropless)"),
+}
+"""Per `model.family`, the best MFU of its published runs (`tests/corpus/gpu/published.csv`,
+TFLOPS per GPU ÷ the GPU's dense 16-bit peak; `tests/plan/test_efficiency.py` checks each is
+the corpus's maximum). Both are Megatron-Core's, grouped GEMM and tuned expert parallelism:
+no published run of a mixture of experts went faster, while a dense efficiency applied to
+the active parameters (all `steptime` knows) ignores the router, the token permutation, the
+experts' small matrix multiplies and their all-to-all. An MFU above the ceiling is an
+artefact of that, not a forecast (`plan --search` ranks it after every plausible one)."""
+
+
+def moe_ceiling(plan: Plan) -> Ceiling | None:
+    """The published ceiling for the plan's mixture of experts: its family's, or the best of
+    any family's where its own has no published run; None for a dense model."""
+    model = plan.recipe.model
+    if not model.experts:
+        return None
+    if model.family in MOE_CEILINGS:
+        return MOE_CEILINGS[model.family]
+    best = max(MOE_CEILINGS.values(), key=lambda c: c.mfu)
+    return Ceiling(best.mfu, f"no published run of the {model.family} family; the best of any mixture of "
+                             f"experts: {best.source}")
 
 
 def engine_family(plan: Plan) -> Family:
@@ -144,8 +183,9 @@ def _cell(cell: tuple[Family, Generation]) -> str:
 
 def gemms(plan: Plan) -> list[tuple[float, float, float]]:
     """(M, K, N) of one block's matmuls on one rank: q, k, v, o, and the MLP's (gate, up,
-    down; a GPT block's two), M the micro-batch's tokens on the rank, K and N the widths
-    split by tensor parallelism. Empty when the shape is unknown."""
+    down; a GPT block's two; a mixture of experts' per expert, `expert_gemms`), M the
+    micro-batch's tokens on the rank, K and N the widths split by tensor parallelism. Empty
+    when the shape is unknown."""
     m = plan.recipe.model
     h, heads, s = m.hidden_size, m.heads, plan.recipe.batch.seq_len
     if not (h and heads and s):
@@ -154,11 +194,31 @@ def gemms(plan: Plan) -> list[tuple[float, float, float]]:
     tokens = float(plan.batch.micro * -(-s // plan.dims.sequence))
     kv = kv_width(h, heads, m.kv_heads, m.head_dim)
     out = [(tokens, h, h / t), (tokens, h, 2 * kv / t), (tokens, h / t, h)]
+    width = expert_width(m)
+    if m.experts and m.experts_per_token and width:
+        return out + expert_gemms(plan, tokens, h, width)
     inter = m.intermediate_size
     if inter:
         out += [(tokens, h, 2 * inter / t), (tokens, inter / t, h)]
     else:
         out += [(tokens, h, 4 * h / t), (tokens, 4 * h / t, h)]
+    return out
+
+
+def expert_gemms(plan: Plan, tokens: float, h: float, width: int) -> list[tuple[float, float, float]]:
+    """A mixture-of-experts block's MLP matmuls on one rank: each of its E/ep routed experts
+    (grouped GEMM or a loop, the same shapes) takes the tokens routed to it, k·tokens·ep/E
+    of them with balanced routing (the ep ranks of its group send it theirs), through its
+    own weights; the shared experts take every token. Small per-expert M is what makes a
+    fine-grained mixture memory-bound: every local expert's weights are read for few rows."""
+    m = plan.recipe.model
+    assert m.experts and m.experts_per_token
+    t, ep = plan.dims.tensor, plan.recipe.parallel.expert
+    rows = tokens * m.experts_per_token * ep / m.experts
+    out = [(rows, h, 2 * width / t), (rows, width / t, h)] * (m.experts // ep)
+    shared = m.shared_experts * (m.shared_expert_size or width)
+    if shared:
+        out += [(tokens, h, 2 * shared / t), (tokens, shared / t, h)]
     return out
 
 

@@ -13,6 +13,12 @@ some moments and less at others; each term below was read from the installed sou
   with `overlap_comm`); ZeRO-1 with accumulation keeps the full 2Ψ gradients between
   micro-steps (the seed's 4Ψ + 12Ψ/N). `step()` makes the fp32 copy of the partition
   (4Ψ/N) before it frees the 16-bit one: 2Ψ + 18Ψ/N, DeepSpeed's own estimate.
+* DeepSpeed ZeRO-1/2 with `offload_optimizer` keeps on the host (pinned by default) the
+  fp32 partition, its fp32 gradient, Adam's moments and a 16-bit copy of the partition
+  (4 + 4 + 8 + 2 bytes per parameter over N), and with accumulation the 16-bit gradients
+  between micro-steps (+2Ψ/N); ZeRO-3 the fp32 partition, moments, the fp32 sub-group
+  gradients and the 16-bit gradient partition (`grad_partitions_flat_buffer`), and with
+  `offload_param` the 16-bit parameter partition.
 * DeepSpeed ZeRO-3 (`stage3.py`): 2Ψ/N shard + 12Ψ/N + a 2Ψ/N gradient buffer for its
   lifetime, whole copies of tensors under `stage3_param_persistence_threshold`, one
   reduce bucket from start-up; after forward up to `stage3_max_live_parameters` stay
@@ -50,7 +56,14 @@ from distrecipe.engines.runner import DEEPSPEED_BACKENDS, runs_fsdp2, uses_deeps
 from distrecipe.engines.verl import fsdp_size
 from distrecipe.job import Plan
 from distrecipe.model_shapes import inventory as model_inventory
-from distrecipe.plan.memory import held_params, local_params, reduce_ranks, shard_ranks
+from distrecipe.plan.memory import (
+    held_params,
+    local_params,
+    moment_bytes,
+    pure_bf16,
+    reduce_ranks,
+    shard_ranks,
+)
 
 POINTS = ("rest", "forward", "backward", "step")
 """After the optimizer step, after forward, after backward (worst micro-step), inside step."""
@@ -95,6 +108,8 @@ class DeepSpeedZero:
     """ZeRO++ hierarchical partitioning: a secondary 16-bit parameter copy per group."""
     sub_group_size: int
     """ZeRO-3's optimizer step works on sub-groups of this many elements at a time."""
+    allgather_bucket_size: int = 500_000_000
+    """ZeRO-1/2's parameter all-gather runs in buckets of this many elements (one NCCL call each)."""
 
     @classmethod
     def from_config(cls, zero: Mapping[str, Any]) -> DeepSpeedZero:
@@ -115,6 +130,7 @@ class DeepSpeedZero:
             offload_param=offloaded("offload_param") and stage == 3,
             hpz_partition_size=int(zero_setting(zero, "zero_hpz_partition_size")),
             sub_group_size=int(zero_setting(zero, "sub_group_size")),
+            allgather_bucket_size=int(zero_setting(zero, "allgather_bucket_size")),
         )
 
     @classmethod
@@ -147,15 +163,19 @@ def largest_sub_group(partitions: Sequence[float], size: int) -> float:
 
 
 def deepspeed(psi: float, n: int, zero: DeepSpeedZero, *, lp: int, accumulation: int,
-              persistent: float = 0.0, sub_group: float | None = None) -> EngineView:
+              persistent: float = 0.0, sub_group: float | None = None, hp: int = 4,
+              moments: int = 8) -> EngineView:
     """DeepSpeed ZeRO-0..3 with `lp`-byte parameters (2 for bf16/fp16, 4 for fp32).
     `sub_group`: elements in ZeRO-3's largest optimizer sub-group (default: the
-    partition cut at `sub_group_size`)."""
+    partition cut at `sub_group_size`). `hp`: bytes of the master partition and of the
+    gradient copy step() makes (`master_weights_and_grads_dtype`: 2 under
+    `bf16_master_weights_and_grads`, which still clones the partition); `moments`: Adam's
+    m and v (4 under `bf16_optimizer_states`)."""
     stage = zero.stage
     master = 0.0 if lp == 4 else 4 * psi  # fp32 training has no master copy at stage 0
-    # ZeRO-1..3 flatten the gradient partition into a new fp32 tensor inside step(),
-    # whatever the parameters' dtype; stage 0 copies only when it wraps 16-bit parameters.
-    fp32_grads = 4 * psi
+    # ZeRO-1..3 flatten the gradient partition into a new tensor of the master dtype inside
+    # step(), whatever the parameters' dtype; stage 0 copies only when it wraps 16-bit ones.
+    fp32_grads = hp * psi
     cpu: dict[str, float] = {}
     if stage == 0:
         rest = {"parameters": lp * psi, "master weights": master, "optimizer": 8 * psi}
@@ -163,26 +183,34 @@ def deepspeed(psi: float, n: int, zero: DeepSpeedZero, *, lp: int, accumulation:
         points = {"rest": rest, "forward": rest, "backward": backward,
                   "step": _add(backward, fp32_gradients=master)}
         return EngineView("DeepSpeed ZeRO-0", points, cpu)
-    master_shard = 4 * psi / n
+    master_shard = hp * psi / n
+    pure = " (bf16 master weights)" if hp == 2 else ""
+    copy = "fp32 gradients" if hp == 4 else "bf16 gradient copy"  # step()'s flattened partition
     bucket = zero.reduce_bucket_size * lp
     if stage in (1, 2):
         bucket *= 2 if zero.overlap_comm else 1
         rest = {"parameters": lp * psi}
         if zero.offload_optimizer:
-            cpu = {"master weights": master_shard, "optimizer": 8 * psi / n,
-                   "fp32 gradients": 4 * psi / n}
+            # Host, pinned (stage_1_and_2.py): the master partition and its `.grad` (fp32, or
+            # bf16 under bf16 master weights), Adam's moments, a 16-bit copy of the partition
+            # the step writes back through (`param_buffer_of_bit16_for_cpu_offload_groups`),
+            # and with accumulation the 16-bit gradients kept between micro-steps
+            # (`accumulated_grads_in_cpu`).
+            cpu = {"master weights": master_shard, "optimizer": moments * psi / n,
+                   copy: fp32_grads / n, "16-bit parameters": lp * psi / n}
+            if accumulation > 1:
+                cpu["accumulated gradients"] = lp * psi / n
             backward = _add(rest, buffers=bucket)
             points = {"rest": rest, "forward": rest, "backward": backward, "step": backward}
-            return EngineView(f"DeepSpeed ZeRO-{stage} + optimizer offload", points, cpu)
-        rest = _add(rest, master_weights=master_shard, optimizer=8 * psi / n)
+            return EngineView(f"DeepSpeed ZeRO-{stage} + optimizer offload{pure}", points, cpu)
+        rest = _add(rest, master_weights=master_shard, optimizer=moments * psi / n)
         held = lp * psi if stage == 1 and accumulation > 1 else lp * psi / n
         backward = _add(rest, gradients=held, buffers=bucket)
-        step = _add(rest, gradients=lp * psi / n, buffers=bucket,
-                    fp32_gradients=fp32_grads / n)
+        step = _add(rest, gradients=lp * psi / n, buffers=bucket, **{copy: fp32_grads / n})
         # The gradients and the bucket outlive a micro-step: the last forward sees them.
         points = {"rest": rest, "forward": backward if accumulation > 1 else rest,
                   "backward": backward, "step": step}
-        return EngineView(f"DeepSpeed ZeRO-{stage}", points, cpu)
+        return EngineView(f"DeepSpeed ZeRO-{stage}{pure}", points, cpu)
     shard = lp * psi / n
     # ZeRO++ hpZ keeps a second, group-local partition of the 16-bit parameters.
     secondary = lp * psi / zero.hpz_partition_size if zero.hpz_partition_size > 1 else 0.0
@@ -192,41 +220,47 @@ def deepspeed(psi: float, n: int, zero: DeepSpeedZero, *, lp: int, accumulation:
         cpu["parameters"] = shard
         rest["parameters"] = secondary + lp * persistent
     if zero.offload_optimizer:
-        cpu.update({"master weights": master_shard, "optimizer": 8 * psi / n,
-                    "gradients": lp * psi / n, "fp32 gradients": fp32_grads / n})
+        cpu.update({"master weights": master_shard, "optimizer": moments * psi / n,
+                    "gradients": lp * psi / n, copy: fp32_grads / n})
         del rest["gradients"]
         step = rest
     else:
-        rest.update({"master weights": master_shard, "optimizer": 8 * psi / n})
+        rest.update({"master weights": master_shard, "optimizer": moments * psi / n})
         sub_group = min(psi / n, sub_group if sub_group is not None
                         else float(zero.sub_group_size or psi))
-        step = _add(rest, fp32_gradients=4 * sub_group)
+        step = _add(rest, **{copy: hp * sub_group})
     gathered = lp * min(psi - persistent, zero.max_live_parameters)
     points = {"rest": rest, "forward": _add(rest, gathered=gathered), "backward": rest,
               "step": step}
-    name = "DeepSpeed ZeRO-3" + (" + offload" if cpu else "")
+    name = "DeepSpeed ZeRO-3" + (" + offload" if cpu else "") + pure
     return EngineView(name, points, cpu)
 
 
-def fsdp2(psi: float, n: int, *, reshard: bool, lp: int, offload: bool) -> EngineView:
-    """torch FSDP2 (`fully_shard`) with fp32 sharded parameters and `lp`-byte compute."""
-    state = {"parameters": 4 * psi / n, "optimizer": 8 * psi / n}
-    grads = {"gradients": 4 * psi / n}
+def fsdp2(psi: float, n: int, *, reshard: bool, lp: int, offload: bool, pure: bool = False) -> EngineView:
+    """torch FSDP2 (`fully_shard`) with fp32 sharded parameters and `lp`-byte compute; `pure`:
+    a model cast to bf16, so the shards, their gradients and AdamW's moments are bf16."""
+    hp = 2 if pure else 4
+    state = {"parameters": hp * psi / n, "optimizer": 2 * hp * psi / n}
+    grads = {"gradients": hp * psi / n}
     rest: dict[str, float] = {} if offload else state
     backward = rest if offload else _add(rest, **grads)
     forward = rest if reshard else _add(rest, gathered=lp * psi)
     cpu = _add(state, **grads) if offload else {}
     points = {"rest": rest, "forward": forward, "backward": backward, "step": backward}
     mode = f"reshard_after_forward={reshard}"
-    return EngineView(f"torch FSDP2 ({mode}{', CPU offload' if offload else ''})", points, cpu)
+    extra = (", CPU offload" if offload else "") + (", pure bf16" if pure else "")
+    return EngineView(f"torch FSDP2 ({mode}{extra})", points, cpu)
 
 
-def ddp(psi: float) -> EngineView:
-    """torch DDP under Accelerate: fp32 parameters, bucket copy of the gradients."""
-    rest = {"parameters": 4 * psi, "optimizer": 8 * psi, "buffers": 4 * psi}
-    backward = _add(rest, gradients=4 * psi)
+def ddp(psi: float, *, pure: bool = False) -> EngineView:
+    """torch DDP under Accelerate: fp32 parameters, bucket copy of the gradients; `pure`: a
+    model cast to bf16 (parameters, gradients, buckets and AdamW's moments in bf16)."""
+    hp = 2 if pure else 4
+    rest = {"parameters": hp * psi, "optimizer": 2 * hp * psi, "buffers": hp * psi}
+    backward = _add(rest, gradients=hp * psi)
     points = {"rest": rest, "forward": rest, "backward": backward, "step": backward}
-    return EngineView("torch DDP (fp32 parameters, autocast)", points, {})
+    kind = "bf16 parameters, no master copy" if pure else "fp32 parameters, autocast"
+    return EngineView(f"torch DDP ({kind})", points, {})
 
 
 def megatron_gradient_bytes(plan: Plan) -> int:
@@ -315,9 +349,9 @@ def plan_engine_view(plan: Plan, zero: DeepSpeedZero | None = None, psi: float |
 def _engine_view(plan: Plan, zero: DeepSpeedZero | None, psi: float, lp: int, offloaded: bool) -> EngineView:
     if runs_fsdp2(plan):
         return fsdp2(psi, fsdp2_shard_ranks(plan), reshard=plan.reshard_after_forward, lp=lp,
-                     offload=offloaded)
+                     offload=offloaded, pure=pure_bf16(plan))
     if not uses_deepspeed(plan):
-        return ddp(psi)
+        return ddp(psi, pure=pure_bf16(plan))
     settings = zero if zero is not None else DeepSpeedZero.at_defaults(plan.stage)
     inventory = model_inventory(plan.recipe.model)
     persistent = 0.0
@@ -331,4 +365,5 @@ def _engine_view(plan: Plan, zero: DeepSpeedZero | None, psi: float, lp: int, of
                                       settings.sub_group_size)
     # DeepSpeed shards over all N; a shard group becomes hpZ's secondary copy (`settings`).
     return deepspeed(psi, n, settings, lp=lp, accumulation=plan.batch.accumulation,
-                     persistent=persistent, sub_group=sub_group)
+                     persistent=persistent, sub_group=sub_group, hp=2 if pure_bf16(plan) else 4,
+                     moments=moment_bytes(plan))

@@ -9,7 +9,9 @@ or what `cluster.gpu` implies); without them the resolver refuses, naming what i
 missing (`translator.resolve.memory_inputs_missing`), and `accumulation-1` is the
 explicit other meaning. Every micro-batch that divides the samples each rank takes per
 step is tried, largest first, estimated exactly as `distrecipe plan` does, and the
-first that needs at most `gpu_memory × (1 − AUTO_HEADROOM)` wins. Under verl only the training
+first whose verdict is *fits* wins (`verdict.py`): `needed` at the pessimistic end of its
+engine family's error band within `gpu_memory` less `cluster.headroom`, so a micro-batch
+chosen for the user is never *tight*. Under verl only the training
 phase depends on the micro-batch, so that is what is judged, with the rollout engine's
 share included when it is kept through training (`rl.free_rollout_memory: false`);
 a rollout phase that does not fit is `plan`'s to report, whatever the micro-batch.
@@ -18,9 +20,9 @@ a rollout phase that does not fit is `plan`'s to report, whatever the micro-batc
 from __future__ import annotations
 
 from distrecipe.job import Plan
-from distrecipe.plan.allocator import AUTO_HEADROOM
 from distrecipe.plan.report import estimate
 from distrecipe.plan.units import gb
+from distrecipe.plan.verdict import Verdict, band_text, verdict
 from distrecipe.recipe import Recipe
 from distrecipe.translator.resolve import memory_inputs_missing, needs_fit, resolve
 
@@ -48,19 +50,27 @@ def largest_micro(plan: Plan) -> Plan:
     what else to change)."""
     assert plan.gpu_memory is not None  # judgeable() is the caller's guard
     per_rank = plan.batch.global_ // plan.dims.dp
-    limit = plan.gpu_memory * (1 - AUTO_HEADROOM)
     tried: list[tuple[int, float]] = []
+    room = ""
     for micro in sorted((d for d in range(1, per_rank + 1) if per_rank % d == 0), reverse=True):
         trial = _with_micro(plan, micro)
-        need = estimate(trial).training_need
-        if need <= limit:
+        judged = estimate(trial)
+        need = judged.training_need
+        said = verdict(trial, need, exact=judged.rollout.in_training if judged.rollout else 0.0)
+        assert said is not None  # the GPU's memory is known
+        room = _room(said)
+        if said.word == "fits":
             bigger = f"; micro {tried[-1][0]} would need {gb(tried[-1][1])}" if tried else ""
-            why = (f"largest that fits {gb(plan.gpu_memory)} with {AUTO_HEADROOM:.0%} headroom: "
-                   f"needs {gb(need)}{bigger}")
-            return _chosen(trial, why)
+            return _chosen(trial, f"largest that fits {room}: needs {gb(need)} ({band_text(said)}){bigger}")
         tried.append((micro, need))
-    return _chosen(_with_micro(plan, 1), f"none fits {gb(plan.gpu_memory)} with {AUTO_HEADROOM:.0%} headroom "
-                             f"(micro 1 needs {gb(tried[-1][1])}): see distrecipe plan")
+    return _chosen(_with_micro(plan, 1), f"none fits {room} (micro 1 needs {gb(tried[-1][1])}): "
+                                         "see distrecipe plan")
+
+
+def _room(said: Verdict) -> str:
+    """`80 GB`, or `80 GB less headroom 4 GB`, with the error band: what a micro-batch must fit."""
+    kept = f" less headroom {gb(said.headroom)}" if said.headroom else ""
+    return f"{gb(said.gpu_memory)}{kept} at the top of its error band"
 
 
 def _with_micro(plan: Plan, micro: int) -> Plan:

@@ -6,7 +6,8 @@ reads each GPU's memory). Peaks are the vendors' dense (no sparsity) bf16 tensor
 per GPU and per direction, which is what a ring collective's per-rank bytes move
 over: NVLink within a node, the node's network ports (one NIC per GPU on the
 machines these were sold in) between nodes. A recipe overrides any of them with
-`cluster.peak_tflops`, `cluster.intra_node_bandwidth`, `cluster.inter_node_bandwidth`.
+`cluster.peak_tflops`, `cluster.intra_node_bandwidth`, `cluster.inter_node_bandwidth`,
+`cluster.network_latency`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from distrecipe.engines.gpus import GPUS as GPU_SPECS
 from distrecipe.engines.gpus import GpuSpec
 from distrecipe.job import Plan
+from distrecipe.plan.network import NETWORK_HOP, NVLINK_HOP, PCIE_HOP
 from distrecipe.recipe import Gpu
 
 GB_S = 10**9
@@ -46,6 +48,10 @@ class Hardware:
     """Where the numbers came from, for the report: the GPU, and what was overridden."""
     achieved: Efficiency
     """The calibrated (or borrowed) efficiency and its basis."""
+    network_hop: float = NETWORK_HOP
+    """Seconds one collective's ring step across nodes costs (`cluster.network_latency`)."""
+    intra_hop: float = NVLINK_HOP
+    """Seconds one ring step inside the node costs (NVLink's, or PCIe's without it)."""
 
     @property
     def efficiency(self) -> float:
@@ -53,7 +59,7 @@ class Hardware:
         return self.achieved.value
 
 
-# Each efficiency is fitted as `tests/test_plan_steptime.py` checks: the figure e for which
+# Each efficiency is fitted as `tests/plan/test_steptime.py` checks: the figure e for which
 # the median of measured ÷ predicted tokens/s/GPU over the GPU's calibration rows in
 # `tests/corpus/gpu/published.csv` is 1 (bf16 rows only), rounded to two places. The test
 # names the calibration rows and reports the held-out ones apart.
@@ -81,7 +87,8 @@ def _hardware(gpu: Gpu, spec: GpuSpec) -> Hardware:
     short = spec.name.split(" (")[0]
     why = UNCALIBRATED.get(gpu, f"no published bf16 run on {short}")
     return Hardware(spec.peak_tflops, spec.intra * GB_S, spec.inter * GB_S, spec.name,
-                    CALIBRATED.get(gpu) or borrowed(why))
+                    CALIBRATED.get(gpu) or borrowed(why), spec.network_latency * 1e-6,
+                    NVLINK_HOP if spec.nvlink else PCIE_HOP)
 
 
 # Peaks, memory and bandwidths are the datasheets' (`distrecipe/engines/gpus.py`, with sources;
@@ -97,7 +104,8 @@ def hardware(plan: Plan) -> Hardware | None:
         return None
     overrides = [key for key, value in (("peak_tflops", plan.recipe.cluster.peak_tflops),
                                         ("intra_node_bandwidth", plan.recipe.cluster.intra_node_bandwidth),
-                                        ("inter_node_bandwidth", plan.recipe.cluster.inter_node_bandwidth))
+                                        ("inter_node_bandwidth", plan.recipe.cluster.inter_node_bandwidth),
+                                        ("network_latency", plan.recipe.cluster.network_latency))
                  if value is not None]
     fallback = GPUS["h100"]  # bandwidths and efficiency when only a peak is given
     name = (base.name if base else f"cluster.peak_tflops, {fallback.name} otherwise") + (
@@ -108,4 +116,6 @@ def hardware(plan: Plan) -> Hardware | None:
         inter=(plan.recipe.cluster.inter_node_bandwidth or 0) * GB_S or (base or fallback).inter,
         name=name,
         achieved=base.achieved if base else borrowed("cluster.gpu not given"),
+        network_hop=(plan.recipe.cluster.network_latency or 0) * 1e-6 or (base or fallback).network_hop,
+        intra_hop=(base or fallback).intra_hop,
     )

@@ -17,7 +17,10 @@ Megatron is ZeRO-1 with fp32 gradients (4 bytes, not 2); without the distributed
 (`stage: 0`) it shards nothing. Ψ counts every parameter, a mixture of experts' every
 expert; expert parallelism (`parallel.expert`) divides the routed experts among ranks, so
 what is not sharded covers only a rank's own experts. Pure fp32 training has no
-master copy: 4 + 4 + 8 bytes, the same 16 but split differently. Tensor and pipeline
+master copy: 4 + 4 + 8 bytes, the same 16 but split differently; nor has pure bf16
+(`optimizer.master_weights: bf16`): 2 + 2 + 4 bytes with bf16 moments (torch's optimizers
+over bf16 parameters, DeepSpeed's `bf16_optimizer_states`), 2 + 2 + 8 with fp32 ones
+(DeepSpeed's on the host). Tensor and pipeline
 parallelism divide Ψ before any of this; a shard group smaller than N shards within
 the group only. This is the paper's steady state; `engine.py` adds what engines hold
 beyond it.
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from distrecipe.engines.runner import uses_deepspeed
 from distrecipe.errors import Position, RecipeError
 from distrecipe.job import Plan, gradient_bytes
 from distrecipe.model_shapes import inventory
@@ -56,11 +60,13 @@ class FormulaView:
         return sum(self.gpu.values())
 
 
-def terms(strategy: Strategy, stage: int, precision: Precision) -> tuple[Term, Term, Term]:
-    """Bytes per parameter of parameters, gradients, optimizer, and which are sharded."""
+def terms(strategy: Strategy, stage: int, precision: Precision, *, pure: bool = False,
+          moments: int = 8) -> tuple[Term, Term, Term]:
+    """Bytes per parameter of parameters, gradients, optimizer, and which are sharded;
+    `pure`: no fp32 master copy (pure bf16), `moments`: bytes of Adam's m and v."""
     lp = PRECISION_BYTES[precision]
     grads = gradient_bytes(strategy, precision)
-    optimizer = 8 if precision == "fp32" else 12
+    optimizer = moments if precision == "fp32" or pure else 4 + moments
     return (
         Term("parameters", lp, stage >= 3),
         Term("gradients", grads, stage >= 2),
@@ -68,9 +74,10 @@ def terms(strategy: Strategy, stage: int, precision: Precision) -> tuple[Term, T
     )
 
 
-def formula(strategy: Strategy, stage: int, precision: Precision) -> str:
+def formula(strategy: Strategy, stage: int, precision: Precision, *, pure: bool = False,
+            moments: int = 8) -> str:
     """The table's expression: unsharded bytes·Ψ + sharded bytes·Ψ/N."""
-    parts = terms(strategy, stage, precision)
+    parts = terms(strategy, stage, precision, pure=pure, moments=moments)
     whole = sum(t.bytes_per_param for t in parts if not t.sharded)
     split = sum(t.bytes_per_param for t in parts if t.sharded)
     shown = [f"{whole}Ψ"] if whole else []
@@ -88,6 +95,8 @@ def model_state(
     offload_optimizer: bool = False,
     offload_params: bool = False,
     held: float | None = None,
+    pure: bool = False,
+    moments: int = 8,
 ) -> FormulaView:
     """Per-GPU model state for Ψ parameters (already divided by TP × PP) over N shards.
 
@@ -100,13 +109,13 @@ def model_state(
     gpu: dict[str, float] = {}
     cpu: dict[str, float] = {}
     whole = psi if held is None else held
-    for term in terms(strategy, stage, precision):
+    for term in terms(strategy, stage, precision, pure=pure, moments=moments):
         size = term.bytes_per_param * (psi / n if term.sharded else whole)
         moved = (term.name == "optimizer" and offload_optimizer) or (
             term.name == "parameters" and offload_params and term.sharded
         )
         (cpu if moved else gpu)[term.name] = size
-    return FormulaView(formula(strategy, stage, precision), gpu, cpu)
+    return FormulaView(formula(strategy, stage, precision, pure=pure, moments=moments), gpu, cpu)
 
 
 def local_params(plan: Plan) -> float:
@@ -147,6 +156,21 @@ def reduce_ranks(plan: Plan) -> int:
     return plan.dims.dp * plan.dims.sequence
 
 
+def pure_bf16(plan: Plan) -> bool:
+    """Whether the optimizer updates the bf16 parameters themselves (`optimizer.master_weights`)."""
+    return plan.recipe.optimizer is not None and plan.recipe.optimizer.master_weights == "bf16"
+
+
+def moment_bytes(plan: Plan) -> int:
+    """Bytes per parameter of Adam's m and v: 4 with `optimizer.state_dtype: bf16`, and under
+    pure bf16 where a torch optimizer runs (it keeps them in the parameters' dtype); else 8.
+    DeepSpeed's pure bf16 keeps fp32 moments unless `bf16_optimizer_states`."""
+    opt = plan.recipe.optimizer
+    if opt is not None and opt.state_dtype == "bf16":
+        return 4
+    return 4 if pure_bf16(plan) and not uses_deepspeed(plan) else 8
+
+
 def plan_model_state(plan: Plan) -> FormulaView:
     """The formula view of a Plan: shards span `shard_ranks`, not always all N."""
     return model_state(
@@ -158,4 +182,6 @@ def plan_model_state(plan: Plan) -> FormulaView:
         offload_optimizer=plan.recipe.offload.optimizer != "none",
         offload_params=plan.recipe.offload.params != "none",
         held=held_params(plan) if plan.recipe.parallel.expert > 1 else None,
+        pure=pure_bf16(plan),
+        moments=moment_bytes(plan),
     )

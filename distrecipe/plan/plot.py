@@ -14,7 +14,7 @@ from distrecipe.plan.units import GB
 
 STACK = {
     "parameters": ("parameters", "gathered", "gathered blocks", "gathered head"),
-    "gradients": ("gradients", "fp32 gradients", "flattened gradients (transient)"),
+    "gradients": ("gradients", "fp32 gradients", "bf16 gradient copy", "flattened gradients (transient)"),
     "optimizer": ("master weights", "optimizer", "optimizer temporaries"),
     "activations": ("activations (saved)", "loss / recompute (backward)"),
 }

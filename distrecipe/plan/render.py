@@ -6,6 +6,7 @@ from typing import Any
 
 from distrecipe.engines.verl import ROLLOUT_PROFILE
 from distrecipe.job import Plan
+from distrecipe.plan import host
 from distrecipe.plan.activations import kernel_assumptions
 from distrecipe.plan.allocator import CONTEXT, FRAGMENTATION
 from distrecipe.plan.engine import POINTS
@@ -14,6 +15,7 @@ from distrecipe.plan.report import Estimate
 from distrecipe.plan.rollout import Rollout
 from distrecipe.plan.traffic import DDP_BUCKET
 from distrecipe.plan.units import GiB, MiB, gb
+from distrecipe.plan.verdict import Verdict, Word, band_text
 
 
 def _parts(parts: dict[str, float]) -> str:
@@ -78,9 +80,13 @@ def text(est: Estimate, advice: list[str]) -> str:
     if _parts(engine.points[engine.peak_point]):
         lines.append(f"                  at the peak: {_parts(engine.points[engine.peak_point])}")
     if view.cpu or engine.cpu:
+        cpu = p.recipe.cluster.cpu_memory
+        over = "" if host.fits(est) is not False else ": more than the node has"
+        checked = (" (cluster.cpu_memory not set: not checked)" if cpu is None
+                   else f" of {host.size(cpu)}{over}")
         lines.append(f"  host memory     per rank {gb(sum(engine.cpu.values()))}"
                      f"{_in_parens(engine.cpu)}, per node "
-                     f"{gb(sum(engine.cpu.values()) * p.dims.gpus_per_node)}")
+                     f"{host.size(host.per_node(est))}{checked if engine.cpu else ''}")
     lines += [f"  note: {note}" for note in engine.notes]
     seq_len, cp = p.recipe.batch.seq_len, p.dims.sequence
     tokens = (f"{-(-seq_len // cp)} of {seq_len} tokens (sequence {cp})"
@@ -186,12 +192,19 @@ def _fits(est: Estimate) -> str:
         breakdown = f"the rollout phase (above); training {gb(est.training_need)} = {breakdown}"
     elif est.rollout_need is not None:
         breakdown = f"the training phase: {breakdown}; rollout {gb(est.rollout_need)}"
-    if est.budget is None or est.plan.gpu_memory is None:
+    said = est.verdict
+    if said is None or est.plan.gpu_memory is None:
         return f"fits? unknown (no cluster.gpu_memory): needs {gb(est.need)} = {breakdown}"
-    verdict = "yes" if est.fits else "no"
+    answer = ANSWER[said.word] if host.allowed(est) else "no"
     starved = "; the rollout engine's share is below its floor (above)" if est.starved else ""
-    return (f"fits? {verdict}: needs {gb(est.need)} = {breakdown}, of "
-            f"{_memory(est.plan.gpu_memory)}{starved}")
+    held = f"; offload needs {host.note(est)}" if host.fits(est) is False else ""
+    room = (f" less cluster.headroom {gb(said.headroom)} = {gb(said.usable)}" if said.headroom else "")
+    return (f"fits? {answer}: needs {gb(est.need)} ({band_text(said)}) = {breakdown}, of "
+            f"{_memory(est.plan.gpu_memory)}{room}{starved}{held}")
+
+
+ANSWER: dict[Word, str] = {"fits": "yes", "tight": "tight", "does not fit": "no"}
+"""`fits?` answered: yes, tight (within the error band), no."""
 
 
 def compare_text(rows: list[Estimate]) -> str:
@@ -199,7 +212,8 @@ def compare_text(rows: list[Estimate]) -> str:
               "sent (seed)", "sent (engine)", "step", "tokens/s/GPU", "MFU", "fits")
     table = [header]
     for row in rows:
-        fits = "?" if row.fits is None else ("yes" if row.fits else "no")
+        said = row.verdict
+        fits = "?" if said is None else ANSWER[said.word]
         table.append((row.label, row.formula.formula, gb(row.formula.total), gb(row.engine.peak),
                       gb(row.activation), gb(row.need),
                       gb(row.traffic_formula.total), gb(row.traffic_engine.total),
@@ -276,7 +290,23 @@ def as_json(est: Estimate, advice: list[str] | None = None) -> dict[str, Any]:
         "need": est.need,
         "gpu_memory": p.gpu_memory,
         "fits": est.fits,
+        "host_bytes_per_node": host.per_node(est),
+        "cpu_memory": p.recipe.cluster.cpu_memory,
+        "host_fits": host.fits(est),
+        **verdict_json(est.verdict),
     }
     if advice is not None:
         out["advice"] = advice
     return out
+
+
+def verdict_json(said: Verdict | None) -> dict[str, Any]:
+    """`verdict` (fits, tight, does not fit), the headroom kept and the band, in bytes and
+    relative, with whose band it is; every key null without a GPU memory."""
+    if said is None:
+        return {"verdict": None, "headroom": None, "usable": None, "band": None}
+    b = said.band
+    return {"verdict": said.word, "headroom": said.headroom, "usable": said.usable,
+            "band": {"family": b.family, "kernels": b.kernels, "wide": b.wide, "low": b.low,
+                     "high": b.high, "low_bytes": said.low, "high_bytes": said.high, "rows": b.rows,
+                     "sources": list(b.sources)}}

@@ -3,7 +3,8 @@
 Everything `plan` prints, writes as JSON or plots comes from an `Estimate`, so the
 three outputs cannot disagree. "Fits?" compares what the GPU needs (the allocator's
 reserved bytes at the worse of the backward and optimizer-step moments, plus the
-CUDA context and NCCL: `allocator.py`) with `cluster.gpu_memory`; under verl, the
+CUDA context and NCCL: `allocator.py`), with its error band, with `cluster.gpu_memory`
+less `cluster.headroom` (`verdict.py`: fits, tight, does not fit); under verl, the
 worse of that training phase and the rollout phase (`rollout.py`), and no fit at all when
 the rollout engine's share is below its floor (vLLM would not start). `compare` lists only
 the variants the recipe's engine runs (`runnable.py`).
@@ -26,6 +27,7 @@ from distrecipe.plan.rollout import Rollout, rollout
 from distrecipe.plan.runnable import runs
 from distrecipe.plan.stages import Stage, binding
 from distrecipe.plan.steptime import StepTime, step_time
+from distrecipe.plan.verdict import Verdict, verdict
 from distrecipe.recipe import Offload, Strategy
 from distrecipe.translator.resolve import variant
 
@@ -88,8 +90,24 @@ class Estimate:
         return self.rollout is not None and self.rollout.starved
 
     @property
+    def verdict(self) -> Verdict | None:
+        """`need` with its error band against the GPU less `cluster.headroom` (`verdict.py`);
+        None without `cluster.gpu_memory`."""
+        phase = self.rollout
+        exact = 0.0 if phase is None else (phase.engine or 0.0) if self.rollout_binds else phase.in_training
+        return verdict(self.plan, self.need, exact=exact, starved=self.starved)
+
+    @property
     def fits(self) -> bool | None:
-        return None if self.budget is None else self.need <= self.budget and not self.starved
+        """Whether launch goes ahead: the verdict is *fits* or *tight* (None: unknown)."""
+        said = self.verdict
+        return None if said is None else not said.refused
+
+    @property
+    def comfortable(self) -> bool:
+        """The verdict is *fits*, not *tight*: what distrecipe may choose for the user."""
+        said = self.verdict
+        return said is not None and said.word == "fits"
 
 
 def label(plan: Plan) -> str:

@@ -14,7 +14,13 @@ variant is not offered. A launcher whose job reads no emitted file (torchrun wit
 or DDP: the user's script) has nothing to refuse. With `launch.program_kind` stated, the
 files are those that kind reads, and a variant the program cannot carry
 (`translator.programs.refusal`: context parallelism for a Trainer under torchrun,
-Ulysses for a plain torchrun script) is not offered either.
+Ulysses for a plain torchrun script) is not offered either; and what the program reads
+(`KIND_TARGET`: the Trainer's TrainingArguments, the Accelerate or DeepSpeed file) is
+judged as `compile --strict` judges it: a warning the recipe's own compile for that
+target lacks refuses the variant, the ones `MODELLED` names included (selective
+recompute under the Trainer is whole blocks, DR207; Accelerate's context parallel is
+ring attention, DR206). So every variant offered for a kind compiles with `--strict`
+wherever the recipe does.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from collections.abc import Callable
 
 from distrecipe.errors import RecipeError
 from distrecipe.job import Plan
-from distrecipe.recipe import AUTO
+from distrecipe.recipe import AUTO, ProgramKind
 from distrecipe.translator.programs import refusal
 from distrecipe.translator.targets import TARGETS, EmitOptions, emitted_targets
 
@@ -35,14 +41,27 @@ file leaves to the training script (DR222: recompute under raw DeepSpeed) runs a
 once the script does it, which the finding tells the user."""
 
 
-def _warnings(plan: Plan, target: str) -> frozenset[str] | None:
-    """The warning codes `target` raises compiling `plan` that `plan` does not model;
-    None when it refuses it."""
+KIND_TARGET: dict[ProgramKind, str] = {"hf": "hf", "accelerate": "accelerate", "deepspeed": "deepspeed",
+                                       "verl": "verl"}
+"""The `compile --target` whose file each program kind reads itself (a torchrun script reads
+the plan through `distrecipe.api`, and a ZeRO plan's ds_config: `emitted_targets`)."""
+
+
+def _warnings(plan: Plan, target: str, strict: bool = False) -> frozenset[str] | None:
+    """The warning codes `target` raises compiling `plan` that `plan` does not model (all of
+    them when `strict`, as `compile --strict` counts them); None when it refuses it."""
     try:
         output = TARGETS[target](plan, EmitOptions())
     except RecipeError:
         return None
-    return frozenset(f.code for f in output.findings if f.severity == "warning") - MODELLED
+    found = frozenset(f.code for f in output.findings if f.severity == "warning")
+    return found if strict else found - MODELLED
+
+
+def kind_targets(plan: Plan, kind: ProgramKind | None) -> tuple[str, ...]:
+    """The targets whose files the job reads (`emitted_targets`), and the kind's own."""
+    own = () if kind is None or kind not in KIND_TARGET else (KIND_TARGET[kind],)
+    return tuple(dict.fromkeys((*emitted_targets(plan, kind), *own)))
 
 
 def runs(recipe: Plan, variant: Plan) -> bool:
@@ -57,19 +76,22 @@ def judge(recipe: Plan) -> Callable[[Plan], bool]:
     own: dict[str, frozenset[str]] = {}
     kind = recipe.recipe.launch.program_kind
     program = None if kind == AUTO else kind  # a raw DeepSpeed program reads a ds_config under torchrun
+    strict = program is not None  # what the program reads is judged as `compile --strict` does
 
     def own_warnings(target: str) -> frozenset[str]:
-        if target not in emitted_targets(recipe, program):
+        # Without a kind, a target the recipe's own job does not read has no baseline; with
+        # one, the baseline is `compile --target` of the recipe itself.
+        if not strict and target not in emitted_targets(recipe, program):
             return frozenset()
         if target not in own:
-            own[target] = _warnings(recipe, target) or frozenset()
+            own[target] = _warnings(recipe, target, strict) or frozenset()
         return own[target]
 
     def variant_runs(variant: Plan) -> bool:
         if program is not None and refusal(variant, program) is not None:
             return False
-        for target in emitted_targets(variant, program):
-            found = _warnings(variant, target)
+        for target in kind_targets(variant, program):
+            found = _warnings(variant, target, strict)
             if found is None or found - own_warnings(target):
                 return False
         return True

@@ -8,7 +8,8 @@ stay as written; the search varies what a user tunes:
   written strategy only;
 * offload: none, the optimizer to the CPU (stage ≥ 1), parameters too (stage 3);
 * checkpointing: none, selective (op level), full;
-* the model-parallel layout (tensor × pipeline × sequence) the engine that would run the
+* the model-parallel layout (tensor × pipeline × sequence, and for a mixture of experts under
+  Megatron the expert degree, `EXPERT_DEGREES`) the engine that would run the
   candidate supports (`layouts`): tensor and context parallel inside a node (1, 2, 4, 8,
   their product dividing the node), pipeline 1, 2, 4, 8 dividing the layers;
   - FSDP2 under torchrun (torchtitan): tensor, pipeline and context parallel;
@@ -28,10 +29,16 @@ heads and sequence split over its tensor and sequence degrees in the engine that
 (`engines.heads`, lint's DR105; unknown heads check nothing), that the engine runs as
 `plan` models it (`runnable.judge`, as for `--compare`: each micro-batch compiles for the
 targets its launcher emits with no error, e.g. AutoTP beside a sequence group or verl's
-batch rules, and no warning the recipe's own compile lacks, e.g. ZeRO-1 under verl), that fits (`needed ≤
-cluster.gpu_memory`, as `plan` judges; with offload, the host memory a node's ranks
-hold ≤ `cluster.cpu_memory` when it is given), ranked by estimated step time
-(`rank`). Step times within 0.5 % of the fastest of their group are a tie (the estimate
+batch rules, and no warning the recipe's own compile lacks, e.g. ZeRO-1 under verl), whose
+verdict is *fits* (`verdict.py`: `needed` at the top of its error band within
+`cluster.gpu_memory` less `cluster.headroom`, as `plan` judges; a *tight* one is not
+offered; with offload, the host memory a node's ranks hold ≤ `cluster.cpu_memory` when it
+is given, `host.py`), ranked by estimated step time
+(`rank`); with a program kind stated, what the kind reads compiles as `--strict` would
+(`runnable`). A mixture of experts whose estimated MFU is above its family's best published
+run (`efficiency.moe_ceiling`) is not credible and ranks after every plausible candidate.
+When none fits, `binding` says whether the GPU's memory, the host's or both bind.
+Step times within 0.5 % of the fastest of their group are a tie (the estimate
 is not that exact), broken by stated preferences, in this order: fewer parallel
 dimensions (each of tensor, pipeline, virtual stages and sequence above 1 is one more
 group to launch, debug and fail), then more headroom (less memory needed), then no
@@ -47,12 +54,14 @@ rule, `resolve`), so its micro-batches are those.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from distrecipe.engines.heads import refusal as split_refusal
 from distrecipe.errors import DistrecipeError, RecipeError
+from distrecipe.plan import host
 from distrecipe.plan.activations import ring_context_parallel
+from distrecipe.plan.efficiency import moe_ceiling
 from distrecipe.plan.report import Estimate, estimate
 from distrecipe.plan.runnable import judge
 from distrecipe.plan.steptime import context_parallel_bytes, pipeline_bytes, tensor_parallel_bytes
@@ -68,6 +77,11 @@ from distrecipe.translator.resolve import (
 
 DEGREES = (1, 2, 4, 8)
 CHECKPOINTING: tuple[Recompute, ...] = ("none", "selective", "full")
+EXPERT_DEGREES = (1, 2, 4, 8, 16, 32, 64)
+"""Expert-parallel degrees tried under Megatron (`expert_model_parallel_size`) for a mixture
+of experts: those dividing the experts, and (the resolver's rule) data × sequence parallel.
+Only Megatron: DeepSpeed MoE's `ep_size` is the script's own MoE layer (DR232) and the other
+engines have none (DR208)."""
 VIRTUAL_STAGES = (1, 2)
 """Model chunks per pipeline rank tried under Megatron: 2 halves the bubble for twice the
 point-to-point sends and (p − 1)/(2p) more in flight on the first stage; more chunks
@@ -95,6 +109,18 @@ class Candidate:
         return (self.estimate.traffic_engine.total + tensor_parallel_bytes(plan)
                 + context_parallel_bytes(plan) + pipeline_bytes(plan))
 
+    @property
+    def implausible(self) -> str | None:
+        """Why the estimated MFU is above what any published run of the model's family reached
+        (`efficiency.moe_ceiling`), or None: such a candidate ranks after every plausible one."""
+        step, ceiling = self.estimate.step, moe_ceiling(self.estimate.plan)
+        if step is None or ceiling is None or step.mfu <= ceiling.mfu:
+            return None
+        family = self.estimate.plan.recipe.model.family
+        return (f"MFU {step.mfu:.1%} is above the best published run of a {family} mixture of experts, "
+                f"{ceiling.mfu:.1%} ({ceiling.source}): not credible, ranked after every "
+                "plausible candidate")
+
     def overrides(self) -> dict[str, object]:
         """The recipe keys the search set, as `--set` would write them."""
         r, p = self.shape, self.estimate.plan
@@ -103,7 +129,7 @@ class Candidate:
             "offload.optimizer": r.offload.optimizer, "offload.params": r.offload.params,
             "parallel.tensor": r.parallel.tensor, "parallel.pipeline": r.parallel.pipeline,
             "parallel.sequence": r.parallel.sequence,
-            "parallel.virtual_stages": r.parallel.virtual_stages,
+            "parallel.virtual_stages": r.parallel.virtual_stages, "parallel.expert": r.parallel.expert,
             "batch.micro": p.batch.micro, "batch.accumulation": p.batch.accumulation,
             "batch.global": p.batch.global_,
             "activation_checkpointing": r.activation_checkpointing,
@@ -118,6 +144,14 @@ class Result:
     """Candidates the resolver and the engines accepted, fitting or not."""
     timed: bool = True
     """Whether step time ranked them; without a GPU's peak, fit and traffic do (`search`)."""
+    lightest: Estimate | None = None
+    """Of the candidates the host holds (or unchecked), the one needing the least GPU
+    memory: what `binding` names."""
+    lightest_any: Estimate | None = None
+    """The candidate needing the least GPU memory, host memory aside."""
+    host_bound: Estimate | None = None
+    """Of the candidates that fit the GPU but not the host (`host.fits`), the one needing the
+    least host memory per node; None when none was refused for the host alone."""
 
 
 def _strategies(recipe: Recipe) -> list[tuple[Strategy, int]]:
@@ -171,17 +205,28 @@ def virtual_stages(recipe: Recipe, strategy: Strategy, pipeline: int) -> tuple[i
     return tuple(v for v in VIRTUAL_STAGES if layers is None or layers % (pipeline * v) == 0)
 
 
+def expert_degrees(recipe: Recipe, strategy: Strategy) -> tuple[int, ...]:
+    """`EXPERT_DEGREES` dividing the experts under Megatron; else the written degree."""
+    experts = recipe.model.experts
+    if strategy != "megatron" or not experts:
+        return (recipe.parallel.expert,)
+    return tuple(e for e in EXPERT_DEGREES if experts % e == 0)
+
+
 def candidates(recipe: Recipe, gpus_per_node: int) -> Iterator[Recipe]:
     """Every recipe the search considers, before the resolver and the engines judge it."""
     for strategy, stage in _strategies(recipe):
         for offload in _offloads(strategy, stage):
-            for tensor, pipeline, sequence in layouts(recipe, strategy, gpus_per_node):
+            for (tensor, pipeline, sequence), expert in ((layout, e) for layout in
+                                                         layouts(recipe, strategy, gpus_per_node)
+                                                         for e in expert_degrees(recipe, strategy)):
                 for virtual, recompute in ((v, r) for v in virtual_stages(recipe, strategy, pipeline)
                                            for r in CHECKPOINTING):
                     yield replace(
                         recipe, strategy=strategy, stage=stage, offload=offload,
                         parallel=replace(recipe.parallel, tensor=tensor, pipeline=pipeline,
-                                         sequence=sequence, virtual_stages=virtual, shard_group="all"),
+                                         sequence=sequence, virtual_stages=virtual, shard_group="all",
+                                         expert=expert),
                         batch=replace(recipe.batch, micro=1, accumulation=AUTO),
                         activation_checkpointing=recompute, recompute_every=None,
                     )
@@ -196,6 +241,9 @@ def search(recipe: Recipe, gpus_per_node: int) -> Result:
     with it, then least memory needed); the result says it is untimed (`Result.timed`)."""
     fitting: list[Candidate] = []
     tried = 0
+    lightest: Estimate | None = None
+    lightest_any: Estimate | None = None
+    host_bound: Estimate | None = None
     written = resolve(recipe, detected_gpus=gpus_per_node, micro=1 if needs_fit(recipe) else None)
     timed = estimate(written).step is not None
     runs = judge(written)
@@ -218,15 +266,40 @@ def search(recipe: Recipe, gpus_per_node: int) -> Result:
         tried += len(plans)
         for plan in plans:
             est = estimate(plan)
-            if est.fits is False:
+            if lightest_any is None or est.need < lightest_any.need:
+                lightest_any = est
+            if host.allowed(est) and (lightest is None or est.need < lightest.need):
+                lightest = est
+            said = est.verdict
+            if said is not None and said.word != "fits":  # tight is not offered: it may not fit
                 break  # memory grows with the micro-batch: no larger one fits either
-            if (est.step is not None or not timed) and host_fits(est):
+            if not host.allowed(est):
+                if host_bound is None or (host.per_node(est), est.need) < (host.per_node(host_bound),
+                                                                           host_bound.need):
+                    host_bound = est
+                continue
+            if est.step is not None or not timed:
                 fitting.append(Candidate(shape, est))
     if timed:
-        return Result(rank(fitting), tried, timed)
+        return Result(rank(fitting), tried, timed, lightest, lightest_any, host_bound)
     # Offload's PCIe copies and CPU step cost time no byte count here shows: after it.
     fitting.sort(key=lambda c: (round(c.traffic), c.shape.offload.enabled, c.estimate.need))
-    return Result(fitting, tried, timed)
+    return Result(fitting, tried, timed, lightest, lightest_any, host_bound)
+
+
+def combined(results: list[Result]) -> Result:
+    """Several searches (`init`'s launcher groups) as one: every fitting candidate ranked
+    together (ties by the stated preferences), the closest misses of all."""
+    def least(found: list[Estimate | None], key: Callable[[Estimate], tuple[float, float]]
+              ) -> Estimate | None:
+        return min((e for e in found if e is not None), key=key, default=None)
+
+    ranked = [c for r in results for c in r.ranked]
+    timed = all(r.timed for r in results)
+    return Result(rank(ranked) if timed else ranked, sum(r.tried for r in results), timed,
+                  least([r.lightest for r in results], lambda e: (e.need, 0.0)),
+                  least([r.lightest_any for r in results], lambda e: (e.need, 0.0)),
+                  least([r.host_bound for r in results], lambda e: (host.per_node(e), e.need)))
 
 
 TIE = 0.005
@@ -236,8 +309,10 @@ RECOMPUTE_COST = {"none": 0, "selective": 1, "full": 2}
 
 def parallel_dimensions(candidate: Candidate) -> int:
     """How many model-parallel dimensions the candidate uses (degrees above 1)."""
-    d = candidate.estimate.plan.dims
-    return sum(degree > 1 for degree in (d.tensor, d.pipeline, d.virtual_stages, d.sequence))
+    p = candidate.estimate.plan
+    d = p.dims
+    return sum(degree > 1 for degree in (d.tensor, d.pipeline, d.virtual_stages, d.sequence,
+                                         p.recipe.parallel.expert))
 
 
 def preference(candidate: Candidate) -> tuple[int, float, bool, int, float]:
@@ -251,7 +326,13 @@ def preference(candidate: Candidate) -> tuple[int, float, bool, int, float]:
 
 def rank(candidates: list[Candidate]) -> list[Candidate]:
     """Fastest first; a group is the fastest left and every candidate within `TIE` of it,
-    ordered by `preference`."""
+    ordered by `preference`. A candidate whose MFU no published run reached
+    (`Candidate.implausible`) comes after every plausible one, ranked among its kind."""
+    plausible = [c for c in candidates if c.implausible is None]
+    return _by_time(plausible) + _by_time([c for c in candidates if c.implausible is not None])
+
+
+def _by_time(candidates: list[Candidate]) -> list[Candidate]:
     left = sorted(candidates, key=lambda c: (c.seconds, preference(c)))
     out: list[Candidate] = []
     start = 0
@@ -264,15 +345,48 @@ def rank(candidates: list[Candidate]) -> list[Candidate]:
     return out
 
 
-def host_bytes_per_node(est: Estimate) -> float:
-    """Host memory the offloaded state of one node's ranks takes (the engine view's)."""
-    return sum(est.engine.cpu.values()) * est.plan.dims.gpus_per_node
+def layout_words(est: Estimate) -> list[str]:
+    """`TP 2`, `PP 4`, ...: the model-parallel degrees above 1, as the lines name them."""
+    p = est.plan
+    return [f"{name} {degree}" for name, degree in
+            (("TP", p.dims.tensor), ("PP", p.dims.pipeline), ("VP", p.dims.virtual_stages),
+             ("CP" if ring_context_parallel(p) else "SP", p.dims.sequence), ("EP", p.recipe.parallel.expert))
+            if degree > 1]
 
 
-def host_fits(est: Estimate) -> bool:
-    """Offload fits the host when `cluster.cpu_memory` says so, or does not say."""
-    cpu = est.plan.recipe.cluster.cpu_memory
-    return cpu is None or host_bytes_per_node(est) <= cpu
+def _named(est: Estimate) -> str:
+    return ", ".join([est.label, *layout_words(est), f"micro {est.plan.batch.micro}",
+                      f"checkpointing {est.plan.recipe.activation_checkpointing}"])
+
+
+def binding(result: Result) -> str:
+    """Why nothing fits (the words after "nothing fits: "), naming what binds (the GPU's
+    memory, the host's, or both) with the numbers of the candidate that came closest on each:
+
+    * some candidates fit the GPU, but each offloads more than a node's host memory: host
+      memory binds; the least host-hungry of them, and the lightest the host allows;
+    * none fits the GPU: GPU memory binds, and the host too where the lightest candidate
+      offloads more than the node has."""
+    light, any_light, bound = result.lightest, result.lightest_any, result.host_bound
+    if any_light is None:
+        return "no candidate was judged"
+    budget = any_light.budget or 0.0
+
+    def gpu(est: Estimate) -> str:
+        return f"needs {est.need / 1e9:.1f} of {budget / 1e9:.0f} GB per GPU ({_named(est)})"
+
+    held = f"; the lightest candidate the host holds {gpu(light)}" if light is not None else ""
+    if bound is not None:
+        return (f"host memory binds: the candidates that fit {budget / 1e9:.0f} GB per GPU "
+                f"offload, and the one needing the least host memory needs {host.note(bound)} "
+                f"({_named(bound)}, {bound.need / 1e9:.1f} GB per GPU){held}: more host memory "
+                "(cluster.cpu_memory), or more GPUs")
+    if host.fits(any_light) is False:
+        return (f"GPU and host memory bind: the lightest candidate {gpu(any_light)}, and "
+                f"with its offload it needs {host.note(any_light)}{held}")
+    unchecked = f"; it needs {host.note(any_light)}" if any_light.engine.cpu else ""
+    return (f"GPU memory binds: the lightest candidate {gpu(any_light)}{unchecked}: more "
+            "GPUs, a smaller global batch or sequence, or a GPU with more memory")
 
 
 def check_searchable(recipe: Recipe, plan_of: Estimate) -> None:
@@ -291,28 +405,23 @@ def why(candidate: Candidate, budget: float) -> str:
     est = candidate.estimate
     step = est.step
     p = est.plan
-    parts = [est.label]
-    parts += [f"{name} {degree}" for name, degree in
-              (("TP", p.dims.tensor), ("PP", p.dims.pipeline), ("VP", p.dims.virtual_stages),
-               ("CP" if ring_context_parallel(p) else "SP", p.dims.sequence))
-              if degree > 1]
+    parts = [est.label, *layout_words(est)]
     parts += [f"micro {p.batch.micro} × accumulation {p.batch.accumulation}",
               f"checkpointing {p.recipe.activation_checkpointing}"]
-    if p.recipe.offload.enabled:
-        host = host_bytes_per_node(est) / 1e9
-        parts.append(f"host {host:.0f} GB per node" + (
-            "" if p.recipe.cluster.cpu_memory is not None else " (cluster.cpu_memory unknown: not checked)"))
+    if est.engine.cpu:
+        parts.append(host.note(est))
     sent = est.traffic_engine.total
     needs = f"needs {est.need / 1e9:.1f} of {budget / 1e9:.0f} GB"
     if step is None:
         return f"{', '.join(parts)}: sends {candidate.traffic / 1e9:.3g} GB per rank per step; {needs}"
     extra = "".join(f", {name} {seconds:.3g} s" for name, seconds in
                     (("bubble", step.bubble), ("offload", step.offload)) if seconds)
+    flag = f"; {candidate.implausible}" if candidate.implausible else ""
     return (f"{', '.join(parts)}: {step.seconds:.3g} s/step, {step.tokens_per_s_per_gpu:,.0f} "
             f"tokens/s/GPU, MFU {step.mfu:.1%} (compute {step.compute:.3g} s at matmul size "
             f"{step.matmul:.2f}, "
             f"exposed traffic {step.exposed:.3g} s of {step.communication:.3g} s for {sent / 1e9:.3g} GB "
-            f"sent{extra}); {needs}")
+            f"sent{extra}); {needs}{flag}")
 
 
 def as_json(candidate: Candidate, rank: int) -> dict[str, object]:
@@ -324,12 +433,14 @@ def as_json(candidate: Candidate, rank: int) -> dict[str, object]:
         "seconds": step.seconds, "compute_seconds": step.compute, "bubble_seconds": step.bubble,
         "exposed_seconds": step.exposed, "exposed_by": step.exposed_by, "offload_seconds": step.offload,
         "communication_seconds": step.communication, "tokens_per_s_per_gpu": step.tokens_per_s_per_gpu,
-        "mfu": step.mfu, "efficiency": step.efficiency.value, "matmul_factor": step.matmul}
+        "mfu": step.mfu, "efficiency": step.efficiency.value, "matmul_factor": step.matmul,
+        "implausible": candidate.implausible}
     return {
         "rank": rank, "label": est.label, "set": candidate.overrides(),
         "parallel_dimensions": parallel_dimensions(candidate), **timing,
         "sent_bytes": est.traffic_engine.total, "needed_bytes": est.need,
         "reserved_bytes": est.memory.reserved,
-        "host_bytes_per_node": host_bytes_per_node(est), "fits": est.fits,
+        "host_bytes_per_node": host.per_node(est), "host_fits": host.fits(est), "fits": est.fits,
+        "verdict": None if est.verdict is None else est.verdict.word,
     }
 

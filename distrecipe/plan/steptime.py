@@ -15,14 +15,17 @@
   forward (Ψ'); every k-th block wrapped, a k-th of a forward.
 * **Compute** is the hardware FLOPs one GPU runs per step over the GPU's dense bf16
   peak times an achieved efficiency (`hardware.Hardware.efficiency`), calibrated on the published runs
-  (`tests/test_plan_steptime.py` reports the error on each one).
+  (`tests/plan/test_steptime.py` reports the error on each one).
 * **Communication** is the engine view's bytes (`traffic.engine`, the same numbers
   `plan` prints) over the bandwidth they cross: NVLink inside a node, the network
   once the data-parallel group spans nodes, at one NIC's rate for each of the group's
   ranks on a node (`ring_bandwidth`; under hybrid sharding only the replicas'
   all-reduce leaves the node); plus tensor parallelism's activation all-reduces,
-  inside the node. The engine hides part of it behind compute (`overlap`); the rest
-  adds to the step.
+  inside the node. Each data-parallel collective also pays NCCL's latency, call by call
+  (`network`: ring or tree, per hop, as NCCL's tuning model prices them; `calls`,
+  `collective_group`), which is what makes a weak-scaling run slow down with its world
+  (docs/plan.md, "Scale and the network"). The engine hides part of it behind compute
+  (`overlap`); the rest adds to the step.
 * **Context parallelism** (`parallel.sequence`) under torch's ring attention
   (torchtitan, Accelerate; `activations.ring_context_parallel`): per layer, forward
   all-gathers K and V (all heads, 4·s·b·h bytes for the whole sequence, each rank
@@ -33,6 +36,10 @@
   (the 12·L·h·s share of the FLOPs) and only the rest is exposed. Ulysses (DeepSpeed,
   verl) all-to-alls q, k, v and the output, 4 × 2·(s/cp)·b·h per layer forward and as
   much backward, not overlapped.
+* **Expert parallelism** (`parallel.expert`): the token dispatcher's all-to-alls, each
+  token's h elements to its k experts' ranks and back, forward and backward
+  (`expert_parallel_bytes`), over NVLink for the peers on the node and the NIC for the
+  rest, not overlapped (Megatron overlaps them only with its opt-in 1F1B A2A overlap).
 * **Pipeline parallelism**: 1F1B (torchtitan's `Schedule1F1B`, Megatron's
   `forward_backward_pipelining_without_interleaving`), whose bubble makes each stage
   idle (p−1) micro-batch slots out of m + p − 1 (Narayanan et al. 2021, §2.2.1):
@@ -57,17 +64,18 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from distrecipe.engines.runner import runs_fsdp2, uses_deepspeed
 from distrecipe.job import Plan
 from distrecipe.model_shapes import active_params, kv_width
-from distrecipe.plan import traffic
-from distrecipe.plan.activations import ring_context_parallel
+from distrecipe.plan import network, traffic
+from distrecipe.plan.activations import ring_context_parallel, sequence_parallel
 from distrecipe.plan.efficiency import Efficiency, efficiency, matmul_factor
 from distrecipe.plan.engine import DeepSpeedZero, fsdp2_shard_ranks
 from distrecipe.plan.hardware import Hardware, hardware
-from distrecipe.plan.memory import reduce_ranks, shard_ranks
+from distrecipe.plan.memory import local_params, reduce_ranks, shard_ranks
 
 EAGER_ATTENTION_SLOWDOWN = 3.0
 """How much slower the attention core runs eager than fused: FlashAttention-2 (Dao 2023,
@@ -196,6 +204,9 @@ class StepTime:
     """Of `exposed`, seconds by kind: data parallel, tensor, context, pipeline."""
     attention: float = 0.0
     """Seconds eager attention's score traffic adds (`attention_kernel_seconds`)."""
+    latency: float = 0.0
+    """Of `communication`, seconds the data-parallel collectives spend in NCCL's per-call and
+    per-hop latency (`network`), hidden or not as the rest of their collective is."""
 
 
 def model_flops_per_token(plan: Plan) -> float:
@@ -262,6 +273,41 @@ def context_parallel_bytes(plan: Plan) -> float:
     return layers * ((forwards + 1) * gather + 8 * sbh)
 
 
+def expert_parallel_bytes(plan: Plan) -> float:
+    """Token dispatch and combine one rank sends per step under expert parallelism.
+
+    The all-to-all token dispatcher (Megatron-Core's `MoEAlltoAllTokenDispatcher`,
+    DeepSpeed MoE's `_AllToAll`) sends each token a rank holds to the ranks of its k routed
+    experts and back (dispatch, combine), h 16-bit elements a token-expert pair, in forward
+    and again in backward for their gradients; a full recompute repeats the forward's two.
+    With the experts spread evenly and routing balanced, (ep − 1)/ep of the pairs leave the
+    rank. A rank holds s·b/cp tokens, s·b/(cp·t) under Megatron's sequence parallelism."""
+    m = plan.recipe.model
+    ep, seq_len = plan.recipe.parallel.expert, plan.recipe.batch.seq_len
+    if ep == 1 or not (m.experts and m.experts_per_token and m.layers and m.hidden_size and seq_len):
+        return 0.0
+    tokens = seq_len * plan.batch.micro / plan.dims.sequence
+    if sequence_parallel(plan):
+        tokens /= plan.dims.tensor
+    passes = 4 + (2 if plan.recipe.activation_checkpointing == "full" else 0)
+    moe_layers = (m.layers - m.dense_layers) / plan.dims.pipeline
+    return (plan.batch.accumulation * moe_layers * passes * tokens * m.experts_per_token * m.hidden_size
+            * plan.precision_bytes * (ep - 1) / ep)
+
+
+def expert_parallel_seconds(plan: Plan, hw: Hardware) -> float:
+    """`expert_parallel_bytes` over the links they cross: Megatron orders ranks tensor,
+    context, expert, so an expert group spans ep × t × cp consecutive ranks; the share of a
+    rank's peers on its node goes over NVLink, the rest over its own NIC (`hw.inter`)."""
+    sent = expert_parallel_bytes(plan)
+    if not sent:
+        return 0.0
+    ep, d = plan.recipe.parallel.expert, plan.dims
+    on_node = max(1, min(ep, d.gpus_per_node // (d.tensor * d.sequence)))
+    away = (ep - on_node) / (ep - 1)
+    return sent * (1 - away) / hw.intra + sent * away / hw.inter
+
+
 def attention_share(plan: Plan) -> float:
     """Of the model FLOPs, attention's scores and values (what ring attention's
     all-gather hides behind)."""
@@ -307,6 +353,104 @@ def ring_bandwidth(hw: Hardware, members_per_node: int) -> float:
     return min(hw.intra, max(1, members_per_node) * hw.inter)
 
 
+MEGATRON_BUCKET = 40_000_000
+"""Megatron-Core's gradient bucket: max(40M, 1M × data-parallel size) parameters
+(`DistributedDataParallel.__init__`, `bucket_size` left None by `--ddp-bucket-size`)."""
+
+
+def kind_of(name: str) -> str:
+    """`all-reduce`, `reduce-scatter` or `all-gather` from a `traffic.Traffic.sent` name."""
+    return next(k for k in ("all-reduce", "reduce-scatter", "all-gather") if name.startswith(k))
+
+
+def calls(plan: Plan, engine_traffic: traffic.Traffic, zero: DeepSpeedZero | None, name: str) -> int:
+    """How many NCCL calls one step's collective `name` is made of: what the latency is paid
+    per. FSDP2 and ZeRO-3 issue one per wrapped block (the layers and the root) and
+    micro-step it runs in; Megatron-Core, DeepSpeed ZeRO-0/1/2 and torch DDP one per bucket
+    (Megatron's `MEGATRON_BUCKET`, DeepSpeed's `reduce_bucket_size` and
+    `allgather_bucket_size`, DDP's 25 MiB of fp32 gradients), per reduction."""
+    psi = local_params(plan)
+    m = plan.batch.accumulation
+    gathers_once = name == "all-gather parameters"
+    if runs_fsdp2(plan) or (uses_deepspeed(plan) and plan.recipe.strategy != "megatron"
+                            and (zero or DeepSpeedZero.at_defaults(plan.stage)).stage == 3):
+        units = math.ceil((plan.recipe.model.layers or 1) / plan.dims.pipeline) + 1
+        hpz = zero is not None and zero.stage == 3 and min(zero.hpz_partition_size, plan.dims.world) > 1
+        if hpz and gathers_once:
+            return units
+        if name == "all-gather parameters (later micro-steps)":
+            return units * (m - 1)
+        return units * m
+    bucket: float
+    if plan.recipe.strategy == "megatron" and plan.backend not in ("deepspeed", "accelerate-deepspeed"):
+        bucket = max(MEGATRON_BUCKET, 1_000_000 * reduce_ranks(plan))
+    elif uses_deepspeed(plan):  # DeepSpeed's optimizer (Megatron-DeepSpeed's too)
+        ds = zero or DeepSpeedZero.at_defaults(plan.stage)
+        bucket = ds.allgather_bucket_size if gathers_once else ds.reduce_bucket_size
+    else:
+        bucket = traffic.DDP_BUCKET / 4
+    buckets = max(1, math.ceil(psi / bucket))
+    return buckets if gathers_once else buckets * engine_traffic.reductions
+
+
+def collective_group(plan: Plan, hw: Hardware, engine_traffic: traffic.Traffic, zero: DeepSpeedZero | None,
+                     name: str) -> network.Group:
+    """The ranks collective `name` runs over, the nodes they span and the bus bandwidth.
+
+    Ranks are laid out tensor innermost, then sequence and data, so the data-parallel (×
+    sequence) group has gpus_per_node / tensor ranks on each node. Under hybrid sharding the
+    shard group's collectives stay inside the node when it fits there, and the replicas'
+    all-reduce has one rank per gpus_per_node / (tensor × shard); a shard group spanning
+    nodes is priced at one NIC per rank (the cautious reading). DeepSpeed's hpZ keeps its
+    later gathers in the group of h; the rest span the whole group.
+    """
+    dims = plan.dims
+    n = reduce_ranks(plan)
+    per_node = max(1, dims.gpus_per_node // dims.tensor)
+    hybrid = engine_traffic.intra is not None
+    intra_hop = hw.intra_hop
+
+    def spanning(ranks: int, members: int) -> network.Group:
+        members = max(1, min(ranks, members))
+        nodes = 1 if dims.nodes == 1 else -(-ranks // members)
+        bus = hw.intra if nodes == 1 else ring_bandwidth(hw, members)
+        return network.Group(ranks, nodes, bus, intra_hop, hw.network_hop)
+
+    if hybrid and not uses_deepspeed(plan):
+        shards = fsdp2_shard_ranks(plan) if runs_fsdp2(plan) else shard_ranks(plan)
+        replica_members = dims.gpus_per_node // (dims.tensor * shards)
+        if name == "all-reduce shard across replicas":
+            return spanning(max(1, n // shards), replica_members)
+        if traffic.in_node(plan, shards):
+            return network.Group(shards, 1, hw.intra, intra_hop, hw.network_hop)
+        return spanning(shards, replica_members)
+    if hybrid and zero is not None and name in ("all-gather parameters (backward)",
+                                                "all-gather parameters (later micro-steps)"):
+        h = min(zero.hpz_partition_size, dims.world)
+        if traffic.in_node(plan, h):
+            return network.Group(h, 1, hw.intra, intra_hop, hw.network_hop)
+        return spanning(h, per_node)
+    if dims.nodes == 1 or n <= 1:
+        return network.Group(n, 1, hw.intra, intra_hop, hw.network_hop)
+    return spanning(n, per_node)
+
+
+def collective_cost(plan: Plan, hw: Hardware, engine_traffic: traffic.Traffic, zero: DeepSpeedZero | None,
+                    name: str, sent: float) -> tuple[float, float]:
+    """Seconds collective `name` takes per step for the `sent` bytes a rank sends in it, and
+    of those the latency: each of its `calls` priced by NCCL's model (`network`) on its
+    group (`collective_group`)."""
+    group = collective_group(plan, hw, engine_traffic, zero, name)
+    if group.ranks <= 1 or sent <= 0:
+        return 0.0, 0.0
+    kind = kind_of(name)
+    count = calls(plan, engine_traffic, zero, name)
+    passes = 2 if kind == "all-reduce" else 1
+    buffer = sent / count / (passes * traffic.ring(group.ranks))
+    one = network.cost(kind, buffer, group)
+    return count * one.seconds, count * one.latency
+
+
 def step_time(plan: Plan, engine_traffic: traffic.Traffic, zero: DeepSpeedZero | None) -> StepTime | None:
     """The estimate for `plan`, or None when the GPU's peak is unknown or there is no sequence."""
     hw = hardware(plan)
@@ -326,29 +470,14 @@ def step_time(plan: Plan, engine_traffic: traffic.Traffic, zero: DeepSpeedZero |
     forward = compute * (model / 3) / (model + extra) if model + extra else 0.0
     sizes = {"step": compute, "backward": compute - forward, "last backward": (compute - forward) / m,
              "first forward": forward / m, "none": 0.0}
-    # The data-parallel group spans nodes unless the model-parallel groups fill them.
-    dp_within_node = plan.dims.nodes == 1 or plan.dims.dp * plan.dims.sequence <= 1
-    intra = engine_traffic.intra or 0.0
-    # Ranks are laid out tensor innermost, then sequence and data, so the data-parallel
-    # (× sequence) group has gpus_per_node / tensor ranks on each node. Under hybrid
-    # sharding only the replicas' all-reduce leaves the node when the shard group fits in
-    # it, one replica per gpus_per_node / (tensor × shard) ranks; a shard group spanning
-    # nodes is priced the same way (one NIC per rank: the cautious reading). DeepSpeed's
-    # hpZ keeps only later gathers in the group: what leaves the node spans the whole group.
-    shards = fsdp2_shard_ranks(plan) if runs_fsdp2(plan) else shard_ranks(plan)
-    replicas_only = engine_traffic.intra is not None and not uses_deepspeed(plan)
-    members = (plan.dims.gpus_per_node // (plan.dims.tensor * shards) if replicas_only
-               else min(reduce_ranks(plan), plan.dims.gpus_per_node // plan.dims.tensor))
-    total = engine_traffic.total
-    network = ring_bandwidth(hw, members)
-    # Each collective's seconds: its in-node share on NVLink, the rest on the network.
-    in_node_share = 1.0 if dp_within_node or total == 0 else intra / total
-    rate = 1 / (in_node_share / hw.intra + (1 - in_node_share) / network)
     found = windows(plan, zero)
     by_window: dict[str, float] = {}
+    latency = 0.0
     for name, sent in engine_traffic.sent.items():
         window = found.get(name, "none")
-        by_window[window] = by_window.get(window, 0.0) + sent / rate
+        seconds, waited = collective_cost(plan, hw, engine_traffic, zero, name, sent)
+        latency += waited
+        by_window[window] = by_window.get(window, 0.0) + seconds
     dp_seconds = sum(by_window.values())
     dp_exposed = sum(max(0.0, seconds - sizes[window]) for window, seconds in by_window.items())
     # A prefetched collective still waits for its first gather and its last reduction in
@@ -368,15 +497,18 @@ def step_time(plan: Plan, engine_traffic: traffic.Traffic, zero: DeepSpeedZero |
     pp_link = hw.inter if dims.world // dims.pipeline >= dims.gpus_per_node and dims.nodes > 1 else hw.intra
     pp_seconds = pipeline_bytes(plan) / pp_link
     idle = compute * bubble(plan) / (1 - bubble(plan))
+    ep_seconds = expert_parallel_seconds(plan, hw)  # the dispatcher's all-to-alls wait on their tokens
     exposed_by = {"data parallel": dp_exposed, "tensor parallel": tp_exposed,
                   "context parallel": max(0.0, cp_seconds - cp_hidden), "pipeline": pp_seconds}
+    if ep_seconds:
+        exposed_by["expert parallel"] = ep_seconds
     exposed = sum(exposed_by.values())
     host = offload_seconds(plan)
     seconds = compute + idle + exposed + host + eager
     return StepTime(
         seconds=seconds,
         compute=compute,
-        communication=dp_seconds + tp_seconds + cp_seconds + pp_seconds,
+        communication=dp_seconds + tp_seconds + cp_seconds + pp_seconds + ep_seconds,
         exposed=exposed,
         bubble=idle,
         offload=host,
@@ -387,4 +519,5 @@ def step_time(plan: Plan, engine_traffic: traffic.Traffic, zero: DeepSpeedZero |
         matmul=size,
         exposed_by=exposed_by,
         attention=eager,
+        latency=latency,
     )

@@ -107,6 +107,7 @@ FIELDS: dict[str, Row] = {
     **{key: _same(PLAN) for key in _keys("model.") if key not in ("model.hidden_size", "model.layer_cls")},
     "kernels.compile": Row(PLAN, PLAN, PLAN, mapped("torch_compile (written when true)", "torch_compile")),
     "kernels.loss": _same(PLAN),
+    "kernels.mlp": _same(PLAN),
     "kernels.fused_ops": Row(PLAN, PLAN, PLAN,
                              mapped("use_liger_kernel (written for liger)", "use_liger_kernel")),
     "model.hidden_size": Row(mapped("the ZeRO buckets: zero_optimization.reduce_bucket_size = hidden², "
@@ -125,8 +126,9 @@ FIELDS: dict[str, Row] = {
                                  exact("trainer.n_gpus_per_node"), LAUNCH),
     "cluster.device": Row(LAUNCH, mapped("`MULTI_GPU`/`FSDP` fall back to one process on CPU (DR209)"),
                           mapped("not runnable without GPUs"), exact("use_cpu")),
-    **{f"cluster.{key}": _same(PLAN) for key in ("gpu_memory", "cpu_memory", "gpu", "peak_tflops",
-                                                  "intra_node_bandwidth", "inter_node_bandwidth")},
+    **{f"cluster.{key}": _same(PLAN) for key in ("gpu_memory", "headroom", "cpu_memory", "gpu", "peak_tflops",
+                                                  "intra_node_bandwidth", "inter_node_bandwidth",
+                                                  "network_latency")},
     **{key: _same(CASES) for key in ("strategy", "stage", "parallel.pipeline", "parallel.virtual_stages")},
     "parallel.tensor": Row(mapped("tensor_parallel.autotp_size (AutoTP)", "tensor_parallel.autotp_size"),
                            mapped("parallelism_config.parallelism_config_tp_size",
@@ -154,11 +156,11 @@ FIELDS: dict[str, Row] = {
                                     "zero_optimization.offload_param.nvme_path",
                                     "zero_optimization.offload_optimizer.nvme_path",
                                     "zero_optimization.offload_param.nvme_path"), CASES, CASES, CASES),
-    **{key: _same(Cell("mapped", "the precision and parallelism rows above (DR227-DR231 where an "
-                                 "engine has no key)"))
-       for key in ("optimizer.state_dtype", "reduce_dtype", "parallel.tensor_sequence",
-                   "parallel.tensor_overlap", "parallel.first_stage_layers", "parallel.last_stage_layers",
-                   "offload.activations")},
+    **{key: _same(Cell("mapped", "the precision and parallelism rows above (DR227-DR231, DR239 where "
+                                 "an engine has no key)"))
+       for key in ("optimizer.state_dtype", "optimizer.master_weights", "reduce_dtype",
+                   "parallel.tensor_sequence", "parallel.tensor_overlap", "parallel.first_stage_layers",
+                   "parallel.last_stage_layers", "offload.activations")},
     "offload.pin_memory": Row(exact("zero_optimization.offload_optimizer.pin_memory"),
                               unused("FSDP2's CPU offload pins its own buffers"),
                               unused("FSDP2's CPU offload pins its own buffers"), mapped("the ds_config's")),

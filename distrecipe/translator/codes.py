@@ -123,6 +123,10 @@ CODES: dict[str, Code] = {
                   "checkpointing keep their checkpoints on the GPU"),
     "DR230": Code("warning", "no bf16 optimizer state beside fp32 master weights in this engine; Adam's "
                   "moments stay fp32"),
+    "DR239": Code("warning", "pure bf16 (no fp32 master copy) is the training script's here: no key of this "
+                  "file carries it; the script must cast the model to bf16 (`model.bfloat16()`, "
+                  "`torch_dtype=torch.bfloat16`) and turn mixed precision off, or it trains with an fp32 "
+                  "master copy"),
     "DR231": Code("warning", "the gradient reduction dtype is not a setting here; the engine reduces in its "
                   "own dtype"),
     "DR232": Code("warning", "expert parallelism is the training script's (DeepSpeed MoE's "

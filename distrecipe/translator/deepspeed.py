@@ -57,6 +57,11 @@ def emit(plan: Plan, *, hf_auto: bool = False) -> dict[str, Any]:
         config |= {"bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"}}
     elif plan.precision == "bf16":
         config["bf16"] = {"enabled": auto(True)}
+        opt = plan.recipe.optimizer
+        if opt is not None and opt.master_weights == "bf16":  # pure bf16: no fp32 master partition
+            config["bf16"]["bf16_master_weights_and_grads"] = True
+            if opt.state_dtype == "bf16":
+                config["bf16"]["bf16_optimizer_states"] = True
     elif plan.precision == "fp16":
         config["fp16"] = {"enabled": auto(True), **FP16_LOSS_SCALING}
     if plan.recipe.optimizer is not None:  # else the script passes its own to deepspeed.initialize
@@ -191,7 +196,7 @@ def findings(plan: Plan, *, hf_auto: bool = False, alone: bool = True,
         found.append(finding("DR223", "deepspeed", f"{keys} \"auto\": raw DeepSpeed refuses them; the HF "
                              "Trainer or Accelerate fills them"))
     found += schedule_findings(plan, hf_auto)
-    found += precision_findings(plan, "deepspeed", activations=True, reduce=True)
+    found += precision_findings(plan, "deepspeed", activations=True, reduce=True, master=True)
     if plan.recipe.offload.activations != "none":
         found.append(finding("DR229", "deepspeed", "activation_checkpointing.cpu_checkpointing: true"))
     weights = plan.recipe.checkpoint.weights if plan.recipe.checkpoint else None

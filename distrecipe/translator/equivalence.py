@@ -69,13 +69,19 @@ def offload_findings(offload: Offload, target: str, native: str) -> list[Finding
 
 
 def precision_findings(plan: Plan, target: str, *, overlap: bool = False, activations: bool = False,
-                       state: bool = False, reduce: bool = False) -> list[Finding]:
-    """DR227/DR228/DR230/DR231 for the newer keys a target cannot carry; each flag says the
-    target can (`overlap`: tensor-parallel overlap, `activations`: CPU-held checkpoints,
-    `state`: bf16 Adam moments, `reduce`: the reduction dtype). Only stated values are
-    named: a default is every engine's own."""
+                       state: bool = False, reduce: bool = False, master: bool = False) -> list[Finding]:
+    """DR227/DR228/DR230/DR231/DR239 for the newer keys a target cannot carry; each flag says
+    the target can (`overlap`: tensor-parallel overlap, `activations`: CPU-held checkpoints,
+    `state`: bf16 Adam moments, `reduce`: the reduction dtype, `master`: pure bf16). Only
+    stated values are named: a default is every engine's own. Under pure bf16 the moments
+    follow it (a torch optimizer keeps them in the bf16 parameters' dtype, DeepSpeed writes
+    `bf16_optimizer_states`), so DR239 alone names what is not carried."""
     r = plan.recipe
     found: list[Finding] = []
+    pure = r.optimizer is not None and r.optimizer.master_weights == "bf16"
+    state = state or pure
+    if pure and not master:
+        found.append(finding("DR239", target, "optimizer.master_weights: bf16"))
     if r.parallel.tensor_overlap and plan.dims.tensor > 1 and not overlap:
         found.append(finding("DR227", target, f"parallel.tensor_overlap with tensor {plan.dims.tensor}"))
     if r.offload.activations != "none" and not activations:
@@ -325,6 +331,14 @@ TABLE: tuple[Row, ...] = (
         Cell("Megatron: `use_precision_aware_optimizer`, `exp_avg_dtype`, `exp_avg_sq_dtype`; FSDP: none",
              "DR230"),
         Cell("none", "DR230"),
+    ),
+    Row(
+        "optimizer.master_weights: bf16",
+        Cell("`bf16.bf16_master_weights_and_grads` (stage ≥ 1; with `bf16_optimizer_states`, or fp32 moments "
+             "in ZeRO-Offload's DeepSpeedCPUAdam)"),
+        Cell("none: the script casts the model to bf16", "DR239"),
+        Cell("FSDP `fsdp_config.model_dtype=bf16`; Megatron: none (fp32 main parameters, refused)"),
+        Cell("via the ds_config (zero); FSDP: none, the script loads the model in bf16", "DR239"),
     ),
     Row(
         "reduce_dtype",

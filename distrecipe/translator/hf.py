@@ -74,7 +74,8 @@ def findings(plan: Plan, *, launched: bool = False) -> list[Finding]:
     if plan.recipe.activation_checkpointing == "selective":
         found.append(finding("DR207", TARGET, "whole-block gradient checkpointing"))
     # The ds_config carries the reduction dtype; the Trainer's checkpointing is torch's.
-    found.extend(precision_findings(plan, TARGET, reduce=plan.recipe.strategy == "zero"))
+    found.extend(precision_findings(plan, TARGET, reduce=plan.recipe.strategy == "zero",
+                                    master=plan.recipe.strategy == "zero"))
     opt = plan.recipe.optimizer
     if plan.recipe.strategy != "zero" and opt is not None and opt.name == "adam":
         said = f"optimizer.name adam{carry.as_written('optimizer.name')}"

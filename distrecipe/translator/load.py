@@ -69,6 +69,11 @@ def parse_size(value: int | str) -> int:
     return _whole(float(m.group(1)) * _UNITS[m.group(2).upper()], value)
 
 
+def _headroom(value: int | float | str) -> float | int:
+    """`cluster.headroom`: a number is a share of the GPU (a float), a size is bytes (an int)."""
+    return parse_size(value) if isinstance(value, str) else float(value)
+
+
 def parse_count(value: int | float | str) -> int:
     """A parameter count from `8.2e9`, `8.2B`, `350M` or an integer."""
     if isinstance(value, int):
@@ -198,11 +203,13 @@ def recipe_from_document(doc: Document, base_dir: Path) -> Recipe:
     """
     if not isinstance(doc.data, dict):
         raise RecipeError("a recipe must be a mapping (key: value pairs)", doc.where(()))
+    _no_lone_surrogates(doc.data, (), doc)
     doc = _slurm_time(text_as_written(doc))
     validate_recipe(doc)
     d: dict[str, Any] = coerce_integers(doc.data, recipe_schema())
     cluster: dict[str, Any] = {
-        k: _bounded(parse_size(v), ("cluster", k), doc) if k in ("gpu_memory", "cpu_memory") else v
+        k: _bounded(parse_size(v), ("cluster", k), doc) if k in ("gpu_memory", "cpu_memory") else
+        _headroom(v) if k == "headroom" else v
         for k, v in d.get("cluster", {}).items()}
     batch: dict[str, Any] = {"global_" if k == "global" else k: v for k, v in d.get("batch", {}).items()}
     written: dict[str, Any] = {k: d[k] for k in ("stage", "precision", "reduce_dtype") if k in d}
@@ -246,6 +253,27 @@ def recipe_from_document(doc: Document, base_dir: Path) -> Recipe:
         where={dotted(path): pos for path, pos in doc.positions.items() if path},
         derived=derived,
     )
+
+
+def _no_lone_surrogates(value: Any, path: KeyPath, doc: Document) -> None:
+    """Refuse a string no file can hold: YAML's and JSON's `\\ud800` escapes give a lone
+    surrogate, which UTF-8 cannot encode, and every recipe string ends up in a written
+    file (a config, the sbatch script, plan.json)."""
+    if isinstance(value, str):
+        if _SURROGATE.search(value):
+            shown = ascii(value)[1:-1][:40]
+            raise RecipeError(f"{dotted(path) or 'a key'} holds a lone surrogate ({shown}): text that "
+                              "cannot be written as UTF-8", doc.where(path))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _no_lone_surrogates(key, path, doc)
+            _no_lone_surrogates(item, (*path, key) if isinstance(key, str) else path, doc)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _no_lone_surrogates(item, (*path, index), doc)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def text_as_written(doc: Document) -> Document:

@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from distrecipe.engines.gpus import gpu_spec
+from distrecipe.engines.runner import uses_deepspeed
 from distrecipe.errors import RecipeError
 from distrecipe.job import Buckets, ParallelDims, Plan, ResolvedBatch, plan_values
 from distrecipe.recipe import AUTO, Backend, Offload, Precision, Recipe, Strategy, name_from_file
@@ -57,6 +58,7 @@ def resolve(recipe: Recipe, *, detected_gpus: int | None = None, world: int | No
     _check_uneven_stages(recipe)
     _check_model(recipe)
     gpu_memory = _gpu_memory(recipe, prov)
+    _check_headroom(recipe, gpu_memory)
     dims = _dims(recipe, stage, _gpus_per_node(recipe, detected_gpus, world, prov), prov)
     _check_expert(recipe, dims)
     batch = None if script_batch(recipe) else _batch(recipe, dims.dp, prov, micro, gpu_memory)
@@ -86,6 +88,7 @@ def resolve(recipe: Recipe, *, detected_gpus: int | None = None, world: int | No
                 precision=_precision(recipe, prov), gpu_memory=gpu_memory,
                 buckets=_buckets(recipe, stage, prov), provenance=prov)
     _check_native(plan, recipe)
+    _check_master_weights(plan)
     if "name" not in recipe.where:
         prov["name"] = name_from_file(recipe.source)[1] or "the recipe file's name"
     for key, value in plan_values(plan).items():
@@ -177,6 +180,15 @@ def _stage(recipe: Recipe, prov: dict[str, str]) -> int:
     return recipe.stage
 
 
+def _check_headroom(recipe: Recipe, gpu_memory: int | None) -> None:
+    """A `cluster.headroom` size that leaves nothing of the GPU is refused, not judged."""
+    kept = recipe.cluster.headroom
+    if isinstance(kept, int) and gpu_memory is not None and kept >= gpu_memory:
+        raise RecipeError(f"cluster.headroom {kept / 1e9:.4g} GB leaves nothing of the GPU's "
+                          f"{gpu_memory / 1e9:.4g} GB: keep less free",
+                          recipe.at("cluster.headroom", "cluster"))
+
+
 def _gpu_memory(recipe: Recipe, prov: dict[str, str]) -> int | None:
     """Bytes per GPU: `cluster.gpu_memory`, else what `cluster.gpu` implies; a stated size
     that is none of the GPU's is refused naming both (`engines.gpus`: the marketed GB up to
@@ -251,6 +263,43 @@ def _check_expert(recipe: Recipe, dims: ParallelDims) -> None:
     if recipe.strategy == "ddp":
         raise RecipeError("parallel.expert needs sharded experts: DDP keeps a whole copy of every expert on "
                           "every rank; use strategy zero (DeepSpeed MoE) or megatron", where)
+
+
+def _check_master_weights(plan: Plan) -> None:
+    """Pure bf16 (`optimizer.master_weights: bf16`) where the engine can run it: bf16
+    training; not Megatron-Core, whose main parameters are fp32 (its precision-aware
+    optimizer's `main_params_dtype` is fp32 or fp16); under DeepSpeed stage ≥ 1 and bf16
+    moments, or fp32 moments on the host (`runtime/config.py` asserts the stage,
+    `base_optimizer._configure_master_weights` demands ZeRO-Offload with DeepSpeedCPUAdam
+    unless `bf16_optimizer_states`); torch's optimizers keep the moments in the
+    parameters' dtype, so a stated fp32 `state_dtype` cannot be had there."""
+    recipe = plan.recipe
+    opt = recipe.optimizer
+    if opt is None or opt.master_weights == "fp32":
+        return
+    where = recipe.at("optimizer.master_weights", "optimizer")
+    if recipe.precision != "bf16":
+        raise RecipeError(f"optimizer.master_weights: bf16 (pure bf16) needs precision: bf16; this recipe "
+                          f"has {recipe.precision}",
+                          recipe.at("optimizer.master_weights", "precision", "optimizer"))
+    if recipe.strategy == "megatron":
+        raise RecipeError("optimizer.master_weights: bf16: Megatron-Core keeps fp32 main parameters (its "
+                          "precision-aware optimizer's main_params_dtype is fp32 or fp16); write fp32",
+                          where)
+    if uses_deepspeed(plan):
+        if plan.stage < 1:
+            raise RecipeError("optimizer.master_weights: bf16 is DeepSpeed's bf16_master_weights_and_grads, "
+                              "which needs ZeRO stage 1, 2 or 3; this recipe has stage 0", where)
+        if opt.state_dtype == "fp32" and recipe.offload.optimizer == "none":
+            raise RecipeError("optimizer.master_weights: bf16 with fp32 optimizer state needs "
+                              "offload.optimizer (DeepSpeed keeps fp32 moments only in DeepSpeedCPUAdam on "
+                              "the host); write "
+                              "optimizer.state_dtype: bf16 (bf16_optimizer_states) or offload.optimizer: cpu",
+                              recipe.at("optimizer.master_weights", "optimizer.state_dtype", "optimizer"))
+    elif opt.state_dtype == "fp32" and "optimizer.state_dtype" in recipe.where:
+        raise RecipeError("optimizer.state_dtype: fp32 with master_weights: bf16: torch's optimizers keep "
+                          "Adam's moments in the parameters' dtype (bf16 here); write bf16 or leave it out",
+                          recipe.at("optimizer.state_dtype", "optimizer"))
 
 
 def _check_offload(recipe: Recipe, stage: int) -> None:

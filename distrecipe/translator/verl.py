@@ -121,7 +121,7 @@ def _structure_findings(plan: Plan, launched: bool) -> list[Finding]:
         key = ("override_transformer_config.recompute_granularity=full" if megatron
                else "model.enable_gradient_checkpointing=true")
         found.append(finding("DR207", TARGET, key))
-    found.extend(precision_findings(plan, TARGET, overlap=megatron, state=megatron, reduce=True))
+    found.extend(precision_findings(plan, TARGET, overlap=megatron, state=megatron, reduce=True, master=True))
     if plan.recipe.grad_clip == 0:
         found.append(finding("DR212", TARGET))
     if plan.recipe.precision == "auto":
@@ -285,6 +285,8 @@ def _fsdp(plan: Plan) -> list[Override]:
           if plan.recipe.precision != "auto" else []),
         *([(f"++{fsdp}.mixed_precision.reduce_dtype", FSDP_DTYPE[plan.recipe.reduce_dtype])]
           if plan.recipe.reduce_dtype is not None else []),
+        *([(f"{fsdp}.model_dtype", "bf16")]  # pure bf16: the model is loaded, and trained, in bf16
+          if plan.recipe.optimizer is not None and plan.recipe.optimizer.master_weights == "bf16" else []),
         (f"{ACTOR}.ulysses_sequence_parallel_size", plan.dims.sequence),
     ]
     if plan.dims.sequence > 1:

@@ -38,6 +38,23 @@ def test_a_plan_that_does_not_fit_is_refused_with_plan_s_figures(cli: Cli, tmp_p
     assert cli("plan", SEED, *NO_FIT).code == 1  # the same judgement
 
 
+def test_a_tight_plan_warns_with_its_band_and_launches(cli: Cli, tmp_path: Path) -> None:
+    """The seed's ZeRO-1 needs 84.96 GB by the plan, within DeepSpeed's band of 80 GB: only
+    *does not fit* is refused; *tight* is lint's DR372 warning, at the key."""
+    zero1 = RECIPES / "seed-8b-32gpu-zero1.yaml"
+    result = cli("launch", zero1, "--dry-run", "--run-dir", tmp_path / "run")
+    assert result.code == 0, result.err
+    assert f"{at(zero1, 'gpu_memory')}51: warning DR372: tight: ZeRO-1 needs 84.96 GB per GPU (−6.8 % … +7.8 %: " \
+           "79.15 GB–91.56 GB, deepspeed × eager-hf)" in result.err
+    assert "does not fit" not in result.err
+    assert json.loads(result.out)["argv"][0].endswith("deepspeed")
+    assert cli("plan", zero1).code == 0  # the same judgement
+    refused = cli("launch", zero1, "--set", "cluster.headroom=4GB", "--dry-run", "--run-dir", tmp_path / "run2")
+    assert refused.code == 2
+    assert "error: the plan does not fit: ZeRO-1 needs 84.96 GB (79.1 GiB) per GPU of 80 GB (74.5 GiB) less " \
+           "cluster.headroom 4 GB (3.7 GiB)" in refused.err
+
+
 def test_allow_no_fit_launches_it_and_says_so(cli: Cli, tmp_path: Path) -> None:
     result = cli("launch", SEED, *NO_FIT, "--allow-no-fit", "--dry-run", "--run-dir", tmp_path / "run")
     assert result.code == 0, result.err
@@ -74,7 +91,7 @@ def test_run_json_records_what_was_judged(tmp_path: Path) -> None:
     record.start(plan=plan, recipe_text=SEED.read_text(), files={}, argv=("true",), env={}, cwd=str(tmp_path),
                  fit=fit)
     got = json.loads((tmp_path / "run" / RUN_RECORD).read_text())["fit"]
-    assert got == {"fits": False, "needed_bytes": pytest.approx(125.66e9, rel=1e-3),
+    assert got == {"fits": False, "verdict": "does not fit", "needed_bytes": pytest.approx(125.66e9, rel=1e-3),
                    "gpu_memory_bytes": 80_000_000_000, "allow_no_fit": True}
     assert len(said) == 1
     assert check_fit(load_plan(str(SEED), ()), allow_no_fit=False, say=said.append)["fits"] is True

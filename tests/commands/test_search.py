@@ -124,8 +124,8 @@ def test_each_program_runs_the_searched_batch(cli: Cli, kind: str, tmp_path: Pat
         args = accelerate(words)
         world, program = args.num_processes, list(args.training_script_args)
         config = yaml.safe_load((out / "accelerate_config.yaml").read_text())
-        sizes = config.get("parallelism_config", {})
-        split = sizes.get("parallelism_config_cp_size", 1) * sizes.get("parallelism_config_tp_size", 1)
+        sizes = config.get("parallelism_config", {})  # the FSDP path's; the DeepSpeed path's are the ds_config's
+        split *= sizes.get("parallelism_config_cp_size", 1) * sizes.get("parallelism_config_tp_size", 1)
     if kind == "hf":
         trainer = hf(program)
         micro, accumulation = trainer.per_device_train_batch_size, trainer.gradient_accumulation_steps
@@ -134,7 +134,9 @@ def test_each_program_runs_the_searched_batch(cli: Cli, kind: str, tmp_path: Pat
         micro, accumulation = ds["train_micro_batch_size_per_gpu"], ds["gradient_accumulation_steps"]
     elif kind == "accelerate":
         micro = winner["batch.micro"]  # the DataLoader's batch_size is the script's (DR223)
-        accumulation = int(dry["env"]["ACCELERATE_GRADIENT_ACCUMULATION_STEPS"])
+        # On Accelerate's DeepSpeed path the ds_config carries it; on the FSDP path the environment.
+        accumulation = (ds["gradient_accumulation_steps"] if ds
+                        else int(dry["env"]["ACCELERATE_GRADIENT_ACCUMULATION_STEPS"]))
     else:
         plan = json.loads(cli("resolve", tmp_path / "best.yaml", "--format", "json").out)
         micro, accumulation = plan["batch.micro"]["value"], plan["batch.accumulation"]["value"]

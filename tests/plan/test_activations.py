@@ -13,10 +13,12 @@ import pytest
 
 from distrecipe.plan.activations import (
     eager_attention_backward,
+    hf_llama,
     kernel_choice,
     llama_layer,
     loss_head,
     plan_activations,
+    tiled_mlp_backward,
 )
 from tests.published import Row, plan_for_row
 
@@ -34,14 +36,16 @@ def measured() -> list[dict[str, str]]:
 def layer_formula(row: dict[str, Any]) -> float:
     s, b, h, a, kv, i = (int(row[k]) for k in ("s", "b", "h", "a", "h_kv", "i"))
     flash, compiled = row["attention"] == "sdpa", str(row["compile"]) == "True"
-    return llama_layer(s=s, b=b, h=h, a=a, kv=kv, inter=i, flash=flash, compiled=compiled) + NORMS * s * b
+    tiled = row.get("mlp") == "tiled"
+    return (llama_layer(s=s, b=b, h=h, a=a, kv=kv, inter=i, flash=flash, compiled=compiled, tiled=tiled)
+            + NORMS * s * b)
 
 
 DENSE = [r for r in measured() if r["family"] in ("llama", "qwen2") and r["recompute"] == "none"]
 
 
 @pytest.mark.parametrize("row", DENSE, ids=lambda r: f"{r['family']}-{r['attention']}-compile{r['compile']}-"
-                         f"{r['loss']}")
+                         f"{r['loss']}-{r['mlp']}-mlp")
 def test_layer_formula_is_the_measurement(row: dict[str, str]) -> None:
     """Eager exactly; compiled sdpa exactly; compiled eager attention's softmax statistics
     to within 1 % (the partitioner's choice among them varies with the graph)."""
@@ -50,7 +54,7 @@ def test_layer_formula_is_the_measurement(row: dict[str, str]) -> None:
 
 
 @pytest.mark.parametrize("row", [r for r in measured() if r["family"] == "llama" and r["compile"] == "False"],
-                         ids=lambda r: f"{r['attention']}-{r['loss']}-{r['recompute']}")
+                         ids=lambda r: f"{r['attention']}-{r['loss']}-{r['recompute']}-{r['mlp']}-mlp")
 def test_head_and_checkpoint_formulas_are_the_measurement(row: dict[str, str]) -> None:
     """The head: measured without the final norm (body_rest holds it: 6·sbh and its 4·sb
     statistics), so the formula's 8·sbh less 6·sbh; full recompute holds 2·sbh a layer."""
@@ -74,12 +78,16 @@ def test_a_fresh_measurement_matches() -> None:
     sys.modules["saved_activations"] = bench  # its dataclasses look their module up
     spec.loader.exec_module(bench)
     torch = pytest.importorskip("torch")
-    for variant in (bench.Variant(), bench.Variant(attention="eager"), bench.Variant(compile=True)):
+    for variant in (bench.Variant(), bench.Variant(attention="eager"), bench.Variant(compile=True),
+                    bench.Variant(mlp="tiled")):
         one = bench.measure("llama", variant, 1, torch.bfloat16, s=32, b=1)
         two = bench.measure("llama", variant, 2, torch.bfloat16, s=32, b=1)
         row = {"s": 32, "b": 1, "h": 64, "a": 4, "h_kv": 32, "i": 176, "attention": variant.attention,
-               "compile": str(variant.compile)}
+               "compile": str(variant.compile), "mlp": variant.mlp}
         assert two["body"] - one["body"] == layer_formula(row), variant
+    saved, _, backward = bench.mlp_peaks(256, 1, "tiled")  # 4 shards of 64 tokens
+    assert saved == 0
+    assert backward == pytest.approx(tiled_mlp_backward(s=256, b=1, h=64, inter=176), rel=0.002)
 
 
 def row_with(**changes: str) -> Row:
@@ -101,6 +109,47 @@ def test_a_published_row_states_compile_only_where_it_says(compile_: str, choice
     assert ("kernels.compile" in plan.recipe.where) == bool(compile_)
     per_layer = plan_activations(plan)[0].layers / 32
     assert per_layer == 8192 * 4096 * per_sbh + 4 * 32 * 8192
+
+
+def tiled_measured() -> list[dict[str, str]]:
+    path = ROOT / "benchmarks" / "saved_activations_tiled.csv"
+    with path.open(encoding="utf-8") as handle:
+        return list(csv.DictReader(line for line in handle if not line.startswith("#")))
+
+
+@pytest.mark.parametrize("row", tiled_measured(), ids=lambda r: f"s{r['s']}-{r['shards']}-shards")
+def test_tiled_mlp_terms_are_the_measurement(row: dict[str, str]) -> None:
+    """DeepSpeed's `TiledMLP` saves nothing beyond the MLP's input where the whole MLP saves
+    8·sbi (the term `llama_layer(tiled=True)` drops), and its backward peaks at the input's
+    gradient, 2·sbh, plus one shard's work (`tiled_mlp_backward`), at any shard count."""
+    s, b, h, i = (int(row[k]) for k in ("s", "b", "h", "i"))
+    assert int(row["full_saved"]) == 8 * s * b * i
+    assert int(row["tiled_saved"]) == 0
+    assert int(row["shards"]) == -(-s // h)
+    assert int(row["tiled_backward_peak"]) == pytest.approx(tiled_mlp_backward(s=s, b=b, h=h, inter=i), rel=0.002)
+
+
+def test_a_published_row_states_a_tiled_mlp() -> None:
+    """`[kernels: mlp=tiled]` states `kernels.mlp: tiled`; `mlp=plain` the default, stated.
+    Llama-3.1-8B, b = 1: sbh·(20 + 4·h_kv/h) + 4·a·s·b a layer, the MLP's 8·sbi gone."""
+    tiled = plan_for_row(row_with(notes="[kernels: mlp=tiled]"))
+    plain = plan_for_row(row_with(notes="[kernels: mlp=plain]"))
+    assert (tiled.recipe.kernels.mlp, plain.recipe.kernels.mlp) == ("tiled", "full")
+    assert "kernels.mlp" in plain.recipe.where
+    assert (kernel_choice(tiled), kernel_choice(plain)) == ("tiled-mlp", "eager-hf")
+    assert plan_activations(tiled)[0].layers / 32 == 8192 * 4096 * 21 + 4 * 32 * 8192
+    assert "tiled MLP" in plan_activations(tiled)[0].formula
+
+
+def test_a_tiled_mlp_under_full_recompute_adds_its_backward_to_the_rebuilt_layer() -> None:
+    """Full recompute keeps 2·sbh a layer either way; the layer rebuilt in backward saves
+    8·sbi less and allocates `tiled_mlp_backward` (2·sbh + one shard) on top."""
+    s, h, i = 1_200_000, 4096, 14336  # ALST's one-H200 row: the fused loss holds no logits
+    shape: dict[str, Any] = dict(s=s, b=1, h=h, a=32, kv=1024, inter=i, layers=32, vocab=128256, flash=True,
+                                 recompute="full", loss="fused")
+    full, tiled = hf_llama(**shape), hf_llama(**shape, tiled=True)
+    assert tiled.layers == full.layers and tiled.head == full.head
+    assert tiled.peak - full.peak == pytest.approx(-8 * s * i + tiled_mlp_backward(s=s, b=1, h=h, inter=i))
 
 
 def test_eager_backward_term_is_the_measured_limit() -> None:

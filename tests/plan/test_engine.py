@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from distrecipe.job import Plan
-from distrecipe.plan.engine import megatron
+from distrecipe.plan.engine import megatron, plan_engine_view
+from distrecipe.plan.memory import plan_model_state
 from distrecipe.plan.traffic import engine as traffic
 from distrecipe.translator.load import recipe_from_text
 from distrecipe.translator.resolve import resolve
@@ -53,3 +54,20 @@ def test_megatron_deepspeed_keeps_16_bit_and_fp32_gradients() -> None:
     assert view.total("rest") == pytest.approx((2 + 2 + 4 + 12 / 8) * PSI)
     zero1 = megatron(plan_of(launch={"backend": "deepspeed"}, reduce_dtype="bf16"), PSI)
     assert zero1.engine.startswith("Megatron-DeepSpeed ZeRO-1")
+
+
+@pytest.mark.parametrize(("changes", "rest", "formula"), [
+    # torch FSDP2 over a model cast to bf16: 2 + 8/2 bytes sharded at rest, AdamW's moments bf16.
+    ({"strategy": "fsdp", "stage": 3, "launch": {"backend": "torchrun"}}, (2 + 4) / 8, "8Ψ/N"),
+    # torch DDP: bf16 parameters, moments and bucket, whole on every rank.
+    ({"strategy": "ddp", "stage": 0, "launch": {"backend": "accelerate"}}, 2 + 4 + 2, "8Ψ"),
+    # DeepSpeed ZeRO-2 under bf16_master_weights_and_grads + bf16_optimizer_states: the master
+    # partition is a bf16 clone (2/N), the moments 4/N.
+    ({"strategy": "zero", "stage": 2, "launch": {"backend": "deepspeed"}}, 2 + (2 + 4) / 8, "2Ψ + 6Ψ/N"),
+])
+def test_pure_bf16_keeps_no_fp32_master(changes: dict[str, Any], rest: float, formula: str) -> None:
+    """`optimizer.master_weights: bf16`: 2 + 2 + 4 bytes a parameter, not 2 + 2 + 12."""
+    plan = plan_of(**changes, optimizer={"master_weights": "bf16", "state_dtype": "bf16"})
+    view = plan_engine_view(plan, psi=PSI)
+    assert view.total("rest") == pytest.approx(rest * PSI)
+    assert plan_model_state(plan).formula == formula

@@ -90,3 +90,15 @@ def test_the_k8s_settings_stay_out_of_each_nodes_command_however_spaced() -> Non
     items = (" launch.k8s.image=x", "launch . k8s . kind=trainjob", "batch.global=64")
     command = node_command(plan, "python3", NodeLaunch(recipe="r.yaml", overrides=items))
     assert [word for word in command if "=" in word] == ["batch.global=64"]
+
+
+@pytest.mark.parametrize(("written", "key", "column"), [
+    ('offload: {optimizer: nvme, nvme_path: "/nvme/\\ud800"}\n', "offload.nvme_path", 39),
+    ('launch: {args: [--tag, "\\udfff"]}\n', "launch.args[1]", 24),
+])
+def test_a_lone_surrogate_is_refused_where_it_is_written(written: str, key: str, column: int) -> None:
+    """YAML's `\\ud800` escape gives text no UTF-8 file can hold; every recipe string is
+    written somewhere, so it is refused at its key instead of crashing the writer."""
+    with pytest.raises(RecipeError) as caught:
+        recipe_from_text(BASE + written, "r.yaml")
+    assert str(caught.value).startswith(f"r.yaml:7:{column}: {key} holds a lone surrogate")

@@ -324,6 +324,60 @@ def zero_setting_refused_at_stage(src: Source) -> Iterator[Problem]:
         yield Problem(("gradient_allreduce_op",), 'gradient_allreduce_op "sum" is refused with ZeRO stage 3')
 
 
+def bf16_master_weights_refused(src: Source) -> Iterator[Problem]:
+    """Pure bf16 (`bf16_master_weights_and_grads`) where DeepSpeed refuses it.
+
+    DeepSpeed keeps no fp32 master copy under `bf16.bf16_master_weights_and_grads`, and
+    refuses it in `deepspeed.initialize`, on every rank: below ZeRO stage 1
+    (`DeepSpeedConfig` asserts "only supported with ZeRO Stage 1, 2, or 3"), with
+    `bf16_optimizer_states` but without it ("requires bf16_master_weights_and_grads"), and
+    with fp32 Adam moments (no `bf16_optimizer_states`) outside ZeRO-Offload: the ZeRO
+    optimizer's `_configure_master_weights` then demands `offload_optimizer` with
+    DeepSpeedCPUAdam.
+
+    Fails: deepspeed --world 8
+    ```json
+    {"train_batch_size": 32, "bf16": {"enabled": true, "bf16_master_weights_and_grads": true},
+     "zero_optimization": {"stage": 0}}
+    ```
+
+    Fails: deepspeed --world 8
+    ```json
+    {"train_batch_size": 32, "bf16": {"enabled": true, "bf16_master_weights_and_grads": true},
+     "zero_optimization": {"stage": 2}}
+    ```
+
+    Passes: deepspeed --world 8
+    ```json
+    {"train_batch_size": 32,
+     "bf16": {"enabled": true, "bf16_master_weights_and_grads": true, "bf16_optimizer_states": true},
+     "zero_optimization": {"stage": 2}}
+    ```
+
+    Fix: ZeRO stage 1 to 3 with `bf16_optimizer_states: true` (Adam's moments in bf16 too:
+    2 + 2 + 4 bytes a parameter), or `offload_optimizer` to keep fp32 moments on the host.
+    """
+    key = "bf16" if "bf16" in src.data else "bfloat16"
+    bf16 = src.section(key)
+    master = bf16.get("bf16_master_weights_and_grads") is True
+    states = bf16.get("bf16_optimizer_states") is True
+    stage = integer(src.section("zero_optimization").get("stage", 0))
+    if not (master or states) or stage is None:
+        return
+    named = "bf16_master_weights_and_grads" if master else "bf16_optimizer_states"
+    device = src.section("zero_optimization", "offload_optimizer").get("device")
+    if stage not in (1, 2, 3):
+        yield Problem((key, named), f"{key}.{named} needs ZeRO stage 1, 2 or 3; this file has stage {stage}: "
+                      "deepspeed.initialize asserts it", key=True)
+    elif not master:
+        yield Problem((key, "bf16_optimizer_states"), f"{key}.bf16_optimizer_states needs "
+                      "bf16_master_weights_and_grads: true; deepspeed.initialize asserts it", key=True)
+    elif not states and not (isinstance(device, str) and device.lower() in ("cpu", "nvme")):
+        yield Problem((key, named), f"{key}.bf16_master_weights_and_grads with fp32 Adam moments (no "
+                      "bf16_optimizer_states) needs offload_optimizer with DeepSpeedCPUAdam: the ZeRO "
+                      "optimizer asserts it at start-up", key=True)
+
+
 def offload_without_optimizer(src: Source) -> Iterator[Problem]:
     """Optimizer offload with no `optimizer` section, in a ds_config raw DeepSpeed reads.
 

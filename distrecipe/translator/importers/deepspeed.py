@@ -57,6 +57,16 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     precision_autos = [k for k in ("bf16", "bfloat16", "fp16") if section(data, k).get("enabled") == "auto"]
     recipe["precision"] = "auto" if precision_autos and precision(data) == "fp32" else precision(data)
     optimizer = _optimizer(data.get("optimizer"), notes)
+    bf16 = section(data, "bf16") or section(data, "bfloat16")
+    if recipe["precision"] == "bf16" and bf16.get("bf16_master_weights_and_grads") is True:
+        if optimizer:  # pure bf16: the recipe's optimizer says it
+            optimizer["master_weights"] = "bf16"
+            if bf16.get("bf16_optimizer_states") is True:
+                optimizer["state_dtype"] = "bf16"
+        else:
+            notes.append("bf16.bf16_master_weights_and_grads: the ds_config leaves the optimizer to the "
+                         "script, so the recipe has no optimizer section to say pure bf16 in; the keys are "
+                         "carried in native.deepspeed and plan counts an fp32 master copy")
     if optimizer:
         recipe["optimizer"] = optimizer
     clip = data.get("gradient_clipping")

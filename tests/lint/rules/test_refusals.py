@@ -207,3 +207,40 @@ def test_deepspeed_refuses_a_client_optimizer_with_offload_at_initialize() -> No
     assert refuses(written)
     assert not refuses({**written, "optimizer": {"type": "AdamW", "params": {"lr": 1e-5}}})
     assert not refuses({**written, "zero_force_ds_cpu_optimizer": False})
+
+
+PURE_BF16 = {"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 1,
+             "bf16": {"enabled": True, "bf16_master_weights_and_grads": True, "bf16_optimizer_states": True},
+             "zero_optimization": {"stage": 2}}
+
+
+def _with(bf16: dict[str, object] | None = None, **zero: object) -> dict[str, object]:
+    return {**PURE_BF16, "bf16": {**PURE_BF16["bf16"], **(bf16 or {})},  # type: ignore[dict-item]
+            "zero_optimization": {**PURE_BF16["zero_optimization"], **zero}}  # type: ignore[dict-item]
+
+
+@pytest.mark.parametrize(("config", "said"), [
+    (_with(stage=0), "bf16.bf16_master_weights_and_grads needs ZeRO stage 1, 2 or 3; this file has stage 0"),
+    (_with({"bf16_master_weights_and_grads": False}), "bf16.bf16_optimizer_states needs "
+     "bf16_master_weights_and_grads: true"),
+    (_with({"bf16_optimizer_states": False}), "bf16.bf16_master_weights_and_grads with fp32 Adam moments (no "
+     "bf16_optimizer_states) needs offload_optimizer with DeepSpeedCPUAdam"),
+    (_with(), None),
+    (_with({"bf16_optimizer_states": False}, offload_optimizer={"device": "cpu"}), None),
+])
+def test_pure_bf16_deepspeed_refuses(tmp_path: Path, config: dict[str, object], said: str | None) -> None:
+    (tmp_path / "ds_config.json").write_text(json.dumps(config, indent=1))
+    found = findings(tmp_path, "DR324", world=8)
+    assert [(name, severity, message.startswith(said or "")) for name, _, severity, message in found] == (
+        [("ds_config.json", "error", True)] if said else [])
+
+
+@pytest.mark.slow  # imports deepspeed and torch
+def test_deepspeed_config_refuses_pure_bf16_below_stage_1() -> None:
+    """`DeepSpeedConfig` (DeepSpeed's own parser) on the same files: the stage and the
+    bf16_optimizer_states assertions are its; the fp32-moments case is the ZeRO optimizer's."""
+    from distrecipe.judges import deepspeed as deepspeed_judge
+
+    assert deepspeed_judge.accepts(_with(), 8)
+    assert not deepspeed_judge.accepts(_with(stage=0), 8)
+    assert not deepspeed_judge.accepts(_with({"bf16_master_weights_and_grads": False}), 8)

@@ -96,8 +96,7 @@ def test_a_file_forced_to_the_kind_without_a_command_says_so(tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize(("name", "text", "what"), [
-    ("run.sh", "python3 -m openrlhf.cli.train_ppo_ray --train.batch_size 8\n", "an OpenRLHF command line"),
-    ("sft.yaml", "model_name_or_path: m\npacking: true\nmax_length: 8\n", "a TRL config or command line")])
+    ("run.sh", "python3 -m openrlhf.cli.train_ppo_ray --train.batch_size 8\n", "an OpenRLHF command line")])
 def test_import_names_what_it_does_not_import(name: str, text: str, what: str, tmp_path: Path) -> None:
     from distrecipe.translator.importers.registry import NotNative, import_document, read_native
 

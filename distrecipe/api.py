@@ -34,6 +34,7 @@ from distrecipe.translator.resolve import needs_fit, resolve
 __all__ = [
     "Plan",
     "accelerator_kwargs",
+    "checkpoint_dir",
     "current",
     "deepspeed_config",
     "deepspeed_plugin_kwargs",
@@ -42,6 +43,7 @@ __all__ = [
     "load_plan",
     "plan_of_document",
     "record_metrics",
+    "resume_from",
     "review_plan",
     "training_arguments",
     "verl_overrides",
@@ -130,6 +132,25 @@ def _resolved(recipe: Recipe, *, detected_gpus: int | None = None, world: int | 
 def load(path: str | Path, overrides: Sequence[str] = ()) -> Plan:
     """The resolved Plan of a recipe file; `overrides` are `--set` style `key=value` strings."""
     return load_plan(path, overrides)
+
+
+def resume_from(environ: Mapping[str, str] | None = None) -> Path | None:
+    """The checkpoint this run resumes from, as `distrecipe launch` chose and checked it
+    (`checkpoint.resume`: the latest complete one for `auto`), or None to start fresh.
+    A raw script passes it to its engine's load (`engine.load_checkpoint(path.parent,
+    tag=path.name)` for DeepSpeed, `dcp.load(..., checkpoint_id=path)` for FSDP2)."""
+    from distrecipe.launch.resume import RESUME_ENV
+
+    value = (os.environ if environ is None else environ).get(RESUME_ENV)
+    return Path(value) if value else None
+
+
+def checkpoint_dir(environ: Mapping[str, str] | None = None) -> Path | None:
+    """Where this run saves its checkpoints (`checkpoint.dir`, absolute), or None."""
+    from distrecipe.launch.resume import CHECKPOINT_DIR_ENV
+
+    value = (os.environ if environ is None else environ).get(CHECKPOINT_DIR_ENV)
+    return Path(value) if value else None
 
 
 def current(environ: Mapping[str, str] | None = None) -> Plan:

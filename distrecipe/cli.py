@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "import": "distrecipe.commands.import_",
     "diff": "distrecipe.commands.diff",
     "init": "distrecipe.commands.init",
+    "checkpoint": "distrecipe.commands.checkpoint",
 }
 """Command name → module defining `command`. Imported only when that command runs,
 so `distrecipe compile` never pays for what `launch` or `plan` import."""

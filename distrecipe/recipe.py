@@ -413,6 +413,17 @@ class Checkpoint:
     every: int | None = spec(None, minimum=1, maximum=2**31)
     """Save every this many optimizer steps (the Trainer's `save_steps`, verl's `save_freq`).
     Default: the script's."""
+    dir: str | None = spec(None, minLength=1, maxLength=4096)
+    """Where checkpoints are written and looked for (the Trainer's `output_dir`, verl's
+    `default_local_dir`; `launch` hands it to other scripts as `DISTRECIPE_CHECKPOINT_DIR`).
+    Default: the script's."""
+    keep: int | None = spec(None, minimum=1, maximum=2**31)
+    """How many checkpoints to keep, the oldest deleted first (the Trainer's
+    `save_total_limit`, verl's `max_actor_ckpt_to_keep`). Default: the script's (all)."""
+    resume: str | None = spec(None, minLength=1, maxLength=4096)
+    """How a launch resumes: `auto` (the latest complete checkpoint in `dir`, if there is one),
+    `none` (from scratch), or a checkpoint's path; `launch` checks it can be loaded before any
+    rank starts (`docs/checkpoints.md`). Default: the script's."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -98,7 +98,8 @@ STRINGS = {"name": ["other"], "model.layer_cls": ["LlamaDecoderLayer"], "model.h
            "launch.skypilot.workdir": ["src"], "launch.skypilot.setup": ["pip install y"],
            "cluster.gpu_memory": ["40GB"], "cluster.cpu_memory": ["512GB"],
            "launch.k8s.image": ["ghcr.io/org/train:2.0"], "launch.k8s.python": ["/opt/venv/bin/python"],
-           "launch.k8s.namespace": ["team-b"], "launch.k8s.runtime": ["deepspeed-distributed"]}
+           "launch.k8s.namespace": ["team-b"], "launch.k8s.runtime": ["deepspeed-distributed"],
+           "checkpoint.dir": ["ckpt"], "checkpoint.resume": ["auto"]}
 """Another valid value of each free-text field (its pattern is the schema's)."""
 NATIVE_CHANGES = {"native.deepspeed": [{"wall_clock_breakdown": True}, {"steps_per_print": 7}],
                   "native.accelerate": [{"debug": True}], "native.hf": [{"logging_steps": 20}],

@@ -309,7 +309,8 @@ def test_a_null_is_carried_only_where_the_input_says_something_by_it(
     native = {name: yaml.safe_load(result.out)["native"] for name, result in results.items()}
     assert native["ds"]["deepspeed"] == {"autotuning": {"exps_dir": None},
                                          "zero_optimization": {"overlap_comm": None}, "steps_per_print": None}
-    assert native["args"]["hf"] == {"output_dir": "out", "per_gpu_train_batch_size": None}
+    assert native["args"]["hf"] == {"per_gpu_train_batch_size": None}  # output_dir is checkpoint.dir
+    assert yaml.safe_load(results["args"].out)["checkpoint"] == {"dir": "out"}
     assert (f"{ds}: note: stated null, carried as null in native.deepspeed (compile leaves them out): "
             "autotuning.exps_dir") in results["ds"].err.splitlines()
     assert (f"{args}: note: stated null, carried as null in native.hf (compile leaves them out): "
@@ -405,3 +406,43 @@ def test_trainer_kernel_switches_become_the_recipe_s(cli: Callable[..., Result],
     emitted = json.loads(back.out)
     for key, value in stated.items():  # nothing dropped: the Trainer's off is its default
         assert emitted.get(key, False) == value, key
+
+
+@pytest.mark.parametrize(("resume", "hf_key", "verl_keys"), [
+    ("auto", None, {"trainer.resume_mode": "auto"}),
+    ("none", None, {"trainer.resume_mode": "disable"}),
+    ("ck/global_step_4", "ck/global_step_4",
+     {"trainer.resume_mode": "resume_path", "trainer.resume_from_path": "ck/global_step_4"}),
+])
+def test_checkpoint_dir_keep_and_resume_go_to_each_target_and_come_back(
+        cli: Callable[..., Result], tmp_path: Path, resume: str, hf_key: str | None,
+        verl_keys: dict[str, str]) -> None:
+    """`checkpoint.dir/keep/resume` are the Trainer's output_dir/save_total_limit/
+    resume_from_checkpoint and verl's default_local_dir/max_actor_ckpt_to_keep/resume_mode;
+    importing what compile wrote gives them back."""
+    from distrecipe.translator import hf, verl
+    from tests.emit_strategies import plan_of
+
+    doc = {"recipe": 1, "name": "t", "model": {}, "cluster": {"nodes": 1, "gpus_per_node": 8},
+           "strategy": "fsdp", "stage": 3, "batch": {"micro": 2, "accumulation": 4, "global": 64},
+           "rl": {"rollout_n": 4, "prompts_per_step": 32},
+           "checkpoint": {"dir": "ck", "keep": 3, "resume": resume, "every": 5}}
+    plan = plan_of(doc)
+    args = hf.emit(plan)
+    assert (args["output_dir"], args["save_total_limit"], args.get("resume_from_checkpoint")) == ("ck", 3, hf_key)
+    overrides = dict(verl.overrides(plan))
+    assert {k: overrides[k] for k in verl_keys} == verl_keys
+    assert (overrides["trainer.default_local_dir"], overrides["trainer.max_actor_ckpt_to_keep"]) == ("ck", 3)
+    path = tmp_path / "training_args.json"
+    path.write_text(json.dumps(args))
+    back = yaml.safe_load(cli("import", path, "--world", "8").out)["checkpoint"]
+    want = {"dir": "ck", "keep": 3, "every": 5} | ({"resume": hf_key} if hf_key else {})
+    assert back == want
+    script = tmp_path / "run.sh"
+    script.write_text("python3 -m verl.trainer.main_ppo data.train_batch_size=64 actor_rollout_ref.rollout.n=4 "
+                      "actor_rollout_ref.actor.ppo_mini_batch_size=16 "
+                      "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2 trainer.nnodes=1 "
+                      "trainer.n_gpus_per_node=8 " + " ".join(f"{k}={v}" for k, v in overrides.items()
+                                                             if k.startswith("trainer.")) + "\n")
+    assert yaml.safe_load(cli("import", script).out)["checkpoint"] == {"dir": "ck", "keep": 3, "every": 5,
+                                                                       "resume": resume}

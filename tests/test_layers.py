@@ -25,7 +25,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"cli", "__main__"}),
     frozenset({"commands"}),
     frozenset({"api", "lint", "diff", "launch", "starter"}),
-    frozenset({"plan"}),
+    frozenset({"plan", "checkpoints"}),
     frozenset({"translator"}),
     frozenset({"judges"}),
     frozenset({"engines"}),

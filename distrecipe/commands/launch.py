@@ -26,6 +26,7 @@ from distrecipe.commands.options import overrides_option, recipe_argument
 from distrecipe.errors import LaunchError
 from distrecipe.findings import Finding
 from distrecipe.job import Plan
+from distrecipe.launch.attempts import record_attempt
 from distrecipe.launch.k8s import k8s_manifest
 from distrecipe.launch.launchers import LAUNCHERS
 from distrecipe.launch.measure import write_measured
@@ -43,6 +44,8 @@ from distrecipe.launch.prepare import (
     run_directory,
     slurm_argv,
 )
+from distrecipe.launch.resume import check as check_resume
+from distrecipe.launch.resume import resume
 from distrecipe.launch.rundir import WRITTEN, RunDir
 from distrecipe.launch.secrets import redact_argv
 from distrecipe.launch.skypilot import skypilot_task
@@ -79,12 +82,14 @@ def load(recipe: str, overrides: Sequence[str], target: Backend | None,
 
 LEFT_TO_FIT = "DR370"
 """Lint's no-fit error, which `check_fit` decides for launch (with `--allow-no-fit`)."""
+LEFT_TO_RESUME = "DR106"
+"""Lint's checkpoint check, which `launch.resume` makes for launch (with the pickled states)."""
 
 
 def check_lint(document: Document, plan: Plan, config: LintConfig) -> list[Finding]:
     """Lint's checks on the recipe, as `compile` runs them: an error refuses the launch, so
     launch never starts what compile would not write. Returns what they said."""
-    said = [f for f in check_recipe(document, plan, config) if f.code != LEFT_TO_FIT]
+    said = [f for f in check_recipe(document, plan, config) if f.code not in (LEFT_TO_FIT, LEFT_TO_RESUME)]
     _refuse(Report(said))
     return said
 
@@ -125,6 +130,10 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
     fit = check_fit(plan, allow_no_fit=allow_no_fit, say=_say)
     config = project_config()
     said = check_lint(document, plan, config)
+    elsewhere = slurm or skypilot or k8s  # the nodes' own launch opens the checkpoint's pickles
+    found = check_resume(plan, kind.kind, user_program.args, cwd=Path.cwd(), deep=not elsewhere)
+    if elsewhere and found is not None:
+        _say(f"distrecipe: {found.said}")
     if slurm:
         argv = slurm_argv(plan, recipe=recipe, overrides=overrides, runs_root=runs_root,
                           timeout=timeout, program=program, program_kind=program_kind,
@@ -160,6 +169,10 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
     for item in given.overridden:
         _say(f"distrecipe: --allow-override: {item.argument} {item.given} replaces the recipe's "
              f"{item.recipe} ({item.key})")
+    resumed = resume(plan, kind.kind, user_program, configs.files, cwd=Path.cwd(), found=found)
+    user_program, configs = resumed.program, dataclasses.replace(configs, files=resumed.configs)
+    if resumed.said:
+        _say(f"distrecipe: {resumed.said}")
     if dry_run:
         request = build_request(plan, program=user_program, run_dir=path, configs=configs.files,
                                 node_rank=node_rank, environ=env, dry_run=True, say=_say)
@@ -178,16 +191,19 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
                      argv=spec.argv, env=job_env, cwd=os.getcwd(), overrides=overrides,
                      overridden=[dataclasses.asdict(item) for item in given.overridden],
                      program_kind=dataclasses.asdict(kind),
-                     allocation=request.allocation.record() if request.allocation else None, fit=fit)
+                     allocation=request.allocation.record() if request.allocation else None, fit=fit,
+                     checkpoint=resumed.record or None)
         click.echo(f"distrecipe: run directory {path}", err=True)
         click.echo(f"distrecipe: {shlex.join(redact_argv(spec.argv))}", err=True)
         sys.stderr.flush()
         try:
-            outcome = supervise(spec.argv, job_env, launch_id=launch_id, timeout=timeout)
+            outcome = supervise(spec.argv, job_env, launch_id=launch_id, timeout=timeout, keep_output=path)
         except LaunchError:
             record.finish(NOT_STARTED)
+            record_attempt(path, env, record.record)
             raise
         record.finish(outcome.exit_code, signal=outcome.signal, timed_out=outcome.timed_out)
+        record_attempt(path, env, record.record)
         write_measured(plan, peaks=outcome.peaks, run_dir=path, exit_code=outcome.exit_code)
     click.echo(f"distrecipe: exit code {outcome.exit_code}", err=True)
     return outcome.exit_code

@@ -112,7 +112,8 @@ class RunDir:
               overrides: Sequence[str] = (), overridden: Sequence[Mapping[str, str]] = (),
               program_kind: Mapping[str, str] | None = None,
               allocation: Mapping[str, object] | None = None,
-              fit: Mapping[str, object] | None = None) -> None:
+              fit: Mapping[str, object] | None = None,
+              checkpoint: Mapping[str, object] | None = None) -> None:
         if self.path.exists() and any(self.path.iterdir()):
             raise LaunchError(f"run directory {self.path} already holds a run; choose another --run-dir")
         self._started = time.monotonic()
@@ -125,6 +126,7 @@ class RunDir:
             "overridden": [dict(item) for item in overridden],
             "allocation": dict(allocation) if allocation is not None else None,
             "fit": dict(fit) if fit is not None else None,
+            "checkpoint": dict(checkpoint) if checkpoint is not None else None,
             "env": redact_env(env),
             "versions": versions(),
             "start": now(),

@@ -109,6 +109,10 @@ PLACEHOLDER = "SET-launch.slurm.{key}"
 """What an unset cluster-specific `#SBATCH` value is written as: sbatch rejects it (an
 unknown partition, a malformed time or CPU count) and the script's first command refuses
 to go on."""
+SAVE_BEFORE_LIMIT = 300
+"""Seconds before the time limit SLURM warns the job (`--signal=B:USR1@300`) when it resumes
+(`checkpoint.resume: auto`): SLURM sends the signal within 60 s of that moment, and the
+ranks need a step and a save before the limit kills them."""
 RAY_PORT = 6379
 RAY_WAIT = 600
 """Seconds the batch script waits for the Ray head, then for every node, to join
@@ -155,6 +159,10 @@ def sbatch_lines(plan: Plan, runs_root: Path, chdir: Path) -> tuple[list[str], l
     lines += [f"--chdir={shell_word(str(chdir))}", f"--output={shell_word(f'{log}.out')}",
               f"--error={shell_word(f'{log}.err')}",
               "--open-mode=append"]  # a requeued job adds to its log instead of truncating it
+    if resumes(plan):
+        # Warn the batch shell before the time limit (it passes the signal to the ranks, which
+        # save), and let SLURM requeue the job: the next attempt resumes from that checkpoint.
+        lines += [f"--signal=B:USR1@{SAVE_BEFORE_LIMIT}", "--requeue"]
     for key, value in (("partition", slurm.partition), ("account", slurm.account), ("time", slurm.time)):
         if value is None:
             placeholders.append(f"launch.slurm.{key}")
@@ -162,6 +170,31 @@ def sbatch_lines(plan: Plan, runs_root: Path, chdir: Path) -> tuple[list[str], l
         if value != "default":
             lines.append(f"--{key}={shell_word(value)}")
     return [f"#SBATCH {line}" for line in lines], placeholders
+
+
+def resumes(plan: Plan) -> bool:
+    """The job picks up its own latest checkpoint when started again (`checkpoint.resume: auto`)."""
+    return plan.recipe.checkpoint is not None and plan.recipe.checkpoint.resume == "auto"
+
+
+SAVE_AND_REQUEUE = [
+    "# SIGUSR1 before the time limit (--signal=B:USR1): pass it to the step (srun hands it to each",
+    "# node's distrecipe, which hands it to the ranks: they save and stop), then requeue the job;",
+    "# the next attempt resumes from the latest complete checkpoint (checkpoint.resume: auto).",
+    "asked=0",
+    "trap 'asked=1; echo \"distrecipe: SIGUSR1: asking the ranks to save before the time limit\" >&2; "
+    "kill -USR1 \"$step\" 2>/dev/null || true' USR1",
+]
+"""The batch script's handler of SLURM's warning, installed before the step starts."""
+AWAIT_AND_REQUEUE = [
+    "set +e",
+    'wait "$step"; status=$?',
+    "# A trapped signal ends `wait` early: wait again until the step has ended.",
+    'while kill -0 "$step" 2>/dev/null; do wait "$step"; status=$?; done',
+    "set -e",
+    'if [ "$asked" = 1 ]; then scontrol requeue "$SLURM_JOB_ID"; fi',
+    'exit "$status"',
+]
 
 
 def batch_script(plan: Plan, launch_argv: Sequence[str], *, runs_root: Path, chdir: Path,
@@ -228,6 +261,9 @@ def batch_script(plan: Plan, launch_argv: Sequence[str], *, runs_root: Path, chd
         lines += [
             "# Each node's distrecipe reads SLURM_JOB_NODELIST / SLURM_NODEID and starts the",
             f"# {plan.backend} launcher for its node; node 0's host is the rendezvous.",
-            f"{step} {shlex.join(launch_argv)}",
         ]
+        if resumes(plan):
+            lines += [*SAVE_AND_REQUEUE, f"{step} {shlex.join(launch_argv)} &", "step=$!", *AWAIT_AND_REQUEUE]
+        else:
+            lines.append(f"{step} {shlex.join(launch_argv)}")
     return "\n".join(lines) + "\n"

@@ -15,6 +15,13 @@ happened before it; only growth after the last sample, at most `SAMPLE_SECONDS` 
 rank ended, is missed). A rank is the process carrying `RANK` in its environment whose
 parent does not carry the same one (a data loader's workers inherit it).
 
+SIGUSR1 asks the job to save and stop (SLURM sends it before the time limit,
+`#SBATCH --signal`): it is passed to the ranks only (as above: `RANK`, which every
+launcher sets for its ranks and not for itself), and nothing is killed. The launcher
+starts with SIGUSR1 ignored (inherited by what it starts), since SLURM's step signal
+reaches every process of the step and a launcher would die of it; a rank that saves on
+it installs its own handler.
+
 Exit code: the job's own; 128+N when it died of signal N or distrecipe received
 signal N (143 for SIGTERM, 130 for Ctrl-C); 124 when the timeout ended it.
 """
@@ -35,9 +42,12 @@ from pathlib import Path
 from types import FrameType
 
 from distrecipe.errors import LaunchError
+from distrecipe.launch.output import Tee
 
 LAUNCH_ID = "DISTRECIPE_LAUNCH_ID"
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+SAVE = signal.SIGUSR1
+"""Passed to the ranks alone: save a checkpoint and stop (see the module's docstring)."""
 TIMEOUT_EXIT = 124
 POLL_SECONDS = 0.1
 REAP_SECONDS = 30.0
@@ -105,6 +115,14 @@ def carrying(launch_id: str) -> set[int]:
             except OSError:
                 continue
     return found
+
+
+def _ignore_save_signal() -> None:
+    """In the launcher's process, before exec: SIGUSR1 ignored, which exec keeps and every
+    process it starts inherits. SLURM signals every process of a step, launchers included,
+    and a launcher dies of a signal it does not handle; a rank that handles SIGUSR1 (to save)
+    installs its handler over this, and one that does not goes on unharmed."""
+    signal.signal(SAVE, signal.SIG_IGN)
 
 
 def job_processes(leader: int, launch_id: str) -> set[int]:
@@ -223,10 +241,21 @@ class _Job:
     def kill(self) -> None:
         kill_all(self.processes())
 
+    def ask_to_save(self) -> None:
+        """SIGUSR1 to the ranks (`rank_of`: `RANK` in their environment), not to the launchers,
+        nor to a rank's own children (data-loader workers inherit the variable)."""
+        parents = _parents()
+        ranks = {pid: rank_of(pid) for pid in self.processes() - {self.proc.pid}}
+        for pid, rank in ranks.items():
+            if rank is not None and ranks.get(parents.get(pid, 0)) != rank:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, SAVE)
+
 
 def supervise(argv: Sequence[str], env: Mapping[str, str], *, launch_id: str,
-              timeout: float | None = None, grace: float = 30.0) -> Outcome:
-    """Run `argv` with `env` (which must carry `LAUNCH_ID=launch_id`) to its end."""
+              timeout: float | None = None, grace: float = 30.0, keep_output: Path | None = None) -> Outcome:
+    """Run `argv` with `env` (which must carry `LAUNCH_ID=launch_id`) to its end;
+    `keep_output`: a directory that keeps the job's stdout and stderr (`launch.output`)."""
     if env.get(LAUNCH_ID) != launch_id:
         raise ValueError(f"env must carry {LAUNCH_ID}={launch_id} so the job's processes can be found")
     received: list[int] = []
@@ -243,18 +272,31 @@ def supervise(argv: Sequence[str], env: Mapping[str, str], *, launch_id: str,
 
     # Handlers go in before the start: a signal in between would otherwise kill
     # distrecipe by default and leave the job, in its own session, running alone.
+    def on_save(signum: int, frame: FrameType | None) -> None:
+        if started:
+            started[0].ask_to_save()
+
     main_thread = threading.current_thread() is threading.main_thread()
     previous = {sig: signal.signal(sig, on_signal) for sig in FORWARDED} if main_thread else {}
+    if main_thread:
+        previous[SAVE] = signal.signal(SAVE, on_save)
     try:
         try:
-            proc = subprocess.Popen(list(argv), env=dict(env), start_new_session=True)
+            piped = subprocess.PIPE if keep_output is not None else None
+            proc = subprocess.Popen(list(argv), env=dict(env), start_new_session=True,
+                                    preexec_fn=_ignore_save_signal, stdout=piped, stderr=piped)
         except OSError as exc:
             raise LaunchError(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
+        tee = Tee(keep_output, {"stdout": proc.stdout, "stderr": proc.stderr}) if keep_output else None
         job = _Job(proc=proc, launch_id=launch_id, grace=grace)
         started.append(job)
         if received:  # arrived before `started` said whom to tell
             job.stop(received[0])
-        return _wait(job, received, timeout)
+        try:
+            return _wait(job, received, timeout)
+        finally:
+            if tee is not None:
+                tee.join()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -45,10 +45,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import dataclasses
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -62,6 +65,7 @@ from torch import nn
 
 from distrecipe.launch import metrics
 from distrecipe.launch.launchers.deepspeed import DS_CONFIG
+from distrecipe.launch.resume import CHECKPOINT_DIR_ENV, RESUME_ENV, SAVE_EVERY_ENV
 from distrecipe.launch.rundir import PLAN_FILE
 
 Engine = Literal["deepspeed", "fsdp2", "ddp"]
@@ -96,6 +100,8 @@ class TrainSettings:
     """The recipe's `model` (plan.json), for `model: recipe`."""
     seq_len: int = 0
     checkpointing: str = "none"
+    pace: float = 0.0
+    """Seconds to wait after each step: time for the fault tests to interrupt a run."""
 
     @classmethod
     def from_plan(cls, plan: Mapping[str, Any], *, steps: int, deepspeed: bool,
@@ -283,6 +289,11 @@ class Stepper:
     step: Callable[[], float | None]
     """Finish the optimizer step; returns the global gradient norm before clipping."""
     input_dtype: torch.dtype
+    save: Callable[[Path, int], None]
+    """Save the whole training state after `step` optimizer steps into the save dir, the
+    engine's own way (DeepSpeed's `save_checkpoint`, a DCP folder for FSDP2/DDP)."""
+    load: Callable[[Path], int]
+    """Load a checkpoint saved by `save`; returns the optimizer steps it holds."""
 
 
 def mse(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -323,7 +334,20 @@ def deepspeed_stepper(settings: TrainSettings, model: nn.Module, ds_config: dict
         norm = engine.get_global_grad_norm()  # computed by DeepSpeed at the boundary
         return None if norm is None else float(norm)
 
-    return Stepper(forward_backward, step, dtype)
+    def save(directory: Path, done: int) -> None:
+        if killed_in_save(done):
+            # Die inside DeepSpeed's save, after the tag check and rank 0's model states,
+            # before this rank's optimizer shard: a rank lost mid-save, for the fault tests.
+            engine._save_zero_checkpoint = lambda *_: os.kill(os.getpid(), signal.SIGKILL)
+        engine.save_checkpoint(str(directory), tag=f"global_step{done}", client_state={"step": done})
+
+    def load(path: Path) -> int:
+        loaded, client = engine.load_checkpoint(str(path.parent), tag=path.name)
+        if loaded is None:
+            raise SystemExit(f"tiny_train: DeepSpeed loaded no checkpoint from {path}")
+        return int(client["step"])
+
+    return Stepper(forward_backward, step, dtype, save, load)
 
 
 def torch_stepper(settings: TrainSettings, model: nn.Sequential, device: torch.device) -> Stepper:
@@ -370,6 +394,22 @@ def torch_stepper(settings: TrainSettings, model: nn.Sequential, device: torch.d
             torch.autograd.backward(scaled)
         return loss.detach()
 
+    def save(directory: Path, done: int) -> None:
+        from torch.distributed.checkpoint.state_dict import get_state_dict
+        from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
+
+        model_state, optim_state = get_state_dict(wrapped, optimizer)
+        dcp_save({"model": model_state, "optim": optim_state}, checkpoint_id=directory / f"step-{done}")
+
+    def load(path: Path) -> int:
+        from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+        from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
+
+        model_state, optim_state = get_state_dict(wrapped, optimizer)
+        dcp_load({"model": model_state, "optim": optim_state}, checkpoint_id=path)  # in place
+        set_state_dict(wrapped, optimizer, model_state_dict=model_state, optim_state_dict=optim_state)
+        return int(path.name.rsplit("-", 1)[1])
+
     def step() -> float | None:
         scaler.unscale_(optimizer)
         norm = nn.utils.clip_grad_norm_(wrapped.parameters(), max_norm(settings.grad_clip))
@@ -380,15 +420,17 @@ def torch_stepper(settings: TrainSettings, model: nn.Sequential, device: torch.d
         optimizer.zero_grad(set_to_none=True)
         return float(norm)
 
-    return Stepper(forward_backward, step, torch.float32)
+    return Stepper(forward_backward, step, torch.float32, save, load)
 
 
 def train(settings: TrainSettings, *, ds_config: dict[str, Any] | None,
-          emit: Callable[[dict[str, Any]], None]) -> list[dict[str, Any]]:
-    """Train `settings.steps` optimizer steps in an initialised process group.
+          emit: Callable[[dict[str, Any]], None], saving: Saving | None = None) -> list[dict[str, Any]]:
+    """Train up to `settings.steps` optimizer steps in an initialised process group,
+    resuming from and saving checkpoints as `saving` says.
 
     Returns the per-step records (on every rank; they are all-reduced) and hands each
-    to `emit` on rank 0.
+    to `emit` on rank 0. A resumed run continues the global sample order at the step the
+    checkpoint holds, so its records are the uninterrupted run's from there on.
     """
     rank, world = dist.get_rank(), dist.get_world_size()
     if settings.micro * settings.accumulation * world != settings.global_batch:
@@ -412,8 +454,10 @@ def train(settings: TrainSettings, *, ds_config: dict[str, Any] | None,
         return inputs[index].to(stepper.input_dtype), targets[index]
 
     records: list[dict[str, Any]] = []
-    samples_total = 0
-    for step in range(settings.steps):
+    start = stepper.load(saving.resume) if saving is not None and saving.resume is not None else 0
+    samples_total = start * settings.global_batch
+    asked = save_requests()
+    for step in range(start, settings.steps):
         started = time.perf_counter()
         loss_sum = torch.zeros((), dtype=torch.float64)
         seen = 0
@@ -436,7 +480,56 @@ def train(settings: TrainSettings, *, ds_config: dict[str, Any] | None,
         records.append(record)
         if rank == 0:
             emit(record)
+        saved = False
+        if saving is not None and saving.directory is not None and saving.every \
+                and (step + 1) % saving.every == 0:
+            stepper.save(saving.directory, step + 1)
+            saved = True
+        if agreed(asked, device):
+            if saving is not None and saving.directory is not None and not saved:
+                stepper.save(saving.directory, step + 1)
+            if rank == 0:
+                print(f"tiny_train: SIGUSR1: saved after step {step + 1}, stopping", file=sys.stderr,
+                      flush=True)
+            break
+        if settings.pace:
+            time.sleep(settings.pace)
     return records
+
+
+def save_requests() -> list[int]:
+    """SIGUSR1 (SLURM's warning before the time limit, passed on by `launch`) is noted
+    here and acted on at the end of the step, when every rank agrees (`agreed`)."""
+    asked: list[int] = []
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGUSR1, lambda signum, frame: asked.append(signum))
+    return asked
+
+
+def agreed(asked: list[int], device: torch.device) -> bool:
+    """Whether any rank was asked to save: one all-reduce per step, so every rank stops
+    after the same step (a save is collective)."""
+    flag = torch.tensor([1.0 if asked else 0.0], device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item())
+
+
+@dataclass(frozen=True, slots=True)
+class Saving:
+    """Where checkpoints go (`DISTRECIPE_CHECKPOINT_DIR`), how often, and the one to resume
+    from (`DISTRECIPE_RESUME`, a checkpoint folder): what `launch` passes a raw script."""
+
+    directory: Path | None
+    every: int | None
+    resume: Path | None
+
+
+def universal(ds_config: dict[str, Any], resume: Path | None) -> dict[str, Any]:
+    """The ds_config with `checkpoint.load_universal` on when `resume` is a universal
+    checkpoint (`ds_to_universal`'s `zero/` folder): DeepSpeed reads it only so."""
+    if resume is None or not (resume / "zero").is_dir():
+        return ds_config
+    return {**ds_config, "checkpoint": {**ds_config.get("checkpoint", {}), "load_universal": True}}
 
 
 def skip_shm_build() -> None:
@@ -482,7 +575,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--model", choices=["mlp", "recipe"], default="mlp",
                         help="mlp: the fixed regression model (default); recipe: the recipe's model "
                              "shape, random weights, synthetic tokens")
+    parser.add_argument("--pace", type=float, default=0.0, help="seconds to wait after each step (default 0)")
     parser.add_argument("--local_rank", type=int, help="appended by the deepspeed launcher; unused")
+    parser.add_argument("--save-dir", type=Path,
+                        help=f"checkpoint directory (default: ${CHECKPOINT_DIR_ENV})")
+    parser.add_argument("--save-every", type=int, help=f"save every N steps (default: ${SAVE_EVERY_ENV})")
+    parser.add_argument("--resume", type=Path, help=f"checkpoint to resume from (default: ${RESUME_ENV})")
     return parser.parse_args(argv)
 
 
@@ -500,12 +598,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ds_path = args.deepspeed_config
     if ds_path is None and run_dir is not None and plan["recipe"]["strategy"] == "zero":
         ds_path = run_dir / DS_CONFIG
-    settings = TrainSettings.from_plan(plan, steps=args.steps,
-                                       deepspeed=args.deepspeed_config is not None, model=args.model)
+    planned = TrainSettings.from_plan(plan, steps=args.steps, deepspeed=args.deepspeed_config is not None,
+                                      model=args.model)
+    settings = dataclasses.replace(planned, pace=args.pace)
     refused = settings.refusal(plan)
     if refused is not None:
         raise SystemExit(f"tiny_train: {refused}")
-    ds_config = json.loads(ds_path.read_text()) if ds_path is not None else None
+    saving = Saving(directory=args.save_dir or _env_path(CHECKPOINT_DIR_ENV),
+                    every=args.save_every or int(os.environ.get(SAVE_EVERY_ENV, "0") or 0) or None,
+                    resume=args.resume or _env_path(RESUME_ENV))
+    ds_config = universal(json.loads(ds_path.read_text()), saving.resume) if ds_path is not None else None
     if metrics.METRICS not in os.environ and run_dir is not None:  # started by hand with a run directory
         os.environ[metrics.METRICS] = str(run_dir / metrics.METRICS_FILE)
 
@@ -515,7 +617,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     init_process_group(settings)
     try:
-        train(settings, ds_config=ds_config, emit=emit)
+        train(settings, ds_config=ds_config, emit=emit, saving=saving)
     except torch.OutOfMemoryError:
         metrics.record(rank=dist.get_rank(), out_of_memory=True)
         raise
@@ -525,6 +627,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                            allocated_bytes=torch.cuda.max_memory_allocated())
         dist.destroy_process_group()
     return 0
+
+
+KILL_IN_SAVE = "DISTRECIPE_TINY_KILL_IN_SAVE"
+"""`STEP:RANK`: that rank dies (SIGKILL) in the middle of the save after STEP — the fault
+tests' lost rank. Read by the reference trainer only."""
+
+
+def killed_in_save(step: int) -> bool:
+    spec = os.environ.get(KILL_IN_SAVE, "")
+    return spec == f"{step}:{dist.get_rank()}"
+
+
+def _env_path(name: str) -> Path | None:
+    value = os.environ.get(name)
+    return Path(value) if value else None
 
 
 def exit_without_teardown(code: int) -> NoReturn:

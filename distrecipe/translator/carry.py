@@ -259,6 +259,22 @@ FIELDS: dict[str, Row] = {
                             script("the script's save_state calls"),
                             exact("trainer.save_freq"),
                             mapped("save_steps with save_strategy steps", "save_steps", "save_strategy")),
+    "checkpoint.dir": Row(script("the script's save_checkpoint(save_dir) and load_checkpoint(load_dir); "
+                                 "`launch` passes DISTRECIPE_CHECKPOINT_DIR"),
+                          script("the script's save_state(output_dir) / ProjectConfiguration(project_dir); "
+                                 "`launch` passes DISTRECIPE_CHECKPOINT_DIR"),
+                          exact("trainer.default_local_dir"), exact("output_dir")),
+    "checkpoint.keep": Row(script("the script's own deletion of old tags"),
+                           script("the script's ProjectConfiguration(total_limit)"),
+                           exact("trainer.max_actor_ckpt_to_keep"), exact("save_total_limit")),
+    "checkpoint.resume": Row(
+        script("the script's load_checkpoint; `launch` checks the checkpoint and passes DISTRECIPE_RESUME "
+               "(and checkpoint.load_universal after ds_to_universal)"),
+        script("the script's load_state; `launch` checks the checkpoint and passes DISTRECIPE_RESUME"),
+        mapped("trainer.resume_mode: auto, disable (none), or resume_path with trainer.resume_from_path",
+               "trainer.resume_mode", "trainer.resume_from_path"),
+        mapped("resume_from_checkpoint: the path, or for auto the latest complete checkpoint `launch` "
+               "finds (none: unset)", "resume_from_checkpoint")),
     **{f"rl.{key}": Row(NA, NA, exact(native), NA) for key, native in (
         ("rollout_n", "actor_rollout_ref.rollout.n"), ("prompts_per_step", "data.train_batch_size"),
         ("rollout_memory", "actor_rollout_ref.rollout.gpu_memory_utilization"),

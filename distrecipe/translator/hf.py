@@ -21,7 +21,7 @@ from distrecipe.engines.hf import CONFIG_FILE, OPTIM, TRAINER_FSDP_KEYS, uses_fs
 from distrecipe.findings import Finding
 from distrecipe.job import Plan
 from distrecipe.output import to_json
-from distrecipe.recipe import Optimizer, Schedule
+from distrecipe.recipe import Checkpoint, Optimizer, Schedule
 from distrecipe.translator import accelerate, carry, deepspeed
 from distrecipe.translator.codes import finding
 from distrecipe.translator.equivalence import (
@@ -120,8 +120,8 @@ def emit(plan: Plan) -> dict[str, Any]:
         args.update(schedule(recipe.schedule))
     if recipe.grad_clip is not None:  # the Trainer clips only when max_grad_norm > 0; its default is 1.0
         args["max_grad_norm"] = recipe.grad_clip
-    if recipe.checkpoint is not None and recipe.checkpoint.every is not None:
-        args |= {"save_strategy": "steps", "save_steps": recipe.checkpoint.every}
+    if recipe.checkpoint is not None:
+        args |= _saving(recipe.checkpoint)
     if recipe.cluster.device == "cpu":
         args["use_cpu"] = True
     if uses_fsdp(plan):
@@ -192,3 +192,20 @@ def render(plan: Plan, options: EmitOptions) -> Output:
     refuse_errors(found)
     files[CONFIG_FILE] = to_json(emit(plan))
     return Output(files=files, findings=tuple(found))
+
+
+def _saving(checkpoint: Checkpoint) -> dict[str, Any]:
+    """The Trainer's saving keys for what the recipe states. `resume: auto` has no
+    TrainingArguments spelling (the Trainer takes a path, or `True` only as `train()`'s
+    argument), so it is left out here: `launch` resolves it to the latest complete
+    checkpoint and passes `--resume_from_checkpoint PATH`; `none` is the Trainer's default."""
+    args: dict[str, Any] = {}
+    if checkpoint.every is not None:
+        args |= {"save_strategy": "steps", "save_steps": checkpoint.every}
+    if checkpoint.dir is not None:
+        args["output_dir"] = checkpoint.dir
+    if checkpoint.keep is not None:
+        args["save_total_limit"] = checkpoint.keep
+    if checkpoint.resume not in (None, "auto", "none"):
+        args["resume_from_checkpoint"] = checkpoint.resume
+    return args

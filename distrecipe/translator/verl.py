@@ -39,7 +39,7 @@ from distrecipe.findings import Finding
 from distrecipe.job import Plan
 from distrecipe.keys import dotted
 from distrecipe.overrides import split_key
-from distrecipe.recipe import RL, Schedule
+from distrecipe.recipe import RL, Checkpoint, Schedule
 from distrecipe.translator import carry
 from distrecipe.translator.codes import finding
 from distrecipe.translator.equivalence import (
@@ -218,8 +218,25 @@ def _stated(plan: Plan) -> list[Override]:
         out.append((f"{optim}.clip_grad", recipe.grad_clip or float("inf")))
     if recipe.schedule is not None:
         out += _schedule(plan, recipe.schedule)
-    if recipe.checkpoint is not None and recipe.checkpoint.every is not None:
-        out.append(("trainer.save_freq", recipe.checkpoint.every))
+    if recipe.checkpoint is not None:
+        out += _saving(recipe.checkpoint)
+    return out
+
+
+def _saving(checkpoint: Checkpoint) -> list[Override]:
+    """verl's saving keys (ppo_trainer.yaml's `trainer` section): `resume` auto/none are its
+    `resume_mode` auto/disable, a path is `resume_path` with `resume_from_path`."""
+    out: list[Override] = []
+    if checkpoint.every is not None:
+        out.append(("trainer.save_freq", checkpoint.every))
+    if checkpoint.dir is not None:
+        out.append(("trainer.default_local_dir", checkpoint.dir))
+    if checkpoint.keep is not None:
+        out.append(("trainer.max_actor_ckpt_to_keep", checkpoint.keep))
+    if checkpoint.resume in ("auto", "none"):
+        out.append(("trainer.resume_mode", "auto" if checkpoint.resume == "auto" else "disable"))
+    elif checkpoint.resume is not None:
+        out += [("trainer.resume_mode", "resume_path"), ("trainer.resume_from_path", checkpoint.resume)]
     return out
 
 

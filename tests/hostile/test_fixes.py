@@ -45,7 +45,7 @@ RECIPE_CRASHES = {
     "name escaping the runs root": (("name",), '"../../x"', "name must be a safe slug"),
     "name with a newline": (("name",), '"x\\n#SBATCH --wrap=touch pwned"', "name must be a safe slug"),
     "hf_config with NUL": (("model", "hf_config"), '"a\\0b"', "no file name can hold"),
-    "hf_config lone surrogate": (("model", "hf_config"), '"\\ud800"', "no file name can hold"),
+    "hf_config lone surrogate": (("model", "hf_config"), '"\\ud800"', "holds a lone surrogate"),
 }
 
 

@@ -242,6 +242,6 @@ def test_secrets_elsewhere_in_the_recipe_reach_only_what_the_job_reads(
     assert native.hf == {"hub_token": REDACTED} and native.verl == (f"+trainer.wandb_api_key={REDACTED}",)
     assert copy.recipe.launch.args == ("--lr", "1e-4") and copy.batch.global_ == 8
     written = [p for p in run.rglob("*") if p.is_file()]
-    assert sorted(p.name for p in written) == ["measured.json", "recipe.yaml", "run.json"]
+    assert sorted(p.name for p in written) == ["attempts.jsonl", "measured.json", "recipe.yaml", "run.json"]
     texts = [p.read_text() for p in written] + [r.out for r in results] + [r.err for r in results]
     assert not [text for text in texts if "hunter2" in text], texts

@@ -29,7 +29,8 @@ def main() -> None:
     tokens = torch.randint(0, 128, (64, 16), generator=torch.Generator().manual_seed(1))
     data = [{"input_ids": row, "labels": row} for row in tokens]
     trainer = Trainer(model=LlamaForCausalLM(config), args=args, train_dataset=data)
-    result = trainer.train()
+    # As transformers' example scripts do: the flag `launch` passes for checkpoint.resume.
+    result = trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
     engine = trainer.model_wrapped
     if args.process_index == 0:
         losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
@@ -41,6 +42,7 @@ def main() -> None:
                              engine.train_batch_size()] if args.deepspeed else None,
             "steps": result.global_step,
             "losses": losses,
+            "logged": {entry["step"]: entry["loss"] for entry in trainer.state.log_history if "loss" in entry},
         }), flush=True)
 
 

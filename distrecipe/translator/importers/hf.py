@@ -148,15 +148,23 @@ def _schedule(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _saving(data: dict[str, Any]) -> dict[str, Any]:
-    """`checkpoint.every` where the file has the Trainer save by steps."""
+    """`checkpoint.every` where the file has the Trainer save by steps; `dir`, `keep` and a
+    `resume` path from `output_dir`, `save_total_limit` and `resume_from_checkpoint`."""
+    out: dict[str, Any] = {}
+    for key, field in (("output_dir", "dir"), ("resume_from_checkpoint", "resume")):
+        if isinstance(data.get(key), str) and data[key]:
+            out[field] = data[key]
+    limit = data.get("save_total_limit")
+    if isinstance(limit, int) and not isinstance(limit, bool) and limit >= 1:
+        out["keep"] = limit
     if "save_steps" not in data and "save_strategy" not in data:
-        return {}
+        return out
     args = {**training_defaults(), **data}
     steps = args.get("save_steps")
     if args.get("save_strategy") == "steps" and isinstance(steps, int) and not isinstance(steps, bool) \
             and steps >= 1:
-        return {"every": steps}
-    return {}
+        out["every"] = steps
+    return out
 
 
 def _script_world(context: Context, notes: list[str]) -> World | None:

@@ -56,9 +56,9 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     schedule = _schedule(section(actor, "optim"), data, megatron)
     if schedule:
         recipe["schedule"] = schedule
-    save = integer(get(data, "trainer", "save_freq"))
-    if save is not None and save >= 1:
-        recipe["checkpoint"] = {"every": save}
+    checkpoint = _saving(data)
+    if checkpoint:
+        recipe["checkpoint"] = checkpoint
     checkpointing = get(data, "actor_rollout_ref", "model", "enable_gradient_checkpointing")
     recipe["activation_checkpointing"] = checkpointing is True
     prompts = integer(get(data, "data", "train_batch_size"))
@@ -84,6 +84,8 @@ READ: tuple[KeyPath, ...] = (
     (*_OPTIM, "optimizer"), (*_OPTIM, "lr"), (*_OPTIM, "weight_decay"), (*_OPTIM, "betas"),
     (*_OPTIM, "clip_grad"), (*_OPTIM, "override_optimizer_config"),
     ("actor_rollout_ref", "model", "enable_gradient_checkpointing"),
+    ("trainer", "save_freq"), ("trainer", "default_local_dir"), ("trainer", "max_actor_ckpt_to_keep"),
+    ("trainer", "resume_mode"), ("trainer", "resume_from_path"),
 )
 """Keys (and sections) whose values this importer maps into the recipe: one the script
 leaves to a shell variable it does not fix is refused there, never read as a default."""
@@ -293,4 +295,26 @@ def _optimizer(optim: dict[str, Any], megatron: bool) -> dict[str, Any]:
         out["betas"] = [override["adam_beta1"], override["adam_beta2"]]
     if "eps" in override or "adam_eps" in override:
         out["eps"] = override.get("eps", override.get("adam_eps"))
+    return out
+
+
+def _saving(data: dict[str, Any]) -> dict[str, Any]:
+    """`checkpoint.*` from verl's `trainer` keys: `save_freq`, `default_local_dir` (not an
+    interpolation, which verl composes from names the recipe does not hold),
+    `max_actor_ckpt_to_keep`, and `resume_mode` (`resume_path` with `resume_from_path`)."""
+    out: dict[str, Any] = {}
+    save = integer(get(data, "trainer", "save_freq"))
+    if save is not None and save >= 1:
+        out["every"] = save
+    where = get(data, "trainer", "default_local_dir")
+    if isinstance(where, str) and where and "${" not in where:
+        out["dir"] = where
+    keep = integer(get(data, "trainer", "max_actor_ckpt_to_keep"))
+    if keep is not None and keep >= 1:
+        out["keep"] = keep
+    mode, path = get(data, "trainer", "resume_mode"), get(data, "trainer", "resume_from_path")
+    if mode in ("auto", "disable"):
+        out["resume"] = "auto" if mode == "auto" else "none"
+    elif mode == "resume_path" and isinstance(path, str) and path:
+        out["resume"] = path
     return out

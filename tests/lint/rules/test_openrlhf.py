@@ -106,15 +106,3 @@ def test_import_refuses_the_entries_other_than_the_rl_job_at_the_module(tmp_path
     with pytest.raises(NotImportable, match=r"^.*run\.sh:1:\d+: openrlhf\.cli\.train_sft: import reads "
                                             r"openrlhf\.cli\.train_ppo_ray's RL job"):
         import_document(kind, doc, None)
-
-
-@pytest.mark.parametrize(("name", "text", "what"), [
-    ("sft.yaml", "model_name_or_path: m\npacking: true\nmax_length: 8\n", "a TRL config or command line")])
-def test_import_names_what_it_does_not_import(name: str, text: str, what: str, tmp_path: Path) -> None:
-    from distrecipe.translator.importers.registry import NotNative, import_document, read_native
-
-    path = tmp_path / name
-    path.write_text(text)
-    kind, doc = read_native(path)
-    with pytest.raises(NotNative, match=f": {what} is linted"):
-        import_document(kind, doc, None)

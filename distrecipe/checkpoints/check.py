@@ -1,0 +1,75 @@
+"""The check `launch`, `lint RECIPE` and `distrecipe checkpoint check` share: which
+checkpoint the recipe resumes from, and the verdict for this job.
+
+`deep=False` (lint) reads names and JSON only; `deep=True` (launch, checkpoint) also
+opens DeepSpeed's pickled states for the stage and batch stored inside (`inspect`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from distrecipe.checkpoints.layout import CheckpointError, Layout, read
+from distrecipe.checkpoints.verdict import Verdict, job_of, resolve_resume, verdict
+from distrecipe.job import Plan
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """The checkpoint a launch resumes from and its verdict; `layout` None: from scratch."""
+
+    layout: Layout | None
+    verdict: Verdict | None
+    said: str
+    """One line for the user: what was chosen and why."""
+
+
+def resume_of(plan: Plan, kind: str, *, cwd: Path, deep: bool, path: str | None = None) -> Resume | None:
+    """The recipe's `checkpoint.resume` (or `path`, given on the command line) checked
+    against `plan`; None when neither says to resume. Raises `CheckpointError` at the
+    recipe's key for a path that is missing, not a checkpoint or partial, and for `auto`
+    without `checkpoint.dir`."""
+    checkpoint = plan.recipe.checkpoint
+    stated = (("checkpoint.dir", checkpoint.dir if checkpoint else None),
+              ("checkpoint.resume", checkpoint.resume if checkpoint else None), ("checkpoint.resume", path))
+    for key, value in stated:
+        if value is not None and "\0" in value:  # no file system takes it; the schema admits any text
+            raise CheckpointError(f"{key} holds a NUL character, which no path can", plan.recipe.at(key))
+    resume = path if path is not None else (checkpoint.resume if checkpoint is not None else None)
+    if resume is None:
+        return None
+    where = plan.recipe.at("checkpoint.resume", "checkpoint")
+    directory = checkpoint.dir if checkpoint is not None else None
+    if resume == "auto" and directory is None:
+        raise CheckpointError("checkpoint.resume auto looks for the latest complete checkpoint in "
+                              "checkpoint.dir, which the recipe does not state", where)
+    refine: Callable[[Layout], Layout] | None = None
+    if deep:
+        from distrecipe.checkpoints.inspect import deepen
+
+        refine = deepen
+    try:
+        chosen = resolve_resume(resume, directory, cwd, refine)
+    except CheckpointError as exc:
+        raise CheckpointError(exc.message, where) from None
+    if chosen is None:
+        said = ("checkpoint.resume none: starting from scratch" if resume == "none" else
+                f"checkpoint.resume auto: no complete checkpoint in {directory} yet; starting from scratch")
+        return Resume(None, None, said)
+    try:
+        layout = read(chosen)
+        if deep:
+            from distrecipe.checkpoints.inspect import deepen
+
+            layout = deepen(layout)
+    except CheckpointError as exc:
+        raise CheckpointError(exc.message, where) from None
+    if not layout.complete:
+        raise CheckpointError(f"checkpoint {layout.path} is partial ({layout.partial}): it cannot be resumed "
+                              "from; give an earlier one or resume auto", where)
+    found = verdict(layout, job_of(plan, kind))
+    if found.outcome == "cannot":
+        raise CheckpointError(found.line(layout), where)
+    return Resume(layout, found, found.line(layout))

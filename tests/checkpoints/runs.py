@@ -1,0 +1,29 @@
+"""Running `distrecipe` for the fault tests: a subprocess in a scratch folder, this checkout first."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+WORLDS = {2: ["--set", "cluster.gpus_per_node=2", "--set", "batch.accumulation=2"],
+          1: ["--set", "cluster.gpus_per_node=1", "--set", "batch.accumulation=4"]}
+"""The tiny recipe's global batch 8 at world 2 and at world 1 (accumulation makes it up)."""
+
+
+def distrecipe(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    # cwd is a scratch folder, so this checkout's distrecipe is put first on the path.
+    environ = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), **(env or {})}
+    return subprocess.run([sys.executable, "-m", "distrecipe", *map(str, args)], cwd=cwd, capture_output=True,
+                          text=True, timeout=300, env=environ)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port

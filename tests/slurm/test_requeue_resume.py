@@ -1,0 +1,96 @@
+"""A resuming job on the real two-node cluster: requeued mid-run, it finishes as if uninterrupted.
+
+The tiny recipe on two nodes (one CPU rank each) saves every `EVERY` steps with
+`checkpoint.resume: auto`. `scontrol requeue` ends the first attempt mid-run; the second
+attempt resumes from the latest complete checkpoint, so the optimizer steps the final
+model went through are exactly 1..STEPS, each once: the first attempt's steps up to the
+checkpoint, the second's after it, and the final loss is the uninterrupted run's. Then
+SLURM's own warning before the time limit (`scancel --batch -s USR1`, what
+`--signal=B:USR1` sends): the ranks save after the step they agree on, the batch script
+requeues the job, and the next attempt starts at the very next step (nothing trained twice).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.slurm.fixture import SlurmCluster
+from tests.slurm.test_launch_slurm import job_state, record, script, submit, wait_for
+
+pytestmark = pytest.mark.slow  # one worker runs every cluster test (conftest.CLUSTERS)
+
+STEPS, EVERY = 8, 2
+PACE = "1.0"
+"""Seconds per step: time to interrupt the run between two checkpoints."""
+UNINTERRUPTED_FINAL_LOSS = None
+
+
+def steps(run_dir: Path) -> dict[int, float]:
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        return {}
+    return {r["step"]: r["loss"] for r in map(json.loads, path.read_text().splitlines() if path.exists() else [])}
+
+
+def resuming_job(cluster: SlurmCluster, name: str) -> tuple[str, Path, Path]:
+    ck = cluster.run_dir / f"{name}-ck"
+    path, runs = script(cluster, name, "--set", f"checkpoint.dir={ck}", "--set", f"checkpoint.every={EVERY}",
+                        "--set", "checkpoint.resume=auto",
+                        program=("-m", "distrecipe.launch.tiny_train", "--steps", str(STEPS), "--pace", PACE))
+    assert "#SBATCH --requeue" in path.read_text() and "#SBATCH --signal=B:USR1@300" in path.read_text()
+    job = submit(cluster, path, "--parsable").stdout.strip().split(";")[0]
+    assert job, "sbatch refused the script"
+    return job, runs / f"tiny-cpu-slurm{job}", ck
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(slurm_cluster: SlurmCluster) -> dict[int, float]:
+    path, runs = script(slurm_cluster, "whole", program=("-m", "distrecipe.launch.tiny_train", "--steps", str(STEPS)))
+    done = submit(slurm_cluster, path, "--wait", "--parsable")
+    job = done.stdout.strip().split(";")[0]
+    assert done.returncode == 0, (runs / f"tiny-cpu-slurm{job}.err").read_text()[-3000:]
+    return steps(runs / f"tiny-cpu-slurm{job}" / "node0")
+
+
+def test_scontrol_requeue_mid_run_finishes_with_the_uninterrupted_loss(
+        slurm_cluster: SlurmCluster, uninterrupted: dict[int, float]) -> None:
+    job, run, ck = resuming_job(slurm_cluster, "requeue-resume")
+    wait_for(lambda: (ck / "latest").exists() and len(steps(run / "node0")) >= EVERY + 1, 300,
+             "a checkpoint and a step past it")
+    assert slurm_cluster.run("scontrol", "requeue", job).returncode == 0
+    wait_for(lambda: job_state(slurm_cluster, job) == "COMPLETED", 600, "the requeued job to finish")
+    again = run.with_name(f"{run.name}-restart1")
+    first, second = steps(run / "node0"), steps(again / "node0")
+    resumed_at = record(again / "node0")["checkpoint"]["step"]
+    assert resumed_at % EVERY == 0 and resumed_at <= max(first)
+    assert sorted(second) == list(range(resumed_at + 1, STEPS + 1)), "the second attempt starts after the checkpoint"
+    kept = {s: first[s] for s in first if s <= resumed_at} | second
+    assert sorted(kept) == list(range(1, STEPS + 1)), "every step once: none skipped"
+    worst = max(abs(kept[s] - uninterrupted[s]) / abs(uninterrupted[s]) for s in kept)
+    print(f"\nSLURM scontrol requeue after step {max(first)}, resumed at {resumed_at}: final loss "
+          f"{kept[STEPS]!r} vs uninterrupted {uninterrupted[STEPS]!r}; max relative difference {worst:.2e}")
+    assert kept[STEPS] == uninterrupted[STEPS] and worst == 0.0
+    attempts = [json.loads(line) for line in (run / "node0" / "attempts.jsonl").read_text().splitlines()]
+    assert [(a["attempt"], a["exit_code"], a["checkpoint_step"]) for a in attempts] == [
+        (0, 143, None), (1, 0, resumed_at)]
+
+
+def test_the_time_limit_warning_saves_and_requeues_without_training_twice(
+        slurm_cluster: SlurmCluster, uninterrupted: dict[int, float]) -> None:
+    job, run, _ = resuming_job(slurm_cluster, "warned")
+    wait_for(lambda: len(steps(run / "node0")) >= 2, 300, "two steps")
+    assert slurm_cluster.run("scancel", "--batch", "-s", "USR1", job).returncode == 0
+    again = run.with_name(f"{run.name}-restart1")
+    wait_for(lambda: (again / "node0" / "run.json").exists(), 300, "the requeued attempt")
+    wait_for(lambda: job_state(slurm_cluster, job) == "COMPLETED", 600, "the requeued job to finish")
+    first, second = steps(run / "node0"), steps(again / "node0")
+    assert record(run / "node0")["exit_code"] == 0, "the first attempt saved and stopped"
+    assert record(again / "node0")["checkpoint"]["step"] == max(first)
+    assert sorted(first) + sorted(second) == list(range(1, STEPS + 1)), "each step trained exactly once"
+    final = second[STEPS]
+    print(f"\nSLURM USR1 before the limit after step {max(first)}: final loss {final!r} vs uninterrupted "
+          f"{uninterrupted[STEPS]!r}")
+    assert final == uninterrupted[STEPS]

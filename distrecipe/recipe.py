@@ -54,6 +54,7 @@ block holds and how its MLP is built (`distrecipe.model_shapes.LAYOUTS`)."""
 Bias = Literal["none", "qkv", "attention", "mlp", "all"]
 """Which linear layers carry a bias: q/k/v, all of attention (q/k/v/o), the MLP, or both."""
 MicroPolicy = Literal["largest-that-fits", "accumulation-1"]
+RolloutMode = Literal["colocate", "server"]
 
 STRATEGIES: tuple[Strategy, ...] = get_args(Strategy)
 PRECISION_BYTES: dict[Precision, int] = {"bf16": 2, "fp16": 2, "fp32": 4}
@@ -432,7 +433,9 @@ class RL:
     rollout_n: int = spec(minimum=1, maximum=65_536)
     """Responses sampled per prompt (the GRPO group size). Required in `rl`."""
     prompts_per_step: int = spec(minimum=1, maximum=2**31)
-    """Prompts per optimizer step, each giving `rollout_n` sequences. Required in `rl`."""
+    """Prompts per rollout (one generation batch of `prompts_per_step × rollout_n` sequences:
+    verl's `data.train_batch_size`, GRPOConfig's `generation_batch_size` in groups, OpenRLHF's
+    `--rollout.batch_size`), trained in optimizer steps of `batch.global` sequences. Required in `rl`."""
     rollout_memory: float | None = spec(None, exclusiveMinimum=0, maximum=1)
     """Fraction of each GPU's total memory the rollout engine (vLLM, SGLang) takes while it
     generates, its weights and KV cache included: verl's `rollout.gpu_memory_utilization`,
@@ -441,6 +444,12 @@ class RL:
     """The rollout engine gives its memory back while the actor trains (verl's
     `rollout.free_cache_engine`); false keeps `rollout_memory` reserved through training.
     Default: verl's true, and `compile` leaves the key to verl."""
+    rollout_mode: RolloutMode | None = None
+    """Where the rollout engine (vLLM) runs: `colocate` on the trainer's GPUs (verl's hybrid
+    engine, TRL's `vllm_mode: colocate`, OpenRLHF's `--train.colocate_all`), or `server` on
+    GPUs outside the recipe's cluster (TRL's `vllm_mode: server` beside `trl vllm-serve`),
+    which `plan` leaves off the trainer's memory. Default: colocated where `rollout_memory`
+    is stated, and TRL without vLLM otherwise."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

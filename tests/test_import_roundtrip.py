@@ -31,13 +31,16 @@ from distrecipe.translator.targets import TARGETS, EmitOptions
 from tests.strategies import NONE, Only, recipe_documents
 
 MAIN_FILE = {"deepspeed": "ds_config.json", "accelerate": "accelerate_config.yaml",
-             "verl": "verl_overrides.txt", "hf": "training_args.json"}
+             "verl": "verl_overrides.txt", "hf": "training_args.json", "openrlhf": "openrlhf_train.sh"}
 NOT_IN_FILES: dict[str, tuple[str, ...]] = {
     "deepspeed": ("name", "model", "batch.seq_len", "batch.micro_policy", "cluster.gpu_memory", "launch"),
     "accelerate": ("name", "model", "batch.seq_len", "batch.micro_policy", "cluster.gpu_memory", "launch", "optimizer", "grad_clip",
                    "activation_checkpointing", "schedule", "checkpoint"),
     "verl": ("name", "model", "batch.seq_len", "batch.micro_policy", "cluster.gpu_memory", "launch"),
     "hf": ("name", "model", "batch.seq_len", "batch.micro_policy", "cluster.gpu_memory", "launch"),
+    # OpenRLHF's command line has no offload or weight decay key of the recipe's, and no native section
+    "openrlhf": ("name", "model", "batch.seq_len", "batch.micro_policy", "cluster.gpu_memory", "launch", "offload",
+                 "optimizer.weight_decay", "native"),
 }
 """What each target's files do not hold; taken from the original recipe."""
 HARMLESS = frozenset({"DR211", "DR212", "DR222"})
@@ -45,7 +48,7 @@ HARMLESS = frozenset({"DR211", "DR212", "DR222"})
 the file leaves to the script, which `NOT_IN_FILES` puts back). DR214 does: the Trainer's
 files leave hybrid sharding to an Accelerate config."""
 STRATEGIES = {"deepspeed": ("ddp", "zero"), "accelerate": ("ddp", "zero", "fsdp"),
-              "verl": ("fsdp", "megatron"), "hf": ("ddp", "zero", "fsdp")}
+              "verl": ("fsdp", "megatron"), "hf": ("ddp", "zero", "fsdp"), "openrlhf": ("zero",)}
 """Strategies each target writes in its own terms (a ds_config cannot tell FSDP from ZeRO-3)."""
 EXACT = {
     # ZeRO has no hybrid sharding (DR216, DR217).
@@ -62,6 +65,8 @@ EXACT = {
     # Accelerate config (DR214).
     "hf": Only(sharded_single_rank=NONE, shard_group=NONE, optimizer_offload_alone=frozenset({"zero"}),
                adam=frozenset({"zero"})),
+    # OpenRLHF runs ZeRO in bf16 or fp16 with its own Adam (decoupled decay), and no hybrid sharding.
+    "openrlhf": Only(shard_group=NONE, adam=NONE, fp32=NONE),
 }
 """The part of the valid recipes each target writes exactly."""
 
@@ -77,7 +82,7 @@ def comparable(plan: Plan) -> dict[str, object]:
 
 @st.composite
 def target_documents(draw: st.DrawFn, target: str) -> dict[str, Any]:
-    doc = draw(recipe_documents(strategies=STRATEGIES[target], only=EXACT[target], rl=target == "verl"))
+    doc = draw(recipe_documents(strategies=STRATEGIES[target], only=EXACT[target], rl=target in ("verl", "openrlhf")))
     if target == "accelerate" and doc["strategy"] == "zero":
         doc["launch"] = {"backend": "accelerate-deepspeed"}  # Accelerate's DeepSpeed path
     return doc

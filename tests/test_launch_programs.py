@@ -80,8 +80,10 @@ def test_a_trl_sft_script_trains_with_the_recipes_batch(tmp_path: Path) -> None:
 
 def test_a_trl_grpo_script_generates_and_trains_with_the_recipes_batch(tmp_path: Path) -> None:
     pytest.importorskip("trl")
-    got, record = launch(tmp_path, "--", str(PROGRAMS / "trl_grpo.py"), "--output_dir", str(tmp_path / "out"),
-                         *TRL_FLAGS, "--num_generations", "4", "--max_completion_length", "8")
+    # the group comes from the recipe's rl: launch passes --num_generations itself
+    got, record = launch(tmp_path, "--set", "rl.rollout_n=4", "--set", "rl.prompts_per_step=2", "--",
+                         str(PROGRAMS / "trl_grpo.py"), "--output_dir", str(tmp_path / "out"), *TRL_FLAGS,
+                         "--max_completion_length", "8")
     assert record["program_kind"]["kind"] == "hf"
     assert (got["trainer"], got["world"], got["micro"], got["accumulation"]) == ("GRPOTrainer", 2, 2, 2)
     # GRPOConfig's arithmetic on the recipe's numbers: micro 2 completions × 2 ranks × 2

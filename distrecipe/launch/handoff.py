@@ -5,7 +5,8 @@ Every kind gets the run's files in the environment (`DISTRECIPE_RUN_DIR`,
 `DISTRECIPE_METRICS`, the file its measurements go to: `launch.metrics`); beyond that:
 
 * `hf` (Trainer): the TrainingArguments flags the recipe decides, and
-  `--deepspeed ds_config.json` or `--fsdp --fsdp_config {...}`;
+  `--deepspeed ds_config.json` or `--fsdp --fsdp_config {...}`; with `rl`, a TRL GRPO
+  script's `--num_generations` and generation batch (`translator.trl.grpo`);
 * `deepspeed` (raw): `--deepspeed_config ds_config.json`, DeepSpeed's own flag;
 * `verl`: the emitted Hydra overrides, before the user's;
 * `accelerate` and `torchrun`: nothing more (the launcher's config file, or the
@@ -35,7 +36,7 @@ from distrecipe.launch.metrics import METRICS, METRICS_FILE
 from distrecipe.launch.rundir import PLAN_FILE
 from distrecipe.overrides import split_override
 from distrecipe.recipe import ProgramKind
-from distrecipe.translator import hf
+from distrecipe.translator import hf, trl
 from distrecipe.translator.equivalence import refuse_errors
 
 HF_RECIPE_KEYS = {
@@ -55,6 +56,12 @@ HF_RECIPE_KEYS = {
     "deepspeed": "strategy/stage/offload (the ds_config)",
     "fsdp": "strategy",
     "fsdp_config": "stage/offload/activation_checkpointing (FSDP2)",
+    "num_generations": "rl.rollout_n",
+    "generation_batch_size": "rl.prompts_per_step × rl.rollout_n",
+    "use_vllm": "rl.rollout_mode / rl.rollout_memory",
+    "vllm_mode": "rl.rollout_mode / rl.rollout_memory",
+    "vllm_gpu_memory_utilization": "rl.rollout_memory",
+    "vllm_enable_sleep_mode": "rl.free_rollout_memory",
 }
 """Each TrainingArguments field distrecipe sets → the recipe key that decided it."""
 
@@ -92,9 +99,10 @@ def hf_decided(plan: Plan, run_dir: Path) -> dict[str, Any]:
     A recipe the Trainer cannot express (Megatron, pipeline stages, …) is refused here,
     as `compile --target hf` refuses it.
     """
-    refuse_errors(hf.findings(plan))
+    refuse_errors(hf.findings(plan) + trl.grpo_findings(plan))
     decided: dict[str, Any] = {"deepspeed": None, "fsdp": None, "fsdp_config": None}
     decided.update(hf.emit(plan))
+    decided.update(trl.grpo(plan))  # with `rl`, a TRL GRPO script: its group and generation batch
     if decided["deepspeed"] is not None:
         decided["deepspeed"] = str(run_dir / CONFIG_FILE)
     return decided

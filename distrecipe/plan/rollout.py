@@ -2,7 +2,8 @@
 
 TRL's GRPO with vLLM colocated is priced the same way (`_trl`), with GRPOConfig's own
 defaults: no offload between phases, vLLM's tensor parallelism 1, and the fraction kept
-through training unless vLLM's sleep mode is on.
+through training unless vLLM's sleep mode is on. A vLLM server (`rl.rollout_mode:
+server`) runs on GPUs outside the recipe's cluster: no rollout phase on the trainer's.
 
 verl's hybrid engine runs generation (vLLM or SGLang) and the actor's update on every
 GPU in turn, so a GPU must hold the worse of two phases (`distrecipe.engines.verl` has
@@ -64,6 +65,7 @@ from distrecipe.plan.allocator import CONTEXT
 from distrecipe.plan.engine import EngineView
 from distrecipe.plan.units import gb
 from distrecipe.source import KeyPath
+from distrecipe.translator.trl import vllm_mode
 
 PARAM_OFFLOAD, OPTIMIZER_OFFLOAD = (joined(path) for path in PHASE_OFFLOAD)
 
@@ -143,8 +145,8 @@ class Rollout:
 def rollout(plan: Plan, engine: EngineView) -> Rollout | None:
     """The rollout phase of a verl plan (`rl` set), or of TRL's colocated vLLM (`rl` under
     `accelerate launch`, `_trl`); None for any other recipe."""
-    if plan.recipe.rl is None:
-        return None
+    if plan.recipe.rl is None or plan.recipe.rl.rollout_mode == "server":
+        return None  # a vLLM server's GPUs are not the trainer's
     if runs_trl(plan.backend, plan.recipe.rl):
         return _trl(plan, engine)
     stated = plan.recipe.rl.rollout_memory is not None
@@ -171,24 +173,27 @@ def rollout(plan: Plan, engine: EngineView) -> Rollout | None:
 
 
 def _trl(plan: Plan, engine: EngineView) -> Rollout | None:
-    """TRL's GRPO with vLLM colocated (`rl.rollout_memory` stated: `--target trl` writes
-    `use_vllm`, `vllm_mode: colocate`): vLLM takes its fraction beside the whole training
+    """TRL's GRPO with vLLM colocated (`rl.rollout_mode: colocate`, or `rl.rollout_memory`
+    stated: `--target trl` writes `use_vllm`, `vllm_mode: colocate`; the fraction is
+    GRPOConfig's default where the recipe states none): vLLM takes its fraction beside the whole training
     state (TRL moves nothing to CPU for generation), holds the weights at 16 bits over
     `vllm_tensor_parallel_size` (1), and keeps its fraction through training unless its
-    sleep mode is on (`rl.free_rollout_memory`; GRPOConfig's default: off). Without
-    `rl.rollout_memory` TRL generates with the trained model itself: no second engine."""
+    sleep mode is on (`rl.free_rollout_memory`; GRPOConfig's default: off). Otherwise TRL
+    generates with the trained model itself: no second engine."""
     rl = plan.recipe.rl
-    if rl is None or rl.rollout_memory is None:
+    if rl is None or vllm_mode(plan) != "colocate":
         return None
     defaults = vllm_defaults()
+    fraction = defaults.memory if rl.rollout_memory is None else float(rl.rollout_memory)
     freed = defaults.sleep if rl.free_rollout_memory is None else rl.free_rollout_memory
     actor = {part: size for part, size in engine.points["rest"].items() if size}
-    size = None if plan.gpu_memory is None else float(rl.rollout_memory) * plan.gpu_memory
+    size = None if plan.gpu_memory is None else fraction * plan.gpu_memory
     width = ROLLOUT_DTYPE_BYTES["bfloat16"]
     params = plan.recipe.model.params
     assert params is not None, "estimate() refuses a plan without model.params"
     weights = params * width / defaults.tensor
-    return Rollout(float(rl.rollout_memory), True, freed, size, actor, weights, width, defaults.tensor, False,
+    stated = rl.rollout_memory is not None
+    return Rollout(fraction, stated, freed, size, actor, weights, width, defaults.tensor, False,
                    trainer="TRL")
 
 

@@ -279,6 +279,8 @@ FIELDS: dict[str, Row] = {
         ("rollout_n", "actor_rollout_ref.rollout.n"), ("prompts_per_step", "data.train_batch_size"),
         ("rollout_memory", "actor_rollout_ref.rollout.gpu_memory_utilization"),
         ("free_rollout_memory", "actor_rollout_ref.rollout.free_cache_engine"))},
+    "rl.rollout_mode": Row(NA, NA, Cell("mapped", "colocate: verl's hybrid engine always is; server: the "
+                                                  "target refuses the recipe (DR208)"), NA),
     **{key: Row(LAUNCHED, LAUNCHED, LAUNCHED, LAUNCHED) for key in _keys("launch.")},
     "launch.backend": Row(LAUNCHED, mapped("distributed_type DEEPSPEED for accelerate-deepspeed, with "
                                            "deepspeed_config.deepspeed_config_file and "

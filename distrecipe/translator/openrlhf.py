@@ -41,6 +41,10 @@ def findings(plan: Plan) -> list[Finding]:
     found: list[Finding] = []
     if r.rl is None:
         found.append(finding("DR208", TARGET, "train_ppo_ray needs rl.rollout_n and rl.prompts_per_step"))
+    if r.rl is not None and r.rl.rollout_mode == "server":
+        found.append(finding("DR208", TARGET, "rl.rollout_mode server: OpenRLHF's separate vLLM engines "
+                                              "(no --train.colocate_all) need GPUs the recipe's cluster does "
+                                              "not count"))
     if r.strategy != "zero":
         found.append(finding("DR208", TARGET, f"OpenRLHF's trainers run DeepSpeed ZeRO, not {r.strategy}"))
     if plan.precision not in ("bf16", "fp16"):

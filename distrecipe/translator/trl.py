@@ -4,11 +4,11 @@ that starts it at the recipe's world.
 TRL's trainers are the HF Trainer with a config that extends `TrainingArguments`, so the
 config holds the Trainer's kwargs (`translator.hf.emit`, the same batch, precision and
 schedule) and, for a recipe with `rl`, GRPO's: `num_generations` is `rl.rollout_n`, and
-GRPOConfig's generation batch (micro × world × accumulation, `steps_per_generation`
-left to its default, the accumulation) then holds `rl.prompts_per_step` whole groups,
-verl's prompts per step. `rl.rollout_memory` is the colocated vLLM's fraction
-(`use_vllm`, `vllm_mode: colocate`, `vllm_gpu_memory_utilization`), and
-`rl.free_rollout_memory` its sleep mode. TRL's shipped Accelerate configs say
+GRPOConfig's generation batch holds `rl.prompts_per_step` whole groups, verl's prompts per
+step (`generation_batch_size`, written where it is not TRL's default, the global batch).
+`rl.rollout_mode` is `vllm_mode`; colocated, `rl.rollout_memory` is vLLM's fraction
+(`vllm_gpu_memory_utilization`) and `rl.free_rollout_memory` its sleep mode, which a
+server's config cannot say (named, DR222). TRL's shipped Accelerate configs say
 `num_processes: 8` whatever the job has; the one written here says the recipe's world
 (`translator.accelerate`), and `compile` lints both files with TRL's and Accelerate's
 tables before writing them.
@@ -16,6 +16,7 @@ tables before writing them.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import yaml
@@ -27,6 +28,7 @@ from distrecipe.output import one_line
 from distrecipe.translator import accelerate, hf
 from distrecipe.translator.codes import finding
 from distrecipe.translator.equivalence import refuse_errors
+from distrecipe.translator.resolve import nearest_multiples
 from distrecipe.translator.targets import EmitOptions, Output
 
 TARGET = "trl"
@@ -42,26 +44,86 @@ def command(plan: Plan) -> str:
 def emit(plan: Plan) -> dict[str, Any]:
     """The config's keys: the Trainer's kwargs (its `deepspeed` key names the ds_config the
     Accelerate config names too), and GRPO's for a recipe with `rl`."""
-    kwargs = dict(hf.emit(plan))
+    return dict(sorted({**hf.emit(plan), **grpo(plan)}.items()))
+
+
+def grpo(plan: Plan) -> dict[str, Any]:
+    """GRPOConfig's keys the recipe's `rl` decides (none without `rl`): the config's, and
+    the flags `launch` hands a TRL GRPO script."""
+    kwargs: dict[str, Any] = {}
     rl = plan.recipe.rl
     if rl is not None:
         kwargs["num_generations"] = rl.rollout_n
-        if rl.rollout_memory is not None:
-            kwargs.update(use_vllm=True, vllm_mode="colocate", vllm_gpu_memory_utilization=rl.rollout_memory)
-        if rl.free_rollout_memory is not None:
+        generation = rl.prompts_per_step * rl.rollout_n
+        if generation != plan.batch.global_:
+            kwargs["generation_batch_size"] = generation
+        mode = vllm_mode(plan)
+        if mode is not None:
+            kwargs.update(use_vllm=True, vllm_mode=mode)
+        if mode == "colocate" and rl.rollout_memory is not None:
+            kwargs["vllm_gpu_memory_utilization"] = rl.rollout_memory
+        if mode == "colocate" and rl.free_rollout_memory is not None:
             kwargs["vllm_enable_sleep_mode"] = rl.free_rollout_memory
-    return dict(sorted(kwargs.items()))
+    return kwargs
+
+
+def vllm_mode(plan: Plan) -> str | None:
+    """GRPOConfig's `vllm_mode`: the recipe's `rl.rollout_mode`, else colocate where the
+    recipe states vLLM's memory; None (TRL generates with the trained model) otherwise."""
+    rl = plan.recipe.rl
+    if rl is None:
+        return None
+    if rl.rollout_mode is not None:
+        return rl.rollout_mode
+    return "colocate" if rl.rollout_memory is not None else None
+
+
+def generation_refusal(plan: Plan) -> str | None:
+    """GRPOConfig's `__post_init__` rule for the generation batch (`rl.prompts_per_step ×
+    rl.rollout_n` sequences): a whole number of per-device batches over the world, with the
+    nearest prompts per step that are; None when it holds. Its other rule, whole groups of
+    `num_generations`, holds by construction."""
+    rl = plan.recipe.rl
+    if rl is None:
+        return None
+    generation, per_step = rl.prompts_per_step * rl.rollout_n, plan.batch.micro * plan.dims.world
+    if generation % per_step == 0:
+        return None
+    step = math.lcm(per_step, rl.rollout_n) // rl.rollout_n
+    nearest = nearest_multiples(rl.prompts_per_step, step)
+    return (f"GRPOConfig's generation_batch_size = rl.prompts_per_step × rl.rollout_n = "
+            f"{rl.prompts_per_step} × {rl.rollout_n} = {generation} must be divisible by "
+            f"per_device_train_batch_size × world = "
+            f"{plan.batch.micro} × {plan.dims.world} = {per_step}; nearest valid rl.prompts_per_step: "
+            f"{' or '.join(str(p) for p in nearest)}")
 
 
 def findings(plan: Plan, *, launched: bool = False) -> list[Finding]:
     """The Trainer's (a TRL trainer is one) and the Accelerate config's, and GRPO's own
     refusal: a group of one has no advantage (`GRPOConfig.__post_init__`), where verl's PPO
     takes `rollout.n` 1."""
-    found = hf.findings(plan, launched=launched) + accelerate.findings(plan, launched=launched)
+    return (hf.findings(plan, launched=launched) + accelerate.findings(plan, launched=launched)
+            + grpo_findings(plan))
+
+
+def grpo_findings(plan: Plan) -> list[Finding]:
+    """What GRPOConfig refuses of the recipe's `rl` (a group of one, a generation batch not in
+    whole per-device batches over the world), and what a vLLM server's config cannot say."""
+    found: list[Finding] = []
     rl = plan.recipe.rl
     if rl is not None and rl.rollout_n < 2:
         found.append(finding("DR208", TARGET, f"TRL's GRPO needs at least 2 generations per prompt; "
                                               f"rl.rollout_n is {rl.rollout_n}"))
+    if rl is not None and (refused := generation_refusal(plan)) is not None:
+        found.append(finding("DR208", TARGET, refused))
+    if rl is not None and vllm_mode(plan) == "server":
+        unsaid = [name for name, value in (("rl.rollout_memory", rl.rollout_memory),
+                                           ("rl.free_rollout_memory", rl.free_rollout_memory))
+                  if value is not None]
+        if unsaid:
+            found.append(finding("DR222", TARGET, f"{', '.join(unsaid)}: a vLLM server's memory is "
+                                                  "`trl vllm-serve`'s (--gpu_memory_utilization), not the "
+                                                  "config's"))
     return found
 
 

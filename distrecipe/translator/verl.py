@@ -71,6 +71,9 @@ def findings(plan: Plan, *, launched: bool = False) -> list[Finding]:
     if plan.recipe.rl is None:
         found.append(finding("DR208", TARGET, "verl needs rl.rollout_n and rl.prompts_per_step"))
         return found
+    if plan.recipe.rl.rollout_mode == "server":
+        found.append(finding("DR208", TARGET, "rl.rollout_mode server: verl's hybrid engine generates on the "
+                                              "actor's GPUs (colocate)"))
     if plan.script_batch:
         found.append(finding("DR208", TARGET, "verl needs the batch in numbers: state batch.micro and "
                              "batch.global"))

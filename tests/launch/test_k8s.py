@@ -217,3 +217,19 @@ def test_every_node_has_shared_memory_and_cpu_memory_requests(
     assert "/dev/shm" in header
     for words in said:
         assert words in header, header
+
+
+def test_a_trl_grpo_script_is_a_trainjob_whose_nodes_get_the_rl_group(capsys: pytest.CaptureFixture[str]) -> None:
+    """A recipe with `rl` under DeepSpeed or Accelerate is TRL's, not verl's: a TrainJob
+    (no Ray), whose per-node `distrecipe launch` carries the rl sets and so hands the
+    script `--num_generations` (`tests/launch/test_slurm.py` follows that hand-off)."""
+    program = str(ROOT / "tests" / "programs" / "trl_grpo.py")
+    job = manifest(capsys, TINY, "rl.rollout_n=4", "rl.prompts_per_step=4", program=(program,))
+    assert job["kind"] == "TrainJob"
+    command = job["spec"]["trainer"]["command"]
+    assert command[command.index("--set"):command.index("--set") + 4] == [
+        "--set", "rl.rollout_n=4", "--set", "rl.prompts_per_step=4"]
+    assert command[-2:] == ["--", program]
+    with pytest.raises(LaunchError, match="a RayJob runs verl on a Ray cluster"):
+        manifest(capsys, TINY, "rl.rollout_n=4", "rl.prompts_per_step=4", "launch.k8s.kind=rayjob",
+                 program=(program,))

@@ -8,6 +8,7 @@ written, whatever YAML 1.1 makes of `12:00:00`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -246,3 +247,24 @@ def test_a_ray_command_left_to_the_nodes_path_is_refused() -> None:
     plan = resolve(load_recipe(ROOT / "tests" / "launch" / "rl-tiny-2x2.yaml"))
     with pytest.raises(LaunchError, match="Ray's `ray` command is neither beside"):
         batch_script(plan, ["echo"], runs_root=ROOT, chdir=ROOT, ray="ray")
+
+
+def test_a_trl_grpo_script_gets_the_recipe_s_group_on_every_node(cli: Cli, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sbatch script's srun runs `distrecipe launch` on each node with the recipe's rl,
+    and that launch hands the TRL script `--num_generations` itself (`launch.handoff`)."""
+    monkeypatch.chdir(tmp_path)
+    program = ROOT / "tests" / "programs" / "trl_grpo.py"
+    rl = ("--set", "rl.rollout_n=4", "--set", "rl.prompts_per_step=4")
+    result = cli("launch", TINY, "--slurm", *SET, "--time", "5", "--cpus-per-task", "2", *rl, "--", program)
+    assert result.code == 0, result.err
+    srun = result.out.splitlines()[-1].split()
+    node = srun[srun.index("launch") + 1:]
+    assert node[1:5] == list(rl) and node[-2:] == ["--", str(program)]
+    cut = node.index("--")
+    result = cli("launch", *node[:cut], "--dry-run", *node[cut:])
+    assert result.code == 0, result.err
+    words = json.loads(result.out)["shell"].split()
+    assert words[words.index(str(program)):][-4:] == ["--num_generations", "4", "--generation_batch_size", "16"]
+    # 4 prompts × 4 = 16 completions a generation: 4 micro-steps of micro 2 × 2 ranks
+    assert words[words.index("--per_device_train_batch_size") + 1] == "2"

@@ -66,3 +66,17 @@ def test_the_defaults_are_grpoconfig_s() -> None:
     assert (found.memory, found.sleep, found.tensor) == (fields["vllm_gpu_memory_utilization"],
                                                          fields["vllm_enable_sleep_mode"],
                                                          fields["vllm_tensor_parallel_size"])
+
+
+@pytest.mark.parametrize(("mode", "fraction", "stated"), [
+    ("rl: {rollout_n: 8, prompts_per_step: 16, rollout_mode: colocate}", vllm_defaults().memory, False),
+    ("rl: {rollout_n: 8, prompts_per_step: 16, rollout_mode: server}", None, False),
+    ("rl: {rollout_n: 8, prompts_per_step: 16, rollout_mode: server, rollout_memory: 0.9}", None, False)])
+def test_the_rollout_mode_says_whose_gpus_hold_vllm(mode: str, fraction: float | None, stated: bool,
+                                                    tmp_path: Path) -> None:
+    """Colocated without a fraction: GRPOConfig's default one; a server's GPUs are not the trainer's."""
+    est = estimated(GRPO.replace("rl: {rollout_n: 8, prompts_per_step: 16, rollout_memory: 0.3}", mode), tmp_path)
+    if fraction is None:
+        assert est.rollout is None and est.need == est.training_need == pytest.approx(est.memory.needed)
+    else:
+        assert est.rollout is not None and (est.rollout.fraction, est.rollout.stated) == (fraction, stated)

@@ -118,3 +118,102 @@ def test_a_group_of_one_is_refused_as_grpo_refuses_it(tmp_path: Path) -> None:
         TARGETS["trl"](api.load_plan(recipe), EmitOptions())
     assert trl_judge.refusal_of({"model_name_or_path": "m", "num_generations": 1, "output_dir": str(tmp_path)},
                                 "grpo", tmp_path) is not None
+
+
+LONG = GRPO.replace("prompts_per_step: 16", "prompts_per_step: 32")
+"""One generation of 32 prompts × 8 = 256 sequences, trained in two optimizer steps of 128."""
+
+
+def test_a_generation_of_several_steps_is_grpo_s_generation_batch(tmp_path: Path) -> None:
+    plan, files = compiled(LONG, tmp_path)
+    assert yaml.safe_load(files["grpo_config.yaml"])["generation_batch_size"] == 256
+    with trl_judge.world(plan.dims.world):
+        _script, args, *_ = trl_judge.parser("grpo").parse_args_and_config(
+            ["--config", str(tmp_path / "grpo_config.yaml"), "--model_name_or_path", "m", "--report_to", "none",
+             "--output_dir", str(tmp_path / "out"), "--deepspeed", str(tmp_path / "ds_config.json")])
+    # 256 / (micro 4 × world 8) = 8 micro-steps per generation, twice the accumulation of 4
+    assert (args.generation_batch_size, args.steps_per_generation, args.gradient_accumulation_steps) == (256, 8, 4)
+    kind, doc = read_native(tmp_path / "grpo_config.yaml")
+    assert import_document(kind, doc, World.of(plan.dims.world)).recipe["rl"]["prompts_per_step"] == 32
+
+
+def test_a_generation_batch_grpo_refuses_is_refused_with_the_nearest_prompts(tmp_path: Path) -> None:
+    from distrecipe.errors import DistrecipeError
+    from distrecipe.translator import trl
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(GRPO.replace("prompts_per_step: 16", "prompts_per_step: 18"))
+    plan = api.load_plan(recipe)
+    with pytest.raises(DistrecipeError, match=r"DR208.*generation_batch_size = rl\.prompts_per_step × rl\.rollout_n "
+                                              r"= 18 × 8 = 144 must be divisible by per_device_train_batch_size × "
+                                              r"world = 4 × 8 = 32; nearest valid rl\.prompts_per_step: 16 or 20"):
+        TARGETS["trl"](plan, EmitOptions())
+    values = {key: value for key, value in trl.emit(plan).items() if key != "deepspeed"}
+    said = trl_judge.refusal_of({**values, "model_name_or_path": "m", "output_dir": str(tmp_path)}, "grpo",
+                                tmp_path, size=8)
+    assert said is not None and "generation_batch_size (144) must be divisible by the global batch size (32)" in said
+    for prompts in (16, 20):  # the suggestions pass TRL's own check
+        recipe.write_text(GRPO.replace("prompts_per_step: 16", f"prompts_per_step: {prompts}"))
+        values = {key: value for key, value in trl.emit(api.load_plan(recipe)).items() if key != "deepspeed"}
+        assert trl_judge.refusal_of({**values, "model_name_or_path": "m", "output_dir": str(tmp_path)}, "grpo",
+                                    tmp_path, size=8) is None
+
+
+SERVER = GRPO.replace("rollout_memory: 0.3, free_rollout_memory: true", "rollout_mode: server")
+
+
+def test_a_vllm_server_is_grpo_s_server_mode_and_comes_back(tmp_path: Path) -> None:
+    plan, files = compiled(SERVER, tmp_path)
+    config = yaml.safe_load(files["grpo_config.yaml"])
+    assert (config["use_vllm"], config["vllm_mode"]) == (True, "server")
+    assert not {"vllm_gpu_memory_utilization", "vllm_enable_sleep_mode"} & set(config)
+    argv = ["--config", "grpo_config.yaml", "--accelerate_config", "accelerate_config.yaml", "--model_name_or_path",
+            "m", "--output_dir", str(tmp_path / "out")]
+    assert trl_judge.command_refusal("grpo", argv, tmp_path) is None
+    kind, doc = read_native(tmp_path / "grpo_config.yaml")
+    assert import_document(kind, doc, World.of(plan.dims.world)).recipe["rl"] == {
+        "rollout_n": 8, "prompts_per_step": 16, "rollout_mode": "server"}
+
+
+def test_a_server_s_memory_is_named_not_written(tmp_path: Path) -> None:
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(SERVER.replace("rollout_mode: server", "rollout_mode: server, rollout_memory: 0.9"))
+    out = TARGETS["trl"](api.load_plan(recipe), EmitOptions())
+    assert "vllm_gpu_memory_utilization" not in out.files["grpo_config.yaml"]
+    [named] = [f.message for f in out.findings if f.code == "DR222"]
+    assert named.endswith("(rl.rollout_memory: a vLLM server's memory is `trl vllm-serve`'s "
+                          "(--gpu_memory_utilization), not the config's)")
+
+
+@pytest.mark.parametrize(("target", "why"), [("verl", "hybrid engine generates on the actor's GPUs"),
+                                             ("openrlhf", "separate vLLM engines")])
+def test_the_other_trainers_name_a_server_they_cannot_place(target: str, why: str, tmp_path: Path) -> None:
+    from distrecipe.errors import DistrecipeError
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(SERVER.replace("launch: {backend: accelerate-deepspeed}", "launch: {backend: verl}"))
+    with pytest.raises(DistrecipeError, match=f"DR208.*rl.rollout_mode server: .*{why}"):
+        TARGETS[target](api.load_plan(recipe), EmitOptions())
+
+
+@pytest.mark.parametrize(("knobs", "where"), [({"steps_per_generation": 8}, None),
+                                              ({"generation_batch_size": 256}, None),
+                                              ({"generation_batch_size": 256, "steps_per_generation": 8},
+                                               "together"),
+                                              ({"generation_batch_size": 48}, "positive multiple")])
+def test_import_reads_grpo_s_generation_batch(knobs: dict[str, int], where: str | None, tmp_path: Path) -> None:
+    from distrecipe.translator.importers import NotImportable
+
+    plan, files = compiled(GRPO, tmp_path)
+    config = {**yaml.safe_load(files["grpo_config.yaml"]), **knobs}
+    (tmp_path / "grpo_config.yaml").write_text(yaml.safe_dump(config))
+    kind, doc = read_native(tmp_path / "grpo_config.yaml")
+    if where is None:
+        assert import_document(kind, doc, World.of(plan.dims.world)).recipe["rl"]["prompts_per_step"] == 32
+        assert trl_judge.refusal_of({**config, "model_name_or_path": "m", "output_dir": str(tmp_path),
+                                     "deepspeed": None}, "grpo", tmp_path, size=8) is None
+    else:
+        with pytest.raises(NotImportable, match=where):
+            import_document(kind, doc, World.of(plan.dims.world))
+        assert trl_judge.refusal_of({**config, "model_name_or_path": "m", "output_dir": str(tmp_path),
+                                     "deepspeed": None}, "grpo", tmp_path, size=8) is not None

@@ -21,6 +21,7 @@ from distrecipe.translator.importers import (
     deepspeed,
     hf,
     llamafactory,
+    openrlhf,
     trl,
     verl,
 )
@@ -38,17 +39,21 @@ IMPORTERS: dict[str, Importer] = {
     "axolotl": axolotl.to_recipe,
     "llamafactory": llamafactory.to_recipe,
     "trl": trl.to_recipe,
+    "openrlhf": openrlhf.to_recipe,
 }
 """Native kind (as `engines.native.detect` tells it) → importer."""
 BATCH_FILL = {"deepspeed": hf_engine.BATCH_FILL, "hf": hf_engine.BATCH_FILL,
               "accelerate": accelerate_engine.BATCH_FILL, "axolotl": hf_engine.BATCH_FILL,
-              "llamafactory": hf_engine.BATCH_FILL, "trl": hf_engine.BATCH_FILL}
+              "llamafactory": hf_engine.BATCH_FILL, "trl": hf_engine.BATCH_FILL,
+              "openrlhf": "OpenRLHF's parser defaults"}
 """Native kind → who decides its batch when the file leaves it out (a TrainingArguments file
 that leaves it out gets it from the Trainer's command line; verl states it)."""
 
 
-LINTED_ONLY = {"openrlhf": "an OpenRLHF command line"}
+LINTED_ONLY: dict[str, str] = {}
 """Kinds lint judges that no importer maps to a recipe yet."""
+NO_NATIVE = frozenset({"openrlhf"})
+"""Kinds the recipe has no `native` section for: their importers name what they do not map."""
 
 
 class NotNative(DistrecipeError):
@@ -84,7 +89,8 @@ def import_document(kind: str, doc: Document, world: World | None,
     imported = IMPORTERS[kind](doc.data, Context(doc=doc, world=world, read=read_document))
     # An Axolotl or LLaMA-Factory YAML is read as the Trainer's arguments it holds (`read`).
     engine = "hf" if kind in ("axolotl", "llamafactory", "trl") else kind
-    sources = {engine: doc.data if imported.read is None else imported.read, **imported.companions}
+    sources = {} if kind in NO_NATIVE else {engine: doc.data if imported.read is None else imported.read,
+                                            **imported.companions}
     checked = apply_overrides(Document({**imported.recipe, "recipe": 1}, doc.file), overrides)
     try:
         recipe = recipe_from_document(checked, Path(doc.file).parent)

@@ -1,0 +1,134 @@
+"""OpenRLHF command line (`python3 -m openrlhf.cli.train_ppo_ray ...`) → recipe: the
+inverse of `translator.openrlhf`, so recipe → OpenRLHF → import → recipe comes back.
+
+Options are read as the judging release's parser takes them (an abbreviation or a flat
+alias resolves to its dest, `engines.openrlhf.Entry`), unstated ones at its defaults. The
+actor's `num_nodes × num_gpus_per_node` is the cluster, `--train.batch_size` and
+`--train.micro_batch_size` the batch (DeepSpeed derives the accumulation), ZeRO's stage
+and `--ds.param_dtype` the strategy and precision, `--actor.adam.lr` and
+`--actor.max_norm` the optimizer, and the rollout (`--rollout.batch_size` prompts of
+`--rollout.n_samples_per_prompt`) `rl`, with vLLM's memory, sleep mode, and colocation
+(`--train.colocate_all`; separate engines are `rl.rollout_mode: server`). A command line
+has no `native` section: every other option is named in a note, by the name written.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from distrecipe.engines.openrlhf import entry, judging
+from distrecipe.translator.importers import Context, Imported, NotImportable
+from distrecipe.translator.openrlhf import ENTRY
+
+READ = {
+    "actor.num_nodes": "nodes", "actor.num_gpus_per_node": "gpus_per_node",
+    "train.batch_size": "global", "train.micro_batch_size": "micro",
+    "rollout.batch_size": "prompts", "rollout.n_samples_per_prompt": "n",
+    "ds.zero_stage": "stage", "ds.param_dtype": "dtype", "actor.adam.lr": "lr", "actor.max_norm": "max_norm",
+    "vllm.gpu_memory_utilization": "rollout_memory", "vllm.enable_sleep": "sleep",
+    "train.colocate_all": "colocate", "vllm.num_engines": "engines",
+}
+"""The dests the recipe reads (grouped releases, ≥ 0.10.2) → what they are."""
+AS_EMITTED = frozenset({"ref.num_nodes", "ref.num_gpus_per_node", "critic.num_nodes",
+                        "critic.num_gpus_per_node", "reward.num_nodes", "reward.num_gpus_per_node",
+                        "vllm.tensor_parallel_size"})
+"""Dests `compile --target openrlhf` writes from the recipe's world: read back, named only
+where they differ from what it would write."""
+
+
+def to_recipe(data: dict[str, Any], context: Context) -> Imported:
+    [(module, options)] = data.items()
+    if module != ENTRY:
+        raise NotImportable(f"{module}: import reads {ENTRY}'s RL job, which --target openrlhf writes; "
+                            "the other entries are linted", context.doc.where((module,)))
+    known = entry(module)
+    if known is None:
+        raise NotImportable(f"{module} is no entry of the judging OpenRLHF release",
+                            context.doc.where((module,)))
+    given: dict[str, tuple[str, Any]] = {}
+    for written, value in options.items():
+        option = known.resolve(written)
+        if option is None:  # a value read at the default instead would be replaced silently
+            raise NotImportable(f"{written} is not an option of {judging()}'s {module.rsplit('.', 1)[-1]} "
+                                "(`distrecipe lint` names the release that has it): import reads what the "
+                                "parser takes", context.doc.where((module, written), key=True))
+        given[known.options[option]["dest"]] = (written, value)
+    values = {what: _value(known, dest, given, context, module) for dest, what in READ.items()}
+    nodes, gpus = integer(values["nodes"]), integer(values["gpus_per_node"])
+    numbers = {name: integer(values[name]) for name in ("global", "micro", "prompts", "n", "stage")}
+    missing = [name for name, value in (("nodes", nodes), ("gpus", gpus), *numbers.items()) if value is None]
+    if missing:
+        raise NotImportable(f"the command line leaves {', '.join(missing)} to the shell or a non-number: the "
+                            "recipe needs them", context.doc.where((module,)))
+    reals = {name: _real(values[name]) for name in ("lr", "max_norm", "rollout_memory")}
+    if (bad := next((name for name, value in reals.items() if value is None), None)) is not None:
+        raise NotImportable(f"{bad} {values[bad]!r} is not a number", context.doc.where((module,)))
+    recipe: dict[str, Any] = {
+        "recipe": 1, "model": {}, "cluster": {"nodes": nodes, "gpus_per_node": gpus}, "strategy": "zero",
+        "stage": numbers["stage"],
+        "batch": {"micro": numbers["micro"], "global": numbers["global"]},
+        "precision": values["dtype"], "optimizer": {"name": "adamw", "lr": reals["lr"]},
+        "grad_clip": reals["max_norm"],
+        "rl": {"rollout_n": numbers["n"], "prompts_per_step": numbers["prompts"]}}
+    rl = recipe["rl"]
+    if "vllm.gpu_memory_utilization" in given:
+        rl["rollout_memory"] = reals["rollout_memory"]
+    if values["sleep"] is True:
+        rl["free_rollout_memory"] = True
+    engines = integer(values["engines"]) or 0
+    if not values["colocate"] and engines > 0:
+        rl["rollout_mode"] = "server"
+    assert nodes is not None and gpus is not None
+    notes = _unread(given, nodes, gpus)
+    if values["colocate"] and engines != nodes * gpus:
+        notes.append(f"{given['vllm.num_engines'][0] if 'vllm.num_engines' in given else 'vllm.num_engines'} "
+                     f"{engines}: compile writes one colocated engine per GPU ({nodes * gpus})")
+    return Imported(recipe=recipe, notes=notes, read={})
+
+
+def integer(value: Any) -> int | None:
+    """A word of the command line as argparse's `type=int` takes it; None when it is not one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    text = str(value).strip()
+    return int(text) if text.lstrip("+-").isdigit() else None
+
+
+def _real(value: Any) -> float | None:
+    """A word as argparse's `type=float` takes it; None when it is not one."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _value(known: Any, dest: str, given: dict[str, tuple[str, Any]], context: Context, module: str) -> Any:
+    """The value the parser gives `dest`: as written (a switch: True), else its default."""
+    if dest not in given:
+        return known.default(dest)
+    written, value = given[dest]
+    if value is None:
+        raise NotImportable(f"{written} is left to a shell variable: the recipe needs its value",
+                            context.doc.where((module, written)))
+    return value
+
+
+def _unread(given: dict[str, tuple[str, Any]], nodes: int, gpus: int) -> list[str]:
+    """Notes naming, by the name written, every option the recipe does not read, and each
+    placement that is not what `compile` writes from the recipe's world."""
+    left = sorted(given[dest][0] for dest in given if dest not in READ and dest not in AS_EMITTED)
+    written = {"num_nodes": nodes, "num_gpus_per_node": gpus, "tensor_parallel_size": 1}
+    apart = sorted(given[dest][0] for dest in given if dest in AS_EMITTED
+                   and integer(given[dest][1]) != written[dest.split(".")[-1]])
+    notes = []
+    if left:
+        notes.append(f"{len(left)} OpenRLHF options are not a recipe's (models, data, algorithm, generation: "
+                     f"{', '.join(left)}): keep the command line for them")
+    if apart:
+        notes.append(f"{', '.join(apart)}: not the recipe's placement (every model group on all "
+                     f"{nodes} × {gpus} GPUs, one-GPU vLLM engines): keep the command line for them")
+    return notes

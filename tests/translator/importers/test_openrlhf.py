@@ -1,0 +1,86 @@
+"""OpenRLHF command line → recipe: recipe → `--target openrlhf` → import gives the recipe
+back, and what a command line says beyond a recipe is named by the option written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from distrecipe import api
+from distrecipe.translator.importers import NotImportable, World
+from distrecipe.translator.importers.registry import import_document, read_native
+from distrecipe.translator.targets import TARGETS, EmitOptions
+from tests.translator.test_openrlhf import CASES, RECIPE
+
+
+def imported(text: str, tmp_path: Path, world: int | None = None):  # type: ignore[no-untyped-def]
+    script = tmp_path / "openrlhf_train.sh"
+    script.write_text(text)
+    kind, doc = read_native(script)
+    assert kind == "openrlhf"
+    return import_document(kind, doc, None if world is None else World.of(world))
+
+
+@pytest.mark.parametrize("numbers", CASES)
+@pytest.mark.parametrize("memory", ["rollout_memory: 0.4, free_rollout_memory: true", "rollout_memory: 0.7"])
+def test_recipe_to_openrlhf_and_back(numbers: tuple[int, ...], memory: str, tmp_path: Path) -> None:
+    nodes, gpus, stage, micro, global_, n = numbers
+    text = RECIPE.format(world=nodes * gpus, nodes=nodes, gpus=gpus, stage=stage, micro=micro, global_=global_, n=n,
+                         prompts=global_ // n).replace("rollout_memory: 0.4, free_rollout_memory: true", memory)
+    (tmp_path / "recipe.yaml").write_text(text)
+    plan = api.load_plan(tmp_path / "recipe.yaml")
+    back = imported(TARGETS["openrlhf"](plan, EmitOptions()).files["openrlhf_train.sh"], tmp_path)
+    r = plan.recipe
+    assert r.rl is not None and r.optimizer is not None
+    rl = {"rollout_n": n, "prompts_per_step": global_ // n, "rollout_memory": r.rl.rollout_memory,
+          **({"free_rollout_memory": True} if r.rl.free_rollout_memory else {})}
+    assert back.recipe == {"recipe": 1, "model": {}, "cluster": {"nodes": nodes, "gpus_per_node": gpus}, "strategy": "zero", "stage": stage,
+                           "batch": {"micro": micro, "global": global_}, "precision": "bf16",
+                           "optimizer": {"name": "adamw", "lr": r.optimizer.lr}, "grad_clip": r.grad_clip,
+                           "rl": rl}
+    # only the user's models and data are left: named by the option written
+    assert back.notes == ["3 OpenRLHF options are not a recipe's (models, data, algorithm, generation: "
+                          "--actor.model_name_or_path, --data.prompt_dataset, --reward.model_name_or_path): keep "
+                          "the command line for them"]
+
+
+LINE = """python3 -m openrlhf.cli.train_ppo_ray \\
+    --actor.num_nodes 1 --actor.num_gpus_per_node 4 --ref.num_nodes 1 --ref.num_gpus_per_node 2 \\
+    --vllm.num_engines 2 --vllm.tensor_parallel_size 2 \\
+    --train.batch_size 64 --train.micro_batch_size 4 --rollout.batch_size 32 --rollout.n_samples_per_prompt 4 \\
+    --algo.advantage.estimator group_norm --actor.model_name_or_path m
+"""
+
+
+def test_separate_engines_are_a_server_and_the_rest_is_named(tmp_path: Path) -> None:
+    back = imported(LINE, tmp_path)
+    # unstated: OpenRLHF's parser defaults (ZeRO-2, bf16, lr 1e-6, max_norm 1.0)
+    assert (back.recipe["stage"], back.recipe["precision"], back.recipe["grad_clip"]) == (2, "bf16", 1.0)
+    assert back.recipe["rl"] == {"rollout_n": 4, "prompts_per_step": 32, "rollout_mode": "server"}
+    assert back.notes == [
+        "2 OpenRLHF options are not a recipe's (models, data, algorithm, generation: "
+        "--actor.model_name_or_path, --algo.advantage.estimator): keep the command line for them",
+        "--ref.num_gpus_per_node, --vllm.tensor_parallel_size: not the recipe's placement (every model group "
+        "on all 1 × 4 GPUs, one-GPU vLLM engines): keep the command line for them"]
+
+
+def test_a_number_left_to_the_shell_is_refused_at_its_option(tmp_path: Path) -> None:
+    with pytest.raises(NotImportable, match=r"--train\.batch_size is left to a shell variable") as caught:
+        imported(LINE.replace("--train.batch_size 64", "--train.batch_size $BATCH"), tmp_path)
+    where = caught.value.where
+    assert where is not None and (where.line, where.col) == (4, 24)  # the variable
+
+
+def test_a_word_that_is_no_number_is_refused_not_a_traceback(tmp_path: Path) -> None:
+    with pytest.raises(NotImportable, match=r"lr 'fast' is not a number"):
+        imported(LINE.replace("--actor.model_name_or_path m", "--actor.adam.lr fast"), tmp_path)
+
+
+def test_an_option_of_another_release_is_refused_at_its_name(tmp_path: Path) -> None:
+    """OpenRLHF < 0.10.2's flat `--train_batch_size`: read at the default instead, the batch would change."""
+    with pytest.raises(NotImportable, match=r"--train_batch_size is not an option of OpenRLHF [\d.]+'s "
+                                            r"train_ppo_ray") as caught:
+        imported(LINE.replace("--train.batch_size 64", "--train_batch_size 64"), tmp_path)
+    where = caught.value.where
+    assert where is not None and (where.line, where.col) == (4, 5)

@@ -50,26 +50,6 @@ def open_r1() -> ModuleType:
     return module
 
 
-def _trl_refusal(parser: object, path: Path, world: int) -> str | None:
-    import contextlib
-    import io
-    import os
-
-    env = dict(os.environ)
-    said = io.StringIO()
-    try:
-        with trl_judge.world(world), contextlib.redirect_stderr(said):
-            parser.parse_args_and_config(["--config", str(path), "--report_to", "none"])  # type: ignore[attr-defined]
-    except SystemExit:
-        return said.getvalue().strip().splitlines()[-1]
-    except ValueError as error:
-        return str(error)
-    finally:
-        os.environ.clear()
-        os.environ.update(env)
-    return None
-
-
 @dataclass(frozen=True)
 class Row:
     file: str
@@ -106,7 +86,7 @@ def judge(file: str) -> tuple[str | None, int | None]:
         grpo = "__grpo__" in file
         classes = ((configs.GRPOScriptArguments, configs.GRPOConfig, ModelConfig) if grpo
                    else (configs.ScriptArguments, configs.SFTConfig, ModelConfig))
-        return _trl_refusal(TrlParser(classes), path, WORLD), WORLD
+        return trl_judge.parser_refusal(TrlParser(classes), path, WORLD), WORLD
     if file.startswith("huggingface__trl__"):
         return trl_judge.refusal("sft", path), None
     found = openrlhf_command(path)

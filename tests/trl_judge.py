@@ -35,11 +35,17 @@ def parser(command: str) -> Any:
 
 def refusal(command: str, config: Path, size: int = 1) -> str | None:
     """Why `trl COMMAND --config CONFIG` stops at start-up at `size` processes, or None."""
+    return parser_refusal(parser(command), config, size)
+
+
+def parser_refusal(trl_parser: Any, config: Path, size: int = 1) -> str | None:
+    """Why `trl_parser` (a `TrlParser`, TRL's or a project's own) refuses CONFIG at `size`
+    processes, or None."""
     env = dict(os.environ)
     said = io.StringIO()
     try:
         with world(size), contextlib.redirect_stderr(said):
-            parser(command).parse_args_and_config(["--config", str(config), "--report_to", "none"])
+            trl_parser.parse_args_and_config(["--config", str(config), "--report_to", "none"])
     except SystemExit:
         return said.getvalue().strip().splitlines()[-1]
     except ValueError as error:

@@ -9,7 +9,8 @@ would resolve against the user's working directory. CPU ranks are refused: Accel
 runs its distributed backends only on accelerators. Each rank's output is kept by
 torchrun under the run directory: `accelerate launch` copies its `--log_dir` and
 `--tee` into torchrun's arguments (`utils.launch._filter_args`; it has no
-`--redirects`, and torchrun's tee implies the redirect).
+`--redirects`, and torchrun's tee implies the redirect). Every config distrecipe emits
+runs through torchrun: several DeepSpeed nodes use the `standard` multinode launcher.
 """
 
 from __future__ import annotations

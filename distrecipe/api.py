@@ -153,6 +153,21 @@ def checkpoint_dir(environ: Mapping[str, str] | None = None) -> Path | None:
     return Path(value) if value else None
 
 
+def prune_checkpoints(saved: str | Path, environ: Mapping[str, str] | None = None) -> list[Path]:
+    """`checkpoint.keep` for a raw script: call on one rank after a save has completed
+    (every rank's files written), with the checkpoint just saved. Deletes the oldest
+    complete checkpoints of its kind in `checkpoint_dir()` beyond `keep`, never `saved`
+    and never a partial one; returns them. Nothing without `checkpoint.keep` (or `dir`)."""
+    from distrecipe.checkpoints.layout import prune
+    from distrecipe.launch.resume import KEEP_ENV
+
+    env = os.environ if environ is None else environ
+    root, keep = checkpoint_dir(env), env.get(KEEP_ENV)
+    if root is None or not keep:
+        return []
+    return prune(root, int(keep), Path(saved))
+
+
 def current(environ: Mapping[str, str] | None = None) -> Plan:
     """The Plan of the run this process belongs to, as `distrecipe launch` resolved it.
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,15 @@ if os.environ.get("CI"):
 
 ROOT = Path(__file__).resolve().parent.parent
 RECIPES = ROOT / "recipes"
+
+TEED = re.compile(r"^\[default\d+\]:")
+"""What torchrun's `--tee` puts before each line a rank prints (`tail_log.TailLog`)."""
+
+
+def rank_lines(text: str) -> list[str]:
+    """A job's terminal output as its ranks printed it: torchrun's tee prefix taken off."""
+    return [TEED.sub("", line, count=1) for line in text.splitlines()]
+
 
 CLUSTERS = ("tests/slurm/", "tests/launch/test_ray_cluster.py")
 """The tests that start a real SLURM or Ray cluster on this machine: one worker runs

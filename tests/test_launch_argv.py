@@ -32,6 +32,8 @@ TINY = ROOT / "recipes" / "tiny-cpu.yaml"
 SEED = ROOT / "recipes" / "seed-8b-32gpu-zero2.yaml"  # 4 nodes × 8 GPUs
 RUN = Path("/tmp/distrecipe-test-run")
 CPU_THREADS = str(max(1, (os.cpu_count() or 1) // 2))
+TORCHRUN_RANK_LOGS = ["--log-dir", f"{RUN}/ranks", "--redirects", "3", "--tee", "3"]
+"""Each rank's stdout and stderr in its own file under the run directory, still teed to the terminal."""
 
 DryRun = Callable[..., dict[str, Any]]
 
@@ -139,7 +141,7 @@ def test_several_nodes_need_a_master() -> None:
 def test_torchrun_one_node_is_standalone(dry: DryRun) -> None:
     got = dry(TINY, target="torchrun")
     assert got["argv"] == [executable("torchrun"), "--nnodes", "1", "--nproc-per-node", "2",
-                           "--standalone", "--module", "distrecipe.launch.tiny_train"]
+                           "--standalone", *TORCHRUN_RANK_LOGS, "--module", "distrecipe.launch.tiny_train"]
     assert "ds_config.json" in got["files"], "a ZeRO plan's script still reads DeepSpeed's config"
 
 
@@ -149,7 +151,7 @@ def test_torchrun_several_nodes_rendezvous_c10d(dry: DryRun, project: Callable[[
               target="torchrun", program=("train.py",))
     assert got["argv"] == [executable("torchrun"), "--nnodes", "4", "--nproc-per-node", "8",
                            "--rdzv-backend", "c10d", "--rdzv-endpoint", "10.0.0.1:29400",
-                           "--rdzv-id", "seed-8b-32gpu-zero2", "train.py"]
+                           "--rdzv-id", "seed-8b-32gpu-zero2", *TORCHRUN_RANK_LOGS, "train.py"]
     assert got["files"] == ["plan.json", "recipe.yaml", "run.json"]
 
 
@@ -161,7 +163,8 @@ def test_accelerate_fsdp_machine_fields(dry: DryRun, project: Callable[[str], Pa
     assert got["argv"] == [
         executable("accelerate"), "launch", "--config_file", f"{RUN}/{config}",
         "--num_machines", "4", "--machine_rank", "1", "--num_processes", "32",
-        "--main_process_ip", "gpu07", "--main_process_port", "29500", "train.py", "--bf16",
+        "--main_process_ip", "gpu07", "--main_process_port", "29500",
+        "--log_dir", f"{RUN}/ranks", "--tee", "3", "train.py", "--bf16",
     ]
     assert got["env"] == {"DISTRECIPE_RUN_DIR": str(RUN), "DISTRECIPE_PLAN": f"{RUN}/plan.json",
                           "DISTRECIPE_METRICS": f"{RUN}/metrics.jsonl",

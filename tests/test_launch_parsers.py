@@ -50,6 +50,7 @@ def test_torchrun_reads_one_node_and_the_module(capsys: pytest.CaptureFixture[st
     args = torchrun(argv(capsys, TINY, target="torchrun", program=("-m", "pkg.train", "--lr", "1")))
     assert (args.nnodes, args.nproc_per_node, args.standalone) == ("1", "2", True)
     assert (args.module, args.training_script, args.training_script_args) == (True, "pkg.train", ["--lr", "1"])
+    assert (args.log_dir, args.redirects, args.tee) == (f"{RUN}/ranks", "3", "3")
 
 
 def test_torchrun_reads_the_rendezvous(capsys: pytest.CaptureFixture[str], project: Callable[[str], Path]) -> None:
@@ -97,3 +98,8 @@ def test_accelerate_reads_the_machine_fields(capsys: pytest.CaptureFixture[str],
     assert (args.training_script, args.training_script_args) == ("train.py", ["--bf16"])
     expected = f"{RUN}/ds_config.json" if backend == "accelerate-deepspeed" else None
     assert args.deepspeed_config_file == expected
+    # What `accelerate launch` hands torchrun (`_run_torchrun`): the per-rank log files, teed.
+    filter_args = pytest.importorskip("accelerate.utils.launch")._filter_args
+    run = pytest.importorskip("torch.distributed.run")
+    torch_args = filter_args(args, run.get_args_parser(), ["--training_script", args.training_script])
+    assert (torch_args.log_dir, torch_args.tee, torch_args.redirects) == (f"{RUN}/ranks", "3", "0")

@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import rank_lines
+
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,7 +35,7 @@ def launch(tmp_path: Path, *args: str) -> tuple[dict[str, Any], dict[str, Any]]:
     done = subprocess.run([sys.executable, "-m", "distrecipe", "launch", str(TINY), "--run-dir", str(run_dir),
                            *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    (line,) = [line for line in done.stdout.splitlines() if line.startswith('{"')]
+    (line,) = [line for line in rank_lines(done.stdout) if line.startswith('{"')]
     record = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
     result: dict[str, Any] = json.loads(line)
     return result, record

@@ -140,6 +140,18 @@ def test_two_torchrun_agents_rendezvous_over_loopback(
             "--master-port", port]
     assert not (nodes[1] / "metrics.jsonl").exists(), "global rank 0 is node 0's"
     logged = metrics(nodes[0])
+    # torchrun keeps each rank's streams in its node's run directory (one local rank each),
+    # and still shows them: rank 0's step lines are in its file and, prefixed, on the terminal.
+    for rank, node in enumerate(nodes):
+        (rank_dir,) = (node / "ranks").glob("*/attempt_0/*")
+        assert rank_dir.name == "0" and {p.name for p in rank_dir.iterdir()} >= {"stdout.log", "stderr.log"}
+        steps = [json.loads(line) for line in (rank_dir / "stdout.log").read_text().splitlines()
+                 if line.startswith('{"step"')]
+        assert steps == (logged if rank == 0 else []), rank
+    shown = logs[0].read_text()
+    teed = [json.loads(line.removeprefix("[default0]:")) for line in shown.splitlines()
+            if line.startswith('[default0]:{"step"')]
+    assert teed == logged, shown[-3000:]
     assert [r["samples"] for r in logged] == [GLOBAL] * STEPS
     for got, want in zip(losses(logged), losses(curves["fsdp2-reshard-false"]), strict=True):
         assert relative(got, want) <= TOLERANCE

@@ -410,3 +410,32 @@ def latest_complete(root: Path, refine: Callable[[Layout], Layout] | None = None
         if checked.complete:
             return checked
     return None
+
+
+def prune(root: Path, keep: int, saved: Path) -> list[Path]:
+    """Delete the oldest complete checkpoints in `root` beyond the `keep` newest, once
+    `saved` (the one just written) is complete: `checkpoint.keep` for scripts whose engine
+    has no `save_total_limit` of its own. Returns what was deleted, oldest first.
+
+    Only complete checkpoints of `saved`'s kind at or below its step count and go (a
+    `ds_to_universal` copy or another engine's folder is the user's; a newer one is left
+    from an earlier, longer run, and a DeepSpeed tag missing its highest rank looks
+    complete by its names). `saved` itself and partial ones (a save killed, or another
+    still being written) are never deleted. Nothing is deleted when `saved` is partial.
+    """
+    import shutil
+
+    found = candidates(root)
+    current = next((item for item in found if item.path.resolve() == saved.resolve()), None)
+    if current is None or not current.complete:
+        return []
+    limit = current.step if current.step is not None else -1
+    complete = [item for item in found if item.kind == current.kind and item.complete
+                and (item.step if item.step is not None else -1) <= limit]
+    newest_first = sorted(complete, key=lambda item: (item.step if item.step is not None else -1,
+                                                      item.path.name), reverse=True)
+    kept = {item.path for item in newest_first[:keep]} | {current.path}
+    gone = [item.path for item in reversed(newest_first) if item.path not in kept]
+    for path in gone:
+        shutil.rmtree(path)
+    return gone

@@ -8,8 +8,9 @@ kind's own way:
 
 * the HF Trainer: `--resume_from_checkpoint PATH` (what its example scripts pass to
   `trainer.train`);
-* every other script: `DISTRECIPE_RESUME=PATH`, with `DISTRECIPE_CHECKPOINT_DIR` and
-  `DISTRECIPE_SAVE_EVERY` from the recipe (`api.resume_from()`, `api.checkpoint_dir()`);
+* every other script: `DISTRECIPE_RESUME=PATH`, with `DISTRECIPE_CHECKPOINT_DIR`,
+  `DISTRECIPE_SAVE_EVERY` and `DISTRECIPE_CHECKPOINT_KEEP` from the recipe
+  (`api.resume_from()`, `api.checkpoint_dir()`, `api.prune_checkpoints()`);
 * a DeepSpeed universal checkpoint also turns on the ds_config's
   `checkpoint.load_universal`, which DeepSpeed needs to read one;
 * verl: its own `trainer.resume_mode` / `resume_from_path` (compiled from the recipe).
@@ -34,6 +35,9 @@ from distrecipe.output import to_json
 RESUME_ENV = "DISTRECIPE_RESUME"
 CHECKPOINT_DIR_ENV = "DISTRECIPE_CHECKPOINT_DIR"
 SAVE_EVERY_ENV = "DISTRECIPE_SAVE_EVERY"
+KEEP_ENV = "DISTRECIPE_CHECKPOINT_KEEP"
+"""`checkpoint.keep`: a raw script prunes with `api.prune_checkpoints(saved)` after each save
+(the Trainer and verl get their own `save_total_limit` / `max_actor_ckpt_to_keep`)."""
 TRAINER_FLAG = "--resume_from_checkpoint"
 
 
@@ -76,6 +80,8 @@ def resume(plan: Plan, kind: str, program: Program, configs: Mapping[str, str], 
         env[CHECKPOINT_DIR_ENV] = os.path.abspath(cwd / checkpoint.dir)
     if checkpoint is not None and checkpoint.every is not None:
         env[SAVE_EVERY_ENV] = str(checkpoint.every)
+    if checkpoint is not None and checkpoint.keep is not None:
+        env[KEEP_ENV] = str(checkpoint.keep)
     files = dict(configs)
     if found is None or found.layout is None or found.verdict is None:
         said = found.said if found is not None else ""

@@ -11,6 +11,19 @@ plan, and the recipe text and `--set` overrides wherever a secret stands in them
 (`native`, a list of words, a comment). What the job itself reads keeps its values:
 an emitted config and `plan.json`'s `native` hold a secret written there (DeepSpeed's
 `comet.api_key`, the Trainer's `hub_token`), as the engine needs it.
+
+The job's output is kept combined in `stdout.log` / `stderr.log` (`launch.output`), and
+each rank's apart under `ranks/` where the launcher itself can split it while the
+terminal still shows it:
+
+* torchrun, and Accelerate (which hands `--log_dir`/`--tee` to torchrun):
+  `ranks/<rdzv run id>_<random>/attempt_<restart>/<local rank>/stdout.log`, `stderr.log`
+  (and `error.json` for a rank that raised), torch elastic's own layout
+  (`DefaultLogsSpecs.reify`); the global rank is node rank × GPUs per node + local rank,
+  and each node has its own run directory.
+* combined only: DeepSpeed's launcher (its `--enable_each_rank_log` sends every rank's
+  output to `<time>_rank<N>.log` instead of the terminal), verl and Ray (the driver
+  collects the workers' output), the reference trainer under either launcher as theirs.
 """
 
 from __future__ import annotations
@@ -36,6 +49,8 @@ ENGINES = ("torch", "deepspeed", "accelerate", "transformers", "verl", "ray")
 RUN_RECORD = "run.json"
 PLAN_FILE = "plan.json"
 RECIPE_FILE = "recipe.yaml"
+RANK_LOGS = "ranks"
+"""Each rank's stdout and stderr, where the launcher splits them (see the module docstring)."""
 WRITTEN = (PLAN_FILE, RECIPE_FILE, RUN_RECORD)
 """What `RunDir.start` writes besides the emitted configs (a dry run lists them too)."""
 

@@ -63,9 +63,10 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from distrecipe.checkpoints.layout import prune
 from distrecipe.launch import metrics
 from distrecipe.launch.launchers.deepspeed import DS_CONFIG
-from distrecipe.launch.resume import CHECKPOINT_DIR_ENV, RESUME_ENV, SAVE_EVERY_ENV
+from distrecipe.launch.resume import CHECKPOINT_DIR_ENV, KEEP_ENV, RESUME_ENV, SAVE_EVERY_ENV
 from distrecipe.launch.rundir import PLAN_FILE
 
 Engine = Literal["deepspeed", "fsdp2", "ddp"]
@@ -289,9 +290,10 @@ class Stepper:
     step: Callable[[], float | None]
     """Finish the optimizer step; returns the global gradient norm before clipping."""
     input_dtype: torch.dtype
-    save: Callable[[Path, int], None]
+    save: Callable[[Path, int], Path]
     """Save the whole training state after `step` optimizer steps into the save dir, the
-    engine's own way (DeepSpeed's `save_checkpoint`, a DCP folder for FSDP2/DDP)."""
+    engine's own way (DeepSpeed's `save_checkpoint`, a DCP folder for FSDP2/DDP); returns
+    the checkpoint written."""
     load: Callable[[Path], int]
     """Load a checkpoint saved by `save`; returns the optimizer steps it holds."""
 
@@ -334,12 +336,13 @@ def deepspeed_stepper(settings: TrainSettings, model: nn.Module, ds_config: dict
         norm = engine.get_global_grad_norm()  # computed by DeepSpeed at the boundary
         return None if norm is None else float(norm)
 
-    def save(directory: Path, done: int) -> None:
+    def save(directory: Path, done: int) -> Path:
         if killed_in_save(done):
             # Die inside DeepSpeed's save, after the tag check and rank 0's model states,
             # before this rank's optimizer shard: a rank lost mid-save, for the fault tests.
             engine._save_zero_checkpoint = lambda *_: os.kill(os.getpid(), signal.SIGKILL)
         engine.save_checkpoint(str(directory), tag=f"global_step{done}", client_state={"step": done})
+        return directory / f"global_step{done}"  # returns after DeepSpeed's closing barrier
 
     def load(path: Path) -> int:
         loaded, client = engine.load_checkpoint(str(path.parent), tag=path.name)
@@ -394,12 +397,13 @@ def torch_stepper(settings: TrainSettings, model: nn.Sequential, device: torch.d
             torch.autograd.backward(scaled)
         return loss.detach()
 
-    def save(directory: Path, done: int) -> None:
+    def save(directory: Path, done: int) -> Path:
         from torch.distributed.checkpoint.state_dict import get_state_dict
         from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 
         model_state, optim_state = get_state_dict(wrapped, optimizer)
         dcp_save({"model": model_state, "optim": optim_state}, checkpoint_id=directory / f"step-{done}")
+        return directory / f"step-{done}"  # `.metadata` written after every rank's shards
 
     def load(path: Path) -> int:
         from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
@@ -483,11 +487,11 @@ def train(settings: TrainSettings, *, ds_config: dict[str, Any] | None,
         saved = False
         if saving is not None and saving.directory is not None and saving.every \
                 and (step + 1) % saving.every == 0:
-            stepper.save(saving.directory, step + 1)
+            saving.pruned(stepper.save(saving.directory, step + 1), rank)
             saved = True
         if agreed(asked, device):
             if saving is not None and saving.directory is not None and not saved:
-                stepper.save(saving.directory, step + 1)
+                saving.pruned(stepper.save(saving.directory, step + 1), rank)
             if rank == 0:
                 print(f"tiny_train: SIGUSR1: saved after step {step + 1}, stopping", file=sys.stderr,
                       flush=True)
@@ -522,6 +526,16 @@ class Saving:
     directory: Path | None
     every: int | None
     resume: Path | None
+    keep: int | None = None
+    """`checkpoint.keep` (`DISTRECIPE_CHECKPOINT_KEEP`): the complete checkpoints kept."""
+
+    def pruned(self, saved: Path, rank: int) -> None:
+        """After a save every rank has finished, rank 0 deletes the oldest complete
+        checkpoints beyond `keep` (`layout.prune`: never `saved`, never a partial one)."""
+        if rank != 0 or self.keep is None or self.directory is None:
+            return
+        for gone in prune(self.directory, self.keep, saved):
+            print(f"tiny_train: checkpoint.keep {self.keep}: deleted {gone}", file=sys.stderr, flush=True)
 
 
 def universal(ds_config: dict[str, Any], resume: Path | None) -> dict[str, Any]:
@@ -581,6 +595,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                         help=f"checkpoint directory (default: ${CHECKPOINT_DIR_ENV})")
     parser.add_argument("--save-every", type=int, help=f"save every N steps (default: ${SAVE_EVERY_ENV})")
     parser.add_argument("--resume", type=Path, help=f"checkpoint to resume from (default: ${RESUME_ENV})")
+    parser.add_argument("--keep", type=int, help=f"complete checkpoints to keep (default: ${KEEP_ENV}; all)")
     return parser.parse_args(argv)
 
 
@@ -606,7 +621,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit(f"tiny_train: {refused}")
     saving = Saving(directory=args.save_dir or _env_path(CHECKPOINT_DIR_ENV),
                     every=args.save_every or int(os.environ.get(SAVE_EVERY_ENV, "0") or 0) or None,
-                    resume=args.resume or _env_path(RESUME_ENV))
+                    resume=args.resume or _env_path(RESUME_ENV),
+                    keep=args.keep or int(os.environ.get(KEEP_ENV, "0") or 0) or None)
     ds_config = universal(json.loads(ds_path.read_text()), saving.resume) if ds_path is not None else None
     if metrics.METRICS not in os.environ and run_dir is not None:  # started by hand with a run directory
         os.environ[metrics.METRICS] = str(run_dir / metrics.METRICS_FILE)

@@ -264,7 +264,8 @@ FIELDS: dict[str, Row] = {
                           script("the script's save_state(output_dir) / ProjectConfiguration(project_dir); "
                                  "`launch` passes DISTRECIPE_CHECKPOINT_DIR"),
                           exact("trainer.default_local_dir"), exact("output_dir")),
-    "checkpoint.keep": Row(script("the script's own deletion of old tags"),
+    "checkpoint.keep": Row(script("the script's own deletion of old tags; `launch` passes "
+                                  "DISTRECIPE_CHECKPOINT_KEEP (api.prune_checkpoints)"),
                            script("the script's ProjectConfiguration(total_limit)"),
                            exact("trainer.max_actor_ckpt_to_keep"), exact("save_total_limit")),
     "checkpoint.resume": Row(

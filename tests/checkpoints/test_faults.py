@@ -139,7 +139,9 @@ def test_a_rank_lost_mid_save_leaves_the_previous_checkpoint_chosen(
     engine, work, baseline = saved
     lost = work / "lost"
     lost.mkdir()
-    done, _ = train(lost, engine, 2, "killed", env={KILL_IN_SAVE: f"{STEPS}:1"})
+    # checkpoint.keep 1: the reference trainer prunes only after a save every rank finished,
+    # so the killed save at step 6 leaves step 3 (the one complete checkpoint) in place.
+    done, _ = train(lost, engine, 2, "killed", "checkpoint.keep=1", env={KILL_IN_SAVE: f"{STEPS}:1"})
     assert done.returncode != 0
     shown = distrecipe("checkpoint", "show", "ck", cwd=lost)
     assert shown.returncode == 0
@@ -150,9 +152,12 @@ def test_a_rank_lost_mid_save_leaves_the_previous_checkpoint_chosen(
     refused = distrecipe("checkpoint", "check", TINY, *ENGINES[engine], *WORLDS[2], "--checkpoint",
                          f"ck/global_step{STEPS}", cwd=lost)
     assert refused.returncode == 2 and "is partial" in refused.stderr and "DP ranks 1" in refused.stderr
-    done, run_dir = train(lost, engine, 2, "resume-auto", "checkpoint.resume=auto")
+    done, run_dir = train(lost, engine, 2, "resume-auto", "checkpoint.resume=auto", "checkpoint.keep=1")
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads((run_dir / "run.json").read_text())["checkpoint"]["step"] == EVERY
+    # The resumed save at step 6 completes (over the partial one), so keep 1 deletes step 3.
+    assert f"checkpoint.keep 1: deleted {lost / 'ck' / f'global_step{EVERY}'}" in done.stderr
+    assert [path.name for path in (lost / "ck").glob("global_step*")] == [f"global_step{STEPS}"]
     agree(f"{engine}: rank 1 killed mid-save at step {STEPS}, resume auto", metrics(run_dir), baseline)
 
 

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from distrecipe.checkpoints.layout import CheckpointError, candidates, latest_complete, read
+from distrecipe import api
+from distrecipe.checkpoints.layout import CheckpointError, candidates, latest_complete, prune, read
+from distrecipe.launch.resume import CHECKPOINT_DIR_ENV, KEEP_ENV
 from tests.checkpoints import trees
 
 
@@ -90,3 +92,35 @@ def test_bad_paths_are_refused(tmp_path: Path, make: object, said: str) -> None:
     assert callable(make)
     with pytest.raises(CheckpointError, match=said):
         read(make(tmp_path))
+
+
+def test_prune_keeps_the_newest_complete_of_the_saved_kind(tmp_path: Path) -> None:
+    """`checkpoint.keep` 2 after step 3 is saved: step 1 goes; the partial step 4 (another
+    save under way or killed), the Trainer's folder and a universal copy are not counted."""
+    for step in (1, 2, 3):
+        trees.dcp(tmp_path, step)
+    partial = trees.dcp(tmp_path, 4, metadata=False)
+    other = trees.hf(tmp_path, 1)
+    assert prune(tmp_path, 2, tmp_path / "step-3") == [tmp_path / "step-1"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-1", "step-2", "step-3", "step-4"]
+    assert partial.is_dir() and other.is_dir()
+    assert prune(tmp_path, 1, tmp_path / "step-3") == [tmp_path / "step-2"]
+
+
+def test_prune_never_deletes_the_saved_one_nor_after_a_partial_save(tmp_path: Path) -> None:
+    trees.deepspeed(tmp_path, 3)
+    trees.deepspeed(tmp_path, 6)
+    trees.deepspeed(tmp_path, 9, skip_rank=0)  # rank 0 lost mid-save; `latest` names it
+    assert prune(tmp_path, 1, tmp_path / "global_step9") == []
+    assert prune(tmp_path, 1, tmp_path / "global_step3") == []  # the saved one stays, the newer too
+    assert [p.name for p in sorted(tmp_path.iterdir())] == ["global_step3", "global_step6", "global_step9",
+                                                            "latest"]
+
+
+def test_api_prunes_as_the_launch_environment_says(tmp_path: Path) -> None:
+    for step in (1, 2):
+        trees.dcp(tmp_path, step)
+    env = {CHECKPOINT_DIR_ENV: str(tmp_path)}
+    assert api.prune_checkpoints(tmp_path / "step-2", env) == []  # no checkpoint.keep: all kept
+    assert api.prune_checkpoints(tmp_path / "step-2", {**env, KEEP_ENV: "1"}) == [tmp_path / "step-1"]
+    assert not (tmp_path / "step-1").exists()

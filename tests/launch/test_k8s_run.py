@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.conftest import rank_lines
 from tests.k8s.kubelet import expand, pytorchjob_env, trainjob_env
 from tests.test_launch_train import ROOT, TINY, free_port, losses, relative
 
@@ -39,7 +40,7 @@ start a node's ranks without ssh outside SLURM)."""
 
 
 def steps(text: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in text.splitlines() if line.startswith('{"step"')]
+    return [json.loads(line) for line in rank_lines(text) if line.startswith('{"step"')]
 
 
 def environment() -> dict[str, str]:

@@ -15,6 +15,7 @@ from distrecipe.job import Plan
 from distrecipe.launch.attempts import ATTEMPTS, first_directory, record_attempt
 from distrecipe.launch.resume import (
     CHECKPOINT_DIR_ENV,
+    KEEP_ENV,
     RESUME_ENV,
     SAVE_EVERY_ENV,
     TRAINER_FLAG,
@@ -39,12 +40,12 @@ def plan(*sets: str) -> Plan:
 def test_the_checkpoint_goes_to_the_program_its_kinds_way(tmp_path: Path, kind: str, flag: bool) -> None:
     trees.dcp(tmp_path / "ck", 4, world=2)
     job = plan("strategy=fsdp", "stage=3", "launch.backend=torchrun", "checkpoint.dir=ck", "checkpoint.every=4",
-               "checkpoint.resume=auto")
+               "checkpoint.keep=3", "checkpoint.resume=auto")
     program = Program(target="train.py", args=("--x", "1"))
     got = resume(job, kind, program, {}, cwd=tmp_path, found=check(job, kind, program.args, cwd=tmp_path, deep=True))
     chosen = str((tmp_path / "ck" / "step-4").resolve())
     assert got.program.env == {RESUME_ENV: chosen, CHECKPOINT_DIR_ENV: str((tmp_path / "ck").resolve()),
-                               SAVE_EVERY_ENV: "4"}
+                               SAVE_EVERY_ENV: "4", KEEP_ENV: "3"}
     assert got.program.args == (("--x", "1", TRAINER_FLAG, chosen) if flag else ("--x", "1"))
     assert got.record["step"] == 4 and got.record["verdict"] == "resumes as is"
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import rank_lines
 from tests.slurm.fixture import SlurmCluster
 
 pytestmark = pytest.mark.slow  # one worker runs every cluster test (conftest.CLUSTERS)
@@ -87,7 +88,7 @@ def test_the_tiny_recipe_trains_across_both_nodes(slurm_cluster: SlurmCluster, t
     job = done.stdout.strip().split(";")[0]
     out = (runs / f"tiny-cpu-slurm{job}.out").read_text(encoding="utf-8")
     assert done.returncode == 0, out[-2000:] + (runs / f"tiny-cpu-slurm{job}.err").read_text()[-3000:]
-    steps = [json.loads(line) for line in out.splitlines() if line.startswith('{"step"')]
+    steps = [json.loads(line) for line in rank_lines(out) if line.startswith('{"step"')]
     assert [step["samples"] for step in steps] == [8] * 10, "micro 2 × accumulation 2 × 2 nodes, each step"
     for node in ("node0", "node1"):
         assert record(runs / f"tiny-cpu-slurm{job}" / node)["exit_code"] == 0

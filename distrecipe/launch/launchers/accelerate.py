@@ -6,13 +6,18 @@ which Accelerate lets override the file, so the same run-directory YAML serves e
 node. Accumulation reaches `Accelerator()` through the environment (the YAML has no
 key for it). The ds_config path is passed absolute, because the YAML's relative one
 would resolve against the user's working directory. CPU ranks are refused: Accelerate
-runs its distributed backends only on accelerators.
+runs its distributed backends only on accelerators. Each rank's output is kept by
+torchrun under the run directory: `accelerate launch` copies its `--log_dir` and
+`--tee` into torchrun's arguments (`utils.launch._filter_args`; it has no
+`--redirects`, and torchrun's tee implies the redirect). Every config distrecipe emits
+runs through torchrun: several DeepSpeed nodes use the `standard` multinode launcher.
 """
 
 from __future__ import annotations
 
 from distrecipe.errors import LaunchError
 from distrecipe.launch.launchers.deepspeed import DS_CONFIG
+from distrecipe.launch.rundir import RANK_LOGS
 from distrecipe.launch.spec import LaunchRequest, LaunchSpec, executable, job_env, program_argv
 
 
@@ -35,6 +40,7 @@ def build(request: LaunchRequest) -> LaunchSpec:
             "--num_processes", str(plan.dims.world),
             "--main_process_ip", request.master(),
             "--main_process_port", str(request.master_port)]
+    argv += ["--log_dir", str(request.run_dir / RANK_LOGS), "--tee", "3"]
     if plan.backend == "accelerate-deepspeed":
         argv += ["--deepspeed_config_file", str(request.run_dir / DS_CONFIG)]
     argv += program_argv(request.program, "--module")

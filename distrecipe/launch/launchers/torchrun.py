@@ -8,11 +8,21 @@ on every node, or `--node-rank`) use torchrun's static rendezvous: `--node-rank`
 instead (`dynamic_rendezvous.py`: `sorted(state.participants)`), which put rank 0 on
 whichever node sorted first; it is kept only where nobody gave a rank, every agent
 running the same command.
+
+Each rank's output is kept in the run directory by torchrun itself (`--log-dir` with
+`--redirects 3 --tee 3`: both streams to a file per local rank, and still to the
+terminal, each line prefixed with `[default<local rank>]:`); `rundir` names the layout.
 """
 
 from __future__ import annotations
 
+from distrecipe.launch.rundir import RANK_LOGS
 from distrecipe.launch.spec import LaunchRequest, LaunchSpec, executable, job_env, program_argv
+
+
+def rank_logs(request: LaunchRequest) -> list[str]:
+    """torchrun's per-rank files under the run directory, teed so the terminal sees them too."""
+    return ["--log-dir", str(request.run_dir / RANK_LOGS), "--redirects", "3", "--tee", "3"]
 
 
 def build(request: LaunchRequest) -> LaunchSpec:
@@ -30,5 +40,6 @@ def build(request: LaunchRequest) -> LaunchSpec:
         argv += ["--rdzv-backend", "c10d",
                  "--rdzv-endpoint", f"{request.master()}:{request.master_port}",
                  "--rdzv-id", plan.recipe.name]
+    argv += rank_logs(request)
     argv += program_argv(request.program, "--module")
     return LaunchSpec(argv=tuple(argv), env=job_env(request))

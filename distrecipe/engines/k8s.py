@@ -30,9 +30,11 @@ Kubernetes client, no network.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, Literal
 
 from distrecipe.keys import get, integer, section
@@ -70,8 +72,10 @@ COMMAND_ITEMS = 128
 """`trainer.command` and `trainer.args` each hold at most 128 words (TrainJob's CRD)."""
 
 _QUANTITY = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+]?[0-9]+)?")
-_FACTORS = {"n": 1e-9, "u": 1e-6, "m": 1e-3, "": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
-            "E": 1e18, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_FACTORS = {"n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 10**3), "": Fraction(1),
+            "k": Fraction(10**3), "M": Fraction(10**6), "G": Fraction(10**9), "T": Fraction(10**12),
+            "P": Fraction(10**15), "E": Fraction(10**18), "Ki": Fraction(2**10), "Mi": Fraction(2**20),
+            "Gi": Fraction(2**30), "Ti": Fraction(2**40), "Pi": Fraction(2**50), "Ei": Fraction(2**60)}
 
 
 def kind_of(data: Any) -> ManifestKind | None:
@@ -105,10 +109,19 @@ def quantity_value(value: Any) -> int | None:
     match = _QUANTITY.fullmatch(value) if isinstance(value, str) else None
     if match is None:
         return None
-    number, suffix = float(match[1]), match[2] or ""
-    amount = number * (10 ** int(suffix[1:].lstrip("+")) if suffix[:1] in ("e", "E") else _FACTORS[suffix])
-    whole = int(amount)
-    return whole + (amount > whole)
+    number, suffix = Fraction(match[1]), match[2] or ""
+    if suffix in _FACTORS:  # a binary or decimal SI suffix ("E" is exa, "Ei" exbi)
+        amount = number * _FACTORS[suffix]
+    else:  # a decimal exponent: e3, E+6
+        exponent = int(suffix[1:].lstrip("+"))
+        if number and exponent > 19:  # beyond int64 whatever the digits: Value() saturates there
+            return INT64_MAX
+        amount = number * 10**exponent
+    return min(math.ceil(amount), INT64_MAX)
+
+
+INT64_MAX = 2**63 - 1
+"""Where `resource.Quantity.Value()` stops: an int64."""
 
 
 def gpus(resources: Any) -> int:

@@ -18,6 +18,8 @@ from distrecipe.engines.k8s import (
 @pytest.mark.parametrize(("written", "value"), [
     (8, 8), ("8", 8), ("500m", 1), ("1500m", 2), ("2k", 2000), ("1Ki", 1024), ("256Gi", 256 * 2**30),
     ("1e3", 1000), (".5", 1), ("8x", None), ("", None), (True, None), (None, None), ("-1", None),
+    ("1000m", 1), ("1E", 10**18), ("2Ei", 2**61),  # exact: no float rounding; "Ei" is exbi, not an exponent
+    ("1e400", 2**63 - 1), ("100Ei", 2**63 - 1), ("0e999", 0),  # Value() stops at int64
 ])
 def test_quantity_value_rounds_up_as_kubernetes_does(written: object, value: int | None) -> None:
     assert quantity_value(written) == value

@@ -90,6 +90,9 @@ READ: tuple[KeyPath, ...] = (
 """Keys (and sections) whose values this importer maps into the recipe: one the script
 leaves to a shell variable it does not fix is refused there, never read as a default."""
 WORLD_KEYS: tuple[KeyPath, ...] = (("trainer", "n_gpus_per_node"), ("trainer", "nnodes"))
+PATH_KEYS: tuple[KeyPath, ...] = (("trainer", "default_local_dir"), ("trainer", "resume_from_path"))
+"""Checkpoint folders: a script commonly builds them from its arguments (`$save_path`). One the
+script does not fix is carried as written and named, and `checkpoint.dir`/`resume` stay unset."""
 
 
 def _expanded(context: Context, notes: list[str]) -> dict[str, Any]:
@@ -111,7 +114,9 @@ def _expanded(context: Context, notes: list[str]) -> dict[str, Any]:
     environment: list[str] = []
     for path, (raw, value) in expanded.unknown.items():
         why = "; ".join(value.how)
-        if any(path[:len(key)] == key for key in READ):
+        if path in PATH_KEYS:  # a folder from the job's environment: carried as written, not a refusal
+            unknown.append(f"{dotted(path)}={raw} ({why})")
+        elif any(path[:len(key)] == key for key in READ):
             raise NotImportable(f"{dotted(path)}={raw} has no value the script fixes ({why}); the import "
                                 "reads a script without running it: write the value", context.doc.where(path))
         if path in WORLD_KEYS:
@@ -307,7 +312,7 @@ def _saving(data: dict[str, Any]) -> dict[str, Any]:
     if save is not None and save >= 1:
         out["every"] = save
     where = get(data, "trainer", "default_local_dir")
-    if isinstance(where, str) and where and "${" not in where:
+    if isinstance(where, str) and where and "$" not in where:
         out["dir"] = where
     keep = integer(get(data, "trainer", "max_actor_ckpt_to_keep"))
     if keep is not None and keep >= 1:
@@ -315,6 +320,6 @@ def _saving(data: dict[str, Any]) -> dict[str, Any]:
     mode, path = get(data, "trainer", "resume_mode"), get(data, "trainer", "resume_from_path")
     if mode in ("auto", "disable"):
         out["resume"] = "auto" if mode == "auto" else "none"
-    elif mode == "resume_path" and isinstance(path, str) and path:
+    elif mode == "resume_path" and isinstance(path, str) and path and "$" not in path:
         out["resume"] = path
     return out

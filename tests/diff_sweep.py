@@ -331,8 +331,9 @@ def recipe_names(key: str, kind: str, keys: list[str], notes: str) -> bool:
     if f"native.{kind}.{key}" in keys or f"{key} = " in notes:  # changed, or named as not carried
         return True
     leaf = re.split(r"[.\[]", key.lstrip("+"))[-1].rstrip("]")
-    mapped = [f for f, row in FIELDS.items() if key in str(row.cell(kind).native)  # type: ignore[arg-type]
-              or re.search(rf"\b{re.escape(leaf)}\b", str(row.cell(kind).native))]  # type: ignore[arg-type]
+    column = "hf" if kind == "trl" else kind  # a TRL config is TrainingArguments' subclass: the hf column
+    mapped = [f for f, row in FIELDS.items() if key in str(row.cell(column).native)  # type: ignore[arg-type]
+              or re.search(rf"\b{re.escape(leaf)}\b", str(row.cell(column).native))]  # type: ignore[arg-type]
     return any(k == f or k.startswith(f"{f}.") for f in mapped for k in keys)
 
 

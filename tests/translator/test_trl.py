@@ -217,3 +217,14 @@ def test_import_reads_grpo_s_generation_batch(knobs: dict[str, int], where: str 
             import_document(kind, doc, World.of(plan.dims.world))
         assert trl_judge.refusal_of({**config, "model_name_or_path": "m", "output_dir": str(tmp_path),
                                      "deepspeed": None}, "grpo", tmp_path, size=8) is not None
+
+
+def test_what_the_trl_config_carries_is_not_named_as_lost(tmp_path: Path) -> None:
+    """The findings read the carry table over the files written together: the TRL config
+    carries the Trainer's checkpointing and clipping, which an Accelerate config alone cannot."""
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(SFT + "grad_clip: 0.5\ncheckpoint: {every: 100, keep: 2}\nnative: {verl: [trainer.x=1]}\n")
+    found = TARGETS["trl"](api.load_plan(recipe), EmitOptions()).findings
+    text = "\n".join(f.message for f in found)
+    assert not {"grad_clip", "checkpoint.every", "checkpoint.keep"} & {word.rstrip(",") for word in text.split()}
+    assert [f.message.endswith("(native.verl: trainer.x)") for f in found if f.code == "DR233"] == [True]

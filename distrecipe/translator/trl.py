@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from distrecipe.engines import trl as trl_engine
 from distrecipe.engines.accelerate import CONFIG_FILE as ACCELERATE_FILE
 from distrecipe.findings import Finding
 from distrecipe.job import Plan
@@ -46,7 +47,13 @@ def emit(plan: Plan) -> dict[str, Any]:
     """The config's keys: the Trainer's kwargs (its `deepspeed` key names the ds_config the
     Accelerate config names too, `native.hf` merged in), GRPO's for a recipe with `rl`, and
     the recipe's `native.trl` (TRL's own keys) merged in last."""
-    return dict(sorted(merge({**hf.emit(plan), **grpo(plan)}, plan.recipe.native.trl).items()))
+    native = plan.recipe.native.trl
+    written = merge({**hf.emit(plan), **grpo(plan)}, native)
+    if native.get("steps_per_generation") is not None and "generation_batch_size" not in native:
+        # The same generation batch in steps (held to the recipe at resolve): GRPOConfig
+        # refuses both keys together.
+        written.pop("generation_batch_size", None)
+    return dict(sorted(written.items()))
 
 
 def grpo(plan: Plan) -> dict[str, Any]:
@@ -70,14 +77,8 @@ def grpo(plan: Plan) -> dict[str, Any]:
 
 
 def vllm_mode(plan: Plan) -> str | None:
-    """GRPOConfig's `vllm_mode`: the recipe's `rl.rollout_mode`, else colocate where the
-    recipe states vLLM's memory; None (TRL generates with the trained model) otherwise."""
-    rl = plan.recipe.rl
-    if rl is None:
-        return None
-    if rl.rollout_mode is not None:
-        return rl.rollout_mode
-    return "colocate" if rl.rollout_memory is not None else None
+    """GRPOConfig's `vllm_mode` for the plan (`engines.trl.vllm_mode`)."""
+    return trl_engine.vllm_mode(plan.recipe.rl)
 
 
 def generation_refusal(plan: Plan) -> str | None:

@@ -91,7 +91,7 @@ def findings(plan: Plan, *, launched: bool = False, carried: bool = True) -> lis
                              f"{plan.stage} runs as FSDP2 "
                              "(launch.backend accelerate-deepspeed keeps DeepSpeed)"))
     recompute = plan.recipe.activation_checkpointing
-    if kind != "FSDP" and recompute != "none":
+    if kind != "FSDP" and recompute != "none" and carried:  # else the file beside it may carry it (TRL's)
         written = carry.as_written("activation_checkpointing")
         found.append(finding("DR222", TARGET, f"activation_checkpointing {recompute}{written}: Accelerate's "
                              f"{kind} path has no key for it: the script checkpoints its blocks"))

@@ -78,6 +78,8 @@ CASES = Cell("mapped", "the strategy, stage, offload and parallelism rows above"
 REFUSED = Cell("mapped", "none: the target refuses the recipe (DR208)")
 ACTOR = "actor_rollout_ref.actor"
 NO_BLOCKS = unused("DeepSpeed wraps no blocks")
+KERNELS = unused("the script's kernels (`plan` prices them)")
+NO_ROLLOUT = unused("no rollout: this file trains only")
 
 
 def unwritten(option: str) -> Cell:
@@ -134,12 +136,12 @@ SCHEDULE = script("the script's scheduler (Accelerate builds none)")
 FIELDS: dict[str, Row] = {
     "name": _same(Cell("not applicable", "the file's header comment")),
     **{key: _same(PLAN) for key in _keys("model.") if key not in ("model.hidden_size", "model.layer_cls")},
-    "kernels.compile": Row(PLAN, PLAN, PLAN, mapped("torch_compile (written when true)", "torch_compile"),
-                           PLAN),
+    "kernels.compile": Row(KERNELS, KERNELS, KERNELS,
+                           mapped("torch_compile (written when true)", "torch_compile"), KERNELS),
     "kernels.loss": _same(PLAN),
     "kernels.mlp": _same(PLAN),
-    "kernels.fused_ops": Row(PLAN, PLAN, PLAN,
-                             mapped("use_liger_kernel (written for liger)", "use_liger_kernel"), PLAN),
+    "kernels.fused_ops": Row(KERNELS, KERNELS, KERNELS,
+                             mapped("use_liger_kernel (written for liger)", "use_liger_kernel"), KERNELS),
     "model.hidden_size": Row(mapped("the ZeRO buckets: zero_optimization.reduce_bucket_size = hidden², "
                                     "zero_optimization.stage3_prefetch_bucket_size and "
                                     "zero_optimization.stage3_param_persistence_threshold",
@@ -277,7 +279,9 @@ FIELDS: dict[str, Row] = {
                                         "Trainer counts", "scheduler.params.warmup_num_steps"),
                                  SCHEDULE, exact(f"{ACTOR}.optim.lr_warmup_steps_ratio"),
                                  mapped("warmup_steps as a fraction below 1 (transformers 5; warmup_ratio "
-                                        "before)", "warmup_steps", "warmup_ratio"),
+                                        "before), lr_scheduler_type constant_with_warmup for a constant "
+                                        "decay",
+                                        "warmup_steps", "warmup_ratio", "lr_scheduler_type"),
                                  unwritten("--actor.lr_warmup_ratio")),
     "schedule.min_lr_ratio": Row(mapped("scheduler.params.cos_min_ratio (cosine)",
                                         "scheduler.params.cos_min_ratio"),
@@ -345,23 +349,29 @@ FIELDS: dict[str, Row] = {
         mapped("resume_from_checkpoint: the path, or for auto the latest complete checkpoint `launch` "
                "finds (none: unset)", "resume_from_checkpoint"),
         unwritten("--ckpt.load_enable")),
-    "rl.rollout_n": Row(NA, NA, exact("actor_rollout_ref.rollout.n"), NA,
+    "rl.rollout_n": Row(NO_ROLLOUT, NO_ROLLOUT, exact("actor_rollout_ref.rollout.n"), NO_ROLLOUT,
                         exact("--rollout.n_samples_per_prompt"), trl=exact("num_generations")),
-    "rl.prompts_per_step": Row(NA, NA, exact("data.train_batch_size"), NA, exact("--rollout.batch_size"),
+    "rl.prompts_per_step": Row(NO_ROLLOUT, NO_ROLLOUT, exact("data.train_batch_size"), NO_ROLLOUT,
+                               exact("--rollout.batch_size"),
                                trl=mapped("generation_batch_size = prompts × rl.rollout_n, written where it "
                                           "is not the global batch (GRPOConfig's default)",
                                           "generation_batch_size")),
-    "rl.rollout_memory": Row(NA, NA, exact("actor_rollout_ref.rollout.gpu_memory_utilization"), NA,
+    "rl.rollout_memory": Row(NO_ROLLOUT, NO_ROLLOUT,
+                             exact("actor_rollout_ref.rollout.gpu_memory_utilization"), NO_ROLLOUT,
                              exact("--vllm.gpu_memory_utilization"),
-                             trl=mapped("vllm_gpu_memory_utilization (colocated: a server's is "
-                                        "`trl vllm-serve`'s, DR222)", "vllm_gpu_memory_utilization")),
-    "rl.free_rollout_memory": Row(NA, NA, exact("actor_rollout_ref.rollout.free_cache_engine"), NA,
+                             trl=mapped("vllm_gpu_memory_utilization, with use_vllm true and vllm_mode "
+                                        "colocate (a server's is `trl vllm-serve`'s, DR222)",
+                                        "vllm_gpu_memory_utilization", "use_vllm", "vllm_mode")),
+    "rl.free_rollout_memory": Row(NO_ROLLOUT, NO_ROLLOUT,
+                                  exact("actor_rollout_ref.rollout.free_cache_engine"), NO_ROLLOUT,
                                   mapped("--vllm.enable_sleep (a switch, written when true)",
                                          "--vllm.enable_sleep"),
                                   trl=mapped("vllm_enable_sleep_mode (colocated: a server's is "
                                              "`trl vllm-serve`'s, DR222)", "vllm_enable_sleep_mode")),
-    "rl.rollout_mode": Row(NA, NA, Cell("mapped", "colocate: verl's hybrid engine always is; server: the "
-                                                  "target refuses the recipe (DR208)"), NA,
+    "rl.rollout_mode": Row(NO_ROLLOUT, NO_ROLLOUT,
+                           unused("verl's hybrid engine is always colocated, on the engine its base config "
+                                  "names (rollout.name); server: the target refuses the recipe (DR208)"),
+                           NO_ROLLOUT,
                            mapped("colocate: --train.colocate_all, one vLLM engine a GPU "
                                   "(--vllm.num_engines); server: the target refuses the recipe (DR208)",
                                   "--train.colocate_all", "--vllm.num_engines"),

@@ -418,16 +418,27 @@ def findings(plan: Plan, columns: tuple[Column, ...], target: str, *,
             shown = "(values not shown: they may hold secrets)" if key in PRIVATE else _text(value)
             written = spelled(key, value)
             cell = next((c for c in cells if c.how == "not carried"), None)
-            if cell is None:  # every file has the key, and the recipe's native section removes it
-                column, gone = next((c, g) for c, g in zip(columns, removed, strict=True) if g is not None)
-                here, code = f"native.{SECTIONS[column][-1]}.{gone} is null: compile leaves it out", "DR222"
+            held = next(((c, g) for c, g in zip(columns, removed, strict=True) if g is not None), None)
+            if held is not None:  # a file has the key, and the recipe's native section removes it
+                column, gone = held
+                section = _holder(plan, column, gone)
+                here, code = f"native.{section}.{gone} is null: compile leaves it out", "DR222"
             else:
+                assert cell is not None
                 assert cell.code is not None
                 here, code = cell.native, cell.code
             why = f"as {written}; here {here}" if written else here
             lost.setdefault(code, []).append(f"{key} {shown} ({why})")
     found = [finding(code, target, "; ".join(items)) for code, items in lost.items()]
     return found + native_findings(plan, columns, target)
+
+
+def _holder(plan: Plan, column: Column, key: str) -> str:
+    """The native section of `column` whose `key` (dotted) removes what a cell writes: the last
+    one written with it that states its first part (TRL's: `native.trl` over `native.hf`)."""
+    top = key.split(".")[0]
+    return next((name for name in reversed(SECTIONS[column]) if top in getattr(plan.recipe.native, name)),
+                SECTIONS[column][-1])
 
 
 def _removed(plan: Plan, column: Column, cell: Cell) -> str | None:

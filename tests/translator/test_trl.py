@@ -249,3 +249,13 @@ def test_native_trl_is_written_and_held_to_the_recipe(steps: int, refused: bool,
     argv = ["--config", "grpo_config.yaml", "--accelerate_config", "accelerate_config.yaml",
             "--output_dir", str(tmp_path / "out")]
     assert trl_judge.command_refusal("grpo", argv, tmp_path) is None
+
+
+def test_a_native_null_names_the_section_that_holds_it(tmp_path: Path) -> None:
+    """TRL's config is written with native.hf and native.trl: a null that removes the
+    optimizer's key is named where it is written, not as the Accelerate file's gap."""
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(SFT + "native: {hf: {optim: null}}\n")
+    found = [f.message for f in TARGETS["trl"](api.load_plan(recipe), EmitOptions()).findings if f.code == "DR222"]
+    assert any("optimizer.name adamw" in m and "here native.hf.optim is null: compile leaves it out" in m
+               for m in found), found

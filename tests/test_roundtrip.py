@@ -27,7 +27,7 @@ from tests.roundtrip import (
     trip_files,
     trips,
 )
-from tests.strategies import journey_documents
+from tests.strategies import NONE, Only, journey_documents, recipe_documents
 
 PAIRS = [(a, b) for a in TARGETS for b in TARGETS]
 """Every pair, an engine with itself too: a file imported and compiled back."""
@@ -108,3 +108,19 @@ def test_a_trl_config_comes_back_or_says_what_it_lost(via: str, tmp_path: Path) 
         assert result.outcome == f"refused at compile --target {via}", result
     else:
         assert result.outcome == "named" and "beta" in result.named, result
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", RL_TARGETS)
+@settings(max_examples=40, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_no_generated_rl_recipe_loses_a_setting_through_its_trainer(target: str, data: Any) -> None:
+    """Generated recipes with `rl`, compiled for TRL or OpenRLHF, imported and compiled back:
+    the two files are compared key by key as the trainer reads them."""
+    strategies = ("zero",) if target == "openrlhf" else ("ddp", "zero", "fsdp")
+    only = Only(shard_group=NONE, adam=NONE, fp32=NONE) if target == "openrlhf" else Only()
+    doc = data.draw(recipe_documents(strategies=strategies, only=only, rl=True))
+    with tempfile.TemporaryDirectory() as tmp:
+        result = generated_trip(in_process, doc, target, target, Path(tmp))
+    assert not result.silent, (doc, result.silent)

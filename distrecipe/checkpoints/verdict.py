@@ -76,6 +76,7 @@ class Rule:
 
 CHECKED = "tests/checkpoints/test_faults.py"
 ACCELERATE_CHECKED = "tests/checkpoints/test_accelerate.py"
+VERL_CHECKED = "tests/checkpoints/test_verl.py"
 RULES: tuple[Rule, ...] = (
     Rule("ds-same", "deepspeed", "nothing (same DP, TP, PP, stage)", "resumes as is", "",
          "load_checkpoint reads each rank's own shards", CHECKED),
@@ -113,10 +114,10 @@ RULES: tuple[Rule, ...] = (
          "prepared scheduler, stepped once per process, then runs at the new world's pace (a warning)",
          ACCELERATE_CHECKED),
     Rule("verl-same", "verl", "nothing (same world)", "resumes as is", "",
-         "each rank loads its own model/optim/extra_state shard"),
+         "each rank loads its own model/optim/extra_state shard", VERL_CHECKED),
     Rule("verl-world", "verl", "world", "cannot", "verl.model_merger",
          "verl loads model_world_size_{W}_rank_{r}.pt for its own W only; verl.model_merger gives "
-         "Hugging Face weights to start from (no optimizer state)"),
+         "Hugging Face weights to start from (no optimizer state)", VERL_CHECKED),
 )
 BY_ID = {rule.id: rule for rule in RULES}
 
@@ -227,7 +228,8 @@ def _rule(rule_id: str, *, command: tuple[str, ...] = (), detail: str = "") -> V
     changes = {"zero_to_fp32": "writes the full fp32 weights (safetensors, from_pretrained loads them); the "
                                "optimizer state and step are not carried",
                "dcp_to_torch_save": "writes one torch.save file of the whole state",
-               "verl.model_merger": "writes Hugging Face weights; the optimizer state is not carried"}
+               "verl.model_merger": "writes Hugging Face weights, cast to bf16 as the merger casts every "
+                                    "shard, and the tokenizer; the optimizer state is not carried"}
     return Verdict(outcome=rule.outcome, rules=(rule_id,), why=why, converter=rule.converter,
                    command=command, changes=changes.get(rule.converter, ""))
 

@@ -19,11 +19,12 @@ None)`), so `Accelerator(cpu=True, fsdp_plugin=...)` stays MULTI_CPU and saves a
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.checkpoints.runs import distrecipe, torchrun
+from tests.checkpoints.runs import WORLDS, distrecipe, torchrun
 from tests.conftest import RECIPES, ROOT
 
 pytestmark = pytest.mark.slow
@@ -34,23 +35,25 @@ STEPS, SAVE_AT = 6, 3
 TOLERANCE = 1e-6
 """Relative, as in test_faults.py."""
 ACCELERATE = ["--set", "strategy=ddp", "--set", "stage=0", "--set", "launch.backend=accelerate"]
-WORLDS = {1: ["--set", "cluster.gpus_per_node=1", "--set", "batch.accumulation=4"],
-          2: ["--set", "cluster.gpus_per_node=2", "--set", "batch.accumulation=2"]}
-"""The tiny recipe's global batch 8 at each world, as the program makes it up."""
 
 
-def run(work: Path, world: int, *args: str | Path) -> dict[str, object]:
+@dataclass(frozen=True, slots=True)
+class Report:
+    """What one run of the program printed: losses per step, each rank's draw right after
+    the save or the load, and its stderr."""
+
+    losses: dict[int, float]
+    after_save: list[float]
+    after_load: list[float]
+    stderr: str
+
+
+def run(work: Path, world: int, *args: str | Path) -> Report:
     done = torchrun(world, PROGRAM, "--steps", str(STEPS), "--save-at", str(SAVE_AT), *args, cwd=work)
     assert done.returncode == 0, done.stderr[-3000:]
-    report: dict[str, object] = json.loads(done.stdout.splitlines()[-1])
-    report["stderr"] = done.stderr
-    return report
-
-
-def losses(report: dict[str, object]) -> dict[int, float]:
-    given = report["losses"]
-    assert isinstance(given, dict)
-    return {int(step): float(loss) for step, loss in given.items()}
+    printed = json.loads(done.stdout.splitlines()[-1])
+    return Report({int(step): loss for step, loss in printed["losses"].items()}, printed.get("after_save", []),
+                  printed.get("after_load", []), done.stderr)
 
 
 def check(work: Path, world: int, checkpoint: Path) -> str:
@@ -75,31 +78,31 @@ def agree(scenario: str, resumed: dict[int, float], baseline: dict[int, float]) 
 
 
 @pytest.fixture(scope="module")
-def saved(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[int, dict[str, object]]]:
+def saved(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[int, Report]]:
     """Uninterrupted runs at world 2 and 1, each saving its state after step SAVE_AT."""
     work = tmp_path_factory.mktemp("accelerate")
     runs = {world: run(work, world, "--save", work / f"w{world}" / f"checkpoint_{SAVE_AT}") for world in (2, 1)}
     for world, report in runs.items():
         names = sorted(path.name for path in (work / f"w{world}" / f"checkpoint_{SAVE_AT}").iterdir())
         assert names == ["model.safetensors", "optimizer.bin", *(f"random_states_{r}.pkl" for r in range(world))]
-        assert sorted(losses(report)) == list(range(1, STEPS + 1))
+        assert sorted(report.losses) == list(range(1, STEPS + 1))
     return work, runs
 
 
 @pytest.mark.parametrize("world", [1, 2])
-def test_saved_at_world_2_loads_as_is(saved: tuple[Path, dict[int, dict[str, object]]], world: int) -> None:
+def test_saved_at_world_2_loads_as_is(saved: tuple[Path, dict[int, Report]], world: int) -> None:
     work, runs = saved
     checkpoint = work / "w2" / f"checkpoint_{SAVE_AT}"
     said = check(work, world, checkpoint)
     assert warned(said) == [], said  # no process lacks its random state, no scheduler
     resumed = run(work, world, "--load", checkpoint)
-    agree(f"accelerate saved at world 2, loaded at world {world}", losses(resumed), losses(runs[2]))
+    agree(f"accelerate saved at world 2, loaded at world {world}", resumed.losses, runs[2].losses)
     # Every loading process got its own saved random state back.
-    assert resumed["after_load"] == runs[2]["after_save"][:world]  # type: ignore[index]
+    assert resumed.after_load == runs[2].after_save[:world]
 
 
 def test_processes_beyond_the_saved_world_keep_fresh_random_states_silently(
-        saved: tuple[Path, dict[int, dict[str, object]]]) -> None:
+        saved: tuple[Path, dict[int, Report]]) -> None:
     import torch
 
     work, runs = saved
@@ -107,29 +110,29 @@ def test_processes_beyond_the_saved_world_keep_fresh_random_states_silently(
     said = check(work, 2, checkpoint)
     assert "warning: saved by 1 processes: processes 1..1 find no random_states file" in said, said
     resumed = run(work, 2, "--load", checkpoint)
-    agree("accelerate saved at world 1, loaded at world 2", losses(resumed), losses(runs[1]))
-    restored, fresh = resumed["after_load"]  # type: ignore[misc]
-    assert restored == runs[1]["after_save"][0]  # type: ignore[index]
+    agree("accelerate saved at world 1, loaded at world 2", resumed.losses, runs[1].losses)
+    restored, fresh = resumed.after_load
+    assert restored == runs[1].after_save[0]
     torch.manual_seed(2)  # process 1's own seed in the program: its state was left as it started
     assert fresh == float(torch.rand(()))
     # Accelerate's only word of it is an info line from the main process, which had its file:
-    assert "Could not load random states" not in str(resumed["stderr"])
-    assert "All random states loaded successfully" in str(resumed["stderr"])
+    assert "Could not load random states" not in resumed.stderr
+    assert "All random states loaded successfully" in resumed.stderr
 
 
 def test_a_prepared_scheduler_runs_at_the_new_worlds_pace(
-        saved: tuple[Path, dict[int, dict[str, object]]]) -> None:
+        saved: tuple[Path, dict[int, Report]]) -> None:
     work, _ = saved
     checkpoint = work / "sched" / f"checkpoint_{SAVE_AT}"
-    baseline = losses(run(work, 2, "--scheduler", "--save", checkpoint))
+    baseline = run(work, 2, "--scheduler", "--save", checkpoint).losses
     assert (checkpoint / "scheduler.bin").is_file()
     assert warned(check(work, 2, checkpoint)) == []
     agree("accelerate with a scheduler saved at world 2, loaded at world 2",
-          losses(run(work, 2, "--scheduler", "--load", checkpoint)), baseline)
+          run(work, 2, "--scheduler", "--load", checkpoint).losses, baseline)
     said = check(work, 1, checkpoint)
     assert "warning: saved by 2 processes, loaded by 1: Accelerate steps a prepared scheduler" in said, said
     assert "goes on 1/2 as fast" in said
-    moved = losses(run(work, 1, "--scheduler", "--load", checkpoint))
+    moved = run(work, 1, "--scheduler", "--load", checkpoint).losses
     # Step 4 trains at the loaded learning rate and step 5 at one scheduler step on (the
     # same fraction of a step either way at these sizes); from then on each step advances the
     # schedule once where it advanced twice, and the losses part from the uninterrupted run's.

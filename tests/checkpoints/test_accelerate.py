@@ -10,10 +10,13 @@ beyond the saved world keeps its fresh random state, and nothing says so; a prep
 scheduler, which Accelerate steps once per process, keeps the saved world's count and
 runs at the new world's pace, so the losses after the resume move.
 
-Accelerate's FSDP plugin is not exercised: on CPU, `AcceleratorState` sets
-`DistributedType.FSDP` only inside its branch for accelerators (MULTI_GPU, MULTI_NPU, ...;
-accelerate/state.py, `if (os.environ.get("ACCELERATE_USE_FSDP"...) or fsdp_plugin is not
-None)`), so `Accelerator(cpu=True, fsdp_plugin=...)` stays MULTI_CPU and saves as here.
+Under FSDP (FSDP2 on a CPU mesh) both of Accelerate's layouts load at world 1 and 2 with
+the same losses: the sharded state dict (model and optimizer DCP folders, which reshard:
+the verdict is DCP's) and the full one (`pytorch_model_fsdp.bin`, Accelerate's default).
+On CPU ranks `AcceleratorState` never picks FSDP itself (it sets `DistributedType.FSDP`
+only inside its branch for accelerators, MULTI_GPU, MULTI_NPU, ..., in accelerate/state.py),
+so the program sets it and registers the sharded model as `prepare` would; `save_state`
+and `load_state` then run their own FSDP branch.
 """
 
 from __future__ import annotations
@@ -139,3 +142,34 @@ def test_a_prepared_scheduler_runs_at_the_new_worlds_pace(
     apart = {step: abs(moved[step] - baseline[step]) / baseline[step] for step in moved}
     print(f"\naccelerate with a scheduler saved at world 2, loaded at world 1: relative loss differences {apart}")
     assert apart[4] <= TOLERANCE and apart[6] > 1e-3, (moved, baseline)
+
+
+@pytest.fixture(scope="module", params=["SHARDED_STATE_DICT", "FULL_STATE_DICT"])
+def fsdp_saved(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, Report]:
+    """An uninterrupted FSDP run at world 2 per state dict type, saved after step SAVE_AT."""
+    kind: str = request.param
+    work = tmp_path_factory.mktemp(kind.lower())
+    report = run(work, 2, "--fsdp", kind, "--save", work / f"checkpoint_{SAVE_AT}")
+    return kind, work, report
+
+
+FSDP_FILES = {"SHARDED_STATE_DICT": ["optimizer_0", "pytorch_model_fsdp_0"],
+              "FULL_STATE_DICT": ["optimizer.bin", "pytorch_model_fsdp.bin"]}
+"""What Accelerate's FSDP branch saves beside the random states (`save_fsdp_model`,
+`save_fsdp_optimizer`)."""
+FSDP_VERDICTS = {"SHARDED_STATE_DICT": "holding dcp, step unknown, saved by 2 ranks, complete): resumes as is: "
+                                       "DCP reshards on load",
+                 "FULL_STATE_DICT": "complete): resumes as is: whole model and optimizer files"}
+
+
+@pytest.mark.parametrize("world", [1, 2])
+def test_an_fsdp_save_state_loads_at_any_world(fsdp_saved: tuple[str, Path, Report], world: int) -> None:
+    kind, work, baseline = fsdp_saved
+    checkpoint = work / f"checkpoint_{SAVE_AT}"
+    assert sorted(path.name for path in checkpoint.iterdir()) == [
+        *FSDP_FILES[kind], "random_states_0.pkl", "random_states_1.pkl"]
+    done = distrecipe("checkpoint", "check", TINY, "--set", "strategy=fsdp", "--set", "stage=3", "--set",
+                      "launch.backend=accelerate", *WORLDS[world], "--checkpoint", checkpoint, cwd=work)
+    assert done.returncode == 0 and FSDP_VERDICTS[kind] in done.stdout, done
+    resumed = run(work, world, "--fsdp", kind, "--load", checkpoint)
+    agree(f"accelerate FSDP ({kind}) saved at world 2, loaded at world {world}", resumed.losses, baseline.losses)

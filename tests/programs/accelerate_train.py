@@ -7,6 +7,8 @@ plain DDP a user's CPU script gets. (`distrecipe launch` refuses Accelerate on C
 `accelerate launch --cpu` starts one process.) The model, data set, sample order and
 optimizer are the reference trainer's (`distrecipe.launch.tiny_train`), so a run at
 another world with accumulation making up the global batch sees the same samples.
+`--fsdp` shards the model with FSDP2 instead and saves through Accelerate's FSDP branch
+(`fsdp` says how, and why Accelerate needs to be told on CPU).
 
 Each step every rank also draws one number from torch's generator (what dropout or a
 shuffle would consume), so the random states `save_state` writes per process differ from
@@ -26,6 +28,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 from accelerate import Accelerator
+from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin
+from torch import nn
 
 from distrecipe.launch.tiny_train import (
     TrainSettings,
@@ -49,7 +53,36 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--load", type=Path, help="load_state from this folder, saved after --save-at steps")
     parser.add_argument("--scheduler", action="store_true",
                         help="a prepared LinearLR over the run (Accelerate steps it once per process)")
+    parser.add_argument("--fsdp", choices=["SHARDED_STATE_DICT", "FULL_STATE_DICT"],
+                        help="FSDP2 on a CPU mesh, saved and loaded through Accelerate's FSDP branch")
     return parser.parse_args()
+
+
+def fsdp(accelerator: Accelerator, model: nn.Module, state_dict_type: str,
+         settings: TrainSettings) -> torch.optim.Optimizer:
+    """`model` sharded by FSDP2 on a CPU mesh and registered with `accelerator` as its FSDP
+    model, so `save_state` / `load_state` take their FSDP branch (`save_fsdp_model`,
+    `save_fsdp_optimizer`, ...) with a `FullyShardedDataParallelPlugin` of `state_dict_type`.
+
+    `AcceleratorState` never chooses FSDP on CPU ranks (it does so only in its branch for
+    accelerators, accelerate/state.py), and `prepare` would wrap the model in DDP, so the
+    distributed type is set here and the model and optimizer are registered as `prepare`
+    registers them; everything `save_state` and `load_state` then do is Accelerate's."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    plugin = FullyShardedDataParallelPlugin(fsdp_version=2, state_dict_type=state_dict_type)
+    mesh = init_device_mesh("cpu", (accelerator.num_processes,))
+    for layer in model.children():
+        if isinstance(layer, nn.Linear):
+            fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    optimizer = build_optimizer(model.parameters(), settings.optimizer)
+    accelerator.state.fsdp_plugin = plugin
+    accelerator.state.distributed_type = DistributedType.FSDP
+    accelerator._models.append(model)
+    accelerator._optimizers.append(optimizer)
+    return optimizer
 
 
 def gathered(value: torch.Tensor) -> list[float]:
@@ -69,11 +102,15 @@ def main() -> None:
                              offload=False, optimizer={"name": "adamw", "lr": 1e-3}, grad_clip=1.0,
                              steps=args.steps)
     model = build_model(settings.seed)
-    optimizer = build_optimizer(model.parameters(), settings.optimizer)
-    prepared = [model, optimizer]
-    if args.scheduler:
-        prepared.append(torch.optim.lr_scheduler.LinearLR(optimizer, 1.0, 0.1, total_iters=args.steps * world))
-    model, optimizer, *schedulers = accelerator.prepare(*prepared)
+    schedulers = []
+    if args.fsdp:
+        optimizer = fsdp(accelerator, model, args.fsdp, settings)
+    else:
+        optimizer = build_optimizer(model.parameters(), settings.optimizer)
+        prepared = [model, optimizer]
+        if args.scheduler:
+            prepared.append(torch.optim.lr_scheduler.LinearLR(optimizer, 1.0, 0.1, total_iters=args.steps * world))
+        model, optimizer, *schedulers = accelerator.prepare(*prepared)
     torch.manual_seed(1 + rank)  # each process's own stream, as a seeded script has
     inputs, targets = build_dataset(settings.seed)
     start, report = 0, {"world": world, "accumulation": accumulation}
@@ -92,7 +129,7 @@ def main() -> None:
                 accelerator.backward(loss / accumulation)
             total += loss.detach()
         torch.rand(())  # the random state moves with training
-        accelerator.clip_grad_norm_(model.parameters(), max_norm(settings.grad_clip))
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm(settings.grad_clip))
         optimizer.step()
         for scheduler in schedulers:
             scheduler.step()

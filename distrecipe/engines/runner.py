@@ -8,11 +8,16 @@ launcher runs it (DeepSpeed stage 0) or verl does (FSDP2 on one-rank shard group
 
 from __future__ import annotations
 
+from distrecipe.engines.openrlhf import PPO_ENTRY
+from distrecipe.engines.verl import ENTRY as VERL_ENTRY
 from distrecipe.engines.verl import actor_engine
 from distrecipe.job import Plan
 
 DEEPSPEED_BACKENDS = ("deepspeed", "accelerate-deepspeed")
 """Launchers that run a `ddp` recipe through DeepSpeed's engine (stage 0)."""
+RAY_TRAINERS: dict[str, tuple[str, str]] = {"verl": ("verl", VERL_ENTRY), "openrlhf": ("OpenRLHF", PPO_ENTRY)}
+"""Launchers whose program is a trainer's own Ray driver → (its name, its entry module): one
+node starts a local Ray cluster, several join the one `RAY_ADDRESS` names (`launch.launchers.ray`)."""
 
 
 def runs_fsdp2(plan: Plan) -> bool:

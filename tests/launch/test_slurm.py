@@ -298,3 +298,17 @@ def test_openrlhf_gets_verl_s_ray_cluster_and_launches_on_its_head(cli: Cli) -> 
     assert shared == [line for line in verl.out.splitlines()[:-1] if not line.startswith("#")], \
         "verl's Ray cluster, line for line"
     assert "# OpenRLHF's multi-node recipe: a Ray head on the first node, workers on the others," in ours.out
+
+
+@pytest.mark.parametrize(("user", "message"), [
+    (OPENRLHF_USER[:4], "needs --data.prompt_dataset after `--`"),
+    ((*OPENRLHF_USER, "--train.batch_size", "64"), "--train.batch_size 64 contradicts the recipe's 256 "
+                                                   "(batch.global)"),
+], ids=["missing-prompts", "contradiction"])
+def test_what_each_node_would_refuse_is_refused_before_the_job_is_queued(
+        cli: Cli, user: tuple[str, ...], message: str) -> None:
+    refused = cli("launch", SEED, "--slurm", *SET, "--time", "5", "--cpus-per-task", "8", "--set", "rl.rollout_n=4",
+                  "--set", "rl.prompts_per_step=128", "--target", "openrlhf", "--", *user)
+    assert (refused.code, refused.out) == (2, ""), "no sbatch script"
+    [line] = [line for line in refused.err.splitlines() if line.startswith("distrecipe: error: ")]
+    assert message in line

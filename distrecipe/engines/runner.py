@@ -4,6 +4,9 @@ The recipe names a strategy, but what runs it depends on the launcher too: `zero
 DeepSpeed, except under verl, whose emitter builds FSDP2 for every strategy but
 `megatron` (`engines.verl.actor_engine`); `ddp` is torch DDP, except when DeepSpeed's
 launcher runs it (DeepSpeed stage 0) or verl does (FSDP2 on one-rank shard groups).
+OpenRLHF's launcher runs `zero` as DeepSpeed, as its strategy builds it. Which launchers
+start a trainer's own Ray driver (verl's, OpenRLHF's) is here too, for `launch` and its
+SLURM, SkyPilot and Kubernetes files alike.
 """
 
 from __future__ import annotations

@@ -128,6 +128,17 @@ ASSUMED_CHECKPOINTING = {"narayanan2021_ptdp_secondary": "full"}
 counts the recomputed forward."""
 
 
+TORCH_BEFORE_2_1 = {
+    "stanford_alpaca_readme_2023": "README and train.py of March 2023 (LLaMA support was then on transformers' main "
+                                   "branch; requirements.txt does not pin torch)",
+    "stanford_alpaca_issues_2023": "issues #39 (2023-03-16), #86 (2023-03-18) and #223 (2023-04-17)",
+}
+"""Sources whose runs predate torch 2.1 (released 2023-10-04), by their own dates: torch's
+FSDP1 then defaulted to `limit_all_gathers=False` (2.0's `FullyShardedDataParallel.__init__`;
+2.1 made it True), and the Trainer of the time passed no value, so the row states the
+Trainer's `fsdp_config.limit_all_gathers: false`, what those runs got (`plan/fsdp1.py`)."""
+
+
 HELD_OUT_2026_12 = {
     "stanford_alpaca_readme_2023": "no recompute, large micro-batch, HF Trainer FSDP1",
     "stanford_alpaca_issues_2023": "trained / CUDA out of memory reports (HF Trainer FSDP1; V100, A100)",
@@ -254,6 +265,10 @@ def plan_for_row(row: Row) -> Plan:
                             "state_dtype": precision_tag.get("state", "fp32")}
     if "reduce" in precision_tag:
         doc["reduce_dtype"] = precision_tag["reduce"]
+    if "HF Trainer (transformers) FSDP1 via --fsdp" in d["notes"]:  # the Trainer's own FSDP1 keys
+        doc["native"] = {"hf": {"fsdp_config": {"version": 1}}}
+        if d["source_id"] in TORCH_BEFORE_2_1:
+            doc["native"]["hf"]["fsdp_config"]["limit_all_gathers"] = False
     if "Sharding Strategy=HSDP" in d["notes"]:  # HSDP: shard within the node, replicate across
         doc["parallel"]["shard_group"] = per_node
     if row.gpu_gib is not None:

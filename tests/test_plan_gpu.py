@@ -184,14 +184,6 @@ KNOWN_WRONG_VERDICTS = {
     "hf_blog_fsdp_llama2_70b_2023 Llama-2-70B-chat (full fine-tune) 16 GPUs tp1 pp1 cp1 micro 1 s2048 full":
         "the optimizer is not stated: torch's foreach AdamW (17 GB step temporary) is assumed",
     # held out, round 2026-12 (published.HELD_OUT_2026_12): measured before any change
-    "stanford_alpaca_issues_2023 LLaMA-7B (HF) 8 GPUs tp1 pp1 cp1 micro 4 s512 none":
-        "plan needs 34.4 of 39.4 GiB; the run (HF Trainer FSDP1, eager attention, no recompute, micro 4) ran out. "
-        "FSDP1 measured on CPU ranks holds FSDP2's 16 bytes a parameter ÷ N at the peak (docs/plan.md), so not its "
-        "model state: its all-gathers without limit_all_gathers (torch < 2.1) or eager attention's transients",
-    "stanford_alpaca_issues_2023 LLaMA-7B (HF) 5 GPUs tp1 pp1 cp1 micro 1 s512 none":
-        "plan needs 29.6 of 31.7 GiB on the V100 (fp16, FSDP1 over 5 ranks); the run held 28.42 GiB allocated, "
-        "30.39 reserved when a 388 MiB request failed: not FSDP1's model state (measured: FSDP2's at the peak); "
-        "the fp16 step's or the all-gathers' transients",
     "pytorch_blog_torchtune_liger_202503 Llama-3.2-1B 4 GPUs tp1 pp1 cp1 micro 256 s512 full compile":
         "torchtune compiles its chunked loss too (training.compile_loss): that saving is not measured "
         "(eager OOMs here, compiled ran)",

@@ -23,6 +23,9 @@ Communication buffers, per engine, at the start of backward:
   Accelerate wrap Llama): the head's unit is gathered whole (16-bit), the block being
   computed and the one prefetched are gathered (2 blocks), and the reduce-scatter of a
   block holds its unsharded 16-bit gradient and the copy in the reduce dtype.
+* FSDP1 (`plan/fsdp1.py`, asked for by the engines' own `native` keys): on one rank
+  without parameter mixed precision, none (`NO_SHARD`); with `limit_all_gathers` off,
+  every block gathered (the CPU thread issues all-gathers ahead of the compute stream).
 * DeepSpeed ZeRO-3: the block being computed and the prefetched one, and the output head
   (gathered module by module). Its reduce bucket is in the engine view.
 * ZeRO-1/2, DDP: their buckets are in the engine view; nothing is gathered.
@@ -40,6 +43,7 @@ from distrecipe.job import Plan
 from distrecipe.model_shapes import inventory as model_inventory
 from distrecipe.plan.activations import Activations
 from distrecipe.plan.engine import EngineView, fsdp2_shard_ranks
+from distrecipe.plan.fsdp1 import holds_no_buffers, unlimited_all_gathers
 from distrecipe.plan.memory import pure_bf16
 from distrecipe.plan.traffic import reduce_bytes
 from distrecipe.plan.units import GiB
@@ -87,12 +91,14 @@ def buffers(plan: Plan) -> dict[str, float]:
     """Communication buffers alive at the start of backward (see the module's list)."""
     inventory = model_inventory(plan.recipe.model)
     sharded = runs_fsdp2(plan) or (plan.recipe.strategy == "zero" and plan.stage == 3)
-    if inventory is None or not sharded or plan.recipe.strategy == "megatron":
+    if inventory is None or not sharded or plan.recipe.strategy == "megatron" or holds_no_buffers(plan):
         return {}
     lp, t = plan.precision_bytes, plan.dims.tensor
     block = inventory.block_params / t
     head = inventory.head / t
-    out = {"gathered blocks": 2 * lp * block, "gathered head": lp * head}
+    # FSDP1 without the rate limiter: every block's all-gather may be issued at once.
+    gathered = sum(sum(b) * n for b, n in inventory.groups) / t if unlimited_all_gathers(plan) else 2 * block
+    out = {"gathered blocks": lp * gathered, "gathered head": lp * head}
     if runs_fsdp2(plan):
         reduce_bytes = 4 if reduce_fp32(plan) else lp
         out["reduce-scatter"] = (lp + reduce_bytes) * block

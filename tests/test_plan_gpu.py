@@ -184,9 +184,6 @@ KNOWN_WRONG_VERDICTS = {
     "hf_blog_fsdp_llama2_70b_2023 Llama-2-70B-chat (full fine-tune) 16 GPUs tp1 pp1 cp1 micro 1 s2048 full":
         "the optimizer is not stated: torch's foreach AdamW (17 GB step temporary) is assumed",
     # held out, round 2026-12 (published.HELD_OUT_2026_12): measured before any change
-    "pytorch_blog_torchtune_liger_202503 Llama-3.2-1B 4 GPUs tp1 pp1 cp1 micro 256 s512 full compile":
-        "torchtune compiles its chunked loss too (training.compile_loss): that saving is not measured "
-        "(eager OOMs here, compiled ran)",
     "vectorlm_reference_throughput_2405 Meta-Llama-3-8B 1 GPUs tp1 pp1 cp1 micro 8 s2048 full":
         ("with optimizer.master_weights: bf16 the plan needs 85.5 of 79.1 GiB: 44.9 GiB of state (2 + 2 + 4 "
          "bytes a parameter, one rank) beside 28.0 GiB of activations and the fp32 loss; FSDP1 on one rank runs "

@@ -128,15 +128,31 @@ ASSUMED_CHECKPOINTING = {"narayanan2021_ptdp_secondary": "full"}
 counts the recomputed forward."""
 
 
-TORCH_BEFORE_2_1 = {
-    "stanford_alpaca_readme_2023": "README and train.py of March 2023 (LLaMA support was then on transformers' main "
-                                   "branch; requirements.txt does not pin torch)",
-    "stanford_alpaca_issues_2023": "issues #39 (2023-03-16), #86 (2023-03-18) and #223 (2023-04-17)",
+UNLIMITED_ALL_GATHERS = {
+    "stanford_alpaca_readme_2023": "README and train.py of March 2023, the HF Trainer's own FSDP1 wrapping, which "
+                                   "passed no limit: torch's default, False before torch 2.1 (2023-10-04; "
+                                   "2.0's FullyShardedDataParallel.__init__)",
+    "stanford_alpaca_issues_2023": "issues #39 (2023-03-16), #86 (2023-03-18), #223 (2023-04-17): as the README",
+    "hf_blog_fsdp_llama2_70b_2023": "Accelerate from main in September 2023: FullyShardedDataParallelPlugin's "
+                                    "limit_all_gathers defaulted to False (and was passed to torch) until "
+                                    "accelerate#2288 (848ed800, 2023-12-27)",
 }
-"""Sources whose runs predate torch 2.1 (released 2023-10-04), by their own dates: torch's
-FSDP1 then defaulted to `limit_all_gathers=False` (2.0's `FullyShardedDataParallel.__init__`;
-2.1 made it True), and the Trainer of the time passed no value, so the row states the
-Trainer's `fsdp_config.limit_all_gathers: false`, what those runs got (`plan/fsdp1.py`)."""
+"""Sources whose runs gathered FSDP1's parameters without the rate limiter, by their own dates
+and the engines' defaults then; each row states the Trainer's `fsdp_config.limit_all_gathers:
+false` (`plan/fsdp1.py`), what those runs got."""
+FSDP1 = {
+    "hf_blog_fsdp_llama2_70b_2023": "accelerate launch --config_file configs/fsdp_config.yaml (FULL_SHARD, "
+                                    "TRANSFORMER_BASED_WRAP, no fsdp_version: Accelerate's FSDP1, its only one "
+                                    "in 2023) running the Trainer (TRL's SFTTrainer)",
+}
+"""Sources run by the Trainer's FSDP1 whose notes do not say "FSDP1" (the Alpaca rows' do)."""
+TRAINER_OPTIM = {
+    "hf_blog_fsdp_llama2_70b_2023": "paged_adamw_32bit",
+}
+"""The Trainer's `optim` where the source's script sets it: pacman100/DHS-LLM-Workshop
+chat_assistant/training/train.py @95acb4b (2023-09-10, the blog's codebase): ScriptArguments
+`optim` defaults to "paged_adamw_32bit" and is passed to TrainingArguments; the blog's command
+passes no --optim."""
 
 
 HELD_OUT_2026_12 = {
@@ -265,10 +281,15 @@ def plan_for_row(row: Row) -> Plan:
                             "state_dtype": precision_tag.get("state", "fp32")}
     if "reduce" in precision_tag:
         doc["reduce_dtype"] = precision_tag["reduce"]
-    if "HF Trainer (transformers) FSDP1 via --fsdp" in d["notes"]:  # the Trainer's own FSDP1 keys
-        doc["native"] = {"hf": {"fsdp_config": {"version": 1}}}
-        if d["source_id"] in TORCH_BEFORE_2_1:
-            doc["native"]["hf"]["fsdp_config"]["limit_all_gathers"] = False
+    trainer: dict[str, Any] = {}  # the Trainer's own keys, as `native.hf` carries them
+    if "HF Trainer (transformers) FSDP1 via --fsdp" in d["notes"] or d["source_id"] in FSDP1:
+        trainer["fsdp_config"] = {"version": 1}
+        if d["source_id"] in UNLIMITED_ALL_GATHERS:
+            trainer["fsdp_config"]["limit_all_gathers"] = False
+    if d["source_id"] in TRAINER_OPTIM:
+        trainer["optim"] = TRAINER_OPTIM[d["source_id"]]
+    if trainer:
+        doc["native"] = {"hf": trainer}
     if "Sharding Strategy=HSDP" in d["notes"]:  # HSDP: shard within the node, replicate across
         doc["parallel"]["shard_group"] = per_node
     if row.gpu_gib is not None:

@@ -23,11 +23,8 @@ Communication buffers, per engine, at the start of backward:
   Accelerate wrap Llama): the head's unit is gathered whole (16-bit), the block being
   computed and the one prefetched are gathered (2 blocks), and the reduce-scatter of a
   block holds its unsharded 16-bit gradient and the copy in the reduce dtype.
-* FSDP1 (`plan/fsdp1.py`, asked for by the engines' own `native` keys): on one rank
-  without parameter mixed precision, none (`NO_SHARD`); with `limit_all_gathers` off, up
-  to every block gathered (the CPU thread issues all-gathers ahead of the compute stream):
-  the blocks beyond two are the CPU's `lead`, counted in full and left out at the
-  verdict's optimistic end.
+* FSDP1 (`plan/fsdp1.py`, asked for by the engines' own `native` keys): FSDP2's, and none
+  on one rank without parameter mixed precision (`NO_SHARD`).
 * DeepSpeed ZeRO-3: the block being computed and the prefetched one, and the output head
   (gathered module by module). Its reduce bucket is in the engine view.
 * ZeRO-1/2, DDP: their buckets are in the engine view; nothing is gathered.
@@ -45,7 +42,7 @@ from distrecipe.job import Plan
 from distrecipe.model_shapes import inventory as model_inventory
 from distrecipe.plan.activations import Activations
 from distrecipe.plan.engine import EngineView, fsdp2_shard_ranks
-from distrecipe.plan.fsdp1 import holds_no_buffers, unlimited_all_gathers
+from distrecipe.plan.fsdp1 import holds_no_buffers
 from distrecipe.plan.memory import pure_bf16
 from distrecipe.plan.traffic import reduce_bytes
 from distrecipe.plan.units import GiB
@@ -66,10 +63,6 @@ class Memory:
     """Live inside the optimizer step, by part."""
     stranded: float
     """Freed, but cached in blocks too small for the activations (counted in reserved)."""
-    lead: float = 0.0
-    """Bytes of `backward` held only as far as the CPU thread runs ahead of the GPU (FSDP1's
-    all-gathers without `limit_all_gathers`, beyond the two blocks gathered at any pace):
-    the worst case is counted, and `needed_without_lead` is the best."""
 
     @property
     def moment(self) -> str:
@@ -92,14 +85,6 @@ class Memory:
     def needed(self) -> float:
         return self.reserved + CONTEXT
 
-    @property
-    def needed_without_lead(self) -> float:
-        """`needed` had the CPU thread not run ahead at all (`lead`)."""
-        if not self.lead:
-            return self.needed
-        backward = dict(self.backward, **{"gathered blocks": self.backward["gathered blocks"] - self.lead})
-        return Memory(backward, self.step, self.stranded).needed
-
 
 def buffers(plan: Plan) -> dict[str, float]:
     """Communication buffers alive at the start of backward (see the module's list)."""
@@ -110,22 +95,11 @@ def buffers(plan: Plan) -> dict[str, float]:
     lp, t = plan.precision_bytes, plan.dims.tensor
     block = inventory.block_params / t
     head = inventory.head / t
-    out = {"gathered blocks": lp * 2 * block + lead(plan), "gathered head": lp * head}
+    out = {"gathered blocks": 2 * lp * block, "gathered head": lp * head}
     if runs_fsdp2(plan):
         reduce_bytes = 4 if reduce_fp32(plan) else lp
         out["reduce-scatter"] = (lp + reduce_bytes) * block
     return out
-
-
-def lead(plan: Plan) -> float:
-    """FSDP1 without the rate limiter (`fsdp1.unlimited_all_gathers`): every block's
-    all-gather may be issued before the compute stream frees the first, so up to all blocks
-    are gathered at once; beyond the two any pace holds, that is the CPU thread's lead."""
-    inventory = model_inventory(plan.recipe.model)
-    if inventory is None or not unlimited_all_gathers(plan):
-        return 0.0
-    every = sum(sum(block) * count for block, count in inventory.groups)
-    return plan.precision_bytes * max(0, every - 2 * inventory.block_params) / plan.dims.tensor
 
 
 def reduce_fp32(plan: Plan) -> bool:
@@ -135,11 +109,20 @@ def reduce_fp32(plan: Plan) -> bool:
     return reduce_bytes(plan) == 4
 
 
+IN_PLACE_STEP = ("adamw_torch_fused", "paged_adamw_32bit")
+"""The HF Trainer's `optim` values (`native.hf.optim`) whose AdamW keeps fp32 m and v, as
+planned, but steps without a `foreach` temporary: torch's `fused` AdamW, and bitsandbytes'
+32-bit AdamW (`Optimizer2State.update_step`: one `optimizer_update_32bit` kernel per
+tensor, in place; `paged` puts m and v in CUDA managed memory, still counted on the GPU)."""
+
+
 def foreach_temporaries(plan: Plan, engine: EngineView) -> float:
     """torch's `foreach` AdamW (Hugging Face's and Accelerate's default `adamw_torch`)
     makes one fp32 list the size of Adam's v (`_foreach_sqrt`): half the optimizer
-    state on the GPU. DeepSpeed's FusedAdam and torchtitan's `fused` AdamW work in place."""
-    if uses_deepspeed(plan) or plan.backend == "torchrun":
+    state on the GPU. DeepSpeed's FusedAdam, torchtitan's `fused` AdamW and the Trainer's
+    `optim` values in `IN_PLACE_STEP` work in place."""
+    in_place = plan.recipe.native.hf.get("optim") in IN_PLACE_STEP
+    if uses_deepspeed(plan) or plan.backend == "torchrun" or in_place:
         return 0.0
     return engine.points["step"].get("optimizer", 0.0) / 2
 
@@ -192,5 +175,4 @@ def memory(plan: Plan, engine: EngineView, act: Activations | None, psi: float) 
         step["optimizer temporaries"] = temporaries
     if flatten_copy(plan, engine):
         step["flattened gradients (transient)"] = flatten_copy(plan, engine)
-    return Memory({k: v for k, v in backward.items() if v}, step, stranded(plan, psi, act),
-                  lead(plan) if "gathered blocks" in backward else 0.0)
+    return Memory({k: v for k, v in backward.items() if v}, step, stranded(plan, psi, act))

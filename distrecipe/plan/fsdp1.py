@@ -8,7 +8,7 @@ HF Trainer's `fsdp_config.version: 1` (`native.hf`, whichever launcher starts it
 script of the user's own that builds FSDP1 states it nowhere, and is planned as FSDP2. The
 plan reads those keys as the engines do, so what it prices is what will run. FSDP1's model
 state at the peak is FSDP2's (measured on CPU ranks: docs/plan.md, "Measured against real
-engines"); two things differ in bytes:
+engines"). What differs:
 
 * **One rank** (`shard_ranks` 1): torch clamps every sharding strategy to `NO_SHARD`
   (`_init_utils._init_process_group_state`, "FSDP is switching to use `NO_SHARD`"). A
@@ -17,11 +17,14 @@ engines"); two things differ in bytes:
   copy is made and the gradient is reduced in place (`_reduce_grad_no_shard`), so the
   gathered blocks, head and reduce-scatter buffers of FSDP2 are not held.
 * **All-gathers without the rate limiter** (the Trainer's `fsdp_config.limit_all_gathers:
-  false`, torch's default before 2.1): `_unshard` then never waits on the free-event
-  queue, so the CPU thread issues every unit's all-gather ahead of the compute stream,
-  and each gathered flat parameter is freed only once the compute stream is past it
-  (`_no_dispatch_record_stream`). At worst every block is gathered at once; the plan
-  holds that bound at the start of backward, beside the saved activations.
+  false`; torch's default before 2.1, Accelerate's plugin's before December 2023): no
+  bytes. `_unshard` then never waits on the free-event queue, so the CPU thread may issue
+  all-gathers far ahead of the compute stream, each gathered parameter freed with
+  `_no_dispatch_record_stream` once the CPU is past its unit. But a cudaMalloc that fails
+  makes the caching allocator wait for those streams and return the blocks
+  (`release_cached_blocks` → `synchronize_and_free_events`) before it retries: the lead
+  costs malloc retries (time), never an out-of-memory the limited run would not hit. It
+  is shown in the plan's label, not priced.
 
 The derivations and the rows they move are in docs/plan.md, "FSDP1".
 """
@@ -41,7 +44,8 @@ class Fsdp1:
     """FSDP1's settings that change memory, as the engines read them from `native`."""
 
     limit_all_gathers: bool
-    """torch's rate limiter (True since torch 2.1 and in Accelerate's plugin)."""
+    """torch's rate limiter (True since torch 2.1 and in Accelerate's plugin): without it the
+    CPU runs ahead, which costs malloc retries, not bytes (the module's docstring)."""
     no_shard: bool
     """One rank: torch runs `NO_SHARD` whatever strategy was asked."""
     mixed_precision: bool
@@ -85,10 +89,3 @@ def holds_no_buffers(plan: Plan) -> bool:
     copy, the gradient reduced in place (see the module's docstring)."""
     settings = fsdp1(plan)
     return settings is not None and settings.no_shard and not settings.mixed_precision
-
-
-def unlimited_all_gathers(plan: Plan) -> bool:
-    """FSDP1 sharding over several ranks with `limit_all_gathers` off: every block may be
-    gathered at once (see the module's docstring)."""
-    settings = fsdp1(plan)
-    return settings is not None and not settings.no_shard and not settings.limit_all_gathers

@@ -96,9 +96,7 @@ class Estimate:
         None without `cluster.gpu_memory`."""
         phase = self.rollout
         exact = 0.0 if phase is None else (phase.engine or 0.0) if self.rollout_binds else phase.in_training
-        held = self.memory
-        lead = held.needed - held.needed_without_lead if self.need == held.needed else 0.0  # FSDP1's lead
-        return verdict(self.plan, self.need, exact=exact, starved=self.starved, lead=lead)
+        return verdict(self.plan, self.need, exact=exact, starved=self.starved)
 
     @property
     def fits(self) -> bool | None:

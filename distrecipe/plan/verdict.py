@@ -67,10 +67,6 @@ class Verdict:
     exact: float = 0.0
     """Bytes of `need` known exactly, outside the band: verl's rollout engine share, which
     vLLM takes as `gpu_memory_utilization` × the GPU whatever the model says."""
-    lead: float = 0.0
-    """Bytes of `need` held only as far as the CPU thread runs ahead of the GPU (FSDP1's
-    unlimited all-gathers, `allocator.Memory.lead`): in at the pessimistic end, out at the
-    optimistic one."""
 
     @property
     def usable(self) -> float:
@@ -79,7 +75,7 @@ class Verdict:
     @property
     def low(self) -> float:
         """`need` at the band's optimistic end."""
-        return self.exact + (self.need - self.exact - self.lead) * (1 + self.band.low)
+        return self.exact + (self.need - self.exact) * (1 + self.band.low)
 
     @property
     def high(self) -> float:
@@ -128,24 +124,22 @@ def headroom(plan: Plan) -> float:
     return plan.gpu_memory * kept if isinstance(kept, float) else float(kept)
 
 
-def word(need: float, usable: float, band: Band, exact: float = 0.0, lead: float = 0.0) -> Word:
+def word(need: float, usable: float, band: Band, exact: float = 0.0) -> Word:
     """The three-way verdict: the pessimistic end within `usable` fits, the optimistic end
-    beyond it does not, anything between is tight; `exact` bytes of `need` carry no band,
-    `lead` bytes are left out of the optimistic end (`Verdict.lead`)."""
+    beyond it does not, anything between is tight; `exact` bytes of `need` carry no band."""
     if exact + (need - exact) * (1 + band.high) <= usable:
         return "fits"
-    return "does not fit" if exact + (need - exact - lead) * (1 + band.low) > usable else "tight"
+    return "does not fit" if exact + (need - exact) * (1 + band.low) > usable else "tight"
 
 
-def verdict(plan: Plan, need: float, *, exact: float = 0.0, starved: bool = False,
-            lead: float = 0.0) -> Verdict | None:
+def verdict(plan: Plan, need: float, *, exact: float = 0.0, starved: bool = False) -> Verdict | None:
     """`need` judged against the plan's GPU; None without `cluster.gpu_memory`. A verl rollout
     share below its engine's floor (`starved`) does not fit whatever the band: vLLM refuses."""
     if plan.gpu_memory is None:
         return None
     kept, judged = headroom(plan), band(plan)
-    said: Word = "does not fit" if starved else word(need, plan.gpu_memory - kept, judged, exact, lead)
-    return Verdict(said, need, judged, float(plan.gpu_memory), kept, exact, lead)
+    said: Word = "does not fit" if starved else word(need, plan.gpu_memory - kept, judged, exact)
+    return Verdict(said, need, judged, float(plan.gpu_memory), kept, exact)
 
 
 def _percent(value: float) -> str:
@@ -154,6 +148,5 @@ def _percent(value: float) -> str:
 
 def band_text(said: Verdict) -> str:
     """`−6.8 % … +7.8 %: 63.3 GB–73.2 GB, deepspeed × eager-hf`: the band, where it puts `needed`, whose."""
-    lead = f"; the low end without FSDP1's {gb(said.lead)} of all-gathers issued ahead" if said.lead else ""
     return (f"{_percent(said.band.low)} … {_percent(said.band.high)}: {gb(said.low)}–{gb(said.high)}, "
-            f"{said.band.cell}{lead}")
+            f"{said.band.cell}")

@@ -130,8 +130,8 @@ counts the recomputed forward."""
 
 UNLIMITED_ALL_GATHERS = {
     "stanford_alpaca_readme_2023": "README and train.py of March 2023, the HF Trainer's own FSDP1 wrapping, which "
-                                   "passed no limit: torch's default, False before torch 2.1 (2023-10-04; "
-                                   "2.0's FullyShardedDataParallel.__init__)",
+                                   "passed no limit: torch's default, False before torch 2.1 (pytorch#104900, "
+                                   "merged 2023-07-11; 2.1 released 2023-10-04)",
     "stanford_alpaca_issues_2023": "issues #39 (2023-03-16), #86 (2023-03-18), #223 (2023-04-17): as the README",
     "hf_blog_fsdp_llama2_70b_2023": "Accelerate from main in September 2023: FullyShardedDataParallelPlugin's "
                                     "limit_all_gathers defaulted to False (and was passed to torch) until "

@@ -17,16 +17,17 @@ engines"). What differs:
   copy is made and the gradient is reduced in place (`_reduce_grad_no_shard`), so the
   gathered blocks, head and reduce-scatter buffers of FSDP2 are not held.
 * **All-gathers without the rate limiter** (the Trainer's `fsdp_config.limit_all_gathers:
-  false`; torch's default before 2.1, Accelerate's plugin's before December 2023): no
-  bytes. `_unshard` then never waits on the free-event queue, so the CPU thread may issue
-  all-gathers far ahead of the compute stream, each gathered parameter freed with
+  false`; torch's default before 2.1, pytorch#104900; Accelerate's plugin's before
+  December 2023, accelerate#2288): no bytes. `_unshard` then never waits on the
+  free-event queue, so the CPU thread may issue all-gathers far ahead of the compute
+  stream, each gathered parameter freed with
   `_no_dispatch_record_stream` once the CPU is past its unit. But a cudaMalloc that fails
   makes the caching allocator wait for those streams and return the blocks
   (`release_cached_blocks` → `synchronize_and_free_events`) before it retries: the lead
-  costs malloc retries (time), never an out-of-memory the limited run would not hit. It
-  is shown in the plan's label, not priced.
+  costs malloc retries (time; pytorch#104509), never an out-of-memory the limited run
+  would not hit. It is shown in the plan's label, not priced.
 
-The derivations and the rows they move are in docs/plan.md, "FSDP1".
+The rows this moves, and why, are in docs/plan.md ("Held-out round 2026-12: FSDP1, ...").
 """
 
 from __future__ import annotations

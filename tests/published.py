@@ -114,11 +114,13 @@ def rows(path: Path = CSV) -> list[Row]:
         return [Row(d) for d in csv.DictReader(handle)]
 
 
-GPT_SOURCES = ("bigscience_", "megatron_lm_readme_h100_2024", "deepspeed_zero")
+GPT_SOURCES = ("bigscience_", "megatron_lm_readme_h100_2024", "deepspeed_zero", "colossalai_pl_gpt2xl")
 """Sources whose models are GPT blocks (learned or ALiBi positions, a two-matrix GELU MLP of
 4 × hidden, one kv head per head): stated with `model.params` from the shape and without
-`intermediate_size`, so the activations follow Korthikanti et al.'s GPT terms."""
-TIED = ("bigscience_", "deepspeed_zero")
+`intermediate_size`, so the activations follow Korthikanti et al.'s GPT terms. ColossalAI-PL's
+benchmark trains transformers' `GPT2LMHeadModel` (GPT-2 XL: tied head, learned positions,
+eager attention): 1,557,611,200 parameters by `gpt_params`, GPT-2 XL's count."""
+TIED = ("bigscience_", "deepspeed_zero", "colossalai_pl_gpt2xl")
 """GPT sources whose output head shares the embedding (BLOOM, Megatron-LM's GPT-2 example);
 Megatron-Core's 2024 scaling models are untied (their sizes, 1.7B … 462B, count V·h twice)."""
 ASSUMED_MICRO = {"megatron_lm_readme_h100_2024": 1, "narayanan2021_ptdp_secondary": 1}
@@ -177,7 +179,8 @@ def gpt_params(d: dict[str, str]) -> int:
     positions (GPT-2's learned table) add s·h. BLOOM 176B: 176,247,271,424."""
     h, layers, vocab = int(d["hidden"]), int(d["layers"]), int(d["vocab"])
     embeddings = vocab * h * (1 if d["source_id"].startswith(TIED) else 2)
-    positions = int(d["seq_len"]) * h if d["source_id"].startswith("deepspeed_zero") else 0
+    learned = ("deepspeed_zero", "colossalai")  # GPT-2's learned positions: n_positions = seq_len here
+    positions = int(d["seq_len"]) * h if d["source_id"].startswith(learned) else 0
     return layers * (12 * h * h + 13 * h) + embeddings + 2 * h + positions
 
 
@@ -223,7 +226,8 @@ def plan_for_row(row: Row) -> Plan:
         del model["intermediate_size"]
         model["params"] = gpt_params(d)
         model["tied_embeddings"] = d["source_id"].startswith(TIED)
-        model["attention"] = "eager" if d["source_id"].startswith(("bigscience_", "deepspeed_")) else "flash"
+        eager = ("bigscience_", "deepspeed_", "colossalai")  # 2022's Megatron-DeepSpeed, transformers' GPT-2
+        model["attention"] = "eager" if d["source_id"].startswith(eager) else "flash"
     if d["params"]:
         model["params"] = int(float(d["params"]))
     strategy = {"fsdp2": "fsdp", "fsdp": "fsdp", "ddp": "ddp", "zero": "zero", "megatron": "megatron"}[d["strategy"]]

@@ -4,6 +4,11 @@ gradient copy, each on the stage that holds it, and each moving the plan's figur
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -129,3 +134,42 @@ def test_deepspeeds_schedule_holds_what_the_terms_count_per_stage(pipeline: int,
                 held += isinstance(command, ForwardPass) - isinstance(command, BackwardPass)
                 most = max(most, held)
         assert (most, schedule.num_pipe_buffers()) == (in_flight(plan, rank), max(2, in_flight(plan, rank)))
+
+
+PROBE = Path(__file__).parents[1] / "pipeline_probe.py"
+TINY = {"hidden": 64, "vocab": 128, "seq": 32, "layers": 4, "micro": 2, "accumulation": 4}
+
+
+@pytest.mark.slow
+def test_deepspeeds_pipeline_engine_holds_what_the_terms_say(tmp_path: Path) -> None:
+    """Measured: a tiny GPT as `GPTModelPipe` in DeepSpeed's PipelineEngine (2 stages, gloo,
+    bf16 BF16_Optimizer; `tests/pipeline_probe.py`). At the first backward the first stage has
+    run p forwards; each saved, outside the checkpoints, the embedding's dropout mask (s·b·h
+    elements; on CPU torch keeps the scaled noise in bf16, 2 bytes, where CUDA's fused dropout
+    keeps a bool) beside the token indices (8 bytes each); and the pipeline buffers are the
+    whole outputs in flight and the gradient buffer (t = 1), the last stage's its receive buffer."""
+    job, out = tmp_path / "job.json", tmp_path / "out.json"
+    job.write_text(json.dumps(TINY), encoding="utf-8")
+    torchrun = Path(sys.executable).with_name("torchrun")
+    done = subprocess.run(
+        [str(torchrun), "--standalone", "--nproc_per_node", "2", str(PROBE), str(job), str(out)],
+        capture_output=True, text=True, timeout=600, check=False,
+        env={**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1"},
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    first, last = json.loads(out.read_text(encoding="utf-8"))
+    h, s, b = TINY["hidden"], TINY["seq"], TINY["micro"]
+    doc = {"recipe": 1, "name": "tiny-pipe",
+           "model": {"params": 300_000, "hidden_size": h, "layers": TINY["layers"], "heads": 4,
+                     "vocab": TINY["vocab"], "attention": "eager"},
+           "cluster": {"nodes": 1, "gpus_per_node": 2, "device": "cpu"},
+           "strategy": "megatron", "stage": 1, "parallel": {"pipeline": 2, "tensor_sequence": False},
+           "batch": {"micro": b, "accumulation": TINY["accumulation"], "seq_len": s},
+           "precision": "bf16", "activation_checkpointing": "full", "launch": {"backend": "deepspeed"}}
+    plan = resolve(recipe_from_text(yaml.safe_dump(doc), "tiny.yaml"))
+    stage0, stage1 = stage(plan, 0), stage(plan, 1)
+    assert (first["in_flight"], last["in_flight"]) == (in_flight(plan, 0), in_flight(plan, 1)) == (2, 1)
+    mask_elements = first["saved_bool"] + (first["saved_other"] - 8 * s * b) // 2  # a bool mask, or bf16 noise
+    assert mask_elements == embedding_mask(plan, stage0) / in_flight(plan, 0) == s * b * h
+    assert first["outputs"] + first["grad_layer"] + first["recv"] == pipe_buffers(plan, stage0)[0]
+    assert last["recv"] == pipe_buffers(plan, stage1)[0]

@@ -5,14 +5,17 @@ Run under ``torchrun --nproc_per_node 2 tests/pipeline_probe.py JOB.json OUT.jso
 dropout, then blocks named `ParallelTransformerLayerPipe` that DeepSpeed checkpoints, then a
 head and the loss; the class names are what `PipelineModule._is_checkpointable` reads) trains
 one step of `accumulation` micro-batches in DeepSpeed's `PipelineEngine`, bf16 with the
-`BF16_Optimizer` (ZeRO stage 0), on 2 pipeline stages. On each rank, at the first backward:
+`BF16_Optimizer` accumulating in fp32 (what BigScience ran; 0.19.8 needs `grad_accum_dtype:
+fp32` and ZeRO stage 1 for it, where 2022's took stage 0), on 2 pipeline stages. On each rank, at the first backward:
 
 * ``in_flight``: forwards run, none yet backwarded;
 * ``saved_bool`` / ``saved_other``: bytes autograd saved outside the checkpoints during one
   micro-batch's forward (saved-tensor hooks: DeepSpeed's `CheckpointFunction` keeps its
   inputs on `ctx`, not through them), parameters left out: the dropout masks, and the rest;
 * ``outputs``: bytes in `pipe_buffers['outputs']` (each in-flight micro-batch's stage output),
-  ``grad_layer``: the gradient receive buffer, ``recv``: the activation receive buffer.
+  ``grad_layer``: the gradient receive buffer, ``recv``: the activation receive buffer;
+* ``largest_copy``: the largest new tensor `Tensor.to` makes inside the first
+  `update_hp_grads` (its `lp.grad.to(fp32)`).
 """
 
 from __future__ import annotations
@@ -93,7 +96,8 @@ def main(job_path: str, out_path: str) -> None:
         job = json.load(f)
     module = build(job)
     config = {"train_micro_batch_size_per_gpu": job["micro"], "gradient_accumulation_steps": job["accumulation"],
-              "bf16": {"enabled": True}, "zero_optimization": {"stage": 0}, "steps_per_print": 10**9,
+              "bf16": {"enabled": True}, "data_types": {"grad_accum_dtype": "fp32"},
+              "zero_optimization": {"stage": 1}, "steps_per_print": 10**9,
               "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "torch_adam": True}}}
     engine, *_ = deepspeed.initialize(model=module, model_parameters=module.parameters(), config=config)
     params = {p.untyped_storage().data_ptr() for p in module.parameters()}
@@ -128,6 +132,30 @@ def main(job_path: str, out_path: str) -> None:
 
     from deepspeed.runtime.pipe import schedule
 
+    update = engine.optimizer.update_hp_grads
+
+    def profiled_update(*args: Any, **kwargs: Any) -> None:
+        """The largest tensor `Tensor.to` makes inside the first `update_hp_grads`."""
+        if "copy" in seen:
+            return update(*args, **kwargs)
+        to, made = torch.Tensor.to, [0]
+
+        def counted_to(self: torch.Tensor, *a: Any, **k: Any) -> torch.Tensor:
+            out = to(self, *a, **k)
+            if out.untyped_storage().data_ptr() != self.untyped_storage().data_ptr():
+                made[0] = max(made[0], out.untyped_storage().nbytes())
+            return out
+
+        torch.Tensor.to = counted_to  # type: ignore[method-assign]
+        try:
+            update(*args, **kwargs)
+        finally:
+            torch.Tensor.to = to  # type: ignore[method-assign]
+        seen["copy"] = made[0]
+        return None
+
+    engine.optimizer.update_hp_grads = profiled_update
+
     engine._INSTRUCTION_MAP[schedule.ForwardPass] = counted_forward
     engine._INSTRUCTION_MAP[schedule.BackwardPass] = measured_backward
     generator = torch.Generator().manual_seed(0)
@@ -135,7 +163,7 @@ def main(job_path: str, out_path: str) -> None:
                                       for _ in range(job["accumulation"]))]
     engine.train_batch(data_iter=iter(batches))
     gathered: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(gathered, seen["first_backward"])
+    dist.all_gather_object(gathered, {**seen["first_backward"], "largest_copy": seen.get("copy", 0)})
     if dist.get_rank() == 0:
         with open(out_path, "w") as f:
             json.dump(gathered, f, indent=1)

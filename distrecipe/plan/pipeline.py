@@ -29,6 +29,10 @@ code BigScience ran (Megatron-DeepSpeed 2022, DeepSpeed's `runtime/pipe/engine.p
   the other micro-batches in flight are still held. It raises the stage's peak above the
   start of backward by that copy less one micro-batch's saved bytes and the recomputed
   layer, when it is larger (`fp32_gradient_copy`).
+
+`tests/pipeline_probe.py` measures each on DeepSpeed's own `PipelineEngine` (CPU, gloo, a
+tiny `GPTModelPipe` on 2 stages): the micro-batches in flight, the mask's elements, the
+buffers' bytes and the size of the fp32 copy equal these terms (`tests/plan/test_pipeline.py`).
 """
 
 from __future__ import annotations

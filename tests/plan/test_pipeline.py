@@ -15,7 +15,13 @@ import pytest
 import yaml
 
 from distrecipe.job import Plan
-from distrecipe.plan.pipeline import embedding_mask, fp32_gradient_copy, largest_parameter, pipe_buffers
+from distrecipe.plan.pipeline import (
+    bf16_optimizer,
+    embedding_mask,
+    fp32_gradient_copy,
+    largest_parameter,
+    pipe_buffers,
+)
 from distrecipe.plan.report import estimate
 from distrecipe.plan.stages import in_flight, stage
 from distrecipe.translator.load import recipe_from_text
@@ -147,7 +153,8 @@ def test_deepspeeds_pipeline_engine_holds_what_the_terms_say(tmp_path: Path) -> 
     run p forwards; each saved, outside the checkpoints, the embedding's dropout mask (s·b·h
     elements; on CPU torch keeps the scaled noise in bf16, 2 bytes, where CUDA's fused dropout
     keeps a bool) beside the token indices (8 bytes each); and the pipeline buffers are the
-    whole outputs in flight and the gradient buffer (t = 1), the last stage's its receive buffer."""
+    whole outputs in flight and the gradient buffer (t = 1), the last stage's its receive buffer;
+    `update_hp_grads` copies each stage's largest gradient to fp32."""
     job, out = tmp_path / "job.json", tmp_path / "out.json"
     job.write_text(json.dumps(TINY), encoding="utf-8")
     torchrun = Path(sys.executable).with_name("torchrun")
@@ -173,3 +180,7 @@ def test_deepspeeds_pipeline_engine_holds_what_the_terms_say(tmp_path: Path) -> 
     assert mask_elements == embedding_mask(plan, stage0) / in_flight(plan, 0) == s * b * h
     assert first["outputs"] + first["grad_layer"] + first["recv"] == pipe_buffers(plan, stage0)[0]
     assert last["recv"] == pipe_buffers(plan, stage1)[0]
+    # update_hp_grads' lp.grad.to(fp32): the stage's largest parameter (here a block's fc1, 4h·h)
+    assert bf16_optimizer(plan)
+    assert (first["largest_copy"], last["largest_copy"]) == (4 * largest_parameter(plan, stage0),
+                                                             4 * largest_parameter(plan, stage1)) == (16 * h * h,) * 2

@@ -28,6 +28,8 @@ Communication buffers, per engine, at the start of backward:
 * DeepSpeed ZeRO-3: the block being computed and the prefetched one, and the output head
   (gathered module by module). Its reduce bucket is in the engine view.
 * ZeRO-1/2, DDP: their buckets are in the engine view; nothing is gathered.
+* Megatron-DeepSpeed's pipeline stages: the embedding's saved mask, DeepSpeed's pipeline
+  buffers and the `BF16_Optimizer`'s fp32 gradient copy (`pipeline.py`).
 
 `FRAGMENTATION` and `CONTEXT` are calibrated on the published runs in
 `tests/corpus/gpu/published.csv` (`tests/test_plan_gpu.py` states the error of every row).
@@ -44,6 +46,8 @@ from distrecipe.plan.activations import Activations
 from distrecipe.plan.engine import EngineView, fsdp2_shard_ranks
 from distrecipe.plan.fsdp1 import holds_no_buffers
 from distrecipe.plan.memory import pure_bf16
+from distrecipe.plan.pipeline import stage_parts
+from distrecipe.plan.stages import Stage
 from distrecipe.plan.traffic import reduce_bytes
 from distrecipe.plan.units import GiB
 
@@ -162,13 +166,16 @@ def flatten_copy(plan: Plan, engine: EngineView) -> float:
     return engine.points["step"].get("fp32 gradients", 0.0) * plan.precision_bytes / 4
 
 
-def memory(plan: Plan, engine: EngineView, act: Activations | None, psi: float) -> Memory:
-    """Allocated at both moments, and what stays stranded in the cache."""
+def memory(plan: Plan, engine: EngineView, act: Activations | None, psi: float,
+           stage: Stage | None = None) -> Memory:
+    """Allocated at both moments, and what stays stranded in the cache; `stage` the pipeline
+    stage judged, for what Megatron-DeepSpeed holds beyond the layers (`pipeline.py`)."""
     backward = dict(engine.points["forward"])
     if act is not None:
         backward["activations (saved)"] = act.total
         backward["loss / recompute (backward)"] = act.backward
     backward.update(buffers(plan))
+    backward.update(stage_parts(plan, stage, act))
     step = dict(engine.points["step"])
     temporaries = foreach_temporaries(plan, engine)
     if temporaries:

@@ -149,7 +149,7 @@ def estimate(plan: Plan) -> Estimate:
     for st in binding(plan):
         engine = plan_engine_view(plan, zero, st.params)
         activations = plan_activations(plan, st)
-        held = memory(plan, engine, activations[0] if activations else None, st.params)
+        held = memory(plan, engine, activations[0] if activations else None, st.params, st)
         judged.append((held.needed, st, engine, activations, held))
     _, st, engine, activations, held = max(judged, key=lambda item: item[0])
     traffic_engine = traffic.engine(plan, zero, st.params)

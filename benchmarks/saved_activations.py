@@ -1,6 +1,7 @@
 """Saved-for-backward bytes of small random transformers models, by kernel choice, on CPU.
 
     python benchmarks/saved_activations.py [--out benchmarks/saved_activations.csv] [--quick]
+    python benchmarks/saved_activations.py --chunked-loss   # saved_activations_chunked_loss.csv
 
 What autograd keeps for backward is a property of the graph, not of the device: the same
 model, shapes and dtype save the same tensors on CPU and GPU (the attention kernel aside:
@@ -264,6 +265,37 @@ def loss_rows() -> Iterator[dict[str, Any]]:
         yield {"s": s, "b": b, "V": vocab, "peak": peak, "peak_per_s_b_V": round(peak / (s * b * vocab), 3)}
 
 
+def chunk_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """torchtune's `CEWithChunkedOutputLoss.compute_cross_entropy`: one chunk's upcast and
+    cross-entropy, what `training.compile_loss` compiles (the chunking stays eager)."""
+    return nn.functional.cross_entropy(logits.float(), labels, ignore_index=-100, reduction="sum")
+
+
+def chunked_loss_rows() -> Iterator[dict[str, Any]]:
+    """One chunk of torchtune's chunked loss, eager and compiled (CPU inductor): the bytes it
+    saves for backward beyond its 16-bit logits input, the input's own bytes when saved, and
+    the most its backward allocates, per logit (n tokens × V)."""
+    compiled = torch.compile(chunk_cross_entropy)
+    for name, function in (("eager", chunk_cross_entropy), ("compiled", compiled)):
+        for n, vocab in ((96, 512), (192, 1024)):
+            torch._dynamo.reset()
+            torch.manual_seed(0)
+            x = torch.randn(n, vocab, dtype=torch.bfloat16, requires_grad=True)
+            labels = torch.randint(0, vocab, (n,))
+            function(x, labels).backward()  # compiles outside the measurement
+            x.grad = None
+            counter = Counter({}, set())
+            with counter.saving():
+                loss = function(x, labels)
+            own = x.untyped_storage().data_ptr()
+            input_saved = counter.seen.get(own, 0)
+            peak = allocation_peak(lambda loss=loss: loss.backward())
+            yield {"loss": name, "n": n, "V": vocab, "saved_beyond_input": counter.bytes - input_saved,
+                   "input_saved": input_saved, "backward_peak": peak,
+                   "saved_per_n_V": round(counter.bytes / (n * vocab), 3),
+                   "backward_peak_per_n_V": round(peak / (n * vocab), 3)}
+
+
 def backward_peak(attention: str, s: int, b: int) -> int:
     """Bytes one Llama block's backward allocates at its peak beyond what was alive when it
     began (its saved tensors among them, freed as backward goes)."""
@@ -351,7 +383,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="llama only, no compile")
     parser.add_argument("--backward", action="store_true",
                         help="backward peaks instead: eager attention's, the loss's (profiler)")
+    parser.add_argument("--chunked-loss", action="store_true",
+                        help="torchtune's chunked loss, eager and compiled, one chunk")
     args = parser.parse_args(argv)
+    if args.chunked_loss:
+        found = list(chunked_loss_rows())
+        chunked = io.StringIO()
+        chunked.write(f"# benchmarks/saved_activations.py --chunked-loss; torch {torch.__version__}, "
+                      "CPU inductor and allocator; bytes\n")
+        chunked_writer = csv.DictWriter(chunked, fieldnames=list(found[0]), lineterminator="\n")
+        chunked_writer.writeheader()
+        chunked_writer.writerows(found)
+        path = args.out.with_name(args.out.stem + "_chunked_loss.csv")
+        path.write_text(chunked.getvalue(), encoding="utf-8")
+        return 0
     if args.backward:
         table = io.StringIO()
         table.write(f"# benchmarks/saved_activations.py --backward; torch {torch.__version__}, transformers "

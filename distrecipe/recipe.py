@@ -36,10 +36,11 @@ FusedOps = Literal["none", "liger", "unknown"]
 MlpKernel = Literal["full", "tiled", "unknown"]
 ScheduleDecay = Literal["constant", "linear", "cosine"]
 CheckpointWeights = Literal["sharded", "full"]
-Backend = Literal["deepspeed", "accelerate", "accelerate-deepspeed", "torchrun", "verl"]
-ProgramKind = Literal["hf", "accelerate", "deepspeed", "torchrun", "verl"]
+Backend = Literal["deepspeed", "accelerate", "accelerate-deepspeed", "torchrun", "verl", "openrlhf"]
+ProgramKind = Literal["hf", "accelerate", "deepspeed", "torchrun", "verl", "openrlhf"]
 """How a training program reads its settings: Trainer flags, `accelerate launch`'s config,
-`--deepspeed_config`, environment variables (plain torchrun), or Hydra overrides (verl)."""
+`--deepspeed_config`, environment variables (plain torchrun), Hydra overrides (verl), or
+OpenRLHF's grouped command-line options (`openrlhf.cli.train_ppo_ray`)."""
 OptimizerName = Literal["adamw", "adam", "sgd"]
 Dtype = Literal["fp32", "bf16"]
 AutoInt = int | Literal["auto"]
@@ -543,7 +544,7 @@ QUANTITY_FORM: dict[str, Any] = {
 an integer, or a number with a suffix (`500m` CPU, `256Gi` memory)."""
 K8sKind = Literal["trainjob", "rayjob", "pytorchjob"]
 """The manifests `launch --k8s` writes: Kubeflow Trainer v2's TrainJob, KubeRay's RayJob
-(verl), and the legacy Kubeflow training-operator PyTorchJob."""
+(verl, OpenRLHF), and the legacy Kubeflow training-operator PyTorchJob."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -558,7 +559,8 @@ class K8s:
     """
 
     kind: Literal["auto"] | K8sKind = AUTO
-    """The manifest `launch --k8s` writes; `auto` (the default): a RayJob for verl, else a TrainJob."""
+    """The manifest `launch --k8s` writes; `auto` (the default): a RayJob for verl and OpenRLHF,
+    else a TrainJob."""
     image: str | None = spec(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$", maxLength=500, minLength=None,
                              title="a container image reference, e.g. ghcr.io/org/train:1.0")
     """The container image of every node: Python, distrecipe and the training program (a
@@ -566,8 +568,8 @@ class K8s:
     relative to the image's working directory). Default: a placeholder."""
     python: str = spec("python3", pattern=r"^[A-Za-z0-9_./+-]+$", maxLength=255, minLength=None,
                        title="a command name or path without spaces, e.g. python3 or /opt/venv/bin/python")
-    """The image's Python, which runs `-m distrecipe` on every node (or verl's entry point in
-    a RayJob). Default: `python3`."""
+    """The image's Python, which runs `-m distrecipe` on every node (or verl's or OpenRLHF's
+    entry point in a RayJob). Default: `python3`."""
     namespace: str | None = spec(None, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", maxLength=63,
                                  minLength=None, title="a Kubernetes namespace (a DNS-1123 label)")
     """`metadata.namespace`. Default: unset, so `kubectl apply` uses the current context's."""
@@ -623,9 +625,10 @@ class Launch:
     """How `distrecipe launch` starts the job."""
 
     backend: Literal["auto"] | Backend = AUTO
-    """The engine's launcher; `auto` (the default) picks the strategy's natural one."""
+    """The engine's launcher; `auto` (the default) picks the strategy's natural one (verl's
+    with `rl`; OpenRLHF's when the program is `-m openrlhf.cli.train_ppo_ray`)."""
     script: str | None = None
-    """Training script to run. Default: the reference trainer (verl: its PPO entry point)."""
+    """Training script to run. Default: the reference trainer (verl, OpenRLHF: its PPO entry point)."""
     args: tuple[str, ...] = spec((), items={"minLength": None})
     """Arguments passed to the script. Default: none."""
     master_addr: str | None = None

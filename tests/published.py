@@ -114,11 +114,13 @@ def rows(path: Path = CSV) -> list[Row]:
         return [Row(d) for d in csv.DictReader(handle)]
 
 
-GPT_SOURCES = ("bigscience_", "megatron_lm_readme_h100_2024", "deepspeed_zero")
+GPT_SOURCES = ("bigscience_", "megatron_lm_readme_h100_2024", "deepspeed_zero", "colossalai_pl_gpt2xl")
 """Sources whose models are GPT blocks (learned or ALiBi positions, a two-matrix GELU MLP of
 4 × hidden, one kv head per head): stated with `model.params` from the shape and without
-`intermediate_size`, so the activations follow Korthikanti et al.'s GPT terms."""
-TIED = ("bigscience_", "deepspeed_zero")
+`intermediate_size`, so the activations follow Korthikanti et al.'s GPT terms. ColossalAI-PL's
+benchmark trains transformers' `GPT2LMHeadModel` (GPT-2 XL: tied head, learned positions,
+eager attention): 1,557,611,200 parameters by `gpt_params`, GPT-2 XL's count."""
+TIED = ("bigscience_", "deepspeed_zero", "colossalai_pl_gpt2xl")
 """GPT sources whose output head shares the embedding (BLOOM, Megatron-LM's GPT-2 example);
 Megatron-Core's 2024 scaling models are untied (their sizes, 1.7B … 462B, count V·h twice)."""
 ASSUMED_MICRO = {"megatron_lm_readme_h100_2024": 1, "narayanan2021_ptdp_secondary": 1}
@@ -126,6 +128,33 @@ ASSUMED_MICRO = {"megatron_lm_readme_h100_2024": 1, "narayanan2021_ptdp_secondar
 ASSUMED_CHECKPOINTING = {"narayanan2021_ptdp_secondary": "full"}
 """Recompute a source does not state in its table but implies: Narayanan et al.'s Eq. 3
 counts the recomputed forward."""
+
+
+UNLIMITED_ALL_GATHERS = {
+    "stanford_alpaca_readme_2023": "README and train.py of March 2023, the HF Trainer's own FSDP1 wrapping, which "
+                                   "passed no limit: torch's default, False before torch 2.1 (pytorch#104900, "
+                                   "merged 2023-07-11; 2.1 released 2023-10-04)",
+    "stanford_alpaca_issues_2023": "issues #39 (2023-03-16), #86 (2023-03-18), #223 (2023-04-17): as the README",
+    "hf_blog_fsdp_llama2_70b_2023": "Accelerate from main in September 2023: FullyShardedDataParallelPlugin's "
+                                    "limit_all_gathers defaulted to False (and was passed to torch) until "
+                                    "accelerate#2288 (848ed800, 2023-12-27)",
+}
+"""Sources whose runs gathered FSDP1's parameters without the rate limiter, by their own dates
+and the engines' defaults then; each row states the Trainer's `fsdp_config.limit_all_gathers:
+false` (`plan/fsdp1.py`), what those runs got."""
+FSDP1 = {
+    "hf_blog_fsdp_llama2_70b_2023": "accelerate launch --config_file configs/fsdp_config.yaml (FULL_SHARD, "
+                                    "TRANSFORMER_BASED_WRAP, no fsdp_version: Accelerate's FSDP1, its only one "
+                                    "in 2023) running the Trainer (TRL's SFTTrainer)",
+}
+"""Sources run by the Trainer's FSDP1 whose notes do not say "FSDP1" (the Alpaca rows' do)."""
+TRAINER_OPTIM = {
+    "hf_blog_fsdp_llama2_70b_2023": "paged_adamw_32bit",
+}
+"""The Trainer's `optim` where the source's script sets it: pacman100/DHS-LLM-Workshop
+chat_assistant/training/train.py @95acb4b (2023-09-10, the blog's codebase): ScriptArguments
+`optim` defaults to "paged_adamw_32bit" and is passed to TrainingArguments; the blog's command
+passes no --optim."""
 
 
 HELD_OUT_2026_12 = {
@@ -150,7 +179,8 @@ def gpt_params(d: dict[str, str]) -> int:
     positions (GPT-2's learned table) add s·h. BLOOM 176B: 176,247,271,424."""
     h, layers, vocab = int(d["hidden"]), int(d["layers"]), int(d["vocab"])
     embeddings = vocab * h * (1 if d["source_id"].startswith(TIED) else 2)
-    positions = int(d["seq_len"]) * h if d["source_id"].startswith("deepspeed_zero") else 0
+    learned = ("deepspeed_zero", "colossalai")  # GPT-2's learned positions: n_positions = seq_len here
+    positions = int(d["seq_len"]) * h if d["source_id"].startswith(learned) else 0
     return layers * (12 * h * h + 13 * h) + embeddings + 2 * h + positions
 
 
@@ -196,7 +226,8 @@ def plan_for_row(row: Row) -> Plan:
         del model["intermediate_size"]
         model["params"] = gpt_params(d)
         model["tied_embeddings"] = d["source_id"].startswith(TIED)
-        model["attention"] = "eager" if d["source_id"].startswith(("bigscience_", "deepspeed_")) else "flash"
+        eager = ("bigscience_", "deepspeed_", "colossalai")  # 2022's Megatron-DeepSpeed, transformers' GPT-2
+        model["attention"] = "eager" if d["source_id"].startswith(eager) else "flash"
     if d["params"]:
         model["params"] = int(float(d["params"]))
     strategy = {"fsdp2": "fsdp", "fsdp": "fsdp", "ddp": "ddp", "zero": "zero", "megatron": "megatron"}[d["strategy"]]
@@ -254,6 +285,15 @@ def plan_for_row(row: Row) -> Plan:
                             "state_dtype": precision_tag.get("state", "fp32")}
     if "reduce" in precision_tag:
         doc["reduce_dtype"] = precision_tag["reduce"]
+    trainer: dict[str, Any] = {}  # the Trainer's own keys, as `native.hf` carries them
+    if "HF Trainer (transformers) FSDP1 via --fsdp" in d["notes"] or d["source_id"] in FSDP1:
+        trainer["fsdp_config"] = {"version": 1}
+        if d["source_id"] in UNLIMITED_ALL_GATHERS:
+            trainer["fsdp_config"]["limit_all_gathers"] = False
+    if d["source_id"] in TRAINER_OPTIM:
+        trainer["optim"] = TRAINER_OPTIM[d["source_id"]]
+    if trainer:
+        doc["native"] = {"hf": trainer}
     if "Sharding Strategy=HSDP" in d["notes"]:  # HSDP: shard within the node, replicate across
         doc["parallel"]["shard_group"] = per_node
     if row.gpu_gib is not None:

@@ -23,8 +23,9 @@ save code:
   after the model, optimizer and `rng_state_{rank}.pth` files; it holds the step and the
   per-device batch.
 * Accelerate (`checkpointing.save_accelerator_state`): each process writes its
-  `random_states_{i}.pkl` after the model (`model.safetensors`, `pytorch_model.bin`, an
-  FSDP `pytorch_model_fsdp_0` folder or a DeepSpeed `pytorch_model` folder) and optimizer.
+  `random_states_{i}.pkl` after the model (`model.safetensors`, `pytorch_model.bin`, FSDP's
+  `pytorch_model_fsdp.bin` or sharded `pytorch_model_fsdp_0` folder, or a DeepSpeed
+  `pytorch_model` folder) and optimizer (`optimizer.bin`; sharded FSDP: an `optimizer_0` folder).
 * verl (`RayPPOTrainer._save_checkpoint`): after every rank's
   `global_step_N/actor/{model,optim,extra_state}_world_size_{W}_rank_{r}.pt`, the driver
   writes N into `latest_checkpointed_iteration.txt` in `trainer.default_local_dir`.
@@ -56,7 +57,11 @@ HF_RNG = re.compile(r"^rng_state(?:_(\d+))?\.pth$")
 ACCELERATE_RNG = re.compile(r"^random_states_(\d+)\.pkl$")
 VERL_SHARD = re.compile(r"^(model|optim|extra_state)_world_size_(\d+)_rank_(\d+)\.pt$")
 STEP = re.compile(r"(?:global_step|checkpoint|step)[-_]?(\d+)(?:_(?:universal|dcp|fp32))?$")
-ACCELERATE_MODELS = ("model.safetensors", "pytorch_model.bin", "pytorch_model_fsdp_0", "pytorch_model")
+ACCELERATE_MODELS = ("model.safetensors", "pytorch_model.bin", "pytorch_model_fsdp.bin",
+                     "pytorch_model_fsdp_0", "pytorch_model")
+"""`save_state`'s model: safetensors or torch (`save_accelerator_state`), FSDP's full state dict
+(`FSDP_MODEL_NAME.bin`, Accelerate's default `state_dict_type`), FSDP's sharded one (a DCP
+folder beside the optimizer's DCP folder `optimizer_0`), DeepSpeed's save dir."""
 CONVERTED = "distrecipe-convert.json"
 """What `distrecipe checkpoint convert` records in the folder it wrote."""
 
@@ -254,6 +259,11 @@ def accelerate_folder(path: Path) -> Layout | None:
     inner = None
     if "pytorch_model_fsdp_0" in names and (path / "pytorch_model_fsdp_0").is_dir():
         inner = dcp_folder(path / "pytorch_model_fsdp_0")
+        optimizer = dcp_folder(path / "optimizer_0") if (path / "optimizer_0").is_dir() else None
+        if optimizer is None:
+            missing.append("no optimizer_0 (the FSDP optimizer's sharded state)")
+        elif not optimizer.complete:
+            missing.append(f"its FSDP optimizer state is partial: {optimizer.partial}")
     elif "pytorch_model" in names and (path / "pytorch_model").is_dir():
         inner = _deepspeed_root(path / "pytorch_model")
     if inner is not None and not inner.complete:

@@ -20,7 +20,8 @@ with it, read from its load path:
   accumulation is in the pickled `training_args.bin`, so only torch-reading commands warn.
 * verl loads `model_world_size_{W}_rank_{r}.pt` for its own W only.
 * Accelerate loads whole `model`/`optimizer` files at any world; a process beyond the
-  saved world finds no `random_states_{i}.pkl` and keeps its fresh random state.
+  saved world finds no `random_states_{i}.pkl` and keeps its fresh random state, and a
+  prepared scheduler (stepped once per process) keeps the saved world's count but not its pace.
 
 `docs/checkpoints.md` is `markdown()` verbatim; `tests/checkpoints/` loads real
 checkpoints with the engines for the rules marked as checked there.
@@ -28,6 +29,7 @@ checkpoints with the engines for the rules marked as checked there.
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -73,6 +75,8 @@ class Rule:
 
 
 CHECKED = "tests/checkpoints/test_faults.py"
+ACCELERATE_CHECKED = "tests/checkpoints/test_accelerate.py"
+VERL_CHECKED = "tests/checkpoints/test_verl.py"
 RULES: tuple[Rule, ...] = (
     Rule("ds-same", "deepspeed", "nothing (same DP, TP, PP, stage)", "resumes as is", "",
          "load_checkpoint reads each rank's own shards", CHECKED),
@@ -106,12 +110,14 @@ RULES: tuple[Rule, ...] = (
     Rule("hf-same", "hf", "nothing (same batch)", "resumes as is", "",
          "the Trainer restores model, optimizer, scheduler, RNG and step"),
     Rule("accelerate-any", "accelerate", "any world", "resumes as is", "",
-         "whole model and optimizer files; processes beyond the saved world keep fresh random states"),
+         "whole model and optimizer files; processes beyond the saved world keep fresh random states; a "
+         "prepared scheduler, stepped once per process, then runs at the new world's pace (a warning)",
+         ACCELERATE_CHECKED),
     Rule("verl-same", "verl", "nothing (same world)", "resumes as is", "",
-         "each rank loads its own model/optim/extra_state shard"),
+         "each rank loads its own model/optim/extra_state shard", VERL_CHECKED),
     Rule("verl-world", "verl", "world", "cannot", "verl.model_merger",
          "verl loads model_world_size_{W}_rank_{r}.pt for its own W only; verl.model_merger gives "
-         "Hugging Face weights to start from (no optimizer state)"),
+         "Hugging Face weights to start from (no optimizer state)", VERL_CHECKED),
 )
 BY_ID = {rule.id: rule for rule in RULES}
 
@@ -151,9 +157,8 @@ def verdict(layout: Layout, job: Job) -> Verdict:
     inner = layout.inner
     if layout.kind == "hf":
         warnings += _hf_batch(layout, job)
-    if layout.kind == "accelerate" and layout.world is not None and job.world > layout.world:
-        warnings.append(f"saved by {layout.world} processes: processes {layout.world}..{job.world - 1} "
-                        "find no random_states file and keep fresh random states (Accelerate logs it)")
+    if layout.kind == "accelerate":
+        warnings += _accelerate_world(layout, job)
     found = _engine(inner if inner is not None else layout, job)
     if layout.kind == "hf" and inner is None and found.outcome == "resumes as is":
         found = _with(found, rules=(*found.rules, "hf-batch" if warnings else "hf-same"))
@@ -223,9 +228,35 @@ def _rule(rule_id: str, *, command: tuple[str, ...] = (), detail: str = "") -> V
     changes = {"zero_to_fp32": "writes the full fp32 weights (safetensors, from_pretrained loads them); the "
                                "optimizer state and step are not carried",
                "dcp_to_torch_save": "writes one torch.save file of the whole state",
-               "verl.model_merger": "writes Hugging Face weights; the optimizer state is not carried"}
+               "verl.model_merger": "writes Hugging Face weights, cast to bf16 as the merger casts every "
+                                    "shard, and the tokenizer; the optimizer state is not carried"}
     return Verdict(outcome=rule.outcome, rules=(rule_id,), why=why, converter=rule.converter,
                    command=command, changes=changes.get(rule.converter, ""))
+
+
+ACCELERATE_SCHEDULER = re.compile(r"^scheduler(?:_\d+)?\.bin$")
+
+
+def _accelerate_world(layout: Layout, job: Job) -> list[str]:
+    """What `load_state` at another world does silently (`checkpointing.load_accelerator_state`,
+    `scheduler.AcceleratedScheduler.step`): a process with no `random_states_{i}.pkl` keeps
+    its own state (the "Could not load random states" it logs is an info from the main
+    process only, which has its file), and a prepared scheduler, stepped once per process
+    per optimizer step, goes on from the saved world's count at this world's pace."""
+    if layout.world is None or job.world == layout.world:
+        return []
+    warnings = []
+    saved, now = layout.world, job.world
+    if now > saved:
+        warnings.append(f"saved by {saved} processes: processes {saved}..{now - 1} find no random_states "
+                        "file and keep their fresh random states (Accelerate says nothing: its \"Could not "
+                        "load random states\" is logged by the main process only)")
+    if any(ACCELERATE_SCHEDULER.match(name) for name in layout.files):
+        warnings.append(f"saved by {saved} processes, loaded by {now}: Accelerate steps a prepared scheduler "
+                        "once per process for each optimizer step (unless split_batches), and scheduler.bin "
+                        f"holds the count of {saved}: the learning-rate schedule goes on {now}/{saved} as "
+                        "fast as before the save")
+    return warnings
 
 
 def _hf_batch(layout: Layout, job: Job) -> list[str]:

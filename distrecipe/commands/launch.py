@@ -134,6 +134,9 @@ def launch(*, recipe: str, program: Sequence[str] = (), overrides: Sequence[str]
     found = check_resume(plan, kind.kind, user_program.args, cwd=Path.cwd(), deep=not elsewhere)
     if elsewhere and found is not None:
         _say(f"distrecipe: {found.said}")
+    if slurm or skypilot:  # what every node's launch would refuse, refused before the nodes are booked
+        hand_off(plan, user_program, kind.kind, run_dir=Path("/run"),
+                 configs=emit_configs(plan, kind.kind).files, allow_override=allow_override)
     if slurm:
         argv = slurm_argv(plan, recipe=recipe, overrides=overrides, runs_root=runs_root,
                           timeout=timeout, program=program, program_kind=program_kind,

@@ -17,6 +17,7 @@ have started (`openrlhf/utils/deepspeed/deepspeed.py`).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -29,6 +30,8 @@ from distrecipe.source import Document, KeyPath
 ENTRY = re.compile(r"openrlhf\.cli\.(train_\w+)")
 """An OpenRLHF training entry module, as `python -m` or `deepspeed --module` names it."""
 PREFIX = "openrlhf.cli."
+PPO_ENTRY = "openrlhf.cli.train_ppo_ray"
+"""OpenRLHF's Ray PPO trainer (PPO, GRPO, REINFORCE++ by `--algo.advantage.estimator`)."""
 
 NAMES: dict[str, tuple[str, ...]] = {
     "train_batch": ("train.batch_size", "train_batch_size"),
@@ -252,6 +255,66 @@ def read_command(text: str, file: str) -> Document | None:
     positions[(module,)] = positions[()]
     key_positions[(module,)] = positions[()]
     return Document({module: data}, file, positions, key_positions, lines)
+
+
+@dataclass(frozen=True, slots=True)
+class Given:
+    """One option of an argv as an entry module's parser reads it."""
+
+    written: str
+    """The option as written, without an `=value` (or a word that is no option's value)."""
+    option: str | None
+    """The parser's option it is (an abbreviation resolved); None when the parser refuses it
+    (argparse's "unrecognized arguments": OpenRLHF's entries take no positional word)."""
+    value: str | None
+    """Its value (several words of an `nargs` option joined by spaces); None for a switch."""
+
+
+def read_argv(parser: Entry, argv: Sequence[str]) -> list[Given]:
+    """The options of `argv` in order, as `parser` (argparse) reads them: `--name value` or
+    `--name=value`, a unique prefix for the name, a switch alone, `nargs` options taking the
+    words up to the next option. A word that is neither an option nor an option's value is
+    read as a refused one (option None): the entries' parsers take no positional word."""
+    found: list[Given] = []
+    index = 0
+    while index < len(argv):
+        word = argv[index]
+        index += 1
+        if not word.startswith("--") or word == "--":
+            found.append(Given(word, None, None))
+            continue
+        written, equals, inline = word.partition("=")
+        option = parser.resolve(written)
+        spec = parser.options[option] if option is not None else {}
+        value: str | None = None
+        if equals:
+            value = inline
+        elif spec.get("value") and index < len(argv) and not _is_option(argv[index]):
+            values = [argv[index]]
+            index += 1
+            while spec.get("nargs") in ("+", "*") and index < len(argv) and not argv[index].startswith("-"):
+                values.append(argv[index])
+                index += 1
+            value = " ".join(values)
+        found.append(Given(written, option, value))
+    return found
+
+
+def _is_option(word: str) -> bool:
+    """argparse's reading of a word after an option: `-x` is another option, `-1` a value."""
+    return word.startswith("-") and not re.fullmatch(r"-\d+(\.\d*)?([eE][-+]?\d+)?", word)
+
+
+def same_value(spec: dict[str, Any], given: str | None, ours: str) -> bool:
+    """Whether `given` is the value `ours` once the option's type converts both (`1e-6` is
+    `1.0e-06`)."""
+    if given is None:
+        return False
+    convert = {"int": int, "float": float}.get(str(spec.get("type")), str)
+    try:
+        return bool(convert(given) == convert(ours))
+    except ValueError:
+        return False
 
 
 def is_command(data: object) -> bool:

@@ -32,11 +32,12 @@ def rollout_layout(plan: Plan) -> tuple[str, KeyPath] | None:
     model's stated heads (`engines.verl.rollout_heads_refusal`), and the recipe key to point
     at (the `native.verl` line stating the rollout's tensor parallelism, else
     `cluster.gpus_per_node` or `model.heads`); None when verl lays it out or the recipe has
-    no `rl`.
+    no `rl`, or OpenRLHF runs it (its launch line gives every GPU its own vLLM engine,
+    `--vllm.tensor_parallel_size 1`, which any GPU count and head count hold).
 
     The recipe has no key for the rollout's degrees: `native.verl` states them or verl's
     defaults apply (TP 2, DP and PP 1), as `plan` counts its weights."""
-    if plan.recipe.rl is None:
+    if plan.recipe.rl is None or plan.backend == "openrlhf":
         return None
     stated = native_stated(plan)
     tp, dp, pp = (stated_degree(stated, path, default)

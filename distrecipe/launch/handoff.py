@@ -9,6 +9,10 @@ Every kind gets the run's files in the environment (`DISTRECIPE_RUN_DIR`,
   script's `--num_generations` and generation batch (`translator.trl.grpo`);
 * `deepspeed` (raw): `--deepspeed_config ds_config.json`, DeepSpeed's own flag;
 * `verl`: the emitted Hydra overrides, before the user's;
+* `openrlhf`: the options the recipe decides (`translator.openrlhf.decided`), before the
+  user's, who must name the models and the prompts (the emitted script's `$ACTOR`,
+  `$REWARD`, `$PROMPTS`); the user's options are read as OpenRLHF's parser reads them
+  (abbreviations, `=`), and one it does not have is refused before the start;
 * `accelerate` and `torchrun`: nothing more (the launcher's config file, or the
   environment and `distrecipe.api`).
 
@@ -25,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from distrecipe.engines import openrlhf as openrlhf_parser
 from distrecipe.engines.argv import read_flags
 from distrecipe.engines.deepspeed import CONFIG_FILE
 from distrecipe.engines.hf_argv import flag_value, flag_words, same_value
@@ -32,11 +37,12 @@ from distrecipe.engines.hydra import parse_value
 from distrecipe.engines.verl import OVERRIDES_FILE
 from distrecipe.errors import LaunchError
 from distrecipe.job import Plan
+from distrecipe.keys import did_you_mean
 from distrecipe.launch.metrics import METRICS, METRICS_FILE
 from distrecipe.launch.rundir import PLAN_FILE
 from distrecipe.overrides import split_override
 from distrecipe.recipe import ProgramKind
-from distrecipe.translator import hf, trl
+from distrecipe.translator import hf, openrlhf, trl
 from distrecipe.translator.equivalence import refuse_errors
 
 HF_RECIPE_KEYS = {
@@ -160,6 +166,56 @@ def merge_verl(emitted: Sequence[str], user: Sequence[str], *, allow_override: b
     return Handoff(tuple([*ours, *user]), {}, tuple(overridden))
 
 
+def merge_openrlhf(plan: Plan, user: Sequence[str], *, allow_override: bool) -> Handoff:
+    """The options the recipe decides, then the user's; a user option that sets one of them
+    differently is checked, one OpenRLHF's parser does not have is refused, and the models
+    and prompts only the user can name must be there."""
+    refuse_errors(openrlhf.findings(plan))
+    parser = openrlhf_parser.entry(openrlhf.ENTRY)
+    judging = openrlhf_parser.judging()
+    if parser is None:
+        raise LaunchError(f"{judging} has no {openrlhf.ENTRY}")
+    given = openrlhf_parser.read_argv(parser, user)
+    for unknown in given:
+        if unknown.option is None and not unknown.written.startswith("-"):
+            raise LaunchError(f"program argument {unknown.written} is no option: {judging}'s "
+                              f"{openrlhf.ENTRY} takes options only, and launch.backend openrlhf runs "
+                              "that module itself")
+        if unknown.option is None:
+            raise LaunchError(f"program argument {unknown.written} is not an option of {judging}'s "
+                              f"{openrlhf.ENTRY}{_openrlhf_near(parser, unknown.written)}")
+    last = {item.option: item for item in given if item.option is not None}  # argparse: the last wins
+    decided = openrlhf.decided(plan)
+    overridden: list[Overridden] = []
+    for option, value, key in decided:
+        item = last.get(option)
+        if item is None or value is None or openrlhf_parser.same_value(parser.options[option], item.value,
+                                                                        value):
+            continue  # a switch the recipe sets is only ever set again
+        shown = "(no value)" if item.value is None else item.value
+        if not allow_override:
+            raise _refuse(item.written, shown, value, key)
+        overridden.append(Overridden(item.written, value, shown, key))
+    needed = [(option, *openrlhf.STANDS_IN.get(option, ())) for option, _placeholder in openrlhf.USER]
+    missing = [names[0] + (f" (or {', '.join(names[1:])})" if names[1:] else "")
+               for names in needed if not any(name in last for name in names)]
+    if missing:
+        raise LaunchError(f"OpenRLHF's {openrlhf.ENTRY} needs {' and '.join(missing)} after `--` (the "
+                          "recipe leaves the models and the prompts to you)")
+    ours = [word for option, value, _key in decided if option not in last
+            for word in (option, *(() if value is None else (value,)))]
+    return Handoff(tuple([*ours, *user]), {}, tuple(overridden))
+
+
+def _openrlhf_near(parser: openrlhf_parser.Entry, written: str) -> str:
+    """Another release's name for the option (`--micro_train_batch_size`), else the nearest."""
+    history = openrlhf_parser.option_history(parser.module, written)
+    if history is not None:
+        said, now = history
+        return f" ({said}{f'; here {now}' if now else ''})"
+    return did_you_mean(written, sorted(parser.options))
+
+
 def handoff(kind: ProgramKind, plan: Plan, *, user_args: Sequence[str], run_dir: Path,
             configs: Mapping[str, str], allow_override: bool = False) -> Handoff:
     """The program's arguments and added environment for `kind`."""
@@ -177,6 +233,8 @@ def handoff(kind: ProgramKind, plan: Plan, *, user_args: Sequence[str], run_dir:
         if OVERRIDES_FILE not in configs:
             raise LaunchError(f"verl needs the emitted {OVERRIDES_FILE}; the verl emitter gave none")
         merged = merge_verl(configs[OVERRIDES_FILE].splitlines(), user_args, allow_override=allow_override)
+    elif kind == "openrlhf":
+        merged = merge_openrlhf(plan, user_args, allow_override=allow_override)
     else:
         merged = Handoff(tuple(user_args), {})
     return Handoff(merged.args, env, merged.overridden)

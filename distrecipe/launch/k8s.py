@@ -1,14 +1,15 @@
-"""`launch --k8s`: the job as a Kubernetes manifest (TrainJob, RayJob for verl, PyTorchJob).
+"""`launch --k8s`: the job as a Kubernetes manifest (TrainJob, RayJob for verl and OpenRLHF, PyTorchJob).
 
 * A Kubeflow Trainer v2 `TrainJob` on the `torch-distributed` ClusterTrainingRuntime:
   `numNodes`, an explicit `numProcPerNode` (an integer since v2.2; left out, a node
   whose resources name no GPU gets one process per CPU, so a TrainJob that sets only
   memory runs one), `nvidia.com/gpu` and the stated CPU and memory per node, and a
   command that runs this launch on each node (`node_command`).
-* A KubeRay `RayJob` for verl: a head without GPUs, one worker group of
-  `trainer.nnodes` workers (`replicas = minReplicas = maxReplicas`) with
-  `n_gpus_per_node` GPUs each, verl's `main_ppo` with the emitted overrides as the
-  entrypoint (quoted for the `bash` KubeRay's submitter pastes it into), and
+* A KubeRay `RayJob` for verl and OpenRLHF: a head without GPUs, one worker group of
+  `cluster.nodes` workers (`replicas = minReplicas = maxReplicas`) with
+  `gpus_per_node` GPUs each, the trainer's entry point (verl's `main_ppo` with the emitted
+  overrides, OpenRLHF's `train_ppo_ray` with the emitted options) as the entrypoint
+  (quoted for the `bash` KubeRay's submitter pastes it into), and
   `shutdownAfterJobFinishes` so the GPUs go back when the job ends.
 * A `PyTorchJob` (kubeflow.org/v1, the training-operator's) only when asked for: a
   Master and nodes-1 Workers running the same command.
@@ -45,6 +46,7 @@ from distrecipe.engines.k8s import (
     ManifestKind,
     job_name,
 )
+from distrecipe.engines.runner import RAY_TRAINERS
 from distrecipe.errors import LaunchError
 from distrecipe.job import Plan
 from distrecipe.launch.prepare import emit_configs, hand_off, parse_program
@@ -117,15 +119,17 @@ def _sets_k8s(item: str) -> bool:
 
 
 def manifest_kind(plan: Plan) -> ManifestKind:
-    """`launch.k8s.kind` (`--k8s-kind`), else a RayJob for verl and a TrainJob for the rest."""
+    """`launch.k8s.kind` (`--k8s-kind`), else a RayJob for verl and OpenRLHF and a TrainJob
+    for the rest."""
     stated = plan.recipe.launch.k8s.kind
-    kind: ManifestKind = ("rayjob" if plan.backend == "verl" else "trainjob") if stated == "auto" else stated
+    trainer = RAY_TRAINERS[plan.backend][0] if plan.backend in RAY_TRAINERS else None
+    kind: ManifestKind = ("rayjob" if trainer else "trainjob") if stated == "auto" else stated
     where = plan.recipe.where.get("launch.k8s.kind")
-    if kind == "rayjob" and plan.backend != "verl":
-        raise LaunchError(f"a RayJob runs verl on a Ray cluster; launcher {plan.backend} runs as a "
-                          "TrainJob (--k8s-kind trainjob)", where)
-    if kind != "rayjob" and plan.backend == "verl":
-        raise LaunchError(f"verl runs on a Ray cluster, which a {API_VERSIONS[kind][1]} does not start: "
+    if kind == "rayjob" and trainer is None:
+        raise LaunchError(f"a RayJob runs verl or OpenRLHF on a Ray cluster; launcher {plan.backend} runs "
+                          "as a TrainJob (--k8s-kind trainjob)", where)
+    if kind != "rayjob" and trainer is not None:
+        raise LaunchError(f"{trainer} runs on a Ray cluster, which a {API_VERSIONS[kind][1]} does not start: "
                           "use --k8s-kind rayjob", where)
     return kind
 
@@ -153,7 +157,7 @@ def k8s_manifest(plan: Plan, kind: ProgramKind, *, recipe: str, overrides: Seque
     metadata = {"name": name, **({"namespace": settings.namespace} if settings.namespace else {})}
     if manifest == "rayjob":
         entry = [settings.python, *(["-m"] if given.module else []), given.target, *given.args]
-        spec = rayjob_spec(plan, ray_entrypoint(entry, notes))
+        spec = rayjob_spec(plan, ray_entrypoint(entry, notes, RAY_TRAINERS[plan.backend][0]))
     else:
         node = NodeLaunch(recipe=image_path(recipe, cwd or Path.cwd(), notes), overrides=tuple(overrides),
                           program=tuple(program), program_kind=program_kind, allow_override=allow_override,
@@ -304,8 +308,8 @@ _REREAD = re.compile(r"[$`'\"\\;&|<>()*?\n]|^[~#]")
 braces are globs that match no file name a job directory holds)."""
 
 
-def ray_entrypoint(argv: Sequence[str], notes: list[str] | None = None) -> str:
-    """A RayJob `entrypoint` that gives verl exactly `argv`.
+def ray_entrypoint(argv: Sequence[str], notes: list[str] | None = None, trainer: str = "verl") -> str:
+    """A RayJob `entrypoint` that gives the trainer (verl, OpenRLHF) exactly `argv`.
 
     KubeRay's submitter pastes the entrypoint into a `bash -c` line (`ray job submit …
     -- ENTRYPOINT`: `common/job.go:211`, `utils/util.go:1006`), so each word is quoted
@@ -316,7 +320,7 @@ def ray_entrypoint(argv: Sequence[str], notes: list[str] | None = None) -> str:
     """
     reread = [shlex.quote(word) for word in argv if _reread(word)]
     if notes is not None and reread:
-        notes.append(f"distrecipe: verl gets {', '.join(reread)} as written from Ray 2.60's "
+        notes.append(f"distrecipe: {trainer} gets {', '.join(reread)} as written from Ray 2.60's "
                      "`ray job submit`; an older Ray image's (list2cmdline) lets sh read them again")
     return shlex.join(argv)
 

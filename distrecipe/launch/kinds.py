@@ -6,6 +6,12 @@ launcher's config file), so the kind is decided before anything is built: from
 `--program-kind` or `launch.program_kind` when given, else from what the script
 imports and calls, found by parsing (never running or importing) what the one bounded
 reader (`source.read_text`) gives. The decision carries its reason, which `--dry-run` shows.
+
+verl and OpenRLHF are entry points, not scripts: their backend is their kind, and
+`-m openrlhf.cli.train_ppo_ray` is OpenRLHF's whatever launcher was defaulted (an `rl`
+recipe's default is verl's), so `launch R -- -m openrlhf.cli.train_ppo_ray …` runs it under
+OpenRLHF's launcher. Nothing in a recipe says OpenRLHF otherwise (its `rl` section is
+verl's as much as OpenRLHF's), so the module named is the one honest signal.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from distrecipe.engines.native import is_file
+from distrecipe.engines.openrlhf import PPO_ENTRY
 from distrecipe.engines.trl import trainer_names
 from distrecipe.errors import DistrecipeError, LaunchError
 from distrecipe.launch.spec import TINY_TRAINER, Program
@@ -30,6 +37,7 @@ BACKEND_KIND: dict[Backend, ProgramKind] = {
     "accelerate": "accelerate",
     "accelerate-deepspeed": "accelerate",
     "verl": "verl",
+    "openrlhf": "openrlhf",
 }
 """The program each launcher usually runs: the kind when the script cannot be read."""
 
@@ -93,6 +101,10 @@ def scan(source: str, name: str) -> KindChoice | None:
 def infer(program: Program, backend: Backend) -> KindChoice:
     """The program's kind from its source; the backend's usual one when it cannot be read."""
     usual = BACKEND_KIND[backend]
+    if backend == "openrlhf":
+        return KindChoice("openrlhf", "launch.backend is openrlhf")
+    if program.module and program.target == PPO_ENTRY:
+        return KindChoice("openrlhf", f"the program is -m {PPO_ENTRY}")
     if backend == "verl":
         return KindChoice("verl", "launch.backend is verl")
     if program.target == TINY_TRAINER:
@@ -120,5 +132,7 @@ def backend_for(kind: ProgramKind, backend: Backend, *, defaulted: bool, strateg
         return backend
     if defaulted and kind == "accelerate":
         return "accelerate-deepspeed" if strategy == "zero" else "accelerate"
+    if defaulted and kind == "openrlhf":
+        return "openrlhf"
     raise LaunchError(f"program kind {kind} cannot run under launch.backend {backend}: use one of "
                       f"{', '.join(COMPATIBLE[kind])} (launch.backend or --target), or --program-kind")

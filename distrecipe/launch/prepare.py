@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from distrecipe.engines.native import is_dir, is_file
+from distrecipe.engines.runner import RAY_TRAINERS
 from distrecipe.errors import LaunchError, RecipeError
 from distrecipe.findings import Finding
 from distrecipe.job import Plan
@@ -26,7 +27,6 @@ from distrecipe.launch.detect import hold_port
 from distrecipe.launch.handoff import Handoff, handoff
 from distrecipe.launch.kinds import KindChoice, backend_for, infer
 from distrecipe.launch.launchers import GIVEN_PORT
-from distrecipe.launch.launchers.verl import ENTRY as VERL_ENTRY
 from distrecipe.launch.rundir import default_run_dir
 from distrecipe.launch.secrets import REDACTED, is_secret, redact_argv
 from distrecipe.launch.spec import TINY_TRAINER, LaunchRequest, LaunchSpec, Program
@@ -68,12 +68,14 @@ def emit_configs(plan: Plan, kind: ProgramKind | None = None) -> Configs:
 def parse_program(plan: Plan, words: Sequence[str]) -> Program:
     """The program after `--` (`script.py args…` or `-m module args…`), else the recipe's.
 
-    verl's program is its own PPO entry point: words after `--` are further Hydra
-    overrides unless they start with `-m module` (a custom entry). Without a program,
-    every other backend runs the reference trainer.
+    verl's and OpenRLHF's program is their own PPO entry point (`RAY_TRAINERS`): words after
+    `--` are further Hydra overrides (verl) or command-line options (OpenRLHF) unless they
+    start with `-m module` (a custom entry). Without a program, every other backend runs
+    the reference trainer.
     """
-    if words and plan.backend == "verl" and words[0] != "-m":
-        return Program(target=VERL_ENTRY, module=True, args=tuple(words))
+    entry = RAY_TRAINERS[plan.backend][1] if plan.backend in RAY_TRAINERS else None
+    if words and entry is not None and words[0] != "-m":
+        return Program(target=entry, module=True, args=tuple(words))
     if words:
         if words[0] == "-m":
             if len(words) < 2:
@@ -82,8 +84,8 @@ def parse_program(plan: Plan, words: Sequence[str]) -> Program:
         return Program(target=words[0], args=tuple(words[1:]))
     if plan.recipe.launch.script is not None:
         return Program(target=plan.recipe.launch.script, args=plan.recipe.launch.args)
-    if plan.backend == "verl":
-        return Program(target=VERL_ENTRY, module=True, args=plan.recipe.launch.args)
+    if entry is not None:
+        return Program(target=entry, module=True, args=plan.recipe.launch.args)
     return Program(target=TINY_TRAINER, module=True, args=plan.recipe.launch.args)
 
 
@@ -302,9 +304,9 @@ def node_argv(plan: Plan, *, python: str, recipe: str, overrides: Sequence[str],
 
 
 def names_script(plan: Plan, program: Sequence[str]) -> bool:
-    """Whether the program's first word is a script's path: `-m module` and verl's Hydra
-    overrides name no file."""
-    return bool(program) and program[0] != "-m" and plan.backend != "verl"
+    """Whether the program's first word is a script's path: `-m module`, verl's Hydra
+    overrides and OpenRLHF's options name no file."""
+    return bool(program) and program[0] != "-m" and plan.backend not in RAY_TRAINERS
 
 
 def slurm_argv(plan: Plan, *, recipe: str, overrides: Sequence[str], runs_root: str,

@@ -32,6 +32,7 @@ from typing import Any
 import yaml
 
 import distrecipe
+from distrecipe.engines.runner import RAY_TRAINERS
 from distrecipe.errors import LaunchError
 from distrecipe.job import Plan
 from distrecipe.launch.prepare import names_script, node_argv
@@ -94,6 +95,10 @@ def default_setup(plan: Plan, kind: ProgramKind, workdir: Path) -> tuple[str, di
                           "source tree and no release of it is on the package index, so the nodes cannot "
                           "install it: set launch.skypilot.setup to commands that do (a wheel in the "
                           "workdir, a git checkout), or run launch --skypilot from a distrecipe checkout")
+    if plan.backend not in EXTRAS:
+        raise LaunchError(f"distrecipe has no extra that installs {plan.backend} (OpenRLHF's wheel pins "
+                          "vLLM, flash-attn and Ray builds of its own): set launch.skypilot.setup to "
+                          "commands that install it, or use an image that has it")
     extras = EXTRAS[plan.backend] + (("hf",) if kind == "hf" else ())
     suffix = f"[{','.join(extras)}]" if extras else ""
     torch = "" if extras else " torch"
@@ -180,15 +185,16 @@ def task_yaml(plan: Plan, launch_argv: Sequence[str], *, workdir: Path, setup: s
 
 
 def run_block(plan: Plan, launch_argv: Sequence[str], *, ray: str) -> str:
-    """`run`: the launch itself, or for verl on several nodes a Ray cluster around it."""
+    """`run`: the launch itself, or for verl or OpenRLHF on several nodes a Ray cluster around it."""
     launch = shlex.join(launch_argv)
-    if plan.backend != "verl" or plan.dims.nodes == 1:
+    trainer = RAY_TRAINERS[plan.backend][0] if plan.backend in RAY_TRAINERS else None
+    if trainer is None or plan.dims.nodes == 1:
         return launch + "\n"
     ray_word, nodes, gpus = shlex.quote(ray), plan.dims.nodes, plan.dims.gpus_per_node
     head = f"127.0.0.1:{RAY_PORT}"
     return "\n".join([
-        "# verl's multi-node recipe: a Ray head on node 0, the other nodes join it, and once",
-        f"# all {nodes} are in, verl's trainer (through distrecipe) runs on the head.",
+        f"# {trainer}'s multi-node recipe: a Ray head on node 0, the other nodes join it, and once",
+        f"# all {nodes} are in, {trainer}'s trainer (through distrecipe) runs on the head.",
         'if [ "$SKYPILOT_NODE_RANK" = 0 ]; then',
         f"  {ray_word} start --head --port={RAY_PORT} --num-gpus={gpus} --disable-usage-stats",
         f'  until [ "$({ray_word} status --address={head} 2>/dev/null | grep -c node_)" -ge {nodes} ]; do',

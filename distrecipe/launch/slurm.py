@@ -4,7 +4,7 @@ Inside an allocation, distrecipe runs once per node (`srun --ntasks-per-node=1`)
 each copy reads its node rank and the node list from SLURM (`launch.allocation`) and
 starts the recipe's own launcher for its node, so the engines' rendezvous does the rest. The batch
 script is therefore short: `#SBATCH` lines from the plan and `launch.slurm`, and one
-`srun python -m distrecipe launch …` line (verl: a Ray cluster first).
+`srun python -m distrecipe launch …` line (verl and OpenRLHF: a Ray cluster first).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from distrecipe.engines.runner import RAY_TRAINERS
 from distrecipe.errors import LaunchError
 from distrecipe.job import Plan
 from distrecipe.output import shell_word
@@ -202,13 +203,13 @@ def batch_script(plan: Plan, launch_argv: Sequence[str], *, runs_root: Path, chd
     """An sbatch script: the plan's nodes, GPUs and CPUs, then one distrecipe per node.
 
     `launch_argv` is the `distrecipe launch …` command (without `--slurm`) each node
-    runs, with an absolute interpreter. verl on several nodes instead starts a Ray head
-    on the first node and Ray workers on the others, then one launch on the head, as
-    verl's multi-node guide does. `ray` is the Ray command distrecipe resolved
+    runs, with an absolute interpreter. verl or OpenRLHF on several nodes instead starts a
+    Ray head on the first node and Ray workers on the others, then one launch on the head,
+    as verl's multi-node guide and OpenRLHF's SLURM example do. `ray` is the Ray command distrecipe resolved
     (`launch.spec.executable`: beside its interpreter, else on this PATH), an absolute
     path, never a word each node's PATH decides. The script waits for the head, then for
     every node, to be listed by `ray status` (at most `RAY_WAIT` seconds each), and stops
-    saying how many joined, rather than start verl on a cluster that is not all there.
+    saying how many joined, rather than start the trainer on a cluster that is not all there.
     """
     sbatch, placeholders = sbatch_lines(plan, runs_root, chdir)
     lines = ["#!/bin/bash", *sbatch, "set -euo pipefail"]
@@ -218,16 +219,17 @@ def batch_script(plan: Plan, launch_argv: Sequence[str], *, runs_root: Path, chd
     cpus = cpus_per_task(plan)
     # srun does not inherit --cpus-per-task from the batch step (SLURM 22.05+), so it is repeated.
     step = "srun --ntasks-per-node=1" + (f" --cpus-per-task={cpus}" if cpus else "") + " --kill-on-bad-exit=1"
-    if plan.backend == "verl" and plan.dims.nodes > 1:
+    trainer = RAY_TRAINERS[plan.backend][0] if plan.backend in RAY_TRAINERS else None
+    if trainer is not None and plan.dims.nodes > 1:
         if not Path(ray).is_absolute():
-            raise LaunchError(f"verl on {plan.dims.nodes} nodes starts a Ray cluster, and Ray's `ray` "
+            raise LaunchError(f"{trainer} on {plan.dims.nodes} nodes starts a Ray cluster, and Ray's `ray` "
                               f"command is neither beside {sys.executable} nor on PATH: install Ray "
                               "there (pip install 'distrecipe[verl]')")
         gpus = (f"--num-cpus={cpus} " if cpus else "") + f"--num-gpus={plan.dims.gpus_per_node} --block &"
         address = f"$head_ip:{RAY_PORT}"
         lines += [
-            "# verl's multi-node recipe: a Ray head on the first node, workers on the others,",
-            "# then verl's trainer (through distrecipe) on the head once every node has joined.",
+            f"# {trainer}'s multi-node recipe: a Ray head on the first node, workers on the others,",
+            f"# then {trainer}'s trainer (through distrecipe) on the head once every node has joined.",
             f"ray={shlex.quote(ray)}",
             'mapfile -t nodes < <(scontrol show hostnames "$SLURM_JOB_NODELIST")',
             'head=${nodes[0]}',

@@ -274,7 +274,8 @@ def loss_backward(*, s: int, b: int, vocab: int) -> float:
     return 8.0 * s * b * vocab
 
 
-def loss_head(*, s: int, b: int, h: int, vocab: int, loss: str, holds_logits: bool) -> tuple[float, float]:
+def loss_head(*, s: int, b: int, h: int, vocab: int, loss: str, holds_logits: bool,
+              compiled: bool = False) -> tuple[float, float]:
     """The head's saved bytes and the loss's backward buffers, by loss kernel (measured in
     `benchmarks/saved_activations.csv`): the final norm and the head's input, 8·sbh, and
 
@@ -282,6 +283,10 @@ def loss_head(*, s: int, b: int, h: int, vocab: int, loss: str, holds_logits: bo
       backward `loss_backward`'s 8·sbV;
     * `chunked` (torchtune): the same log-softmax, chunk by chunk, and no whole logits held;
       backward one chunk's gradients at a time, 8·sbV / 8 (`num_output_chunks` 8);
+      `compiled` (torchtune's `compile` also compiles each chunk's upcast and cross-entropy,
+      `training.compile_loss`): inductor saves the chunk's 16-bit logits and a per-row
+      statistic, 2·sbV, and its backward makes the 16-bit gradient alone, 2·sbV / 8
+      (`benchmarks/saved_activations_chunked_loss.csv`);
     * `fused` (Liger's fused linear cross-entropy): the gradient of the head's input, 2·sbh,
       in place of that input, and of its weight, 2·V·h (a parameter's size; in the weight's
       dtype); no backward buffers.
@@ -291,6 +296,8 @@ def loss_head(*, s: int, b: int, h: int, vocab: int, loss: str, holds_logits: bo
     sbh = s * b * h
     if loss == "fused":
         return 8.0 * sbh + 2.0 * vocab * h, 0.0
+    if loss == "chunked" and compiled:
+        return 2.0 * s * b * vocab + 8.0 * sbh, 2.0 * s * b * vocab / LOSS_CHUNKS
     logits = 2.0 * s * b * vocab if holds_logits and loss != "chunked" else 0.0
     backward = loss_backward(s=s, b=b, vocab=vocab) / (LOSS_CHUNKS if loss == "chunked" else 1)
     return 4.0 * s * b * vocab + 8.0 * sbh + logits, backward
@@ -303,13 +310,15 @@ LOSS_CHUNKS = 8
 def hf_llama(*, s: int, b: int, h: int, a: int, kv: int, inter: int, layers: int, vocab: int,
              flash: bool, recompute: Recompute, tensor: int = 1, every: int | None = None,
              holds_logits: bool = True, with_head: bool = True, attention_extra: float = 0.0,
-             compiled: bool = False, loss: str = "full", tiled: bool = False) -> Activations:
+             compiled: bool = False, loss: str = "full", tiled: bool = False,
+             compiled_loss: bool = False) -> Activations:
     """The Llama formula measured in `reference/memory.md` and `benchmarks/saved_activations.py`,
     with each checkpointing mode, compiled blocks and the loss kernels (`loss_head`).
 
     `with_head` False for a pipeline stage without the output layer (and the loss);
     `attention_extra`: bytes a layer's attention holds in backward beyond the formula
-    (`ring_attention`); `tiled`: the MLP through DeepSpeed's `TiledMLP` (`tiled_mlp_backward`)."""
+    (`ring_attention`); `tiled`: the MLP through DeepSpeed's `TiledMLP` (`tiled_mlp_backward`);
+    `compiled_loss`: the loss under `torch.compile` too (`loss_head`)."""
     sbh = s * b * h
     fused = flash or recompute == "selective"
     full_layer = llama_layer(s=s, b=b, h=h, a=a, kv=kv, inter=inter, flash=fused, compiled=compiled,
@@ -323,7 +332,8 @@ def hf_llama(*, s: int, b: int, h: int, a: int, kv: int, inter: int, layers: int
         saved = layers * op_sac_layer(s=s, b=b, h=h, a=a, kv=kv, inter=inter) / tensor
     else:
         saved = layers * full_layer
-    head, loss_buffers = loss_head(s=s, b=b, h=h, vocab=vocab, loss=loss, holds_logits=holds_logits)
+    head, loss_buffers = loss_head(s=s, b=b, h=h, vocab=vocab, loss=loss, holds_logits=holds_logits,
+                                   compiled=compiled_loss)
     held = 2.0 * s * b * vocab if holds_logits and loss == "full" else 0.0
     head, loss_buffers, held = ((head / tensor, loss_buffers / tensor, held / tensor) if with_head
                                 else (0.0, 0.0, 0.0))
@@ -334,8 +344,9 @@ def hf_llama(*, s: int, b: int, h: int, a: int, kv: int, inter: int, layers: int
     recomputed = (full_layer if recompute != "none" else 0.0) + scores + attention_extra / tensor
     recomputed += tiled_mlp_backward(s=s, b=b, h=h, inter=inter) / tensor if tiled else 0.0
     backward = max(loss_buffers, recomputed + held - head)
+    loss_name = ("compiled " if compiled_loss and loss == "chunked" else "") + loss
     name = ("Llama, measured" + (", sdpa/flash" if flash else ", eager") + (", compiled" if compiled else "")
-            + (", tiled MLP" if tiled else "") + ("" if loss == "full" else f", {loss} loss")
+            + (", tiled MLP" if tiled else "") + ("" if loss == "full" else f", {loss_name} loss")
             + _recompute(recompute, every))
     return Activations(name, saved, head, backward)
 
@@ -383,7 +394,8 @@ def plan_activations(plan: Plan, stage: Stage | None = None) -> tuple[Activation
     measured = hf_llama(s=local, b=b, h=h, a=a, kv=kv, inter=inter, layers=count,
                         vocab=vocab, flash=flash, recompute=recompute, tensor=t, every=every,
                         holds_logits=holds_logits(plan), with_head=stage.head, attention_extra=extra,
-                        compiled=compiled, loss=loss, tiled=plan.recipe.kernels.mlp == "tiled")
+                        compiled=compiled, loss=loss, tiled=plan.recipe.kernels.mlp == "tiled",
+                        compiled_loss=plan.recipe.kernels.compile is True)
     return (offloaded(plan, measured), seed)
 
 

@@ -23,9 +23,13 @@ Communication buffers, per engine, at the start of backward:
   Accelerate wrap Llama): the head's unit is gathered whole (16-bit), the block being
   computed and the one prefetched are gathered (2 blocks), and the reduce-scatter of a
   block holds its unsharded 16-bit gradient and the copy in the reduce dtype.
+* FSDP1 (`plan/fsdp1.py`, asked for by the engines' own `native` keys): FSDP2's, and none
+  on one rank without parameter mixed precision (`NO_SHARD`).
 * DeepSpeed ZeRO-3: the block being computed and the prefetched one, and the output head
   (gathered module by module). Its reduce bucket is in the engine view.
 * ZeRO-1/2, DDP: their buckets are in the engine view; nothing is gathered.
+* Megatron-DeepSpeed's pipeline stages: the embedding's saved mask, DeepSpeed's pipeline
+  buffers and the `BF16_Optimizer`'s fp32 gradient copy (`pipeline.py`).
 
 `FRAGMENTATION` and `CONTEXT` are calibrated on the published runs in
 `tests/corpus/gpu/published.csv` (`tests/test_plan_gpu.py` states the error of every row).
@@ -40,7 +44,10 @@ from distrecipe.job import Plan
 from distrecipe.model_shapes import inventory as model_inventory
 from distrecipe.plan.activations import Activations
 from distrecipe.plan.engine import EngineView, fsdp2_shard_ranks
+from distrecipe.plan.fsdp1 import holds_no_buffers
 from distrecipe.plan.memory import pure_bf16
+from distrecipe.plan.pipeline import stage_parts
+from distrecipe.plan.stages import Stage
 from distrecipe.plan.traffic import reduce_bytes
 from distrecipe.plan.units import GiB
 
@@ -87,7 +94,7 @@ def buffers(plan: Plan) -> dict[str, float]:
     """Communication buffers alive at the start of backward (see the module's list)."""
     inventory = model_inventory(plan.recipe.model)
     sharded = runs_fsdp2(plan) or (plan.recipe.strategy == "zero" and plan.stage == 3)
-    if inventory is None or not sharded or plan.recipe.strategy == "megatron":
+    if inventory is None or not sharded or plan.recipe.strategy == "megatron" or holds_no_buffers(plan):
         return {}
     lp, t = plan.precision_bytes, plan.dims.tensor
     block = inventory.block_params / t
@@ -106,11 +113,20 @@ def reduce_fp32(plan: Plan) -> bool:
     return reduce_bytes(plan) == 4
 
 
+IN_PLACE_STEP = ("adamw_torch_fused", "paged_adamw_32bit")
+"""The HF Trainer's `optim` values (`native.hf.optim`) whose AdamW keeps fp32 m and v, as
+planned, but steps without a `foreach` temporary: torch's `fused` AdamW, and bitsandbytes'
+32-bit AdamW (`Optimizer2State.update_step`: one `optimizer_update_32bit` kernel per
+tensor, in place; `paged` puts m and v in CUDA managed memory, still counted on the GPU)."""
+
+
 def foreach_temporaries(plan: Plan, engine: EngineView) -> float:
     """torch's `foreach` AdamW (Hugging Face's and Accelerate's default `adamw_torch`)
     makes one fp32 list the size of Adam's v (`_foreach_sqrt`): half the optimizer
-    state on the GPU. DeepSpeed's FusedAdam and torchtitan's `fused` AdamW work in place."""
-    if uses_deepspeed(plan) or plan.backend == "torchrun":
+    state on the GPU. DeepSpeed's FusedAdam, torchtitan's `fused` AdamW and the Trainer's
+    `optim` values in `IN_PLACE_STEP` work in place."""
+    in_place = plan.recipe.native.hf.get("optim") in IN_PLACE_STEP
+    if uses_deepspeed(plan) or plan.backend == "torchrun" or in_place:
         return 0.0
     return engine.points["step"].get("optimizer", 0.0) / 2
 
@@ -150,13 +166,16 @@ def flatten_copy(plan: Plan, engine: EngineView) -> float:
     return engine.points["step"].get("fp32 gradients", 0.0) * plan.precision_bytes / 4
 
 
-def memory(plan: Plan, engine: EngineView, act: Activations | None, psi: float) -> Memory:
-    """Allocated at both moments, and what stays stranded in the cache."""
+def memory(plan: Plan, engine: EngineView, act: Activations | None, psi: float,
+           stage: Stage | None = None) -> Memory:
+    """Allocated at both moments, and what stays stranded in the cache; `stage` the pipeline
+    stage judged, for what Megatron-DeepSpeed holds beyond the layers (`pipeline.py`)."""
     backward = dict(engine.points["forward"])
     if act is not None:
         backward["activations (saved)"] = act.total
         backward["loss / recompute (backward)"] = act.backward
     backward.update(buffers(plan))
+    backward.update(stage_parts(plan, stage, act))
     step = dict(engine.points["step"])
     temporaries = foreach_temporaries(plan, engine)
     if temporaries:

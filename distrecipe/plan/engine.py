@@ -56,6 +56,7 @@ from distrecipe.engines.runner import DEEPSPEED_BACKENDS, runs_fsdp2, uses_deeps
 from distrecipe.engines.verl import fsdp_size
 from distrecipe.job import Plan
 from distrecipe.model_shapes import inventory as model_inventory
+from distrecipe.plan.fsdp1 import fsdp1
 from distrecipe.plan.memory import (
     held_params,
     local_params,
@@ -339,6 +340,8 @@ def plan_engine_view(plan: Plan, zero: DeepSpeedZero | None = None, psi: float |
     if plan.recipe.strategy == "megatron":  # Megatron keeps only its expert group's routed experts
         return megatron(plan, psi - (local_params(plan) - held_params(plan)))
     view = _engine_view(plan, zero, psi, lp, offloaded)
+    if fsdp1(plan) is not None:  # FSDP1's state at the peak is FSDP2's (measured; `plan/fsdp1.py`)
+        view = replace(view, engine=view.engine.replace("torch FSDP2", "torch FSDP1"))
     if plan.recipe.parallel.expert == 1:
         return view
     return replace(view, notes=(*view.notes, (

@@ -22,6 +22,7 @@ from distrecipe.plan import traffic
 from distrecipe.plan.activations import Activations, plan_activations
 from distrecipe.plan.allocator import Memory, memory
 from distrecipe.plan.engine import DeepSpeedZero, EngineView, plan_engine_view
+from distrecipe.plan.fsdp1 import fsdp1
 from distrecipe.plan.memory import FormulaView, local_params, plan_model_state
 from distrecipe.plan.rollout import Rollout, rollout
 from distrecipe.plan.runnable import runs
@@ -123,6 +124,11 @@ def label(plan: Plan) -> str:
         return written + offload
     # verl's DDP is FSDP2 on shard groups of one rank (DR205)
     how = "fsdp_size 1" if plan.stage == 0 else "reshard" if plan.reshard_after_forward else "no reshard"
+    settings = fsdp1(plan)
+    if settings is not None:  # asked for by the engines' own native keys (`plan/fsdp1.py`)
+        how = "NO_SHARD: one rank" if settings.no_shard else how
+        limit = "" if settings.limit_all_gathers or settings.no_shard else ", all-gathers unlimited"
+        return f"FSDP1 ({how}{limit}; {settings.source})" + offload
     built = "" if plan.recipe.strategy == "fsdp" else f"; {written} as verl builds it"
     return f"FSDP2 ({how}{built})" + offload
 
@@ -143,7 +149,7 @@ def estimate(plan: Plan) -> Estimate:
     for st in binding(plan):
         engine = plan_engine_view(plan, zero, st.params)
         activations = plan_activations(plan, st)
-        held = memory(plan, engine, activations[0] if activations else None, st.params)
+        held = memory(plan, engine, activations[0] if activations else None, st.params, st)
         judged.append((held.needed, st, engine, activations, held))
     _, st, engine, activations, held = max(judged, key=lambda item: item[0])
     traffic_engine = traffic.engine(plan, zero, st.params)

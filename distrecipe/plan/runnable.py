@@ -42,7 +42,7 @@ once the script does it, which the finding tells the user."""
 
 
 KIND_TARGET: dict[ProgramKind, str] = {"hf": "hf", "accelerate": "accelerate", "deepspeed": "deepspeed",
-                                       "verl": "verl"}
+                                       "verl": "verl", "openrlhf": "openrlhf"}
 """The `compile --target` whose file each program kind reads itself (a torchrun script reads
 the plan through `distrecipe.api`, and a ZeRO plan's ds_config: `emitted_targets`)."""
 

@@ -16,6 +16,7 @@ fp16; anything else is refused (DR208), and what the line cannot hold is named.
 
 from __future__ import annotations
 
+from distrecipe.engines.openrlhf import PPO_ENTRY
 from distrecipe.findings import Finding
 from distrecipe.job import Plan
 from distrecipe.output import one_line
@@ -26,10 +27,14 @@ from distrecipe.translator.targets import EmitOptions, Output
 
 TARGET = "openrlhf"
 SCRIPT_FILE = "openrlhf_train.sh"
-ENTRY = "openrlhf.cli.train_ppo_ray"
+ENTRY = PPO_ENTRY
 USER = ("--actor.model_name_or_path", "$ACTOR"), ("--reward.model_name_or_path", "$REWARD"), \
     ("--data.prompt_dataset", "$PROMPTS")
 """What only the user can say: the models and the prompts, left to the shell."""
+STANDS_IN: dict[str, tuple[str, ...]] = {
+    "--reward.model_name_or_path": ("--reward.remote_url", "--train.agent_func_path")}
+"""Options that take a `USER` option's place: train_ppo_ray scores with a remote reward or an
+agent function instead of a reward model (its `__main__` block sets `reward.remote_url`)."""
 
 
 def findings(plan: Plan, *, launched: bool = False) -> list[Finding]:
@@ -57,31 +62,39 @@ def findings(plan: Plan, *, launched: bool = False) -> list[Finding]:
     return found + carry.findings(plan, ("openrlhf",), TARGET, launched=launched)
 
 
-def arguments(plan: Plan) -> list[tuple[str, str | None]]:
-    """The command line's options in order, each with its value (None for a switch)."""
+def decided(plan: Plan) -> list[tuple[str, str | None, str]]:
+    """The options the recipe decides, in order: (option, value or None for a switch, the
+    recipe key that decides it), which `launch` checks a user's own options against."""
     r = plan.recipe
     rl = r.rl
     assert rl is not None
     nodes, gpus = plan.dims.nodes, plan.dims.gpus_per_node
-    out: list[tuple[str, str | None]] = []
+    out: list[tuple[str, str | None, str]] = []
     for group in ("actor", "ref", "critic", "reward"):
-        out += [(f"--{group}.num_nodes", str(nodes)), (f"--{group}.num_gpus_per_node", str(gpus))]
-    out += [("--train.colocate_all", None), ("--vllm.num_engines", str(plan.dims.world)),
-            ("--vllm.tensor_parallel_size", "1")]
+        out += [(f"--{group}.num_nodes", str(nodes), "cluster.nodes"),
+                (f"--{group}.num_gpus_per_node", str(gpus), "cluster.gpus_per_node")]
+    out += [("--train.colocate_all", None, "rl.rollout_mode"),
+            ("--vllm.num_engines", str(plan.dims.world), "cluster.nodes × cluster.gpus_per_node"),
+            ("--vllm.tensor_parallel_size", "1", "one vLLM engine per GPU")]
     if rl.rollout_memory is not None:
-        out.append(("--vllm.gpu_memory_utilization", f"{rl.rollout_memory:g}"))
+        out.append(("--vllm.gpu_memory_utilization", f"{rl.rollout_memory:g}", "rl.rollout_memory"))
     if rl.free_rollout_memory:
-        out.append(("--vllm.enable_sleep", None))
-    out += [("--train.batch_size", str(plan.batch.global_)),
-            ("--train.micro_batch_size", str(plan.batch.micro)),
-            ("--rollout.batch_size", str(rl.prompts_per_step)),
-            ("--rollout.n_samples_per_prompt", str(rl.rollout_n)),
-            ("--ds.zero_stage", str(plan.stage)), ("--ds.param_dtype", plan.precision)]
+        out.append(("--vllm.enable_sleep", None, "rl.free_rollout_memory"))
+    out += [("--train.batch_size", str(plan.batch.global_), "batch.global"),
+            ("--train.micro_batch_size", str(plan.batch.micro), "batch.micro"),
+            ("--rollout.batch_size", str(rl.prompts_per_step), "rl.prompts_per_step"),
+            ("--rollout.n_samples_per_prompt", str(rl.rollout_n), "rl.rollout_n"),
+            ("--ds.zero_stage", str(plan.stage), "stage"), ("--ds.param_dtype", plan.precision, "precision")]
     if r.optimizer is not None and r.optimizer.lr is not None:
-        out.append(("--actor.adam.lr", f"{r.optimizer.lr:g}"))
+        out.append(("--actor.adam.lr", f"{r.optimizer.lr:g}", "optimizer.lr"))
     if r.grad_clip is not None:
-        out.append(("--actor.max_norm", f"{r.grad_clip:g}"))
-    return [*out, *USER]
+        out.append(("--actor.max_norm", f"{r.grad_clip:g}", "grad_clip"))
+    return out
+
+
+def arguments(plan: Plan) -> list[tuple[str, str | None]]:
+    """The command line's options in order, each with its value (None for a switch)."""
+    return [*((name, value) for name, value, _key in decided(plan)), *USER]
 
 
 def text(plan: Plan) -> str:

@@ -18,7 +18,7 @@ only what that kind runs. From the installed programs' own sources:
   mesh from the plan (torchtitan's layout), which is what `plan` models.
 * `deepspeed` (a raw `deepspeed.initialize` script): no pipeline outside Megatron (DeepSpeed
   pipelines only a `PipelineModule` the script builds; the ds_config has no degree).
-* `deepspeed`, `accelerate`, `verl`: their launcher's config file carries the layout; the
+* `deepspeed`, `accelerate`, `verl`, `openrlhf`: their launcher's config file carries the layout; the
   emitters for the files they read say what they cannot express (`plan.runnable`).
 
 It asks the Trainer's emitter what it refuses and `targets.emitted_targets` what a kind
@@ -42,9 +42,10 @@ COMPATIBLE: dict[ProgramKind, tuple[Backend, ...]] = {
     "deepspeed": ("deepspeed", "torchrun"),
     "torchrun": ("deepspeed", "torchrun", "accelerate", "accelerate-deepspeed"),
     "verl": ("verl",),
+    "openrlhf": ("openrlhf",),
 }
 """Launchers that can hand each kind what it reads (an Accelerate script learns its
-engine only from `accelerate launch`; verl runs only under its own entry point)."""
+engine only from `accelerate launch`; verl and OpenRLHF run only under their own entry points)."""
 
 ACCELERATE: tuple[Backend, ...] = ("accelerate", "accelerate-deepspeed")
 

@@ -101,6 +101,8 @@ def emitted_targets(plan: Plan, kind: ProgramKind | None = None) -> tuple[str, .
         return ("accelerate",)  # on the DeepSpeed path it also writes the ds_config it names
     if backend == "verl":
         return ("verl",)
+    if backend == "openrlhf":
+        return ("openrlhf",)
     return ()
 
 

@@ -27,3 +27,11 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def torchrun(world: int, script: Path, *args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`script` on `world` gloo CPU ranks under torchrun, this checkout first on the path."""
+    environ = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(world), "--master_port",
+            str(free_port()), str(script), *map(str, args)]
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=300, env=environ)

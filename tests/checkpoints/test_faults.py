@@ -192,8 +192,8 @@ def test_a_failing_converter_is_one_line_and_writes_nothing(tmp_path: Path) -> N
 
 def test_accelerate_merges_an_fsdp_model_for_from_pretrained(tmp_path: Path) -> None:
     """Accelerate's FSDP `save_state` layout (`pytorch_model_fsdp_0` a model-only DCP folder,
-    written here by torch's own `torch_save_to_dcp`), merged by Accelerate's merge-weights
-    into weights transformers loads, equal to the model that was saved."""
+    `optimizer_0` the optimizer's, written here by torch's own `torch_save_to_dcp`), merged
+    by Accelerate's merge-weights into weights transformers loads, equal to the model saved."""
     import torch
     from torch.distributed.checkpoint.format_utils import torch_save_to_dcp
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -206,7 +206,9 @@ def test_accelerate_merges_an_fsdp_model_for_from_pretrained(tmp_path: Path) -> 
     folder.mkdir(parents=True)
     torch.save({"model": model.state_dict()}, tmp_path / "whole.pt")
     torch_save_to_dcp(tmp_path / "whole.pt", folder / "pytorch_model_fsdp_0")
-    for name in ("optimizer.bin", "random_states_0.pkl", "random_states_1.pkl"):
+    torch.save({"optimizer": torch.optim.AdamW(model.parameters()).state_dict()}, tmp_path / "optim.pt")
+    torch_save_to_dcp(tmp_path / "optim.pt", folder / "optimizer_0")
+    for name in ("random_states_0.pkl", "random_states_1.pkl"):
         (folder / name).write_bytes(b"")
     config.save_pretrained(tmp_path / "config")
     done = distrecipe("checkpoint", "convert", "--to", "merged", folder, "--hf-config",

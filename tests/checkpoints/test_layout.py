@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,25 @@ def test_hf_holds_the_per_device_batch_and_a_deepspeed_state(tmp_path: Path) -> 
 def test_accelerate_fsdp_holds_a_dcp_folder(tmp_path: Path) -> None:
     layout = read(trees.accelerate(tmp_path, 2, fsdp=True))
     assert layout.inner is not None and layout.inner.kind == "dcp" and layout.complete
+
+
+def test_accelerate_fsdp_needs_its_optimizer_folder_whole(tmp_path: Path) -> None:
+    """Sharded FSDP `save_state` writes the optimizer's own DCP folder after the model's."""
+    folder = trees.accelerate(tmp_path, 2, fsdp=True)
+    (folder / "optimizer_0" / ".metadata").unlink()
+    layout = read(folder)
+    assert not layout.complete and "its FSDP optimizer state is partial: no .metadata" in layout.partial
+    shutil.rmtree(folder / "optimizer_0")
+    assert "no optimizer_0" in read(folder).partial
+
+
+def test_accelerate_fsdp_full_state_dict_is_a_model(tmp_path: Path) -> None:
+    """Accelerate's default FSDP `state_dict_type` (FULL_STATE_DICT) saves the model as
+    `pytorch_model_fsdp.bin` (`FSDP_MODEL_NAME`) beside `optimizer.bin`."""
+    folder = trees.touch(tmp_path / "checkpoint_2", "pytorch_model_fsdp.bin", "optimizer.bin",
+                         "random_states_0.pkl", "random_states_1.pkl")
+    layout = read(folder)
+    assert (layout.kind, layout.world, layout.complete, layout.inner) == ("accelerate", 2, True, None)
 
 
 @pytest.mark.parametrize(("make", "said"), [

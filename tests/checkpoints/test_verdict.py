@@ -63,6 +63,19 @@ def test_verl_needs_its_own_world(tmp_path: Path) -> None:
     assert found.outcome == "cannot" and "verl.model_merger" in found.command
 
 
+@pytest.mark.parametrize(("saved", "world", "scheduler", "warned"), [
+    (2, 2, True, ()), (2, 1, False, ()), (1, 2, False, ("processes 1..1 find no random_states file",)),
+    (2, 1, True, ("scheduler.bin holds the count of 2: the learning-rate schedule goes on 1/2 as fast",)),
+    (2, 4, True, ("processes 2..3 find no random_states file", "goes on 4/2 as fast"))])
+def test_accelerate_loads_at_any_world_and_warns_what_moves(tmp_path: Path, saved: int, world: int,
+                                                             scheduler: bool, warned: tuple[str, ...]) -> None:
+    layout = read(trees.accelerate(tmp_path, 3, world=saved, scheduler=scheduler))
+    found = verdict(layout, job(loader="ddp", stage=0, world=world, dp=world))
+    assert (found.outcome, found.rules) == ("resumes as is", ("accelerate-any",))
+    assert len(found.warnings) == len(warned)
+    assert all(text in warning for text, warning in zip(warned, found.warnings, strict=True))
+
+
 @pytest.mark.parametrize(("accumulation", "world", "global_batch", "warned"), [
     (2, 2, 8, False), (2, 1, 8, False), (2, 2, 16, True), (2, 4, 16, True), (None, 2, 16, False)])
 def test_the_trainer_warns_that_schedule_and_data_move(tmp_path: Path, accumulation: int | None, world: int,

@@ -54,10 +54,15 @@ def verl(root: Path, step: int, *, world: int = 2, tracker: bool = True) -> Path
     return actor.parent
 
 
-def accelerate(root: Path, step: int, *, world: int = 2, fsdp: bool = False) -> Path:
-    folder = touch(root / f"checkpoint_{step}", "optimizer.bin", *(f"random_states_{r}.pkl" for r in range(world)))
+def accelerate(root: Path, step: int, *, world: int = 2, fsdp: bool = False, scheduler: bool = False) -> Path:
+    """`save_state` at `world` processes; `fsdp`: under FSDP's sharded state dict, the model
+    and the optimizer each a DCP folder (`pytorch_model_fsdp_0`, `optimizer_0`)."""
+    folder = touch(root / f"checkpoint_{step}", *(f"random_states_{r}.pkl" for r in range(world)))
     if fsdp:
         dcp(folder, 0, world=world).rename(folder / "pytorch_model_fsdp_0")
+        dcp(folder, 1, world=world).rename(folder / "optimizer_0")
     else:
-        touch(folder, "model.safetensors")
+        touch(folder, "model.safetensors", "optimizer.bin")
+    if scheduler:
+        touch(folder, "scheduler.bin")
     return folder

@@ -29,7 +29,7 @@ RL = ROOT / "tests" / "k8s" / "rl-verl-2node.yaml"
 SEED = RECIPES / "seed-8b-32gpu-zero2.yaml"
 TINY = RECIPES / "tiny-cpu.yaml"
 SHIPPED = sorted(RECIPES.glob("*.yaml"))
-NON_VERL_KINDS = [kind for kind in get_args(ProgramKind) if kind != "verl"]
+NON_RAY_KINDS = [kind for kind in get_args(ProgramKind) if kind not in ("verl", "openrlhf")]
 
 
 def manifest(capsys: pytest.CaptureFixture[str], recipe: Path, *overrides: str,
@@ -53,7 +53,7 @@ def judged() -> Callable[[dict[str, Any]], list[str]]:
 @pytest.mark.parametrize("recipe", SHIPPED, ids=lambda p: p.stem)
 def test_every_shipped_recipe_and_program_kind_is_accepted(
         judged: Callable[[dict[str, Any]], list[str]], capsys: pytest.CaptureFixture[str], recipe: Path) -> None:
-    for kind in NON_VERL_KINDS:
+    for kind in NON_RAY_KINDS:
         for written in ("trainjob", "pytorchjob"):
             job = manifest(capsys, recipe, f"launch.k8s.kind={written}", "launch.k8s.image=ghcr.io/org/train:1",
                            program_kind=kind, allow_no_fit=True)  # the seed's DDP and ZeRO-1 do not fit
@@ -150,7 +150,7 @@ def test_options_and_refusals(cli: Callable[..., Result]) -> None:
     result = cli("launch", SEED, "--k8s", "--k8s-kind", "pytorchjob", "--image", "reg:5000/a/b@sha256:" + "0" * 64)
     assert result.code == 0 and "kind: PyTorchJob" in result.out and "image: reg:5000/a/b@sha256:" in result.out
     refused = cli("launch", SEED, "--k8s", "--k8s-kind", "rayjob")
-    assert refused.code == 2 and "a RayJob runs verl on a Ray cluster; launcher deepspeed runs as a TrainJob" in refused.err
+    assert refused.code == 2 and "a RayJob runs verl or OpenRLHF on a Ray cluster; launcher deepspeed runs as a TrainJob" in refused.err
     refused = cli("launch", RL, "--k8s", "--k8s-kind", "trainjob")
     assert refused.code == 2 and "verl runs on a Ray cluster, which a TrainJob does not start" in refused.err
     bad = cli("launch", SEED, "--k8s", "--set", "launch.k8s.memory=lots")
@@ -230,6 +230,46 @@ def test_a_trl_grpo_script_is_a_trainjob_whose_nodes_get_the_rl_group(capsys: py
     assert command[command.index("--set"):command.index("--set") + 4] == [
         "--set", "rl.rollout_n=4", "--set", "rl.prompts_per_step=4"]
     assert command[-2:] == ["--", program]
-    with pytest.raises(LaunchError, match="a RayJob runs verl on a Ray cluster"):
+    with pytest.raises(LaunchError, match="a RayJob runs verl or OpenRLHF on a Ray cluster"):
         manifest(capsys, TINY, "rl.rollout_n=4", "rl.prompts_per_step=4", "launch.k8s.kind=rayjob",
                  program=(program,))
+
+
+OPENRLHF_USER = ("--actor.model_name_or_path", "Qwen/Qwen2.5-1.5B", "--reward.remote_url",
+                 "http://rm:5000/get_reward", "--data.prompt_dataset", "/data/prompts with space.jsonl")
+
+
+@pytest.mark.parametrize("settings", [(), ("cluster.nodes=1",)], ids=["2-nodes", "1-node"])
+def test_openrlhf_is_a_rayjob_kuberay_accepts_whose_entrypoint_openrlhf_takes(
+        judged: Callable[[dict[str, Any]], list[str]], capsys: pytest.CaptureFixture[str],
+        settings: tuple[str, ...]) -> None:
+    """verl's RayJob builder, OpenRLHF's entry point: KubeRay's CRD takes the manifest, and the
+    entrypoint, read by bash, Ray 2.60's `shlex.join` and `sh` as KubeRay and Ray read it, is
+    a command line OpenRLHF 0.11.2's parser, `__main__` checks and DeepSpeed batch rule take."""
+    from tests import openrlhf_judge
+
+    job = manifest(capsys, RL, "strategy=zero", "launch.backend=openrlhf", "launch.k8s.image=ghcr.io/o/orl:1",
+                   *settings, program=OPENRLHF_USER)
+    assert job["kind"] == "RayJob" and judged(job) == []
+    nodes = 1 if settings else 2
+    [group] = job["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    assert (group["replicas"], group["template"]["spec"]["containers"][0]["resources"]) == (
+        nodes, {"limits": {"nvidia.com/gpu": 8}})
+    joined = subprocess.run(
+        ["bash", "-c", f"{sys.executable} -c 'import shlex, sys; print(shlex.join(sys.argv[1:]))' "
+         + job["spec"]["entrypoint"]], capture_output=True, text=True, check=True).stdout.rstrip("\n")
+    argv = json.loads(subprocess.run(
+        ["sh", "-c", f"{sys.executable} -c 'import json, sys; print(json.dumps(sys.argv[1:]))' " + joined],
+        capture_output=True, text=True, check=True).stdout)
+    assert argv[:3] == ["python3", "-m", "openrlhf.cli.train_ppo_ray"] and argv[-6:] == list(OPENRLHF_USER)
+    assert openrlhf_judge.verdict(argv[2], argv[3:]) is None
+    args = vars(openrlhf_judge.parser(argv[2]).parse_args(argv[3:]))
+    assert (args["actor.num_nodes"], args["actor.num_gpus_per_node"], args["train.batch_size"],
+            args["rollout.batch_size"], args["rollout.n_samples_per_prompt"]) == (nodes, 8, 256, 256, 4)
+
+
+def test_openrlhf_refuses_a_trainjob(cli: Callable[..., Result]) -> None:
+    refused = cli("launch", RL, "--k8s", "--set", "strategy=zero", "--target", "openrlhf", "--k8s-kind",
+                  "trainjob", "--", *OPENRLHF_USER)
+    assert refused.code == 2
+    assert "OpenRLHF runs on a Ray cluster, which a TrainJob does not start: use --k8s-kind rayjob" in refused.err

@@ -189,9 +189,15 @@ FAKE_HOSTNAME = '#!/bin/bash\necho "10.0.0.${SRUN_HOST#n}"\n'
 FAKE_SCONTROL = '#!/bin/bash\necho "$3" | tr , "\\n"\n'
 
 
-def run_fake_cluster(tmp_path: Path, *, dead: str = "", wait: int = 20) -> tuple[int, str]:
-    """The verl sbatch script of a 3-node recipe, run by bash with srun, scontrol, hostname
-    and ray standing in for the cluster's; the training itself is `echo LAUNCHED`."""
+OPENRLHF = ("launch.backend=openrlhf", "strategy=zero")
+"""rl-tiny-2x2 as OpenRLHF's (which runs ZeRO only)."""
+
+
+def run_fake_cluster(tmp_path: Path, *, dead: str = "", wait: int = 20,
+                     overrides: tuple[str, ...] = ()) -> tuple[int, str]:
+    """The verl (or, with `OPENRLHF`, OpenRLHF) sbatch script of a 3-node recipe, run by bash
+    with srun, scontrol, hostname and ray standing in for the cluster's; the training itself
+    is `echo LAUNCHED`."""
     import os
     import signal
     import subprocess
@@ -209,7 +215,7 @@ def run_fake_cluster(tmp_path: Path, *, dead: str = "", wait: int = 20) -> tuple
         (bin_dir / name).chmod(0o755)
     recipe = load_recipe(ROOT / "tests" / "launch" / "rl-tiny-2x2.yaml",
                          ["cluster.nodes=3", "batch.global=18", "rl.prompts_per_step=18", "launch.slurm.partition=p", "launch.slurm.account=a",
-                          "launch.slurm.time=5", "launch.slurm.cpus_per_task=4"])
+                          "launch.slurm.time=5", "launch.slurm.cpus_per_task=4", *overrides])
     script = batch_script(resolve(recipe), ["echo", "LAUNCHED"], runs_root=tmp_path, chdir=tmp_path,
                           ray=str(bin_dir / "ray"))
     (tmp_path / "job.sbatch").write_text(script)
@@ -226,8 +232,9 @@ def run_fake_cluster(tmp_path: Path, *, dead: str = "", wait: int = 20) -> tuple
     return code, log.read_text()
 
 
-def test_the_verl_script_launches_once_every_ray_node_has_joined(tmp_path: Path) -> None:
-    code, log = run_fake_cluster(tmp_path)
+@pytest.mark.parametrize("overrides", [(), OPENRLHF], ids=["verl", "openrlhf"])
+def test_the_ray_script_launches_once_every_ray_node_has_joined(tmp_path: Path, overrides: tuple[str, ...]) -> None:
+    code, log = run_fake_cluster(tmp_path, overrides=overrides)
     assert (code, log.strip().splitlines()[-1]) == (0, "LAUNCHED"), log
 
 
@@ -268,3 +275,40 @@ def test_a_trl_grpo_script_gets_the_recipe_s_group_on_every_node(cli: Cli, tmp_p
     assert words[words.index(str(program)):][-4:] == ["--num_generations", "4", "--generation_batch_size", "16"]
     # 4 prompts × 4 = 16 completions a generation: 4 micro-steps of micro 2 × 2 ranks
     assert words[words.index("--per_device_train_batch_size") + 1] == "2"
+
+
+OPENRLHF_USER = ("--actor.model_name_or_path", "/models/qwen", "--reward.remote_url", "http://rm:5000",
+                 "--data.prompt_dataset", "/data/prompts.jsonl")
+
+
+def test_openrlhf_gets_verl_s_ray_cluster_and_launches_on_its_head(cli: Cli) -> None:
+    """The same Ray head and workers as verl's (one builder), then `distrecipe launch --target
+    openrlhf` on the head with the user's options as given (no path made absolute)."""
+    sets = ("--set", "rl.rollout_n=4", "--set", "rl.prompts_per_step=128")
+    verl = cli("launch", SEED, "--slurm", *SET, "--time", "5", "--cpus-per-task", "8", *sets, "--set",
+               "strategy=fsdp", "--target", "verl")
+    ours = cli("launch", SEED, "--slurm", *SET, "--time", "5", "--cpus-per-task", "8", *sets, "--target",
+               "openrlhf", "--", *OPENRLHF_USER)
+    assert (verl.code, ours.code) == (0, 0), ours.err
+    last = ours.out.splitlines()[-1]
+    assert last.startswith('RAY_ADDRESS="$head_ip:6379" srun --overlap --nodes=1 --ntasks=1 -w "$head" ')
+    assert last.endswith("--target openrlhf --runs-root " + str(Path("runs").resolve()) + " -- "
+                         + " ".join(OPENRLHF_USER))
+    shared = [line for line in ours.out.splitlines()[:-1] if not line.startswith("#")]
+    assert shared == [line for line in verl.out.splitlines()[:-1] if not line.startswith("#")], \
+        "verl's Ray cluster, line for line"
+    assert "# OpenRLHF's multi-node recipe: a Ray head on the first node, workers on the others," in ours.out
+
+
+@pytest.mark.parametrize(("user", "message"), [
+    (OPENRLHF_USER[:4], "needs --data.prompt_dataset after `--`"),
+    ((*OPENRLHF_USER, "--train.batch_size", "64"), "--train.batch_size 64 contradicts the recipe's 256 "
+                                                   "(batch.global)"),
+], ids=["missing-prompts", "contradiction"])
+def test_what_each_node_would_refuse_is_refused_before_the_job_is_queued(
+        cli: Cli, user: tuple[str, ...], message: str) -> None:
+    refused = cli("launch", SEED, "--slurm", *SET, "--time", "5", "--cpus-per-task", "8", "--set", "rl.rollout_n=4",
+                  "--set", "rl.prompts_per_step=128", "--target", "openrlhf", "--", *user)
+    assert (refused.code, refused.out) == (2, ""), "no sbatch script"
+    [line] = [line for line in refused.err.splitlines() if line.startswith("distrecipe: error: ")]
+    assert message in line

@@ -178,3 +178,58 @@ def test_the_full_loss_peak_is_the_measured_one() -> None:
         s, b, vocab = int(row["s"]), int(row["b"]), int(row["V"])
         head, backward = loss_head(s=s, b=b, h=0, vocab=vocab, loss="full", holds_logits=False)
         assert head + backward == pytest.approx(int(row["peak"]), abs=64)
+
+
+def chunked_loss_measured() -> list[dict[str, str]]:
+    path = ROOT / "benchmarks" / "saved_activations_chunked_loss.csv"
+    with path.open(encoding="utf-8") as handle:
+        return list(csv.DictReader(line for line in handle if not line.startswith("#")))
+
+
+@pytest.mark.parametrize("row", chunked_loss_measured(), ids=lambda r: f"{r['loss']}-n{r['n']}-V{r['V']}")
+def test_the_chunked_loss_terms_are_the_measurement(row: dict[str, str]) -> None:
+    """One chunk of torchtune's loss (the head's input terms aside, h = 0): eager saves the
+    fp32 log-softmax, 4 bytes a logit, and its backward peaks at 8; compiled
+    (`training.compile_loss`) saves the 16-bit logits, 2 bytes a logit, and its backward
+    makes the 16-bit gradient, 2. The formula is the whole loss, 8 chunks, so one chunk is
+    n·V with s·b = 8·n; the int64 labels (8 bytes a token) and per-row statistics (8 more
+    compiled) are left out."""
+    n, vocab, compiled = int(row["n"]), int(row["V"]), row["loss"] == "compiled"
+    head, backward = loss_head(s=8 * n, b=1, h=0, vocab=vocab, loss="chunked", holds_logits=False,
+                               compiled=compiled)
+    saved = int(row["saved_beyond_input"]) + int(row["input_saved"])
+    left_out = 8 * n + (8 * n if compiled else 4)  # labels; statistics (compiled) or the weight scalar
+    assert head / 8 + left_out == saved
+    assert int(row["input_saved"]) == (2 * n * vocab if compiled else 0)
+    assert backward == pytest.approx(int(row["backward_peak"]), rel=0.01)
+
+
+def test_a_compiled_chunked_loss_is_planned_only_with_compile() -> None:
+    """torchtune's `compile` compiles the loss too: the compiled row of the blog saves 2·sbV
+    for the loss, the eager one 4·sbV; the rest of the head is the same."""
+    base = {"source_id": "pytorch_blog_torchtune_liger_202503", "model": "Llama-3.2-1B", "params": "1235814400",
+            "layers": "16", "hidden": "2048", "heads": "32", "kv_heads": "8", "ffn": "8192", "vocab": "128256",
+            "gpus": "4", "gpu": "A100 (memory not stated)", "gpu_memory_GiB": "", "strategy": "fsdp2",
+            "zero_stage": "", "tp": "1", "pp": "1", "cp": "1", "micro": "256", "global_batch": "1024",
+            "seq_len": "512", "checkpointing": "full", "precision": "bf16",
+            "notes": "[kernels: attention=sdpa loss=chunked(torchtune)] [model: tied=yes]"}
+    eager = plan_activations(plan_for_row(Row({**base, "compile": "no"})))[0]
+    compiled = plan_activations(plan_for_row(Row({**base, "compile": "yes"})))[0]
+    assert eager.head - compiled.head == 2 * 512 * 256 * 128256
+    assert "compiled chunked loss" in compiled.formula and "compiled chunked" not in eager.formula
+
+
+@pytest.mark.slow
+def test_a_fresh_chunked_loss_measurement_is_the_csv() -> None:
+    """Re-measure one chunk of torchtune's loss, eager and compiled, with this torch: the
+    saved bytes are the CSV's to the byte."""
+    spec = importlib.util.spec_from_file_location("saved_activations", ROOT / "benchmarks" / "saved_activations.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules["saved_activations"] = bench
+    spec.loader.exec_module(bench)
+    pytest.importorskip("torch")
+    fresh = {(r["loss"], r["n"]): (r["saved_beyond_input"], r["input_saved"]) for r in bench.chunked_loss_rows()}
+    stored = {(r["loss"], int(r["n"])): (int(r["saved_beyond_input"]), int(r["input_saved"]))
+              for r in chunked_loss_measured()}
+    assert fresh == stored

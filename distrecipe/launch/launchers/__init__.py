@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from distrecipe.launch.launchers import accelerate, deepspeed, torchrun, verl
+from distrecipe.launch.launchers import accelerate, deepspeed, ray, torchrun
 from distrecipe.launch.spec import LaunchRequest, LaunchSpec
 
 Builder = Callable[[LaunchRequest], LaunchSpec]
@@ -19,10 +19,11 @@ LAUNCHERS: dict[str, Builder] = {
     "accelerate": accelerate.build,
     "accelerate-deepspeed": accelerate.build,
     "torchrun": torchrun.build,
-    "verl": verl.build,
+    "verl": ray.build,
+    "openrlhf": ray.build,
 }
 
 GIVEN_PORT = frozenset({"deepspeed", "accelerate", "accelerate-deepspeed"})
 """Launchers whose one-node rank 0 listens on the master port they are given, so a launch
 holds that port for them (`detect.hold_port`). torchrun's `--standalone` rendezvous and
-store bind port 0 and keep what the kernel gave them; verl's Ray picks its own."""
+store bind port 0 and keep what the kernel gave them; verl's and OpenRLHF's Ray picks its own."""

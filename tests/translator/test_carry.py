@@ -136,3 +136,16 @@ def test_an_exact_cell_names_the_key_the_emitter_writes(key: str, kind: str) -> 
     spelt = WRITTEN.get((key, kind), WRITTEN.get((key, "hf"), new) if kind == "trl" else new)
     assert written == spelt or (isinstance(written, tuple) and list(written) == new), (
         native, written, new)
+
+
+def test_openrlhf_s_decided_options_are_its_column_s_keys() -> None:
+    """`translator.openrlhf.decided` names the recipe field behind each option `launch` checks;
+    the carry table's OpenRLHF cell of that field spells the same option."""
+    plan = plan_of({**BASE, "strategy": "zero", "optimizer": {"lr": 1e-4}, "grad_clip": 1.0,
+                    "rl": {**BASE["rl"], "rollout_memory": 0.5, "free_rollout_memory": True}})
+    checked = 0
+    for option, _value, key in openrlhf.decided(plan):
+        if key in carry.FIELDS:
+            assert option in carry.FIELDS[key].cell("openrlhf").keys, (option, key)
+            checked += 1
+    assert checked >= 12

@@ -605,7 +605,10 @@ class Native:
     accelerate: dict[str, Any] = field(default_factory=dict)
     """Merged into `accelerate_config.yaml`."""
     hf: dict[str, Any] = field(default_factory=dict)
-    """Merged into the TrainingArguments JSON."""
+    """Merged into the TrainingArguments JSON (and into a TRL config, which holds the Trainer's kwargs)."""
+    trl: dict[str, Any] = field(default_factory=dict)
+    """Merged into the TRL config, after `hf`: TRL's own keys (the model, data, loss and
+    generation: `beta`, `max_length`, `reward_funcs`), which TrainingArguments refuses."""
     verl: tuple[str, ...] = spec((), items={
         "title": "a Hydra override key=value, +key=value, ++key=value or ~key "
                  "(e.g. actor_rollout_ref.actor.clip_ratio=0.2)",
@@ -614,7 +617,7 @@ class Native:
     replaces distrecipe's override of the same key, or is appended."""
 
     def __bool__(self) -> bool:
-        return bool(self.deepspeed or self.accelerate or self.hf or self.verl)
+        return bool(self.deepspeed or self.accelerate or self.hf or self.trl or self.verl)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -846,7 +849,7 @@ def _sections(cls: type[object]) -> frozenset[str]:
 
 
 def _native(native: Native, out: dict[str, object]) -> None:
-    for engine in ("deepspeed", "accelerate", "hf"):
+    for engine in ("deepspeed", "accelerate", "hf", "trl"):
         _leaves(getattr(native, engine), f"native.{engine}", out)
     for line in native.verl:
         item = split_override(line)

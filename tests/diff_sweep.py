@@ -48,7 +48,7 @@ ZERO = {"recipe": 1, "name": "base", "model": MODEL,
                              "mem": "100G", "exclusive": True},
                    "skypilot": {"accelerator": "H100", "workdir": ".", "setup": "pip install x"}},
         "native": {"deepspeed": {"wall_clock_breakdown": False}, "accelerate": {"debug": False},
-                   "hf": {"logging_steps": 10}, "verl": ["trainer.total_epochs=1"]}}
+                   "hf": {"logging_steps": 10}, "trl": {"beta": 0.04}, "verl": ["trainer.total_epochs=1"]}}
 """A base where almost every field is meaningful: ZeRO-3 with offload to NVMe, a schedule,
 a launch with SLURM and SkyPilot settings, a `native` key per engine."""
 MOE = {**ZERO, "model": {"params": 16e9, "hidden_size": 2048, "layers": 24, "heads": 16, "kv_heads": 16,
@@ -103,6 +103,7 @@ STRINGS = {"name": ["other"], "model.layer_cls": ["LlamaDecoderLayer"], "model.h
 """Another valid value of each free-text field (its pattern is the schema's)."""
 NATIVE_CHANGES = {"native.deepspeed": [{"wall_clock_breakdown": True}, {"steps_per_print": 7}],
                   "native.accelerate": [{"debug": True}], "native.hf": [{"logging_steps": 20}],
+                  "native.trl": [{"beta": 0.1}],
                   "native.verl": [["trainer.total_epochs=2"]]}
 
 
@@ -326,14 +327,15 @@ def write_changed(path: Path, kind: str, written: tuple[str, ...], new: Any, out
 def recipe_names(key: str, kind: str, keys: list[str], notes: str) -> bool:
     """Whether a diff in the recipe's vocabulary names native `key` of `kind`: as the
     `native` section's key, or as a recipe field the carry table maps it from."""
-    from distrecipe.translator.carry import FIELDS
+    from distrecipe.translator.carry import FIELDS, SECTIONS
 
-    if f"native.{kind}.{key}" in keys or f"{key} = " in notes:  # changed, or named as not carried
-        return True
+    # A TRL config's keys are native.hf's (the Trainer's) or native.trl's (TRL's own).
+    sections = SECTIONS.get(kind, (kind,))  # type: ignore[call-overload]
+    if any(f"native.{section}.{key}" in keys for section in sections) or f"{key} = " in notes:
+        return True  # changed, or named as not carried
     leaf = re.split(r"[.\[]", key.lstrip("+"))[-1].rstrip("]")
-    column = "hf" if kind == "trl" else kind  # a TRL config is TrainingArguments' subclass: the hf column
-    mapped = [f for f, row in FIELDS.items() if key in str(row.cell(column).native)  # type: ignore[arg-type]
-              or re.search(rf"\b{re.escape(leaf)}\b", str(row.cell(column).native))]  # type: ignore[arg-type]
+    mapped = [f for f, row in FIELDS.items() if key in str(row.cell(kind).native)  # type: ignore[arg-type]
+              or re.search(rf"\b{re.escape(leaf)}\b", str(row.cell(kind).native))]  # type: ignore[arg-type]
     return any(k == f or k.startswith(f"{f}.") for f in mapped for k in keys)
 
 

@@ -17,6 +17,7 @@ Only the command line is used, so the same harness measures an older checkout:
 
     python -m tests.roundtrip                      # this checkout, in-process
     python -m tests.roundtrip --code /tmp/base     # another checkout's distrecipe, one process a command
+    python -m tests.roundtrip --rl                 # tests/corpus/rl: TRL configs, OpenRLHF command lines
 """
 
 from __future__ import annotations
@@ -35,9 +36,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "corpus" / "real"
+RL_CORPUS = ROOT / "tests" / "corpus" / "rl"
 TARGETS = ("deepspeed", "accelerate", "verl", "hf")
+RL_TARGETS = ("trl", "openrlhf")
+"""The RL trainers' targets: a TRL config (beside the Accelerate config that starts it at the
+recipe's world) and OpenRLHF's command line. `diff` compares their files as recipes, so the
+trip compares them key by key itself (`native_changes`)."""
 MAIN_FILE = {"deepspeed": "ds_config.json", "accelerate": "accelerate_config.yaml",
-             "verl": "verl_overrides.txt", "hf": "training_args.json"}
+             "verl": "verl_overrides.txt", "hf": "training_args.json", "trl": "grpo_config.yaml",
+             "openrlhf": "openrlhf_train.sh"}
+ALTERNATE = {"trl": "sft_config.yaml"}
+"""The main file a target writes in place of `MAIN_FILE`'s (TRL's SFT config, for a recipe without `rl`)."""
 ENGINE_CHOICE = {"accelerate": (("distributed_type",), ("distributed_type", "fsdp_config", "deepspeed_config",
                                                        "parallelism_config", "mixed_precision")),
                  "hf": (("fsdp", "deepspeed"), ("fsdp", "deepspeed", "fsdp_config")),
@@ -108,7 +117,7 @@ def trip(run: Run, path: Path, start: str, via: str, work: Path, world: list[str
     if code != 0:
         result.outcome, result.why = f"refused at compile --target {via}", _error(err)
         return result
-    code, out, err = run(["import", str(work / "b" / MAIN_FILE[via]), *world])
+    code, out, err = run(["import", str(main_file(work / "b", via)), *world])
     said.append(err)
     if code != 0:
         result.outcome, result.why = f"refused at import of the {via} file", _error(err)
@@ -120,13 +129,16 @@ def trip(run: Run, path: Path, start: str, via: str, work: Path, world: list[str
     if code != 0:
         result.outcome, result.why = f"refused at compile --target {start}", _error(err)
         return result
-    final = work / "a" / MAIN_FILE[start]
-    code, out, err = run(["diff", str(path), str(final), *world, "--format", "json"])
-    if code not in (0, 1):
-        result.outcome = "refused at diff"
-        return result
+    final = main_file(work / "a", start)
+    if start in RL_TARGETS:
+        keys = native_changes(start, path, final)
+    else:
+        code, out, err = run(["diff", str(path), str(final), *world, "--format", "json"])
+        if code not in (0, 1):
+            result.outcome = "refused at diff"
+            return result
+        keys = [str(change["key"]) for change in json.loads(out)["changes"]]
     text = "\n".join(said)
-    keys = [str(change["key"]) for change in json.loads(out)["changes"]]
     choice, sections = ENGINE_CHOICE.get(start, ((), ()))
     engine_named = any(named(key, text) for key in choice if key in keys)
     for key in keys:
@@ -136,6 +148,72 @@ def trip(run: Run, path: Path, start: str, via: str, work: Path, world: list[str
         (result.named if follows or said_so else result.silent).append(key)
     result.outcome = "silent" if result.silent else "named" if result.named else "same"
     return result
+
+
+def main_file(folder: Path, target: str) -> Path:
+    """The file of `target` that `compile -o folder` wrote and a trip reads back."""
+    path = folder / MAIN_FILE[target]
+    return folder / ALTERNATE[target] if target in ALTERNATE and not path.is_file() else path
+
+
+def native_changes(kind: str, before: Path, after: Path) -> list[str]:
+    """The keys whose values differ between two TRL configs or two OpenRLHF command lines, as
+    the trainer reads them: a key one side leaves out is the parser's default there (TRL's
+    dataclasses', OpenRLHF's argparse's); an OpenRLHF option is compared by its dest and
+    named as the first side writes it."""
+    from distrecipe.translator.native import same
+
+    sides = [_options(kind, path) for path in (before, after)]
+    keys: list[str] = []
+    for key in sorted(set(sides[0]) | set(sides[1])):
+        values = [side[key][1] if key in side else _default(kind, key, sides) for side in sides]
+        if not same(values[0], values[1]) and not _equal_words(values[0], values[1]):
+            keys.append(next(side[key][0] for side in sides if key in side))
+    return keys
+
+
+def _options(kind: str, path: Path) -> dict[str, tuple[str, object]]:
+    """A TRL config's leaves (dotted, `env` aside) or an OpenRLHF command line's options
+    by dest, each as (the name written, its value)."""
+    from distrecipe.engines.openrlhf import entry, read_command
+    from distrecipe.translator.native import leaves
+
+    text = path.read_text(encoding="utf-8")
+    if kind == "trl":
+        import yaml
+
+        data = yaml.safe_load(text) or {}
+        return {".".join(map(str, p)): (".".join(map(str, p)), v) for p, v in leaves(data) if p[0] != "env"}
+    doc = read_command(text, str(path))
+    assert doc is not None, path
+    [(module, options)] = doc.data.items()
+    known = entry(module)
+    assert known is not None, module
+    out: dict[str, tuple[str, object]] = {}
+    for written, value in options.items():
+        option = known.resolve(written)
+        out[known.options[option]["dest"] if option is not None else written] = (written, value)
+    out[" entry"] = ("entry", module)
+    return out
+
+
+def _default(kind: str, key: str, sides: list[dict[str, tuple[str, object]]]) -> object:
+    from distrecipe.engines import openrlhf, trl
+
+    if kind == "trl":
+        return trl.command_of(sides[0]).default(key.split(".")[0]) if "." not in key else None
+    known = openrlhf.entry(str(sides[0].get(" entry", ("", ""))[1]))
+    return None if known is None else known.default(key)
+
+
+def _equal_words(a: object, b: object) -> bool:
+    """A command line's word and a parser's typed default that say the same (`8` and 8, `1e-6` and 1e-06)."""
+    if isinstance(a, bool) or isinstance(b, bool) or a is None or b is None:
+        return False
+    try:
+        return float(str(a)) == float(str(b))
+    except ValueError:
+        return str(a) == str(b)
 
 
 def _kind_read(recipe: str) -> str | None:
@@ -255,7 +333,7 @@ def generated_trip(run: Run, doc: dict[str, object], start: str, via: str, work:
     cluster = doc["cluster"]
     assert isinstance(cluster, dict)
     nodes, gpus = cluster["nodes"], cluster["gpus_per_node"]
-    return trip(run, work / "s" / MAIN_FILE[start], start, via, work,
+    return trip(run, main_file(work / "s", start), start, via, work,
                 ["--world", str(nodes * gpus), "--nodes", str(nodes)])
 
 
@@ -290,10 +368,33 @@ def trip_files() -> Iterator[tuple[Path, str]]:
             yield path, BACK[kind]
 
 
-def trips(run: Run, files: list[tuple[Path, str]]) -> list[Trip]:
+def rl_files() -> Iterator[tuple[Path, str]]:
+    """The RL corpus's files import reads (TRL configs, OpenRLHF's `train_ppo_ray` command
+    lines), each with its kind; the other entries' lines are linted, not imported."""
+    from distrecipe.engines.openrlhf import read_command
+    from distrecipe.errors import DistrecipeError
+    from distrecipe.translator.importers.openrlhf import ENTRY
+    from distrecipe.translator.importers.registry import read_native
+
+    for path in sorted(RL_CORPUS.glob("*")):
+        if not path.is_file() or path.suffix == ".csv":
+            continue
+        try:
+            kind, _ = read_native(path)
+        except DistrecipeError:
+            continue
+        if kind == "openrlhf":
+            doc = read_command(path.read_text(encoding="utf-8"), str(path))
+            if doc is None or ENTRY not in doc.data:
+                continue
+        if kind in RL_TARGETS:
+            yield path, kind
+
+
+def trips(run: Run, files: list[tuple[Path, str]], vias: tuple[str, ...] = TARGETS) -> list[Trip]:
     out = []
     for path, start in files:
-        for via in TARGETS:  # via == start: the file imported and compiled back, twice
+        for via in vias:  # via == start: the file imported and compiled back, twice
             with tempfile.TemporaryDirectory() as tmp:
                 out.append(trip(run, path, start, via, Path(tmp)))
     return out
@@ -316,7 +417,10 @@ def main(argv: list[str]) -> int:
     run: Run = in_process
     if len(argv) >= 2 and argv[0] == "--code":
         run = subprocess_in(Path(argv[1]).resolve())
-    results = trips(run, list(trip_files()))
+    if "--rl" in argv:  # the RL corpus, through the RL trainers and the other targets
+        results = trips(run, list(rl_files()), (*RL_TARGETS, *TARGETS))
+    else:
+        results = trips(run, list(trip_files()))
     print(report(results))
     if "--why" in argv:
         reasons = Counter(f"{r.start} → {r.via}: {r.outcome}: {re.sub(r'[0-9]+', 'N', r.why)[:150]}"

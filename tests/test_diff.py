@@ -271,9 +271,7 @@ def test_a_native_change_against_its_imported_recipe_is_never_silent(kind: str, 
     same job."""
     results = [r for path in _sample(FILES, kind, 1)
                for r in diff_sweep.sweep_file(path, tmp_path, via_recipe=True)]
-    # Known gap: a TRL config (read as kind trl since the trl kind landed) imports without
-    # keeping its unmapped keys in `native.hf`, so a change to one is not named yet.
-    assert [r for r in results if r.outcome == "missed" and r.kind != "trl"] == []
+    assert [r for r in results if r.outcome == "missed"] == []
 
 
 def test_a_field_the_native_side_maps_is_its_default_never_borrowed(cli: Callable[..., Result],

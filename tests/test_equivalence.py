@@ -142,8 +142,12 @@ CELL_RECIPES: dict[tuple[str, str], dict[str, Any]] = {
 
 
 def engine_findings(engine: str, recipe: dict[str, Any]) -> list[Any]:
-    """What `engine`'s emitter reports for `recipe`, errors included (render would raise)."""
+    """What `engine`'s emitter reports for `recipe`, errors included (render would raise).
+    The `rl` section verl needs is left out for the others: their files train only, and
+    the carry table names a stated `rl` there (DR234), which is not the row's setting."""
     module = importlib.import_module(f"distrecipe.translator.{engine}")
+    if engine != "verl":
+        recipe = {key: value for key, value in recipe.items() if key != "rl"}
     found: list[Any] = module.findings(plan_of(recipe))
     return found
 

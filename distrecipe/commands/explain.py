@@ -23,7 +23,7 @@ from distrecipe.keys import did_you_mean
 from distrecipe.lint.rules import RULES
 from distrecipe.recipe import AUTO, field_defaults
 from distrecipe.schemas import describe, recipe_fields, required
-from distrecipe.translator.carry import COLUMNS, FIELDS, cell_text
+from distrecipe.translator.carry import COLUMN_ORDER, COLUMNS, FIELDS, cell_text
 from distrecipe.translator.codes import CODES
 from distrecipe.translator.equivalence import TABLE
 
@@ -86,8 +86,8 @@ def _field_help(key: str) -> str:
     if key in FIELDS:
         lines += ["", "In each file distrecipe writes (docs/equivalence.md):"]
         width = max(map(len, COLUMNS.values()))
-        lines += [f"  {COLUMNS[engine].ljust(width)}  {cell_text(FIELDS[key].cell(engine))}"
-                  for engine in ENGINES]
+        lines += [f"  {COLUMNS[column].ljust(width)}  {cell_text(FIELDS[key].cell(column))}"
+                  for column in COLUMN_ORDER]
     return "\n".join(lines) + "\n"
 
 

@@ -177,6 +177,30 @@ def command(text: str, file: str) -> tuple[str, list[Word]] | None:
     return None
 
 
+def expansions(text: str, file: str) -> list[Word]:
+    """The words of a script's OpenRLHF command that are not options and no option's value:
+    what the shell expands into options (`${ARGS[@]}`, `$EXTRA`), which `read_command` cannot
+    read, so the options it shows are not all the command has."""
+    found = command(text, file)
+    if found is None:
+        return []
+    module, words = found
+    known = entry(module)
+    out: list[Word] = []
+    takes = False
+    for word in words:
+        written = word.value
+        if written is not None and written.startswith("-"):
+            resolved = known.resolve(written.partition("=")[0]) if known is not None else None
+            takes = "=" not in written and (known is None or resolved is None
+                                            or known.options[resolved]["value"] is not False)
+            continue
+        if written is None and not takes:
+            out.append(word)
+        takes = False
+    return out
+
+
 def _unescaped(body: str, quoted: bool) -> str:
     """A double-quoted string's text as the shell hands it on (`\\"` is `"`), keeping its
     length where it can; a heredoc body as written."""

@@ -28,6 +28,7 @@ from distrecipe.engines.hf import SCRIPT_FIELDS
 from distrecipe.engines.shell import Word, commands_with_origin
 from distrecipe.engines.tables import release, releases, table, table_of, training_arguments
 from distrecipe.errors import Position
+from distrecipe.recipe import RL
 from distrecipe.source import Document, KeyPath
 
 SHARED = ("ScriptArguments", "ModelConfig", "DatasetMixtureConfig", "GRPOScriptArguments",
@@ -320,6 +321,16 @@ def _trainer_names(versions: tuple[str, ...]) -> frozenset[str]:
     configs = {classes[1] for version in versions
                for classes in table_of("trl", version)["commands"].values() if len(classes) > 1}
     return frozenset(configs | {name.removesuffix("Config") + "Trainer" for name in configs})
+
+
+def vllm_mode(rl: RL | None) -> str | None:
+    """GRPOConfig's `vllm_mode` for a recipe's `rl`: its `rollout_mode`, else colocate where it
+    states vLLM's memory; None (TRL generates with the trained model) otherwise."""
+    if rl is None:
+        return None
+    if rl.rollout_mode is not None:
+        return rl.rollout_mode
+    return "colocate" if rl.rollout_memory is not None else None
 
 
 def runs_trl(backend: str, rl: object) -> bool:

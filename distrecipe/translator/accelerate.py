@@ -50,8 +50,10 @@ def launch_env(plan: Plan) -> dict[str, str]:
     return {"ACCELERATE_GRADIENT_ACCUMULATION_STEPS": str(accumulation)}
 
 
-def findings(plan: Plan, *, launched: bool = False) -> list[Finding]:
-    """Every way the Accelerate config differs from the recipe; errors mean no config."""
+def findings(plan: Plan, *, launched: bool = False, carried: bool = True) -> list[Finding]:
+    """Every way the Accelerate config differs from the recipe; errors mean no config.
+    `carried` false leaves out the carry table's findings, for a target that writes this
+    file beside another (TRL's config) and asks the table over both."""
     kind = distributed_type(plan)
     found = token_batch_findings(plan, TARGET)
     if plan.recipe.strategy == "megatron":
@@ -89,7 +91,7 @@ def findings(plan: Plan, *, launched: bool = False) -> list[Finding]:
                              f"{plan.stage} runs as FSDP2 "
                              "(launch.backend accelerate-deepspeed keeps DeepSpeed)"))
     recompute = plan.recipe.activation_checkpointing
-    if kind != "FSDP" and recompute != "none":
+    if kind != "FSDP" and recompute != "none" and carried:  # else the file beside it may carry it (TRL's)
         written = carry.as_written("activation_checkpointing")
         found.append(finding("DR222", TARGET, f"activation_checkpointing {recompute}{written}: Accelerate's "
                              f"{kind} path has no key for it: the script checkpoints its blocks"))
@@ -103,7 +105,7 @@ def findings(plan: Plan, *, launched: bool = False) -> list[Finding]:
                              "set it; a script without the Trainer runs Accelerate's default, no (fp32); "
                              f"precision auto{carry.as_written('precision')}"))
     columns: tuple[Engine, ...] = ("accelerate", "deepspeed") if kind == "DEEPSPEED" else ("accelerate",)
-    return found + carry.findings(plan, columns, TARGET, launched=launched)
+    return found + carry.findings(plan, columns, TARGET, launched=launched) if carried else found
 
 
 def _fsdp_findings(plan: Plan) -> list[Finding]:

@@ -1,7 +1,9 @@
 """What each file distrecipe writes does with each recipe field: the equivalence table as data.
 
 One row per recipe field (its dotted key), one cell per file kind: the ds_config, the
-Accelerate YAML, verl's overrides and the TrainingArguments JSON. A cell says the field is
+Accelerate YAML, verl's overrides, the TrainingArguments JSON, TRL's config (a subclass of
+TrainingArguments: the Trainer's cell unless the row says otherwise, as for GRPO's `rl`
+keys) and OpenRLHF's command line (the `--group.option` it writes). A cell says the field is
 carried exactly (under the key it names), mapped (a translation the text describes),
 not carried (the file has no place for it: the training script decides, and a finding
 with the cell's code names the key whenever a recipe states it), or not applicable (the
@@ -18,9 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, get_args
 
-from distrecipe.engines import ENGINES, Engine
+from distrecipe.engines import Engine
 from distrecipe.engines.hydra import verl_pairs
 from distrecipe.findings import Finding
 from distrecipe.job import Plan
@@ -28,6 +30,9 @@ from distrecipe.recipe import recipe_values
 from distrecipe.translator.codes import finding
 
 How = Literal["exact", "mapped", "not carried", "not applicable"]
+Column = Literal[Engine, "trl", "openrlhf"]
+"""The table's columns: the engines' files, and the RL trainers' (TRL's config, OpenRLHF's line)."""
+COLUMN_ORDER: tuple[Column, ...] = get_args(Column)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +77,24 @@ LAUNCH = Cell("not applicable", "`launch`'s argv and environment")
 CASES = Cell("mapped", "the strategy, stage, offload and parallelism rows above")
 REFUSED = Cell("mapped", "none: the target refuses the recipe (DR208)")
 ACTOR = "actor_rollout_ref.actor"
+NO_BLOCKS = unused("DeepSpeed wraps no blocks")
+KERNELS = unused("the script's kernels (`plan` prices them)")
+NO_ROLLOUT = unused("no rollout: this file trains only")
+
+
+def unwritten(option: str) -> Cell:
+    """Not carried by OpenRLHF's command line: it has `option`, which compile does not write,
+    so OpenRLHF's default runs (DR222)."""
+    return Cell("not carried", f"{option} is not written: OpenRLHF's default runs", "DR222")
+
+
+def no_option(what: str) -> Cell:
+    """Not carried by OpenRLHF's command line: no option says it (DR222)."""
+    return Cell("not carried", f"no option of train_ppo_ray: {what}", "DR222")
+
+
+GROUPS = ("actor", "ref", "critic", "reward")
+"""OpenRLHF's model groups, each placed by `--GROUP.num_nodes` and `--GROUP.num_gpus_per_node`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,14 +103,20 @@ class Row:
     accelerate: Cell
     verl: Cell
     hf: Cell
+    openrlhf: Cell
+    trl: Cell | None = None
+    """TRL's config where it says otherwise than the Trainer's; None: the `hf` cell, since a
+    TRL config is a `TrainingArguments` subclass holding the Trainer's kwargs."""
 
-    def cell(self, column: Engine) -> Cell:
-        cell: Cell = getattr(self, column)  # the fields are named after the engines
+    def cell(self, column: Column) -> Cell:
+        if column == "trl":
+            return self.hf if self.trl is None else self.trl
+        cell: Cell = getattr(self, column)  # the fields are named after the columns
         return cell
 
 
 def _same(cell: Cell) -> Row:
-    return Row(cell, cell, cell, cell)
+    return Row(cell, cell, cell, cell, cell)
 
 
 def _keys(prefix: str) -> list[str]:
@@ -99,49 +128,65 @@ def _keys(prefix: str) -> list[str]:
     return [key for key in recipe_values(blank) if key.startswith(prefix)]
 
 
+ROWS_ABOVE = Cell("mapped", "the precision and parallelism rows above (DR227-DR231, DR239 where an "
+                             "engine has no key)")
 OPTIMIZER = script("the script's optimizer (Accelerate builds none)")
 SCHEDULE = script("the script's scheduler (Accelerate builds none)")
 
 FIELDS: dict[str, Row] = {
     "name": _same(Cell("not applicable", "the file's header comment")),
     **{key: _same(PLAN) for key in _keys("model.") if key not in ("model.hidden_size", "model.layer_cls")},
-    "kernels.compile": Row(PLAN, PLAN, PLAN, mapped("torch_compile (written when true)", "torch_compile")),
+    "kernels.compile": Row(KERNELS, KERNELS, KERNELS,
+                           mapped("torch_compile (written when true)", "torch_compile"), KERNELS),
     "kernels.loss": _same(PLAN),
     "kernels.mlp": _same(PLAN),
-    "kernels.fused_ops": Row(PLAN, PLAN, PLAN,
-                             mapped("use_liger_kernel (written for liger)", "use_liger_kernel")),
+    "kernels.fused_ops": Row(KERNELS, KERNELS, KERNELS,
+                             mapped("use_liger_kernel (written for liger)", "use_liger_kernel"), KERNELS),
     "model.hidden_size": Row(mapped("the ZeRO buckets: zero_optimization.reduce_bucket_size = hidden², "
                                     "zero_optimization.stage3_prefetch_bucket_size and "
                                     "zero_optimization.stage3_param_persistence_threshold",
                                     "zero_optimization.reduce_bucket_size",
                                     "zero_optimization.stage3_prefetch_bucket_size",
                                     "zero_optimization.stage3_param_persistence_threshold"),
-                             PLAN, PLAN, PLAN),
-    "model.layer_cls": Row(unused("DeepSpeed wraps no blocks"),
+                             PLAN, PLAN, PLAN, PLAN),
+    "model.layer_cls": Row(NO_BLOCKS,
                            exact("fsdp_config.fsdp_transformer_layer_cls_to_wrap"),
                            unused("verl wraps its model's own blocks"),
-                           exact("fsdp_config.transformer_layer_cls_to_wrap")),
-    "cluster.nodes": Row(LAUNCH, exact("num_machines"), exact("trainer.nnodes"), LAUNCH),
+                           exact("fsdp_config.transformer_layer_cls_to_wrap"), NO_BLOCKS),
+    "cluster.nodes": Row(LAUNCH, exact("num_machines"), exact("trainer.nnodes"), LAUNCH,
+                         mapped(", ".join(f"--{g}.num_nodes" for g in GROUPS) + ": every model group on all "
+                                "the recipe's GPUs", *(f"--{g}.num_nodes" for g in GROUPS))),
     "cluster.gpus_per_node": Row(LAUNCH, mapped("num_processes = nodes × gpus_per_node", "num_processes"),
-                                 exact("trainer.n_gpus_per_node"), LAUNCH),
+                                 exact("trainer.n_gpus_per_node"), LAUNCH,
+                                 mapped(", ".join(f"--{g}.num_gpus_per_node" for g in GROUPS)
+                                        + "; --vllm.num_engines = nodes × gpus_per_node (one colocated "
+                                        "engine a GPU)",
+                                        *(f"--{g}.num_gpus_per_node" for g in GROUPS), "--vllm.num_engines")),
     "cluster.device": Row(LAUNCH, mapped("`MULTI_GPU`/`FSDP` fall back to one process on CPU (DR209)"),
-                          mapped("not runnable without GPUs"), exact("use_cpu")),
+                          mapped("not runnable without GPUs"), exact("use_cpu"),
+                          mapped("not runnable without GPUs")),
     **{f"cluster.{key}": _same(PLAN) for key in ("gpu_memory", "headroom", "cpu_memory", "gpu", "peak_tflops",
                                                   "intra_node_bandwidth", "inter_node_bandwidth",
                                                   "network_latency")},
-    **{key: _same(CASES) for key in ("strategy", "stage", "parallel.pipeline", "parallel.virtual_stages")},
+    "strategy": Row(CASES, CASES, CASES, CASES,
+                    mapped("zero: --ds.zero_stage; OpenRLHF runs DeepSpeed only, another strategy is refused "
+                           "(DR208)", "--ds.zero_stage")),
+    "stage": Row(CASES, CASES, CASES, CASES, exact("--ds.zero_stage")),
+    **{key: Row(CASES, CASES, CASES, CASES, REFUSED)
+       for key in ("parallel.pipeline", "parallel.virtual_stages")},
     "parallel.tensor": Row(mapped("tensor_parallel.autotp_size (AutoTP)", "tensor_parallel.autotp_size"),
                            mapped("parallelism_config.parallelism_config_tp_size",
                                   "parallelism_config.parallelism_config_tp_size"),
                            mapped("Megatron tensor_model_parallel_size", "tensor_model_parallel_size"),
-                           CASES),
+                           CASES, REFUSED),
     "parallel.sequence": Row(mapped("sequence_parallel_size (Ulysses)", "sequence_parallel_size"),
                              mapped("parallelism_config.parallelism_config_cp_size (FSDP), "
                                     "parallelism_config.parallelism_config_sp_size (DeepSpeed)",
                                     "parallelism_config.parallelism_config_cp_size",
                                     "parallelism_config.parallelism_config_sp_size"),
                              mapped("ulysses_sequence_parallel_size; Megatron context_parallel_size",
-                                    "ulysses_sequence_parallel_size", "context_parallel_size"), CASES),
+                                    "ulysses_sequence_parallel_size", "context_parallel_size"), CASES,
+                             REFUSED),
     "parallel.shard_group": Row(mapped("zero_optimization.zero_hpz_partition_size (ZeRO++)",
                                        "zero_optimization.zero_hpz_partition_size"),
                                 mapped("parallelism_config.parallelism_config_dp_shard_size, "
@@ -149,58 +194,72 @@ FIELDS: dict[str, Row] = {
                                        "parallelism_config.parallelism_config_dp_shard_size",
                                        "parallelism_config.parallelism_config_dp_replicate_size"),
                                 mapped(f"{ACTOR}.fsdp_config.fsdp_size", f"{ACTOR}.fsdp_config.fsdp_size"),
-                                CASES),
-    "offload.optimizer": Row(exact("zero_optimization.offload_optimizer.device"), CASES, CASES, CASES),
-    "offload.params": Row(exact("zero_optimization.offload_param.device"), CASES, CASES, CASES),
+                                CASES, unwritten("--ds.zpg (ZeRO++'s hierarchical partition)")),
+    "offload.optimizer": Row(exact("zero_optimization.offload_optimizer.device"), CASES, CASES, CASES,
+                             unwritten("--ds.adam_offload")),
+    "offload.params": Row(exact("zero_optimization.offload_param.device"), CASES, CASES, CASES,
+                          no_option("the trained models' parameters stay on the GPUs (--ref.offload and "
+                                    "--reward.offload are the frozen models')")),
     "offload.nvme_path": Row(mapped("zero_optimization.offload_optimizer.nvme_path, "
                                     "zero_optimization.offload_param.nvme_path",
                                     "zero_optimization.offload_optimizer.nvme_path",
-                                    "zero_optimization.offload_param.nvme_path"), CASES, CASES, CASES),
-    **{key: _same(Cell("mapped", "the precision and parallelism rows above (DR227-DR231, DR239 where "
-                                 "an engine has no key)"))
+                                    "zero_optimization.offload_param.nvme_path"), CASES, CASES, CASES,
+                             no_option("no NVMe offload")),
+    **{key: Row(ROWS_ABOVE, ROWS_ABOVE, ROWS_ABOVE, ROWS_ABOVE,
+                no_option("OpenRLHF's DeepSpeed settings decide"))
        for key in ("optimizer.state_dtype", "optimizer.master_weights", "reduce_dtype",
                    "parallel.tensor_sequence", "parallel.tensor_overlap", "parallel.first_stage_layers",
                    "parallel.last_stage_layers", "offload.activations")},
     "offload.pin_memory": Row(exact("zero_optimization.offload_optimizer.pin_memory"),
                               unused("FSDP2's CPU offload pins its own buffers"),
-                              unused("FSDP2's CPU offload pins its own buffers"), mapped("the ds_config's")),
+                              unused("FSDP2's CPU offload pins its own buffers"), mapped("the ds_config's"),
+                              no_option("OpenRLHF's DeepSpeed settings decide")),
     "batch.micro": Row(exact("train_micro_batch_size_per_gpu"),
                        mapped("the header comment: the DataLoader's batch_size"),
-                       exact(f"{ACTOR}.ppo_micro_batch_size_per_gpu"), exact("per_device_train_batch_size")),
+                       exact(f"{ACTOR}.ppo_micro_batch_size_per_gpu"), exact("per_device_train_batch_size"),
+                       exact("--train.micro_batch_size")),
     "batch.accumulation": Row(exact("gradient_accumulation_steps"),
                               mapped("ACCELERATE_GRADIENT_ACCUMULATION_STEPS, named in the header"),
                               mapped("global / (DP × micro): verl derives it"),
-                              exact("gradient_accumulation_steps")),
+                              exact("gradient_accumulation_steps"),
+                              mapped("global / (the actor's GPUs × micro): DeepSpeed derives it")),
     "batch.global": Row(mapped("train_batch_size (× tensor under AutoTP)", "train_batch_size"),
                         mapped("the header comment"),
                         mapped(f"{ACTOR}.ppo_mini_batch_size × rollout.n", f"{ACTOR}.ppo_mini_batch_size"),
-                        mapped("per_device_train_batch_size × gradient_accumulation_steps × world")),
+                        mapped("per_device_train_batch_size × gradient_accumulation_steps × world"),
+                        exact("--train.batch_size")),
     "batch.seq_len": _same(PLAN),
     "batch.micro_policy": _same(Cell("not applicable", "how resolve picks batch.micro: auto")),
     "parallel.expert": Row(mapped("the script's deepspeed.moe.layer.MoE(ep_size=...) (DR232)"), REFUSED,
-                           mapped("Megatron expert_model_parallel_size (FSDP: DR208)"), REFUSED),
-    "batch.micro_tokens": Row(REFUSED, REFUSED, exact(f"{ACTOR}.ppo_max_token_len_per_gpu"), REFUSED),
+                           mapped("Megatron expert_model_parallel_size (FSDP: DR208)"), REFUSED,
+                           no_option("the model's own MoE layers decide")),
+    "batch.micro_tokens": Row(REFUSED, REFUSED, exact(f"{ACTOR}.ppo_max_token_len_per_gpu"), REFUSED,
+                              unwritten("--train.dynamic_batch_enable with --train.max_tokens_per_gpu")),
     "precision": Row(mapped("bf16.enabled / fp16.enabled", "bf16.enabled", "fp16.enabled"),
                      exact("mixed_precision"),
                      mapped(f"{ACTOR}.fsdp_config.mixed_precision.param_dtype; Megatron dtype",
                             f"{ACTOR}.fsdp_config.mixed_precision.param_dtype"),
-                     mapped("bf16 / fp16", "bf16", "fp16")),
+                     mapped("bf16 / fp16", "bf16", "fp16"), exact("--ds.param_dtype")),
     "optimizer.name": Row(mapped("optimizer.type (adam: Adam with optimizer.params.adam_w_mode false)",
                                  "optimizer.type", "optimizer.params.adam_w_mode"),
                           OPTIMIZER, exact(f"{ACTOR}.optim.optimizer"),
-                          exact("optim")),
+                          exact("optim"),
+                          mapped("adamw: OpenRLHF's own (DeepSpeed's Adam, decoupled weight decay); another "
+                                 "name is not carried (DR222)")),
     "optimizer.lr": Row(exact("optimizer.params.lr"), OPTIMIZER, exact(f"{ACTOR}.optim.lr"),
-                        exact("learning_rate")),
+                        exact("learning_rate"), exact("--actor.adam.lr")),
     "optimizer.betas": Row(exact("optimizer.params.betas"), OPTIMIZER,
                            mapped(f"{ACTOR}.optim.betas; Megatron adam_beta1/adam_beta2",
                                   f"{ACTOR}.optim.betas"),
-                           mapped("adam_beta1, adam_beta2", "adam_beta1", "adam_beta2")),
+                           mapped("adam_beta1, adam_beta2", "adam_beta1", "adam_beta2"),
+                           unwritten("--actor.adam.betas")),
     "optimizer.eps": Row(exact("optimizer.params.eps"), OPTIMIZER,
                          mapped(f"{ACTOR}.optim.override_optimizer_config.eps (Megatron adam_eps)",
                                 f"{ACTOR}.optim.override_optimizer_config.eps"),
-                         exact("adam_epsilon")),
+                         exact("adam_epsilon"), unwritten("--actor.adam.eps")),
     "optimizer.weight_decay": Row(exact("optimizer.params.weight_decay"), OPTIMIZER,
-                                  exact(f"{ACTOR}.optim.weight_decay"), exact("weight_decay")),
+                                  exact(f"{ACTOR}.optim.weight_decay"), exact("weight_decay"),
+                                  unwritten("--actor.adam.weight_decay")),
     "schedule.decay": Row(mapped("scheduler.type: WarmupLR (constant), WarmupDecayLR (linear), "
                                  "WarmupCosineLR (cosine), warming up linearly "
                                  "(scheduler.params.warmup_type) from scheduler.params.warmup_min_lr 0 "
@@ -212,28 +271,35 @@ FIELDS: dict[str, Row] = {
                           mapped(f"{ACTOR}.optim.lr_scheduler_type (constant, cosine); Megatron "
                                  "lr_decay_style", f"{ACTOR}.optim.lr_scheduler_type"),
                           mapped("lr_scheduler_type: constant(_with_warmup), linear, cosine(_with_min_lr)",
-                                 "lr_scheduler_type")),
+                                 "lr_scheduler_type"), unwritten("--actor.lr_scheduler")),
     "schedule.warmup_steps": Row(exact("scheduler.params.warmup_num_steps"), SCHEDULE,
-                                 exact(f"{ACTOR}.optim.lr_warmup_steps"), exact("warmup_steps")),
+                                 exact(f"{ACTOR}.optim.lr_warmup_steps"), exact("warmup_steps"),
+                                 no_option("a warmup is a ratio (--actor.lr_warmup_ratio)")),
     "schedule.warmup_ratio": Row(mapped("scheduler.params.warmup_num_steps = ⌈ratio × total_steps⌉, as the "
                                         "Trainer counts", "scheduler.params.warmup_num_steps"),
                                  SCHEDULE, exact(f"{ACTOR}.optim.lr_warmup_steps_ratio"),
                                  mapped("warmup_steps as a fraction below 1 (transformers 5; warmup_ratio "
-                                        "before)", "warmup_steps", "warmup_ratio")),
+                                        "before), lr_scheduler_type constant_with_warmup for a constant "
+                                        "decay",
+                                        "warmup_steps", "warmup_ratio", "lr_scheduler_type"),
+                                 unwritten("--actor.lr_warmup_ratio")),
     "schedule.min_lr_ratio": Row(mapped("scheduler.params.cos_min_ratio (cosine)",
                                         "scheduler.params.cos_min_ratio"),
                                  SCHEDULE,
                                  mapped(f"{ACTOR}.optim.min_lr_ratio; Megatron min_lr = ratio × lr",
                                         f"{ACTOR}.optim.min_lr_ratio"),
                                  mapped("lr_scheduler_kwargs.min_lr_rate (cosine_with_min_lr)",
-                                        "lr_scheduler_kwargs.min_lr_rate")),
+                                        "lr_scheduler_kwargs.min_lr_rate"),
+                                 unwritten("--actor.min_lr_ratio")),
     "schedule.total_steps": Row(mapped("scheduler.params.total_num_steps (decaying schedules; otherwise the "
                                        "script's loop)", "scheduler.params.total_num_steps"), SCHEDULE,
-                                exact("trainer.total_training_steps"), exact("max_steps")),
+                                exact("trainer.total_training_steps"), exact("max_steps"),
+                                no_option("the run's length is --train.num_episodes passes over the "
+                                          "prompts")),
     "grad_clip": Row(exact("gradient_clipping"),
                      script("the script's clipping (accelerator.clip_grad_norm_)"),
                      mapped(f"{ACTOR}.optim.clip_grad (no clipping: inf, DR212)", f"{ACTOR}.optim.clip_grad"),
-                     exact("max_grad_norm")),
+                     exact("max_grad_norm"), exact("--actor.max_norm")),
     "activation_checkpointing": Row(
         script("the script's checkpointing (the ds_config's activation_checkpointing section only "
                "configures deepspeed.checkpointing for a script that calls it)"),
@@ -241,11 +307,13 @@ FIELDS: dict[str, Row] = {
                "fsdp_config.fsdp_activation_checkpointing"),
         exact("actor_rollout_ref.model.enable_gradient_checkpointing"),
         mapped("gradient_checkpointing; fsdp_config.activation_checkpointing under FSDP",
-               "gradient_checkpointing", "fsdp_config.activation_checkpointing")),
+               "gradient_checkpointing", "fsdp_config.activation_checkpointing"),
+        unwritten("--actor.gradient_checkpointing_enable")),
     "activation_checkpointing.every": Row(script("the script's checkpointing"),
                                           script("whole blocks only (DR207)"),
                                           script("whole blocks only (DR207)"),
-                                          script("whole blocks only (DR207)")),
+                                          script("whole blocks only (DR207)"),
+                                          no_option("whole blocks only (DR207)")),
     "checkpoint.weights": Row(
         mapped("zero_optimization.stage3_gather_16bit_weights_on_model_save (ZeRO-3; below it the weights "
                "are whole on every rank)", "zero_optimization.stage3_gather_16bit_weights_on_model_save"),
@@ -254,20 +322,24 @@ FIELDS: dict[str, Row] = {
         script("verl's checkpoints (sharded; actor_rollout_ref.actor.checkpoint.save_contents "
                "adds hf_model)"),
         mapped("fsdp_config.state_dict_type (FSDP); the ds_config under DeepSpeed",
-               "fsdp_config.state_dict_type")),
+               "fsdp_config.state_dict_type"),
+        unwritten("--ckpt.save_hf (whole Hugging Face weights beside DeepSpeed's shards)")),
     "checkpoint.every": Row(script("the script's save_checkpoint calls"),
                             script("the script's save_state calls"),
                             exact("trainer.save_freq"),
-                            mapped("save_steps with save_strategy steps", "save_steps", "save_strategy")),
+                            mapped("save_steps with save_strategy steps", "save_steps", "save_strategy"),
+                            unwritten("--ckpt.save_steps")),
     "checkpoint.dir": Row(script("the script's save_checkpoint(save_dir) and load_checkpoint(load_dir); "
                                  "`launch` passes DISTRECIPE_CHECKPOINT_DIR"),
                           script("the script's save_state(output_dir) / ProjectConfiguration(project_dir); "
                                  "`launch` passes DISTRECIPE_CHECKPOINT_DIR"),
-                          exact("trainer.default_local_dir"), exact("output_dir")),
+                          exact("trainer.default_local_dir"), exact("output_dir"),
+                          unwritten("--ckpt.path")),
     "checkpoint.keep": Row(script("the script's own deletion of old tags; `launch` passes "
                                   "DISTRECIPE_CHECKPOINT_KEEP (api.prune_checkpoints)"),
                            script("the script's ProjectConfiguration(total_limit)"),
-                           exact("trainer.max_actor_ckpt_to_keep"), exact("save_total_limit")),
+                           exact("trainer.max_actor_ckpt_to_keep"), exact("save_total_limit"),
+                           unwritten("--ckpt.max_num")),
     "checkpoint.resume": Row(
         script("the script's load_checkpoint; `launch` checks the checkpoint and passes DISTRECIPE_RESUME "
                "(and checkpoint.load_universal after ds_to_universal)"),
@@ -275,21 +347,44 @@ FIELDS: dict[str, Row] = {
         mapped("trainer.resume_mode: auto, disable (none), or resume_path with trainer.resume_from_path",
                "trainer.resume_mode", "trainer.resume_from_path"),
         mapped("resume_from_checkpoint: the path, or for auto the latest complete checkpoint `launch` "
-               "finds (none: unset)", "resume_from_checkpoint")),
-    **{f"rl.{key}": Row(NA, NA, exact(native), NA) for key, native in (
-        ("rollout_n", "actor_rollout_ref.rollout.n"), ("prompts_per_step", "data.train_batch_size"),
-        ("rollout_memory", "actor_rollout_ref.rollout.gpu_memory_utilization"),
-        ("free_rollout_memory", "actor_rollout_ref.rollout.free_cache_engine"))},
-    "rl.rollout_mode": Row(NA, NA, Cell("mapped", "colocate: verl's hybrid engine always is; server: the "
-                                                  "target refuses the recipe (DR208)"), NA),
-    **{key: Row(LAUNCHED, LAUNCHED, LAUNCHED, LAUNCHED) for key in _keys("launch.")},
+               "finds (none: unset)", "resume_from_checkpoint"),
+        unwritten("--ckpt.load_enable")),
+    "rl.rollout_n": Row(NO_ROLLOUT, NO_ROLLOUT, exact("actor_rollout_ref.rollout.n"), NO_ROLLOUT,
+                        exact("--rollout.n_samples_per_prompt"), trl=exact("num_generations")),
+    "rl.prompts_per_step": Row(NO_ROLLOUT, NO_ROLLOUT, exact("data.train_batch_size"), NO_ROLLOUT,
+                               exact("--rollout.batch_size"),
+                               trl=mapped("generation_batch_size = prompts × rl.rollout_n, written where it "
+                                          "is not the global batch (GRPOConfig's default)",
+                                          "generation_batch_size")),
+    "rl.rollout_memory": Row(NO_ROLLOUT, NO_ROLLOUT,
+                             exact("actor_rollout_ref.rollout.gpu_memory_utilization"), NO_ROLLOUT,
+                             exact("--vllm.gpu_memory_utilization"),
+                             trl=mapped("vllm_gpu_memory_utilization, with use_vllm true and vllm_mode "
+                                        "colocate (a server's is `trl vllm-serve`'s, DR222)",
+                                        "vllm_gpu_memory_utilization", "use_vllm", "vllm_mode")),
+    "rl.free_rollout_memory": Row(NO_ROLLOUT, NO_ROLLOUT,
+                                  exact("actor_rollout_ref.rollout.free_cache_engine"), NO_ROLLOUT,
+                                  mapped("--vllm.enable_sleep (a switch, written when true)",
+                                         "--vllm.enable_sleep"),
+                                  trl=mapped("vllm_enable_sleep_mode (colocated: a server's is "
+                                             "`trl vllm-serve`'s, DR222)", "vllm_enable_sleep_mode")),
+    "rl.rollout_mode": Row(NO_ROLLOUT, NO_ROLLOUT,
+                           unused("verl's hybrid engine is always colocated, on the engine its base config "
+                                  "names (rollout.name); server: the target refuses the recipe (DR208)"),
+                           NO_ROLLOUT,
+                           mapped("colocate: --train.colocate_all, one vLLM engine a GPU "
+                                  "(--vllm.num_engines); server: the target refuses the recipe (DR208)",
+                                  "--train.colocate_all", "--vllm.num_engines"),
+                           trl=mapped("vllm_mode, with use_vllm true (colocate also where "
+                                      "rl.rollout_memory is stated)", "vllm_mode", "use_vllm")),
+    **{key: _same(LAUNCHED) for key in _keys("launch.")},
     "launch.backend": Row(LAUNCHED, mapped("distributed_type DEEPSPEED for accelerate-deepspeed, with "
                                            "deepspeed_config.deepspeed_config_file and "
                                            "deepspeed_config.zero3_init_flag",
                                            "distributed_type", "deepspeed_config.deepspeed_config_file",
-                                           "deepspeed_config.zero3_init_flag"), LAUNCHED, LAUNCHED),
-    "launch.master_addr": Row(LAUNCHED, exact("main_process_ip"), LAUNCHED, LAUNCHED),
-    "launch.master_port": Row(LAUNCHED, exact("main_process_port"), LAUNCHED, LAUNCHED),
+                                           "deepspeed_config.zero3_init_flag"), LAUNCHED, LAUNCHED, LAUNCHED),
+    "launch.master_addr": Row(LAUNCHED, exact("main_process_ip"), LAUNCHED, LAUNCHED, LAUNCHED),
+    "launch.master_port": Row(LAUNCHED, exact("main_process_port"), LAUNCHED, LAUNCHED, LAUNCHED),
 }
 """Recipe field → how each file kind carries it."""
 
@@ -308,7 +403,7 @@ PRIVATE = frozenset({"launch.args", "launch.skypilot.setup"})
 """Fields a finding names by key only: a program's argv and a setup script carry tokens."""
 
 
-def findings(plan: Plan, columns: tuple[Engine, ...], target: str, *,
+def findings(plan: Plan, columns: tuple[Column, ...], target: str, *,
              launched: bool = False) -> list[Finding]:
     """A finding for every stated field none of `columns` carries (the files `target`
     writes: Accelerate's DeepSpeed path also writes a ds_config), one line per code.
@@ -323,9 +418,13 @@ def findings(plan: Plan, columns: tuple[Engine, ...], target: str, *,
             shown = "(values not shown: they may hold secrets)" if key in PRIVATE else _text(value)
             written = spelled(key, value)
             cell = next((c for c in cells if c.how == "not carried"), None)
-            if cell is None:  # every file has the key, and the recipe's native section removes it
-                here, code = f"native.{columns[0]}.{removed[0]} is null: compile leaves it out", "DR222"
+            held = next(((c, g) for c, g in zip(columns, removed, strict=True) if g is not None), None)
+            if held is not None:  # a file has the key, and the recipe's native section removes it
+                column, gone = held
+                section = _holder(plan, column, gone)
+                here, code = f"native.{section}.{gone} is null: compile leaves it out", "DR222"
             else:
+                assert cell is not None
                 assert cell.code is not None
                 here, code = cell.native, cell.code
             why = f"as {written}; here {here}" if written else here
@@ -334,11 +433,19 @@ def findings(plan: Plan, columns: tuple[Engine, ...], target: str, *,
     return found + native_findings(plan, columns, target)
 
 
-def _removed(plan: Plan, column: Engine, cell: Cell) -> str | None:
+def _holder(plan: Plan, column: Column, key: str) -> str:
+    """The native section of `column` whose `key` (dotted) removes what a cell writes: the last
+    one written with it that states its first part (TRL's: `native.trl` over `native.hf`)."""
+    top = key.split(".")[0]
+    return next((name for name in reversed(SECTIONS[column]) if top in getattr(plan.recipe.native, name)),
+                SECTIONS[column][-1])
+
+
+def _removed(plan: Plan, column: Column, cell: Cell) -> str | None:
     """The key of `native.<column>` whose null removes every key `cell` writes (an imported
     ds_config the Trainer fed states no optimizer, so its recipe says `optimizer: null`),
     or None: then the file carries what the cell says."""
-    native = getattr(plan.recipe.native, column)
+    native = section(plan, column)
     if cell.how == "not carried" or not cell.keys or not isinstance(native, dict):
         return None
     nulls = set()
@@ -357,12 +464,33 @@ def _removed(plan: Plan, column: Engine, cell: Cell) -> str | None:
     return min(nulls, key=len)
 
 
-FILES: dict[Engine, str] = {"deepspeed": "a ds_config", "accelerate": "an Accelerate YAML", "verl": "verl",
-                            "hf": "TrainingArguments"}
+SECTIONS: dict[Column, tuple[str, ...]] = {
+    "deepspeed": ("deepspeed",), "accelerate": ("accelerate",), "verl": ("verl",), "hf": ("hf",),
+    "trl": ("hf", "trl"), "openrlhf": ()}
+"""The `native` sections each column's file is written with: TRL's config holds the Trainer's
+kwargs (`native.hf`) and its own (`native.trl`); OpenRLHF's command line has none."""
+NATIVE_SECTIONS = ("deepspeed", "accelerate", "verl", "hf", "trl")
+"""The recipe's `native` sections (`recipe.Native`'s fields)."""
+
+
+def section(plan: Plan, column: Column) -> dict[str, Any] | None:
+    """The native mapping merged into `column`'s file (TRL's: `native.hf` under `native.trl`);
+    None for verl's override lines and OpenRLHF's command line."""
+    if column in ("verl", "openrlhf"):
+        return None
+    out: dict[str, Any] = {}
+    for name in SECTIONS[column]:
+        out = {**out, **getattr(plan.recipe.native, name)}
+    return out
+
+
+FILES: dict[Column, str] = {"deepspeed": "a ds_config", "accelerate": "an Accelerate YAML", "verl": "verl",
+                            "hf": "TrainingArguments", "trl": "a TRL config",
+                            "openrlhf": "OpenRLHF's command line"}
 """Each column's file, as a finding says where a native key is written."""
 
 
-BY_VALUE: dict[str, dict[object, dict[Engine, tuple[str, ...]]]] = {
+BY_VALUE: dict[str, dict[object, dict[Column, tuple[str, ...]]]] = {
     "launch.backend": {
         "accelerate": {"accelerate": ("distributed_type",)},
         "accelerate-deepspeed": {"accelerate": ("distributed_type", "deepspeed_config.zero3_init_flag",
@@ -377,9 +505,12 @@ BY_VALUE: dict[str, dict[object, dict[Engine, tuple[str, ...]]]] = {
 and its DeepSpeed plugin's keys go with it; `launch.backend deepspeed` came from no key."""
 
 
-def native_keys(key: str) -> list[tuple[Engine, tuple[str, ...]]]:
-    """The native keys each file writes the recipe field `key` as, where it has some."""
-    return [(engine, cell.keys) for engine in ENGINES if (cell := FIELDS[key].cell(engine)).keys]
+def native_keys(key: str) -> list[tuple[Column, tuple[str, ...]]]:
+    """The native keys each file writes the recipe field `key` as, where it has some (TRL's
+    config only where they are not the Trainer's)."""
+    row = FIELDS[key]
+    return [(column, cell.keys) for column in COLUMN_ORDER if (cell := row.cell(column)).keys
+            and (column != "trl" or row.trl is not None)]
 
 
 def spelled(key: str, value: object = None) -> str:
@@ -397,13 +528,14 @@ def as_written(key: str, value: object = None) -> str:
     return f" (as {text})" if text else ""
 
 
-def native_findings(plan: Plan, columns: tuple[Engine, ...], target: str) -> list[Finding]:
-    """DR233 for each `native.<engine>` section none of `columns` is: those keys are that
-    engine's spelling and reach no file of `target`, so each is named."""
+def native_findings(plan: Plan, columns: tuple[Column, ...], target: str) -> list[Finding]:
+    """DR233 for each `native.<engine>` section no file of `columns` is written with: those
+    keys are that engine's spelling and reach no file of `target`, so each is named."""
     native = plan.recipe.native
+    read = {name for column in columns for name in SECTIONS[column]}
     out = []
-    for engine in ENGINES:
-        if engine in columns:
+    for engine in NATIVE_SECTIONS:
+        if engine in read:
             continue
         keys = ([key for _prefix, key, _value in verl_pairs(native.verl)] if engine == "verl"
                 else _native_keys(getattr(native, engine)))
@@ -441,16 +573,20 @@ def _defaults() -> Mapping[str, object]:
     return values
 
 
-COLUMNS: dict[Engine, str] = {"deepspeed": "DeepSpeed", "accelerate": "Accelerate", "verl": "verl actor",
-                               "hf": "HF Trainer"}
+COLUMNS: dict[Column, str] = {"deepspeed": "DeepSpeed", "accelerate": "Accelerate", "verl": "verl actor",
+                               "hf": "HF Trainer", "trl": "TRL config", "openrlhf": "OpenRLHF"}
 """Each column's heading: the file the engine reads (verl's is its actor's overrides)."""
 
 
 def markdown() -> list[str]:
-    """The rows as Markdown lines, for `docs/equivalence.md`."""
-    lines = ["| recipe field | " + " | ".join(COLUMNS[e] for e in ENGINES) + " |", "|---|---|---|---|---|"]
+    """The rows as Markdown lines, for `docs/equivalence.md`; TRL's cell says "as HF Trainer"
+    where it is the Trainer's."""
+    lines = ["| recipe field | " + " | ".join(COLUMNS[c] for c in COLUMN_ORDER) + " |",
+             "|---" * (len(COLUMN_ORDER) + 1) + "|"]
     for key, entry in FIELDS.items():
-        lines.append(f"| `{key}` | " + " | ".join(_cell_text(entry.cell(e)) for e in ENGINES) + " |")
+        cells = [f"as {COLUMNS['hf']}" if c == "trl" and entry.trl is None else _cell_text(entry.cell(c))
+                 for c in COLUMN_ORDER]
+        lines.append(f"| `{key}` | " + " | ".join(cells) + " |")
     return lines
 
 

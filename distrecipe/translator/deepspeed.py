@@ -140,9 +140,9 @@ def schedule_findings(plan: Plan, hf_auto: bool) -> list[Finding]:
                              f"{SCHEDULERS[schedule.decay]} needs total_num_steps; "
                              "state schedule.total_steps"))
     if schedule.warmup_ratio is not None and schedule.total_steps is None:
-        found.append(finding("DR226", "deepspeed", f"schedule.warmup_ratio {schedule.warmup_ratio}: "
-                             "DeepSpeed counts warmup in steps; state schedule.total_steps or "
-                             "schedule.warmup_steps"))
+        found.append(finding("DR226", "deepspeed", f"schedule.warmup_ratio {schedule.warmup_ratio}"
+                             f"{carry.as_written('schedule.warmup_ratio')}: DeepSpeed counts warmup in "
+                             "steps; state schedule.total_steps or schedule.warmup_steps"))
     if schedule.decay == "constant" and schedule.total_steps is not None:
         found.append(finding("DR222", "deepspeed", f"schedule.total_steps {schedule.total_steps}"
                              f"{carry.as_written('schedule.total_steps')}: WarmupLR has no run length; the "

@@ -38,8 +38,9 @@ from distrecipe.translator.targets import EmitOptions, Output
 TARGET = "hf"
 
 
-def findings(plan: Plan, *, launched: bool = False) -> list[Finding]:
-    """Where TrainingArguments cannot say what the recipe says."""
+def findings(plan: Plan, *, launched: bool = False, carried: bool = True) -> list[Finding]:
+    """Where TrainingArguments cannot say what the recipe says. `carried` false leaves out
+    the carry table's findings, for TRL, whose config and Accelerate file carry fields together."""
     found = token_batch_findings(plan, TARGET) + expert_findings(plan, TARGET)
     if plan.recipe.strategy == "megatron" or plan.dims.pipeline > 1:
         found.append(finding("DR208", TARGET,
@@ -99,7 +100,7 @@ def findings(plan: Plan, *, launched: bool = False) -> list[Finding]:
         found.append(finding("DR223", TARGET, f"{left} left to the script's flags (the Trainer's defaults "
                              "are 8 and 1)"))
     columns: tuple[Engine, ...] = ("hf", "deepspeed") if plan.recipe.strategy == "zero" else ("hf",)
-    return found + carry.findings(plan, columns, TARGET, launched=launched)
+    return found + carry.findings(plan, columns, TARGET, launched=launched) if carried else found
 
 
 def emit(plan: Plan) -> dict[str, Any]:

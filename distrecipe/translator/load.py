@@ -226,7 +226,8 @@ def recipe_from_document(doc: Document, base_dir: Path) -> Recipe:
         native: dict[str, Any] = d["native"]
         written["native"] = Native(deepspeed=native.get("deepspeed", {}),
                                    accelerate=native.get("accelerate", {}),
-                                   hf=native.get("hf", {}), verl=tuple(native.get("verl", ())))
+                                   hf=native.get("hf", {}), trl=native.get("trl", {}),
+                                   verl=tuple(native.get("verl", ())))
     for key, section in (("optimizer", Optimizer), ("schedule", Schedule), ("checkpoint", Checkpoint),
                          ("launch", Launch)):
         if key in d:  # lists in YAML, tuples in the frozen sections

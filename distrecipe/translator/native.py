@@ -22,6 +22,7 @@ from typing import Any
 from distrecipe.engines.accelerate import FSDP1_STAGE, MIXED_PRECISION, fsdp1_strategy, restates
 from distrecipe.engines.deepspeed import BATCH_KEYS, batch_ranks
 from distrecipe.engines.hydra import format_value, verl_pairs
+from distrecipe.engines.trl import vllm_mode
 from distrecipe.job import Plan
 from distrecipe.keys import dotted
 from distrecipe.overrides import split_key
@@ -46,6 +47,22 @@ def _device(which: str) -> Check:
     # DeepSpeed reads offload_param only at stage 3; below it the block is inert.
     return lambda plan, value: ((which == "params" and plan.stage < 3)
                                 or value == getattr(plan.recipe.offload, which))
+
+
+def _group(plan: Plan) -> int | None:
+    """GRPO's generation batch in sequences (`rl.prompts_per_step × rl.rollout_n`), None without `rl`."""
+    rl = plan.recipe.rl
+    return None if rl is None else rl.prompts_per_step * rl.rollout_n
+
+
+def _colocated(which: str) -> Check:
+    """A colocated vLLM's setting agrees with the recipe's `rl.<which>` where the recipe states
+    one (a server's, or TRL's own generation, does not read it)."""
+    def check(plan: Plan, value: Any) -> bool:
+        rl = plan.recipe.rl
+        stated = None if rl is None else getattr(rl, which)
+        return vllm_mode(rl) != "colocate" or stated is None or same(value, stated)
+    return check
 
 
 def _fsdp1(plan: Plan, value: Any) -> bool:
@@ -91,6 +108,17 @@ DECIDED: dict[str, dict[KeyPath, tuple[str, Check]]] = {
         ("gradient_accumulation_steps",): ("batch.accumulation", _auto_or(_BATCH["accumulation"])),
         ("bf16",): ("precision", lambda p, v: same(v, p.precision == "bf16")),
         ("fp16",): ("precision", lambda p, v: same(v, p.precision == "fp16")),
+    },
+    "trl": {
+        ("num_generations",): ("rl.rollout_n", lambda p, v: p.recipe.rl is not None
+                               and same(v, p.recipe.rl.rollout_n)),
+        ("generation_batch_size",): ("rl.prompts_per_step", lambda p, v: v is None or same(v, _group(p))),
+        ("steps_per_generation",): ("rl.prompts_per_step", lambda p, v: isinstance(v, int) and not isinstance(
+            v, bool) and v * p.batch.micro * p.dims.world == _group(p)),
+        ("use_vllm",): ("rl.rollout_mode", lambda p, v: vllm_mode(p.recipe.rl) is None or same(v, True)),
+        ("vllm_mode",): ("rl.rollout_mode", lambda p, v: vllm_mode(p.recipe.rl) in (None, v)),
+        ("vllm_gpu_memory_utilization",): ("rl.rollout_memory", _colocated("rollout_memory")),
+        ("vllm_enable_sleep_mode",): ("rl.free_rollout_memory", _colocated("free_rollout_memory")),
     },
     "verl": {
         ("actor_rollout_ref", "actor", "ppo_micro_batch_size_per_gpu"): (  # unread under use_dynamic_bsz
@@ -138,7 +166,7 @@ def conflicts(plan: Plan) -> Iterator[tuple[str, str, Any, str]]:
     `native.deepspeed.zero_optimization.stage`, `native.verl[3]`), so an error can point
     at the offending line rather than at `native`."""
     native = plan.recipe.native
-    for engine in ("deepspeed", "accelerate", "hf"):
+    for engine in ("deepspeed", "accelerate", "hf", "trl"):
         section: dict[str, Any] = getattr(native, engine)
         for path, value in leaves(section):
             decided = DECIDED[engine].get(path)

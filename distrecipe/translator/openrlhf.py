@@ -35,13 +35,11 @@ STANDS_IN: dict[str, tuple[str, ...]] = {
     "--reward.model_name_or_path": ("--reward.remote_url", "--train.agent_func_path")}
 """Options that take a `USER` option's place: train_ppo_ray scores with a remote reward or an
 agent function instead of a reward model (its `__main__` block sets `reward.remote_url`)."""
-CARRIED = frozenset({"recipe", "name", "model", "cluster", "strategy", "stage", "batch", "precision",
-                     "optimizer", "grad_clip", "rl", "launch"})
-"""The recipe's sections the command line carries (the model's shape only prices the plan)."""
 
 
-def findings(plan: Plan) -> list[Finding]:
-    """What OpenRLHF's command line cannot hold of the recipe."""
+def findings(plan: Plan, *, launched: bool = False) -> list[Finding]:
+    """What OpenRLHF's command line cannot hold of the recipe: what it refuses, and each
+    stated field its column of the carry table does not carry (`translator.carry`)."""
     r = plan.recipe
     found: list[Finding] = []
     if r.rl is None:
@@ -57,10 +55,11 @@ def findings(plan: Plan) -> list[Finding]:
     if plan.dims.tensor > 1 or plan.dims.pipeline > 1 or plan.dims.sequence > 1:
         found.append(finding("DR208", TARGET, "tensor, pipeline or sequence parallelism (OpenRLHF's own "
                                               "--ds.tensor_parallel_size and ring attention are not mapped)"))
-    left = sorted(name for name, _ in carry.stated(plan) if name.split(".")[0] not in CARRIED)
-    if left:
-        found.append(finding("DR222", TARGET, f"not on the command line: {', '.join(left)}"))
-    return found
+    if r.optimizer is not None and r.optimizer.name != "adamw":
+        written = carry.as_written("optimizer.name")
+        found.append(finding("DR222", TARGET, f"optimizer.name {r.optimizer.name}{written}: OpenRLHF builds "
+                                              "its own AdamW"))
+    return found + carry.findings(plan, ("openrlhf",), TARGET, launched=launched)
 
 
 def decided(plan: Plan) -> list[tuple[str, str | None, str]]:
@@ -86,7 +85,7 @@ def decided(plan: Plan) -> list[tuple[str, str | None, str]]:
             ("--rollout.batch_size", str(rl.prompts_per_step), "rl.prompts_per_step"),
             ("--rollout.n_samples_per_prompt", str(rl.rollout_n), "rl.rollout_n"),
             ("--ds.zero_stage", str(plan.stage), "stage"), ("--ds.param_dtype", plan.precision, "precision")]
-    if r.optimizer is not None:
+    if r.optimizer is not None and r.optimizer.lr is not None:
         out.append(("--actor.adam.lr", f"{r.optimizer.lr:g}", "optimizer.lr"))
     if r.grad_clip is not None:
         out.append(("--actor.max_norm", f"{r.grad_clip:g}", "grad_clip"))
@@ -109,6 +108,6 @@ def text(plan: Plan) -> str:
 
 
 def render(plan: Plan, options: EmitOptions) -> Output:
-    found = findings(plan)
+    found = findings(plan, launched=options.launched)
     refuse_errors(found)
     return Output(files={SCRIPT_FILE: text(plan)}, findings=tuple(found))

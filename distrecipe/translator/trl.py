@@ -21,13 +21,15 @@ from typing import Any
 
 import yaml
 
+from distrecipe.engines import trl as trl_engine
 from distrecipe.engines.accelerate import CONFIG_FILE as ACCELERATE_FILE
 from distrecipe.findings import Finding
 from distrecipe.job import Plan
 from distrecipe.output import one_line
-from distrecipe.translator import accelerate, hf
+from distrecipe.translator import accelerate, carry, hf
 from distrecipe.translator.codes import finding
 from distrecipe.translator.equivalence import refuse_errors
+from distrecipe.translator.native import merge
 from distrecipe.translator.resolve import nearest_multiples
 from distrecipe.translator.targets import EmitOptions, Output
 
@@ -43,8 +45,15 @@ def command(plan: Plan) -> str:
 
 def emit(plan: Plan) -> dict[str, Any]:
     """The config's keys: the Trainer's kwargs (its `deepspeed` key names the ds_config the
-    Accelerate config names too), and GRPO's for a recipe with `rl`."""
-    return dict(sorted({**hf.emit(plan), **grpo(plan)}.items()))
+    Accelerate config names too, `native.hf` merged in), GRPO's for a recipe with `rl`, and
+    the recipe's `native.trl` (TRL's own keys) merged in last."""
+    native = plan.recipe.native.trl
+    written = merge({**hf.emit(plan), **grpo(plan)}, native)
+    if native.get("steps_per_generation") is not None and "generation_batch_size" not in native:
+        # The same generation batch in steps (held to the recipe at resolve): GRPOConfig
+        # refuses both keys together.
+        written.pop("generation_batch_size", None)
+    return dict(sorted(written.items()))
 
 
 def grpo(plan: Plan) -> dict[str, Any]:
@@ -68,14 +77,8 @@ def grpo(plan: Plan) -> dict[str, Any]:
 
 
 def vllm_mode(plan: Plan) -> str | None:
-    """GRPOConfig's `vllm_mode`: the recipe's `rl.rollout_mode`, else colocate where the
-    recipe states vLLM's memory; None (TRL generates with the trained model) otherwise."""
-    rl = plan.recipe.rl
-    if rl is None:
-        return None
-    if rl.rollout_mode is not None:
-        return rl.rollout_mode
-    return "colocate" if rl.rollout_memory is not None else None
+    """GRPOConfig's `vllm_mode` for the plan (`engines.trl.vllm_mode`)."""
+    return trl_engine.vllm_mode(plan.recipe.rl)
 
 
 def generation_refusal(plan: Plan) -> str | None:
@@ -99,11 +102,15 @@ def generation_refusal(plan: Plan) -> str | None:
 
 
 def findings(plan: Plan, *, launched: bool = False) -> list[Finding]:
-    """The Trainer's (a TRL trainer is one) and the Accelerate config's, and GRPO's own
-    refusal: a group of one has no advantage (`GRPOConfig.__post_init__`), where verl's PPO
-    takes `rollout.n` 1."""
-    return (hf.findings(plan, launched=launched) + accelerate.findings(plan, launched=launched)
-            + grpo_findings(plan))
+    """The Trainer's (a TRL trainer is one) and the Accelerate config's rules, what neither
+    the TRL config nor the Accelerate config (nor the ds_config under ZeRO) carries (the carry
+    table over the files written together), and GRPO's own refusal: a group of one has no
+    advantage (`GRPOConfig.__post_init__`), where verl's PPO takes `rollout.n` 1."""
+    columns: tuple[carry.Column, ...] = ("trl", "accelerate", "deepspeed") if plan.recipe.strategy == "zero" \
+        else ("trl", "accelerate")
+    return (hf.findings(plan, launched=launched, carried=False)
+            + accelerate.findings(plan, launched=launched, carried=False)
+            + carry.findings(plan, columns, TARGET, launched=launched) + grpo_findings(plan))
 
 
 def grpo_findings(plan: Plan) -> list[Finding]:

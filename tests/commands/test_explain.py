@@ -31,6 +31,8 @@ def test_a_field_says_what_it_means_its_type_default_and_native_keys(cli: Cli) -
         "  Accelerate  the header comment: the DataLoader's batch_size\n"
         "  verl actor  actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu\n"
         "  HF Trainer  per_device_train_batch_size\n"
+        "  TRL config  per_device_train_batch_size\n"
+        "  OpenRLHF    --train.micro_batch_size\n"
     )
 
 

@@ -1,4 +1,5 @@
-"""The carry table covers every recipe field, and its `exact` cells are what the emitters write."""
+"""The carry table covers every recipe field, and its `exact` cells are what the emitters write
+(TRL's config and OpenRLHF's command line too)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from distrecipe.engines import ENGINES
 from distrecipe.recipe import (
     RL,
     Batch,
@@ -19,7 +19,7 @@ from distrecipe.recipe import (
     Schedule,
     recipe_values,
 )
-from distrecipe.translator import accelerate, carry, deepspeed, hf, verl
+from distrecipe.translator import accelerate, carry, deepspeed, hf, openrlhf, trl, verl
 from tests.emit_strategies import plan_of
 
 
@@ -42,7 +42,7 @@ CHANGES: dict[str, tuple[Any, Any]] = {
     "optimizer.betas": ([0.9, 0.95], [0.8, 0.9]), "optimizer.name": ("adamw", "sgd"),
     "schedule.warmup_steps": (10, 20), "schedule.total_steps": (100, 200), "schedule.warmup_ratio": (0.1, 0.2),
     "grad_clip": (0.5, 2.0), "checkpoint.every": (100, 200), "checkpoint.dir": ("ckpt/a", "ckpt/b"),
-    "checkpoint.keep": (2, 3), "batch.micro": (2, 1),
+    "checkpoint.keep": (2, 3), "batch.micro": (2, 1), "batch.global": (64, 128), "stage": (2, 3),
     "batch.accumulation": (4, 8), "batch.micro_tokens": (4096, 8192),
     "model.layer_cls": ("LlamaDecoderLayer", "Qwen3DecoderLayer"), "cluster.nodes": (1, 2),
     "cluster.gpus_per_node": (8, 4), "cluster.device": ("gpu", "cpu"), "offload.pin_memory": (True, False),
@@ -63,8 +63,22 @@ def files(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Each file kind's output for `doc`, as key → value (dotted)."""
     plan = plan_of(doc)
     flat = {"deepspeed": deepspeed.emit(plan), "accelerate": accelerate.emit(plan), "hf": hf.emit(plan),
-            "verl": dict(verl.overrides(plan))}
-    return {kind: dict(_leaves(data)) for kind, data in flat.items()}
+            "verl": dict(verl.overrides(plan)), "trl": trl.emit(plan)}
+    out = {kind: dict(_leaves(data)) for kind, data in flat.items()}
+    out["openrlhf"] = {name: _word(value) for name, value in openrlhf.arguments(plan)}
+    return out
+
+
+def _word(value: str | None) -> Any:
+    """A command line's word as OpenRLHF's argparse types it (a switch given alone: true)."""
+    if value is None:
+        return True
+    for number in (int, float):
+        try:
+            return number(value)
+        except ValueError:
+            pass
+    return value
 
 
 def _leaves(node: Any, path: str = "") -> Any:
@@ -90,6 +104,8 @@ def _set(doc: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
         out["batch"] = {"micro": value, "accumulation": 4}
     if key == "batch.accumulation":
         out["batch"] = {"micro": 2, "accumulation": value}
+    if key == "batch.global":
+        out["batch"] = {"micro": 2, "global": value}
     if key == "batch.micro_tokens":
         out["batch"] = {"global": 64, "micro_tokens": value}
     if key.startswith("offload.") and key != "offload.pin_memory":
@@ -101,7 +117,7 @@ def _set(doc: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
     return out
 
 
-EXACT = [(key, kind) for key, row in carry.FIELDS.items() for kind in ENGINES
+EXACT = [(key, kind) for key, row in carry.FIELDS.items() for kind in carry.COLUMN_ORDER
          if row.cell(kind).how == "exact"]
 
 
@@ -116,5 +132,20 @@ def test_an_exact_cell_names_the_key_the_emitter_writes(key: str, kind: str) -> 
     assert native in after, f"{kind} writes no {native} ({sorted(after)[:8]}...)"
     assert before.get(native) != after[native]
     written = after[native]
-    assert written == WRITTEN.get((key, kind), new) or (isinstance(written, tuple) and list(written) == new), (
+    # TRL's config spells the Trainer's kwargs as TrainingArguments does.
+    spelt = WRITTEN.get((key, kind), WRITTEN.get((key, "hf"), new) if kind == "trl" else new)
+    assert written == spelt or (isinstance(written, tuple) and list(written) == new), (
         native, written, new)
+
+
+def test_openrlhf_s_decided_options_are_its_column_s_keys() -> None:
+    """`translator.openrlhf.decided` names the recipe field behind each option `launch` checks;
+    the carry table's OpenRLHF cell of that field spells the same option."""
+    plan = plan_of({**BASE, "strategy": "zero", "optimizer": {"lr": 1e-4}, "grad_clip": 1.0,
+                    "rl": {**BASE["rl"], "rollout_memory": 0.5, "free_rollout_memory": True}})
+    checked = 0
+    for option, _value, key in openrlhf.decided(plan):
+        if key in carry.FIELDS:
+            assert option in carry.FIELDS[key].cell("openrlhf").keys, (option, key)
+            checked += 1
+    assert checked >= 12

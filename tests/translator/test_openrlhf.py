@@ -54,3 +54,27 @@ def test_what_openrlhf_cannot_run_is_refused(change: tuple[str, str], why: str, 
                     .replace(*change))
     with pytest.raises(DistrecipeError, match=f"DR208.*{why}"):
         TARGETS["openrlhf"](api.load_plan(path), EmitOptions())
+
+
+def test_what_the_line_does_not_carry_is_named_by_the_option_it_leaves(tmp_path: Path) -> None:
+    """The findings read OpenRLHF's column of the carry table: a stated field the line has an
+    option for but compile does not write names that option; a native section, its keys."""
+    path = tmp_path / "recipe.yaml"
+    path.write_text(RECIPE.format(world=8, nodes=1, gpus=8, stage=3, micro=4, global_=128, n=8, prompts=16)
+                    .replace("name: adamw, lr: 1.0e-6}", "name: sgd, lr: 1.0e-6, betas: [0.9, 0.99]}")
+                    + "checkpoint: {every: 50}\nnative: {hf: {seed: 3}}\n")
+    found: dict[str, str] = {}
+    for f in TARGETS["openrlhf"](api.load_plan(path), EmitOptions()).findings:
+        found[f.code] = found.get(f.code, "") + f.message
+    assert "optimizer.betas [0.9, 0.99]" in found["DR222"] and "--actor.adam.betas is not written" in found["DR222"]
+    assert "checkpoint.every 50" in found["DR222"] and "--ckpt.save_steps" in found["DR222"]
+    assert "optimizer.name sgd" in found["DR222"] and "OpenRLHF builds its own AdamW" in found["DR222"]
+    assert "native.hf: seed" in found["DR233"]
+
+
+def test_an_optimizer_without_a_learning_rate_leaves_openrlhf_s(tmp_path: Path) -> None:
+    path = tmp_path / "recipe.yaml"
+    path.write_text(RECIPE.format(world=8, nodes=1, gpus=8, stage=3, micro=4, global_=128, n=8, prompts=16)
+                    .replace("optimizer: {name: adamw, lr: 1.0e-6}", "optimizer: {name: adamw}"))
+    text = TARGETS["openrlhf"](api.load_plan(path), EmitOptions()).files["openrlhf_train.sh"]
+    assert "--actor.adam.lr" not in text

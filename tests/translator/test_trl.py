@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from distrecipe import api
+from distrecipe.errors import DistrecipeError
 from distrecipe.translator.importers import World
 from distrecipe.translator.importers.registry import import_document, read_native
 from distrecipe.translator.targets import TARGETS, EmitOptions
@@ -217,3 +218,44 @@ def test_import_reads_grpo_s_generation_batch(knobs: dict[str, int], where: str 
             import_document(kind, doc, World.of(plan.dims.world))
         assert trl_judge.refusal_of({**config, "model_name_or_path": "m", "output_dir": str(tmp_path),
                                      "deepspeed": None}, "grpo", tmp_path, size=8) is not None
+
+
+def test_what_the_trl_config_carries_is_not_named_as_lost(tmp_path: Path) -> None:
+    """The findings read the carry table over the files written together: the TRL config
+    carries the Trainer's checkpointing and clipping, which an Accelerate config alone cannot."""
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(SFT + "grad_clip: 0.5\ncheckpoint: {every: 100, keep: 2}\nnative: {verl: [trainer.x=1]}\n")
+    found = TARGETS["trl"](api.load_plan(recipe), EmitOptions()).findings
+    text = "\n".join(f.message for f in found)
+    assert not {"grad_clip", "checkpoint.every", "checkpoint.keep"} & {word.rstrip(",") for word in text.split()}
+    assert [f.message.endswith("(native.verl: trainer.x)") for f in found if f.code == "DR233"] == [True]
+
+
+@pytest.mark.parametrize(("steps", "refused"), [(4, False), (2, True)])
+def test_native_trl_is_written_and_held_to_the_recipe(steps: int, refused: bool, tmp_path: Path) -> None:
+    """`native.trl` (TRL's own keys) lands in the config; a generation in steps that is the
+    recipe's (16 prompts × 8 = 4 steps of micro 4 × 8 ranks) replaces generation_batch_size,
+    which GRPOConfig refuses beside it, and one that is not is refused at resolve."""
+    text = GRPO + f"native: {{trl: {{beta: 0.1, model_name_or_path: m, steps_per_generation: {steps}}}}}\n"
+    if refused:
+        recipe = tmp_path / "recipe.yaml"
+        recipe.write_text(text)
+        with pytest.raises(DistrecipeError, match=r"native\.trl\.steps_per_generation.*rl\.prompts_per_step"):
+            api.load_plan(recipe)
+        return
+    _plan, files = compiled(text.replace("global: 128", "global: 32"), tmp_path)
+    config = yaml.safe_load(files["grpo_config.yaml"])
+    assert (config["beta"], config["steps_per_generation"]) == (0.1, 4) and "generation_batch_size" not in config
+    argv = ["--config", "grpo_config.yaml", "--accelerate_config", "accelerate_config.yaml",
+            "--output_dir", str(tmp_path / "out")]
+    assert trl_judge.command_refusal("grpo", argv, tmp_path) is None
+
+
+def test_a_native_null_names_the_section_that_holds_it(tmp_path: Path) -> None:
+    """TRL's config is written with native.hf and native.trl: a null that removes the
+    optimizer's key is named where it is written, not as the Accelerate file's gap."""
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(SFT + "native: {hf: {optim: null}}\n")
+    found = [f.message for f in TARGETS["trl"](api.load_plan(recipe), EmitOptions()).findings if f.code == "DR222"]
+    assert any("optimizer.name adamw" in m and "here native.hf.optim is null: compile leaves it out" in m
+               for m in found), found

@@ -87,8 +87,9 @@ class Imported:
     recipe: dict[str, Any]
     notes: list[str] = field(default_factory=list)
     companions: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Engine → a companion file's data the import read (the ds_config a YAML names), so
-    its unmapped keys are carried too (`residue`)."""
+    """Engine → a companion file's data the import read (the ds_config a YAML names), or the
+    part of the input another `native` section holds (a TRL config's own keys, `native.trl`),
+    so its unmapped keys are carried too (`residue`)."""
     read: dict[str, Any] | None = None
     """The input's data as the importer read it, where that differs from the file's
     mapping (a launch script's `$VAR` values expanded): what the residue compares."""

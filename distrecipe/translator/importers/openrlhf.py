@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from distrecipe.engines.openrlhf import entry, judging
+from distrecipe.engines.openrlhf import entry, expansions, judging
 from distrecipe.translator.importers import Context, Imported, NotImportable
 from distrecipe.translator.openrlhf import ENTRY
 
@@ -45,6 +45,11 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     if known is None:
         raise NotImportable(f"{module} is no entry of the judging OpenRLHF release",
                             context.doc.where((module,)))
+    hidden = expansions("\n".join(context.doc.lines), context.doc.file)
+    if hidden:
+        raise NotImportable(f"{hidden[0].text} is left to the shell: the options it expands to are not on "
+                            "the command line import reads, and the parser's defaults would stand for them; "
+                            "write them out", hidden[0].where)
     given: dict[str, tuple[str, Any]] = {}
     for written, value in options.items():
         option = known.resolve(written)
@@ -124,6 +129,10 @@ def _unread(given: dict[str, tuple[str, Any]], nodes: int, gpus: int) -> list[st
     written = {"num_nodes": nodes, "num_gpus_per_node": gpus, "tensor_parallel_size": 1}
     apart = sorted(given[dest][0] for dest in given if dest in AS_EMITTED
                    and integer(given[dest][1]) != written[dest.split(".")[-1]])
+    known = entry(ENTRY)
+    assert known is not None
+    unstated = sorted(f"--{dest} (default {known.default(dest)})" for dest in AS_EMITTED if dest not in given
+                      and integer(known.default(dest)) != written[dest.split(".")[-1]])
     notes = []
     if left:
         notes.append(f"{len(left)} OpenRLHF options are not a recipe's (models, data, algorithm, generation: "
@@ -131,4 +140,7 @@ def _unread(given: dict[str, tuple[str, Any]], nodes: int, gpus: int) -> list[st
     if apart:
         notes.append(f"{', '.join(apart)}: not the recipe's placement (every model group on all "
                      f"{nodes} × {gpus} GPUs, one-GPU vLLM engines): keep the command line for them")
+    if unstated:
+        notes.append(f"{', '.join(unstated)}: left to OpenRLHF's defaults, which compile replaces with the "
+                     f"recipe's placement ({nodes} × {gpus} GPUs for every model group)")
     return notes

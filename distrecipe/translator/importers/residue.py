@@ -22,9 +22,10 @@ from distrecipe.engines import Kind
 from distrecipe.engines.accelerate import EMITTED_DEFAULTS as ACCELERATE_DEFAULTS
 from distrecipe.engines.deepspeed import BATCH_KEYS, NO_DEFAULT, config_default
 from distrecipe.engines.defaults import lookup, null_is_default
+from distrecipe.engines.trl import commands
 from distrecipe.job import Plan
 from distrecipe.source import KeyPath
-from distrecipe.translator import accelerate, deepspeed, hf, verl
+from distrecipe.translator import accelerate, deepspeed, hf, trl, verl
 from distrecipe.translator.native import DECIDED, leaves, override_line, same
 
 EMITTERS: dict[str, Callable[[Plan], Any]] = {
@@ -32,8 +33,10 @@ EMITTERS: dict[str, Callable[[Plan], Any]] = {
     "accelerate": accelerate.emit,
     "hf": hf.emit,
     "verl": verl.nested,
+    "trl": trl.grpo,
 }
-"""Engine → the emitter whose output the input is compared with (on a plan without `native`)."""
+"""Engine → the emitter whose output the input is compared with (on a plan without `native`):
+a TRL config's own keys (its Trainer's are `hf`'s) with the GRPO keys the recipe decides."""
 FILE_REFERENCES: dict[str, frozenset[KeyPath]] = {
     "accelerate": frozenset({("deepspeed_config", "deepspeed_config_file")}),
     "hf": frozenset({("deepspeed",)}),
@@ -56,11 +59,15 @@ TABLED: dict[str, Kind] = {"deepspeed": "deepspeed", "accelerate": "accelerate",
 def default(engine: str, path: KeyPath, plan: Plan) -> object:
     """The engine's own value for a key the input did not state, or `NO_DEFAULT`: DeepSpeed's
     at the plan's stage (`config_default`: its stage-dependent `overlap_comm`), Accelerate's
-    loader's, else the generated key tables' (TrainingArguments' `adam_beta1`)."""
+    loader's, GRPOConfig's for a TRL config's GRPO keys, else the generated key tables'
+    (TrainingArguments' `adam_beta1`)."""
     if engine == "deepspeed":
         found = config_default(path, plan.stage)
     elif engine == "accelerate":
         found = ACCELERATE_DEFAULTS.get(path, NO_DEFAULT)
+    elif engine == "trl":  # the keys `trl.grpo` writes are GRPOConfig's
+        field = commands()["grpo"].field(str(path[0])) if len(path) == 1 else None
+        found = field["default"] if field is not None and "default" in field else NO_DEFAULT
     else:
         found = NO_DEFAULT
     if found is NO_DEFAULT and engine in TABLED:

@@ -2,44 +2,64 @@
 as the HF importer reads them, and GRPO's group size as the recipe's `rl`.
 
 A TRL config extends `TrainingArguments`, so its batch, precision, optimizer, schedule
-and `deepspeed:` are the HF importer's. `num_generations` is `rl.rollout_n`, and GRPOConfig's
-generation batch (`generation_batch_size`, or micro × world × `steps_per_generation`, by
-default the accumulation) holds `rl.prompts_per_step` groups; `vllm_mode` is
+and `deepspeed:` are the HF importer's, where the file leaves them out at the TRL config's
+own defaults (bf16, gradient checkpointing, its learning rate). `num_generations` is
+`rl.rollout_n`, and GRPOConfig's generation batch (`generation_batch_size`, or micro × world
+× `steps_per_generation`, by default the accumulation) holds `rl.prompts_per_step` groups; `vllm_mode` is
 `rl.rollout_mode`, and a colocated vLLM's `vllm_gpu_memory_utilization` is
 `rl.rollout_memory` and its sleep mode `rl.free_rollout_memory`. What a recipe does not
-model (the dataset, `beta`, the completion length, a server's address) is named in a note:
-keep the YAML for it.
+model is carried verbatim, as `compile --target trl` writes it back: the Trainer's keys in
+`native.hf`, TRL's own (the model, the dataset, `beta`, the completion length, a server's
+address, `env:`) in `native.trl` (`residue`, against the GRPO keys the recipe decides).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from distrecipe.engines.tables import training_arguments
+from distrecipe.engines.tables import training_arguments, training_defaults
+from distrecipe.engines.trl import command_of
 from distrecipe.keys import integer
+from distrecipe.translator.carry import FIELDS
 from distrecipe.translator.importers import Context, Imported, NotImportable, hf
-
-MAPPED = frozenset({"num_generations", "generation_batch_size", "steps_per_generation", "use_vllm",
-                    "vllm_mode", "vllm_gpu_memory_utilization", "vllm_enable_sleep_mode"})
-"""The TRL keys `_rl` reads into the recipe."""
 
 
 def to_recipe(data: dict[str, Any], context: Context) -> Imported:
     trainer = training_arguments()
-    imported = hf.to_recipe({key: value for key, value in data.items() if key in trainer}, context)
-    imported.read = {key: value for key, value in data.items() if key in trainer}
+    stated = {key: value for key, value in data.items() if key in trainer}
+    own = own_defaults(data, trainer)
+    imported = hf.to_recipe({**own, **stated}, context)
+    imported.read = {**own, **stated}  # what the trainer runs, so another target runs it too
+    if own:
+        imported.notes.append("left out, the Trainer's kwargs are TRL's defaults, not TrainingArguments': "
+                              + ", ".join(f"{key} {str(value).lower() if isinstance(value, bool) else value}"
+                                          for key, value in own.items()))
+    imported.companions["trl"] = {key: value for key, value in data.items() if key not in trainer}
     rl = _rl(data, imported.recipe, context)
     if rl:
         imported.recipe["rl"] = rl
     # `trl NAME` runs under `accelerate launch` (a recipe with `rl` would otherwise be verl's)
     zero = imported.recipe.get("strategy") == "zero"
     imported.recipe["launch"] = {"backend": "accelerate-deepspeed" if zero else "accelerate"}
-    left = sorted(key for key in data if key not in trainer and key not in MAPPED)
-    if left:
-        shown = f"{', '.join(left[:4])}{', ...' if len(left) > 4 else ''}"
-        imported.notes.append(f"{len(left)} TRL settings are not a recipe's (model, data, loss, generation: "
-                              f"{shown}): keep the YAML for them")
     return imported
+
+
+def own_defaults(data: dict[str, Any], trainer: frozenset[str]) -> dict[str, Any]:
+    """The Trainer's kwargs the recipe maps (the carry table's TrainingArguments keys) that the
+    command's config declares again with its own default, where the file leaves them out
+    (TRL's configs train in bf16 unless fp16 is set, with gradient checkpointing on:
+    `trl.trainer.base_config`): what the trainer runs, not TrainingArguments'. The others
+    (`logging_steps`) stay TRL's default in the TRL config compile writes."""
+    command, theirs = command_of(data), training_defaults()
+    mapped = {key for row in FIELDS.values() for key in row.hf.keys}
+    out: dict[str, Any] = {}
+    for key in sorted((trainer & mapped) - set(data)):
+        entry = command.field(key)
+        if entry is not None and "default" in entry and entry["default"] != theirs.get(key):
+            out[key] = entry["default"]
+    if out.get("bf16", False) is None:  # `bf16 = not fp16 if bf16 is None`
+        out["bf16"] = data.get("fp16") is not True
+    return out
 
 
 def _rl(data: dict[str, Any], recipe: dict[str, Any], context: Context) -> dict[str, Any]:

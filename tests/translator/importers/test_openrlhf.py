@@ -62,7 +62,22 @@ def test_separate_engines_are_a_server_and_the_rest_is_named(tmp_path: Path) -> 
         "2 OpenRLHF options are not a recipe's (models, data, algorithm, generation: "
         "--actor.model_name_or_path, --algo.advantage.estimator): keep the command line for them",
         "--ref.num_gpus_per_node, --vllm.tensor_parallel_size: not the recipe's placement (every model group "
-        "on all 1 × 4 GPUs, one-GPU vLLM engines): keep the command line for them"]
+        "on all 1 × 4 GPUs, one-GPU vLLM engines): keep the command line for them",
+        "--critic.num_gpus_per_node (default 8), --reward.num_gpus_per_node (default 8): left to OpenRLHF's "
+        "defaults, which compile replaces with the recipe's placement (1 × 4 GPUs for every model group)"]
+
+
+def test_options_in_a_bash_array_are_refused_not_read_as_defaults(tmp_path: Path) -> None:
+    """`${ARGS[@]}` expands to options import cannot see: reading the line without them would
+    put the parser's defaults (8 GPUs, one sample a prompt) in the recipe without a word."""
+    script = tmp_path / "train.sh"
+    script.write_text("ARGS=(\n   --actor.num_gpus_per_node 4\n)\n"
+                      "python3 -m openrlhf.cli.train_ppo_ray \\\n   ${ARGS[@]} \\\n   --train.colocate_all\n")
+    kind, doc = read_native(script)
+    with pytest.raises(NotImportable, match=r"\$\{ARGS\[@\]\} is left to the shell") as caught:
+        import_document(kind, doc, None)
+    where = caught.value.where
+    assert where is not None and (where.line, where.col) == (5, 4)
 
 
 def test_a_number_left_to_the_shell_is_refused_at_its_option(tmp_path: Path) -> None:

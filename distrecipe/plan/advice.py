@@ -40,7 +40,18 @@ RECOMPUTE_ORDER: tuple[Recompute, ...] = ("none", "selective", "full")
 
 
 def advise(plan: Plan) -> list[str]:
-    """Advice lines for `plan`, most important first."""
+    """Advice lines for `plan`, most important first; where the job holds models `plan`
+    cannot price (OpenRLHF's critic and reward model), a last line says the advice is a
+    lower bound."""
+    lines = _advise(plan)
+    phase = estimate(plan).rollout
+    if phase is not None and phase.unpriced:
+        lines.append(f"a lower bound: {phase.trainer} also holds {', '.join(phase.unpriced)} on every GPU, "
+                     "not priced here (their size is not the recipe's)")
+    return lines
+
+
+def _advise(plan: Plan) -> list[str]:
     current = estimate(plan)
     if current.budget is None:
         return ["cluster.gpu_memory is not set: cannot say whether it fits"]
@@ -129,7 +140,7 @@ def _levers(plan: Plan) -> Iterator[Plan]:
     engine's share before all of them, where it is what does not fit)."""
     current = estimate(plan)
     if current.rollout is not None and plan.recipe.rl is not None:
-        freed = _try(plan, rl={"free_rollout_memory": True}) if current.rollout.in_training else None
+        freed = _try(plan, rl={"free_rollout_memory": True}) if current.rollout.kept else None
         if freed is not None:
             plan = freed
             yield plan
@@ -183,13 +194,16 @@ def _more_gpus(plan: Plan) -> str:
     """verl's rollout phase cannot fit: what only more GPUs or more rollout TP change."""
     phase = estimate(_offloaded(plan, ACTOR_OFFLOADS[-1]) or plan).rollout
     assert phase is not None
-    tp = "" if phase.tensor_stated else " (verl's default)"
+    tp = "" if phase.tensor_stated else f" ({phase.trainer}'s default)"
     how = f" = Ψ × {phase.width} bytes ÷ rollout tensor parallelism {phase.tensor}{tp},"
+    more = (", or a larger actor_rollout_ref.rollout.tensor_model_parallel_size in native.verl"
+            if phase.trainer == "verl" else
+            f" ({phase.trainer}'s vLLM runs at tensor parallelism {phase.tensor} here, which the "
+            "recipe does not set)")
     return (f"does not fit: the rollout engine needs at least {gb(phase.floor)} per GPU "
             f"({phase.floor_text(how)}) and the actor keeps "
-            f"{gb(sum(phase.actor.values()))} "
-            f"beside it even offloaded: more GPUs (cluster.nodes) to shard the actor, or a larger "
-            f"actor_rollout_ref.rollout.tensor_model_parallel_size in native.verl")
+            f"{gb(sum(phase.actor.values()) + sum(phase.beside.values()))} "
+            f"beside it even offloaded: more GPUs (cluster.nodes) to shard the actor{more}")
 
 
 def _training_levers(plan: Plan) -> Iterator[Plan]:

@@ -2,8 +2,11 @@
 
 TRL's GRPO with vLLM colocated is priced the same way (`_trl`), with GRPOConfig's own
 defaults: no offload between phases, vLLM's tensor parallelism 1, and the fraction kept
-through training unless vLLM's sleep mode is on. A vLLM server (`rl.rollout_mode:
-server`) runs on GPUs outside the recipe's cluster: no rollout phase on the trainer's.
+through training unless vLLM's sleep mode is on. So is OpenRLHF's colocated job
+(`_openrlhf`), read from the command distrecipe writes for it, with the reference model
+beside the actor in both phases and the critic and reward model named as not priced
+(docs/plan.md, "OpenRLHF's colocated job"). A vLLM server (`rl.rollout_mode: server`) runs
+on GPUs outside the recipe's cluster: no rollout phase on the trainer's.
 
 verl's hybrid engine runs generation (vLLM or SGLang) and the actor's update on every
 GPU in turn, so a GPU must hold the worse of two phases (`distrecipe.engines.verl` has

@@ -28,6 +28,7 @@ from distrecipe.errors import RecipeError
 from distrecipe.job import Plan
 from distrecipe.model_shapes import inventory as model_inventory
 from distrecipe.plan import host
+from distrecipe.plan.allocator import CONTEXT
 from distrecipe.plan.report import Estimate, compare, estimate
 from distrecipe.plan.rollout import fractions
 from distrecipe.plan.runnable import runs
@@ -196,14 +197,20 @@ def _more_gpus(plan: Plan) -> str:
     assert phase is not None
     tp = "" if phase.tensor_stated else f" ({phase.trainer}'s default)"
     how = f" = Ψ × {phase.width} bytes ÷ rollout tensor parallelism {phase.tensor}{tp},"
-    more = (", or a larger actor_rollout_ref.rollout.tensor_model_parallel_size in native.verl"
-            if phase.trainer == "verl" else
-            f" ({phase.trainer}'s vLLM runs at tensor parallelism {phase.tensor} here, which the "
-            "recipe does not set)")
+    if phase.trainer == "verl":
+        more = ("more GPUs (cluster.nodes) to shard the actor, or a larger "
+                "actor_rollout_ref.rollout.tensor_model_parallel_size in native.verl")
+    elif plan.gpu_memory is not None and phase.floor + CONTEXT >= plan.gpu_memory:
+        more = (f"more GPUs do not help: the floor alone fills the GPU, and {phase.trainer}'s command here "
+                f"runs vLLM at tensor parallelism {phase.tensor} (one engine per GPU), which the recipe does "
+                "not set")
+    else:
+        more = (f"more GPUs (cluster.nodes) to shard the actor ({phase.trainer}'s vLLM runs at tensor "
+                f"parallelism {phase.tensor} here, which the recipe does not set)")
     return (f"does not fit: the rollout engine needs at least {gb(phase.floor)} per GPU "
             f"({phase.floor_text(how)}) and the actor keeps "
             f"{gb(sum(phase.actor.values()) + sum(phase.beside.values()))} "
-            f"beside it even offloaded: more GPUs (cluster.nodes) to shard the actor{more}")
+            f"beside it even offloaded: {more}")
 
 
 def _training_levers(plan: Plan) -> Iterator[Plan]:

@@ -179,3 +179,17 @@ def test_launch_judges_the_figure_plan_prints(recipe: str, refused: bool, cli: C
         assert "distrecipe: the plan fits as a lower bound: it prices the command distrecipe writes, not the " \
                "critic" in launched.err
         assert "--vllm.gpu_memory_utilization 0.3" in launched.out and "--vllm.enable_sleep" in launched.out
+
+
+def test_a_model_whose_vllm_copy_fills_the_gpu_is_told_more_gpus_do_not_help(tmp_path: Path) -> None:
+    """70B at tensor 1 is 140 GB of vLLM weights on every GPU: sharding the actor over more
+    GPUs never brings the floor under 80 GB."""
+    from distrecipe.plan.advice import advise
+
+    path = tmp_path / "recipe.yaml"
+    path.write_text(SLEEPING.replace("params: 7.6e9, hidden_size: 3584, layers: 28, heads: 28, kv_heads: 4",
+                                     "params: 70e9, hidden_size: 8192, layers: 80, heads: 64, kv_heads: 8"))
+    first = advise(api.load_plan(path))[0]
+    assert first.startswith("does not fit: the rollout engine needs at least 142.82 GB per GPU (weights 140 GB")
+    assert first.endswith("more GPUs do not help: the floor alone fills the GPU, and OpenRLHF's command here runs "
+                          "vLLM at tensor parallelism 1 (one engine per GPU), which the recipe does not set")

@@ -122,6 +122,19 @@ def validation(module: str, argv: list[str]) -> str | None:
     """What the entry module's own `__main__` block refuses before it trains: the block run
     as written (its parse, `hierarchize`, every assertion), all but the run itself
     (`train(args)`) and ModelScope's hub patch; the assertion's message, or argparse's."""
+    return _main(module, argv)[1]
+
+
+def main_args(module: str, argv: list[str]) -> Any:
+    """The namespace the entry module's `__main__` block hands `train(args)`: grouped, its own
+    defaults derived (the critic's checkpoint from the estimator and the reward model)."""
+    namespace, refused = _main(module, argv)
+    assert refused is None, refused
+    return namespace["args"]
+
+
+def _main(module: str, argv: list[str]) -> tuple[dict[str, Any], str | None]:
+    """The `__main__` block run as `validation` says: its namespace, and its refusal or None."""
     import argparse
     import ast
     import sys
@@ -151,9 +164,9 @@ def validation(module: str, argv: list[str]) -> str | None:
         with contextlib.redirect_stderr(said), contextlib.redirect_stdout(io.StringIO()):
             exec(compile(ast.Module(body, []), str(path), "exec"), namespace)
     except SystemExit:
-        return said.getvalue().strip().splitlines()[-1]
+        return namespace, said.getvalue().strip().splitlines()[-1]
     except AssertionError as error:
-        return str(error) or "assertion"
+        return namespace, str(error) or "assertion"
     except (TypeError, AttributeError) as error:  # an option left unset (`None > 0`, `None.split`)
-        return f"{type(error).__name__}: {error}"
-    return None
+        return namespace, f"{type(error).__name__}: {error}"
+    return namespace, None

@@ -49,7 +49,9 @@ def search_recipe(*, recipe: str, overrides: Sequence[str] = (), write: str | No
                    err=True)
     declared = load_recipe(recipe, overrides)
     plan = load_plan(recipe, overrides)
-    check_searchable(declared, estimate(plan))
+    current = estimate(plan)
+    check_searchable(declared, current)
+    unpriced = list(current.rollout.unpriced) if current.rollout is not None else []
     assert plan.gpu_memory is not None
     result = search(declared, plan.dims.gpus_per_node)
     budget = plan.gpu_memory
@@ -60,6 +62,7 @@ def search_recipe(*, recipe: str, overrides: Sequence[str] = (), write: str | No
         data = {"tried": result.tried, "fitting": len(result.ranked), "gpu_memory": budget,
                 "cpu_memory": declared.cluster.cpu_memory, "tie": TIE, "units": "bytes, seconds",
                 **({} if result.ranked else {"nothing_fits": binding(result)}),
+                **({"unpriced": unpriced} if unpriced else {}),
                 "candidates": [as_json(c, rank) for rank, c in enumerate(result.ranked[:top], 1)]}
         if trials is not None:
             data["measured"] = [trial_json(t) for t in trials]
@@ -73,6 +76,8 @@ def search_recipe(*, recipe: str, overrides: Sequence[str] = (), write: str | No
             click.echo(f"  {rank}. {why(candidate, budget)}")
         if not result.ranked:
             click.echo(f"  nothing fits: {binding(result)}")
+        if unpriced:  # OpenRLHF's critic and reward model: every fit above is a lower bound
+            click.echo(f"a lower bound: not priced, {', '.join(unpriced)}")
         if trials is not None:
             click.echo(measured_text(trials, measure_steps))
     if not result.ranked:

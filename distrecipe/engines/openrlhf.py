@@ -361,3 +361,84 @@ def ds_violation(b: DsBatch) -> str | None:
 def judging() -> str:
     """`OpenRLHF 0.11.2`, for messages."""
     return f"OpenRLHF {release('openrlhf').table}"
+
+
+# The colocated job (`--train.colocate_all`), as OpenRLHF 0.11.2's train_ppo_ray builds it.
+
+VLLM_WIDTH = 2
+"""Bytes per weight of vLLM's copy: `create_vllm_engines` passes `dtype: "bfloat16"` whatever
+`--ds.param_dtype` says (openrlhf/trainer/ray/vllm_engine.py)."""
+CRITIC_ESTIMATORS = frozenset({"gae"})
+"""Estimators that keep a critic: `__main__` drops `critic.model_name_or_path` for every other
+one and otherwise initialises it from the first reward model (the actor's checkpoint where
+the reward is remote or an agent's)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Colocated:
+    """What `train_ppo_ray --train.colocate_all` puts on every GPU, read from its options
+    (the judging release's defaults for those not given).
+
+    The source (OpenRLHF 0.11.2): vLLM starts first, one engine per `--vllm.tensor_parallel_size`
+    GPUs, `gpu_memory_utilization` its fraction, `max_model_len` = `--data.max_len`; with
+    `--vllm.enable_sleep` it sleeps at level 1 (weights to CPU, KV cache dropped) at once and
+    after each generation, and wakes its weights only for the broadcast after training
+    (ppo_trainer.broadcast_to_vllm, samples_generator). The actor and the critic are DeepSpeed
+    training engines at `--ds.zero_stage`; they move their states to CPU between phases only
+    with `--ds.enable_sleep`. The reference model is the actor's checkpoint (`ref_model`
+    inits from `actor.model_name_or_path`), built when `--algo.kl.init_coef` > 0; it and the
+    reward model are DeepSpeed inference engines in `--ds.param_dtype`, sharded ZeRO-3 when
+    the training stage is 3 and whole otherwise (`get_ds_eval_config`: stage 3 or 0). All of
+    them stay on the GPU through both phases. Not read: `--ref.offload`, `--reward.offload`,
+    `--ds.enable_sleep`, `--ds.adam_offload` (the command distrecipe emits sets none of them).
+    """
+
+    memory: float
+    memory_stated: bool
+    sleep: bool
+    sleep_stated: bool
+    tensor: int
+    max_len: int
+    max_len_stated: bool
+    zero_stage: int
+    reference: bool
+    """A reference model is built (`--algo.kl.init_coef` > 0)."""
+    reward: str | None
+    """The reward model's checkpoint as the command names it; None when the reward is remote."""
+    critic: str | None
+    """The critic's checkpoint as the command names it (its own, else the reward model's, else
+    the actor's); None when the estimator keeps no critic."""
+    estimator: str
+    estimator_stated: bool
+
+
+def colocated(argv: Sequence[str]) -> Colocated:
+    """The colocated job `train_ppo_ray` runs for `argv` (options as its parser reads them)."""
+    parser = entry(PPO_ENTRY)
+    assert parser is not None, f"{judging()} has {PPO_ENTRY}"
+    given = {item.option: item for item in read_argv(parser, argv) if item.option is not None}
+
+    def value(option: str) -> tuple[Any, bool]:
+        spec = parser.options[option]
+        item = given.get(option)
+        if item is None:
+            return spec.get("default"), False
+        if not spec["value"]:
+            return True, True
+        convert = {"int": int, "float": float}.get(str(spec.get("type")), str)
+        return convert(item.value), True
+
+    memory, memory_stated = value("--vllm.gpu_memory_utilization")
+    sleep, sleep_stated = value("--vllm.enable_sleep")
+    max_len, max_len_stated = value("--data.max_len")
+    estimator, estimator_stated = value("--algo.advantage.estimator")
+    remote = value("--reward.remote_url")[0] or value("--train.agent_func_path")[0]
+    reward = None if remote else value("--reward.model_name_or_path")[0]
+    critic = None
+    if estimator in CRITIC_ESTIMATORS:
+        critic = value("--critic.model_name_or_path")[0] or (
+            value("--actor.model_name_or_path")[0] if remote else str(reward).split(",")[0])
+    return Colocated(float(memory), memory_stated, bool(sleep), sleep_stated,
+                     int(value("--vllm.tensor_parallel_size")[0]), int(max_len), max_len_stated,
+                     int(value("--ds.zero_stage")[0]), value("--algo.kl.init_coef")[0] > 0,
+                     reward, critic, str(estimator), estimator_stated)

@@ -152,7 +152,9 @@ def check_fit(plan: Plan, *, allow_no_fit: bool, say: Say) -> dict[str, object]:
     The estimate is `distrecipe plan`'s (`plan.report.estimate`). A plan whose memory cannot
     be judged (no GPU memory, CPU ranks, no model shape, a batch the script decides) is not
     refused: `fits` is then null, nothing is invented. Only the verdict *does not fit* is
-    refused; a *tight* one goes ahead with lint's DR372 warning naming the band.
+    refused; a *tight* one goes ahead with lint's DR372 warning naming the band. Where the job
+    holds models `plan` cannot price (OpenRLHF's critic and reward model), a fit is a lower
+    bound, and launch says so.
     """
     record: dict[str, object] = {"fits": None, "verdict": None, "needed_bytes": None,
                                  "gpu_memory_bytes": plan.gpu_memory, "allow_no_fit": allow_no_fit}
@@ -161,12 +163,17 @@ def check_fit(plan: Plan, *, allow_no_fit: bool, say: Say) -> dict[str, object]:
     est = estimate(plan)
     record.update(fits=est.fits, verdict=est.verdict.word if est.verdict else None, needed_bytes=est.need)
     if est.fits is not False:
+        if est.fits and est.rollout is not None and est.rollout.unpriced:
+            say(f"distrecipe: the plan fits as a lower bound: it prices the command distrecipe writes, "
+                f"not {', '.join(est.rollout.unpriced)} (options after `--` that change the models are "
+                "not read)")
         return record
     assert est.budget is not None  # fits is False only against a budget
     kept = est.verdict.headroom if est.verdict else 0.0
     why = (f"{est.label} needs {_size(est.need)} per GPU of {_size(est.budget)}"
            + (f" less cluster.headroom {_size(kept)}" if kept else "")
-           + ("; verl's rollout share is below its engine's floor" if est.starved else ""))
+           + (f"; {est.rollout.trainer}'s rollout share is below its engine's floor"
+              if est.starved and est.rollout is not None else ""))
     if not allow_no_fit:
         raise LaunchError(f"the plan does not fit: {why} (distrecipe plan shows what to change); "
                           "--allow-no-fit launches it anyway",

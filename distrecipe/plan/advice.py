@@ -28,6 +28,7 @@ from distrecipe.errors import RecipeError
 from distrecipe.job import Plan
 from distrecipe.model_shapes import inventory as model_inventory
 from distrecipe.plan import host
+from distrecipe.plan.allocator import CONTEXT
 from distrecipe.plan.report import Estimate, compare, estimate
 from distrecipe.plan.rollout import fractions
 from distrecipe.plan.runnable import runs
@@ -40,7 +41,18 @@ RECOMPUTE_ORDER: tuple[Recompute, ...] = ("none", "selective", "full")
 
 
 def advise(plan: Plan) -> list[str]:
-    """Advice lines for `plan`, most important first."""
+    """Advice lines for `plan`, most important first; where the job holds models `plan`
+    cannot price (OpenRLHF's critic and reward model), a last line says the advice is a
+    lower bound."""
+    lines = _advise(plan)
+    phase = estimate(plan).rollout
+    if phase is not None and phase.unpriced:
+        lines.append(f"a lower bound: {phase.trainer} also holds {', '.join(phase.unpriced)} on every GPU, "
+                     "not priced here (their size is not the recipe's)")
+    return lines
+
+
+def _advise(plan: Plan) -> list[str]:
     current = estimate(plan)
     if current.budget is None:
         return ["cluster.gpu_memory is not set: cannot say whether it fits"]
@@ -129,7 +141,7 @@ def _levers(plan: Plan) -> Iterator[Plan]:
     engine's share before all of them, where it is what does not fit)."""
     current = estimate(plan)
     if current.rollout is not None and plan.recipe.rl is not None:
-        freed = _try(plan, rl={"free_rollout_memory": True}) if current.rollout.in_training else None
+        freed = _try(plan, rl={"free_rollout_memory": True}) if current.rollout.kept else None
         if freed is not None:
             plan = freed
             yield plan
@@ -183,13 +195,22 @@ def _more_gpus(plan: Plan) -> str:
     """verl's rollout phase cannot fit: what only more GPUs or more rollout TP change."""
     phase = estimate(_offloaded(plan, ACTOR_OFFLOADS[-1]) or plan).rollout
     assert phase is not None
-    tp = "" if phase.tensor_stated else " (verl's default)"
+    tp = "" if phase.tensor_stated else f" ({phase.trainer}'s default)"
     how = f" = Ψ × {phase.width} bytes ÷ rollout tensor parallelism {phase.tensor}{tp},"
+    if phase.trainer == "verl":
+        more = ("more GPUs (cluster.nodes) to shard the actor, or a larger "
+                "actor_rollout_ref.rollout.tensor_model_parallel_size in native.verl")
+    elif plan.gpu_memory is not None and phase.floor + CONTEXT >= plan.gpu_memory:
+        more = (f"more GPUs do not help: the floor alone fills the GPU, and {phase.trainer}'s command here "
+                f"runs vLLM at tensor parallelism {phase.tensor} (one engine per GPU), which the recipe does "
+                "not set")
+    else:
+        more = (f"more GPUs (cluster.nodes) to shard the actor ({phase.trainer}'s vLLM runs at tensor "
+                f"parallelism {phase.tensor} here, which the recipe does not set)")
     return (f"does not fit: the rollout engine needs at least {gb(phase.floor)} per GPU "
             f"({phase.floor_text(how)}) and the actor keeps "
-            f"{gb(sum(phase.actor.values()))} "
-            f"beside it even offloaded: more GPUs (cluster.nodes) to shard the actor, or a larger "
-            f"actor_rollout_ref.rollout.tensor_model_parallel_size in native.verl")
+            f"{gb(sum(phase.actor.values()) + sum(phase.beside.values()))} "
+            f"beside it even offloaded: {more}")
 
 
 def _training_levers(plan: Plan) -> Iterator[Plan]:

@@ -160,11 +160,13 @@ def _step(est: Estimate) -> str:
 
 
 def _rollout(phase: Rollout) -> str:
-    """verl's rollout phase: the engine's share of the GPU (its weights, start-up profile and
-    KV cache) beside the actor's resident state."""
+    """The rollout phase: the engine's share of the GPU (its weights, start-up profile and
+    KV cache) beside the actor's resident state and any other model kept there; what the
+    job holds that `plan` cannot price is named."""
     source = "" if phase.stated else f" ({phase.trainer}'s default)"
     share = "of an unknown GPU" if phase.engine is None else f"= {gb(phase.engine)}"
-    tp = "" if phase.tensor_stated else f", {phase.trainer}'s default"
+    tp = (f", {phase.said['tensor']}" if "tensor" in phase.said
+          else "" if phase.tensor_stated else f", {phase.trainer}'s default")
     inside = phase.floor_text(f" (Ψ × {phase.width} bytes ÷ rollout tensor parallelism {phase.tensor}{tp})")
     kv = phase.kv_cache
     if kv is None:
@@ -175,33 +177,47 @@ def _rollout(phase: Rollout) -> str:
         inside += f": below this floor of {gb(phase.floor)} vLLM refuses to start"
     actor = sum(phase.actor.values())
     parts = _in_parens(phase.actor)
+    others = "".join(f" + {name} {gb(size)}" + (f" ({phase.said[name]})" if name in phase.said else "")
+                     for name, size in phase.beside.items())
     total = "" if phase.need is None else f" = {gb(phase.need)}"
     after = ("freed while the actor trains" if phase.freed
-             else "kept while the actor trains (rl.free_rollout_memory: false)")
+             else phase.said.get("freed", "kept while the actor trains (rl.free_rollout_memory: false)"))
     refused = f"; {phase.refused}" if phase.refused else ""
+    unpriced = (f"; not priced, the recipe states only the actor's shape: {', '.join(phase.unpriced)}"
+                if phase.unpriced else "")
     label = f"rollout ({phase.trainer})"
     return (f"  {label:<19}rl.rollout_memory {phase.fraction:g}{source} {share} [{inside}] + "
-            f"actor state {gb(actor)}{parts} + CUDA context {gb(CONTEXT)}{total}; {after}{refused}")
+            f"actor state {gb(actor)}{parts}{others} + CUDA context {gb(CONTEXT)}{total}; {after}"
+            f"{refused}{unpriced}")
 
 
 def _fits(est: Estimate) -> str:
     breakdown = f"reserved {gb(est.memory.reserved)} + CUDA context and NCCL {gb(CONTEXT)}"
-    kept = est.rollout.in_training if est.rollout else 0.0
+    kept = est.rollout.kept if est.rollout else 0.0
     if kept:
         breakdown += f" + rollout engine kept {gb(kept)}"
+    if est.rollout is not None:
+        breakdown += "".join(f" + {name} {gb(size)}" for name, size in est.rollout.beside.items())
     if est.rollout_need is not None and est.rollout_binds:
         breakdown = f"the rollout phase (above); training {gb(est.training_need)} = {breakdown}"
     elif est.rollout_need is not None:
         breakdown = f"the training phase: {breakdown}; rollout {gb(est.rollout_need)}"
+    missing = [] if est.rollout is None else [_model(item) for item in est.rollout.unpriced]
+    unpriced = f"; at least: {' and '.join(missing)} not priced (above)" if missing else ""
     said = est.verdict
     if said is None or est.plan.gpu_memory is None:
-        return f"fits? unknown (no cluster.gpu_memory): needs {gb(est.need)} = {breakdown}"
+        return f"fits? unknown (no cluster.gpu_memory): needs {gb(est.need)} = {breakdown}{unpriced}"
     answer = ANSWER[said.word] if host.allowed(est) else "no"
     starved = "; the rollout engine's share is below its floor (above)" if est.starved else ""
     held = f"; offload needs {host.note(est)}" if host.fits(est) is False else ""
     room = (f" less cluster.headroom {gb(said.headroom)} = {gb(said.usable)}" if said.headroom else "")
     return (f"fits? {answer}: needs {gb(est.need)} ({band_text(said)}) = {breakdown}, of "
-            f"{_memory(est.plan.gpu_memory)}{room}{starved}{held}")
+            f"{_memory(est.plan.gpu_memory)}{room}{starved}{held}{unpriced}")
+
+
+def _model(item: str) -> str:
+    """`the critic (a trained ...)` → `the critic`: the name an unpriced model goes by."""
+    return item.split(" (")[0]
 
 
 ANSWER: dict[Word, str] = {"fits": "yes", "tight": "tight", "does not fit": "no"}
@@ -286,6 +302,8 @@ def as_json(est: Estimate, advice: list[str] | None = None) -> dict[str, Any]:
             "profile": ROLLOUT_PROFILE, "floor": est.rollout.floor, "kv_cache": est.rollout.kv_cache,
             "starved": est.rollout.starved, "max_model_len": est.rollout.max_len,
             "sequence_kv": est.rollout.sequence_kv, "refused": est.rollout.refused,
+            "trainer": est.rollout.trainer, "kept_in_training": est.rollout.kept,
+            "beside": est.rollout.beside, "unpriced": list(est.rollout.unpriced),
         },
         "training_need": est.training_need,
         "need": est.need,

@@ -51,7 +51,8 @@ class Estimate:
     step: StepTime | None
     """Seconds per step, tokens/s/GPU and MFU; None without a GPU model or peak."""
     rollout: Rollout | None = None
-    """verl's rollout phase (`rollout.py`); None for every other engine."""
+    """The rollout phase of verl, TRL's colocated vLLM or OpenRLHF (`rollout.py`); None for
+    every other job."""
     stage: Stage | None = None
     """The pipeline stage judged (the whole model without a pipeline)."""
 
@@ -63,7 +64,8 @@ class Estimate:
     @property
     def training_need(self) -> float:
         """The training phase: reserved by the allocator + CUDA context and NCCL, + what a
-        rollout engine that is not freed keeps (verl)."""
+        rollout engine that is not freed keeps, + the other models kept beside (OpenRLHF's
+        reference model)."""
         return self.memory.needed + (self.rollout.in_training if self.rollout else 0.0)
 
     @property
@@ -95,7 +97,10 @@ class Estimate:
         """`need` with its error band against the GPU less `cluster.headroom` (`verdict.py`);
         None without `cluster.gpu_memory`."""
         phase = self.rollout
-        exact = 0.0 if phase is None else (phase.engine or 0.0) if self.rollout_binds else phase.in_training
+        if phase is None:
+            return verdict(self.plan, self.need, starved=self.starved)
+        beside = sum(phase.beside.values())  # weights, counted exactly
+        exact = (phase.engine or 0.0) + beside if self.rollout_binds else phase.in_training
         return verdict(self.plan, self.need, exact=exact, starved=self.starved)
 
     @property

@@ -2,8 +2,11 @@
 
 TRL's GRPO with vLLM colocated is priced the same way (`_trl`), with GRPOConfig's own
 defaults: no offload between phases, vLLM's tensor parallelism 1, and the fraction kept
-through training unless vLLM's sleep mode is on. A vLLM server (`rl.rollout_mode:
-server`) runs on GPUs outside the recipe's cluster: no rollout phase on the trainer's.
+through training unless vLLM's sleep mode is on. So is OpenRLHF's colocated job
+(`_openrlhf`), read from the command distrecipe writes for it, with the reference model
+beside the actor in both phases and the critic and reward model named as not priced
+(docs/plan.md, "OpenRLHF's colocated job"). A vLLM server (`rl.rollout_mode: server`) runs
+on GPUs outside the recipe's cluster: no rollout phase on the trainer's.
 
 verl's hybrid engine runs generation (vLLM or SGLang) and the actor's update on every
 GPU in turn, so a GPU must hold the worse of two phases (`distrecipe.engines.verl` has
@@ -42,8 +45,9 @@ does not state).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from distrecipe.engines.openrlhf import VLLM_WIDTH, colocated
 from distrecipe.engines.trl import runs_trl, vllm_defaults
 from distrecipe.engines.verl import (
     FREE_CACHE_DEFAULT,
@@ -65,6 +69,7 @@ from distrecipe.plan.allocator import CONTEXT
 from distrecipe.plan.engine import EngineView
 from distrecipe.plan.units import gb
 from distrecipe.source import KeyPath
+from distrecipe.translator.openrlhf import arguments as openrlhf_arguments
 from distrecipe.translator.trl import vllm_mode
 
 PARAM_OFFLOAD, OPTIMIZER_OFFLOAD = (joined(path) for path in PHASE_OFFLOAD)
@@ -99,7 +104,16 @@ class Rollout:
     refused: str | None = None
     """Why verl's workers refuse the rollout's layout on these GPUs, or None."""
     trainer: str = "verl"
-    """Whose rollout engine: verl's hybrid engine, or TRL's colocated vLLM (`TRL`)."""
+    """Whose rollout engine: verl's hybrid engine, TRL's colocated vLLM (`TRL`), or
+    OpenRLHF's (`OpenRLHF`)."""
+    beside: dict[str, float] = field(default_factory=dict)
+    """Other models on the same GPU through both phases, by name (OpenRLHF's reference model)."""
+    unpriced: tuple[str, ...] = ()
+    """Models the job holds on these GPUs that `plan` cannot price, each with why: the
+    verdict is then a lower bound."""
+    said: dict[str, str] = field(default_factory=dict)
+    """Where a value not from the recipe comes from, by what it sets (`tensor`, `max_len`: a
+    template for the length, `freed`), where verl's wording does not fit: `plan` prints it."""
 
     @property
     def floor(self) -> float:
@@ -113,7 +127,7 @@ class Rollout:
         text = f"weights {gb(self.weights)}{how} + start-up profile {gb(ROLLOUT_PROFILE)}"
         if self.sequence_kv:
             text += (f" + one sequence's KV cache {gb(self.sequence_kv)} "
-                     f"(rollout.max_model_len {self.max_len})")
+                     f"({self.said.get('max_len', 'rollout.max_model_len {}').format(self.max_len)})")
         return text
 
     @property
@@ -133,13 +147,22 @@ class Rollout:
 
     @property
     def need(self) -> float | None:
-        """The rollout phase's bytes: the engine's share, the actor's state, the context."""
-        return None if self.engine is None else self.engine + sum(self.actor.values()) + CONTEXT
+        """The rollout phase's bytes: the engine's share, the actor's state, the other models
+        beside them, the context."""
+        if self.engine is None:
+            return None
+        return self.engine + sum(self.actor.values()) + sum(self.beside.values()) + CONTEXT
+
+    @property
+    def kept(self) -> float:
+        """What the rollout engine still holds during the actor's update."""
+        return 0.0 if self.freed or self.engine is None else self.engine
 
     @property
     def in_training(self) -> float:
-        """What the rollout engine still holds during the actor's update."""
-        return 0.0 if self.freed or self.engine is None else self.engine
+        """What the training phase holds beyond the actor's own estimate: the rollout engine
+        where it is kept, and the other models (`beside`)."""
+        return self.kept + sum(self.beside.values())
 
 
 def rollout(plan: Plan, engine: EngineView) -> Rollout | None:
@@ -149,6 +172,8 @@ def rollout(plan: Plan, engine: EngineView) -> Rollout | None:
         return None  # a vLLM server's GPUs are not the trainer's
     if runs_trl(plan.backend, plan.recipe.rl):
         return _trl(plan, engine)
+    if plan.backend == "openrlhf":
+        return _openrlhf(plan, engine)
     stated = plan.recipe.rl.rollout_memory is not None
     rl = plan.recipe.rl
     fraction = float(rl.rollout_memory) if rl.rollout_memory is not None else ROLLOUT_MEMORY_DEFAULT
@@ -197,6 +222,47 @@ def _trl(plan: Plan, engine: EngineView) -> Rollout | None:
                    trainer="TRL")
 
 
+def _openrlhf(plan: Plan, engine: EngineView) -> Rollout:
+    """OpenRLHF's colocated job as `compile --target openrlhf` and `launch` write its command
+    (`translator.openrlhf.arguments`): one vLLM engine per GPU at tensor parallelism 1, its
+    fraction and sleep mode as stated or OpenRLHF's defaults (0.95, no sleep), its
+    `max_model_len` OpenRLHF's `--data.max_len`. Beside it, through both phases (the command
+    never sets `--ds.enable_sleep`): the actor's DeepSpeed state at rest, the reference model
+    (the actor's checkpoint, Ψ × the 16-bit width, ÷ the world under ZeRO-3, whole otherwise);
+    the critic (OpenRLHF's default estimator `gae` keeps one, from the reward model's
+    checkpoint) and the reward model are `$REWARD`'s size, which the recipe does not state:
+    named as not priced, never guessed (`engines.openrlhf.Colocated` has the sources)."""
+    argv = [word for option, value in openrlhf_arguments(plan)
+            for word in (option, *(() if value is None else (value,)))]
+    job = colocated(argv)
+    params = plan.recipe.model.params
+    assert params is not None, "estimate() refuses a plan without model.params"
+    actor = {part: size for part, size in engine.points["rest"].items() if size}
+    said = {"tensor": "--vllm.tensor_parallel_size, one engine per GPU",
+            "max_len": "--data.max_len {}" + ("" if job.max_len_stated else ", OpenRLHF's default")}
+    beside: dict[str, float] = {}
+    if job.reference:
+        shards = plan.dims.world if job.zero_stage == 3 else 1
+        beside["reference model"] = params * plan.precision_bytes / shards
+        said["reference model"] = (f"the actor's checkpoint, Ψ × {plan.precision_bytes} bytes "
+                                   + (f"÷ {shards} under ZeRO-3" if shards > 1 else
+                                      "whole: OpenRLHF's inference config below ZeRO-3 is stage 0"))
+    unpriced = []
+    if job.critic is not None:
+        how = "" if job.estimator_stated else ", OpenRLHF's default"
+        unpriced.append(f"the critic (a trained DeepSpeed engine from {job.critic}: "
+                        f"--algo.advantage.estimator {job.estimator}{how})")
+    if job.reward is not None:
+        unpriced.append(f"the reward model ({job.reward})")
+    size = None if plan.gpu_memory is None else job.memory * plan.gpu_memory
+    if plan.recipe.rl is not None and plan.recipe.rl.free_rollout_memory is None:
+        said["freed"] = "kept while the actor trains (--vllm.enable_sleep off: OpenRLHF's default)"
+    return Rollout(job.memory, job.memory_stated, job.sleep, size, actor, params * VLLM_WIDTH / job.tensor,
+                   VLLM_WIDTH, job.tensor, True, job.max_len,
+                   _sequence_kv(plan, job.max_len, VLLM_WIDTH, job.tensor), trainer="OpenRLHF",
+                   beside=beside, unpriced=tuple(unpriced), said=said)
+
+
 def _sequence_kv(plan: Plan, length: int | None, width: int, tensor: int) -> float:
     """One sequence's KV cache per rollout GPU; 0 when the length or the model's shape is unknown."""
     m = plan.recipe.model
@@ -228,7 +294,7 @@ def fractions(plan: Plan, phase: Rollout) -> tuple[float, float] | None:
     resident as it is; None when no fraction is both."""
     if plan.gpu_memory is None:
         return None
-    room = plan.gpu_memory - sum(phase.actor.values()) - CONTEXT
+    room = plan.gpu_memory - sum(phase.actor.values()) - sum(phase.beside.values()) - CONTEXT
     largest = int(room * 100 // plan.gpu_memory)
     least = int(phase.floor * 100 // plan.gpu_memory) + 1  # strictly above: some KV cache
     return (least / 100, min(largest, 100) / 100) if least <= min(largest, 100) else None

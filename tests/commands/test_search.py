@@ -144,3 +144,20 @@ def test_each_program_runs_the_searched_batch(cli: Cli, kind: str, tmp_path: Pat
     dp = world // split
     assert (micro, accumulation) == (winner["batch.micro"], winner["batch.accumulation"])
     assert micro * accumulation * dp == winner["batch.global"] == 512
+
+
+@pytest.mark.parametrize("output_format", ["text", "json"])
+def test_an_openrlhf_search_says_its_fits_are_lower_bounds(cli: Cli, output_format: str) -> None:
+    """OpenRLHF's critic and reward model are `$REWARD`'s size, which `plan` cannot price
+    (`plan.rollout._openrlhf`): the search names them once, never a silent fit."""
+    sets = ("--set", "cluster.nodes=1", "--set", "rl.rollout_n=8", "--set", "rl.prompts_per_step=32",
+            "--set", "rl.rollout_memory=0.4", "--set", "rl.free_rollout_memory=true",
+            "--set", "launch.backend=openrlhf")
+    result = cli("plan", SEED, *sets, "--search", "--top", "1", "--format", output_format)
+    assert result.code == 0, result.err
+    if output_format == "json":
+        assert json.loads(result.out)["unpriced"] == [
+            "the critic (a trained DeepSpeed engine from $REWARD: --algo.advantage.estimator gae, OpenRLHF's "
+            "default)", "the reward model ($REWARD)"]
+    else:
+        assert result.out.splitlines()[-1].startswith("a lower bound: not priced, the critic (")

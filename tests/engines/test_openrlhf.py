@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from distrecipe.engines.openrlhf import DsBatch, ds_violation
+from distrecipe.engines.openrlhf import PPO_ENTRY, DsBatch, colocated, ds_violation
 from tests import openrlhf_judge
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,3 +49,32 @@ def test_the_batch_rule_is_deepspeed_s_on_openrlhf_s_config(numbers: tuple[int, 
     assert (said is None) == (refused is None), (said, refused)
     if said is not None and refused is not None and "!=" in refused:
         assert refused.split("world_size ")[-1].strip() in said
+
+
+EMITTED = ["--train.colocate_all", "--vllm.num_engines", "8", "--vllm.tensor_parallel_size", "1",
+           "--ds.zero_stage", "3", "--actor.model_name_or_path", "$ACTOR", "--data.prompt_dataset", "$PROMPTS"]
+"""What `compile --target openrlhf` writes that decides the models on each GPU (the batch aside)."""
+
+
+@pytest.mark.parametrize("user", [
+    ("--reward.model_name_or_path", "$REWARD"),  # the emitted command: critic from the reward model
+    ("--reward.model_name_or_path", "$REWARD", "--vllm.gpu_memory_utilization", "0.4", "--vllm.enable_sleep",
+     "--data.max_len", "4096"),
+    ("--reward.remote_url", "http://rm"),  # no reward model: the critic is the actor's checkpoint
+    ("--reward.model_name_or_path", "$REWARD", "--algo.advantage.estimator", "group_norm",
+     "--rollout.n_samples_per_prompt", "8"),  # no critic
+    ("--reward.model_name_or_path", "rm1,rm2", "--critic.model_name_or_path", "c", "--algo.kl.init_coef", "0"),
+    ("--train.agent_func_path", "agent.py", "--ds.zero_stage", "2"),
+], ids=["emitted", "stated-vllm", "remote-reward", "no-critic", "own-critic-no-ref", "agent"])
+def test_the_colocated_models_are_train_ppo_ray_s(user: tuple[str, ...]) -> None:
+    """Which models and vLLM settings `colocated` reads from a command line, against what
+    OpenRLHF 0.11.2's own `__main__` block hands `train(args)`."""
+    argv = [*EMITTED, *user]
+    args = openrlhf_judge.main_args(PPO_ENTRY, argv)
+    job = colocated(argv)
+    assert (job.memory, job.sleep, job.tensor, job.max_len, job.zero_stage, job.estimator) == (
+        args.vllm.gpu_memory_utilization, args.vllm.enable_sleep, args.vllm.tensor_parallel_size,
+        args.data.max_len, args.ds.zero_stage, args.algo.advantage.estimator)
+    assert job.reference == (args.algo.kl.init_coef > 0)  # train(): ref_model only then
+    assert job.critic == args.critic.model_name_or_path
+    assert job.reward == (None if args.reward.remote_url else args.reward.model_name_or_path)

@@ -237,6 +237,9 @@ def test_a_trl_grpo_script_is_a_trainjob_whose_nodes_get_the_rl_group(capsys: py
 
 OPENRLHF_USER = ("--actor.model_name_or_path", "Qwen/Qwen2.5-1.5B", "--reward.remote_url",
                  "http://rm:5000/get_reward", "--data.prompt_dataset", "/data/prompts with space.jsonl")
+SLEEPING = ("rl.rollout_memory=0.4", "rl.free_rollout_memory=true")
+"""vLLM's share of an OpenRLHF job that fits: OpenRLHF's default, 0.95 kept through training,
+does not (`tests/plan/test_rollout.py`), and launch refuses it."""
 
 
 @pytest.mark.parametrize("settings", [(), ("cluster.nodes=1",)], ids=["2-nodes", "1-node"])
@@ -249,7 +252,7 @@ def test_openrlhf_is_a_rayjob_kuberay_accepts_whose_entrypoint_openrlhf_takes(
     from tests import openrlhf_judge
 
     job = manifest(capsys, RL, "strategy=zero", "launch.backend=openrlhf", "launch.k8s.image=ghcr.io/o/orl:1",
-                   *settings, program=OPENRLHF_USER)
+                   *SLEEPING, *settings, program=OPENRLHF_USER)
     assert job["kind"] == "RayJob" and judged(job) == []
     nodes = 1 if settings else 2
     [group] = job["spec"]["rayClusterSpec"]["workerGroupSpecs"]
@@ -269,7 +272,7 @@ def test_openrlhf_is_a_rayjob_kuberay_accepts_whose_entrypoint_openrlhf_takes(
 
 
 def test_openrlhf_refuses_a_trainjob(cli: Callable[..., Result]) -> None:
-    refused = cli("launch", RL, "--k8s", "--set", "strategy=zero", "--target", "openrlhf", "--k8s-kind",
-                  "trainjob", "--", *OPENRLHF_USER)
+    refused = cli("launch", RL, "--k8s", "--set", "strategy=zero", *(f"--set={s}" for s in SLEEPING), "--target",
+                  "openrlhf", "--k8s-kind", "trainjob", "--", *OPENRLHF_USER)
     assert refused.code == 2
     assert "OpenRLHF runs on a Ray cluster, which a TrainJob does not start: use --k8s-kind rayjob" in refused.err

@@ -208,11 +208,12 @@ def test_openrlhf_needs_a_stated_setup(cli: Cli) -> None:
     """No distrecipe extra installs OpenRLHF (its wheel pins vLLM, flash-attn and Ray builds),
     so the default setup is refused; with a stated one, node 0 runs it on a Ray cluster as verl."""
     models = ("--actor.model_name_or_path", "m", "--reward.remote_url", "http://rm", "--data.prompt_dataset", "d")
-    refused = cli("launch", SEED, *RL, "--target", "openrlhf", "--skypilot", "--", *models)
+    sleeping = ("--set", "rl.rollout_memory=0.4", "--set", "rl.free_rollout_memory=true")  # else it does not fit
+    refused = cli("launch", SEED, *RL, *sleeping, "--target", "openrlhf", "--skypilot", "--", *models)
     assert refused.code == 2 and "distrecipe has no extra that installs openrlhf" in refused.err
     assert "set launch.skypilot.setup" in refused.err
-    run = task(cli, SEED, *RL, "--set", "launch.skypilot.setup=pip install openrlhf==0.11.2", "--target",
-               "openrlhf", "--", *models)["run"]
+    run = task(cli, SEED, *RL, *sleeping, "--set", "launch.skypilot.setup=pip install openrlhf==0.11.2",
+               "--target", "openrlhf", "--", *models)["run"]
     lines = run.splitlines()
     assert lines[0] == "# OpenRLHF's multi-node recipe: a Ray head on node 0, the other nodes join it, and once"
     head = lines.index('if [ "$SKYPILOT_NODE_RANK" = 0 ]; then')

@@ -191,6 +191,9 @@ FAKE_SCONTROL = '#!/bin/bash\necho "$3" | tr , "\\n"\n'
 
 OPENRLHF = ("launch.backend=openrlhf", "strategy=zero")
 """rl-tiny-2x2 as OpenRLHF's (which runs ZeRO only)."""
+SLEEPING = ("--set", "rl.rollout_memory=0.4", "--set", "rl.free_rollout_memory=true")
+"""vLLM's share of an OpenRLHF job that fits: OpenRLHF's default, 0.95 kept through training,
+does not (`tests/plan/test_rollout.py`), and launch refuses it."""
 
 
 def run_fake_cluster(tmp_path: Path, *, dead: str = "", wait: int = 20,
@@ -284,7 +287,7 @@ OPENRLHF_USER = ("--actor.model_name_or_path", "/models/qwen", "--reward.remote_
 def test_openrlhf_gets_verl_s_ray_cluster_and_launches_on_its_head(cli: Cli) -> None:
     """The same Ray head and workers as verl's (one builder), then `distrecipe launch --target
     openrlhf` on the head with the user's options as given (no path made absolute)."""
-    sets = ("--set", "rl.rollout_n=4", "--set", "rl.prompts_per_step=128")
+    sets = ("--set", "rl.rollout_n=4", "--set", "rl.prompts_per_step=128", *SLEEPING)
     verl = cli("launch", SEED, "--slurm", *SET, "--time", "5", "--cpus-per-task", "8", *sets, "--set",
                "strategy=fsdp", "--target", "verl")
     ours = cli("launch", SEED, "--slurm", *SET, "--time", "5", "--cpus-per-task", "8", *sets, "--target",

@@ -133,6 +133,8 @@ def _borrow(side: Side, kind: str, other: Side, notes: list[str]) -> Document:
         written = _written(key)
         if row.cell(kind).how in ("exact", "mapped") or written is None:
             continue
+        if key == "fsdp_version" and data.get("strategy") != "fsdp":
+            continue  # which FSDP means nothing to the side's own strategy (resolve refuses it there)
         value = get(other.doc.data, *written)
         if value is None or get(data, *written) is not None:
             continue

@@ -142,6 +142,9 @@ class Plan:
     """The solved batch; None where the training script decides it (`script_batch`)."""
     stage: int
     """The ZeRO stage, the strategy's natural one where the recipe gives none."""
+    fsdp_version: int | None = None
+    """Which torch FSDP `strategy: fsdp` runs (1 or 2): the recipe's `fsdp_version`, else what
+    its native keys say, else 2; None under any other strategy."""
     backend: Backend
     """The launcher: the recipe's `launch.backend`, or the strategy's natural one."""
     precision: Precision
@@ -228,7 +231,8 @@ def plan_values(plan: Plan) -> dict[str, object]:
     values = recipe_values(plan.recipe)
     dims, batch = plan.dims, plan.resolved_batch
     resolved: dict[str, object] = {
-        "stage": plan.stage, "precision": plan.precision, "launch.backend": plan.backend,
+        "stage": plan.stage, "fsdp_version": plan.fsdp_version, "precision": plan.precision,
+        "launch.backend": plan.backend,
         "cluster.gpus_per_node": dims.gpus_per_node, "cluster.gpu_memory": plan.gpu_memory,
         "parallel.shard_group": dims.shard_group,
     }

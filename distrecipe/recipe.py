@@ -669,6 +669,11 @@ class Recipe:
     stage: int | None = spec(None, minimum=0, maximum=3)
     """ZeRO stage 0..3 (fsdp: 2 = `reshard_after_forward` false, 3 = true); unset (the default)
     means the strategy's natural stage."""
+    fsdp_version: int | None = spec(None, nullable=True, minimum=1, maximum=2)
+    """Which torch FSDP `strategy: fsdp` runs: 2, `fully_shard` (what distrecipe writes unless told
+    otherwise), or 1, the `FullyShardedDataParallel` wrapper (Accelerate's `fsdp_version`, the
+    Trainer's `fsdp_config.version`, verl's `strategy: fsdp`; a script's own choice of
+    wrapper). Unset or null (the default): what the recipe's native keys say, else 2."""
     offload: Offload = field(default_factory=Offload)
     """Where optimizer state and parameters live. Default: all on the accelerator."""
     kernels: Kernels = field(default_factory=Kernels)

@@ -94,6 +94,8 @@ def engine_documents(
         groups = [g for g in (1, 2, 4) if g < dp and dp % g == 0]
         if groups and draw(st.booleans()):
             doc["parallel"]["shard_group"] = draw(st.sampled_from(groups))
+    if strategy == "fsdp" and draw(st.booleans()):
+        doc["fsdp_version"] = draw(st.sampled_from([1, 2]))
     launch: dict[str, Any] = {}
     if strategy == "zero" and draw(st.booleans()):
         launch["backend"] = "accelerate-deepspeed"

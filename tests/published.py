@@ -28,7 +28,7 @@ from distrecipe.translator.resolve import resolve
 
 CSV = Path(__file__).resolve().parent / "corpus" / "gpu" / "published.csv"
 
-NOTE_TAG = re.compile(r"\[(kernels|launcher|offload|model|precision): ([^\]]*)\]")
+NOTE_TAG = re.compile(r"\[(kernels|launcher|offload|model|precision|fsdp): ([^\]]*)\]")
 """The fixed-form facts a row's `notes` may carry where the CSV has no column, each
 `[name: key=value ...]` (or `[launcher: BACKEND]`), e.g.
 `[kernels: compile=yes attention=flash2 loss=fused(liger) mlp=tiled] [launcher: accelerate]
@@ -42,7 +42,9 @@ its `offload`; `model: tied=yes` its `model.tied_embeddings`; `precision: master
 state=bf16 reduce=bf16` its `optimizer.master_weights` and `optimizer.state_dtype` (pure bf16:
 the source casts the model to bf16 and runs a torch optimizer over it, no fp32 master copy)
 and `reduce_dtype` (the dtype the source reduces gradients in and keeps its gradient buffer
-in, e.g. NeMo's `optim.grad_sync_dtype`), each only where the source states it."""
+in, e.g. NeMo's `optim.grad_sync_dtype`); `fsdp: version=1` its `fsdp_version` (a script that
+builds torch's `FullyShardedDataParallel` wrapper, FSDP1, rather than `fully_shard`), each only
+where the source states it."""
 
 
 def note_tags(notes: str) -> dict[str, dict[str, str]]:
@@ -285,6 +287,8 @@ def plan_for_row(row: Row) -> Plan:
                             "state_dtype": precision_tag.get("state", "fp32")}
     if "reduce" in precision_tag:
         doc["reduce_dtype"] = precision_tag["reduce"]
+    if "version" in tags.get("fsdp", {}):
+        doc["fsdp_version"] = int(tags["fsdp"]["version"])
     trainer: dict[str, Any] = {}  # the Trainer's own keys, as `native.hf` carries them
     if "HF Trainer (transformers) FSDP1 via --fsdp" in d["notes"] or d["source_id"] in FSDP1:
         trainer["fsdp_config"] = {"version": 1}

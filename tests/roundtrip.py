@@ -48,11 +48,13 @@ MAIN_FILE = {"deepspeed": "ds_config.json", "accelerate": "accelerate_config.yam
 ALTERNATE = {"trl": "sft_config.yaml"}
 """The main file a target writes in place of `MAIN_FILE`'s (TRL's SFT config, for a recipe without `rl`)."""
 ENGINE_CHOICE = {"accelerate": (("distributed_type",), ("distributed_type", "fsdp_config", "deepspeed_config",
-                                                       "parallelism_config", "mixed_precision")),
-                 "hf": (("fsdp", "deepspeed"), ("fsdp", "deepspeed", "fsdp_config")),
+                                                       "parallelism_config", "mixed_precision", "fsdp_version")),
+                 "hf": (("fsdp", "deepspeed"), ("fsdp", "deepspeed", "fsdp_config", "fsdp_version")),
                  "deepspeed": (("zero_optimization.stage",), ("zero_optimization",))}
 """The keys that choose a file's engine, and the sections that belong to that choice: a
-changed engine (named by its key) changes them all. Accelerate's `mixed_precision` is one:
+changed engine (named by its key) changes them all. Between files of two kinds `diff` compares
+recipes: the engine choice is `strategy`, and `fsdp_version` (which FSDP `fsdp` runs) follows
+it. Accelerate's `mixed_precision` is one:
 beside a `deepspeed_config_file` the ds_config holds the precision, and Accelerate refuses it."""
 WORLD = "8"
 """Ranks for a file that does not say (a ds_config, TrainingArguments)."""
@@ -140,7 +142,8 @@ def trip(run: Run, path: Path, start: str, via: str, work: Path, world: list[str
         keys = [str(change["key"]) for change in json.loads(out)["changes"]]
     text = "\n".join(said)
     choice, sections = ENGINE_CHOICE.get(start, ((), ()))
-    engine_named = any(named(key, text) for key in choice if key in keys)
+    engine_named = any(named(key, text) for key in choice if key in keys) or (
+        result.start != start and "strategy" in keys and named_field("strategy", text, start))
     for key in keys:
         # A section that follows the file's engine choice is named with that choice.
         follows = engine_named and key.split(".")[0] in sections

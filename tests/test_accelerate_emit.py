@@ -25,7 +25,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, event, given, settings
 
-from distrecipe.engines.accelerate import distributed_type
+from distrecipe.engines.accelerate import FSDP1_SHARDING, distributed_type
 from distrecipe.errors import RecipeError
 from distrecipe.job import Plan
 from distrecipe.judges import accelerate as accelerate_judge
@@ -79,11 +79,26 @@ def check_accepted(plan: Plan) -> None:
             assert int(args.nproc_per_node) * int(args.nnodes) == plan.dims.world
 
 
+def on_a_gpu() -> Any:
+    """The plugin as a GPU worker builds it: FSDP1's `sync_module_states` is refused on CPU."""
+    return mock.patch.object(dataclasses_mod, "get_torch_accelerator_backend", return_value=("cuda", None))
+
+
 def check_fsdp(plan: Plan, env: dict[str, str]) -> None:
-    plugin = dataclasses_mod.FullyShardedDataParallelPlugin()
-    assert plugin.fsdp_version == 2
-    assert plugin.reshard_after_forward is (plan.stage == 3)
+    with on_a_gpu():
+        plugin = dataclasses_mod.FullyShardedDataParallelPlugin()
+    assert plugin.fsdp_version == (plan.fsdp_version or 2)  # zero runs FSDP2 here (DR238)
     offloaded = plan.recipe.offload.params != "none" or plan.recipe.offload.optimizer != "none"
+    if plan.fsdp_version == 1:  # the strategy names the stage and the hybrid shard groups
+        # rank 0 loads and broadcasts exactly where the emitter says (Accelerate's FSDP1 reads it)
+        assert plugin.sync_module_states is (plan.stage == 3)
+        # Accelerate's names are torch's values in order (torch spells the fifth `_HYBRID_SHARD_ZERO2`)
+        assert plugin.sharding_strategy.value == FSDP1_SHARDING.index(emitter.fsdp1_sharding(plan)) + 1
+        assert ("HYBRID" in plugin.sharding_strategy.name) is plan.dims.hybrid
+        assert plugin.cpu_offload.offload_params is offloaded
+        assert env.get("ACCELERATE_USE_PARALLELISM_CONFIG") != "true"
+        return
+    assert plugin.reshard_after_forward is (plan.stage == 3)
     assert isinstance(plugin.cpu_offload, fsdp_api.CPUOffloadPolicy) is offloaded
     assert plugin.activation_checkpointing is (plan.recipe.activation_checkpointing != "none")
     if plan.recipe.model.layer_cls:
@@ -171,3 +186,36 @@ def test_unknown_nested_key_would_be_ignored_silently() -> None:
         args = PARSER.parse_args(["--config_file", str(path), "train.py"])
         args, _, _ = launch._validate_launch_command(args)
         assert args.fsdp_reshard_after_forward == "true"  # the default, not what was meant
+
+
+FSDP1_DOC: dict[str, Any] = {
+    "recipe": 1, "name": "fsdp1", "model": {"params": 1_300_000_000, "hidden_size": 1024, "layers": 8, "heads": 16},
+    "cluster": {"nodes": 2, "gpus_per_node": 4}, "strategy": "fsdp", "fsdp_version": 1,
+    "batch": {"micro": 1, "accumulation": 1, "global": 8, "seq_len": 1024}, "launch": {"master_addr": "10.0.0.1"}}
+
+
+@pytest.mark.parametrize(("changes", "strategy"), [
+    ({"stage": 3}, "FULL_SHARD"), ({"stage": 2}, "SHARD_GRAD_OP"),
+    ({"stage": 3, "parallel": {"shard_group": 4}}, "HYBRID_SHARD"),
+    ({"stage": 2, "parallel": {"shard_group": 4}}, "HYBRID_SHARD_ZERO2"),
+])
+def test_fsdp1_is_launched_as_its_sharding_strategy(changes: dict[str, Any], strategy: str) -> None:
+    """`fsdp_version: 1` through `accelerate launch`: the plugin builds FSDP1 with the strategy
+    the stage and shard groups name, and no parallelism_config (FSDP2's only)."""
+    plan = plan_of({**FSDP1_DOC, **changes})
+    assert emitter.emit(plan)["fsdp_config"]["fsdp_sharding_strategy"] == strategy
+    assert "parallelism_config" not in emitter.emit(plan)
+    check_accepted(plan)
+
+
+@pytest.mark.parametrize(("changes", "words"), [
+    ({"parallel": {"shard_group": 2}}, "fsdp_version 1 with parallel.shard_group 2: FSDP1's HYBRID_SHARD"),
+    ({"parallel": {"tensor": 2}, "batch": {"micro": 1, "accumulation": 1, "global": 4, "seq_len": 1024}},
+     "fsdp_version 1 with tensor 2 / sequence 1"),
+])
+def test_fsdp1_refuses_what_only_fsdp2_expresses(changes: dict[str, Any], words: str) -> None:
+    plan = plan_of({**FSDP1_DOC, **changes})
+    refused = [f for f in emitter.findings(plan) if f.severity == "error"]
+    assert [f.code for f in refused] == ["DR208"] and words in refused[0].message
+    with pytest.raises(RecipeError, match="DR208"):
+        emitter.render(plan, EmitOptions())

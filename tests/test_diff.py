@@ -348,3 +348,33 @@ def test_a_native_value_its_job_has_anyway_is_no_change(cli: Callable[..., Resul
     changed = cli("diff", ZERO3, off, "--exit-code")
     assert changed.code == 1
     assert changed.out.startswith("native.deepspeed.zero_optimization.overlap_comm: unset → false\n")
+
+
+FSDP_ONE_GPU = """recipe: 1
+model: {params: 7B, hidden_size: 4096, layers: 32, heads: 32, vocab: 32000}
+cluster: {nodes: 1, gpus_per_node: 1, gpu: a100-80gb}
+strategy: fsdp
+batch: {micro: 1, global: 1, seq_len: 1024}
+optimizer: {name: adamw, master_weights: bf16, state_dtype: bf16}
+"""
+
+
+@pytest.mark.parametrize(("old", "new", "first"), [
+    ("fsdp_version: 1\n", "fsdp_version: 2\n", "fsdp_version: 1 → 2"),
+    ("fsdp_version: 1\n", "", "fsdp_version: 1 → 2"),  # unset is FSDP2, what every target writes
+    ("", "native:\n  hf: {fsdp_config: {version: 1}}\n", "fsdp_version: 2 → 1"),  # the Trainer's key is the field
+])
+def test_which_fsdp_is_a_change_with_its_impact(cli: Callable[..., Result], tmp_path: Path, old: str, new: str,
+                                                first: str) -> None:
+    """On one rank FSDP1 runs NO_SHARD (nothing gathered for a bf16 model): the diff names the
+    field and prices what it moves."""
+    paths = []
+    for name, extra in (("old", old), ("new", new)):
+        paths.append(tmp_path / f"{name}.yaml")
+        paths[-1].write_text(FSDP_ONE_GPU + extra, encoding="utf-8")
+    result = cli("diff", *paths, "--exit-code")
+    assert result.code == 1, result.err
+    lines = result.out.splitlines()
+    assert lines[0] == first
+    verdicts = next(line for line in lines if "fits" in line and "→" in line and "FSDP" in line)
+    assert ("FSDP1 (NO_SHARD: one rank" in verdicts.split("→")[0]) is (first == "fsdp_version: 1 → 2")

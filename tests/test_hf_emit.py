@@ -22,6 +22,7 @@ from unittest import mock
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 
+from distrecipe.engines.accelerate import FSDP1_SHARDING
 from distrecipe.engines.deepspeed import autotp_size
 from distrecipe.engines.hf import uses_fsdp
 from distrecipe.errors import RecipeError
@@ -89,11 +90,18 @@ def test_trainer_accepts_what_distrecipe_emits(doc: dict[str, Any]) -> None:
 
 
 def check_fsdp_matches_accelerate(plan: Plan, args: Any) -> None:
-    plugin = accelerate_dataclasses.FullyShardedDataParallelPlugin(**args.fsdp_plugin_args)
+    # as a GPU worker builds it: FSDP1's sync_module_states is refused on CPU
+    with mock.patch.object(accelerate_dataclasses, "get_torch_accelerator_backend", return_value=("cuda", None)):
+        plugin = accelerate_dataclasses.FullyShardedDataParallelPlugin(**args.fsdp_plugin_args)
     fsdp = accelerate.emit(plan)["fsdp_config"]
-    assert plugin.fsdp_version == fsdp["fsdp_version"]
-    assert plugin.reshard_after_forward is fsdp["fsdp_reshard_after_forward"]
-    assert (type(plugin.cpu_offload).__name__ == "CPUOffloadPolicy") is fsdp["fsdp_offload_params"]
+    assert plugin.fsdp_version == fsdp["fsdp_version"] == plan.fsdp_version
+    if plan.fsdp_version == 1:  # the Trainer's reshard_after_forward names FSDP1's strategy
+        assert plugin.reshard_after_forward.value == FSDP1_SHARDING.index(fsdp["fsdp_sharding_strategy"]) + 1
+        assert plugin.sync_module_states is fsdp["fsdp_sync_module_states"]
+        assert plugin.cpu_offload.offload_params is fsdp["fsdp_offload_params"]
+    else:
+        assert plugin.reshard_after_forward is fsdp["fsdp_reshard_after_forward"]
+        assert (type(plugin.cpu_offload).__name__ == "CPUOffloadPolicy") is fsdp["fsdp_offload_params"]
     assert plugin.activation_checkpointing is fsdp["fsdp_activation_checkpointing"]
     assert plugin.cpu_ram_efficient_loading is fsdp["fsdp_cpu_ram_efficient_loading"]
     if "fsdp_state_dict_type" in fsdp:
@@ -127,3 +135,19 @@ def test_ulysses_with_the_trainer_is_refused_before_the_trainer_does() -> None:
                                                    **json.loads(files["training_args.json"]))
             model = SimpleNamespace(config=SimpleNamespace(hidden_size=1024))
             args.hf_deepspeed_config.trainer_config_finalize(args, model, 1000)
+
+
+@pytest.mark.parametrize(("stage", "shard_group"), [(3, None), (2, None), (3, 4), (2, 4)])
+def test_the_trainer_builds_fsdp1_as_accelerate_does(stage: int, shard_group: int | None) -> None:
+    """`fsdp_version: 1`: the Trainer's `fsdp_config` (version 1, the strategy as its
+    `reshard_after_forward`) builds the plugin Accelerate's file builds."""
+    doc: dict[str, Any] = {
+        "recipe": 1, "name": "fsdp1", "model": {"params": 1_300_000_000, "hidden_size": 1024, "layers": 8,
+                                                 "heads": 16},
+        "cluster": {"nodes": 2, "gpus_per_node": 4}, "strategy": "fsdp", "stage": stage, "fsdp_version": 1,
+        "batch": {"micro": 1, "accumulation": 1, "global": 8, "seq_len": 1024}}
+    if shard_group:
+        doc["parallel"] = {"shard_group": shard_group}
+    plan = plan_of(doc)
+    assert hf.emit(plan)["fsdp_config"]["version"] == 1
+    check_fsdp_matches_accelerate(plan, build(plan, hf_auto=False))

@@ -6,6 +6,7 @@ import json
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -446,3 +447,40 @@ def test_checkpoint_dir_keep_and_resume_go_to_each_target_and_come_back(
                                                              if k.startswith("trainer.")) + "\n")
     assert yaml.safe_load(cli("import", script).out)["checkpoint"] == {"dir": "ck", "keep": 3, "every": 5,
                                                                        "resume": resume}
+
+
+VERL_FSDP = ("python3 -m verl.trainer.main_ppo data.train_batch_size=64 actor_rollout_ref.rollout.n=4 {strategy}"
+             "actor_rollout_ref.actor.ppo_mini_batch_size=16 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2 "
+             "trainer.nnodes=1 trainer.n_gpus_per_node=8\n")
+
+
+@pytest.mark.parametrize(("strategy", "version"), [
+    ("", 1),  # verl's dp_actor.yaml says `strategy: fsdp`: FSDP1, stated, never left to the default 2
+    ("actor_rollout_ref.actor.strategy=fsdp ", 1),
+    ("actor_rollout_ref.actor.strategy=fsdp2 ", 2),
+])
+def test_verl_actor_strategy_is_the_recipe_s_fsdp_version(
+        cli: Callable[..., Result], write: Callable[[str, str], Path], tmp_path: Path, strategy: str,
+        version: int) -> None:
+    recipe = yaml.safe_load(cli("import", write("run.sh", VERL_FSDP.format(strategy=strategy))).out)
+    assert (recipe["strategy"], recipe["fsdp_version"]) == ("fsdp", version)
+    assert not any("strategy" in line for line in recipe.get("native", {}).get("verl", []))
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump(recipe), encoding="utf-8")
+    compiled = cli("compile", str(path), "--target", "verl", "-o", str(tmp_path / "out"))
+    assert compiled.code == 0, compiled.err
+    written = (tmp_path / "out" / "verl_overrides.txt").read_text(encoding="utf-8")
+    assert f"actor_rollout_ref.actor.strategy={('fsdp', 'fsdp2')[version - 1]}\n" in written
+
+
+@pytest.mark.parametrize(("config", "version"), [
+    ({"version": 1}, 1), ({"fsdp_version": "1"}, 1), ({"version": 2}, 2),
+    ({}, None),  # the Trainer's own default (2), which is the recipe's: nothing to state
+])
+def test_trainer_fsdp_config_version_is_the_recipe_s_fsdp_version(
+        cli: Callable[..., Result], write: Callable[[str, str], Path], config: dict[str, Any],
+        version: int | None) -> None:
+    args = {"output_dir": "o", "per_device_train_batch_size": 4, "bf16": True, "fsdp": True,
+            "fsdp_config": {**config, "reshard_after_forward": "full_shard" if version == 1 else True}}
+    recipe = yaml.safe_load(cli("import", write("training_args.json", json.dumps(args)), "--world", "8").out)
+    assert (recipe["strategy"], recipe.get("fsdp_version")) == ("fsdp", version)

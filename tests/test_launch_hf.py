@@ -26,6 +26,7 @@ from distrecipe.engines.hf_argv import same_value
 from distrecipe.job import Plan
 from distrecipe.launch.handoff import handoff
 from distrecipe.translator import deepspeed, hf
+from distrecipe.translator.accelerate import fsdp1_sharding
 from tests.emit_strategies import engine_documents, plan_of
 
 pytestmark = pytest.mark.slow  # imports transformers and torch
@@ -82,7 +83,11 @@ def test_the_trainer_parses_the_plans_numbers(tmp_path: Path, doc: dict[str, Any
         assert args.fsdp
         for key, value in hf.emit(plan)["fsdp_config"].items():
             assert args.fsdp_config[key] == value, key
-        assert args.fsdp_plugin_args["reshard_after_forward"] is (plan.stage == 3)
+        reshard = args.fsdp_plugin_args["reshard_after_forward"]
+        if plan.fsdp_version == 1:  # FSDP1's sharding strategy by name, as the Trainer passes it on
+            assert reshard == fsdp1_sharding(plan).lower()
+        else:
+            assert reshard is (plan.stage == 3)
     else:
         assert not args.fsdp and args.gradient_checkpointing is (plan.recipe.activation_checkpointing != "none")
 

@@ -71,8 +71,13 @@ def test_fsdp1_sharding_strategies_map_as_accelerate_reads_them(strategy: object
     imported = import_document("accelerate", Document(data, "a.yaml"), None, ["batch.micro=1"])
     assert imported.recipe["stage"] == stage
     assert imported.recipe.get("parallel", {}).get("shard_group") == shard_group
-    native = imported.recipe["native"]["accelerate"]["fsdp_config"]
-    assert native["fsdp_sharding_strategy"] == strategy and native.get("fsdp_version") is None
+    # FSDP1 by Accelerate's default (the file says no fsdp_version): stated, never left to 2
+    assert imported.recipe.get("fsdp_version") == (1 if stage else None)
+    native = imported.recipe.get("native", {}).get("accelerate", {}).get("fsdp_config", {})
+    # the emitter writes the strategy by name: only another spelling is carried as written
+    named = strategy in ("FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD")
+    assert native.get("fsdp_sharding_strategy") == (None if named else strategy)
+    assert "fsdp_version" not in native
 
 
 def test_accelerate_deepspeed_with_inline_settings_imports() -> None:
@@ -91,3 +96,38 @@ def test_a_contradicting_verl_override_is_refused_at_its_own_line() -> None:
     with pytest.raises(RecipeError, match=r"contradicts the recipe's cluster\.gpus_per_node") as caught:
         resolve(recipe_from_text(text, "r.yaml"))
     assert str(caught.value).startswith("r.yaml:9:7: native.verl[1]: trainer.n_gpus_per_node = 4 ")
+
+
+FSDP = BASE.replace("strategy: zero\nstage: 2", "strategy: fsdp")
+
+
+@pytest.mark.parametrize(("written", "native", "words"), [
+    # the field and an engine's key disagree: the key's line, naming the field's value
+    ("fsdp_version: 2\n", "hf: {fsdp_config: {version: 1}}", "contradicts the recipe's fsdp_version (fsdp_version = 2)"),
+    ("fsdp_version: 1\n", "accelerate: {fsdp_config: {fsdp_version: 2}}",
+     "contradicts the recipe's fsdp_version (fsdp_version = 1)"),
+    ("fsdp_version: 1\n", "verl: ['actor_rollout_ref.actor.strategy=fsdp2']",
+     "contradicts the recipe's fsdp_version (fsdp_version = 1)"),
+    # two engines' keys disagree with each other: the Trainer's is read first, the second refused
+    ("", "hf: {fsdp_config: {version: 1}}\n  accelerate: {fsdp_config: {fsdp_version: 2}}",
+     "native.accelerate.fsdp_config.fsdp_version: fsdp_config.fsdp_version = 2 contradicts"),
+])
+def test_which_fsdp_is_one_fact(written: str, native: str, words: str) -> None:
+    """`fsdp_version` and the engines' keys that spell it never disagree silently."""
+    with pytest.raises(RecipeError, match=words.replace("(", r"\(").replace(")", r"\)")) as caught:
+        resolve(recipe_from_text(FSDP + written + f"native:\n  {native}\n"))
+    assert caught.value.where is not None and caught.value.where.line == 8
+
+
+@pytest.mark.parametrize(("written", "native", "version", "said"), [
+    ("", "", 2, "default: FSDP2 (fully_shard), what every target writes"),
+    ("fsdp_version: 1\n", "", 1, "recipe"),
+    ("", "native:\n  hf: {fsdp_config: {version: '1'}}\n", 1, "native.hf.fsdp_config.version: 1"),
+    ("", "native:\n  accelerate: {fsdp_config: {fsdp_version: 2}}\n", 2,
+     "native.accelerate.fsdp_config.fsdp_version: 2"),
+    ("fsdp_version: 1\n", "native:\n  hf: {fsdp_config: {version: 1}}\n", 1, "recipe"),  # restating agrees
+])
+def test_native_keys_resolve_into_the_field(written: str, native: str, version: int, said: str) -> None:
+    plan = resolve(recipe_from_text(FSDP + written + native))
+    assert plan.fsdp_version == version
+    assert dict((key, how) for key, _, how in plan.explain())["fsdp_version"] == said

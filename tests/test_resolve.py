@@ -345,3 +345,27 @@ def test_an_accelerate_program_defaults_to_accelerate_s_launcher() -> None:
     assert load_plan(seed, ["launch.program_kind=accelerate", "strategy=fsdp"]).backend == "accelerate"
     assert load_plan(seed, ["launch.program_kind=hf"]).backend == "deepspeed"
     assert load_plan(seed, []).provenance["launch.backend"] == "default for strategy zero"
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "zero", "megatron"])
+def test_fsdp_version_needs_strategy_fsdp(strategy: str) -> None:
+    """Which FSDP runs means nothing to another strategy: refused at the field, not ignored."""
+    text = (f"recipe: 1\nmodel: {{}}\ncluster: {{nodes: 1, gpus_per_node: 8}}\nstrategy: {strategy}\n"
+            "fsdp_version: 1\nbatch: {micro: 2, accumulation: 4}\n")
+    with pytest.raises(RecipeError, match=f"fsdp_version 1 says which FSDP strategy fsdp runs; this recipe has "
+                                          f"strategy {strategy}") as caught:
+        resolve(recipe_from_text(text))
+    assert caught.value.where is not None and (caught.value.where.line, caught.value.where.col) == (5, 15)
+
+
+def test_a_variant_leaving_fsdp_leaves_its_version() -> None:
+    """Advice, `--compare` and search move a recipe off `fsdp`: its `fsdp_version` goes with
+    the strategy (else every such variant would be refused), and comes back as the default."""
+    from distrecipe.translator.resolve import variant
+
+    plan = resolve(recipe_from_text("recipe: 1\nmodel: {}\ncluster: {nodes: 1, gpus_per_node: 8}\nstrategy: fsdp\n"
+                                    "fsdp_version: 1\nbatch: {micro: 2, accumulation: 4}\n"))
+    zero = variant(plan, strategy="zero", stage=2)
+    assert (zero.recipe.fsdp_version, zero.fsdp_version) == (None, None)
+    assert variant(plan, stage=2).fsdp_version == 1  # staying FSDP keeps it
+    assert variant(zero, strategy="fsdp", stage=3).fsdp_version == 2

@@ -64,7 +64,7 @@ def check_numbers(judge: Any, plan: Plan, cfg: Any) -> None:
         assert judge.dtype(meg.dtype) == DTYPES[plan.precision]
     else:
         fsdp = actor.fsdp_config
-        assert actor.strategy == fsdp.strategy == "fsdp2"
+        assert actor.strategy == fsdp.strategy == ("fsdp" if plan.fsdp_version == 1 else "fsdp2")
         assert fsdp.reshard_after_forward is (plan.stage == 3)
         assert fsdp.offload_policy is offloaded
         assert not fsdp.param_offload and not fsdp.optimizer_offload
@@ -308,3 +308,25 @@ def test_expert_parallelism_is_verls_megatron_expert_model_parallel_size(judge: 
     judge.validate(cfg)
     check_numbers(judge, plan, cfg)
     assert cfg.actor_rollout_ref.ref.megatron.expert_model_parallel_size == 4
+
+
+@pytest.mark.slow
+@QUIET
+@pytest.mark.parametrize("version", [1, 2])
+def test_fsdp_version_is_verls_actor_strategy(judge: Any, version: int) -> None:
+    """`fsdp_version` is the actor's `strategy` (`fsdp` is verl's FSDP1 engine), composed and
+    held to the plan like every other number."""
+    plan = plan_of({**rl_doc(prompts=16, rollout_n=8), "strategy": "fsdp", "fsdp_version": version})
+    assert dict(emitter.overrides(plan))["actor_rollout_ref.actor.strategy"] == ("fsdp", "fsdp2")[version - 1]
+    cfg = composed(judge, plan)
+    judge.validate(cfg)
+    check_numbers(judge, plan, cfg)
+
+
+def test_fsdp1_offload_is_refused_not_dropped() -> None:
+    """verl builds its FSDP1 actor with `cpu_offload=None`: an offload the recipe states is
+    refused (DR208), never silently lost."""
+    doc = {**rl_doc(prompts=16, rollout_n=8, offload={"optimizer": "cpu", "params": "cpu"}),
+           "strategy": "fsdp", "fsdp_version": 1}
+    refused = [f for f in emitter.findings(plan_of(doc)) if f.severity == "error"]
+    assert [f.code for f in refused] == ["DR208"] and "fsdp_version 1 with offload" in refused[0].message

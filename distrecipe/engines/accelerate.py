@@ -6,7 +6,7 @@ are in the generated key tables (`engines/tables`, read from the installed Accel
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from distrecipe.job import Plan
 from distrecipe.source import KeyPath
@@ -105,6 +105,17 @@ def fsdp1_strategy(value: object) -> str | None:
 
 FSDP_VERSION_DEFAULT = 1
 """`fsdp_version` when a config does not say: FSDP1 (the plugin's `FSDP_VERSION` default)."""
+
+
+def version_number(value: Any) -> int | None:
+    """The FSDP version an Accelerate `fsdp_version` or a Trainer `fsdp_config.version` value
+    means (both read it with `int(...)`), None for a value that names neither 1 nor 2."""
+    if isinstance(value, bool):
+        return None
+    text = str(value).strip()
+    return int(text) if text in ("1", "2") else None
+
+
 EMITTED_DEFAULTS: dict[tuple[str | int, ...], object] = {
     ("compute_environment",): "LOCAL_MACHINE",  # ClusterConfig.from_yaml_file fills these three
     ("use_cpu",): False,
@@ -114,6 +125,7 @@ EMITTED_DEFAULTS: dict[tuple[str | int, ...], object] = {
     ("main_process_port",): 29500,
     ("rdzv_backend",): "static",
     ("same_network",): True,
+    ("fsdp_config", "fsdp_version"): FSDP_VERSION_DEFAULT,
     ("fsdp_config", "fsdp_reshard_after_forward"): True,
     ("fsdp_config", "fsdp_offload_params"): False,
     ("fsdp_config", "fsdp_activation_checkpointing"): False,

@@ -134,6 +134,10 @@ def _accelerate(path: Path) -> Default | None:
     has, value = found.default(path[-1]) if found is not None else (False, None)
     if not has or value is None:  # what the config loader fills in, or `accelerate launch` defaults to
         has, value = path in EMITTED_DEFAULTS, EMITTED_DEFAULTS.get(path)
+    if path[0] == "fsdp_config" and isinstance(value, str) and value.isdigit():
+        # The launcher hands every fsdp_config value to the workers as text (`FSDP_VERSION`,
+        # utils/launch.py), which the plugin reads with int(): the default "1" is the number 1.
+        value = int(value)
     return _known(value, f"{label('accelerate')} default") if has else None
 
 

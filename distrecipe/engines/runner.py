@@ -27,7 +27,7 @@ def runs_fsdp2(plan: Plan) -> bool:
     """Whether torch FSDP2 holds the model state: `fsdp`, and `zero` and `ddp` under verl,
     whose emitter builds that actor with FSDP2 (`engines.verl.actor_engine`); DDP there
     is FSDP2 on shard groups of one rank, not torch DDP: fp32 parameters and gradients,
-    no bucket copy."""
+    no bucket copy. `fsdp_version: 1` holds FSDP2's model state too (`plan.fsdp1`)."""
     return plan.recipe.strategy == "fsdp" or (plan.backend == "verl" and actor_engine(plan) == "fsdp2")
 
 

@@ -83,6 +83,8 @@ REFERENCE_POLICY: tuple[KeyPath, ...] = (("algorithm", "use_kl_in_reward"), (*AC
 
 ACTOR_STRATEGIES = ("fsdp", "fsdp2", "fsdp_turbo", "megatron", "veomni", "torchtitan")
 """`actor.strategy` values verl has an engine for."""
+VERL_FSDP_VERSION = {"fsdp": 1, "fsdp2": 2}
+"""verl's `actor_rollout_ref.actor.strategy` → the FSDP version its dp actor builds."""
 
 FSDP_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp32": "fp32"}
 MEGATRON_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
@@ -260,10 +262,13 @@ reference model is built `forward_only`, which also means CPU offload (:459)."""
 
 def actor_engine(plan: Plan) -> str:
     """The engine verl builds the actor with, as `translator.verl` emits it: Megatron for
-    `megatron`, FSDP2 for every other strategy (ZeRO-1/2 become FSDP2 without resharding,
-    DR201; DDP FSDP2 with `fsdp_size=1`, DR205). `plan`'s engine view
-    (`engines.runner.runs_fsdp2`) and the head rules (`engines.heads`) follow it."""
-    return "megatron" if plan.recipe.strategy == "megatron" else "fsdp2"
+    `megatron`, FSDP1 (`fsdp`) for `fsdp` with `fsdp_version: 1`, FSDP2 for every other
+    strategy (ZeRO-1/2 become FSDP2 without resharding, DR201; DDP FSDP2 with
+    `fsdp_size=1`, DR205). `plan`'s engine view (`engines.runner.runs_fsdp2`) and the head
+    rules (`engines.heads`) follow it."""
+    if plan.recipe.strategy == "megatron":
+        return "megatron"
+    return "fsdp" if plan.fsdp_version == 1 else "fsdp2"
 
 
 def fsdp_size(plan: Plan) -> int:

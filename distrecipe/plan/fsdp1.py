@@ -1,14 +1,14 @@
-"""torch FSDP1 (`FullyShardedDataParallel`) where a recipe asks for it, and what it holds
+"""torch FSDP1 (`FullyShardedDataParallel`) where a recipe says so, and what it holds
 beyond FSDP2.
 
-Every target distrecipe writes runs FSDP2, and `plan` models FSDP2. A recipe gets FSDP1
-only through the engines' own keys, carried verbatim by `native`: Accelerate's
-`fsdp_config.fsdp_version: 1` (`native.accelerate`, read when Accelerate launches) or the
-HF Trainer's `fsdp_config.version: 1` (`native.hf`, whichever launcher starts it). A
-script of the user's own that builds FSDP1 states it nowhere, and is planned as FSDP2. The
-plan reads those keys as the engines do, so what it prices is what will run. FSDP1's model
-state at the peak is FSDP2's (measured on CPU ranks: docs/plan.md, "Measured against real
-engines"). What differs:
+Every target distrecipe writes runs FSDP2 unless the recipe's `fsdp_version` says 1, and
+`plan` models FSDP2 by default. The field is the one place: resolve fills it from the
+engines' own keys where the recipe leaves it unset (Accelerate's
+`fsdp_config.fsdp_version`, the HF Trainer's `fsdp_config.version`, verl's actor
+`strategy`; `translator.native.FSDP_VERSION_KEYS`), and refuses a native key that
+contradicts it. A script of the user's own that builds the FSDP1 wrapper says so with
+`fsdp_version: 1`. FSDP1's model state at the peak is FSDP2's (measured on CPU ranks:
+docs/plan.md, "Measured against real engines"). What differs:
 
 * **One rank** (`shard_ranks` 1): torch clamps every sharding strategy to `NO_SHARD`
   (`_init_utils._init_process_group_state`, "FSDP is switching to use `NO_SHARD`"). A
@@ -53,7 +53,8 @@ class Fsdp1:
     """Parameters in fp32 computed in 16-bit (a 16-bit copy per unit); False for a model
     cast to bf16, whose flat parameters are already the compute dtype."""
     source: str
-    """The key that asked for FSDP1, for the engine view's name."""
+    """The key that said FSDP1 (the field, or the native key it was read from), for the
+    engine view's name."""
 
 
 def _section(native: dict[str, Any]) -> dict[str, Any]:
@@ -61,23 +62,14 @@ def _section(native: dict[str, Any]) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _is_one(value: Any) -> bool:
-    return not isinstance(value, bool) and str(value).strip() == "1"
-
-
 def fsdp1(plan: Plan) -> Fsdp1 | None:
-    """FSDP1's settings when the recipe's `native` keys make the engine run FSDP1, else None
-    (FSDP2: the plan's default). Only `strategy: fsdp` outside verl runs either."""
-    if plan.recipe.strategy != "fsdp" or not runs_fsdp2(plan) or plan.backend == "verl":
+    """FSDP1's settings when the plan's `fsdp_version` is 1, else None (FSDP2). verl's FSDP1
+    actor is planned as its FSDP2 one: its workers' own model is not this one."""
+    if plan.fsdp_version != 1 or not runs_fsdp2(plan) or plan.backend == "verl":
         return None
+    read = plan.provenance.get("fsdp_version", "")  # the native key resolve read it from, if any
+    source = read if read.startswith("native.") else "fsdp_version: 1"
     hf = _section(plan.recipe.native.hf)
-    if _is_one(hf.get("version")):
-        source = "native.hf.fsdp_config.version: 1"
-    elif plan.backend == "accelerate" and _is_one(
-            _section(plan.recipe.native.accelerate).get("fsdp_version")):
-        source = "native.accelerate.fsdp_config.fsdp_version: 1"
-    else:
-        return None
     # The Trainer hands `limit_all_gathers` to torch (training_args.py); Accelerate's config
     # file has no key for it, and its plugin's default is torch's today (True).
     limit = hf.get("limit_all_gathers", True)

@@ -15,7 +15,13 @@ from typing import Any
 import yaml
 
 from distrecipe.engines import Engine
-from distrecipe.engines.accelerate import CONFIG_FILE, MIXED_PRECISION, STATE_DICT_TYPE, distributed_type
+from distrecipe.engines.accelerate import (
+    CONFIG_FILE,
+    FSDP1_STAGE,
+    MIXED_PRECISION,
+    STATE_DICT_TYPE,
+    distributed_type,
+)
 from distrecipe.engines.deepspeed import CONFIG_FILE as DS_CONFIG_FILE
 from distrecipe.findings import Finding
 from distrecipe.job import Plan
@@ -87,8 +93,9 @@ def findings(plan: Plan, *, launched: bool = False, carried: bool = True) -> lis
         found.append(finding("DR236", TARGET, f"strategy {plan.recipe.strategy}{written} stage {plan.stage} "
                              f"over one shard (parallel.shard_group {plan.dims.shard_group}) is {kind}"))
     elif plan.recipe.strategy == "zero" and kind == "FSDP":
+        version = carry.as_written("fsdp_version", 2)
         found.append(finding("DR238", TARGET, f"strategy zero{carry.as_written('strategy', 'zero')} stage "
-                             f"{plan.stage} runs as FSDP2 "
+                             f"{plan.stage} runs as FSDP2, fsdp_version 2{version} "
                              "(launch.backend accelerate-deepspeed keeps DeepSpeed)"))
     recompute = plan.recipe.activation_checkpointing
     if kind != "FSDP" and recompute != "none" and carried:  # else the file beside it may carry it (TRL's)
@@ -120,6 +127,14 @@ def _fsdp_findings(plan: Plan) -> list[Finding]:
         found.append(finding("DR206", TARGET, f"parallelism_config_cp_size: {plan.dims.sequence}"))
     if plan.recipe.activation_checkpointing == "selective":
         found.append(finding("DR207", TARGET, "fsdp_activation_checkpointing: true"))
+    if plan.fsdp_version == 1 and (plan.dims.tensor > 1 or plan.dims.sequence > 1):
+        # `accelerate launch` refuses a parallelism_config without fsdp_version 2.
+        found.append(finding("DR208", TARGET, f"fsdp_version 1 with tensor {plan.dims.tensor} / sequence "
+                             f"{plan.dims.sequence}: Accelerate's parallelism_config needs FSDP2"))
+    elif plan.fsdp_version == 1 and plan.dims.hybrid and plan.dims.shard_group != plan.dims.gpus_per_node:
+        found.append(finding("DR208", TARGET, "fsdp_version 1 with parallel.shard_group "
+                             f"{plan.dims.shard_group}: FSDP1's HYBRID_SHARD shards within one node "
+                             f"({plan.dims.gpus_per_node} ranks), and parallelism_config needs FSDP2"))
     return found
 
 
@@ -144,7 +159,8 @@ def emit(plan: Plan) -> dict[str, Any]:
     config["main_process_port"] = plan.recipe.launch.master_port
     if kind == "FSDP":
         config["fsdp_config"] = fsdp_config(plan)
-        if plan.dims.hybrid or plan.dims.tensor > 1 or plan.dims.sequence > 1:
+        # FSDP1's hybrid is its sharding strategy: it has no parallelism_config.
+        if plan.fsdp_version != 1 and (plan.dims.hybrid or plan.dims.tensor > 1 or plan.dims.sequence > 1):
             config["parallelism_config"] = {
                 "parallelism_config_dp_replicate_size": plan.dims.replicas,
                 "parallelism_config_dp_shard_size": plan.dims.shard_group,
@@ -173,7 +189,9 @@ def emit(plan: Plan) -> dict[str, Any]:
 
 
 def fsdp_config(plan: Plan) -> dict[str, Any]:
-    """FSDP2 keys only; stage 1 lands on stage 2 (reported as DR201).
+    """The FSDP keys of the plan's `fsdp_version`; stage 1 lands on stage 2 (reported as DR201).
+    FSDP2 says the stage as `fsdp_reshard_after_forward`; FSDP1 as `fsdp_sharding_strategy`,
+    which `accelerate launch` always exports and the plugin reads before that key.
 
     The Trainer emitter re-spells these for `TrainingArguments.fsdp_config`, so the
     choices are made here once.
@@ -181,9 +199,12 @@ def fsdp_config(plan: Plan) -> dict[str, Any]:
     # Loading on rank 0 and broadcasting is FSDP's counterpart of ZeRO-3's zero.Init;
     # the launcher insists on sync_module_states beside it, even under FSDP2.
     efficient_loading = plan.stage == 3
-    fsdp: dict[str, Any] = {
-        "fsdp_version": 2,
-        "fsdp_reshard_after_forward": plan.reshard_after_forward,
+    fsdp: dict[str, Any] = {"fsdp_version": plan.fsdp_version or 2}
+    if plan.fsdp_version == 1:
+        fsdp["fsdp_sharding_strategy"] = fsdp1_sharding(plan)
+    else:
+        fsdp["fsdp_reshard_after_forward"] = plan.reshard_after_forward
+    fsdp |= {
         "fsdp_offload_params": plan.recipe.offload.enabled,
         "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
     }
@@ -196,6 +217,13 @@ def fsdp_config(plan: Plan) -> dict[str, Any]:
     fsdp["fsdp_sync_module_states"] = efficient_loading
     fsdp["fsdp_activation_checkpointing"] = plan.recipe.activation_checkpointing != "none"
     return fsdp
+
+
+def fsdp1_sharding(plan: Plan) -> str:
+    """FSDP1's sharding strategy for the plan's stage (1 lands on 2) and shard groups
+    (`engines.accelerate.FSDP1_STAGE`, read the other way)."""
+    wanted = (max(plan.stage, 2), plan.dims.hybrid)
+    return next(name for name, held in FSDP1_STAGE.items() if held == wanted)
 
 
 def render(plan: Plan, options: EmitOptions) -> Output:

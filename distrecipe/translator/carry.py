@@ -174,6 +174,16 @@ FIELDS: dict[str, Row] = {
     "stage": Row(CASES, CASES, CASES, CASES, exact("--ds.zero_stage")),
     **{key: Row(CASES, CASES, CASES, CASES, REFUSED)
        for key in ("parallel.pipeline", "parallel.virtual_stages")},
+    # The version also chooses the key the stage is written as, so those keys are its too.
+    "fsdp_version": Row(
+        unused("DeepSpeed runs its own ZeRO, not torch FSDP"),
+        mapped("fsdp_config.fsdp_version, and the stage then as fsdp_config.fsdp_sharding_strategy (1) or "
+               "fsdp_config.fsdp_reshard_after_forward (2)", "fsdp_config.fsdp_version",
+               "fsdp_config.fsdp_sharding_strategy", "fsdp_config.fsdp_reshard_after_forward"),
+        mapped(f"{ACTOR}.strategy: fsdp (1) or fsdp2 (2)", f"{ACTOR}.strategy"),
+        mapped("fsdp_config.version, and the stage then as fsdp_config.reshard_after_forward: a strategy "
+               "name (1) or a boolean (2)", "fsdp_config.version", "fsdp_config.reshard_after_forward"),
+        REFUSED),
     "parallel.tensor": Row(mapped("tensor_parallel.autotp_size (AutoTP)", "tensor_parallel.autotp_size"),
                            mapped("parallelism_config.parallelism_config_tp_size",
                                   "parallelism_config.parallelism_config_tp_size"),

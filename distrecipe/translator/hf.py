@@ -175,9 +175,14 @@ def schedule(schedule: Schedule) -> dict[str, Any]:
 
 
 def _fsdp_config(plan: Plan) -> dict[str, Any]:
-    """The Accelerate emitter's FSDP2 choices, in the Trainer's spelling."""
-    config = {TRAINER_FSDP_KEYS[key]: value for key, value in accelerate.fsdp_config(plan).items()
-              if key in TRAINER_FSDP_KEYS}
+    """The Accelerate emitter's FSDP choices, in the Trainer's spelling. Under FSDP1 its
+    `reshard_after_forward` takes the sharding strategy, lower-cased as its `--fsdp` options,
+    and it reads `sync_module_states` (default true, training_args.py): written as Accelerate's."""
+    chosen = accelerate.fsdp_config(plan)
+    config = {TRAINER_FSDP_KEYS[key]: value for key, value in chosen.items() if key in TRAINER_FSDP_KEYS}
+    if "fsdp_sharding_strategy" in chosen:
+        config["reshard_after_forward"] = chosen["fsdp_sharding_strategy"].lower()
+        config["sync_module_states"] = chosen["fsdp_sync_module_states"]
     if "transformer_layer_cls_to_wrap" in config:
         config["transformer_layer_cls_to_wrap"] = [config["transformer_layer_cls_to_wrap"]]
     return config

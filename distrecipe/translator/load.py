@@ -212,7 +212,8 @@ def recipe_from_document(doc: Document, base_dir: Path) -> Recipe:
         _headroom(v) if k == "headroom" else v
         for k, v in d.get("cluster", {}).items()}
     batch: dict[str, Any] = {"global_" if k == "global" else k: v for k, v in d.get("batch", {}).items()}
-    written: dict[str, Any] = {k: d[k] for k in ("stage", "precision", "reduce_dtype") if k in d}
+    written: dict[str, Any] = {k: d[k] for k in ("stage", "fsdp_version", "precision", "reduce_dtype")
+                               if k in d}
     if "grad_clip" in d:
         written["grad_clip"] = d["grad_clip"] or 0.0  # 0 and null both mean "no clipping"
     if "activation_checkpointing" in d:

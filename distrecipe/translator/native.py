@@ -19,13 +19,21 @@ import copy
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from distrecipe.engines.accelerate import FSDP1_STAGE, MIXED_PRECISION, fsdp1_strategy, restates
+from distrecipe.engines.accelerate import (
+    FSDP1_STAGE,
+    MIXED_PRECISION,
+    fsdp1_strategy,
+    restates,
+    version_number,
+)
 from distrecipe.engines.deepspeed import BATCH_KEYS, batch_ranks
 from distrecipe.engines.hydra import format_value, verl_pairs
 from distrecipe.engines.trl import vllm_mode
+from distrecipe.engines.verl import VERL_FSDP_VERSION
 from distrecipe.job import Plan
 from distrecipe.keys import dotted
 from distrecipe.overrides import split_key
+from distrecipe.recipe import Native
 from distrecipe.source import KeyPath
 
 Check = Callable[[Plan, Any], bool]
@@ -73,6 +81,39 @@ def _fsdp1(plan: Plan, value: Any) -> bool:
     return stage == (plan.stage if plan.recipe.strategy == "fsdp" else 0) and hybrid == plan.dims.hybrid
 
 
+FSDP_VERSION_KEYS: tuple[tuple[str, KeyPath, Callable[[Any], int | None]], ...] = (
+    ("hf", ("fsdp_config", "version"), version_number),
+    ("accelerate", ("fsdp_config", "fsdp_version"), version_number),
+    ("verl", ("actor_rollout_ref", "actor", "strategy"), lambda v: VERL_FSDP_VERSION.get(str(v))),
+)
+"""Each engine's native key that says which FSDP runs, and how its value reads as 1 or 2, in
+the order `native_fsdp_version` asks them; DECIDED holds each to `fsdp_version`."""
+
+
+def native_fsdp_version(native: Native) -> tuple[int, str] | None:
+    """The FSDP version the recipe's native keys state, and the first key stating it (as
+    written: `native.hf.fsdp_config.version: 1`), for a recipe that leaves `fsdp_version`
+    unset; None where none does. A second key that disagrees is `conflicts`' to refuse."""
+    for engine, path, read in FSDP_VERSION_KEYS:
+        if engine == "verl":
+            values = [(value, f"native.verl: {key}={value}") for prefix, key, value in verl_pairs(native.verl)
+                      if prefix != "~" and tuple(key.split(".")) == path]
+        else:
+            values = [(value, f"{dotted(('native', engine, *path))}: {value}")
+                      for found, value in leaves(getattr(native, engine)) if found == path]
+        for value, written in values:
+            version = read(value)
+            if version is not None:
+                return version, written
+    return None
+
+
+def _fsdp_version(read: Callable[[Any], int | None]) -> Check:
+    # A value naming no version (verl's `megatron`) is not this check's: other rules judge it.
+    return lambda plan, value: (plan.fsdp_version is None or (version := read(value)) is None
+                                or version == plan.fsdp_version)
+
+
 _BATCH: dict[str, Callable[[Plan], int | None]] = {
     "micro": lambda p: None if p.script_batch else p.batch.micro,
     "accumulation": lambda p: p.script_accumulation if p.script_batch else p.batch.accumulation,
@@ -98,6 +139,7 @@ DECIDED: dict[str, dict[KeyPath, tuple[str, Check]]] = {
         ("fsdp_config", "fsdp_reshard_after_forward"): ("stage", _fsdp1),
         ("fsdp_config", "fsdp_offload_params"): ("offload", lambda p, v: same(v, p.recipe.offload.enabled)),
         ("deepspeed_config", "zero_stage"): ("stage", lambda p, v: same(v, p.stage)),
+        ("fsdp_config", "fsdp_version"): ("fsdp_version", _fsdp_version(version_number)),
         ("deepspeed_config", "gradient_accumulation_steps"): ("batch.accumulation",
                                                               _auto_or(_BATCH["accumulation"])),
         ("deepspeed_config", "offload_optimizer_device"): ("offload.optimizer", _device("optimizer")),
@@ -108,6 +150,7 @@ DECIDED: dict[str, dict[KeyPath, tuple[str, Check]]] = {
         ("gradient_accumulation_steps",): ("batch.accumulation", _auto_or(_BATCH["accumulation"])),
         ("bf16",): ("precision", lambda p, v: same(v, p.precision == "bf16")),
         ("fp16",): ("precision", lambda p, v: same(v, p.precision == "fp16")),
+        ("fsdp_config", "version"): ("fsdp_version", _fsdp_version(version_number)),
     },
     "trl": {
         ("num_generations",): ("rl.rollout_n", lambda p, v: p.recipe.rl is not None
@@ -136,6 +179,8 @@ DECIDED: dict[str, dict[KeyPath, tuple[str, Check]]] = {
         ("actor_rollout_ref", "actor", "megatron", "virtual_pipeline_model_parallel_size"): (
             "parallel.virtual_stages",
             lambda p, v: same(v, p.dims.virtual_stages) or (v is None and p.dims.virtual_stages == 1)),
+        ("actor_rollout_ref", "actor", "strategy"): (
+            "fsdp_version", _fsdp_version(lambda v: VERL_FSDP_VERSION.get(str(v)))),
         ("trainer", "nnodes"): ("cluster.nodes", lambda p, v: same(v, p.dims.nodes)),
         ("trainer", "n_gpus_per_node"): ("cluster.gpus_per_node", lambda p, v: same(v, p.dims.gpus_per_node)),
     },

@@ -21,7 +21,7 @@ from distrecipe.engines.runner import uses_deepspeed
 from distrecipe.errors import RecipeError
 from distrecipe.job import Buckets, ParallelDims, Plan, ResolvedBatch, plan_values
 from distrecipe.recipe import AUTO, Backend, Offload, Precision, Recipe, Strategy, name_from_file
-from distrecipe.translator.native import conflicts
+from distrecipe.translator.native import conflicts, native_fsdp_version
 
 NATURAL_STAGE = {"ddp": 0, "zero": 2, "fsdp": 3, "megatron": 1}
 """The stage a strategy means when `stage` is omitted (megatron 1 = distributed optimizer)."""
@@ -84,7 +84,8 @@ def resolve(recipe: Recipe, *, detected_gpus: int | None = None, world: int | No
         prov["grad_clip"] = "not stated: each engine's own (DeepSpeed, the Trainer and verl clip at 1.0)"
     if recipe.optimizer is None:
         prov["optimizer"] = "not stated: the training script's own (plan counts AdamW's state)"
-    plan = Plan(recipe=recipe, dims=dims, resolved_batch=batch, stage=stage, backend=backend,
+    plan = Plan(recipe=recipe, dims=dims, resolved_batch=batch, stage=stage,
+                fsdp_version=_fsdp_version(recipe, prov), backend=backend,
                 precision=_precision(recipe, prov), gpu_memory=gpu_memory,
                 buckets=_buckets(recipe, stage, prov), provenance=prov)
     _check_native(plan, recipe)
@@ -95,6 +96,27 @@ def resolve(recipe: Recipe, *, detected_gpus: int | None = None, world: int | No
         if key not in prov:
             prov[key] = "recipe" if key in recipe.where else "not set" if value is None else "default"
     return plan
+
+
+def _fsdp_version(recipe: Recipe, prov: dict[str, str]) -> int | None:
+    """Which FSDP `strategy: fsdp` runs: the recipe's `fsdp_version`, else the first native
+    key that says (`translator.native.FSDP_VERSION_KEYS`; one that disagrees with it is
+    refused by `_check_native`), else 2, what every target writes. Another strategy has none."""
+    if recipe.strategy != "fsdp":
+        if recipe.fsdp_version is not None:
+            raise RecipeError(f"fsdp_version {recipe.fsdp_version} says which FSDP strategy fsdp runs; this "
+                              f"recipe has strategy {recipe.strategy}: drop fsdp_version or write "
+                              "strategy: fsdp",
+                              recipe.at("fsdp_version", "strategy"))
+        return None
+    if recipe.fsdp_version is not None:
+        return recipe.fsdp_version
+    stated = native_fsdp_version(recipe.native)
+    if stated is not None:
+        prov["fsdp_version"] = stated[1]
+        return stated[0]
+    prov["fsdp_version"] = "default: FSDP2 (fully_shard), what every target writes"
+    return 2
 
 
 def _precision(recipe: Recipe, prov: dict[str, str]) -> Precision:
@@ -126,6 +148,9 @@ def variant(plan: Plan, why: str | None = None, **changes: Any) -> Plan:
             changed += [f"{name}.{key}" for key in change]
         else:
             edits[name], changed = change, [*changed, name]
+    if recipe.fsdp_version is not None and "fsdp_version" not in changes and \
+            edits.get("strategy", recipe.strategy) != "fsdp":
+        edits["fsdp_version"] = None  # which FSDP goes with the FSDP strategy the change leaves
     revised_recipe = replace(recipe, **edits)
     # A micro-batch memory chose stays the variant's, unless the change is to the batch or
     # the layout (then the caller gives the batch: advice's and search's variants do).

@@ -102,7 +102,12 @@ def _structure_findings(plan: Plan, launched: bool) -> list[Finding]:
             found.append(finding("DR205", TARGET, "fsdp_config.fsdp_size=1"))
         elif plan.stage == 1:
             found.append(finding("DR201", TARGET, "fsdp_config.reshard_after_forward=false"))
-        found.extend(offload_findings(plan.recipe.offload, TARGET, "fsdp_config.offload_policy=true"))
+        if plan.fsdp_version == 1 and plan.recipe.offload.enabled:
+            # workers/engine/fsdp/transformer_impl.py builds the FSDP1 actor with cpu_offload=None.
+            found.append(finding("DR208", TARGET, "fsdp_version 1 with offload: verl builds its FSDP1 actor "
+                                 "without CPU offload (offload_policy is FSDP2's)"))
+        else:
+            found.extend(offload_findings(plan.recipe.offload, TARGET, "fsdp_config.offload_policy=true"))
     else:
         if plan.dims.hybrid:
             found.append(

@@ -1,4 +1,5 @@
-"""FSDP1 where the engines' own `native` keys ask for it (`distrecipe/plan/fsdp1.py`)."""
+"""FSDP1 where the recipe's `fsdp_version` says so, or the engines' own `native` keys it is
+read from (`distrecipe/plan/fsdp1.py`)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from distrecipe.plan.report import estimate
 
 
 def _plan(tmp_path: Path, *, gpus: int = 8, native: dict[str, Any] | None = None, backend: str = "accelerate",
-          pure: bool = False, precision: str = "bf16") -> Plan:
+          pure: bool = False, precision: str = "bf16", version: int | None = None) -> Plan:
     doc: dict[str, Any] = {
         "recipe": 1, "name": "fsdp1",
         "model": {"hidden_size": 4096, "layers": 32, "heads": 32, "kv_heads": 32, "intermediate_size": 11008,
@@ -31,6 +32,8 @@ def _plan(tmp_path: Path, *, gpus: int = 8, native: dict[str, Any] | None = None
         doc["optimizer"] = {"name": "adamw", "master_weights": "bf16", "state_dtype": "bf16"}
     if native is not None:
         doc["native"] = native
+    if version is not None:
+        doc["fsdp_version"] = version
     path = tmp_path / "fsdp1.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
     return load_plan(path)
@@ -47,8 +50,11 @@ TRAINER_UNLIMITED = {"hf": {"fsdp_config": {"version": 1, "limit_all_gathers": F
     (TRAINER_FSDP1, "accelerate", "native.hf.fsdp_config.version: 1"),
     ({"accelerate": {"fsdp_config": {"fsdp_version": 1}}}, "accelerate",
      "native.accelerate.fsdp_config.fsdp_version: 1"),
-    # Accelerate's config file is read only when Accelerate launches.
-    ({"accelerate": {"fsdp_config": {"fsdp_version": 1}}}, "torchrun", None),
+    # The native key states the recipe's fsdp_version, which every target then writes.
+    ({"accelerate": {"fsdp_config": {"fsdp_version": 1}}}, "torchrun",
+     "native.accelerate.fsdp_config.fsdp_version: 1"),
+    ({"verl": ["actor_rollout_ref.actor.strategy=fsdp"]}, "torchrun",
+     "native.verl: actor_rollout_ref.actor.strategy=fsdp"),
 ])
 def test_fsdp1_is_what_the_engines_keys_ask_for(tmp_path: Path, native: dict[str, Any] | None, backend: str,
                                                 asked: str | None) -> None:
@@ -83,3 +89,14 @@ def test_one_rank_runs_no_shard(tmp_path: Path, pure: bool, held: bool) -> None:
     # the rate limiter does not apply to NO_SHARD: nothing is all-gathered
     if held:
         assert buffers(plan) == buffers(_plan(tmp_path, gpus=1, native=TRAINER_FSDP1, pure=pure))
+
+
+@pytest.mark.parametrize(("version", "asked"), [(1, "fsdp_version: 1"), (2, None), (None, None)])
+def test_the_field_says_fsdp1(tmp_path: Path, version: int | None, asked: str | None) -> None:
+    """A script of the user's own that builds FSDP1 says so with the field, whatever launches it."""
+    settings = fsdp1(_plan(tmp_path, gpus=1, backend="torchrun", version=version, pure=True))
+    assert (settings.source if settings else None) == asked
+    if settings is not None:
+        assert settings.no_shard and not settings.mixed_precision
+        assert estimate(_plan(tmp_path, gpus=1, backend="torchrun", version=1, pure=True)).label.startswith(
+            "FSDP1 (NO_SHARD: one rank; fsdp_version: 1)")

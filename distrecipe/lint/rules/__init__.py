@@ -129,6 +129,7 @@ RULES: dict[str, Rule] = {rule.code: rule for rule in (
     Rule("DR364", "trainer-value-refused", "error", HF, trainer.value_refused),
     Rule("DR365", "comment-ends-command", "error", HF | VERL, script.comment_ends_command),
     Rule("DR368", "script-nothing-judged", "info", HF, script.nothing_judged),
+    Rule("DR369", "trainer-fsdp-reshard-version", "error", HF, hf.fsdp_reshard_version),
     Rule("DR366", "trainer-removed-field-refused", "error", HF, hf.removed_field_refused, pair=True),
     Rule("DR367", "trainer-scheduler-overridden", "warning", HF | LLAMAFACTORY, hf.scheduler_overridden,
          pair=True),

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
+from distrecipe.engines.accelerate import fsdp1_strategy, version_number
 from distrecipe.engines.axolotl import UNKNOWN
 from distrecipe.engines.axolotl import trainer_arguments as axolotl_arguments
 from distrecipe.engines.hf import REMOVED, SCRIPT_FIELDS, defaults, field_release
@@ -179,6 +181,49 @@ def best_model_strategies(src: Source) -> Iterator[Problem]:
     at = ("load_best_model_at_end",)
     yield Problem(at, f"load_best_model_at_end with eval_strategy {evaluate} and save_strategy {save}{why}: "
                       "TrainingArguments refuses it (\"requires the save and eval strategy to match\")")
+
+
+TRUTH_VALUES = ("y", "yes", "t", "true", "on", "1", "n", "no", "f", "false", "off", "0")
+"""What Accelerate's `str_to_bool` reads (lower-cased); anything else raises."""
+
+
+def fsdp_reshard_version(src: Source) -> Iterator[Problem]:
+    """An `fsdp_config.reshard_after_forward` in the other FSDP version's spelling.
+
+    The Trainer reads `fsdp_config["version"]` (`fsdp_version` is the same key, its `fsdp_`
+    prefix stripped; judged only where written, since its default moved to 2) and builds
+    Accelerate's plugin from it (`_process_fsdp_args`): under version 2 `reshard_after_forward` is a boolean
+    (`str_to_bool` raises "invalid truth value full_shard"), under version 1 the sharding
+    strategy by name (`full_shard`, `shard_grad_op`, `hybrid_shard`, `hybrid_shard_zero2`,
+    `no_shard`), and a boolean there fails in the plugin (`ShardingStrategy["TRUE"]`, a
+    KeyError) before training starts.
+
+    Fails: hf
+    ```json
+    {"output_dir": "out", "fsdp": true, "fsdp_config": {"version": 1, "reshard_after_forward": true}}
+    ```
+
+    Passes: hf
+    ```json
+    {"output_dir": "out", "fsdp": true, "fsdp_config": {"version": 1, "reshard_after_forward": "full_shard"}}
+    ```
+
+    Fix: the version's spelling: `true`/`false` under 2, a strategy name under 1.
+    """
+    config = src.data.get("fsdp_config")
+    if not src.data.get("fsdp") or not isinstance(config, dict) or "reshard_after_forward" not in config:
+        return
+    version = version_number(config.get("version", config.get("fsdp_version")))
+    value = config["reshard_after_forward"]
+    at = ("fsdp_config", "reshard_after_forward")
+    written = f"fsdp_config.reshard_after_forward {json.dumps(value)}"
+    if version == 1 and fsdp1_strategy(value) is None:
+        yield Problem(at, f"{written} under fsdp_config version 1: FSDP1 reads a sharding strategy "
+                          "(full_shard, shard_grad_op, hybrid_shard, hybrid_shard_zero2, no_shard); the "
+                          "Trainer's plugin refuses anything else")
+    elif version == 2 and str(value).lower() not in TRUTH_VALUES:
+        yield Problem(at, f"{written} under fsdp_config version 2: FSDP2 reads true or false (str_to_bool); "
+                          "a sharding strategy is FSDP1's spelling (fsdp_config version 1)")
 
 
 def removed_field(src: Source) -> Iterator[Problem]:

@@ -102,7 +102,9 @@ def _world(data: dict[str, Any], context: Context) -> World:
 def _fsdp(data: dict[str, Any], world: World, recipe: dict[str, Any], context: Context) -> dict[str, Any]:
     fsdp = section(data, "fsdp_config")
     hybrid = False
-    if str(fsdp.get("fsdp_version", FSDP_VERSION_DEFAULT)) == "2":
+    # Accelerate's plugin reads `int(FSDP_VERSION)`, 1 when the file says none: stated as written.
+    version = 2 if str(fsdp.get("fsdp_version", FSDP_VERSION_DEFAULT)) == "2" else 1
+    if version == 2:
         stage = stage_of_reshard(fsdp.get("fsdp_reshard_after_forward", FSDP2_RESHARDS_BY_DEFAULT))
     else:
         # FSDP1: `accelerate launch` always exports FSDP_SHARDING_STRATEGY (default FULL_SHARD),
@@ -116,7 +118,7 @@ def _fsdp(data: dict[str, Any], world: World, recipe: dict[str, Any], context: C
         stage, hybrid = FSDP1_STAGE[name]
         if stage == 0:
             return {"strategy": "ddp", "stage": 0}
-    out: dict[str, Any] = {"strategy": "fsdp", "stage": stage}
+    out: dict[str, Any] = {"strategy": "fsdp", "stage": stage, "fsdp_version": version}
     if hybrid:  # HYBRID_SHARD shards within a node and replicates across nodes
         out["parallel"] = {"shard_group": world.gpus_per_node}
     if fsdp.get("fsdp_offload_params") is True:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from distrecipe.engines import FSDP2_RESHARDS_BY_DEFAULT, stage_of_reshard
-from distrecipe.engines.accelerate import STATE_DICT_TYPE
+from distrecipe.engines.accelerate import FSDP1_STAGE, STATE_DICT_TYPE, fsdp1_strategy, version_number
 from distrecipe.engines.argv import launches
 from distrecipe.engines.hf import FLAG_TYPES, OPTIM, defaults
 from distrecipe.engines.shell import is_script
@@ -48,7 +48,7 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
             config = named.doc.data if isinstance(named.doc.data, dict) else {}
             notes.append(f"fsdp_config names {data['fsdp_config']}: its settings are read as the Trainer "
                          "reads them, and the name is carried (compile writes it back)")
-        recipe.update(_fsdp(config, recipe, data["fsdp"], notes))
+        recipe.update(_fsdp(config, recipe, data["fsdp"], notes, world))
     else:
         recipe.update(strategy="ddp", stage=0)
     micro = args["per_device_train_batch_size"]
@@ -190,16 +190,28 @@ FSDP1_STAGES = {"full_shard": 3, "hybrid_shard": 3, "shard_grad_op": 2, "hybrid_
 """The Trainer's FSDP1 `--fsdp` sharding options → the ZeRO stage each is."""
 
 
-def _fsdp(config: dict[str, Any], recipe: dict[str, Any], fsdp: Any, notes: list[str]) -> dict[str, Any]:
+def _fsdp(config: dict[str, Any], recipe: dict[str, Any], fsdp: Any, notes: list[str],
+          world: World) -> dict[str, Any]:
     """FSDP2's settings (`fsdp_config` version 2), or the FSDP1 options `--fsdp` names
-    (`"full_shard auto_wrap"`), as a strategy and stage."""
+    (`"full_shard auto_wrap"`), or under version 1 the sharding strategy its
+    `reshard_after_forward` names (what compile writes), as a strategy and stage."""
     options = fsdp.split() if isinstance(fsdp, str) else []
-    if str(config.get("version", config.get("fsdp_version", 1))) != "2" and options:
+    # The Trainer reads `int(fsdp_config["version"])` (`fsdp_` prefixes stripped), 2 when unset.
+    version = version_number(config.get("version", config.get("fsdp_version")))
+    strategy = fsdp1_strategy(config.get("reshard_after_forward", "full_shard")) if version == 1 else None
+    if version == 1 and not options and strategy is not None:
+        stage, hybrid = FSDP1_STAGE[strategy]
+        out: dict[str, Any] = {"strategy": "fsdp" if stage else "ddp", "stage": stage}
+        if hybrid:  # HYBRID_SHARD shards within a node and replicates across nodes
+            out["parallel"] = {"shard_group": world.gpus_per_node}
+        if config.get("cpu_offload") is True and stage:
+            out["offload"] = {"optimizer": "cpu", "params": "cpu" if stage == 3 else "none"}
+    elif str(config.get("version", config.get("fsdp_version", 1))) != "2" and options:
         sharding = next((option for option in options if option in FSDP1_STAGES), "full_shard")
         stage = FSDP1_STAGES[sharding]
         notes.append(f"fsdp {fsdp!r} is the Trainer's FSDP1 ({sharding}): read as stage {stage}; its "
                      "options are carried as written (compile writes them back)")
-        out: dict[str, Any] = {"strategy": "fsdp" if stage else "ddp", "stage": stage}
+        out = {"strategy": "fsdp" if stage else "ddp", "stage": stage}
         if "offload" in options and stage:
             out["offload"] = {"optimizer": "cpu", "params": "cpu" if stage == 3 else "none"}
     else:
@@ -207,6 +219,8 @@ def _fsdp(config: dict[str, Any], recipe: dict[str, Any], fsdp: Any, notes: list
         out = {"strategy": "fsdp", "stage": stage}
         if config.get("cpu_offload") is True:
             out["offload"] = {"optimizer": "cpu", "params": "cpu" if stage == 3 else "none"}
+    if version is not None and out["strategy"] == "fsdp":
+        out["fsdp_version"] = version
     weights = WEIGHTS.get(str(config.get("state_dict_type", "")).lower())
     if weights is not None:
         out["checkpoint"] = {"weights": weights}

@@ -16,7 +16,7 @@ from distrecipe.engines import verl as engine
 from distrecipe.engines.hydra import script_overrides
 from distrecipe.engines.shell import is_script
 from distrecipe.engines.tables import label
-from distrecipe.engines.verl import uses_megatron
+from distrecipe.engines.verl import VERL_FSDP_VERSION, uses_megatron
 from distrecipe.keys import dotted, get, integer, section
 from distrecipe.source import KeyPath
 from distrecipe.translator.importers import Context, Imported, NotImportable, World, cluster, inverse
@@ -25,6 +25,8 @@ FSDP_OPTIMIZERS = inverse(engine.FSDP_OPTIMIZER)
 MEGATRON_OPTIMIZERS = inverse(engine.MEGATRON_OPTIMIZER)
 FSDP_PRECISIONS = inverse(engine.FSDP_DTYPE)
 MEGATRON_PRECISIONS = inverse(engine.MEGATRON_DTYPE)
+VERL_ACTOR_STRATEGY = "fsdp"
+"""`actor_rollout_ref.actor.strategy` where the overrides say none (verl's `dp_actor.yaml`)."""
 
 
 def to_recipe(data: dict[str, Any], context: Context) -> Imported:
@@ -220,6 +222,10 @@ def _fsdp(actor: dict[str, Any], world: World) -> dict[str, Any]:
         return {**ddp, "parallel": {"sequence": sequence}} if sequence > 1 else ddp
     stage = stage_of_reshard(fsdp.get("reshard_after_forward", FSDP2_RESHARDS_BY_DEFAULT))
     out: dict[str, Any] = {"strategy": "fsdp", "stage": stage}
+    # verl's dp_actor.yaml says `strategy: fsdp` (FSDP1) where the overrides say none.
+    version = VERL_FSDP_VERSION.get(str(actor.get("strategy", VERL_ACTOR_STRATEGY)))
+    if version is not None:
+        out["fsdp_version"] = version
     if fsdp.get("offload_policy") is True:
         out["offload"] = {"optimizer": "cpu", "params": "cpu" if stage == 3 else "none"}
     parallel: dict[str, Any] = {}

@@ -32,6 +32,11 @@ ENTRY = re.compile(r"openrlhf\.cli\.(train_\w+)")
 PREFIX = "openrlhf.cli."
 PPO_ENTRY = "openrlhf.cli.train_ppo_ray"
 """OpenRLHF's Ray PPO trainer (PPO, GRPO, REINFORCE++ by `--algo.advantage.estimator`)."""
+ACTOR_CHECKPOINTS = "_actor"
+"""The folder under `--ckpt.path` where `train_ppo_ray` saves the actor's DeepSpeed checkpoints
+(`ppo_actor.save_checkpoint`, tags `global_step{N}`) and, with `--ckpt.load_enable`, loads the
+tag its `latest` names (`strategy.load_ckpt(model, ckpt.path/_actor)`: no tag, no other path);
+the critic's are in `_critic` beside it."""
 
 NAMES: dict[str, tuple[str, ...]] = {
     "train_batch": ("train.batch_size", "train_batch_size"),

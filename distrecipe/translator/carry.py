@@ -328,18 +328,18 @@ FIELDS: dict[str, Row] = {
                             script("the script's save_state calls"),
                             exact("trainer.save_freq"),
                             mapped("save_steps with save_strategy steps", "save_steps", "save_strategy"),
-                            unwritten("--ckpt.save_steps")),
+                            exact("--ckpt.save_steps")),
     "checkpoint.dir": Row(script("the script's save_checkpoint(save_dir) and load_checkpoint(load_dir); "
                                  "`launch` passes DISTRECIPE_CHECKPOINT_DIR"),
                           script("the script's save_state(output_dir) / ProjectConfiguration(project_dir); "
                                  "`launch` passes DISTRECIPE_CHECKPOINT_DIR"),
                           exact("trainer.default_local_dir"), exact("output_dir"),
-                          unwritten("--ckpt.path")),
+                          exact("--ckpt.path")),
     "checkpoint.keep": Row(script("the script's own deletion of old tags; `launch` passes "
                                   "DISTRECIPE_CHECKPOINT_KEEP (api.prune_checkpoints)"),
                            script("the script's ProjectConfiguration(total_limit)"),
                            exact("trainer.max_actor_ckpt_to_keep"), exact("save_total_limit"),
-                           unwritten("--ckpt.max_num")),
+                           exact("--ckpt.max_num")),
     "checkpoint.resume": Row(
         script("the script's load_checkpoint; `launch` checks the checkpoint and passes DISTRECIPE_RESUME "
                "(and checkpoint.load_universal after ds_to_universal)"),
@@ -348,7 +348,10 @@ FIELDS: dict[str, Row] = {
                "trainer.resume_mode", "trainer.resume_from_path"),
         mapped("resume_from_checkpoint: the path, or for auto the latest complete checkpoint `launch` "
                "finds (none: unset)", "resume_from_checkpoint"),
-        unwritten("--ckpt.load_enable")),
+        mapped("--ckpt.load_enable (auto, or a path that is checkpoint.dir, its _actor or a tag in it; "
+               "another path is refused, DR208): OpenRLHF loads the tag `latest` names in "
+               "--ckpt.path/_actor, which `launch` checks first, adding --ds.use_universal_ckpt for a "
+               "universal one; none: unset", "--ckpt.load_enable")),
     "rl.rollout_n": Row(NO_ROLLOUT, NO_ROLLOUT, exact("actor_rollout_ref.rollout.n"), NO_ROLLOUT,
                         exact("--rollout.n_samples_per_prompt"), trl=exact("num_generations")),
     "rl.prompts_per_step": Row(NO_ROLLOUT, NO_ROLLOUT, exact("data.train_batch_size"), NO_ROLLOUT,

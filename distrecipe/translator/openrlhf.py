@@ -9,14 +9,18 @@ recipe's global batch is `--train.batch_size` (sequences per optimizer step) wit
 rollout is one optimizer step, as in verl. Every model group (actor, reference, critic,
 reward) is placed on all the recipe's GPUs and colocated with vLLM (`--train.colocate_all`,
 one engine per GPU), `rl.rollout_memory` is vLLM's `--vllm.gpu_memory_utilization` and
-`rl.free_rollout_memory` its sleep mode. The models and data are the user's: the script
+`rl.free_rollout_memory` its sleep mode. `checkpoint` is `--ckpt.*` (`saving`): OpenRLHF
+resumes only from `--ckpt.path/_actor`. The models and data are the user's: the script
 leaves `$ACTOR`, `$REWARD` and `$PROMPTS` to the shell. OpenRLHF runs ZeRO only, in bf16 or
 fp16; anything else is refused (DR208), and what the line cannot hold is named.
 """
 
 from __future__ import annotations
 
-from distrecipe.engines.openrlhf import PPO_ENTRY
+import os
+from dataclasses import replace
+
+from distrecipe.engines.openrlhf import ACTOR_CHECKPOINTS, PPO_ENTRY
 from distrecipe.findings import Finding
 from distrecipe.job import Plan
 from distrecipe.output import one_line
@@ -55,6 +59,9 @@ def findings(plan: Plan, *, launched: bool = False) -> list[Finding]:
     if plan.dims.tensor > 1 or plan.dims.pipeline > 1 or plan.dims.sequence > 1:
         found.append(finding("DR208", TARGET, "tensor, pipeline or sequence parallelism (OpenRLHF's own "
                                               "--ds.tensor_parallel_size and ring attention are not mapped)"))
+    if r.checkpoint is not None and (refused := resume_refusal(r.checkpoint.dir, r.checkpoint.resume)):
+        found.append(replace(finding("DR208", TARGET, refused),
+                             where=r.at("checkpoint.resume", "checkpoint.dir", "checkpoint")))
     if r.optimizer is not None and r.optimizer.name != "adamw":
         written = carry.as_written("optimizer.name")
         found.append(finding("DR222", TARGET, f"optimizer.name {r.optimizer.name}{written}: OpenRLHF builds "
@@ -89,7 +96,50 @@ def decided(plan: Plan) -> list[tuple[str, str | None, str]]:
         out.append(("--actor.adam.lr", f"{r.optimizer.lr:g}", "optimizer.lr"))
     if r.grad_clip is not None:
         out.append(("--actor.max_norm", f"{r.grad_clip:g}", "grad_clip"))
+    return out + saving(plan)
+
+
+def saving(plan: Plan) -> list[tuple[str, str | None, str]]:
+    """The `--ckpt.*` options the recipe's `checkpoint` decides: OpenRLHF saves DeepSpeed
+    checkpoints under `--ckpt.path` every `--ckpt.save_steps` rollouts (verl's trainer steps),
+    keeps `--ckpt.max_num`, and with `--ckpt.load_enable` loads the tag `latest` names in
+    `--ckpt.path/_actor` (`launch` checks it first and adds `--ds.use_universal_ckpt` for a
+    universal one). A resume path is that folder or a tag in it (`resume_refusal`)."""
+    checkpoint = plan.recipe.checkpoint
+    if checkpoint is None:
+        return []
+    out: list[tuple[str, str | None, str]] = []
+    if checkpoint.dir is not None:
+        out.append(("--ckpt.path", checkpoint.dir, "checkpoint.dir"))
+    if checkpoint.every is not None:
+        out.append(("--ckpt.save_steps", str(checkpoint.every), "checkpoint.every"))
+    if checkpoint.keep is not None:
+        out.append(("--ckpt.max_num", str(checkpoint.keep), "checkpoint.keep"))
+    if checkpoint.resume not in (None, "none"):
+        out.append(("--ckpt.load_enable", None, "checkpoint.resume"))
     return out
+
+
+def resume_refusal(directory: str | None, resume: str | None) -> str | None:
+    """Why OpenRLHF cannot resume from `resume` (`checkpoint.resume`) with `--ckpt.path`
+    `directory` (`checkpoint.dir`), or None: it loads only from `--ckpt.path/_actor`, so a
+    resume needs that dir, and a resume path must be the dir, its `_actor`, or a tag in it
+    (`checkpoints.check` then holds it to the tag `latest` names). Paths are read from the
+    working directory, as `launch` reads them."""
+    if resume in (None, "none"):
+        return None
+    if directory is None:
+        return (f"checkpoint.resume {resume}: OpenRLHF loads from --ckpt.path/{ACTOR_CHECKPOINTS}, "
+                "and checkpoint.dir (its --ckpt.path) is not stated")
+    if resume == "auto":
+        return None
+    actor = os.path.join(directory, ACTOR_CHECKPOINTS)
+    given, held = os.path.abspath(resume), os.path.abspath(actor)
+    if given in (os.path.abspath(directory), held) or os.path.dirname(given) == held:
+        return None
+    return (f"checkpoint.resume {resume}: OpenRLHF loads only the tag `latest` names in "
+            f"--ckpt.path/{ACTOR_CHECKPOINTS} ({actor}, from checkpoint.dir) and takes no other path; "
+            "resume auto, or set checkpoint.dir to the folder that holds the checkpoint's _actor")
 
 
 def arguments(plan: Plan) -> list[tuple[str, str | None]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -62,12 +63,12 @@ def test_what_the_line_does_not_carry_is_named_by_the_option_it_leaves(tmp_path:
     path = tmp_path / "recipe.yaml"
     path.write_text(RECIPE.format(world=8, nodes=1, gpus=8, stage=3, micro=4, global_=128, n=8, prompts=16)
                     .replace("name: adamw, lr: 1.0e-6}", "name: sgd, lr: 1.0e-6, betas: [0.9, 0.99]}")
-                    + "checkpoint: {every: 50}\nnative: {hf: {seed: 3}}\n")
+                    + "checkpoint: {weights: full}\nnative: {hf: {seed: 3}}\n")
     found: dict[str, str] = {}
     for f in TARGETS["openrlhf"](api.load_plan(path), EmitOptions()).findings:
         found[f.code] = found.get(f.code, "") + f.message
     assert "optimizer.betas [0.9, 0.99]" in found["DR222"] and "--actor.adam.betas is not written" in found["DR222"]
-    assert "checkpoint.every 50" in found["DR222"] and "--ckpt.save_steps" in found["DR222"]
+    assert "checkpoint.weights full" in found["DR222"] and "--ckpt.save_hf" in found["DR222"]
     assert "optimizer.name sgd" in found["DR222"] and "OpenRLHF builds its own AdamW" in found["DR222"]
     assert "native.hf: seed" in found["DR233"]
 
@@ -78,3 +79,53 @@ def test_an_optimizer_without_a_learning_rate_leaves_openrlhf_s(tmp_path: Path) 
                     .replace("optimizer: {name: adamw, lr: 1.0e-6}", "optimizer: {name: adamw}"))
     text = TARGETS["openrlhf"](api.load_plan(path), EmitOptions()).files["openrlhf_train.sh"]
     assert "--actor.adam.lr" not in text
+
+
+def test_the_checkpoint_is_openrlhf_s_ckpt_options_and_comes_back(tmp_path: Path) -> None:
+    """`checkpoint.dir/every/keep/resume auto` are `--ckpt.path/save_steps/max_num/load_enable`,
+    as OpenRLHF's parser reads them; import reads them back, with `launch.backend: openrlhf` so
+    `launch` runs the trainer the line is for (an `rl` recipe's default is verl)."""
+    from distrecipe.translator.importers import World
+    from distrecipe.translator.importers.registry import import_document, read_native
+
+    path = tmp_path / "recipe.yaml"
+    path.write_text(RECIPE.format(world=8, nodes=1, gpus=8, stage=3, micro=4, global_=128, n=8, prompts=16)
+                    + "checkpoint: {dir: ck/run, every: 10, keep: 2, resume: auto}\n")
+    text = TARGETS["openrlhf"](api.load_plan(path), EmitOptions()).files["openrlhf_train.sh"]
+    (tmp_path / "openrlhf_train.sh").write_text(text)
+    shell = text.replace("\\\n", " ").replace("$ACTOR", "a").replace("$REWARD", "r").replace("$PROMPTS", "p")
+    words = shlex.split(shell, comments=True)
+    assert openrlhf_judge.verdict(words[2], words[3:]) is None
+    args = vars(openrlhf_judge.parser(words[2]).parse_args(words[3:]))
+    assert (args["ckpt.path"], args["ckpt.save_steps"], args["ckpt.max_num"], args["ckpt.load_enable"]) == (
+        "ck/run", 10, 2, True)
+    kind, doc = read_native(tmp_path / "openrlhf_train.sh")
+    back = import_document(kind, doc, World.of(8)).recipe
+    assert back["checkpoint"] == {"dir": "ck/run", "every": 10, "keep": 2, "resume": "auto"}
+    assert back["launch"] == {"backend": "openrlhf"}
+
+
+@pytest.mark.parametrize(("checkpoint", "why"), [
+    ("{resume: auto}", "checkpoint.resume auto: OpenRLHF loads from --ckpt.path/_actor, and checkpoint.dir"),
+    ("{dir: ck, resume: other/global_step4}", "checkpoint.resume other/global_step4: OpenRLHF loads only the "
+                                              "tag `latest` names in --ckpt.path/_actor (ck/_actor"),
+])
+def test_a_resume_openrlhf_cannot_be_pointed_at_is_one_positioned_line(checkpoint: str, why: str,
+                                                                       tmp_path: Path, cli: Any) -> None:
+    path = tmp_path / "recipe.yaml"
+    path.write_text(RECIPE.format(world=8, nodes=1, gpus=8, stage=3, micro=4, global_=128, n=8, prompts=16)
+                    + f"checkpoint: {checkpoint}\n")
+    result = cli("compile", path, "--target", "openrlhf", "-o", tmp_path / "out")
+    assert result.code == 2
+    [line] = [line for line in result.err.splitlines() if "error" in line]
+    assert line.startswith(f"{path}:12:") and "DR208" in line and why in line, line
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("resume", ["auto", "ck/_actor", "ck/_actor/global_step4", "ck", "none"])
+def test_a_resume_openrlhf_can_take_is_its_load_switch(resume: str, tmp_path: Path) -> None:
+    path = tmp_path / "recipe.yaml"
+    path.write_text(RECIPE.format(world=8, nodes=1, gpus=8, stage=3, micro=4, global_=128, n=8, prompts=16)
+                    + f"checkpoint: {{dir: ck, resume: {resume}}}\n")
+    text = TARGETS["openrlhf"](api.load_plan(path), EmitOptions()).files["openrlhf_train.sh"]
+    assert ("--ckpt.load_enable" in text) is (resume != "none")

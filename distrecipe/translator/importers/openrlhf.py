@@ -8,8 +8,10 @@ actor's `num_nodes × num_gpus_per_node` is the cluster, `--train.batch_size` an
 and `--ds.param_dtype` the strategy and precision, `--actor.adam.lr` and
 `--actor.max_norm` the optimizer, and the rollout (`--rollout.batch_size` prompts of
 `--rollout.n_samples_per_prompt`) `rl`, with vLLM's memory, sleep mode, and colocation
-(`--train.colocate_all`; separate engines are `rl.rollout_mode: server`). A command line
-has no `native` section: every other option is named in a note, by the name written.
+(`--train.colocate_all`; separate engines are `rl.rollout_mode: server`); `--ckpt.*` is
+`checkpoint`, and `launch.backend` is `openrlhf`, so `launch` runs this trainer (an `rl`
+recipe's default is verl's). A command line has no `native` section: every other option is
+named in a note, by the name written.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ READ = {
     "train.colocate_all": "colocate", "vllm.num_engines": "engines",
 }
 """The dests the recipe reads (grouped releases, ≥ 0.10.2) → what they are."""
+CHECKPOINT = {"ckpt.path": "dir", "ckpt.save_steps": "every", "ckpt.max_num": "keep",
+              "ckpt.load_enable": "resume"}
+"""The `--ckpt.*` dests the recipe's `checkpoint` reads (`_checkpoint`) → its field."""
 AS_EMITTED = frozenset({"ref.num_nodes", "ref.num_gpus_per_node", "critic.num_nodes",
                         "critic.num_gpus_per_node", "reward.num_nodes", "reward.num_gpus_per_node",
                         "vllm.tensor_parallel_size"})
@@ -85,10 +90,52 @@ def to_recipe(data: dict[str, Any], context: Context) -> Imported:
         rl["rollout_mode"] = "server"
     assert nodes is not None and gpus is not None
     notes = _unread(given, nodes, gpus)
+    checkpoint = _checkpoint(known, given, context, module, notes)
+    if checkpoint:
+        recipe["checkpoint"] = checkpoint
+    recipe["launch"] = {"backend": "openrlhf"}  # `launch` runs the trainer this line is for, not verl
     if values["colocate"] and engines != nodes * gpus:
         notes.append(f"{given['vllm.num_engines'][0] if 'vllm.num_engines' in given else 'vllm.num_engines'} "
                      f"{engines}: compile writes one colocated engine per GPU ({nodes * gpus})")
     return Imported(recipe=recipe, notes=notes, read={})
+
+
+def _checkpoint(known: Any, given: dict[str, tuple[str, Any]], context: Context, module: str,
+                notes: list[str]) -> dict[str, Any]:
+    """`--ckpt.*` as the recipe's `checkpoint`, where the line states them: the save dir
+    (`--ckpt.path`), every `--ckpt.save_steps` rollouts (-1, OpenRLHF's default, saves
+    never: no `every`), `--ckpt.max_num` kept, and `--ckpt.load_enable` as `resume: auto`
+    (OpenRLHF loads the tag `latest` names in `--ckpt.path/_actor`), with the parser's
+    default path where the line gives none, since that is where it loads from. A value left
+    to the shell is not read, and named: the save dir with it, for a resume."""
+    shell = [written for dest, (written, value) in given.items() if dest in CHECKPOINT and value is None]
+    if shell:
+        notes.append(f"{', '.join(sorted(shell))} left to the shell: checkpoint is not read from the line's "
+                     "--ckpt.* options; keep the command line for them")
+        return {}
+    out: dict[str, Any] = {}
+    for dest in ("ckpt.save_steps", "ckpt.max_num"):
+        if dest not in given:
+            continue
+        written, value = given[dest]
+        number, where = integer(value), context.doc.where((module, written))
+        if number is None:
+            raise NotImportable(f"{written} {value!r} is not a whole number", where)
+        if number >= 1:
+            out[CHECKPOINT[dest]] = number
+        elif dest == "ckpt.max_num" or number != -1:
+            field = CHECKPOINT[dest]
+            raise NotImportable(f"{written} {number}: the recipe's checkpoint.{field} is at least 1", where)
+    load = "ckpt.load_enable" in given
+    if "ckpt.path" in given or load:
+        out["dir"] = str(given["ckpt.path"][1] if "ckpt.path" in given else known.default("ckpt.path"))
+        if "ckpt.path" not in given:
+            notes.append(f"--ckpt.load_enable without --ckpt.path: checkpoint.dir is OpenRLHF's default "
+                         f"{out['dir']}, where it loads from")
+    if load:
+        out["resume"] = "auto"
+    order = ("dir", "every", "keep", "resume")  # the recipe's own order
+    return {key: out[key] for key in order if key in out}
 
 
 def integer(value: Any) -> int | None:
@@ -125,7 +172,8 @@ def _value(known: Any, dest: str, given: dict[str, tuple[str, Any]], context: Co
 def _unread(given: dict[str, tuple[str, Any]], nodes: int, gpus: int) -> list[str]:
     """Notes naming, by the name written, every option the recipe does not read, and each
     placement that is not what `compile` writes from the recipe's world."""
-    left = sorted(given[dest][0] for dest in given if dest not in READ and dest not in AS_EMITTED)
+    left = sorted(given[dest][0] for dest in given if dest not in READ and dest not in AS_EMITTED
+                  and dest not in CHECKPOINT)
     written = {"num_nodes": nodes, "num_gpus_per_node": gpus, "tensor_parallel_size": 1}
     apart = sorted(given[dest][0] for dest in given if dest in AS_EMITTED
                    and integer(given[dest][1]) != written[dest.split(".")[-1]])

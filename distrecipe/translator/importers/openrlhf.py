@@ -107,12 +107,15 @@ def _checkpoint(known: Any, given: dict[str, tuple[str, Any]], context: Context,
     never: no `every`), `--ckpt.max_num` kept, and `--ckpt.load_enable` as `resume: auto`
     (OpenRLHF loads the tag `latest` names in `--ckpt.path/_actor`), with the parser's
     default path where the line gives none, since that is where it loads from. A value left
-    to the shell is not read, and named: the save dir with it, for a resume."""
-    shell = [written for dest, (written, value) in given.items() if dest in CHECKPOINT and value is None]
+    to the shell is not read, and named, and `--ckpt.load_enable` with it where it is the
+    save dir's."""
+    shell = {dest for dest, (_written, value) in given.items() if dest in CHECKPOINT and value is None}
+    if "ckpt.path" in shell and "ckpt.load_enable" in given:
+        shell.add("ckpt.load_enable")  # a resume with no dir to load from
     if shell:
-        notes.append(f"{', '.join(sorted(shell))} left to the shell: checkpoint is not read from the line's "
-                     "--ckpt.* options; keep the command line for them")
-        return {}
+        unread = ", ".join(sorted(given[dest][0] for dest in shell))
+        notes.append(f"{unread}: not read (the save dir is left to the shell); keep the command line for it")
+    given = {dest: item for dest, item in given.items() if dest not in shell}
     out: dict[str, Any] = {}
     for dest in ("ckpt.save_steps", "ckpt.max_num"):
         if dest not in given:

@@ -246,9 +246,9 @@ def read_command(text: str, file: str) -> Document | None:
             value = at.value
             index += 1
             nargs = known.options[resolved].get("nargs") if known is not None and resolved else None
-            if nargs in ("+", "*"):
-                values = [value]
-                while index < len(words) and not (words[index].value or "-").startswith("-"):
+            if nargs in ("+", "*") or isinstance(nargs, int):
+                values = [value]  # a fixed count (`--actor.adam.betas B1 B2`) takes that many
+                while index < len(words) and _takes(nargs, len(values), words[index].value or "-"):
                     values.append(words[index].value)
                     index += 1
                 value = values if len(values) > 1 else value
@@ -300,9 +300,22 @@ def read_argv(parser: Entry, argv: Sequence[str]) -> list[Given]:
             while spec.get("nargs") in ("+", "*") and index < len(argv) and not argv[index].startswith("-"):
                 values.append(argv[index])
                 index += 1
+            count = spec.get("nargs")  # a fixed count (`--actor.adam.betas B1 B2`) takes that many
+            while isinstance(count, int) and len(values) < count and index < len(argv) \
+                    and not _is_option(argv[index]):
+                values.append(argv[index])
+                index += 1
             value = " ".join(values)
         found.append(Given(written, option, value))
     return found
+
+
+def _takes(nargs: object, taken: int, word: str) -> bool:
+    """Whether an `nargs` option with `taken` words takes `word` too: a fixed count takes up to
+    it (argparse reads `-1` as a value), `+`/`*` every word up to one that starts with `-`."""
+    if isinstance(nargs, int):
+        return taken < nargs and not _is_option(word)
+    return not word.startswith("-")
 
 
 def _is_option(word: str) -> bool:
@@ -312,12 +325,14 @@ def _is_option(word: str) -> bool:
 
 def same_value(spec: dict[str, Any], given: str | None, ours: str) -> bool:
     """Whether `given` is the value `ours` once the option's type converts both (`1e-6` is
-    `1.0e-06`)."""
+    `1.0e-06`), word by word for an option of several (`read_argv` joins them with spaces)."""
     if given is None:
         return False
     convert = {"int": int, "float": float}.get(str(spec.get("type")), str)
+    theirs, mine = (given.split(" "), ours.split(" ")) if spec.get("nargs") else ([given], [ours])
     try:
-        return bool(convert(given) == convert(ours))
+        same = [convert(a) == convert(b) for a, b in zip(theirs, mine, strict=False)]
+        return len(theirs) == len(mine) and all(same)
     except ValueError:
         return False
 

@@ -252,14 +252,14 @@ FIELDS: dict[str, Row] = {
                            mapped(f"{ACTOR}.optim.betas; Megatron adam_beta1/adam_beta2",
                                   f"{ACTOR}.optim.betas"),
                            mapped("adam_beta1, adam_beta2", "adam_beta1", "adam_beta2"),
-                           unwritten("--actor.adam.betas")),
+                           mapped("--actor.adam.betas B1 B2", "--actor.adam.betas")),
     "optimizer.eps": Row(exact("optimizer.params.eps"), OPTIMIZER,
                          mapped(f"{ACTOR}.optim.override_optimizer_config.eps (Megatron adam_eps)",
                                 f"{ACTOR}.optim.override_optimizer_config.eps"),
-                         exact("adam_epsilon"), unwritten("--actor.adam.eps")),
+                         exact("adam_epsilon"), exact("--actor.adam.eps")),
     "optimizer.weight_decay": Row(exact("optimizer.params.weight_decay"), OPTIMIZER,
                                   exact(f"{ACTOR}.optim.weight_decay"), exact("weight_decay"),
-                                  unwritten("--actor.adam.weight_decay")),
+                                  exact("--actor.adam.weight_decay")),
     "schedule.decay": Row(mapped("scheduler.type: WarmupLR (constant), WarmupDecayLR (linear), "
                                  "WarmupCosineLR (cosine), warming up linearly "
                                  "(scheduler.params.warmup_type) from scheduler.params.warmup_min_lr 0 "
@@ -271,7 +271,10 @@ FIELDS: dict[str, Row] = {
                           mapped(f"{ACTOR}.optim.lr_scheduler_type (constant, cosine); Megatron "
                                  "lr_decay_style", f"{ACTOR}.optim.lr_scheduler_type"),
                           mapped("lr_scheduler_type: constant(_with_warmup), linear, cosine(_with_min_lr)",
-                                 "lr_scheduler_type"), unwritten("--actor.lr_scheduler")),
+                                 "lr_scheduler_type"),
+                          mapped("--actor.lr_scheduler: constant_with_warmup, linear, cosine_with_min_lr "
+                                 "(transformers' get_scheduler, as OpenRLHF calls it)",
+                                 "--actor.lr_scheduler")),
     "schedule.warmup_steps": Row(exact("scheduler.params.warmup_num_steps"), SCHEDULE,
                                  exact(f"{ACTOR}.optim.lr_warmup_steps"), exact("warmup_steps"),
                                  no_option("a warmup is a ratio (--actor.lr_warmup_ratio)")),
@@ -282,7 +285,7 @@ FIELDS: dict[str, Row] = {
                                         "before), lr_scheduler_type constant_with_warmup for a constant "
                                         "decay",
                                         "warmup_steps", "warmup_ratio", "lr_scheduler_type"),
-                                 unwritten("--actor.lr_warmup_ratio")),
+                                 exact("--actor.lr_warmup_ratio")),
     "schedule.min_lr_ratio": Row(mapped("scheduler.params.cos_min_ratio (cosine)",
                                         "scheduler.params.cos_min_ratio"),
                                  SCHEDULE,
@@ -290,7 +293,8 @@ FIELDS: dict[str, Row] = {
                                         f"{ACTOR}.optim.min_lr_ratio"),
                                  mapped("lr_scheduler_kwargs.min_lr_rate (cosine_with_min_lr)",
                                         "lr_scheduler_kwargs.min_lr_rate"),
-                                 unwritten("--actor.min_lr_ratio")),
+                                 mapped("--actor.min_lr_ratio (cosine_with_min_lr's floor; another decay has "
+                                        "none, DR225)", "--actor.min_lr_ratio")),
     "schedule.total_steps": Row(mapped("scheduler.params.total_num_steps (decaying schedules; otherwise the "
                                        "script's loop)", "scheduler.params.total_num_steps"), SCHEDULE,
                                 exact("trainer.total_training_steps"), exact("max_steps"),

@@ -18,6 +18,7 @@ fp16; anything else is refused (DR208), and what the line cannot hold is named.
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import replace
 
 from distrecipe.engines.openrlhf import ACTOR_CHECKPOINTS, PPO_ENTRY
@@ -62,6 +63,11 @@ def findings(plan: Plan, *, launched: bool = False) -> list[Finding]:
     if r.checkpoint is not None and (refused := resume_refusal(r.checkpoint.dir, r.checkpoint.resume)):
         found.append(replace(finding("DR208", TARGET, refused),
                              where=r.at("checkpoint.resume", "checkpoint.dir", "checkpoint")))
+    schedule = r.schedule
+    if schedule is not None and schedule.min_lr_ratio is not None and schedule.decay != "cosine":
+        found.append(finding("DR225", TARGET, f"schedule.min_lr_ratio {schedule.min_lr_ratio}: "
+                                              "--actor.min_lr_ratio is cosine_with_min_lr's floor; "
+                                              f"{SCHEDULERS[schedule.decay]} has none"))
     if r.optimizer is not None and r.optimizer.name != "adamw":
         written = carry.as_written("optimizer.name")
         found.append(finding("DR222", TARGET, f"optimizer.name {r.optimizer.name}{written}: OpenRLHF builds "
@@ -96,7 +102,57 @@ def decided(plan: Plan) -> list[tuple[str, str | None, str]]:
         out.append(("--actor.adam.lr", f"{r.optimizer.lr:g}", "optimizer.lr"))
     if r.grad_clip is not None:
         out.append(("--actor.max_norm", f"{r.grad_clip:g}", "grad_clip"))
-    return out + saving(plan)
+    return out + adam(plan) + scheduling(plan) + saving(plan)
+
+
+def adam(plan: Plan) -> list[tuple[str, str | None, str]]:
+    """The actor's AdamW beyond its learning rate: OpenRLHF hands `--actor.adam.betas`, `.eps`
+    and `.weight_decay` to DeepSpeed's AdamW (`DeepspeedStrategy`'s `optim_dict`)."""
+    optimizer = plan.recipe.optimizer
+    if optimizer is None:
+        return []
+    out: list[tuple[str, str | None, str]] = []
+    if optimizer.betas is not None:
+        betas = " ".join(f"{beta:g}" for beta in optimizer.betas)
+        out.append(("--actor.adam.betas", betas, "optimizer.betas"))
+    if optimizer.eps is not None:
+        out.append(("--actor.adam.eps", f"{optimizer.eps:g}", "optimizer.eps"))
+    if optimizer.weight_decay is not None:
+        out.append(("--actor.adam.weight_decay", f"{optimizer.weight_decay:g}", "optimizer.weight_decay"))
+    return out
+
+
+SCHEDULERS = {"constant": "constant_with_warmup", "linear": "linear", "cosine": "cosine_with_min_lr"}
+"""`schedule.decay` → `--actor.lr_scheduler`, a name OpenRLHF hands transformers' `get_scheduler`
+with its warmup (`constant` would ignore it) and, for `cosine_with_min_lr`, the floor."""
+
+
+def scheduling(plan: Plan) -> list[tuple[str, str | None, str]]:
+    """The actor's schedule: `--actor.lr_scheduler` for the decay, `--actor.lr_warmup_ratio` and
+    `--actor.min_lr_ratio` where the recipe states them (else OpenRLHF's 0.03 and 0.1 run,
+    the engine's, as the recipe's schedule leaves them). Warmup steps and the run's length
+    have no option: OpenRLHF counts its own steps (`no_option` in the carry table)."""
+    schedule = plan.recipe.schedule
+    if schedule is None:
+        return []
+    out: list[tuple[str, str | None, str]] = [("--actor.lr_scheduler", SCHEDULERS[schedule.decay],
+                                                "schedule.decay")]
+    if schedule.warmup_ratio is not None:
+        out.append(("--actor.lr_warmup_ratio", f"{schedule.warmup_ratio:g}", "schedule.warmup_ratio"))
+    if schedule.min_lr_ratio is not None and schedule.decay == "cosine":
+        out.append(("--actor.min_lr_ratio", f"{schedule.min_lr_ratio:g}", "schedule.min_lr_ratio"))
+    return out
+
+
+SPLIT = frozenset({"--actor.adam.betas"})
+"""Options of two words (`nargs=2`): their value is written as its words."""
+
+
+def words(option: str, value: str | None) -> tuple[str, ...]:
+    """The command line's words for one decided option (its value split where it takes two)."""
+    if value is None:
+        return (option,)
+    return (option, *value.split(" ")) if option in SPLIT else (option, value)
 
 
 def saving(plan: Plan) -> list[tuple[str, str | None, str]]:
@@ -151,9 +207,12 @@ def text(plan: Plan) -> str:
     lines = [f"# distrecipe: {one_line(plan.recipe.name)}. OpenRLHF's PPO entry on the recipe's "
              f"{plan.dims.world} GPUs; set ACTOR, REWARD and PROMPTS.", f"python3 -m {ENTRY} \\"]
     options = arguments(plan)
+    user = {name for name, _placeholder in USER}
     for index, (name, value) in enumerate(options):
         end = "" if index == len(options) - 1 else " \\"
-        lines.append(f"    {name}{'' if value is None else ' ' + value}{end}")
+        # the user's placeholders stay for the shell to expand; the recipe's words are quoted
+        said = (value,) if name in user else tuple(shlex.quote(w) for w in words(name, value)[1:])
+        lines.append(f"    {' '.join((name, *(w for w in said if w is not None)))}{end}")
     return "\n".join(lines) + "\n"
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from distrecipe import api
 from distrecipe.errors import DistrecipeError
@@ -62,12 +63,12 @@ def test_what_the_line_does_not_carry_is_named_by_the_option_it_leaves(tmp_path:
     option for but compile does not write names that option; a native section, its keys."""
     path = tmp_path / "recipe.yaml"
     path.write_text(RECIPE.format(world=8, nodes=1, gpus=8, stage=3, micro=4, global_=128, n=8, prompts=16)
-                    .replace("name: adamw, lr: 1.0e-6}", "name: sgd, lr: 1.0e-6, betas: [0.9, 0.99]}")
-                    + "checkpoint: {weights: full}\nnative: {hf: {seed: 3}}\n")
+                    .replace("name: adamw, lr: 1.0e-6}", "name: sgd, lr: 1.0e-6}")
+                    + "checkpoint: {weights: full}\noffload: {optimizer: cpu}\nnative: {hf: {seed: 3}}\n")
     found: dict[str, str] = {}
     for f in TARGETS["openrlhf"](api.load_plan(path), EmitOptions()).findings:
         found[f.code] = found.get(f.code, "") + f.message
-    assert "optimizer.betas [0.9, 0.99]" in found["DR222"] and "--actor.adam.betas is not written" in found["DR222"]
+    assert "offload.optimizer cpu" in found["DR222"] and "--ds.adam_offload is not written" in found["DR222"]
     assert "checkpoint.weights full" in found["DR222"] and "--ckpt.save_hf" in found["DR222"]
     assert "optimizer.name sgd" in found["DR222"] and "OpenRLHF builds its own AdamW" in found["DR222"]
     assert "native.hf: seed" in found["DR233"]
@@ -129,3 +130,55 @@ def test_a_resume_openrlhf_can_take_is_its_load_switch(resume: str, tmp_path: Pa
                     + f"checkpoint: {{dir: ck, resume: {resume}}}\n")
     text = TARGETS["openrlhf"](api.load_plan(path), EmitOptions()).files["openrlhf_train.sh"]
     assert ("--ckpt.load_enable" in text) is (resume != "none")
+
+
+@pytest.mark.parametrize(("optimizer", "schedule", "expected"), [
+    ("{name: adamw, lr: 1.0e-6, betas: [0.8, 0.99], eps: 1.0e-6, weight_decay: 0.1}", None,
+     {"actor.adam.betas": [0.8, 0.99], "actor.adam.eps": 1e-6, "actor.adam.weight_decay": 0.1}),
+    ("{name: adamw, lr: 1.0e-6}", "{decay: cosine, warmup_ratio: 0.1, min_lr_ratio: 0.05}",
+     {"actor.lr_scheduler": "cosine_with_min_lr", "actor.lr_warmup_ratio": 0.1, "actor.min_lr_ratio": 0.05}),
+    ("{name: adamw, lr: 1.0e-6}", "{decay: constant, warmup_ratio: 0.2}",
+     {"actor.lr_scheduler": "constant_with_warmup", "actor.lr_warmup_ratio": 0.2, "actor.min_lr_ratio": 0.1}),
+    ("{name: adamw, lr: 1.0e-6}", "{decay: linear}",
+     {"actor.lr_scheduler": "linear", "actor.lr_warmup_ratio": 0.03}),
+], ids=["adam", "cosine", "constant", "linear"])
+def test_the_optimizer_and_schedule_are_the_actor_s_options(optimizer: str, schedule: str | None,
+                                                            expected: dict[str, object], tmp_path: Path) -> None:
+    """AdamW's betas, eps and weight decay, and the schedule's decay, warmup ratio and floor,
+    are the actor's options, as OpenRLHF's parser reads them (left out: its defaults); the
+    scheduler name is one transformers' `get_scheduler` takes, as OpenRLHF calls it, and
+    import reads them all back."""
+    from transformers import SchedulerType
+
+    from distrecipe.translator.importers import World
+    from distrecipe.translator.importers.registry import import_document, read_native
+
+    path = tmp_path / "recipe.yaml"
+    path.write_text(RECIPE.format(world=8, nodes=1, gpus=8, stage=3, micro=4, global_=128, n=8, prompts=16)
+                    .replace("optimizer: {name: adamw, lr: 1.0e-6}", f"optimizer: {optimizer}")
+                    + (f"schedule: {schedule}\n" if schedule else ""))
+    text = TARGETS["openrlhf"](api.load_plan(path), EmitOptions()).files["openrlhf_train.sh"]
+    (tmp_path / "openrlhf_train.sh").write_text(text)
+    shell = text.replace("\\\n", " ").replace("$ACTOR", "a").replace("$REWARD", "r").replace("$PROMPTS", "p")
+    words = shlex.split(shell, comments=True)
+    assert openrlhf_judge.verdict(words[2], words[3:]) is None
+    args = vars(openrlhf_judge.parser(words[2]).parse_args(words[3:]))
+    assert {key: args[key] for key in expected} == expected
+    SchedulerType(args["actor.lr_scheduler"])  # a name get_scheduler takes
+    kind, doc = read_native(tmp_path / "openrlhf_train.sh")
+    back = import_document(kind, doc, World.of(8)).recipe
+    stated = yaml.safe_load(path.read_text())
+    assert back["optimizer"] == stated["optimizer"]
+    said = stated.get("schedule", {})
+    assert back.get("schedule") == (None if schedule is None else {
+        "warmup_ratio": 0.03, **({"min_lr_ratio": 0.1} if said["decay"] == "cosine" else {}), **said})
+
+
+def test_a_floor_the_decay_has_not_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "recipe.yaml"
+    path.write_text(RECIPE.format(world=8, nodes=1, gpus=8, stage=3, micro=4, global_=128, n=8, prompts=16)
+                    + "schedule: {decay: linear, min_lr_ratio: 0.1}\n")
+    found = [f.message for f in TARGETS["openrlhf"](api.load_plan(path), EmitOptions()).findings if f.code == "DR225"]
+    assert found == ["openrlhf: the learning-rate schedule is approximated: this engine's schedulers cannot "
+                     + found[0].split("cannot ", 1)[1]] and "--actor.min_lr_ratio is cosine_with_min_lr's floor; "\
+        "linear has none" in found[0]

@@ -174,3 +174,22 @@ def test_a_checkpoint_openrlhf_cannot_take_stops_the_launch_at_checkpoint_resume
         dry(capsys, path, USER)
     assert said in caught.value.message
     assert caught.value.where is not None and (caught.value.where.file, caught.value.where.line) == (str(path), line)
+
+
+@pytest.mark.parametrize(("given", "refused"), [((), False), (("--actor.adam.betas", "0.8", "0.99"), False),
+                                                (("--actor.adam.betas", "0.9", "0.99"), True)],
+                         ids=["recipe-s", "the-same", "another"])
+def test_the_actor_s_betas_reach_openrlhf_as_two_words(given: tuple[str, ...], refused: bool, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """`--actor.adam.betas` takes two words (`nargs=2`): the recipe's are written as two, and a
+    user's are read as two, the same pair accepted and another refused naming the recipe key."""
+    path = recipe(tmp_path)
+    path.write_text(path.read_text().replace("optimizer: {name: adamw, lr: 1.0e-6}",
+                                             "optimizer: {name: adamw, lr: 1.0e-6, betas: [0.8, 0.99]}"))
+    if refused:
+        with pytest.raises(LaunchError, match=r"--actor\.adam\.betas.*optimizer\.betas"):
+            dry(capsys, path, (*USER, *given))
+        return
+    argv = dry(capsys, path, (*USER, *given))["argv"]
+    assert isinstance(argv, list) and openrlhf_judge.verdict(ENTRY, argv[3:]) is None
+    assert vars(openrlhf_judge.parser(ENTRY).parse_args(argv[3:]))["actor.adam.betas"] == [0.8, 0.99]

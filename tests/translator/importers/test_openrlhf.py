@@ -133,3 +133,20 @@ def test_a_ckpt_option_left_to_the_shell_is_named_not_read(tmp_path: Path) -> No
     assert back.recipe["checkpoint"] == {"every": 5}
     assert any(line.startswith("--ckpt.load_enable, --ckpt.path: not read (the save dir is left to the shell)")
                for line in back.notes), back.notes
+
+
+@pytest.mark.parametrize(("options", "schedule", "note"), [
+    ("--actor.lr_scheduler cosine", {"decay": "cosine", "warmup_ratio": 0.03, "min_lr_ratio": 0.0},
+     "--actor.lr_scheduler cosine decays to 0"),
+    ("--actor.lr_scheduler constant --actor.lr_warmup_ratio 0.1", {"decay": "constant", "warmup_ratio": 0.0},
+     "--actor.lr_scheduler constant ignores the warmup"),
+    ("--actor.lr_warmup_ratio 0.05", {"decay": "cosine", "warmup_ratio": 0.05, "min_lr_ratio": 0.1}, None),
+    ("--actor.lr_scheduler polynomial", None, "--actor.lr_scheduler polynomial: the recipe's schedule has no such"),
+], ids=["cosine-to-0", "constant", "defaults", "unknown"])
+def test_the_actor_s_schedule_is_what_runs(options: str, schedule: dict[str, object] | None, note: str | None,
+                                           tmp_path: Path) -> None:
+    """Unstated options are the parser's defaults (what runs); a scheduler the recipe has no
+    decay for, or one compile writes back under another name, is named."""
+    back = imported(CKPT.replace("CKPT", options), tmp_path)
+    assert back.recipe.get("schedule") == schedule
+    assert note is None or any(line.startswith(note) for line in back.notes), back.notes

@@ -182,3 +182,21 @@ def test_a_floor_the_decay_has_not_is_named(tmp_path: Path) -> None:
     assert found == ["openrlhf: the learning-rate schedule is approximated: this engine's schedulers cannot "
                      + found[0].split("cannot ", 1)[1]] and "--actor.min_lr_ratio is cosine_with_min_lr's floor; "\
         "linear has none" in found[0]
+
+
+def test_a_save_dir_with_a_space_is_one_word_of_the_script(tmp_path: Path) -> None:
+    """The recipe's words are shell-quoted (the models' placeholders are not): the parser gets
+    the dir whole, and import reads it back."""
+    from distrecipe.translator.importers import World
+    from distrecipe.translator.importers.registry import import_document, read_native
+
+    path = tmp_path / "recipe.yaml"
+    path.write_text(RECIPE.format(world=8, nodes=1, gpus=8, stage=3, micro=4, global_=128, n=8, prompts=16)
+                    + "checkpoint: {dir: 'my runs/ck $HOME', every: 10}\n")
+    text = TARGETS["openrlhf"](api.load_plan(path), EmitOptions()).files["openrlhf_train.sh"]
+    assert "    --ckpt.path 'my runs/ck $HOME' \\\n" in text and "    --actor.model_name_or_path $ACTOR \\\n" in text
+    (tmp_path / "openrlhf_train.sh").write_text(text)
+    words = shlex.split(text.replace("\\\n", " "), comments=True)
+    assert vars(openrlhf_judge.parser(words[2]).parse_args(words[3:]))["ckpt.path"] == "my runs/ck $HOME"
+    kind, doc = read_native(tmp_path / "openrlhf_train.sh")
+    assert import_document(kind, doc, World.of(8)).recipe["checkpoint"] == {"dir": "my runs/ck $HOME", "every": 10}

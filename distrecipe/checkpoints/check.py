@@ -13,7 +13,8 @@ from pathlib import Path
 
 from distrecipe.checkpoints.layout import DS_LATEST, DS_LATEST_UNIVERSAL, CheckpointError, Layout, read
 from distrecipe.checkpoints.verdict import Verdict, job_of, resolve_resume, verdict
-from distrecipe.engines.openrlhf import ACTOR_CHECKPOINTS
+from distrecipe.engines.openrlhf import ACTOR_CHECKPOINTS, CRITIC_CHECKPOINTS
+from distrecipe.errors import Position
 from distrecipe.job import Plan
 from distrecipe.translator.openrlhf import resume_refusal
 
@@ -90,7 +91,10 @@ def _openrlhf(plan: Plan, resume: str, directory: str | None, *, cwd: Path, deep
     """What OpenRLHF's `--ckpt.load_enable` loads: the tag `latest` (`latest_universal` for a
     universal one) names in `checkpoint.dir/_actor`, and nothing else (`translator.openrlhf.
     resume_refusal`): a partial tag there stops the launch (DeepSpeed would fail loading it,
-    OpenRLHF cannot be pointed at an earlier one), a path that is not that tag is refused."""
+    OpenRLHF cannot be pointed at an earlier one), a path that is not that tag is refused. A
+    critic's save in `_critic` must be the same step with the same verdict: with
+    `--ds.use_universal_ckpt` DeepSpeed reads `latest_universal` there too and raises where
+    there is none (`load_checkpoint`), after Ray and the models have started."""
     where = plan.recipe.at("checkpoint.resume", "checkpoint")
     refused = resume_refusal(directory, resume)
     if refused is not None:
@@ -99,16 +103,7 @@ def _openrlhf(plan: Plan, resume: str, directory: str | None, *, cwd: Path, deep
         return Resume(None, None, "checkpoint.resume none: starting from scratch")
     assert directory is not None
     actor = cwd / directory / ACTOR_CHECKPOINTS
-    try:
-        marked = actor.is_dir() and any((actor / name).is_file() for name in (DS_LATEST, DS_LATEST_UNIVERSAL))
-        layout = read(actor) if marked else None
-        if layout is not None and deep:
-            from distrecipe.checkpoints.inspect import deepen
-
-            layout = deepen(layout)
-    except (CheckpointError, OSError) as exc:
-        message = exc.message if isinstance(exc, CheckpointError) else str(exc)
-        raise CheckpointError(message, where) from None
+    layout = _marked(actor, deep=deep, where=where)
     if layout is None:
         if resume != "auto":
             raise CheckpointError(f"checkpoint.resume {resume}: {actor} holds no DeepSpeed `latest`, so "
@@ -119,4 +114,32 @@ def _openrlhf(plan: Plan, resume: str, directory: str | None, *, cwd: Path, deep
     if given is not None and given not in (actor.resolve(), actor.parent.resolve(), layout.path.resolve()):
         raise CheckpointError(f"checkpoint.resume {resume}: OpenRLHF loads the tag `latest` names in {actor} "
                               f"({layout.path.name}), not another one", where)
-    return _judged(plan, "openrlhf", layout)
+    found = _judged(plan, "openrlhf", layout)
+    critic = _marked(actor.parent / CRITIC_CHECKPOINTS, deep=deep, where=where)
+    if critic is not None:  # a critic's save loads beside the actor's, the same way
+        theirs = _judged(plan, "openrlhf", critic)
+        assert found.verdict is not None and theirs.verdict is not None
+        if (critic.step, theirs.verdict.outcome, theirs.verdict.universal) != (
+                layout.step, found.verdict.outcome, found.verdict.universal):
+            raise CheckpointError(f"OpenRLHF loads the critic's checkpoint beside the actor's: "
+                                  f"{theirs.said}, where the actor's is {layout.path.name} "
+                                  f"({found.verdict.outcome}); save, or convert, both alike", where)
+    return found
+
+
+def _marked(folder: Path, *, deep: bool, where: Position) -> Layout | None:
+    """The DeepSpeed checkpoint a save dir's `latest` (or `latest_universal`) names, as
+    OpenRLHF's `load_ckpt(model, folder)` loads it (no tag); None where neither marker is."""
+    try:
+        markers = (folder / name for name in (DS_LATEST, DS_LATEST_UNIVERSAL))
+        if not (folder.is_dir() and any(marker.is_file() for marker in markers)):
+            return None
+        layout = read(folder)
+        if deep:
+            from distrecipe.checkpoints.inspect import deepen
+
+            layout = deepen(layout)
+    except (CheckpointError, OSError) as exc:
+        message = exc.message if isinstance(exc, CheckpointError) else str(exc)
+        raise CheckpointError(message, where) from None
+    return layout

@@ -37,6 +37,9 @@ ACTOR_CHECKPOINTS = "_actor"
 (`ppo_actor.save_checkpoint`, tags `global_step{N}`) and, with `--ckpt.load_enable`, loads the
 tag its `latest` names (`strategy.load_ckpt(model, ckpt.path/_actor)`: no tag, no other path);
 the critic's are in `_critic` beside it."""
+CRITIC_CHECKPOINTS = "_critic"
+"""The critic's folder beside `ACTOR_CHECKPOINTS` (`ppo_critic.save_checkpoint`), loaded the same
+way under `--ckpt.load_enable` when the run trains a critic."""
 
 NAMES: dict[str, tuple[str, ...]] = {
     "train_batch": ("train.batch_size", "train_batch_size"),

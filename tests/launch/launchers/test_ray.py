@@ -193,3 +193,26 @@ def test_the_actor_s_betas_reach_openrlhf_as_two_words(given: tuple[str, ...], r
     argv = dry(capsys, path, (*USER, *given))["argv"]
     assert isinstance(argv, list) and openrlhf_judge.verdict(ENTRY, argv[3:]) is None
     assert vars(openrlhf_judge.parser(ENTRY).parse_args(argv[3:]))["actor.adam.betas"] == [0.8, 0.99]
+
+
+@pytest.mark.parametrize(("critic", "said"), [
+    (lambda root: saved(root / "_critic", 20, dp=8), None),
+    (lambda root: saved(root / "_critic", 10, dp=8),
+     "OpenRLHF loads the critic's checkpoint beside the actor's: checkpoint "),
+], ids=["same-step", "older-step"])
+def test_a_critic_s_save_resumes_beside_the_actor_s(critic: Any, said: str | None, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A PPO run with a critic saves it in `_critic` beside `_actor` and loads both: they must be
+    one step with one verdict."""
+    monkeypatch.chdir(tmp_path)
+    saved(tmp_path / "ck" / "_actor", 20, dp=8)
+    critic(tmp_path / "ck")
+    path = recipe(tmp_path)
+    path.write_text(path.read_text() + CHECKPOINT.replace("RESUME", "auto"))
+    if said is None:
+        assert "--ckpt.load_enable" in dry(capsys, path, USER)["argv"]  # type: ignore[operator]
+        return
+    with pytest.raises(DistrecipeError, match=re.escape(said)) as caught:
+        dry(capsys, path, USER)
+    assert "global_step10" in caught.value.message and "where the actor's is global_step20" in caught.value.message

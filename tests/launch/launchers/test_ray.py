@@ -216,3 +216,23 @@ def test_a_critic_s_save_resumes_beside_the_actor_s(critic: Any, said: str | Non
     with pytest.raises(DistrecipeError, match=re.escape(said)) as caught:
         dry(capsys, path, USER)
     assert "global_step10" in caught.value.message and "where the actor's is global_step20" in caught.value.message
+
+
+def test_an_imported_openrlhf_line_launches_openrlhf(tmp_path: Path, cli: Any,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """import writes `launch.backend: openrlhf` for a `train_ppo_ray` line (an `rl` recipe's
+    default launcher is verl's), so the imported recipe launches the trainer the line was for,
+    with its checkpoint options, the user giving only the models and prompts."""
+    monkeypatch.chdir(tmp_path)
+    path = recipe(tmp_path, backend=None)
+    path.write_text(path.read_text() + "checkpoint: {dir: ck, every: 10, keep: 2}\n")
+    assert cli("compile", path, "--target", "openrlhf", "-o", tmp_path / "out").code == 0
+    imported = cli("import", tmp_path / "out" / "openrlhf_train.sh")
+    assert imported.code == 0, imported.err
+    (tmp_path / "back.yaml").write_text(imported.out)
+    launched = cli("launch", tmp_path / "back.yaml", "--dry-run", "--run-dir", tmp_path / "run", "--", *USER)
+    assert launched.code == 0, launched.err
+    shown = json.loads(launched.out)
+    assert shown["program_kind"] == "openrlhf" and shown["program_kind_reason"] == "launch.backend is openrlhf"
+    args = vars(openrlhf_judge.parser(ENTRY).parse_args(shown["argv"][3:]))
+    assert (args["ckpt.path"], args["ckpt.save_steps"], args["ckpt.max_num"]) == ("ck", 10, 2)

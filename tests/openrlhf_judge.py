@@ -70,10 +70,13 @@ def _ds_utils() -> ModuleType:
     return _load("openrlhf_deepspeed_utils", PACKAGE / "utils" / "deepspeed" / "deepspeed_utils.py")
 
 
-def ds_config(train_batch: int, micro: int, ring: int = 1, tp: int = 1, stage: int = 2) -> dict[str, Any]:
-    """The ds_config `DeepspeedStrategy.get_ds_train_config` builds (no dynamic batch)."""
+def ds_config(train_batch: int, micro: int, ring: int = 1, tp: int = 1, stage: int = 2,
+              universal: bool = False) -> dict[str, Any]:
+    """The ds_config `DeepspeedStrategy.get_ds_train_config` builds (no dynamic batch);
+    `universal`: `--ds.use_universal_ckpt`."""
     config: dict[str, Any] = _ds_utils().get_train_ds_config(offload=False, stage=stage,
-                                                             tensor_parallel_size=tp)
+                                                             tensor_parallel_size=tp,
+                                                             use_ds_universal_ckpt=universal)
     config["train_micro_batch_size_per_gpu"] = micro
     config["train_batch_size"] = train_batch * ring * tp
     return config

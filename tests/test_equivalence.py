@@ -298,13 +298,24 @@ def test_all_writes_every_target_and_a_summary(cli: Callable[..., Result],
     second = cli("compile", recipe, "--target", "all", "-o", tmp_path / "b")
     assert first.code == second.code == 0
     names = sorted(p.name for p in (tmp_path / "a").iterdir())
-    assert names == ["accelerate_config.yaml", "ds_config.json", "grpo_config.yaml", "openrlhf_train.sh",
+    # ZeRO under verl's launcher: --target accelerate runs it as FSDP2 (DR238), TRL needs DeepSpeed's
+    # plugin in the same file name, so `all` skips TRL and says so
+    assert names == ["accelerate_config.yaml", "ds_config.json", "openrlhf_train.sh",
                      "summary.md", "training_args.json", "verl_actor.yaml", "verl_overrides.txt"]
     for name in names:  # deterministic: same Plan, same bytes
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
     summary = (tmp_path / "a" / "summary.md").read_text()
     assert "micro 2 × accumulation 4 × DP 8 = global 64" in summary
     assert "`DR201` accelerate:" in summary and "`DR201` verl:" in summary
+    assert "`DR200` trl: not emitted by --target all" in summary and "DeepSpeed plugin" in summary
+
+
+def test_all_writes_trl_beside_accelerate_s_deepspeed_plugin() -> None:
+    """Under launch.backend accelerate-deepspeed both targets write the same DeepSpeed-plugin
+    config, so `all` writes TRL's files too."""
+    output = TARGETS["all"](plan_of(doc(launch={"backend": "accelerate-deepspeed"})), EmitOptions())
+    assert {"grpo_config.yaml", "accelerate_config.yaml", "ds_config.json"} <= set(output.files)
+    assert not [f for f in output.findings if f.code == "DR200" and f.message.startswith("trl")]
 
 
 def test_all_skips_a_target_that_cannot_express_the_recipe() -> None:
@@ -312,9 +323,10 @@ def test_all_skips_a_target_that_cannot_express_the_recipe() -> None:
     output = TARGETS["all"](plan, EmitOptions())
     assert "verl_overrides.txt" not in output.files
     skipped = [f for f in output.findings if f.code == "DR200"]
-    # verl and OpenRLHF both need `rl`
-    assert [f.message.split(":")[0] for f in skipped] == ["verl", "openrlhf"]
-    assert all(f.severity == "info" and "DR208" in f.message for f in skipped)
+    # verl and OpenRLHF both need `rl`; TRL's Accelerate config is DeepSpeed's plugin, not FSDP2
+    assert [f.message.split(":")[0] for f in skipped] == ["verl", "trl", "openrlhf"]
+    assert all(f.severity == "info" and ("DR208" in f.message or "DeepSpeed plugin" in f.message)
+               for f in skipped)
     assert "DR200" in output.files["summary.md"]
 
 

@@ -278,7 +278,7 @@ def _hf_batch(layout: Layout, job: Job) -> list[str]:
 
 
 BACKEND_KINDS = {"accelerate": "accelerate", "accelerate-deepspeed": "accelerate", "verl": "verl",
-                 "torchrun": "torchrun"}
+                 "torchrun": "torchrun", "openrlhf": "openrlhf"}
 """The program kind a backend implies where the recipe states none (DeepSpeed's otherwise):
 what `lint` and `checkpoint check` judge with, before `launch` reads the script."""
 

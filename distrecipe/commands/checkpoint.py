@@ -17,6 +17,7 @@ import click
 from distrecipe.checkpoints.layout import CheckpointError, candidates, latest_complete, read
 from distrecipe.commands.options import overrides_option, recipe_argument
 from distrecipe.errors import Position
+from distrecipe.recipe import ProgramKind
 
 
 def _at(path: Path, exc: CheckpointError) -> CheckpointError:
@@ -67,7 +68,7 @@ def show(path: Path, fmt: str) -> None:
 @overrides_option
 @click.option("--checkpoint", "given", type=click.Path(path_type=str), default=None,
               help="The checkpoint to check (default: the recipe's checkpoint.resume).")
-@click.option("--program-kind", type=click.Choice(["hf", "accelerate", "deepspeed", "torchrun", "verl"]),
+@click.option("--program-kind", type=click.Choice(get_args(ProgramKind)),
               default=None, help="How the script loads (default: launch.program_kind, else the backend's).")
 def check(recipe: str, overrides: tuple[str, ...], given: str | None, program_kind: str | None) -> int:
     """Whether RECIPE's job resumes from its checkpoint: as is, after a conversion (the exact

@@ -32,6 +32,14 @@ ENTRY = re.compile(r"openrlhf\.cli\.(train_\w+)")
 PREFIX = "openrlhf.cli."
 PPO_ENTRY = "openrlhf.cli.train_ppo_ray"
 """OpenRLHF's Ray PPO trainer (PPO, GRPO, REINFORCE++ by `--algo.advantage.estimator`)."""
+ACTOR_CHECKPOINTS = "_actor"
+"""The folder under `--ckpt.path` where `train_ppo_ray` saves the actor's DeepSpeed checkpoints
+(`ppo_actor.save_checkpoint`, tags `global_step{N}`) and, with `--ckpt.load_enable`, loads the
+tag its `latest` names (`strategy.load_ckpt(model, ckpt.path/_actor)`: no tag, no other path);
+the critic's are in `_critic` beside it."""
+CRITIC_CHECKPOINTS = "_critic"
+"""The critic's folder beside `ACTOR_CHECKPOINTS` (`ppo_critic.save_checkpoint`), loaded the same
+way under `--ckpt.load_enable` when the run trains a critic."""
 
 NAMES: dict[str, tuple[str, ...]] = {
     "train_batch": ("train.batch_size", "train_batch_size"),
@@ -241,9 +249,9 @@ def read_command(text: str, file: str) -> Document | None:
             value = at.value
             index += 1
             nargs = known.options[resolved].get("nargs") if known is not None and resolved else None
-            if nargs in ("+", "*"):
-                values = [value]
-                while index < len(words) and not (words[index].value or "-").startswith("-"):
+            if nargs in ("+", "*") or isinstance(nargs, int):
+                values = [value]  # a fixed count (`--actor.adam.betas B1 B2`) takes that many
+                while index < len(words) and _takes(nargs, len(values), words[index].value or "-"):
                     values.append(words[index].value)
                     index += 1
                 value = values if len(values) > 1 else value
@@ -295,9 +303,22 @@ def read_argv(parser: Entry, argv: Sequence[str]) -> list[Given]:
             while spec.get("nargs") in ("+", "*") and index < len(argv) and not argv[index].startswith("-"):
                 values.append(argv[index])
                 index += 1
+            count = spec.get("nargs")  # a fixed count (`--actor.adam.betas B1 B2`) takes that many
+            while isinstance(count, int) and len(values) < count and index < len(argv) \
+                    and not _is_option(argv[index]):
+                values.append(argv[index])
+                index += 1
             value = " ".join(values)
         found.append(Given(written, option, value))
     return found
+
+
+def _takes(nargs: object, taken: int, word: str) -> bool:
+    """Whether an `nargs` option with `taken` words takes `word` too: a fixed count takes up to
+    it (argparse reads `-1` as a value), `+`/`*` every word up to one that starts with `-`."""
+    if isinstance(nargs, int):
+        return taken < nargs and not _is_option(word)
+    return not word.startswith("-")
 
 
 def _is_option(word: str) -> bool:
@@ -307,12 +328,14 @@ def _is_option(word: str) -> bool:
 
 def same_value(spec: dict[str, Any], given: str | None, ours: str) -> bool:
     """Whether `given` is the value `ours` once the option's type converts both (`1e-6` is
-    `1.0e-06`)."""
+    `1.0e-06`), word by word for an option of several (`read_argv` joins them with spaces)."""
     if given is None:
         return False
     convert = {"int": int, "float": float}.get(str(spec.get("type")), str)
+    theirs, mine = (given.split(" "), ours.split(" ")) if spec.get("nargs") else ([given], [ours])
     try:
-        return bool(convert(given) == convert(ours))
+        same = [convert(a) == convert(b) for a, b in zip(theirs, mine, strict=False)]
+        return len(theirs) == len(mine) and all(same)
     except ValueError:
         return False
 

@@ -203,7 +203,7 @@ def merge_openrlhf(plan: Plan, user: Sequence[str], *, allow_override: bool) -> 
         raise LaunchError(f"OpenRLHF's {openrlhf.ENTRY} needs {' and '.join(missing)} after `--` (the "
                           "recipe leaves the models and the prompts to you)")
     ours = [word for option, value, _key in decided if option not in last
-            for word in (option, *(() if value is None else (value,)))]
+            for word in openrlhf.words(option, value)]
     return Handoff(tuple([*ours, *user]), {}, tuple(overridden))
 
 

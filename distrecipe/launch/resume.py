@@ -13,7 +13,11 @@ kind's own way:
   (`api.resume_from()`, `api.checkpoint_dir()`, `api.prune_checkpoints()`);
 * a DeepSpeed universal checkpoint also turns on the ds_config's
   `checkpoint.load_universal`, which DeepSpeed needs to read one;
-* verl: its own `trainer.resume_mode` / `resume_from_path` (compiled from the recipe).
+* verl: its own `trainer.resume_mode` / `resume_from_path` (compiled from the recipe);
+* OpenRLHF: `--ckpt.load_enable` (compiled from the recipe) loads the tag `latest` names in
+  `checkpoint.dir/_actor`, the one checked (`checkpoints.check`); a universal one adds
+  `--ds.use_universal_ckpt`, which turns on DeepSpeed's `load_universal` in the ds_config
+  OpenRLHF builds.
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ KEEP_ENV = "DISTRECIPE_CHECKPOINT_KEEP"
 """`checkpoint.keep`: a raw script prunes with `api.prune_checkpoints(saved)` after each save
 (the Trainer and verl get their own `save_total_limit` / `max_actor_ckpt_to_keep`)."""
 TRAINER_FLAG = "--resume_from_checkpoint"
+UNIVERSAL_FLAG = "--ds.use_universal_ckpt"
+"""OpenRLHF's switch for DeepSpeed's `checkpoint.load_universal` (`train_ppo_ray`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +97,8 @@ def resume(plan: Plan, kind: str, program: Program, configs: Mapping[str, str], 
     args = program.args
     if kind == "hf":
         args = _trainer_flag(args, path, _written(plan), plan.recipe.at("checkpoint.resume"))
+    if kind == "openrlhf" and verdict.universal and UNIVERSAL_FLAG not in args:
+        args = (*args, UNIVERSAL_FLAG)
     env[RESUME_ENV] = path
     if verdict.universal and CONFIG_FILE in files:
         config = json.loads(files[CONFIG_FILE])

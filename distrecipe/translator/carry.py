@@ -262,14 +262,14 @@ FIELDS: dict[str, Row] = {
                            mapped(f"{ACTOR}.optim.betas; Megatron adam_beta1/adam_beta2",
                                   f"{ACTOR}.optim.betas"),
                            mapped("adam_beta1, adam_beta2", "adam_beta1", "adam_beta2"),
-                           unwritten("--actor.adam.betas")),
+                           mapped("--actor.adam.betas B1 B2", "--actor.adam.betas")),
     "optimizer.eps": Row(exact("optimizer.params.eps"), OPTIMIZER,
                          mapped(f"{ACTOR}.optim.override_optimizer_config.eps (Megatron adam_eps)",
                                 f"{ACTOR}.optim.override_optimizer_config.eps"),
-                         exact("adam_epsilon"), unwritten("--actor.adam.eps")),
+                         exact("adam_epsilon"), exact("--actor.adam.eps")),
     "optimizer.weight_decay": Row(exact("optimizer.params.weight_decay"), OPTIMIZER,
                                   exact(f"{ACTOR}.optim.weight_decay"), exact("weight_decay"),
-                                  unwritten("--actor.adam.weight_decay")),
+                                  exact("--actor.adam.weight_decay")),
     "schedule.decay": Row(mapped("scheduler.type: WarmupLR (constant), WarmupDecayLR (linear), "
                                  "WarmupCosineLR (cosine), warming up linearly "
                                  "(scheduler.params.warmup_type) from scheduler.params.warmup_min_lr 0 "
@@ -281,7 +281,10 @@ FIELDS: dict[str, Row] = {
                           mapped(f"{ACTOR}.optim.lr_scheduler_type (constant, cosine); Megatron "
                                  "lr_decay_style", f"{ACTOR}.optim.lr_scheduler_type"),
                           mapped("lr_scheduler_type: constant(_with_warmup), linear, cosine(_with_min_lr)",
-                                 "lr_scheduler_type"), unwritten("--actor.lr_scheduler")),
+                                 "lr_scheduler_type"),
+                          mapped("--actor.lr_scheduler: constant_with_warmup, linear, cosine_with_min_lr "
+                                 "(transformers' get_scheduler, as OpenRLHF calls it)",
+                                 "--actor.lr_scheduler")),
     "schedule.warmup_steps": Row(exact("scheduler.params.warmup_num_steps"), SCHEDULE,
                                  exact(f"{ACTOR}.optim.lr_warmup_steps"), exact("warmup_steps"),
                                  no_option("a warmup is a ratio (--actor.lr_warmup_ratio)")),
@@ -292,7 +295,7 @@ FIELDS: dict[str, Row] = {
                                         "before), lr_scheduler_type constant_with_warmup for a constant "
                                         "decay",
                                         "warmup_steps", "warmup_ratio", "lr_scheduler_type"),
-                                 unwritten("--actor.lr_warmup_ratio")),
+                                 exact("--actor.lr_warmup_ratio")),
     "schedule.min_lr_ratio": Row(mapped("scheduler.params.cos_min_ratio (cosine)",
                                         "scheduler.params.cos_min_ratio"),
                                  SCHEDULE,
@@ -300,7 +303,8 @@ FIELDS: dict[str, Row] = {
                                         f"{ACTOR}.optim.min_lr_ratio"),
                                  mapped("lr_scheduler_kwargs.min_lr_rate (cosine_with_min_lr)",
                                         "lr_scheduler_kwargs.min_lr_rate"),
-                                 unwritten("--actor.min_lr_ratio")),
+                                 mapped("--actor.min_lr_ratio (cosine_with_min_lr's floor; another decay has "
+                                        "none, DR225)", "--actor.min_lr_ratio")),
     "schedule.total_steps": Row(mapped("scheduler.params.total_num_steps (decaying schedules; otherwise the "
                                        "script's loop)", "scheduler.params.total_num_steps"), SCHEDULE,
                                 exact("trainer.total_training_steps"), exact("max_steps"),
@@ -338,18 +342,18 @@ FIELDS: dict[str, Row] = {
                             script("the script's save_state calls"),
                             exact("trainer.save_freq"),
                             mapped("save_steps with save_strategy steps", "save_steps", "save_strategy"),
-                            unwritten("--ckpt.save_steps")),
+                            exact("--ckpt.save_steps")),
     "checkpoint.dir": Row(script("the script's save_checkpoint(save_dir) and load_checkpoint(load_dir); "
                                  "`launch` passes DISTRECIPE_CHECKPOINT_DIR"),
                           script("the script's save_state(output_dir) / ProjectConfiguration(project_dir); "
                                  "`launch` passes DISTRECIPE_CHECKPOINT_DIR"),
                           exact("trainer.default_local_dir"), exact("output_dir"),
-                          unwritten("--ckpt.path")),
+                          exact("--ckpt.path")),
     "checkpoint.keep": Row(script("the script's own deletion of old tags; `launch` passes "
                                   "DISTRECIPE_CHECKPOINT_KEEP (api.prune_checkpoints)"),
                            script("the script's ProjectConfiguration(total_limit)"),
                            exact("trainer.max_actor_ckpt_to_keep"), exact("save_total_limit"),
-                           unwritten("--ckpt.max_num")),
+                           exact("--ckpt.max_num")),
     "checkpoint.resume": Row(
         script("the script's load_checkpoint; `launch` checks the checkpoint and passes DISTRECIPE_RESUME "
                "(and checkpoint.load_universal after ds_to_universal)"),
@@ -358,7 +362,10 @@ FIELDS: dict[str, Row] = {
                "trainer.resume_mode", "trainer.resume_from_path"),
         mapped("resume_from_checkpoint: the path, or for auto the latest complete checkpoint `launch` "
                "finds (none: unset)", "resume_from_checkpoint"),
-        unwritten("--ckpt.load_enable")),
+        mapped("--ckpt.load_enable (auto, or a path that is checkpoint.dir, its _actor or a tag in it; "
+               "another path is refused, DR208): OpenRLHF loads the tag `latest` names in "
+               "--ckpt.path/_actor, which `launch` checks first, adding --ds.use_universal_ckpt for a "
+               "universal one; none: unset", "--ckpt.load_enable")),
     "rl.rollout_n": Row(NO_ROLLOUT, NO_ROLLOUT, exact("actor_rollout_ref.rollout.n"), NO_ROLLOUT,
                         exact("--rollout.n_samples_per_prompt"), trl=exact("num_generations")),
     "rl.prompts_per_step": Row(NO_ROLLOUT, NO_ROLLOUT, exact("data.train_batch_size"), NO_ROLLOUT,

@@ -102,7 +102,8 @@ def refuse_errors(found: list[Finding]) -> None:
     errors = [f for f in found if f.severity == "error"]
     if errors:
         keys = tuple(dict.fromkeys(key for f in errors if f.where is not None for key in f.where.keys))
-        raise RecipeError("; ".join(f"{f.code} {f.message}" for f in errors), keys=keys)
+        where = next((f.where for f in errors if f.where is not None), None)  # the first error that has one
+        raise RecipeError("; ".join(f"{f.code} {f.message}" for f in errors), where, keys=keys)
 
 
 @dataclass(frozen=True, slots=True)

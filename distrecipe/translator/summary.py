@@ -4,7 +4,8 @@ A recipe rarely suits every engine (an SFT recipe has no `rl` for verl; a Megatr
 one has no Accelerate form), so a target that cannot express the recipe is skipped
 and named (DR200) rather than failing the whole compile. Files that two targets
 both write (the ds_config beside the Accelerate and HF outputs) must be identical;
-a difference would be a bug in an emitter, never the user's problem.
+a difference would be a bug in an emitter, never the user's problem, but for TRL's
+Accelerate config under ZeRO (`TRL`), which skips TRL.
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ from distrecipe.translator.codes import finding
 from distrecipe.translator.targets import TARGETS, EmitOptions, Output
 
 ALL = "all"
+TRL = "trl"
+"""TRL's target, whose Accelerate config under ZeRO is DeepSpeed's plugin (`translator.trl.
+accelerate_plan`) where `--target accelerate` may run the recipe as FSDP2 (DR238): one
+file name, two texts, so `all` skips TRL there and says so (DR200)."""
 
 USAGE = {
     deepspeed.CONFIG_FILE: f"DeepSpeed: `deepspeed SCRIPT --deepspeed {deepspeed.CONFIG_FILE}`",
@@ -41,10 +46,19 @@ def render_all(plan: Plan, options: EmitOptions) -> Output:
         except DistrecipeError as exc:
             found.append(finding("DR200", name, exc.message))
             continue
+        clash = [file for file, text in output.files.items() if files.get(file, text) != text]
+        if clash == [accelerate.CONFIG_FILE] and name == TRL:
+            theirs = accelerate.distributed_type(plan)
+            found.append(finding("DR200", name, f"its {clash[0]} is Accelerate's DeepSpeed plugin (the "
+                                 "TRL config's deepspeed key runs DeepSpeed), --target accelerate's is "
+                                 f"{theirs} under launch.backend {plan.backend}: compile --target trl on its "
+                                 "own, or state launch.backend accelerate-deepspeed"))
+            continue
+        if clash:
+            raise AssertionError(f"bug: targets disagree on the text of {clash[0]}")
         written.append(name)
         for file, text in output.files.items():
-            if files.setdefault(file, text) != text:
-                raise AssertionError(f"bug: targets disagree on the text of {file}")
+            files.setdefault(file, text)
         found.extend(f for f in output.findings if f not in found)
     if not written:
         raise DistrecipeError("no target can express this recipe:\n" + "\n".join(map(str, found)))

@@ -11,12 +11,14 @@ step (`generation_batch_size`, written where it is not TRL's default, the global
 server's config cannot say (named, DR222). TRL's shipped Accelerate configs say
 `num_processes: 8` whatever the job has; the one written here says the recipe's world
 (`translator.accelerate`), and `compile` lints both files with TRL's and Accelerate's
-tables before writing them.
+tables before writing them. Under ZeRO that config is Accelerate's DeepSpeed plugin with the
+ds_config the TRL config names, whatever launcher the recipe states (`accelerate_plan`).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import yaml
@@ -101,6 +103,29 @@ def generation_refusal(plan: Plan) -> str | None:
             f"{' or '.join(str(p) for p in nearest)}")
 
 
+def accelerate_plan(plan: Plan) -> Plan:
+    """The plan TRL's Accelerate config is written for: under ZeRO, Accelerate's DeepSpeed
+    plugin (`accelerate-deepspeed`) whatever `launch.backend` says. `trl` starts only under
+    `accelerate launch`, and the TRL config's `deepspeed` key (the Trainer's) makes
+    `TrainingArguments` build a `DeepSpeedPlugin` whatever Accelerate's config says, so an
+    FSDP or DDP config beside it would name an engine that does not run (DR238's FSDP2)."""
+    if plan.recipe.strategy == "zero" and plan.backend != "accelerate-deepspeed":
+        return replace(plan, backend="accelerate-deepspeed")
+    return plan
+
+
+def launcher_findings(plan: Plan, *, launched: bool) -> list[Finding]:
+    """A stated `launch.backend` the TRL files do not follow under ZeRO (`accelerate_plan`),
+    named: `compile` writes DeepSpeed's plugin config, not the launcher the recipe says."""
+    stated = "launch.backend" in plan.recipe.where
+    if launched or not stated or accelerate_plan(plan) is plan:
+        return []
+    return [finding("DR234", TARGET, f"launch.backend {plan.backend}{carry.as_written('launch.backend')}: "
+                                     "`trl` starts under `accelerate launch`, and the config's deepspeed key "
+                                     "runs DeepSpeed, so accelerate_config.yaml is its DeepSpeed plugin "
+                                     "(launch.backend accelerate-deepspeed)")]
+
+
 def findings(plan: Plan, *, launched: bool = False) -> list[Finding]:
     """The Trainer's (a TRL trainer is one) and the Accelerate config's rules, what neither
     the TRL config nor the Accelerate config (nor the ds_config under ZeRO) carries (the carry
@@ -109,8 +134,9 @@ def findings(plan: Plan, *, launched: bool = False) -> list[Finding]:
     columns: tuple[carry.Column, ...] = ("trl", "accelerate", "deepspeed") if plan.recipe.strategy == "zero" \
         else ("trl", "accelerate")
     return (hf.findings(plan, launched=launched, carried=False)
-            + accelerate.findings(plan, launched=launched, carried=False)
-            + carry.findings(plan, columns, TARGET, launched=launched) + grpo_findings(plan))
+            + accelerate.findings(accelerate_plan(plan), launched=launched, carried=False)
+            + carry.findings(plan, columns, TARGET, launched=launched) + grpo_findings(plan)
+            + launcher_findings(plan, launched=launched))
 
 
 def grpo_findings(plan: Plan) -> list[Finding]:
@@ -145,6 +171,6 @@ def render(plan: Plan, options: EmitOptions) -> Output:
     """The TRL config and `accelerate_config.yaml` (with the ds_config it names under ZeRO)."""
     found = findings(plan, launched=options.launched)
     refuse_errors(found)
-    files = dict(accelerate.render(plan, options).files)
+    files = dict(accelerate.render(accelerate_plan(plan), options).files)
     files[GRPO_FILE if plan.recipe.rl is not None else SFT_FILE] = text(plan)
     return Output(files=files, findings=tuple(found))

@@ -89,3 +89,23 @@ def test_convert_refuses_bad_input_and_writes_nothing(cli: Callable[..., Result]
     result = cli("checkpoint", "convert", "--to", to, path)
     assert result.code == 2 and said in result.err and result.err.startswith(f"{path}:1:1: error:")
     assert sorted(p.name for p in tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("how", [("--program-kind", "openrlhf"), ("--set", "launch.backend=openrlhf")],
+                         ids=["program-kind", "backend"])
+def test_check_judges_openrlhf_s_actor_checkpoint(cli: Callable[..., Result], tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch, how: tuple[str, str]) -> None:
+    """`--program-kind` offers every program kind, and OpenRLHF's (also `launch.backend
+    openrlhf`'s) checkpoint is the tag `latest` names in `checkpoint.dir/_actor`."""
+    from tests.launch.launchers.test_ray import saved
+    from tests.translator.test_openrlhf import RECIPE
+
+    monkeypatch.chdir(tmp_path)
+    saved(tmp_path / "ck" / "_actor", 20, dp=8)
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(RECIPE.format(world=8, nodes=1, gpus=8, stage=3, micro=4, global_=128, n=8, prompts=16)
+                      + "checkpoint: {dir: ck, resume: auto}\n")
+    result = cli("checkpoint", "check", recipe, *how)
+    assert result.code == 0, result
+    assert result.out.startswith(f"checkpoint {tmp_path / 'ck' / '_actor' / 'global_step20'} (deepspeed, step 20, "
+                                 "DP 8, ZeRO-3") and ": resumes as is:" in result.out

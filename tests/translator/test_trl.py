@@ -7,6 +7,7 @@ what a TRL config cannot hold (the model's shape, the GPU)."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +109,34 @@ def test_diff_names_what_a_trl_config_cannot_hold(tmp_path: Path, cli: Any) -> N
     named = {line.split(":")[0] for line in result.out.splitlines() if "→" in line}
     assert named == {"model.params", "model.layers", "model.heads", "model.kv_heads", "model.vocab",
                      "cluster.gpu", "cluster.gpu_memory", "batch.seq_len"}
+
+
+@pytest.mark.parametrize(("launch", "named"), [("", False), ("launch: {backend: deepspeed}\n", True),
+                                               ("launch: {backend: accelerate}\n", True)])
+def test_trl_under_zero_writes_deepspeed_s_plugin_with_the_ds_config_it_names(launch: str, named: bool,
+                                                                            tmp_path: Path) -> None:
+    """Whatever launcher the recipe says (`auto` is verl's for `rl`), `trl` runs under
+    `accelerate launch` and the config's `deepspeed` key runs DeepSpeed: the pair is the
+    DeepSpeed plugin's config and the ds_config both name, and import reads it back."""
+    from distrecipe.judges import accelerate as accelerate_judge
+
+    text = GRPO.replace("launch: {backend: accelerate-deepspeed}\n", launch)
+    plan, files = compiled(text, tmp_path)
+    assert yaml.safe_load(files["grpo_config.yaml"])["deepspeed"] == "ds_config.json"
+    assert "ds_config.json" in files
+    args, env = accelerate_judge.launch_env(tmp_path / "accelerate_config.yaml")
+    assert (env["ACCELERATE_USE_DEEPSPEED"], env["ACCELERATE_DEEPSPEED_CONFIG_FILE"]) == ("true", "ds_config.json")
+    with contextlib.chdir(tmp_path):
+        plugin = accelerate_judge.worker_plugin(args, env)
+    assert plugin.deepspeed_config["zero_optimization"]["stage"] == 3
+    argv = ["--config", "grpo_config.yaml", "--accelerate_config", "accelerate_config.yaml", "--model_name_or_path",
+            "m", "--output_dir", str(tmp_path / "out")]
+    assert trl_judge.command_refusal("grpo", argv, tmp_path) is None
+    found = [f.message for f in TARGETS["trl"](plan, EmitOptions()).findings if f.code == "DR234"]
+    assert any("accelerate_config.yaml is its DeepSpeed plugin" in m for m in found) is named
+    kind, doc = read_native(tmp_path / "grpo_config.yaml")
+    back = import_document(kind, doc, World.of(plan.dims.world)).recipe
+    assert (back["strategy"], back["stage"], back["launch"]) == ("zero", 3, {"backend": "accelerate-deepspeed"})
 
 
 def test_a_group_of_one_is_refused_as_grpo_refuses_it(tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ def test_recipe_to_openrlhf_and_back(numbers: tuple[int, ...], memory: str, tmp_
     assert back.recipe == {"recipe": 1, "model": {}, "cluster": {"nodes": nodes, "gpus_per_node": gpus}, "strategy": "zero", "stage": stage,
                            "batch": {"micro": micro, "global": global_}, "precision": "bf16",
                            "optimizer": {"name": "adamw", "lr": r.optimizer.lr}, "grad_clip": r.grad_clip,
-                           "rl": rl}
+                           "rl": rl, "launch": {"backend": "openrlhf"}}
     # only the user's models and data are left: named by the option written
     assert back.notes == ["3 OpenRLHF options are not a recipe's (models, data, algorithm, generation: "
                           "--actor.model_name_or_path, --data.prompt_dataset, --reward.model_name_or_path): keep "
@@ -99,3 +99,54 @@ def test_an_option_of_another_release_is_refused_at_its_name(tmp_path: Path) -> 
         imported(LINE.replace("--train.batch_size 64", "--train_batch_size 64"), tmp_path)
     where = caught.value.where
     assert where is not None and (where.line, where.col) == (4, 5)
+
+
+CKPT = """python3 -m openrlhf.cli.train_ppo_ray \\
+    --actor.num_nodes 1 --actor.num_gpus_per_node 8 --vllm.num_engines 8 --train.colocate_all \\
+    --train.batch_size 128 --train.micro_batch_size 4 --rollout.batch_size 16 --rollout.n_samples_per_prompt 8 \\
+    --actor.model_name_or_path m CKPT
+"""
+
+
+@pytest.mark.parametrize(("options", "checkpoint", "note"), [
+    ("--ckpt.load_enable --ckpt.save_steps 5", {"dir": "./ckpt/checkpoints_ppo_ray", "every": 5, "resume": "auto"},
+     "--ckpt.load_enable without --ckpt.path: checkpoint.dir is OpenRLHF's default ./ckpt/checkpoints_ppo_ray"),
+    ("--ckpt.save_steps -1 --ckpt.max_num 1", {"keep": 1}, None),
+    ("--ckpt.path /ck --ckpt.save_hf", {"dir": "/ck"}, "--ckpt.save_hf"),
+], ids=["default-path", "never-saves", "save-hf-named"])
+def test_ckpt_options_are_the_recipe_s_checkpoint(options: str, checkpoint: dict[str, object], note: str | None,
+                                                 tmp_path: Path) -> None:
+    back = imported(CKPT.replace("CKPT", options), tmp_path)
+    assert back.recipe["checkpoint"] == checkpoint
+    assert back.recipe["launch"] == {"backend": "openrlhf"}
+    assert note is None or any(note in line for line in back.notes), back.notes
+
+
+def test_a_save_interval_the_recipe_cannot_hold_is_refused_where_written(tmp_path: Path) -> None:
+    with pytest.raises(NotImportable, match=r"--ckpt\.save_steps 0: the recipe's checkpoint\.every is at least 1") as caught:
+        imported(CKPT.replace("CKPT", "--ckpt.save_steps 0"), tmp_path)
+    assert caught.value.where is not None and caught.value.where.line == 4
+
+
+def test_a_ckpt_option_left_to_the_shell_is_named_not_read(tmp_path: Path) -> None:
+    back = imported(CKPT.replace("CKPT", "--ckpt.path $CKPT --ckpt.load_enable --ckpt.save_steps 5"), tmp_path)
+    assert back.recipe["checkpoint"] == {"every": 5}
+    assert any(line.startswith("--ckpt.load_enable, --ckpt.path: not read (the save dir is left to the shell)")
+               for line in back.notes), back.notes
+
+
+@pytest.mark.parametrize(("options", "schedule", "note"), [
+    ("--actor.lr_scheduler cosine", {"decay": "cosine", "warmup_ratio": 0.03, "min_lr_ratio": 0.0},
+     "--actor.lr_scheduler cosine decays to 0"),
+    ("--actor.lr_scheduler constant --actor.lr_warmup_ratio 0.1", {"decay": "constant", "warmup_ratio": 0.0},
+     "--actor.lr_scheduler constant ignores the warmup"),
+    ("--actor.lr_warmup_ratio 0.05", {"decay": "cosine", "warmup_ratio": 0.05, "min_lr_ratio": 0.1}, None),
+    ("--actor.lr_scheduler polynomial", None, "--actor.lr_scheduler polynomial: the recipe's schedule has no such"),
+], ids=["cosine-to-0", "constant", "defaults", "unknown"])
+def test_the_actor_s_schedule_is_what_runs(options: str, schedule: dict[str, object] | None, note: str | None,
+                                           tmp_path: Path) -> None:
+    """Unstated options are the parser's defaults (what runs); a scheduler the recipe has no
+    decay for, or one compile writes back under another name, is named."""
+    back = imported(CKPT.replace("CKPT", options), tmp_path)
+    assert back.recipe.get("schedule") == schedule
+    assert note is None or any(line.startswith(note) for line in back.notes), back.notes

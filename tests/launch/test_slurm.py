@@ -311,7 +311,7 @@ def test_openrlhf_gets_verl_s_ray_cluster_and_launches_on_its_head(cli: Cli) -> 
 def test_what_each_node_would_refuse_is_refused_before_the_job_is_queued(
         cli: Cli, user: tuple[str, ...], message: str) -> None:
     refused = cli("launch", SEED, "--slurm", *SET, "--time", "5", "--cpus-per-task", "8", "--set", "rl.rollout_n=4",
-                  "--set", "rl.prompts_per_step=128", "--target", "openrlhf", "--", *user)
+                  "--set", "rl.prompts_per_step=128", *SLEEPING, "--target", "openrlhf", "--", *user)
     assert (refused.code, refused.out) == (2, ""), "no sbatch script"
     [line] = [line for line in refused.err.splitlines() if line.startswith("distrecipe: error: ")]
     assert message in line

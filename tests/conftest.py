@@ -39,6 +39,20 @@ CLUSTERS = ("tests/slurm/", "tests/launch/test_ray_cluster.py")
 them all, since each worker's session would start its own cluster on the same ports."""
 
 
+SHARED_RUNS = ("tests.measured", "tests.launch.one_node")
+"""Helpers whose real runs are cached once per worker process (`functools.cache`): the
+test modules importing one are one work unit, so each run happens once a session, not
+once on each worker that draws one of its tests."""
+
+
+@functools.cache
+def _shared_run(module: str) -> str | None:
+    """The SHARED_RUNS helper a test module imports, if any."""
+    path = ROOT / module
+    text = path.read_text(encoding="utf-8") if path.suffix == ".py" and path.is_file() else ""
+    return next((helper for helper in SHARED_RUNS if f"from {helper} import " in text), None)
+
+
 @functools.cache
 def _shares_a_module_fixture(module: str) -> bool:
     """Whether a test module defines a module-scoped fixture (one training, one judge's
@@ -48,10 +62,10 @@ def _shares_a_module_fixture(module: str) -> bool:
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """`--dist loadgroup`, grouped here: CLUSTERS are one work unit, a module sharing a
-    module-scoped fixture another, every other test its own. xdist 3.8 names an
-    `xdist_group` by rewriting `item._nodeid`, which pytest 9.2 no longer reads, so the
-    mark would group nothing."""
+    """`--dist loadgroup`, grouped here: CLUSTERS are one work unit, the modules sharing one
+    of SHARED_RUNS another, a module sharing a module-scoped fixture another, every other
+    test its own. xdist 3.8 names an `xdist_group` by rewriting `item._nodeid`, which
+    pytest 9.2 no longer reads, so the mark would group nothing."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
@@ -61,6 +75,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             module = nodeid.split("::", 1)[0]
             if module.startswith(CLUSTERS):
                 return "clusters"
+            helper = _shared_run(module)
+            if helper:
+                return helper
             return module if _shares_a_module_fixture(module) else nodeid
 
     return Units(config, log)

@@ -13,6 +13,9 @@ requeues the job, and the next attempt starts at the very next step (nothing tra
 from __future__ import annotations
 
 import json
+import subprocess
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -47,21 +50,56 @@ def resuming_job(cluster: SlurmCluster, name: str) -> tuple[str, Path, Path]:
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(slurm_cluster: SlurmCluster) -> dict[int, float]:
+def whole(slurm_cluster: SlurmCluster) -> Iterator[tuple[Future[subprocess.CompletedProcess[str]], Path]]:
+    """The uninterrupted job's `sbatch --wait`, in a thread: the job runs beside the resuming ones."""
     path, runs = script(slurm_cluster, "whole", program=("-m", "distrecipe.launch.tiny_train", "--steps", str(STEPS)))
-    done = submit(slurm_cluster, path, "--wait", "--parsable")
+    with ThreadPoolExecutor(1) as pool:
+        yield pool.submit(submit, slurm_cluster, path, "--wait", "--parsable"), runs
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(whole: tuple[Future[subprocess.CompletedProcess[str]], Path]) -> dict[int, float]:
+    waiting, runs = whole
+    done = waiting.result()
     job = done.stdout.strip().split(";")[0]
     assert done.returncode == 0, (runs / f"tiny-cpu-slurm{job}.err").read_text()[-3000:]
     return steps(runs / f"tiny-cpu-slurm{job}" / "node0")
 
 
+INTERRUPTIONS = {"requeue-resume": ("scontrol", "requeue"), "warned": ("scancel", "--batch", "-s", "USR1")}
+"""Each resuming job and how it is interrupted: requeued by the admin, or warned before the limit."""
+
+
+@pytest.fixture(scope="module")
+def interrupted(slurm_cluster: SlurmCluster, whole: object) -> dict[str, tuple[str, Path]]:
+    """Both resuming jobs, submitted together (after the uninterrupted one) and each
+    interrupted its own way, then waited for. A job takes one of each node's 2 CPUs, so
+    the jobs run two at a time, and one's startup, paced steps and requeue delay overlap
+    another's instead of following them. Each test judges one job."""
+    jobs = {name: resuming_job(slurm_cluster, name) for name in INTERRUPTIONS}
+    ready = {"requeue-resume": lambda run, ck: (ck / "latest").exists() and len(steps(run / "node0")) >= EVERY + 1,
+             "warned": lambda run, ck: len(steps(run / "node0")) >= 2}
+    waiting = dict(INTERRUPTIONS)
+
+    def interrupt_the_ready() -> bool:
+        for name, command in list(waiting.items()):
+            job, run, ck = jobs[name]
+            if ready[name](run, ck):
+                assert slurm_cluster.run(*command, job).returncode == 0, command
+                del waiting[name]
+        return not waiting
+
+    wait_for(interrupt_the_ready, 600, "a checkpoint and a step past it, and two steps")
+    for name, (job, run, _) in jobs.items():
+        again = run.with_name(f"{run.name}-restart1")
+        wait_for(lambda again=again: (again / "node0" / "run.json").exists(), 300, f"{name}'s requeued attempt")
+        wait_for(lambda job=job: job_state(slurm_cluster, job) == "COMPLETED", 600, f"{name}'s requeued job to finish")
+    return {name: (job, run) for name, (job, run, _) in jobs.items()}
+
+
 def test_scontrol_requeue_mid_run_finishes_with_the_uninterrupted_loss(
-        slurm_cluster: SlurmCluster, uninterrupted: dict[int, float]) -> None:
-    job, run, ck = resuming_job(slurm_cluster, "requeue-resume")
-    wait_for(lambda: (ck / "latest").exists() and len(steps(run / "node0")) >= EVERY + 1, 300,
-             "a checkpoint and a step past it")
-    assert slurm_cluster.run("scontrol", "requeue", job).returncode == 0
-    wait_for(lambda: job_state(slurm_cluster, job) == "COMPLETED", 600, "the requeued job to finish")
+        interrupted: dict[str, tuple[str, Path]], uninterrupted: dict[int, float]) -> None:
+    _, run = interrupted["requeue-resume"]
     again = run.with_name(f"{run.name}-restart1")
     first, second = steps(run / "node0"), steps(again / "node0")
     resumed_at = record(again / "node0")["checkpoint"]["step"]
@@ -79,13 +117,9 @@ def test_scontrol_requeue_mid_run_finishes_with_the_uninterrupted_loss(
 
 
 def test_the_time_limit_warning_saves_and_requeues_without_training_twice(
-        slurm_cluster: SlurmCluster, uninterrupted: dict[int, float]) -> None:
-    job, run, _ = resuming_job(slurm_cluster, "warned")
-    wait_for(lambda: len(steps(run / "node0")) >= 2, 300, "two steps")
-    assert slurm_cluster.run("scancel", "--batch", "-s", "USR1", job).returncode == 0
+        interrupted: dict[str, tuple[str, Path]], uninterrupted: dict[int, float]) -> None:
+    _, run = interrupted["warned"]
     again = run.with_name(f"{run.name}-restart1")
-    wait_for(lambda: (again / "node0" / "run.json").exists(), 300, "the requeued attempt")
-    wait_for(lambda: job_state(slurm_cluster, job) == "COMPLETED", 600, "the requeued job to finish")
     first, second = steps(run / "node0"), steps(again / "node0")
     assert record(run / "node0")["exit_code"] == 0, "the first attempt saved and stopped"
     assert record(again / "node0")["checkpoint"]["step"] == max(first)

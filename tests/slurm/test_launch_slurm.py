@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -81,10 +82,24 @@ def rank_pids(node_dir: Path) -> list[int]:
     return [int(path.read_text()) for path in node_dir.glob("rank*.pid")]
 
 
-@pytest.mark.parametrize("target", ["deepspeed", "torchrun"])
-def test_the_tiny_recipe_trains_across_both_nodes(slurm_cluster: SlurmCluster, target: str) -> None:
-    path, runs = script(slurm_cluster, f"train-{target}", "--target", target)
-    done = submit(slurm_cluster, path, "--wait", "--parsable")
+TARGETS = ("deepspeed", "torchrun")
+
+
+@pytest.fixture(scope="module")
+def trained(slurm_cluster: SlurmCluster) -> dict[str, tuple[subprocess.CompletedProcess[str], Path]]:
+    """Each target's training job, submitted together (`sbatch --wait` in a thread each): a
+    job takes one of each node's 2 CPUs, so the two run side by side."""
+    scripts = {target: script(slurm_cluster, f"train-{target}", "--target", target) for target in TARGETS}
+    with ThreadPoolExecutor(len(TARGETS)) as pool:
+        waiting = {target: pool.submit(submit, slurm_cluster, path, "--wait", "--parsable")
+                   for target, (path, _) in scripts.items()}
+        return {target: (waiting[target].result(), runs) for target, (_, runs) in scripts.items()}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_tiny_recipe_trains_across_both_nodes(
+        trained: dict[str, tuple[subprocess.CompletedProcess[str], Path]], target: str) -> None:
+    done, runs = trained[target]
     job = done.stdout.strip().split(";")[0]
     out = (runs / f"tiny-cpu-slurm{job}.out").read_text(encoding="utf-8")
     assert done.returncode == 0, out[-2000:] + (runs / f"tiny-cpu-slurm{job}.err").read_text()[-3000:]

@@ -13,7 +13,6 @@ requeues the job, and the next attempt starts at the very next step (nothing tra
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -21,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.slurm.fixture import SlurmCluster
-from tests.slurm.test_launch_slurm import job_state, record, script, submit, wait_for
+from tests.slurm.test_launch_slurm import ended, job_state, queued, record, script, wait_for
 
 pytestmark = pytest.mark.slow  # one worker runs every cluster test (conftest.CLUSTERS)
 
@@ -44,25 +43,24 @@ def resuming_job(cluster: SlurmCluster, name: str) -> tuple[str, Path, Path]:
                         "--set", "checkpoint.resume=auto",
                         program=("-m", "distrecipe.launch.tiny_train", "--steps", str(STEPS), "--pace", PACE))
     assert "#SBATCH --requeue" in path.read_text() and "#SBATCH --signal=B:USR1@300" in path.read_text()
-    job = submit(cluster, path, "--parsable").stdout.strip().split(";")[0]
-    assert job, "sbatch refused the script"
+    job = queued(cluster, path)
     return job, runs / f"tiny-cpu-slurm{job}", ck
 
 
 @pytest.fixture(scope="module")
-def whole(slurm_cluster: SlurmCluster) -> Iterator[tuple[Future[subprocess.CompletedProcess[str]], Path]]:
-    """The uninterrupted job's `sbatch --wait`, in a thread: the job runs beside the resuming ones."""
+def whole(slurm_cluster: SlurmCluster) -> Iterator[tuple[str, Future[str], Path]]:
+    """The uninterrupted job, submitted first and waited for in a thread (so its end is seen
+    within MinJobAge however long the resuming jobs take): it runs beside them."""
     path, runs = script(slurm_cluster, "whole", program=("-m", "distrecipe.launch.tiny_train", "--steps", str(STEPS)))
+    job = queued(slurm_cluster, path)
     with ThreadPoolExecutor(1) as pool:
-        yield pool.submit(submit, slurm_cluster, path, "--wait", "--parsable"), runs
+        yield job, pool.submit(ended, slurm_cluster, job), runs
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(whole: tuple[Future[subprocess.CompletedProcess[str]], Path]) -> dict[int, float]:
-    waiting, runs = whole
-    done = waiting.result()
-    job = done.stdout.strip().split(";")[0]
-    assert done.returncode == 0, (runs / f"tiny-cpu-slurm{job}.err").read_text()[-3000:]
+def uninterrupted(whole: tuple[str, Future[str], Path]) -> dict[int, float]:
+    job, exit_code, runs = whole
+    assert exit_code.result() == "0:0", (runs / f"tiny-cpu-slurm{job}.err").read_text()[-3000:]
     return steps(runs / f"tiny-cpu-slurm{job}" / "node0")
 
 

@@ -39,18 +39,19 @@ CLUSTERS = ("tests/slurm/", "tests/launch/test_ray_cluster.py")
 them all, since each worker's session would start its own cluster on the same ports."""
 
 
-SHARED_RUNS = ("tests.measured", "tests.launch.one_node")
-"""Helpers whose real runs are cached once per worker process (`functools.cache`): the
-test modules importing one are one work unit, so each run happens once a session, not
-once on each worker that draws one of its tests."""
+SHARED_RUNS = {"tests.measured": "measured_search", "tests.launch.one_node": "one_node"}
+"""Helpers whose real runs are cached once per worker process (`functools.cache`), by the
+function that runs them: the test modules calling one are one work unit, so each run
+happens once a session, not once on each worker that draws one of its tests."""
 
 
 @functools.cache
 def _shared_run(module: str) -> str | None:
-    """The SHARED_RUNS helper a test module imports, if any."""
+    """The SHARED_RUNS helper whose run a test module calls, if any."""
     path = ROOT / module
     text = path.read_text(encoding="utf-8") if path.suffix == ".py" and path.is_file() else ""
-    return next((helper for helper in SHARED_RUNS if f"from {helper} import " in text), None)
+    return next((helper for helper, run in SHARED_RUNS.items()
+                 if f"from {helper} import " in text and f"{run}(" in text), None)
 
 
 @functools.cache

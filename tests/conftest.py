@@ -39,6 +39,21 @@ CLUSTERS = ("tests/slurm/", "tests/launch/test_ray_cluster.py")
 them all, since each worker's session would start its own cluster on the same ports."""
 
 
+SHARED_RUNS = {"tests.measured": "measured_search", "tests.launch.one_node": "one_node"}
+"""Helpers whose real runs are cached once per worker process (`functools.cache`), by the
+function that runs them: the test modules calling one are one work unit, so each run
+happens once a session, not once on each worker that draws one of its tests."""
+
+
+@functools.cache
+def _shared_run(module: str) -> str | None:
+    """The SHARED_RUNS helper whose run a test module calls, if any."""
+    path = ROOT / module
+    text = path.read_text(encoding="utf-8") if path.suffix == ".py" and path.is_file() else ""
+    return next((helper for helper, run in SHARED_RUNS.items()
+                 if f"from {helper} import " in text and f"{run}(" in text), None)
+
+
 @functools.cache
 def _shares_a_module_fixture(module: str) -> bool:
     """Whether a test module defines a module-scoped fixture (one training, one judge's
@@ -48,10 +63,10 @@ def _shares_a_module_fixture(module: str) -> bool:
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """`--dist loadgroup`, grouped here: CLUSTERS are one work unit, a module sharing a
-    module-scoped fixture another, every other test its own. xdist 3.8 names an
-    `xdist_group` by rewriting `item._nodeid`, which pytest 9.2 no longer reads, so the
-    mark would group nothing."""
+    """`--dist loadgroup`, grouped here: CLUSTERS are one work unit, the modules sharing one
+    of SHARED_RUNS another, a module sharing a module-scoped fixture another, every other
+    test its own. xdist 3.8 names an `xdist_group` by rewriting `item._nodeid`, which
+    pytest 9.2 no longer reads, so the mark would group nothing."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
@@ -61,6 +76,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             module = nodeid.split("::", 1)[0]
             if module.startswith(CLUSTERS):
                 return "clusters"
+            helper = _shared_run(module)
+            if helper:
+                return helper
             return module if _shares_a_module_fixture(module) else nodeid
 
     return Units(config, log)

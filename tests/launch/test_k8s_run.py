@@ -9,7 +9,6 @@ with the loss curve of 1 node × 2 ranks.
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import json
 import os
@@ -17,7 +16,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +25,7 @@ import yaml
 
 from tests.conftest import rank_lines
 from tests.k8s.kubelet import expand, pytorchjob_env, trainjob_env
+from tests.launch.one_node import environment, one_node
 from tests.test_launch_train import ROOT, TINY, free_port, losses, relative
 
 pytestmark = pytest.mark.slow
@@ -41,12 +40,6 @@ start a node's ranks without ssh outside SLURM)."""
 
 def steps(text: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in rank_lines(text) if line.startswith('{"step"')]
-
-
-def environment() -> dict[str, str]:
-    """A pod's environment here: this checkout's distrecipe, the venv's `python3` first on PATH."""
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])}
 
 
 @pytest.fixture
@@ -76,17 +69,6 @@ def pod_dirs(tmp_path: Path, count: int) -> list[Path]:
         shutil.copy(TINY, cwd / "recipes" / TINY.name)
         dirs.append(cwd)
     return dirs
-
-
-@functools.cache
-def one_node(target: str) -> list[dict[str, Any]]:
-    """The reference: the tiny recipe as written, 1 node × 2 ranks, through the same launcher."""
-    with tempfile.TemporaryDirectory() as runs:
-        done = subprocess.run([sys.executable, "-m", "distrecipe", "launch", str(TINY), "--target", target,
-                               "--runs-root", runs], cwd=ROOT, env=environment(), capture_output=True,
-                              text=True, timeout=420)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return steps(done.stdout)
 
 
 def node_command(manifest: dict[str, Any]) -> list[str]:
@@ -126,7 +108,7 @@ def test_the_manifests_command_trains_across_two_nodes_with_one_nodes_curve(
         assert process.returncode == 0, err[-3000:]
         outputs.append(out)
     two = [record for out in outputs for record in steps(out)]
-    one = one_node(target)
+    one = list(one_node(target))
     assert len(one) == len(two) == STEPS and [r["samples"] for r in two] == [8] * STEPS
     worst = max(relative(a, b) for a, b in zip(losses(two), losses(one), strict=True))
     assert worst <= TOLERANCE, f"2 nodes' loss departs from 1 node's by {worst:.2e}: {losses(two)} {losses(one)}"

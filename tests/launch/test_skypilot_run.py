@@ -11,7 +11,6 @@ first (c10d's rendezvous ranked agents by pid and put it on node 1).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.launch.one_node import environment, one_node
 from tests.ports import free_port
 
 pytestmark = pytest.mark.slow
@@ -29,12 +29,6 @@ ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "recipes" / "tiny-cpu.yaml"
 TOLERANCE = 1e-4
 STEPS, GLOBAL = 10, 8
-
-
-def env() -> dict[str, str]:
-    """This checkout's distrecipe as the nodes' `python3` (the task's setup installs it there)."""
-    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    return {**os.environ, "PATH": path, "PYTHONPATH": str(ROOT)}
 
 
 def distrecipe(*args: str | Path) -> list[str]:
@@ -49,22 +43,13 @@ def relative(a: float, b: float) -> float:
     return abs(a - b) / abs(b)
 
 
-def one_node(target: str, runs: Path) -> list[dict[str, Any]]:
-    done = subprocess.run(distrecipe(TINY, "--target", target, "--runs-root", runs,
-                                     "--set", f"launch.master_port={free_port()}"),
-                          cwd=ROOT, env=env(), capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    (run_dir,) = runs.iterdir()
-    return metrics(run_dir)
-
-
 @pytest.mark.parametrize("target", ["deepspeed", "torchrun"])
 def test_the_run_block_on_two_nodes_trains_the_one_node_curve(tmp_path: Path, target: str) -> None:
     runs = tmp_path / "runs"
     emitted = subprocess.run(distrecipe(TINY, "--skypilot", "--target", target, "--runs-root", runs,
                                         "--set", "cluster.nodes=2", "--set", "cluster.gpus_per_node=1",
                                         "--set", f"launch.master_port={free_port()}"),
-                             cwd=ROOT, env=env(), capture_output=True, text=True, timeout=120, check=True)
+                             cwd=ROOT, env=environment(), capture_output=True, text=True, timeout=120, check=True)
     task = yaml.safe_load(emitted.stdout)
     assert task["num_nodes"] == 2
     sky = {"SKYPILOT_NODE_IPS": "127.0.0.1\n127.0.0.2\n", "SKYPILOT_NUM_NODES": "2",
@@ -76,7 +61,7 @@ def test_the_run_block_on_two_nodes_trains_the_one_node_curve(tmp_path: Path, ta
     for rank in (1, 0):
         with logs[rank].open("w") as out:
             trees[rank] = subprocess.Popen(["bash", "-c", task["run"]], cwd=task["workdir"],
-                                           env={**env(), **sky, "SKYPILOT_NODE_RANK": str(rank)},
+                                           env={**environment(), **sky, "SKYPILOT_NODE_RANK": str(rank)},
                                            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         time.sleep(2)
     codes = {rank: tree.wait(timeout=600) for rank, tree in trees.items()}
@@ -89,6 +74,6 @@ def test_the_run_block_on_two_nodes_trains_the_one_node_curve(tmp_path: Path, ta
     assert not (nodes[1] / "metrics.jsonl").exists(), "global rank 0 is node 0's"
     two = metrics(nodes[0])
     assert [r["samples"] for r in two] == [GLOBAL] * STEPS
-    one = one_node(target, tmp_path / "one-node")
+    one = one_node(target)
     worst = max(relative(a["loss"], b["loss"]) for a, b in zip(two, one, strict=True))
     assert worst <= TOLERANCE, f"2 nodes × 1 rank depart from 1 node × 2 ranks by {worst:.2e}"

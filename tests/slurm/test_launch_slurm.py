@@ -52,9 +52,35 @@ def submit(cluster: SlurmCluster, path: Path, *options: str) -> subprocess.Compl
                           capture_output=True, text=True, timeout=600, check=False)
 
 
-def job_state(cluster: SlurmCluster, job: str) -> str:
+def job_field(cluster: SlurmCluster, job: str, name: str) -> str:
     out = cluster.run("scontrol", "show", "job", job, "-o").stdout
-    return next((word.split("=", 1)[1] for word in out.split() if word.startswith("JobState=")), "")
+    return next((word.split("=", 1)[1] for word in out.split() if word.startswith(f"{name}=")), "")
+
+
+def job_state(cluster: SlurmCluster, job: str) -> str:
+    return job_field(cluster, job, "JobState")
+
+
+ENDED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
+                   "DEADLINE", "PREEMPTED"})
+"""Job states that are final (a requeued job passes through REQUEUED and PENDING instead)."""
+
+
+def queued(cluster: SlurmCluster, path: Path) -> str:
+    """Submit the script; the job id."""
+    done = submit(cluster, path, "--parsable")
+    job = done.stdout.strip().split(";")[0]
+    assert job, f"sbatch refused the script: {done.stderr}"
+    return job
+
+
+def ended(cluster: SlurmCluster, job: str, timeout: float = 600) -> str:
+    """Wait for the job's end, looking each second; its ExitCode (`exit:signal`: "0:0" where
+    `sbatch --wait` exits 0). Not `sbatch --wait` itself: it looks 2, 10, 42, 74... s after
+    the submission (Slurm's `_job_wait` sleeps 2 s, then 4 times longer up to 32 s), so a
+    job of 12 s came back after 42."""
+    wait_for(lambda: job_state(cluster, job) in ENDED, timeout, f"job {job} to end")
+    return job_field(cluster, job, "ExitCode")
 
 
 def wait_for(condition: Any, timeout: float, what: str) -> None:
@@ -81,13 +107,23 @@ def rank_pids(node_dir: Path) -> list[int]:
     return [int(path.read_text()) for path in node_dir.glob("rank*.pid")]
 
 
-@pytest.mark.parametrize("target", ["deepspeed", "torchrun"])
-def test_the_tiny_recipe_trains_across_both_nodes(slurm_cluster: SlurmCluster, target: str) -> None:
-    path, runs = script(slurm_cluster, f"train-{target}", "--target", target)
-    done = submit(slurm_cluster, path, "--wait", "--parsable")
-    job = done.stdout.strip().split(";")[0]
+TARGETS = ("deepspeed", "torchrun")
+
+
+@pytest.fixture(scope="module")
+def trained(slurm_cluster: SlurmCluster) -> dict[str, tuple[str, str, Path]]:
+    """Each target's training job, submitted together and waited for: a job takes one of
+    each node's 2 CPUs, so the two run side by side. Its id, ExitCode and runs root."""
+    scripts = {target: script(slurm_cluster, f"train-{target}", "--target", target) for target in TARGETS}
+    jobs = {target: queued(slurm_cluster, path) for target, (path, _) in scripts.items()}
+    return {target: (job, ended(slurm_cluster, job), scripts[target][1]) for target, job in jobs.items()}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_tiny_recipe_trains_across_both_nodes(trained: dict[str, tuple[str, str, Path]], target: str) -> None:
+    job, exit_code, runs = trained[target]
     out = (runs / f"tiny-cpu-slurm{job}.out").read_text(encoding="utf-8")
-    assert done.returncode == 0, out[-2000:] + (runs / f"tiny-cpu-slurm{job}.err").read_text()[-3000:]
+    assert exit_code == "0:0", out[-2000:] + (runs / f"tiny-cpu-slurm{job}.err").read_text()[-3000:]
     steps = [json.loads(line) for line in rank_lines(out) if line.startswith('{"step"')]
     assert [step["samples"] for step in steps] == [8] * 10, "micro 2 × accumulation 2 × 2 nodes, each step"
     for node in ("node0", "node1"):
@@ -129,13 +165,9 @@ def test_sbatch_accepts_what_an_admin_asks_for(slurm_cluster: SlurmCluster, opti
 def test_a_failing_rank_fails_the_job_with_its_code(slurm_cluster: SlurmCluster) -> None:
     path, runs = script(slurm_cluster, "fail", program=(str(SLEEPER), "--fail-rank", "1"))
     started = time.monotonic()
-    done = submit(slurm_cluster, path, "--wait", "--parsable")
-    job = done.stdout.strip().split(";")[0]
-    assert done.returncode != 0
+    job = queued(slurm_cluster, path)
+    assert ended(slurm_cluster, job) != "0:0"  # (a job still COMPLETING, its epilog running, has not ended)
     assert time.monotonic() - started < 300, "the waiting rank on the other node was not left to sleep"
-    # `sbatch --wait` returns once the job's exit code is known; on a loaded machine the
-    # job may still be COMPLETING (its epilog and step cleanup), which ends in its final state.
-    wait_for(lambda: job_state(slurm_cluster, job) != "COMPLETING", 120, "the job to leave COMPLETING")
     assert job_state(slurm_cluster, job) == "FAILED"
     assert record(runs / f"tiny-cpu-slurm{job}" / "node1")["exit_code"] == 3
     node0 = runs / f"tiny-cpu-slurm{job}" / "node0"

@@ -13,12 +13,14 @@ requeues the job, and the next attempt starts at the very next step (nothing tra
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from tests.slurm.fixture import SlurmCluster
-from tests.slurm.test_launch_slurm import job_state, record, script, submit, wait_for
+from tests.slurm.test_launch_slurm import ended, job_state, queued, record, script, wait_for
 
 pytestmark = pytest.mark.slow  # one worker runs every cluster test (conftest.CLUSTERS)
 
@@ -41,27 +43,61 @@ def resuming_job(cluster: SlurmCluster, name: str) -> tuple[str, Path, Path]:
                         "--set", "checkpoint.resume=auto",
                         program=("-m", "distrecipe.launch.tiny_train", "--steps", str(STEPS), "--pace", PACE))
     assert "#SBATCH --requeue" in path.read_text() and "#SBATCH --signal=B:USR1@300" in path.read_text()
-    job = submit(cluster, path, "--parsable").stdout.strip().split(";")[0]
-    assert job, "sbatch refused the script"
+    job = queued(cluster, path)
     return job, runs / f"tiny-cpu-slurm{job}", ck
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(slurm_cluster: SlurmCluster) -> dict[int, float]:
+def whole(slurm_cluster: SlurmCluster) -> Iterator[tuple[str, Future[str], Path]]:
+    """The uninterrupted job, submitted first and waited for in a thread (so its end is seen
+    within MinJobAge however long the resuming jobs take): it runs beside them."""
     path, runs = script(slurm_cluster, "whole", program=("-m", "distrecipe.launch.tiny_train", "--steps", str(STEPS)))
-    done = submit(slurm_cluster, path, "--wait", "--parsable")
-    job = done.stdout.strip().split(";")[0]
-    assert done.returncode == 0, (runs / f"tiny-cpu-slurm{job}.err").read_text()[-3000:]
+    job = queued(slurm_cluster, path)
+    with ThreadPoolExecutor(1) as pool:
+        yield job, pool.submit(ended, slurm_cluster, job), runs
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(whole: tuple[str, Future[str], Path]) -> dict[int, float]:
+    job, exit_code, runs = whole
+    assert exit_code.result() == "0:0", (runs / f"tiny-cpu-slurm{job}.err").read_text()[-3000:]
     return steps(runs / f"tiny-cpu-slurm{job}" / "node0")
 
 
+INTERRUPTIONS = {"requeue-resume": ("scontrol", "requeue"), "warned": ("scancel", "--batch", "-s", "USR1")}
+"""Each resuming job and how it is interrupted: requeued by the admin, or warned before the limit."""
+
+
+@pytest.fixture(scope="module")
+def interrupted(slurm_cluster: SlurmCluster, whole: object) -> dict[str, tuple[str, Path]]:
+    """Both resuming jobs, submitted together (after the uninterrupted one) and each
+    interrupted its own way, then waited for. A job takes one of each node's 2 CPUs, so
+    the jobs run two at a time, and one's startup, paced steps and requeue delay overlap
+    another's instead of following them. Each test judges one job."""
+    jobs = {name: resuming_job(slurm_cluster, name) for name in INTERRUPTIONS}
+    ready = {"requeue-resume": lambda run, ck: (ck / "latest").exists() and len(steps(run / "node0")) >= EVERY + 1,
+             "warned": lambda run, ck: len(steps(run / "node0")) >= 2}
+    waiting = dict(INTERRUPTIONS)
+
+    def interrupt_the_ready() -> bool:
+        for name, command in list(waiting.items()):
+            job, run, ck = jobs[name]
+            if ready[name](run, ck):
+                assert slurm_cluster.run(*command, job).returncode == 0, command
+                del waiting[name]
+        return not waiting
+
+    wait_for(interrupt_the_ready, 600, "a checkpoint and a step past it, and two steps")
+    for name, (job, run, _) in jobs.items():
+        again = run.with_name(f"{run.name}-restart1")
+        wait_for(lambda again=again: (again / "node0" / "run.json").exists(), 300, f"{name}'s requeued attempt")
+        wait_for(lambda job=job: job_state(slurm_cluster, job) == "COMPLETED", 600, f"{name}'s requeued job to finish")
+    return {name: (job, run) for name, (job, run, _) in jobs.items()}
+
+
 def test_scontrol_requeue_mid_run_finishes_with_the_uninterrupted_loss(
-        slurm_cluster: SlurmCluster, uninterrupted: dict[int, float]) -> None:
-    job, run, ck = resuming_job(slurm_cluster, "requeue-resume")
-    wait_for(lambda: (ck / "latest").exists() and len(steps(run / "node0")) >= EVERY + 1, 300,
-             "a checkpoint and a step past it")
-    assert slurm_cluster.run("scontrol", "requeue", job).returncode == 0
-    wait_for(lambda: job_state(slurm_cluster, job) == "COMPLETED", 600, "the requeued job to finish")
+        interrupted: dict[str, tuple[str, Path]], uninterrupted: dict[int, float]) -> None:
+    _, run = interrupted["requeue-resume"]
     again = run.with_name(f"{run.name}-restart1")
     first, second = steps(run / "node0"), steps(again / "node0")
     resumed_at = record(again / "node0")["checkpoint"]["step"]
@@ -79,13 +115,9 @@ def test_scontrol_requeue_mid_run_finishes_with_the_uninterrupted_loss(
 
 
 def test_the_time_limit_warning_saves_and_requeues_without_training_twice(
-        slurm_cluster: SlurmCluster, uninterrupted: dict[int, float]) -> None:
-    job, run, _ = resuming_job(slurm_cluster, "warned")
-    wait_for(lambda: len(steps(run / "node0")) >= 2, 300, "two steps")
-    assert slurm_cluster.run("scancel", "--batch", "-s", "USR1", job).returncode == 0
+        interrupted: dict[str, tuple[str, Path]], uninterrupted: dict[int, float]) -> None:
+    _, run = interrupted["warned"]
     again = run.with_name(f"{run.name}-restart1")
-    wait_for(lambda: (again / "node0" / "run.json").exists(), 300, "the requeued attempt")
-    wait_for(lambda: job_state(slurm_cluster, job) == "COMPLETED", 600, "the requeued job to finish")
     first, second = steps(run / "node0"), steps(again / "node0")
     assert record(run / "node0")["exit_code"] == 0, "the first attempt saved and stopped"
     assert record(again / "node0")["checkpoint"]["step"] == max(first)

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import ROOT
+from tests.conftest import RECIPES, ROOT
+from tests.ports import free_port
+
+TINY = RECIPES / "tiny-cpu.yaml"
+"""The recipe every checkpoint scenario trains, saves and resumes."""
+TOLERANCE = 1e-6
+"""Relative loss difference a resumed step may show against the uninterrupted run's: another
+world sums the same samples in another order, so float rounding, not a lost step."""
 
 WORLDS = {2: ["--set", "cluster.gpus_per_node=2", "--set", "batch.accumulation=2"],
           1: ["--set", "cluster.gpus_per_node=1", "--set", "batch.accumulation=4"]}
@@ -20,13 +26,6 @@ def distrecipe(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) 
     environ = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), **(env or {})}
     return subprocess.run([sys.executable, "-m", "distrecipe", *map(str, args)], cwd=cwd, capture_output=True,
                           text=True, timeout=300, env=environ)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def torchrun(world: int, script: Path, *args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:

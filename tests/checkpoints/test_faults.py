@@ -22,15 +22,12 @@ from pathlib import Path
 import pytest
 
 from distrecipe.launch.tiny_train import KILL_IN_SAVE
-from tests.checkpoints.runs import WORLDS, distrecipe, free_port
-from tests.conftest import RECIPES
+from tests.checkpoints.runs import TINY, TOLERANCE, WORLDS, distrecipe
+from tests.ports import free_port
 
 pytestmark = pytest.mark.slow
 
-TINY = RECIPES / "tiny-cpu.yaml"
 STEPS, EVERY = 6, 3
-TOLERANCE = 1e-6
-"""Relative: a resume at another DP world sums the same gradients in another order."""
 ENGINES = {"zero2": ["--set", "stage=2"], "zero3": ["--set", "stage=3"],
            "fsdp2": ["--set", "strategy=fsdp", "--set", "stage=3", "--set", "launch.backend=torchrun"]}
 

@@ -17,15 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.checkpoints.runs import WORLDS, distrecipe
-from tests.conftest import RECIPES
+from tests.checkpoints.runs import TINY, TOLERANCE, WORLDS, distrecipe
 
 pytestmark = pytest.mark.slow
 
-TINY = RECIPES / "tiny-cpu.yaml"
 PROGRAM = Path(__file__).resolve().parents[1] / "programs" / "hf_trainer.py"
 STEPS, EVERY = 4, 2
-TOLERANCE = 1e-6
 
 
 def trainer(work: Path, name: str, world: int, *sets: str) -> tuple[dict[int, float], str]:

@@ -20,16 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.checkpoints.runs import WORLDS, distrecipe, torchrun
-from tests.conftest import RECIPES, ROOT
+from tests.checkpoints.runs import TINY, TOLERANCE, WORLDS, distrecipe, torchrun
+from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow
 
 PROGRAM = ROOT / "tests" / "programs" / "verl_fsdp.py"
-TINY = RECIPES / "tiny-cpu.yaml"
 STEPS, SAVE_AT = 6, 3
-TOLERANCE = 1e-6
-"""Relative, as in test_faults.py (the same world: the losses are in fact identical)."""
 VERL = ["--set", "strategy=fsdp", "--set", "stage=3", "--program-kind", "verl"]
 
 

@@ -28,6 +28,18 @@ optimizer: {{name: adamw, lr: 1.0e-6}}
 grad_clip: 1.0
 rl: {{rollout_n: {n}, prompts_per_step: {prompts}, rollout_memory: 0.4, free_rollout_memory: true}}
 """
+def judged(path: Path) -> tuple[list[str], dict[str, Any]]:
+    """The recipe at `path` compiled to OpenRLHF's script (written beside it, for import), the
+    words bash hands over (the shell's models and data filled in), and OpenRLHF's parser's
+    reading of them, which its own checks accept."""
+    text = TARGETS["openrlhf"](api.load_plan(path), EmitOptions()).files["openrlhf_train.sh"]
+    (path.parent / "openrlhf_train.sh").write_text(text)
+    shell = text.replace("\\\n", " ").replace("$ACTOR", "a").replace("$REWARD", "r").replace("$PROMPTS", "p")
+    words = shlex.split(shell, comments=True)  # as bash hands the words over
+    assert openrlhf_judge.verdict(words[2], words[3:]) is None
+    return words, vars(openrlhf_judge.parser(words[2]).parse_args(words[3:]))
+
+
 CASES = [  # nodes, gpus, stage, micro, global, n
     (1, 8, 3, 4, 128, 8), (2, 8, 2, 2, 256, 4), (1, 7, 3, 1, 56, 7), (1, 4, 2, 8, 64, 16)]
 
@@ -38,13 +50,9 @@ def test_openrlhf_takes_the_written_line(numbers: tuple[int, ...], tmp_path: Pat
     path = tmp_path / "recipe.yaml"
     path.write_text(RECIPE.format(world=nodes * gpus, nodes=nodes, gpus=gpus, stage=stage, micro=micro,
                                   global_=global_, n=n, prompts=global_ // n))
-    text = TARGETS["openrlhf"](api.load_plan(path), EmitOptions()).files["openrlhf_train.sh"]
-    shell = text.replace("\\\n", " ").replace("$ACTOR", "a").replace("$REWARD", "r").replace("$PROMPTS", "p")
-    words = shlex.split(shell, comments=True)  # as bash hands the words over
+    words, args = judged(path)
     assert words[:3] == ["python3", "-m", "openrlhf.cli.train_ppo_ray"]
-    assert openrlhf_judge.verdict(words[2], words[3:]) is None
-    args = openrlhf_judge.parser(words[2]).parse_args(words[3:])
-    assert (vars(args)["train.batch_size"], vars(args)["rollout.batch_size"] * vars(args)["rollout.n_samples_per_prompt"]
+    assert (args["train.batch_size"], args["rollout.batch_size"] * args["rollout.n_samples_per_prompt"]
             ) == (global_, global_), "one rollout is one optimizer step of the recipe's global batch"
 
 
@@ -92,12 +100,7 @@ def test_the_checkpoint_is_openrlhf_s_ckpt_options_and_comes_back(tmp_path: Path
     path = tmp_path / "recipe.yaml"
     path.write_text(RECIPE.format(world=8, nodes=1, gpus=8, stage=3, micro=4, global_=128, n=8, prompts=16)
                     + "checkpoint: {dir: ck/run, every: 10, keep: 2, resume: auto}\n")
-    text = TARGETS["openrlhf"](api.load_plan(path), EmitOptions()).files["openrlhf_train.sh"]
-    (tmp_path / "openrlhf_train.sh").write_text(text)
-    shell = text.replace("\\\n", " ").replace("$ACTOR", "a").replace("$REWARD", "r").replace("$PROMPTS", "p")
-    words = shlex.split(shell, comments=True)
-    assert openrlhf_judge.verdict(words[2], words[3:]) is None
-    args = vars(openrlhf_judge.parser(words[2]).parse_args(words[3:]))
+    _, args = judged(path)
     assert (args["ckpt.path"], args["ckpt.save_steps"], args["ckpt.max_num"], args["ckpt.load_enable"]) == (
         "ck/run", 10, 2, True)
     kind, doc = read_native(tmp_path / "openrlhf_train.sh")
@@ -157,12 +160,7 @@ def test_the_optimizer_and_schedule_are_the_actor_s_options(optimizer: str, sche
     path.write_text(RECIPE.format(world=8, nodes=1, gpus=8, stage=3, micro=4, global_=128, n=8, prompts=16)
                     .replace("optimizer: {name: adamw, lr: 1.0e-6}", f"optimizer: {optimizer}")
                     + (f"schedule: {schedule}\n" if schedule else ""))
-    text = TARGETS["openrlhf"](api.load_plan(path), EmitOptions()).files["openrlhf_train.sh"]
-    (tmp_path / "openrlhf_train.sh").write_text(text)
-    shell = text.replace("\\\n", " ").replace("$ACTOR", "a").replace("$REWARD", "r").replace("$PROMPTS", "p")
-    words = shlex.split(shell, comments=True)
-    assert openrlhf_judge.verdict(words[2], words[3:]) is None
-    args = vars(openrlhf_judge.parser(words[2]).parse_args(words[3:]))
+    _, args = judged(path)
     assert {key: args[key] for key in expected} == expected
     SchedulerType(args["actor.lr_scheduler"])  # a name get_scheduler takes
     kind, doc = read_native(tmp_path / "openrlhf_train.sh")

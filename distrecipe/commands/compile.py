@@ -9,18 +9,15 @@ import click
 
 from distrecipe.api import plan_of_recipe
 from distrecipe.commands.echo import echo_findings, echo_name_note, lint_refusal
+from distrecipe.commands.layouts import check_rollout_layout, check_split
 from distrecipe.commands.lint import project_config
 from distrecipe.commands.options import engine_version_option, overrides_option, recipe_argument
-from distrecipe.engines.heads import refusal
 from distrecipe.engines.tables import TableEngine
-from distrecipe.errors import RecipeError, StrictError
+from distrecipe.errors import StrictError
 from distrecipe.findings import Severity
-from distrecipe.job import Plan
-from distrecipe.keys import dotted
 from distrecipe.lint.config import Consumer, at_least
 from distrecipe.lint.engine import Report, check_recipe, check_written
 from distrecipe.output import write_files
-from distrecipe.recipe import Recipe
 from distrecipe.translator.load import read_recipe
 from distrecipe.translator.targets import TARGETS, EmitOptions, launch_world
 
@@ -48,9 +45,9 @@ def compile_recipe(
     least: Severity = "warning" if quiet else "info"
     document, declared = read_recipe(recipe, overrides)
     plan = plan_of_recipe(declared)
-    _check_split(declared, plan)
+    check_split(declared, plan)
     if target == "verl":
-        _check_rollout_layout(declared, plan)
+        check_rollout_layout(declared, plan)
     echo_name_note(plan)
     config = project_config(engine_versions=engine_versions)
     # DR106 is about the job's checkpoint, not the files written: launch checks it where the job starts.
@@ -90,26 +87,6 @@ def _refused(report: Report) -> bool:
     if refused is not None:
         click.echo(f"distrecipe: error: {refused}", err=True)
     return refused is not None
-
-
-def _check_split(recipe: Recipe, plan: Plan) -> None:
-    """Lint's DR105 as compile's refusal: the engine would refuse the layout when the model
-    is built or the first batch arrives, so no config is written for it."""
-    refused = refusal(plan)
-    if refused is not None:
-        raise RecipeError(f"DR105 {refused.message}", recipe.at(*refused.keys, "parallel", "model"),
-                          keys=refused.keys)
-
-
-def _check_rollout_layout(recipe: Recipe, plan: Plan) -> None:
-    """verl's DR221 with the position of what to change: its workers would refuse the rollout
-    engine's layout after the cluster starts (`--target all` reports verl as skipped)."""
-    from distrecipe.engines.verl_rollout import rollout_layout
-
-    refused = rollout_layout(plan)
-    if refused is not None:
-        message, key = refused
-        raise RecipeError(f"DR221 {message}", recipe.at(dotted(key), "native", "cluster"))
 
 
 @click.command("compile")

@@ -21,6 +21,7 @@ import click
 
 from distrecipe.api import plan_of_recipe
 from distrecipe.commands.echo import echo_findings, echo_name_note, lint_refusal
+from distrecipe.commands.layouts import check_rollout_layout, check_split
 from distrecipe.commands.lint import project_config
 from distrecipe.commands.options import overrides_option, recipe_argument
 from distrecipe.errors import LaunchError
@@ -88,7 +89,11 @@ LEFT_TO_RESUME = "DR106"
 
 def check_lint(document: Document, plan: Plan, config: LintConfig) -> list[Finding]:
     """Lint's checks on the recipe, as `compile` runs them: an error refuses the launch, so
-    launch never starts what compile would not write. Returns what they said."""
+    launch never starts what compile would not write, and refuses the layouts compile
+    refuses at their position. Returns what they said."""
+    check_split(plan.recipe, plan)
+    if plan.backend == "verl":
+        check_rollout_layout(plan.recipe, plan)
     said = [f for f in check_recipe(document, plan, config) if f.code not in (LEFT_TO_FIT, LEFT_TO_RESUME)]
     _refuse(Report(said))
     return said

@@ -156,27 +156,24 @@ def _fp32(source: Path, written: Path) -> list[str]:
 
 
 def _to_torch(source: Path, written: Path) -> list[str]:
-    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
-
-    try:
-        with _quiet():
-            dcp_to_torch_save(source, written)
-    except BaseException as exc:  # torch's CheckpointException is no Exception
-        raise _failed("dcp_to_torch_save", source, exc) from None
-    return ["python", "-m", "torch.distributed.checkpoint.format_utils", "dcp_to_torch", str(source),
-            str(written)]
+    return _dcp_format("dcp_to_torch", source, written)
 
 
 def _to_dcp(source: Path, written: Path) -> list[str]:
-    from torch.distributed.checkpoint.format_utils import torch_save_to_dcp
+    return _dcp_format("torch_to_dcp", source, written)
 
+
+def _dcp_format(mode: str, source: Path, written: Path) -> list[str]:
+    """torch's own DCP ↔ torch.save converter, `mode` as its command line names it."""
+    from torch.distributed.checkpoint import format_utils
+
+    converter = format_utils.dcp_to_torch_save if mode == "dcp_to_torch" else format_utils.torch_save_to_dcp
     try:
         with _quiet():
-            torch_save_to_dcp(source, written)
+            converter(source, written)
     except BaseException as exc:  # torch's CheckpointException is no Exception
-        raise _failed("torch_save_to_dcp", source, exc) from None
-    return ["python", "-m", "torch.distributed.checkpoint.format_utils", "torch_to_dcp", str(source),
-            str(written)]
+        raise _failed(converter.__name__, source, exc) from None
+    return ["python", "-m", "torch.distributed.checkpoint.format_utils", mode, str(source), str(written)]
 
 
 def _failed(converter: str, source: Path, exc: BaseException) -> BaseException:

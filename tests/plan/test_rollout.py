@@ -15,21 +15,10 @@ from distrecipe.plan.allocator import CONTEXT
 from distrecipe.plan.report import estimate
 from distrecipe.plan.units import gb
 from tests.conftest import Result
+from tests.grpo import GRPO
 
 Cli = Callable[..., Result]
 
-GRPO = """recipe: 1
-name: grpo-7b-8gpu
-model: {params: 7.6e9, hidden_size: 3584, layers: 28, heads: 28, kv_heads: 4, vocab: 152064}
-cluster: {nodes: 1, gpus_per_node: 8, gpu: h100}
-strategy: zero
-stage: 3
-batch: {micro: 4, global: 128, seq_len: 2048}
-precision: bf16
-optimizer: {name: adamw, lr: 1.0e-6}
-rl: {rollout_n: 8, prompts_per_step: 16, rollout_memory: 0.3}
-launch: {backend: accelerate-deepspeed}
-"""
 
 
 def estimated(text: str, tmp_path: Path):  # type: ignore[no-untyped-def]

@@ -20,21 +20,11 @@ from distrecipe.translator.importers import World
 from distrecipe.translator.importers.registry import import_document, read_native
 from distrecipe.translator.targets import TARGETS, EmitOptions
 from tests import trl_judge
+from tests.grpo import GRPO as BASE_GRPO
 
 pytest.importorskip("trl")
 
-GRPO = """recipe: 1
-name: grpo-7b-8gpu
-model: {params: 7.6e9, hidden_size: 3584, layers: 28, heads: 28, kv_heads: 4, vocab: 152064}
-cluster: {nodes: 1, gpus_per_node: 8, gpu: h100}
-strategy: zero
-stage: 3
-batch: {micro: 4, global: 128, seq_len: 2048}
-precision: bf16
-optimizer: {name: adamw, lr: 1.0e-6}
-rl: {rollout_n: 8, prompts_per_step: 16, rollout_memory: 0.3, free_rollout_memory: true}
-launch: {backend: accelerate-deepspeed}
-"""
+GRPO = BASE_GRPO.replace("rollout_memory: 0.3}", "rollout_memory: 0.3, free_rollout_memory: true}")
 SFT = """recipe: 1
 name: sft-2x4
 model: {params: 5.0e8, hidden_size: 896, layers: 24, heads: 14, kv_heads: 2, vocab: 151936}

@@ -13,7 +13,9 @@ Three numbers, always named apart:
   It exceeds allocated by freed blocks the cache cannot reuse: FSDP2's gradient shards
   from the previous step live in one buffer per block, each smaller than an activation
   tensor, so after `zero_grad` they stay cached beside the activations (*stranded*), and
-  a calibrated share for splitting and rounding (`FRAGMENTATION`).
+  a calibrated share for splitting and rounding (`FRAGMENTATION`). The other way round,
+  ZeRO-1/2's step allocates tensors larger than any block backward freed, so they take
+  new segments on top of backward's reservation (`step_segments`).
 * **needed**: reserved plus what lives outside the allocator (CUDA context, cuBLAS
   and NCCL buffers: `CONTEXT`). "Fits?" compares this with `cluster.gpu_memory`.
 
@@ -46,7 +48,7 @@ from distrecipe.plan.activations import Activations
 from distrecipe.plan.engine import EngineView, fsdp2_shard_ranks
 from distrecipe.plan.fsdp1 import holds_no_buffers
 from distrecipe.plan.memory import pure_bf16
-from distrecipe.plan.pipeline import stage_parts
+from distrecipe.plan.pipeline import largest_parameter, runs_pipeline_engine, stage_parts
 from distrecipe.plan.stages import Stage
 from distrecipe.plan.traffic import reduce_bytes
 from distrecipe.plan.units import GiB
@@ -67,6 +69,8 @@ class Memory:
     """Live inside the optimizer step, by part."""
     stranded: float
     """Freed, but cached in blocks too small for the activations (counted in reserved)."""
+    step_segments: float = 0.0
+    """New segments the step takes on top of what backward reserved (`step_segments`)."""
 
     @property
     def moment(self) -> str:
@@ -83,7 +87,11 @@ class Memory:
     @property
     def reserved(self) -> float:
         stranded = self.stranded if self.moment == "backward" else 0.0
-        return (self.allocated + stranded) * (1 + FRAGMENTATION)
+        at_peak = (self.allocated + stranded) * (1 + FRAGMENTATION)
+        if not self.step_segments:
+            return at_peak
+        after_backward = (sum(self.backward.values()) + self.stranded) * (1 + FRAGMENTATION)
+        return max(at_peak, after_backward + self.step_segments)
 
     @property
     def needed(self) -> float:
@@ -144,6 +152,12 @@ def stranded(plan: Plan, psi: float, act: Activations | None) -> float:
     return hp * psi / shards if per_block < 2.0 * s * plan.batch.micro * h else 0.0
 
 
+def zero_optimizer(plan: Plan) -> bool:
+    """DeepSpeed's optimizer steps the plan: its engine (`uses_deepspeed`), or Megatron-
+    DeepSpeed's pipeline engine, whose ZeRO-1 is the same `stage_1_and_2.py`."""
+    return uses_deepspeed(plan) or runs_pipeline_engine(plan)
+
+
 def flatten_copy(plan: Plan, engine: EngineView) -> float:
     """ZeRO-1..3 make each fp32 gradient in `step()` as `flatten(16-bit grads).to(fp32)`:
     the flat 16-bit copy is alive beside the fp32 one, `lp` bytes per element of what is
@@ -161,9 +175,45 @@ def flatten_copy(plan: Plan, engine: EngineView) -> float:
     In fp32, and under pure bf16 (`bf16_master_weights_and_grads`: the copy is bf16), the
     flattened tensor already has the master dtype and `.to` returns it: no second copy.
     """
-    if not uses_deepspeed(plan) or plan.stage == 0 or plan.precision_bytes == 4 or pure_bf16(plan):
+    if not zero_optimizer(plan) or plan.stage == 0 or plan.precision_bytes == 4 or pure_bf16(plan):
         return 0.0
     return engine.points["step"].get("fp32 gradients", 0.0) * plan.precision_bytes / 4
+
+
+def largest_gradient(plan: Plan, stage: Stage) -> float:
+    """Elements of the stage's largest gradient per tensor-parallel rank: Megatron's fused
+    tensors (`pipeline.largest_parameter`), else the largest tensor Hugging Face's model
+    holds (`model_shapes.inventory`: the embedding, or the head, or one matrix)."""
+    inventory = model_inventory(plan.recipe.model)
+    if plan.recipe.strategy == "megatron" or inventory is None:
+        return largest_parameter(plan, stage)
+    return max(inventory.tensors() + [inventory.head]) / plan.dims.tensor
+
+
+def zero_step(plan: Plan, engine: EngineView, stage: Stage | None) -> tuple[float, float]:
+    """(beyond the flattened gradients, new segments): the ZeRO-1/2 step's fp64 norm copy
+    and the segments the step adds to backward's reservation (docs/plan.md, "The step's
+    segments"). DeepSpeed 0.19.8 `stage_1_and_2.py`, as in 2022: `get_grad_norm_direct`
+    takes each gradient's piece of the partition `.to(torch.double)` (`get_norm_dtype`) one
+    at a time (8 bytes × e, e the largest piece: the largest gradient, at most the
+    partition P), then `step` flattens the partition (`flatten_copy`) and casts it to the
+    master dtype. The caching allocator splits the fp64 block for the two copies when they
+    fit in it, so the step's new memory is the larger of 8e and the two copies; none of it
+    fits a block backward freed (activation tensors, one recomputed layer), so it is added
+    on top. Offloaded optimizers norm on the host; ZeRO-3's sub-group step and the
+    `BF16_Optimizer` (fp32 gradients already) are not this path."""
+    if stage is None or not zero_optimizer(plan) or plan.stage not in (1, 2) \
+            or plan.recipe.offload.optimizer != "none":
+        return 0.0, 0.0
+    step = engine.points["step"]
+    cast = step.get("fp32 gradients", step.get("bf16 gradient copy", 0.0))
+    if not cast:
+        return 0.0, 0.0
+    hp = 2.0 if "bf16 gradient copy" in step else 4.0
+    partition = cast / hp
+    fp64 = 8.0 * min(largest_gradient(plan, stage), partition)
+    copies = flatten_copy(plan, engine) + cast
+    return max(0.0, fp64 - copies), max(fp64, copies)
 
 
 def memory(plan: Plan, engine: EngineView, act: Activations | None, psi: float,
@@ -182,4 +232,9 @@ def memory(plan: Plan, engine: EngineView, act: Activations | None, psi: float,
         step["optimizer temporaries"] = temporaries
     if flatten_copy(plan, engine):
         step["flattened gradients (transient)"] = flatten_copy(plan, engine)
-    return Memory({k: v for k, v in backward.items() if v}, step, stranded(plan, psi, act))
+    norm, segments = zero_step(plan, engine, stage)
+    if norm:
+        step["fp64 gradient norm (transient)"] = norm
+    freed = 0.0 if act is None else max(act.head, act.backward)  # backward's largest freed blocks, at most
+    return Memory({k: v for k, v in backward.items() if v}, step, stranded(plan, psi, act),
+                  segments if segments > freed else 0.0)

@@ -1,7 +1,12 @@
-"""`plan.allocator`: the optimizer step's temporaries by the Trainer's `optim`."""
+"""`plan.allocator`: the optimizer step's temporaries by the Trainer's `optim`, and the
+segments ZeRO-1/2's step adds to backward's reservation."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -9,8 +14,10 @@ import pytest
 import yaml
 
 from distrecipe.api import load_plan
-from distrecipe.plan.allocator import IN_PLACE_STEP, foreach_temporaries
+from distrecipe.plan.allocator import FRAGMENTATION, IN_PLACE_STEP, foreach_temporaries, largest_gradient, zero_step
 from distrecipe.plan.report import estimate
+from distrecipe.translator.load import recipe_from_text
+from distrecipe.translator.resolve import resolve
 from tests.published import TRAINER_OPTIM, plan_for_row, rows
 
 
@@ -52,3 +59,80 @@ def test_the_hf_blog_70b_states_the_optimizer_its_script_ran() -> None:
     assert est.plan.recipe.native.hf["optim"] == "paged_adamw_32bit"
     assert "optimizer temporaries" not in est.memory.step
     assert est.verdict is not None and est.verdict.word == "fits"
+
+
+def _zero(**changes: Any) -> Any:
+    """A tiny ZeRO-1 plan on 2 CPU ranks, the shape `tests/zero_step_probe.py` trains."""
+    doc: dict[str, Any] = {
+        "recipe": 1, "name": "zero-step",
+        "model": {"params": 196_608, "hidden_size": 64, "layers": 2, "heads": 4, "intermediate_size": 256,
+                  "vocab": 1024},
+        "cluster": {"nodes": 1, "gpus_per_node": 2, "device": "cpu"},
+        "strategy": "zero", "stage": 1, "batch": {"micro": 1, "accumulation": 1, "seq_len": 32},
+        "precision": "bf16", "launch": {"backend": "deepspeed"}, **changes,
+    }
+    return estimate(resolve(recipe_from_text(yaml.safe_dump(doc), "zero.yaml")))
+
+
+def test_the_zero_step_s_segments_stack_on_backward_s_reservation() -> None:
+    """BigScience's fp16 ZeRO-1 first stage (tp 8): the step's fp64 norm copy of the
+    vocabulary-parallel embedding (8·V·h/t bytes) is larger than the flattened and cast
+    partition and than any block backward freed, so reserved is backward's plus it."""
+    row = next(r for r in rows() if r.data["source_id"] == "bigscience_tr11_prequel_2022"
+               and "not stated" in r.data["precision"] and r.data["zero_stage"] == "1")
+    est = estimate(plan_for_row(row))
+    mem, d = est.memory, row.data
+    embedding = int(d["vocab"]) * int(d["hidden"]) / int(d["tp"])
+    assert mem.moment == "backward"
+    assert mem.step_segments == 8 * embedding
+    assert mem.reserved == (sum(mem.backward.values()) + mem.stranded) * (1 + FRAGMENTATION) + 8 * embedding
+    assert est.memory.step["fp64 gradient norm (transient)"] == pytest.approx(
+        8 * embedding - mem.step["fp32 gradients"] - mem.step["flattened gradients (transient)"])
+
+
+@pytest.mark.parametrize(("changes", "why"), [
+    ({"stage": 3}, "ZeRO-3's sub-group step"),
+    ({"offload": {"optimizer": "cpu"}}, "the norm is taken on the host"),
+    ({"strategy": "fsdp", "stage": 2, "launch": {"backend": "accelerate"}}, "not DeepSpeed's optimizer"),
+])
+def test_only_zero_1_and_2_on_the_gpu_take_step_segments(changes: dict[str, Any], why: str) -> None:
+    est = _zero(**changes)
+    assert est.memory.step_segments == 0.0, why
+    assert "fp64 gradient norm (transient)" not in est.memory.step
+
+
+def test_a_freed_block_that_holds_the_step_s_tensors_adds_nothing() -> None:
+    """Backward's largest freed blocks (the head's logits, the loss's gradients) take the
+    step's tensors when they are larger: 32 tokens of a 1024 vocabulary leave none that large,
+    2048 tokens' fp32 logits outgrow the tiny partition's copies, so nothing stacks."""
+    assert _zero().memory.step_segments > 0
+    est = _zero(batch={"micro": 1, "accumulation": 1, "seq_len": 2048})
+    assert est.memory.step_segments == 0.0
+    assert zero_step(est.plan, est.engine, est.stage)[1] <= max(est.activations[0].head, est.activations[0].backward)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stage", [1, 2])
+def test_deepspeeds_step_makes_the_copies_the_plan_counts(tmp_path: Path, stage: int) -> None:
+    """Measured (`tests/zero_step_probe.py`, 2 gloo ranks, bf16): inside `engine.step()` the
+    largest fp64 tensor is the largest gradient's piece of the partition (the embedding or
+    the head, 1024·64 elements, within the 98,304-element partition) and the cast is the
+    partition, on both ranks, as `zero_step` counts them."""
+    job, out = tmp_path / "job.json", tmp_path / "out.json"
+    job.write_text(json.dumps({"hidden": 64, "vocab": 1024, "seq": 32, "layers": 2, "stage": stage}),
+                   encoding="utf-8")
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("torchrun")), "--standalone", "--nproc_per_node", "2",
+         str(Path(__file__).parents[1] / "zero_step_probe.py"), str(job), str(out)],
+        capture_output=True, text=True, timeout=600, check=False,
+        env={**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1"},
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    est = _zero(stage=stage)
+    cast = est.engine.points["step"]["fp32 gradients"]
+    partition = cast / 4
+    fp64 = 8 * min(largest_gradient(est.plan, est.stage), partition)
+    for rank in json.loads(out.read_text(encoding="utf-8")):
+        assert rank == {"fp64": fp64 / 8, "cast": partition, "partition": partition}
+    norm, segments = zero_step(est.plan, est.engine, est.stage)
+    assert segments == max(fp64, cast + est.memory.step.get("flattened gradients (transient)", 0.0))

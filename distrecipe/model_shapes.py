@@ -3,7 +3,8 @@
 Engines do not treat all parameters alike: DeepSpeed ZeRO-3 keeps every tensor of at
 most `stage3_param_persistence_threshold` elements gathered on every rank, and FSDP
 gathers one transformer block at a time. Both need tensor sizes, not just Ψ. The
-families differ in the small tensors (norms, biases, q/k norms), in the MLP (gated with
+families differ in the small tensors (norms, biases, q/k norms, BLOOM's norm after the
+embedding), in the MLP (gated with
 three matrices, or plain with two), in attention (grouped-query, or DeepSeek's
 multi-latent attention) and in whether the MLP is a mixture of experts; `LAYOUTS` says
 which, as Hugging Face's modelling code builds each family (transformers 5.10, its
@@ -41,6 +42,8 @@ class Layout:
     """Qwen-MoE gates its shared expert with a (hidden → 1) projection."""
     mla: bool = False
     """Multi-latent attention (DeepSeek-V2/V3)."""
+    embedding_norm: bool = False
+    """A norm right after the word embedding (BLOOM's word_embeddings_layernorm)."""
 
 
 LAYOUTS: dict[Family, Layout] = {
@@ -62,6 +65,7 @@ LAYOUTS: dict[Family, Layout] = {
     "gpt2": Layout("GPT2Block", mlp="plain", norm="layer", bias="all"),
     "gpt_neox": Layout("GPTNeoXLayer", mlp="plain", norm="layer", bias="all"),
     "falcon": Layout("FalconDecoderLayer", mlp="plain", norm="layer", block_norms=1),
+    "bloom": Layout("BloomBlock", mlp="plain", norm="layer", bias="all", embedding_norm=True),
 }
 """Every `recipe.Family`'s block (tested against the models transformers builds)."""
 
@@ -71,13 +75,17 @@ class Inventory:
     """Tensor sizes (elements) of one model: the embeddings and head, and its blocks."""
 
     outer: tuple[int, ...]
-    """Embedding first, then learned positions, the final norm, the output head (absent when tied)."""
+    """Embedding first, then its norm (BLOOM), learned positions, the final norm, the output
+    head (absent when tied)."""
     groups: tuple[tuple[tuple[int, ...], int], ...]
     """(one block's tensors, how many such blocks): dense blocks, then mixture-of-experts ones."""
     routed: int
     """Elements in routed experts, all layers together (a token visits k/E of them)."""
     head: int
     """Elements of the output projection (the embedding's when tied)."""
+    leading: int = 1
+    """How many of `outer` come before the blocks in model order: the embedding, and BLOOM's
+    norm after it."""
 
     @property
     def layers(self) -> int:
@@ -97,11 +105,11 @@ class Inventory:
         return sum(self.block)
 
     def tensors(self) -> list[int]:
-        """Every tensor in model order: embedding, blocks, then the rest of `outer`."""
-        out = list(self.outer[:1])
+        """Every tensor in model order: embedding (and its norm), blocks, then the rest of `outer`."""
+        out = list(self.outer[:self.leading])
         for block, count in self.groups:
             out += list(block) * count
-        return out + list(self.outer[1:])
+        return out + list(self.outer[self.leading:])
 
     def persistent(self, threshold: int) -> int:
         """Elements in tensors of at most `threshold` elements (ZeRO-3 keeps them whole)."""
@@ -111,6 +119,12 @@ class Inventory:
 
 def layout(model: Model) -> Layout:
     return LAYOUTS[model.family]
+
+
+def embedding_norm(model: Model) -> bool:
+    """Whether a norm follows the word embedding (BLOOM's, which Megatron-DeepSpeed builds
+    under `--embed-layernorm`): its weight (and bias) are in `inventory`'s `outer`."""
+    return layout(model).embedding_norm
 
 
 def head_width(model: Model) -> int | None:
@@ -150,10 +164,12 @@ def inventory(model: Model) -> Inventory | None:
             shared = _mlp(h, model.shared_experts * (model.shared_expert_size or width), fam.mlp, bias)
             shared += (h,) if fam.shared_expert_gate else ()
         groups.append(((*attention, experts * h, *fused, *shared, *norms), moe_layers))
-    outer = [vocab * h] + ([model.position_embeddings * h] if model.position_embeddings else []) + [norm]
+    leading = [vocab * h] + ([norm] if fam.embedding_norm else [])
+    outer = leading + ([model.position_embeddings * h] if model.position_embeddings else []) + [norm]
     if not model.tied_embeddings:
         outer.append(vocab * h)
-    return Inventory(outer=tuple(outer), groups=tuple(groups), routed=routed, head=vocab * h)
+    return Inventory(outer=tuple(outer), groups=tuple(groups), routed=routed, head=vocab * h,
+                     leading=len(leading))
 
 
 def _attention(model: Model, h: int, heads: int, bias: Bias) -> tuple[int, ...]:

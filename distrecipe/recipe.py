@@ -49,7 +49,7 @@ Gpu = Literal["v100-16gb", "v100-32gb", "a10g", "l4", "l40s", "a100-40gb", "a100
 """GPU models whose memory, peak and bandwidths distrecipe knows (`distrecipe.engines.gpus.GPUS`)."""
 Family = Literal["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2",
                  "gemma3_text", "phi3", "olmo2", "granite", "deepseek_v2", "deepseek_v3", "gpt2", "gpt_neox",
-                 "falcon"]
+                 "falcon", "bloom"]
 """Decoder families by their Hugging Face `model_type`: each fixes which small tensors a
 block holds and how its MLP is built (`distrecipe.model_shapes.LAYOUTS`)."""
 Bias = Literal["none", "qkv", "attention", "mlp", "all"]
@@ -159,16 +159,16 @@ class Model:
     fields the recipe leaves out (`resolve` names the config key each came from)."""
     family: Family = "llama"
     """The decoder family (Hugging Face's `model_type`): which norms, biases and q/k norms a
-    block holds and whether its MLP is gated (three matrices) or plain (two: GPT-2, GPT-NeoX,
-    Falcon). Default `llama` (two RMSNorms, no biases, a gated MLP), which Mistral, Mixtral,
-    Phi-3 and Granite share."""
+    block holds (BLOOM: a LayerNorm after the embedding too) and whether its MLP is gated
+    (three matrices) or plain (two: GPT-2, GPT-NeoX, Falcon, BLOOM). Default `llama` (two
+    RMSNorms, no biases, a gated MLP), which Mistral, Mixtral, Phi-3 and Granite share."""
     head_dim: int | None = spec(None, minimum=1, maximum=2**16)
     """Width of one attention head; default hidden_size / heads (Gemma and Qwen3 set 256
     and 128 whatever the hidden size). With multi-latent attention, the query/key head:
     the no-position part plus `rope_head_dim`."""
     bias: Bias | None = None
     """Which linear layers have a bias: `none`, `qkv`, `attention` (q/k/v/o), `mlp` or `all`.
-    Default: the family's (`qwen2` qkv, `gpt2` and `gpt_neox` all, the rest none)."""
+    Default: the family's (`qwen2` qkv, `gpt2`, `gpt_neox` and `bloom` all, the rest none)."""
     block_norms: int | None = spec(None, minimum=1, maximum=16)
     """Norms of hidden width in each block. Default: the family's (2; Gemma 2 and 3: 4;
     Falcon's parallel attention: 1)."""

@@ -128,3 +128,20 @@ def test_every_family_s_small_tensors_are_in_the_blocks() -> None:
     assert gpt2.block_params == 4 * 64 * 64 + 4 * 64 + 2 * 64 * 128 + 128 + 64 + 4 * 64
     assert gpt2.outer == (256 * 64, 1024 * 64, 2 * 64)
     assert gpt2.tensors()[0] == 256 * 64 and len(gpt2.tensors()) == 3 + 2 * len(gpt2.block)
+
+
+def test_only_bloom_has_an_embedding_norm_and_it_follows_the_embedding() -> None:
+    """BLOOM's word_embeddings_layernorm (weight and bias, 2h) is an outer tensor, second in
+    model order (ZeRO-3's sub-groups take tensors in that order); no other family has one."""
+    from distrecipe.model_shapes import LAYOUTS, embedding_norm
+
+    base = Model(hidden_size=64, layers=2, heads=4, intermediate_size=256, vocab=256, tied_embeddings=True)
+    bloom = inventory(replace(base, family="bloom"))
+    gpt_neox = inventory(replace(base, family="gpt_neox"))  # the same block without the embedding norm
+    assert bloom is not None and gpt_neox is not None
+    assert bloom.outer == (256 * 64, 2 * 64, 2 * 64) and bloom.leading == 2
+    assert bloom.params == gpt_neox.params + 2 * 64 and bloom.block == gpt_neox.block
+    tensors = bloom.tensors()
+    assert tensors[:2] == [256 * 64, 2 * 64] and tensors[-1] == 2 * 64 and sum(tensors) == bloom.params
+    assert [family for family, fam in LAYOUTS.items() if fam.embedding_norm] == ["bloom"]
+    assert embedding_norm(replace(base, family="bloom")) and not embedding_norm(base)

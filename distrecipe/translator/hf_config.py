@@ -34,7 +34,7 @@ FAMILY_OF_TYPE: dict[str, Family] = {
     "qwen2_moe": "qwen2_moe", "qwen3": "qwen3", "qwen3_moe": "qwen3_moe", "gemma": "gemma",
     "gemma2": "gemma2", "gemma3_text": "gemma3_text", "phi3": "phi3", "olmo2": "olmo2",
     "granite": "granite", "deepseek_v2": "deepseek_v2", "deepseek_v3": "deepseek_v3",
-    "gpt2": "gpt2", "gpt_neox": "gpt_neox", "falcon": "falcon",
+    "gpt2": "gpt2", "gpt_neox": "gpt_neox", "falcon": "falcon", "bloom": "bloom",
     "RefinedWeb": "falcon", "RefinedWebModel": "falcon",  # Falcon's remote-code configs
 }
 """`model_type` → family."""
@@ -46,7 +46,7 @@ FAMILY_OF_ARCHITECTURE: dict[str, Family] = {
     "Gemma3ForCausalLM": "gemma3_text", "Phi3ForCausalLM": "phi3", "Olmo2ForCausalLM": "olmo2",
     "GraniteForCausalLM": "granite", "DeepseekV2ForCausalLM": "deepseek_v2",
     "DeepseekV3ForCausalLM": "deepseek_v3", "GPT2LMHeadModel": "gpt2", "GPTNeoXForCausalLM": "gpt_neox",
-    "FalconForCausalLM": "falcon", "RWForCausalLM": "falcon",
+    "FalconForCausalLM": "falcon", "RWForCausalLM": "falcon", "BloomForCausalLM": "bloom",
 }
 """`architectures[0]` → family, for a config without `model_type`."""
 
@@ -56,7 +56,7 @@ CONFIG_CLASS: dict[Family, str] = {
     "gemma": "GemmaConfig", "gemma2": "Gemma2Config", "gemma3_text": "Gemma3TextConfig", "phi3": "Phi3Config",
     "olmo2": "Olmo2Config", "granite": "GraniteConfig", "deepseek_v2": "DeepseekV2Config",
     "deepseek_v3": "DeepseekV3Config", "gpt2": "GPT2Config", "gpt_neox": "GPTNeoXConfig",
-    "falcon": "FalconConfig",
+    "falcon": "FalconConfig", "bloom": "BloomConfig",
 }
 """The transformers class whose defaults apply to a key the file leaves out."""
 
@@ -67,7 +67,8 @@ KV_HEADS: dict[Family, object] = {
 """`num_key_value_heads` where the class fixes a number; every other family: the heads (MHA)."""
 HEAD_DIM: dict[Family, object] = {"qwen3": 128, "gemma": 256, "gemma2": 256, "gemma3_text": 256}
 """`head_dim` where the class fixes a number; every other family: hidden // heads."""
-TIED: dict[Family, bool] = {"gemma": True, "gemma2": True, "gemma3_text": True, "gpt2": True, "falcon": True}
+TIED: dict[Family, bool] = {"gemma": True, "gemma2": True, "gemma3_text": True, "gpt2": True, "falcon": True,
+                            "bloom": True}
 """`tie_word_embeddings` by class default; every other family: untied."""
 MOE_DEFAULTS: dict[Family, dict[str, object]] = {
     "qwen2_moe": {"decoder_sparse_step": 1, "mlp_only_layers": [], "qkv_bias": True},
@@ -407,8 +408,34 @@ def _falcon(r: _Reader) -> None:
     _tied(r)
 
 
+def _bloom(r: _Reader) -> None:
+    """BLOOM: BloomConfig's own keys (`n_embed` before `hidden_size`, as its __post_init__;
+    `num_hidden_layers` / `num_attention_heads` before `n_layer` / `n_head`, as its
+    attribute_map). Every layer has a bias, the MLP is 4 × hidden wide and attention is
+    multi-head, whatever the file says: a width key that says otherwise is refused, not dropped."""
+    hidden = r.required("hidden_size", "n_embed", "hidden_size")
+    r.required("layers", "num_hidden_layers", "n_layer")
+    heads = r.required("heads", "num_attention_heads", "n_head")
+    r.required("vocab", "vocab_size")
+    if hidden is not None and heads is not None and hidden % heads:
+        r.wrong.append(f"hidden_size {hidden} is not a multiple of n_head {heads} "
+                       "(BloomAttention refuses it)")
+    width = 4 * hidden if hidden is not None else None
+    if width is not None:
+        r.say("intermediate_size", width, f"BloomMLP's 4 × hidden_size = {width} (no width key)")
+    built = {"n_inner": (width, "BloomMLP is 4 × hidden_size wide"),
+             "intermediate_size": (width, "BloomMLP is 4 × hidden_size wide"),
+             "num_key_value_heads": (heads, "BloomAttention has a key/value head per head")}
+    for key, (value, what) in built.items():
+        if r.present(key) and value is not None and r.data[key] != value:
+            r.wrong.append(f"{key} is {_shown(r.data[key])}, but {what} ({value}) and transformers "
+                           f"reads no {key}")
+    _bias(r, True, True, "BloomAttention's and BloomMLP's layers always have a bias")
+    _tied(r)
+
+
 READERS: dict[Family, Callable[[_Reader], None]] = {
     "deepseek_v2": _deepseek, "deepseek_v3": _deepseek, "gpt2": _gpt2, "gpt_neox": _gpt_neox,
-    "falcon": _falcon,
+    "falcon": _falcon, "bloom": _bloom,
 }
 """Families read by their own function; the rest by `_decoder`."""

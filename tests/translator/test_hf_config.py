@@ -64,7 +64,7 @@ def test_the_corpus_is_as_its_provenance_says() -> None:
     assert {row["family"] for row in ROWS if row["split"] == "development"} >= {
         "Llama 3.1", "Mistral", "Mixtral", "Qwen2", "Qwen2.5", "Qwen3", "Qwen2-MoE", "Qwen3-MoE", "DeepSeek-V2",
         "DeepSeek-V3", "Gemma", "Gemma 2", "Gemma 3 (text)", "Phi-3", "GPT-2", "GPT-NeoX", "Falcon", "OLMo 2",
-        "Granite 3.x"}
+        "Granite 3.x", "BLOOM"}
 
 
 @pytest.mark.parametrize("row", READ, ids=[r["file"] for r in READ])
@@ -80,7 +80,7 @@ def test_the_count_is_the_meta_device_model(row: dict[str, str], tmp_path: Path)
 def test_a_family_it_does_not_read_is_refused_naming_it(tmp_path: Path) -> None:
     """OLMo 3 (held out) is not one of the families: refused, not read as a Llama."""
     with pytest.raises(RecipeError, match=r"config.json: model_type olmo3 is not a decoder family distrecipe "
-                                          r"reads \(deepseek_v2, .*\); write the model's shape in the recipe"):
+                                          r"reads \(bloom, deepseek_v2, .*\); write the model's shape in the recipe"):
         model_of(tmp_path, CORPUS / "heldout" / "olmo-3.1-32b-instruct.json")
 
 
@@ -124,6 +124,66 @@ def test_architectures_name_the_family_without_model_type(tmp_path: Path) -> Non
     model = model_of(tmp_path, {**{k: v for k, v in LLAMA.items() if k != "model_type"},
                                 "architectures": ["GPT2LMHeadModel"], "n_embd": 64, "n_layer": 2, "n_head": 4})
     assert (model.family, model.layer_cls, model.intermediate_size) == ("gpt2", "GPT2Block", 256)
+
+
+BLOOM_KEYS = [
+    {"hidden_size": 64, "n_layer": 2, "n_head": 4},  # bigscience/bloom-560m's spelling
+    {"n_embed": 64, "num_hidden_layers": 2, "num_attention_heads": 4},  # bloomz-560m's
+    {"n_embed": 64, "hidden_size": 32, "num_hidden_layers": 2, "n_layer": 3, "num_attention_heads": 4,
+     "n_head": 2},  # both: BloomConfig takes n_embed and the attribute_map's names
+    {"hidden_size": 64, "n_layer": 2, "n_head": 4, "tie_word_embeddings": False, "n_inner": None},
+]
+"""BloomConfig's aliases, each read as the class reads it (the slow test builds each)."""
+BLOOM_PARAMS = {True: 16_384 + 128 + 2 * (4 * 64 * 64 + 4 * 64 + 2 * 64 * 256 + 256 + 64 + 4 * 64) + 128}
+"""vocab 256 × 64, the embedding's LayerNorm (2h), two blocks (fused QKV 3h² + 3h, dense h² + h,
+4h MLP with biases, two LayerNorms), the final LayerNorm; untied adds a 256 × 64 head."""
+BLOOM_PARAMS[False] = BLOOM_PARAMS[True] + 256 * 64
+
+
+@pytest.mark.parametrize("keys", BLOOM_KEYS, ids=["n_layer", "n_embed", "both", "untied"])
+def test_bloom_reads_its_own_keys_and_counts_the_embedding_norm(keys: dict[str, Any], tmp_path: Path) -> None:
+    from distrecipe.model_shapes import embedding_norm
+
+    model = model_of(tmp_path, {"model_type": "bloom", "vocab_size": 256, **keys})
+    assert (model.family, model.layer_cls, model.hidden_size, model.layers, model.heads) == (
+        "bloom", "BloomBlock", 64, 2, 4)
+    assert (model.intermediate_size, model.bias, model.kv_heads, model.position_embeddings) == (256, "all", None, None)
+    tied = keys.get("tie_word_embeddings", True)
+    assert model.tied_embeddings is tied and model.params == BLOOM_PARAMS[tied]
+    found = inventory(model)
+    assert found is not None and embedding_norm(model)
+    assert found.outer[:2] == (256 * 64, 2 * 64) and found.tensors()[:2] == [256 * 64, 2 * 64]
+    prov = resolve(load_recipe(tmp_path / "r.yaml")).provenance
+    assert prov["model.hidden_size"] == f"model.hf_config config.json: {'n_embed' if 'n_embed' in keys else 'hidden_size'}"
+    assert prov["model.intermediate_size"] == "model.hf_config config.json: BloomMLP's 4 × hidden_size = 256 (no width key)"
+    assert prov["model.tied_embeddings"] == ("model.hf_config config.json: tie_word_embeddings" if not tied else
+                                             "model.hf_config config.json: no tie_word_embeddings, BloomConfig's "
+                                             "default True")
+
+
+BLOOM = {"model_type": "bloom", "hidden_size": 64, "n_layer": 2, "n_head": 4, "vocab_size": 256}
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"n_inner": 128}, "n_inner is 128, but BloomMLP is 4 × hidden_size wide (256) and transformers reads no n_inner"),
+    ({"intermediate_size": 1024}, "intermediate_size is 1024, but BloomMLP is 4 × hidden_size wide (256)"),
+    ({"num_key_value_heads": 2}, "num_key_value_heads is 2, but BloomAttention has a key/value head per head (4)"),
+    ({"n_head": 5}, "hidden_size 64 is not a multiple of n_head 5 (BloomAttention refuses it)"),
+    ({"n_layer": None}, "(bloom) it has no num_hidden_layers"),
+    ({"hidden_size": None}, "(bloom) it has no n_embed"),
+])
+def test_a_bloom_width_transformers_would_not_build_is_refused(change: dict[str, Any], message: str,
+                                                                tmp_path: Path) -> None:
+    config = {k: v for k, v in {**BLOOM, **change}.items() if v is not None}
+    with pytest.raises(RecipeError) as caught:
+        model_of(tmp_path, config)
+    assert message in caught.value.message
+
+
+def test_a_bloom_width_key_that_agrees_is_read(tmp_path: Path) -> None:
+    """A config that writes the 4h width (or the heads as KV heads) says what transformers builds."""
+    model = model_of(tmp_path, {**BLOOM, "n_inner": 256, "intermediate_size": 256, "num_key_value_heads": 4})
+    assert model.params == BLOOM_PARAMS[True]
 
 
 def test_provenance_names_the_key_or_the_class_default(tmp_path: Path) -> None:
@@ -231,10 +291,26 @@ def test_each_value_read_is_the_config_class_s(row: dict[str, str], tmp_path: Pa
     if model.family == "falcon":
         assert model.kv_heads == (text.num_kv_heads if text.new_decoder_architecture
                                   else 1 if text.multi_query else text.num_attention_heads)
-    elif model.kv_lora_rank is None and model.family not in ("gpt2", "gpt_neox"):
+    elif model.kv_lora_rank is None and model.family not in ("gpt2", "gpt_neox", "bloom"):
         assert model.kv_heads == text.num_key_value_heads
     if model.experts:
         assert model.experts_per_token == text.num_experts_per_tok
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("keys", BLOOM_KEYS, ids=["n_layer", "n_embed", "both", "untied"])
+def test_bloom_s_aliases_are_the_class_s(keys: dict[str, Any], tmp_path: Path) -> None:
+    """BloomConfig's n_embed / attribute_map aliases and its tied default, on the meta device."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = {"vocab_size": 256, **keys}
+    built = AutoConfig.for_model("bloom", **config)
+    with torch.device("meta"):
+        expected = sum(p.numel() for p in AutoModelForCausalLM.from_config(built).parameters())
+    model = model_of(tmp_path, {"model_type": "bloom", **config})
+    assert (model.hidden_size, model.layers, model.heads) == (built.hidden_size, built.n_layer, built.n_head)
+    assert model.params == expected == BLOOM_PARAMS[built.tie_word_embeddings]
 
 
 DEFAULT_CASES = [(family, key) for family in ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe",

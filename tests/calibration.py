@@ -44,7 +44,7 @@ class Judged:
     memory: float | None = None
     """Relative error of the predicted statistic the row states (reserved, allocated)."""
     needed: float | None = None
-    """Relative error of `needed` (reserved + CUDA context), what nvidia-smi would show."""
+    """Relative error of `shown` (reserved + CUDA context), what nvidia-smi would show."""
     verdict: str | None = None
     """`trained` or `oom` for rows that state only that; `ran` for a row with a memory figure."""
     fits: bool | None = None
@@ -88,7 +88,7 @@ MEMORY_NOT_MODELLED = {
 "not modelled"), reported apart; their throughput and verdicts are still judged."""
 
 STATISTIC = {"max_reserved": "reserved", "peak reserved": "reserved", "reported": "reserved",
-             "unstated": "reserved", "max_allocated": "allocated", "nvidia-smi": "needed"}
+             "unstated": "reserved", "max_allocated": "allocated", "nvidia-smi": "shown"}
 """What each `memory_kind` compares with (its first word or words)."""
 
 
@@ -137,8 +137,8 @@ def judge(row: Row) -> Judged:
         measured = float(d["memory_GiB"]) * GiB
         kind = next(v for k, v in STATISTIC.items() if d["memory_kind"].startswith(k))
         predicted = {"reserved": est.memory.reserved, "allocated": est.memory.allocated,
-                     "needed": est.memory.needed}[kind]
-        memory, needed = predicted / measured - 1, est.memory.needed / measured - 1
+                     "shown": est.memory.shown}[kind]
+        memory, needed = predicted / measured - 1, est.memory.shown / measured - 1
     if d["memory_GiB"]:
         verdict = "ran"
     if verdict == "ran" and row.gpu_gib is None:

@@ -16,8 +16,11 @@ Three numbers, always named apart:
   a calibrated share for splitting and rounding (`FRAGMENTATION`). The other way round,
   ZeRO-1/2's step allocates tensors larger than any block backward freed, so they take
   new segments on top of backward's reservation (`step_segments`).
-* **needed**: reserved plus what lives outside the allocator (CUDA context, cuBLAS
-  and NCCL buffers: `CONTEXT`). "Fits?" compares this with `cluster.gpu_memory`.
+* **needed**: reserved at the binding moment plus what lives outside the allocator (CUDA
+  context, cuBLAS and NCCL buffers: `CONTEXT`). "Fits?" compares this with
+  `cluster.gpu_memory`. The step's segments are not in it: a failed cudaMalloc makes the
+  allocator free its unsplit cached segments and retry (`CUDACachingAllocator.cpp`), so
+  they show in nvidia-smi (`shown`) only on a GPU with room for them.
 
 Communication buffers, per engine, at the start of backward:
 
@@ -85,17 +88,31 @@ class Memory:
         return sum(self.parts.values())
 
     @property
-    def reserved(self) -> float:
+    def retained(self) -> float:
+        """Reserved at the binding moment: what the cache cannot give back, so what must fit."""
         stranded = self.stranded if self.moment == "backward" else 0.0
-        at_peak = (self.allocated + stranded) * (1 + FRAGMENTATION)
+        return (self.allocated + stranded) * (1 + FRAGMENTATION)
+
+    @property
+    def reserved(self) -> float:
+        """`max_memory_reserved` on a GPU with room: `retained`, or backward's reservation and
+        the step's segments on top. A GPU without that room still runs: a failed cudaMalloc
+        makes the allocator free its unsplit cached segments (backward's freed activations)
+        and retry."""
         if not self.step_segments:
-            return at_peak
+            return self.retained
         after_backward = (sum(self.backward.values()) + self.stranded) * (1 + FRAGMENTATION)
-        return max(at_peak, after_backward + self.step_segments)
+        return max(self.retained, after_backward + self.step_segments)
+
+    @property
+    def shown(self) -> float:
+        """What nvidia-smi shows on a GPU with room: reserved and the CUDA context."""
+        return self.reserved + CONTEXT
 
     @property
     def needed(self) -> float:
-        return self.reserved + CONTEXT
+        """What the GPU must hold: `retained` and the CUDA context."""
+        return self.retained + CONTEXT
 
 
 def buffers(plan: Plan) -> dict[str, float]:
@@ -187,7 +204,7 @@ def largest_gradient(plan: Plan, stage: Stage) -> float:
     inventory = model_inventory(plan.recipe.model)
     if plan.recipe.strategy == "megatron" or inventory is None:
         return largest_parameter(plan, stage)
-    return max(inventory.tensors() + [inventory.head]) / plan.dims.tensor
+    return max(*inventory.tensors(), inventory.head) / plan.dims.tensor
 
 
 def zero_step(plan: Plan, engine: EngineView, stage: Stage | None) -> tuple[float, float]:

@@ -32,8 +32,8 @@ def stacks(rows: list[Estimate]) -> dict[str, list[float]]:
         parts = row.memory.parts
         grouped = {name: sum(parts.get(m, 0.0) for m in members) for name, members in STACK.items()}
         grouped["buffers"] = sum(parts.values()) - sum(grouped.values())
-        grouped["allocator cache"] = row.memory.reserved - row.memory.allocated
-        grouped["CUDA context"] = row.training_need - row.memory.reserved
+        grouped["allocator cache"] = row.memory.retained - row.memory.allocated
+        grouped["CUDA context"] = row.training_need - row.memory.retained
         for name in names:
             out[name].append(grouped[name] / GB)
     return out

@@ -112,11 +112,14 @@ def text(est: Estimate, advice: list[str]) -> str:
         "memory per GPU (allocated: live tensors; reserved: PyTorch's cache; needed: + CUDA context)",
         _listed(f"  start of backward  allocated {gb(sum(mem.backward.values()))}", mem.backward),
         _listed(f"  optimizer step     allocated {gb(sum(mem.step.values()))}", mem.step),
-        f"  reserved           {gb(mem.reserved)} = (allocated {gb(mem.allocated)} at the "
+        f"  reserved           {gb(mem.retained)} = (allocated {gb(mem.allocated)} at the "
         f"{mem.moment} moment" + (f" + stranded gradient blocks {gb(mem.stranded)}"
                                   if mem.stranded and mem.moment == "backward" else "")
         + f") × {1 + FRAGMENTATION:g} fragmentation",
     ]
+    if mem.reserved > mem.retained:
+        lines.append(f"  with room, reserved reaches {gb(mem.reserved)}: the step's new segments "
+                     f"{gb(mem.step_segments)} on top of backward's (a full GPU frees its cache instead)")
     if est.rollout is not None:
         lines.append(_rollout(est.rollout))
     tf, te = est.traffic_formula, est.traffic_engine
@@ -192,7 +195,7 @@ def _rollout(phase: Rollout) -> str:
 
 
 def _fits(est: Estimate) -> str:
-    breakdown = f"reserved {gb(est.memory.reserved)} + CUDA context and NCCL {gb(CONTEXT)}"
+    breakdown = f"reserved {gb(est.memory.retained)} + CUDA context and NCCL {gb(CONTEXT)}"
     kept = est.rollout.kept if est.rollout else 0.0
     if kept:
         breakdown += f" + rollout engine kept {gb(kept)}"
@@ -271,7 +274,8 @@ def as_json(est: Estimate, advice: list[str] | None = None) -> dict[str, Any]:
         "memory": {"backward": est.memory.backward, "step": est.memory.step,
                    "moment": est.memory.moment, "allocated": est.memory.allocated,
                    "stranded": est.memory.stranded, "fragmentation": FRAGMENTATION,
-                   "reserved": est.memory.reserved, "context": CONTEXT,
+                   "retained": est.memory.retained, "step_segments": est.memory.step_segments,
+                   "reserved": est.memory.reserved, "context": CONTEXT, "shown": est.memory.shown,
                    "needed": est.memory.needed},
         "traffic": {
             "formula": {"total": est.traffic_formula.total, "sent": est.traffic_formula.sent,

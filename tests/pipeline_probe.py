@@ -4,7 +4,8 @@ Run under ``torchrun --nproc_per_node 2 tests/pipeline_probe.py JOB.json OUT.jso
 (gloo). A tiny GPT built as Megatron-DeepSpeed's `GPTModelPipe` is (an embedding with
 dropout, then blocks named `ParallelTransformerLayerPipe` that DeepSpeed checkpoints, then a
 head and the loss; the class names are what `PipelineModule._is_checkpointable` reads) trains
-one step of `accumulation` micro-batches in DeepSpeed's `PipelineEngine`, bf16 with the
+one step of `accumulation` micro-batches in DeepSpeed's `PipelineEngine` (with `embed_norm`,
+BLOOM's LayerNorm after the embedding), bf16 with the
 `BF16_Optimizer` accumulating in fp32 (what BigScience ran; 0.19.8 needs `grad_accum_dtype:
 fp32` and ZeRO stage 1 for it, where 2022's took stage 0), on 2 pipeline stages. On each rank, at the first backward:
 
@@ -49,11 +50,14 @@ def build(job: dict[str, int]) -> Any:
         def __init__(self) -> None:
             super().__init__()
             self.word_embeddings = torch.nn.Embedding(vocab, h)
+            self.norm = torch.nn.LayerNorm(h) if job.get("embed_norm") else torch.nn.Identity()
             self.embedding_dropout = torch.nn.Dropout(0.1)
 
         def forward(self, ids: torch.Tensor) -> torch.Tensor:
-            # Megatron's Embedding: words, then dropout; GPTModelPipe then goes to [s, b, h]
-            return self.embedding_dropout(self.word_embeddings(ids)).transpose(0, 1).contiguous()
+            # Megatron's Embedding: words, BLOOM's norm (`VocabParallelEmbedding.norm`), then
+            # dropout; GPTModelPipe then goes to [s, b, h]
+            embeddings = self.norm(self.word_embeddings(ids))
+            return self.embedding_dropout(embeddings).transpose(0, 1).contiguous()
 
     class ParallelTransformerLayerPipe(torch.nn.Module):
         def __init__(self) -> None:

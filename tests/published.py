@@ -125,6 +125,11 @@ eager attention): 1,557,611,200 parameters by `gpt_params`, GPT-2 XL's count."""
 TIED = ("bigscience_", "deepspeed_zero", "colossalai_pl_gpt2xl")
 """GPT sources whose output head shares the embedding (BLOOM, Megatron-LM's GPT-2 example);
 Megatron-Core's 2024 scaling models are untied (their sizes, 1.7B … 462B, count V·h twice)."""
+BLOOM = ("bigscience_",)
+"""Sources whose runs are BLOOM's architecture: ALiBi and an embedding LayerNorm
+(`--position-embedding-type alibi --embed-layernorm` in every tr11 slurm script from
+2022-02-10 on, bigscience-workshop/bigscience `train/tr11-200B-ml/tr11-200B-ml.slurm`,
+and the tr11-176B-ml one after it)."""
 ASSUMED_MICRO = {"megatron_lm_readme_h100_2024": 1, "narayanan2021_ptdp_secondary": 1}
 """Micro-batches a source does not state, and what is assumed (1, the smallest)."""
 ASSUMED_CHECKPOINTING = {"narayanan2021_ptdp_secondary": "full"}
@@ -230,6 +235,8 @@ def plan_for_row(row: Row) -> Plan:
         model["tied_embeddings"] = d["source_id"].startswith(TIED)
         eager = ("bigscience_", "deepspeed_", "colossalai")  # 2022's Megatron-DeepSpeed, transformers' GPT-2
         model["attention"] = "eager" if d["source_id"].startswith(eager) else "flash"
+    if d["source_id"].startswith(BLOOM):
+        model["family"] = "bloom"
     if d["params"]:
         model["params"] = int(float(d["params"]))
     strategy = {"fsdp2": "fsdp", "fsdp": "fsdp", "ddp": "ddp", "zero": "zero", "megatron": "megatron"}[d["strategy"]]

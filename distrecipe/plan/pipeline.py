@@ -2,7 +2,7 @@
 
 `activations.py` counts what each transformer layer saves; `engine.py` the optimizer's
 state. Megatron-DeepSpeed (`strategy: megatron` launched by DeepSpeed: `GPTModelPipe` run
-by DeepSpeed's `PipelineEngine`) holds three more things on a stage, each read from the
+by DeepSpeed's `PipelineEngine`) holds four more things on a stage, each read from the
 code BigScience ran (Megatron-DeepSpeed 2022, DeepSpeed's `runtime/pipe/engine.py` and
 `bf16_optimizer.py`, the same lines in the installed 0.19.8):
 
@@ -13,6 +13,9 @@ code BigScience ran (Megatron-DeepSpeed 2022, DeepSpeed's `runtime/pipe/engine.p
   s·b·h for every micro-batch in flight on the first stage (Korthikanti et al. 2022 §4.3
   counts the same mask). GPT blocks only, as `activations.megatron_layer` keeps dropout
   masks: Llama-family models train without dropout.
+* **The embedding norm's input.** With an embedding LayerNorm (BLOOM's, `--embed-layernorm`:
+  `VocabParallelEmbedding.norm`, first stage only) the same holds for the norm: it keeps its
+  16-bit input and its fp32 statistics for every micro-batch in flight on the first stage.
 * **The pipeline's buffers.** `_exec_forward_pass` keeps each in-flight micro-batch's
   stage output in `pipe_buffers['outputs']` until its backward: the tensor-parallel
   rank's slice (`PartitionedTensor`, 2·s·b·h/t) when t > 1, the whole output when t = 1
@@ -66,6 +69,21 @@ def embedding_mask(plan: Plan, stage: Stage) -> float:
         return 0.0
     split = plan.dims.tensor if sequence_parallel(plan) else 1
     return stage.in_flight * sbh / split
+
+
+def embedding_norm_input(plan: Plan, stage: Stage) -> float:
+    """The embedding norm's saved input and statistics (BLOOM's `word_embeddings_layernorm`,
+    Megatron-DeepSpeed's `--embed-layernorm`: `VocabParallelEmbedding.norm` on the first stage)
+    for each micro-batch in flight, outside the checkpoints as the dropout mask is: the fused
+    LayerNorm keeps its 16-bit input (lp·s·b·h) and fp32 mean and inverse deviation (8·s·b);
+    ÷ t under sequence parallelism."""
+    sbh = _tokens_width(plan)
+    h = plan.recipe.model.hidden_size
+    if plan.recipe.strategy != "megatron" or not stage.embedding or sbh is None or h is None \
+            or not layout(plan.recipe.model).embedding_norm:
+        return 0.0
+    split = plan.dims.tensor if sequence_parallel(plan) else 1
+    return stage.in_flight * (plan.precision_bytes * sbh + 8 * sbh / h) / split
 
 
 def pipe_buffers(plan: Plan, stage: Stage) -> tuple[float, float]:
@@ -125,8 +143,10 @@ def stage_parts(plan: Plan, stage: Stage | None, act: Activations | None) -> dic
     if stage is None or plan.recipe.strategy != "megatron":
         return {}
     mask = embedding_mask(plan, stage)
+    norm = embedding_norm_input(plan, stage)
     held, rebuilt = pipe_buffers(plan, stage)
-    out = {"embedding dropout mask (saved)": mask, "pipeline buffers": held,
-           "pipeline buffers (backward)": rebuilt}
-    out["fp32 gradient copy (after backward)"] = fp32_gradient_copy(plan, stage, act, mask + held, rebuilt)
+    out = {"embedding dropout mask (saved)": mask, "embedding norm input (saved)": norm,
+           "pipeline buffers": held, "pipeline buffers (backward)": rebuilt}
+    copy = fp32_gradient_copy(plan, stage, act, mask + norm + held, rebuilt)
+    out["fp32 gradient copy (after backward)"] = copy
     return {k: v for k, v in out.items() if v}

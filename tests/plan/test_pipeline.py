@@ -18,6 +18,7 @@ from distrecipe.job import Plan
 from distrecipe.plan.pipeline import (
     bf16_optimizer,
     embedding_mask,
+    embedding_norm_input,
     fp32_gradient_copy,
     largest_parameter,
     pipe_buffers,
@@ -32,9 +33,11 @@ H, L, V, S = 14336, 72, 250880, 2048
 
 
 def plan_of(*, tensor: int = 8, pipeline: int = 12, micro: int = 2, backend: str = "deepspeed",
-            gated: bool = False, tensor_sequence: bool = False, **extra: Any) -> Plan:
+            gated: bool = False, tensor_sequence: bool = False, family: str | None = None, **extra: Any) -> Plan:
     model: dict[str, Any] = {"params": 181_000_000_000, "hidden_size": H, "layers": L, "heads": 64,
                              "vocab": V, "tied_embeddings": True, "attention": "eager"}
+    if family is not None:
+        model["family"] = family
     if gated:
         model["intermediate_size"] = 4 * H
     doc: dict[str, Any] = {
@@ -55,6 +58,15 @@ def test_the_first_stage_keeps_the_embeddings_dropout_mask_per_micro_batch_in_fl
     sbh = S * 2 * H
     assert embedding_mask(plan, first) == 12 * sbh  # 1 byte per element, 12 micro-batches in flight
     assert embedding_mask(plan, middle) == embedding_mask(plan, last) == 0.0
+
+
+def test_bloom_s_embedding_norm_keeps_its_input_per_micro_batch_in_flight() -> None:
+    """`--embed-layernorm`: 16-bit input and fp32 mean and inverse deviation per token, on the
+    first stage only, for each of its 12 micro-batches in flight; no norm, nothing."""
+    plan = plan_of(family="bloom")
+    first, last = stage(plan, 0), stage(plan, 11)
+    assert embedding_norm_input(plan, first) == 12 * (2 * S * 2 * H + 8 * S * 2)
+    assert embedding_norm_input(plan, last) == embedding_norm_input(plan_of(), stage(plan_of(), 0)) == 0.0
 
 
 @pytest.mark.parametrize(("case", "extra", "factor"), [
@@ -143,16 +155,18 @@ def test_deepspeeds_schedule_holds_what_the_terms_count_per_stage(pipeline: int,
 
 
 PROBE = Path(__file__).parents[1] / "pipeline_probe.py"
-TINY = {"hidden": 64, "vocab": 128, "seq": 32, "layers": 4, "micro": 2, "accumulation": 4}
+TINY = {"hidden": 64, "vocab": 128, "seq": 32, "layers": 4, "micro": 2, "accumulation": 4, "embed_norm": 1}
 
 
 @pytest.mark.slow
 def test_deepspeeds_pipeline_engine_holds_what_the_terms_say(tmp_path: Path) -> None:
     """Measured: a tiny GPT as `GPTModelPipe` in DeepSpeed's PipelineEngine (2 stages, gloo,
-    bf16 BF16_Optimizer; `tests/pipeline_probe.py`). At the first backward the first stage has
-    run p forwards; each saved, outside the checkpoints, the embedding's dropout mask (s·b·h
-    elements; on CPU torch keeps the scaled noise in bf16, 2 bytes, where CUDA's fused dropout
-    keeps a bool) beside the token indices (8 bytes each); and the pipeline buffers are the
+    bf16 BF16_Optimizer, BLOOM's embedding norm; `tests/pipeline_probe.py`). At the first
+    backward the first stage has run p forwards; each saved, outside the checkpoints, the
+    embedding's dropout mask (s·b·h elements; on CPU torch keeps the scaled noise in bf16, 2
+    bytes, where CUDA's fused dropout keeps a bool) and the norm's bf16 input and two
+    statistics per token (bf16 on CPU, as the norm's weight; fp32 on CUDA) beside the token
+    indices (8 bytes each); and the pipeline buffers are the
     whole outputs in flight and the gradient buffer (t = 1), the last stage's its receive buffer;
     `update_hp_grads` copies each stage's largest gradient to fp32."""
     job, out = tmp_path / "job.json", tmp_path / "out.json"
@@ -168,7 +182,7 @@ def test_deepspeeds_pipeline_engine_holds_what_the_terms_say(tmp_path: Path) -> 
     h, s, b = TINY["hidden"], TINY["seq"], TINY["micro"]
     doc = {"recipe": 1, "name": "tiny-pipe",
            "model": {"params": 300_000, "hidden_size": h, "layers": TINY["layers"], "heads": 4,
-                     "vocab": TINY["vocab"], "attention": "eager"},
+                     "vocab": TINY["vocab"], "attention": "eager", "family": "bloom"},
            "cluster": {"nodes": 1, "gpus_per_node": 2, "device": "cpu"},
            "strategy": "megatron", "stage": 1, "parallel": {"pipeline": 2, "tensor_sequence": False},
            "batch": {"micro": b, "accumulation": TINY["accumulation"], "seq_len": s},
@@ -176,7 +190,10 @@ def test_deepspeeds_pipeline_engine_holds_what_the_terms_say(tmp_path: Path) -> 
     plan = resolve(recipe_from_text(yaml.safe_dump(doc), "tiny.yaml"))
     stage0, stage1 = stage(plan, 0), stage(plan, 1)
     assert (first["in_flight"], last["in_flight"]) == (in_flight(plan, 0), in_flight(plan, 1)) == (2, 1)
-    mask_elements = first["saved_bool"] + (first["saved_other"] - 8 * s * b) // 2  # a bool mask, or bf16 noise
+    norm = embedding_norm_input(plan, stage0) / in_flight(plan, 0)
+    assert norm == 2 * s * b * h + 8 * s * b  # CUDA's fp32 statistics
+    norm_on_cpu = norm - 4 * s * b  # the statistics in bf16
+    mask_elements = first["saved_bool"] + (first["saved_other"] - 8 * s * b - norm_on_cpu) // 2  # bool, or bf16 noise
     assert mask_elements == embedding_mask(plan, stage0) / in_flight(plan, 0) == s * b * h
     assert first["outputs"] + first["grad_layer"] + first["recv"] == pipe_buffers(plan, stage0)[0]
     assert last["recv"] == pipe_buffers(plan, stage1)[0]

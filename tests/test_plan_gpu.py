@@ -202,6 +202,12 @@ TIGHT_VERDICTS = {
     " 2 s2048 full",
     "bigscience_tr11_prequel_2022 BLOOM-arch GPT (181B, Megatron-DeepSpeed) 384 GPUs tp2 pp6 cp1 micro"
     " 1 s2048 full",
+    "bigscience_tr11_prequel_2022 BLOOM-arch GPT (181B, Megatron-DeepSpeed) 384 GPUs tp2 pp6 cp1 micro"
+    " 2 s2048 full",
+    "bigscience_tr11_prequel_2022 BLOOM-arch GPT (184B, Megatron-DeepSpeed) 384 GPUs tp4 pp6 cp1 micro"
+    " 1 s2048 full",
+    "bigscience_tr11_prequel_2022 BLOOM-arch GPT (184B, Megatron-DeepSpeed) 384 GPUs tp4 pp6 cp1 micro"
+    " 2 s2048 full",
     "deepspeed_zero_offload_tutorial GPT-2 10B (Megatron-LM GPT-2, DeepSpeed example) 1 GPUs tp1 pp1 cp1"
     " micro 10 s1024 full",
     "deepspeed_zero_tutorial GPT-2 1.5B (Megatron-LM GPT-2, DeepSpeed example) 8 GPUs tp1 pp1 cp1 micro"
@@ -219,7 +225,12 @@ TIGHT_VERDICTS = {
 would get right or wrong by less than the model's own error. With Megatron-DeepSpeed's stage
 terms (`plan/pipeline.py`) Megatron's band narrowed (−3.2 … +26.3 % to −6.4 … +23.0 %): the
 181B TP 2 × PP 6 micro-1 OOM (needs 83.6 of 79.1 GiB) is now *tight*, not *does not fit*,
-and NeMo's 405B on 2,304 GPUs (which trained) *fits*, no longer *tight*. VectorLM's three
+and NeMo's 405B on 2,304 GPUs (which trained) *fits*, no longer *tight*. With ZeRO-1's step
+segments and BLOOM's embedding norm (docs/plan.md, "The step's segments") the 16-bit rows came
+within 10 %, and the band now spans the topology search's own spread (its TP 4 × PP 12 micro-2
+run, listed twice, held 44 and 38 GiB): −18.0 … +23.0 %. Three more OOMs (181B TP 2 × PP 6
+micro 2, 184B TP 4 × PP 6 micro 1 and 2) are *tight*, where they were *does not fit*; none
+turns wrong. VectorLM's three
 one-GPU rows state their script's FSDP1 (`fsdp_version: 1`, the rows' `[fsdp: version=1]`):
 torch runs it as NO_SHARD on one rank, with no gathered copies (plan/fsdp1.py), so they need
 82.1 of 79.1 GiB, within torch's band (−4.5 … +3.3 %), *tight*, where as FSDP2 they needed

@@ -8,15 +8,16 @@
 Every published row with a memory figure the model describes (`tests.calibration.judged`)
 gives the truth against the plan, measured ÷ predicted − 1, for the statistic it states. A
 cell's band is the smallest and largest of its rows' errors, rounded outward to 0.01 %; a
-cell needs `MIN_ROWS` rows, else `plan` uses its family's band (every row of the family,
-whatever its kernels, with as many rows; widened to hold 0, since it is borrowed from other
-kernels: it never puts the verdict past the plan's own figure), else the wide band (every
-row of every cell), as it does for an `unknown` kernel choice. Leave-one-source-out
-(`tests.calibration.held_out`) records for each source the band the others give (its
-cell's other sources, or the wide band without it when it is its cell's only source) and
-how many of its rows fall outside: a source whose rows the band without it misses is a band
-that will widen with the next source. The file also counts the published verdicts (runs that
-ran, OOMs) a yes/no gets wrong, and the bands in sample and held out (`wrong_verdicts`).
+cell needs `MIN_ROWS` rows from `MIN_SOURCES` sources, else `plan` uses its family's band
+(every row of the family, whatever its kernels, with as many rows and sources; widened to
+hold 0, since it is borrowed from other kernels: it never puts the verdict past the plan's
+own figure), else the wide band (every row of every cell), as it does for an `unknown`
+kernel choice. Leave-one-source-out (`tests.calibration.held_out`) records for each source
+the band the others give (its cell's other sources, or the wide band without it when it is
+its cell's only source) and how many of its rows fall outside: a source whose rows the band
+without it misses is a band that will widen with the next source. The file also counts the
+published verdicts (runs that ran, OOMs) a yes/no gets wrong, and the bands in sample and
+held out (`wrong_verdicts`).
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ BEGIN, END = "<!-- bands: written by scripts/plan_bands.py", "<!-- /bands -->"
 """The markers around docs/plan.md's table: the line that opens it, the line that closes it."""
 MIN_ROWS = 3
 """Rows a family × kernel choice needs for a band of its own."""
+MIN_SOURCES = 2
+"""Sources a band of its own needs: one source's rows cannot say how another source's err
+(leave-one-source-out leaves nothing), so such a cell takes the wide band."""
 STEP = 1e-4
 
 
@@ -111,15 +115,16 @@ def compute(results: list[Judged], *, counts: bool = True) -> dict[str, Any]:
     few: list[dict[str, Any]] = []
     for (family, kernels), items in sorted(cells.items()):
         entry = {**_envelope(items), "held_out": _held_out(items, rows)}
-        if len(items) >= MIN_ROWS:
+        if len(items) >= MIN_ROWS and len(entry["sources"]) >= MIN_SOURCES:
             bands[family][kernels] = entry
         else:
             few.append({"family": family, "kernels": kernels, **entry})
     families: dict[str, Any] = {}
     for family in sorted({f for f, _ in cells}):
         items = [i for (f, _), found in sorted(cells.items()) if f == family for i in found]
-        if len(items) >= MIN_ROWS:  # borrowed by another kernel choice: never past the plan's own figure
-            pooled = _envelope(items)
+        pooled = _envelope(items)
+        if len(items) >= MIN_ROWS and len(pooled["sources"]) >= MIN_SOURCES:
+            # borrowed by another kernel choice: never past the plan's own figure
             pooled.update(low=min(pooled["low"], 0.0), high=max(pooled["high"], 0.0))
             families[family] = {**pooled, "held_out": _held_out(items, rows)}
     data = {
@@ -127,6 +132,7 @@ def compute(results: list[Judged], *, counts: bool = True) -> dict[str, Any]:
                  "× kernel choice: written by scripts/plan_bands.py from tests/corpus/gpu/published.csv "
                  "(docs/plan.md, Fits?). Do not edit by hand.",
         "min_rows": MIN_ROWS,
+        "min_sources": MIN_SOURCES,
         "bands": dict(bands),
         "families": families,
         "too_few_rows": few,
@@ -145,6 +151,11 @@ def _pct(value: float) -> str:
     return f"{value:+.1%}".replace("-", "−")
 
 
+def _few(entry: dict[str, Any]) -> str:
+    """Why a cell has no band of its own."""
+    return "too few rows" if entry["rows"] < MIN_ROWS else "one source"
+
+
 def table(data: dict[str, Any]) -> str:
     """The markdown table of docs/plan.md: each band, its rows and sources, and the wide one."""
     lines = ["| engine family × kernels | band | rows | sources | held out: rows outside the band "
@@ -152,7 +163,7 @@ def table(data: dict[str, Any]) -> str:
     entries = [(f"{family} × {kernels}", entry) for family, cells in data["bands"].items()
                for kernels, entry in cells.items()]
     entries += [(f"{family} × any other kernels", entry) for family, entry in data["families"].items()]
-    entries += [(f"{e['family']} × {e['kernels']} (too few rows: "
+    entries += [(f"{e['family']} × {e['kernels']} ({_few(e)}: "
                  f"{'the family' if e['family'] in data['families'] else 'the wide band'})", e)
                 for e in data["too_few_rows"]]
     entries.append(("wide: any other family, or unknown kernels", data[UNKNOWN]))

@@ -44,7 +44,7 @@ class Band:
     wide: bool
     """The wide band: too few published rows of this family (or an `unknown` kernel choice)."""
     pooled: bool = False
-    """The family's band over all its kernel choices: too few rows of this one."""
+    """The family's band over all its kernel choices: too few rows or sources of this one."""
 
     @property
     def cell(self) -> str:
@@ -52,7 +52,7 @@ class Band:
         own = f"{self.family} × {self.kernels}"
         if self.wide:
             return f"wide (no band of its own for {own})"
-        return f"{self.family}, any kernels (too few rows for {self.kernels})" if self.pooled else own
+        return f"{self.family}, any kernels (no band of its own for {self.kernels})" if self.pooled else own
 
 
 @dataclass(frozen=True, slots=True)

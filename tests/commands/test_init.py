@@ -217,14 +217,15 @@ MIXTRAL = ROOT / "tests" / "corpus" / "hf_configs" / "reconstructed" / "mixtral-
 
 def test_headroom_keeps_the_winner_off_the_edge(cli: Callable[..., Result], here: Path) -> None:
     """The issue's new-user finding: Mixtral's winner on 4 × 8 A100-80GB used 76.9 of 80 GB with no
-    way to ask for headroom (FSDP2, TP 2, micro 4; the MoE ceiling now ranks it last, but the search
-    still offers it). With 5 % kept (76 GB), 76.9 GB is *tight* (torch's band puts it at 73.4–79.4 GB),
-    so no search offers it; the written recipe keeps the headroom."""
+    way to ask for headroom (FSDP2, TP 2, micro 4). The torch family now takes the wide band (its
+    rows are one source's), so nothing offered reaches past 80 GB at the band's top, but some
+    reach past 76 GB; with 5 % kept (76 GB) nothing tight is offered, and nothing whose top
+    passes 76 GB; the written recipe keeps the headroom."""
     job = ("--hf-config", str(MIXTRAL), "--nodes", "4", *JOB)
     assert cli("init", *job, "-o", "plain.yaml").code == 0
     plain = search(load_recipe(str(here / "plain.yaml"), ()), 8).ranked
-    edge = [c for c in plain if c.estimate.need > 76e9]
-    assert any(round(c.estimate.need / 1e9, 1) == 76.9 and c.estimate.plan.dims.tensor == 2 for c in edge)
+    tops = [c.estimate.verdict.high for c in plain]  # type: ignore[union-attr]
+    assert max(tops) <= 80e9 and any(top > 76e9 for top in tops)
     kept = cli("init", *job, "--headroom", "0.05", "-o", "r.yaml")
     assert kept.code == 0, kept.err
     text = (here / "r.yaml").read_text()

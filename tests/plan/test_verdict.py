@@ -39,13 +39,13 @@ def test_a_band_of_its_own_is_the_data_s() -> None:
     assert found.low < 0 < found.high
 
 
-@pytest.mark.parametrize(("family", "kernels"), [("megatron", "eager-hf"), ("torch", "eager-hf"), ("torch", "liger")])
+@pytest.mark.parametrize(("family", "kernels"), [("megatron", "eager-hf"), ("deepspeed", "liger")])
 def test_kernels_without_rows_get_their_family_s_band_holding_zero(family: str, kernels: str) -> None:
     found = band_of(family, kernels)
     data = TABLE["families"][family]
     assert found.pooled and not found.wide and (found.low, found.high) == (data["low"], data["high"])
     assert found.low <= 0 <= found.high
-    assert found.cell == f"{family}, any kernels (too few rows for {kernels})"
+    assert found.cell == f"{family}, any kernels (no band of its own for {kernels})"
     own = list(TABLE["bands"].get(family, {}).values())
     assert data["rows"] == sum(c["rows"] for c in own) + sum(
         e["rows"] for e in TABLE["too_few_rows"] if e["family"] == family)
@@ -60,11 +60,21 @@ def test_a_family_without_rows_or_unknown_kernels_gets_the_wide_band(family: str
         assert found.low <= own["low"] and own["high"] <= found.high  # it holds every band
 
 
+@pytest.mark.parametrize("kernels", ["eager-hf", "compile", "liger"])
+def test_a_family_whose_rows_are_one_source_s_gets_the_wide_band(kernels: str) -> None:
+    """torchtitan's rows are the torch family's only ones: leaving that source out leaves no
+    band, so no program of the family gets one it has not earned on another source."""
+    assert {e["sources"][0] for e in TABLE["too_few_rows"] if e["family"] == "torch"} == {"torchtitan_bench_h100_202412"}
+    assert TABLE["min_sources"] == 2 and "torch" not in TABLE["bands"] and "torch" not in TABLE["families"]
+    found = band_of("torch", kernels)
+    assert found.wide and (found.low, found.high) == (TABLE["unknown"]["low"], TABLE["unknown"]["high"])
+
+
 def test_a_plan_reads_its_family_and_kernels() -> None:
     deepspeed = load_plan(SEED.format("zero2"), ())
     assert band(deepspeed).cell == "deepspeed × eager-hf"
     fsdp = load_plan(SEED.format("zero2"), ("launch.backend=torchrun", "strategy=fsdp"))
-    assert band(fsdp).pooled and (band(fsdp).family, band(fsdp).kernels) == ("torch", "eager-hf")
+    assert band(fsdp).wide and (band(fsdp).family, band(fsdp).kernels) == ("torch", "eager-hf")
     unknown = load_plan(SEED.format("zero2"), ("kernels.compile=unknown",))
     assert band(unknown).wide and band(unknown).kernels == "unknown"
 

@@ -2,8 +2,8 @@
 
 Run under ``torchrun --nproc_per_node 2 tests/zero_step_probe.py JOB.json OUT.json`` on CPU
 (gloo). A tiny decoder-shaped model (an embedding wider than any other tensor, then plain
-MLP blocks, then an untied head) trains one step under DeepSpeed's engine, bf16, ZeRO stage
-`job["stage"]`. Inside `engine.step()` a dispatch mode records, per rank:
+MLP blocks, then an untied head) trains one step under DeepSpeed's engine, bf16, at each ZeRO
+stage of `job["stages"]`. Inside `engine.step()` a dispatch mode records, per rank and stage:
 
 * ``fp64``: elements of the largest float64 tensor any op makes (`get_grad_norm_direct`'s
   `.to(get_norm_dtype())` of one gradient's piece of the partition);
@@ -75,22 +75,24 @@ def main(job_path: str, out_path: str) -> None:
     skip_shm_build()
     deepspeed.init_distributed(dist_backend="gloo")
     torch.set_num_threads(1)
-    torch.manual_seed(0)
     with open(job_path) as f:
         job = json.load(f)
-    module = build(job)
-    config = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
-              "bf16": {"enabled": True}, "zero_optimization": {"stage": job["stage"]},
-              "gradient_clipping": 1.0, "steps_per_print": 10**9,
-              "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "torch_adam": True}}}
-    engine, *_ = deepspeed.initialize(model=module, model_parameters=module.parameters(), config=config)
-    ids = torch.randint(0, job["vocab"], (1, job["seq"]))
-    engine.backward(engine(ids))
-    largest = Largest()
-    with largest:
-        engine.step()
-    partition = sum(p.numel() for p in engine.optimizer.single_partition_of_fp32_groups)
-    measured = {"fp64": largest.fp64, "cast": largest.cast, "partition": partition}
+    measured: dict[str, Any] = {}
+    for stage in job["stages"]:  # one process for every stage: one import of DeepSpeed
+        torch.manual_seed(0)
+        module = build(job)
+        config = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
+                  "bf16": {"enabled": True}, "zero_optimization": {"stage": stage},
+                  "gradient_clipping": 1.0, "steps_per_print": 10**9,
+                  "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "torch_adam": True}}}
+        engine, *_ = deepspeed.initialize(model=module, model_parameters=module.parameters(), config=config)
+        ids = torch.randint(0, job["vocab"], (1, job["seq"]))
+        engine.backward(engine(ids))
+        largest = Largest()
+        with largest:
+            engine.step()
+        partition = sum(p.numel() for p in engine.optimizer.single_partition_of_fp32_groups)
+        measured[str(stage)] = {"fp64": largest.fp64, "cast": largest.cast, "partition": partition}
     gathered: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(gathered, measured)
     if dist.get_rank() == 0:

@@ -123,14 +123,13 @@ def test_a_freed_block_that_holds_the_step_s_tensors_adds_nothing() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stage", [1, 2])
-def test_deepspeeds_step_makes_the_copies_the_plan_counts(tmp_path: Path, stage: int) -> None:
-    """Measured (`tests/zero_step_probe.py`, 2 gloo ranks, bf16): inside `engine.step()` the
-    largest fp64 tensor is the largest gradient's piece of the partition (the embedding or
-    the head, 1024·64 elements, within the 98,304-element partition) and the cast is the
-    partition, on both ranks, as `zero_step` counts them."""
+def test_deepspeeds_step_makes_the_copies_the_plan_counts(tmp_path: Path) -> None:
+    """Measured (`tests/zero_step_probe.py`, 2 gloo ranks, bf16, ZeRO-1 and ZeRO-2): inside
+    `engine.step()` the largest fp64 tensor is the largest gradient's piece of the partition
+    (the embedding or the head, 1024·64 elements, within the 98,304-element partition) and the
+    cast is the partition, on both ranks, as `zero_step` counts them."""
     job, out = tmp_path / "job.json", tmp_path / "out.json"
-    job.write_text(json.dumps({"hidden": 64, "vocab": 1024, "seq": 32, "layers": 2, "stage": stage}),
+    job.write_text(json.dumps({"hidden": 64, "vocab": 1024, "seq": 32, "layers": 2, "stages": [1, 2]}),
                    encoding="utf-8")
     done = subprocess.run(
         [str(Path(sys.executable).with_name("torchrun")), "--standalone", "--nproc_per_node", "2",
@@ -139,11 +138,13 @@ def test_deepspeeds_step_makes_the_copies_the_plan_counts(tmp_path: Path, stage:
         env={**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1"},
     )
     assert done.returncode == 0, done.stderr[-4000:]
-    est = _zero(stage=stage)
-    cast = est.engine.points["step"]["fp32 gradients"]
-    partition = cast / 4
-    fp64 = 8 * min(largest_gradient(est.plan, est.stage), partition)
-    for rank in json.loads(out.read_text(encoding="utf-8")):
-        assert rank == {"fp64": fp64 / 8, "cast": partition, "partition": partition}
-    copies = cast + est.memory.step.get("flattened gradients (transient)", 0.0)
-    assert zero_step(est.plan, est.engine, est.stage) == (max(0.0, fp64 - copies), max(fp64, copies))
+    ranks = json.loads(out.read_text(encoding="utf-8"))
+    for stage in (1, 2):
+        est = _zero(stage=stage)
+        cast = est.engine.points["step"]["fp32 gradients"]
+        partition = cast / 4
+        fp64 = 8 * min(largest_gradient(est.plan, est.stage), partition)
+        assert [rank[str(stage)] for rank in ranks] == [{"fp64": fp64 / 8, "cast": partition,
+                                                          "partition": partition}] * 2
+        copies = cast + est.memory.step.get("flattened gradients (transient)", 0.0)
+        assert zero_step(est.plan, est.engine, est.stage) == (max(0.0, fp64 - copies), max(fp64, copies))

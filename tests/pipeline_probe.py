@@ -21,16 +21,14 @@ fp32` and ZeRO stage 1 for it, where 2022's took stage 0), on 2 pipeline stages.
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 from typing import Any
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 
-from distrecipe.launch.tiny_train import exit_without_teardown, skip_shm_build
+from distrecipe.launch.tiny_train import exit_without_teardown
+from tests.probes import gather_to, start
 
 
 def _bytes(value: Any) -> int:
@@ -90,14 +88,7 @@ def build(job: dict[str, int]) -> Any:
 
 
 def main(job_path: str, out_path: str) -> None:
-    os.environ.setdefault("DS_ACCELERATOR", "cpu")
-    import deepspeed
-
-    skip_shm_build()
-    deepspeed.init_distributed(dist_backend="gloo")
-    torch.set_num_threads(1)
-    with open(job_path) as f:
-        job = json.load(f)
+    deepspeed, job = start(job_path)
     module = build(job)
     config = {"train_micro_batch_size_per_gpu": job["micro"], "gradient_accumulation_steps": job["accumulation"],
               "bf16": {"enabled": True}, "data_types": {"grad_accum_dtype": "fp32"},
@@ -166,12 +157,7 @@ def main(job_path: str, out_path: str) -> None:
     batches = [(ids, ids) for ids in (torch.randint(0, job["vocab"], (job["micro"], job["seq"]), generator=generator)
                                       for _ in range(job["accumulation"]))]
     engine.train_batch(data_iter=iter(batches))
-    gathered: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(gathered, {**seen["first_backward"], "largest_copy": seen.get("copy", 0)})
-    if dist.get_rank() == 0:
-        with open(out_path, "w") as f:
-            json.dump(gathered, f, indent=1)
-    dist.barrier()
+    gather_to(out_path, {**seen["first_backward"], "largest_copy": seen.get("copy", 0)})
 
 
 if __name__ == "__main__":

@@ -14,16 +14,14 @@ stage of `job["stages"]`. Inside `engine.step()` a dispatch mode records, per ra
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from distrecipe.launch.tiny_train import exit_without_teardown, skip_shm_build
+from distrecipe.launch.tiny_train import exit_without_teardown
+from tests.probes import gather_to, start
 
 
 class Largest(TorchDispatchMode):
@@ -69,14 +67,7 @@ def build(job: dict[str, int]) -> torch.nn.Module:
 
 
 def main(job_path: str, out_path: str) -> None:
-    os.environ.setdefault("DS_ACCELERATOR", "cpu")
-    import deepspeed
-
-    skip_shm_build()
-    deepspeed.init_distributed(dist_backend="gloo")
-    torch.set_num_threads(1)
-    with open(job_path) as f:
-        job = json.load(f)
+    deepspeed, job = start(job_path)
     measured: dict[str, Any] = {}
     for stage in job["stages"]:  # one process for every stage: one import of DeepSpeed
         torch.manual_seed(0)
@@ -93,12 +84,7 @@ def main(job_path: str, out_path: str) -> None:
             engine.step()
         partition = sum(p.numel() for p in engine.optimizer.single_partition_of_fp32_groups)
         measured[str(stage)] = {"fp64": largest.fp64, "cast": largest.cast, "partition": partition}
-    gathered: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(gathered, measured)
-    if dist.get_rank() == 0:
-        with open(out_path, "w") as f:
-            json.dump(gathered, f, indent=1)
-    dist.barrier()
+    gather_to(out_path, measured)
     exit_without_teardown(0)
 
 

@@ -3,10 +3,6 @@ segments ZeRO-1/2's step adds to backward's reservation."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +21,7 @@ from distrecipe.plan.allocator import (
 from distrecipe.plan.report import estimate
 from distrecipe.translator.load import recipe_from_text
 from distrecipe.translator.resolve import resolve
+from tests import probes
 from tests.published import TRAINER_OPTIM, plan_for_row, rows
 
 
@@ -128,17 +125,8 @@ def test_deepspeeds_step_makes_the_copies_the_plan_counts(tmp_path: Path) -> Non
     `engine.step()` the largest fp64 tensor is the largest gradient's piece of the partition
     (the embedding or the head, 1024·64 elements, within the 98,304-element partition) and the
     cast is the partition, on both ranks, as `zero_step` counts them."""
-    job, out = tmp_path / "job.json", tmp_path / "out.json"
-    job.write_text(json.dumps({"hidden": 64, "vocab": 1024, "seq": 32, "layers": 2, "stages": [1, 2]}),
-                   encoding="utf-8")
-    done = subprocess.run(
-        [str(Path(sys.executable).with_name("torchrun")), "--standalone", "--nproc_per_node", "2",
-         str(Path(__file__).parents[1] / "zero_step_probe.py"), str(job), str(out)],
-        capture_output=True, text=True, timeout=600, check=False,
-        env={**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1"},
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    ranks = json.loads(out.read_text(encoding="utf-8"))
+    ranks = probes.run("zero_step_probe", {"hidden": 64, "vocab": 1024, "seq": 32, "layers": 2,
+                                            "stages": [1, 2]}, tmp_path)
     for stage in (1, 2):
         est = _zero(stage=stage)
         cast = est.engine.points["step"]["fp32 gradients"]

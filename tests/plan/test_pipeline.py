@@ -4,10 +4,6 @@ gradient copy, each on the stage that holds it, and each moving the plan's figur
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +23,7 @@ from distrecipe.plan.report import estimate
 from distrecipe.plan.stages import in_flight, stage
 from distrecipe.translator.load import recipe_from_text
 from distrecipe.translator.resolve import resolve
+from tests import probes
 
 H, L, V, S = 14336, 72, 250880, 2048
 """BigScience's 181B search shape (tests/corpus/gpu/published.csv)."""
@@ -154,7 +151,6 @@ def test_deepspeeds_schedule_holds_what_the_terms_count_per_stage(pipeline: int,
         assert (most, schedule.num_pipe_buffers()) == (in_flight(plan, rank), max(2, in_flight(plan, rank)))
 
 
-PROBE = Path(__file__).parents[1] / "pipeline_probe.py"
 TINY = {"hidden": 64, "vocab": 128, "seq": 32, "layers": 4, "micro": 2, "accumulation": 4, "embed_norm": 1}
 
 
@@ -169,16 +165,7 @@ def test_deepspeeds_pipeline_engine_holds_what_the_terms_say(tmp_path: Path) -> 
     indices (8 bytes each); and the pipeline buffers are the
     whole outputs in flight and the gradient buffer (t = 1), the last stage's its receive buffer;
     `update_hp_grads` copies each stage's largest gradient to fp32."""
-    job, out = tmp_path / "job.json", tmp_path / "out.json"
-    job.write_text(json.dumps(TINY), encoding="utf-8")
-    torchrun = Path(sys.executable).with_name("torchrun")
-    done = subprocess.run(
-        [str(torchrun), "--standalone", "--nproc_per_node", "2", str(PROBE), str(job), str(out)],
-        capture_output=True, text=True, timeout=600, check=False,
-        env={**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1"},
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    first, last = json.loads(out.read_text(encoding="utf-8"))
+    first, last = probes.run("pipeline_probe", TINY, tmp_path)
     h, s, b = TINY["hidden"], TINY["seq"], TINY["micro"]
     doc = {"recipe": 1, "name": "tiny-pipe",
            "model": {"params": 300_000, "hidden_size": h, "layers": TINY["layers"], "heads": 4,

@@ -88,6 +88,14 @@ LLAMA = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_
          "intermediate_size": 128, "vocab_size": 256}
 
 
+def _refusal(tmp_path: Path, base: dict[str, Any], change: dict[str, Any]) -> RecipeError:
+    """The refusal of `base` with `change` (a None value removes the key)."""
+    config = {k: v for k, v in {**base, **change}.items() if v is not None}
+    with pytest.raises(RecipeError) as caught:
+        model_of(tmp_path, config)
+    return caught.value
+
+
 @pytest.mark.parametrize(("change", "message"), [
     ({"model_type": None}, "it names no model_type (nor an architectures[0] distrecipe knows)"),
     ({"hidden_size": None, "vocab_size": None}, "(llama) it has no hidden_size, vocab_size: distrecipe reads a "
@@ -102,11 +110,9 @@ LLAMA = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_
 ])
 def test_what_it_cannot_read_is_refused_naming_the_keys(change: dict[str, Any], message: str,
                                                          tmp_path: Path) -> None:
-    config = {k: v for k, v in {**LLAMA, **change}.items() if v is not None}
-    with pytest.raises(RecipeError) as caught:
-        model_of(tmp_path, config)
-    assert message in caught.value.message
-    assert caught.value.where is not None and (caught.value.where.line, caught.value.where.col) == (2, 20)
+    refused = _refusal(tmp_path, LLAMA, change)
+    assert message in refused.message
+    assert refused.where is not None and (refused.where.line, refused.where.col) == (2, 20)
 
 
 def test_cli_refusal_is_one_positioned_line(cli: Callable[..., Result], tmp_path: Path) -> None:
@@ -174,10 +180,7 @@ BLOOM = {"model_type": "bloom", "hidden_size": 64, "n_layer": 2, "n_head": 4, "v
 ])
 def test_a_bloom_width_transformers_would_not_build_is_refused(change: dict[str, Any], message: str,
                                                                 tmp_path: Path) -> None:
-    config = {k: v for k, v in {**BLOOM, **change}.items() if v is not None}
-    with pytest.raises(RecipeError) as caught:
-        model_of(tmp_path, config)
-    assert message in caught.value.message
+    assert message in _refusal(tmp_path, BLOOM, change).message
 
 
 def test_a_bloom_width_key_that_agrees_is_read(tmp_path: Path) -> None:

@@ -13,9 +13,10 @@ Three numbers, always named apart:
   It exceeds allocated by freed blocks the cache cannot reuse: FSDP2's gradient shards
   from the previous step live in one buffer per block, each smaller than an activation
   tensor, so after `zero_grad` they stay cached beside the activations (*stranded*), and
-  a calibrated share for splitting and rounding (`FRAGMENTATION`). The other way round,
-  ZeRO-1/2's step allocates tensors larger than any block backward freed, so they take
-  new segments on top of backward's reservation (`step_segments`).
+  a calibrated share for splitting and rounding (`FRAGMENTATION`). The other way round, a
+  tensor larger than any block backward freed takes a new segment on top of backward's
+  reservation (`segments`): ZeRO-1/2's step copies (`zero_step`), the `BF16_Optimizer`'s
+  fp32 copy of a gradient (`pipeline.fp32_copy_segment`).
 * **needed**: reserved at the binding moment plus what lives outside the allocator (CUDA
   context, cuBLAS and NCCL buffers: `CONTEXT`). "Fits?" compares this with
   `cluster.gpu_memory`. The step's segments are not in it: a failed cudaMalloc makes the
@@ -51,7 +52,13 @@ from distrecipe.plan.activations import Activations
 from distrecipe.plan.engine import EngineView, fsdp2_shard_ranks
 from distrecipe.plan.fsdp1 import holds_no_buffers
 from distrecipe.plan.memory import pure_bf16
-from distrecipe.plan.pipeline import largest_parameter, runs_pipeline_engine, stage_parts
+from distrecipe.plan.pipeline import (
+    COPY,
+    fp32_copy_segment,
+    largest_parameter,
+    runs_pipeline_engine,
+    stage_parts,
+)
 from distrecipe.plan.stages import Stage
 from distrecipe.plan.traffic import reduce_bytes
 from distrecipe.plan.units import GiB
@@ -72,8 +79,11 @@ class Memory:
     """Live inside the optimizer step, by part."""
     stranded: float
     """Freed, but cached in blocks too small for the activations (counted in reserved)."""
-    step_segments: float = 0.0
-    """New segments the step takes on top of what backward reserved (`step_segments`)."""
+    segments: float = 0.0
+    """New segments on top of what backward reserved (`memory`)."""
+    beneath: float = 0.0
+    """Allocated at the start of backward under the segments: the backward parts less the
+    share of the segments' tensors they already count."""
 
     @property
     def moment(self) -> str:
@@ -96,13 +106,12 @@ class Memory:
     @property
     def reserved(self) -> float:
         """`max_memory_reserved` on a GPU with room: `retained`, or backward's reservation and
-        the step's segments on top. A GPU without that room still runs: a failed cudaMalloc
+        the segments on top. A GPU without that room still runs: a failed cudaMalloc
         makes the allocator free its unsplit cached segments (backward's freed activations)
         and retry."""
-        if not self.step_segments:
+        if not self.segments:
             return self.retained
-        after_backward = (sum(self.backward.values()) + self.stranded) * (1 + FRAGMENTATION)
-        return max(self.retained, after_backward + self.step_segments)
+        return max(self.retained, (self.beneath + self.stranded) * (1 + FRAGMENTATION) + self.segments)
 
     @property
     def shown(self) -> float:
@@ -249,9 +258,13 @@ def memory(plan: Plan, engine: EngineView, act: Activations | None, psi: float,
         step["optimizer temporaries"] = temporaries
     if flatten_copy(plan, engine):
         step["flattened gradients (transient)"] = flatten_copy(plan, engine)
-    norm, segments = zero_step(plan, engine, stage)
+    norm, step_segments = zero_step(plan, engine, stage)
     if norm:
         step["fp64 gradient norm (transient)"] = norm
+    backward = {k: v for k, v in backward.items() if v}
     freed = 0.0 if act is None else max(act.head, act.backward)  # backward's largest freed blocks, at most
-    return Memory({k: v for k, v in backward.items() if v}, step, stranded(plan, psi, act),
-                  segments if segments > freed else 0.0)
+    copy = 0.0 if stage is None else fp32_copy_segment(plan, stage)
+    # the copy's share above the start of backward is a part of it; its segment replaces it
+    beneath = sum(v for k, v in backward.items() if k != COPY)
+    segments = max((s for s in (step_segments, copy) if s > freed), default=0.0)
+    return Memory(backward, step, stranded(plan, psi, act), segments, beneath)

@@ -138,6 +138,18 @@ def fp32_gradient_copy(plan: Plan, stage: Stage, act: Activations | None, held: 
     return max(0.0, copy - one - gone)
 
 
+def fp32_copy_segment(plan: Plan, stage: Stage) -> float:
+    """The segment `update_hp_grads`' fp32 copy of the largest gradient takes with room: the
+    micro-batch just backwarded freed its saved layer inputs and one recomputed layer, blocks
+    far smaller than the copy, so the caching allocator takes a new one of the copy's size
+    (`allocator.Memory.segments`); `fp32_gradient_copy` is what it adds to allocated."""
+    return 4.0 * largest_parameter(plan, stage) if bf16_optimizer(plan) else 0.0
+
+
+COPY = "fp32 gradient copy (after backward)"
+"""The backward part `fp32_gradient_copy` names."""
+
+
 def stage_parts(plan: Plan, stage: Stage | None, act: Activations | None) -> dict[str, float]:
     """The parts above, named as `allocator.memory` lists them at the start of backward."""
     if stage is None or plan.recipe.strategy != "megatron":
@@ -147,6 +159,5 @@ def stage_parts(plan: Plan, stage: Stage | None, act: Activations | None) -> dic
     held, rebuilt = pipe_buffers(plan, stage)
     out = {"embedding dropout mask (saved)": mask, "embedding norm input (saved)": norm,
            "pipeline buffers": held, "pipeline buffers (backward)": rebuilt}
-    copy = fp32_gradient_copy(plan, stage, act, mask + norm + held, rebuilt)
-    out["fp32 gradient copy (after backward)"] = copy
+    out[COPY] = fp32_gradient_copy(plan, stage, act, mask + norm + held, rebuilt)
     return {k: v for k, v in out.items() if v}

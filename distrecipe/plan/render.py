@@ -118,8 +118,8 @@ def text(est: Estimate, advice: list[str]) -> str:
         + f") × {1 + FRAGMENTATION:g} fragmentation",
     ]
     if mem.reserved > mem.retained:
-        lines.append(f"  with room, reserved reaches {gb(mem.reserved)}: the step's new segments "
-                     f"{gb(mem.step_segments)} on top of backward's (a full GPU frees its cache instead)")
+        lines.append(f"  with room, reserved reaches {gb(mem.reserved)}: new segments {gb(mem.segments)} "
+                     f"on top of backward's (a full GPU frees its cache instead)")
     if est.rollout is not None:
         lines.append(_rollout(est.rollout))
     tf, te = est.traffic_formula, est.traffic_engine
@@ -274,7 +274,7 @@ def as_json(est: Estimate, advice: list[str] | None = None) -> dict[str, Any]:
         "memory": {"backward": est.memory.backward, "step": est.memory.step,
                    "moment": est.memory.moment, "allocated": est.memory.allocated,
                    "stranded": est.memory.stranded, "fragmentation": FRAGMENTATION,
-                   "retained": est.memory.retained, "step_segments": est.memory.step_segments,
+                   "retained": est.memory.retained, "segments": est.memory.segments,
                    "reserved": est.memory.reserved, "context": CONTEXT, "shown": est.memory.shown,
                    "needed": est.memory.needed},
         "traffic": {

@@ -90,7 +90,7 @@ def test_the_zero_step_s_segments_stack_on_backward_s_reservation() -> None:
     mem, d = est.memory, row.data
     embedding = int(d["vocab"]) * int(d["hidden"]) / int(d["tp"])
     assert mem.moment == "backward"
-    assert mem.step_segments == 8 * embedding
+    assert mem.segments == 8 * embedding
     assert mem.reserved == (sum(mem.backward.values()) + mem.stranded) * (1 + FRAGMENTATION) + 8 * embedding
     # what nvidia-smi shows with room; "fits?" needs only the binding moment's (a full GPU frees the cache)
     assert mem.shown == mem.reserved + CONTEXT > mem.needed == mem.retained + CONTEXT
@@ -103,9 +103,9 @@ def test_the_zero_step_s_segments_stack_on_backward_s_reservation() -> None:
     ({"offload": {"optimizer": "cpu"}}, "the norm is taken on the host"),
     ({"strategy": "fsdp", "stage": 2, "launch": {"backend": "accelerate"}}, "not DeepSpeed's optimizer"),
 ])
-def test_only_zero_1_and_2_on_the_gpu_take_step_segments(changes: dict[str, Any], why: str) -> None:
+def test_only_zero_1_and_2_on_the_gpu_take_segments(changes: dict[str, Any], why: str) -> None:
     est = _zero(**changes)
-    assert est.memory.step_segments == 0.0, why
+    assert est.memory.segments == 0.0, why
     assert "fp64 gradient norm (transient)" not in est.memory.step
 
 
@@ -113,9 +113,9 @@ def test_a_freed_block_that_holds_the_step_s_tensors_adds_nothing() -> None:
     """Backward's largest freed blocks (the head's logits, the loss's gradients) take the
     step's tensors when they are larger: 32 tokens of a 1024 vocabulary leave none that large,
     2048 tokens' fp32 logits outgrow the tiny partition's copies, so nothing stacks."""
-    assert _zero().memory.step_segments > 0
+    assert _zero().memory.segments > 0
     est = _zero(batch={"micro": 1, "accumulation": 1, "seq_len": 2048})
-    assert est.memory.step_segments == 0.0
+    assert est.memory.segments == 0.0
     assert zero_step(est.plan, est.engine, est.stage)[1] <= max(est.activations[0].head, est.activations[0].backward)
 
 

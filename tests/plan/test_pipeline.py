@@ -11,10 +11,13 @@ import pytest
 import yaml
 
 from distrecipe.job import Plan
+from distrecipe.plan.allocator import CONTEXT, FRAGMENTATION
 from distrecipe.plan.pipeline import (
+    COPY,
     bf16_optimizer,
     embedding_mask,
     embedding_norm_input,
+    fp32_copy_segment,
     fp32_gradient_copy,
     largest_parameter,
     pipe_buffers,
@@ -110,14 +113,20 @@ def test_the_bf16_optimizer_copies_the_largest_gradient_to_fp32_after_each_backw
     extra = fp32_gradient_copy(plan, first, act, mask + held, rebuilt)
     one = (act.total + mask + held) / in_flight(plan, 0)
     assert extra == pytest.approx(4 * V * H / 4 - one - act.backward - rebuilt)
-    assert est.memory.backward["fp32 gradient copy (after backward)"] == pytest.approx(extra)
+    assert est.memory.backward[COPY] == pytest.approx(extra)
+    # with room, the copy takes a segment of its own size on top of the rest of backward's
+    mem = est.memory
+    assert mem.segments == fp32_copy_segment(plan, first) == 4 * V * H / 4
+    assert mem.beneath == pytest.approx(sum(mem.backward.values()) - extra)
+    assert mem.reserved == pytest.approx((mem.beneath + mem.stranded) * (1 + FRAGMENTATION) + mem.segments)
+    assert mem.needed == mem.retained + CONTEXT < mem.shown
 
 
 def test_sixteen_bit_gradients_make_no_fp32_copy() -> None:
     """`reduce_dtype: bf16` is DeepSpeed's ZeRO-1 optimizer with 16-bit gradients (no BF16_Optimizer)."""
     plan = plan_of(tensor=4, reduce_dtype="bf16")
     est = estimate(plan)
-    assert fp32_gradient_copy(plan, stage(plan, 0), est.activations[0], 0.0) == 0.0
+    assert fp32_gradient_copy(plan, stage(plan, 0), est.activations[0], 0.0) == fp32_copy_segment(plan, stage(plan, 0)) == 0.0
     assert "fp32 gradient copy (after backward)" not in est.memory.backward
 
 

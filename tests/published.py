@@ -129,7 +129,10 @@ BLOOM = ("bigscience_",)
 """Sources whose runs are BLOOM's architecture: ALiBi and an embedding LayerNorm
 (`--position-embedding-type alibi --embed-layernorm` in every tr11 slurm script from
 2022-02-10 on, bigscience-workshop/bigscience `train/tr11-200B-ml/tr11-200B-ml.slurm`,
-and the tr11-176B-ml one after it)."""
+and the tr11-176B-ml one after it). The runs with the `BF16_Optimizer` (02-28 on, and
+BLOOM-176B itself) also split the pipeline with `--pp-partition-method
+'type:transformer|embedding'`: each embedding takes a layer's slot (the chronicles'
+"Rebalancing layers": "so we use 2 layers less"; the scripts from 1a13e1f, 2022-02-28)."""
 ASSUMED_MICRO = {"megatron_lm_readme_h100_2024": 1, "narayanan2021_ptdp_secondary": 1}
 """Micro-batches a source does not state, and what is assumed (1, the smallest)."""
 ASSUMED_CHECKPOINTING = {"narayanan2021_ptdp_secondary": "full"}
@@ -267,6 +270,10 @@ def plan_for_row(row: Row) -> Plan:
         doc["launch"]["backend"] = "deepspeed"
         if "BF16_Optimizer" not in d["precision"].replace("BF16_Optimizer only", ""):
             doc["reduce_dtype"] = "bf16"  # before BF16_Optimizer: ZeRO's 16-bit gradients
+        elif pp > 1:  # with the BF16_Optimizer, from 02-28: the embeddings count as layers
+            units = (int(d["layers"]) + 2) // pp  # (L + 2) / p each ("Rebalancing layers")
+            doc["parallel"]["first_stage_layers"] = units - 1  # beside the embedding
+            doc["parallel"]["last_stage_layers"] = units - 1  # beside the tied head
     if d["compile"] in ("yes", "no"):  # only where the row states it: else eager Hugging Face's default
         doc["kernels"] = {"compile": d["compile"] == "yes"}
     if "offload_optimizer device cpu" in d["notes"]:  # ZeRO-Offload (the CSV has no offload column)

@@ -173,22 +173,28 @@ def test_there_are_rows_of_both_kinds() -> None:
     assert {row.data["cp"] for row in _table("held out")} >= {"2", "4", "8"}
 
 
-KNOWN_WRONG_VERDICTS: dict[str, str] = {}
+KNOWN_WRONG_VERDICTS = {
+    "bigscience_tr11_prequel_2022 BLOOM-arch GPT (206B, Megatron-DeepSpeed) 384 GPUs tp4 pp12 cp1 micro 2 s2048 full":
+        "needs 60.7 of 79.1 GiB by the plan (the embedding and 6 layers on the first stage: 'type:transformer|"
+        "embedding'); the same table's 203B (NHIDDEN 13312, 94 layers: 4.55e9 parameters on the first stage "
+        "where the 206B has 4.6e9, the same TP, PP and micro-batch) ran at 67 GB, so what ran out of memory "
+        "is not what the plan describes",
+}
 """Published verdicts plan gets wrong, and why; a change that fixes one or breaks another fails.
 The error band (plan/verdict.py) took nine off this list, each judged by a band its own source
-helped make (in sample; docs/plan.md, "Fits?", has the held-out count). The last three went when
+helped make (in sample; docs/plan.md, "Fits?", has the held-out count). Three more went when
 a band of its own came to need two sources (scripts/plan_bands.py `MIN_SOURCES`): the torch
 family's rows are all torchtitan's, so its −4.5 … +3.3 % said nothing of other programs, and its
 plans now take the wide band, −18.0 … +23.0 %. KempnerForge's 70B at TP 4 (needs 146.6 of 140
 GiB by the plan, whose TP is not KempnerForge's: docs/plan.md, step time) and the two Alpaca
 OOMs (the Trainer's FSDP1; 34.4 of 39.4 GiB on A100 40GB, 29.6 of 31.7 on the V100, whose run
 held 28.42 GiB live where the plan has 25.1: docs/plan.md) are *tight*: the plan cannot tell
-those from runs that fit, and says so."""
+those from runs that fit, and says so. BLOOM 206B's OOM came back when the 02-28 rows came to
+state their partition (`tests/published.py`), which puts 6 layers, not 7, beside the
+embedding."""
 
 TIGHT_VERDICTS = {
     "arctictraining_alst_recipes_2025 Llama-3.1-8B-Instruct 1 GPUs tp1 pp1 cp1 micro 1 s36000 full",
-    "bigscience_tr11_prequel_2022 BLOOM-arch GPT (206B, Megatron-DeepSpeed) 384 GPUs tp4 pp12 cp1 micro"
-    " 2 s2048 full",
     "bigscience_tr11_prequel_2022 BLOOM-arch GPT (181B, Megatron-DeepSpeed) 384 GPUs tp2 pp6 cp1 micro"
     " 1 s2048 full",
     "bigscience_tr11_prequel_2022 BLOOM-arch GPT (181B, Megatron-DeepSpeed) 384 GPUs tp2 pp6 cp1 micro"

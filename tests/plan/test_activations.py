@@ -28,8 +28,9 @@ NORMS = 8
 """Bytes per token the formulas leave out: the two RMSNorms' fp32 reciprocal RMS."""
 
 
-def measured() -> list[dict[str, str]]:
-    with CSV.open(encoding="utf-8") as handle:
+def measured(table: str = "") -> list[dict[str, str]]:
+    """The rows of `benchmarks/saved_activations{table}.csv`, its `#` comment lines left out."""
+    with CSV.with_stem(CSV.stem + table).open(encoding="utf-8") as handle:
         return list(csv.DictReader(line for line in handle if not line.startswith("#")))
 
 
@@ -111,13 +112,7 @@ def test_a_published_row_states_compile_only_where_it_says(compile_: str, choice
     assert per_layer == 8192 * 4096 * per_sbh + 4 * 32 * 8192
 
 
-def tiled_measured() -> list[dict[str, str]]:
-    path = ROOT / "benchmarks" / "saved_activations_tiled.csv"
-    with path.open(encoding="utf-8") as handle:
-        return list(csv.DictReader(line for line in handle if not line.startswith("#")))
-
-
-@pytest.mark.parametrize("row", tiled_measured(), ids=lambda r: f"s{r['s']}-{r['shards']}-shards")
+@pytest.mark.parametrize("row", measured("_tiled"), ids=lambda r: f"s{r['s']}-{r['shards']}-shards")
 def test_tiled_mlp_terms_are_the_measurement(row: dict[str, str]) -> None:
     """DeepSpeed's `TiledMLP` saves nothing beyond the MLP's input where the whole MLP saves
     8·sbi (the term `llama_layer(tiled=True)` drops), and its backward peaks at the input's
@@ -155,9 +150,7 @@ def test_a_tiled_mlp_under_full_recompute_adds_its_backward_to_the_rebuilt_layer
 def test_eager_backward_term_is_the_measured_limit() -> None:
     """The CSV's eager-over-SDPA backward peak approaches 8·a·s²·b from below as s grows,
     the term `eager_attention_backward` charges."""
-    path = ROOT / "benchmarks" / "saved_activations_backward.csv"
-    with path.open(encoding="utf-8") as handle:
-        found = list(csv.DictReader(line for line in handle if not line.startswith("#")))
+    found = measured("_backward")
     ratios = [float(r["difference_per_a_s2_b"]) for r in found]
     assert ratios == sorted(ratios) and 6.5 < ratios[-1] < 8
     last, before = found[-1], found[-2]
@@ -170,9 +163,7 @@ def test_eager_backward_term_is_the_measured_limit() -> None:
 def test_the_full_loss_peak_is_the_measured_one() -> None:
     """transformers' loss, forward and backward, peaks 12·sbV beyond the logits the caller
     holds: the saved fp32 log-softmax (in the head) plus `loss_backward`'s 8·sbV."""
-    path = ROOT / "benchmarks" / "saved_activations_loss.csv"
-    with path.open(encoding="utf-8") as handle:
-        found = list(csv.DictReader(line for line in handle if not line.startswith("#")))
+    found = measured("_loss")
     assert found
     for row in found:
         s, b, vocab = int(row["s"]), int(row["b"]), int(row["V"])
@@ -180,13 +171,7 @@ def test_the_full_loss_peak_is_the_measured_one() -> None:
         assert head + backward == pytest.approx(int(row["peak"]), abs=64)
 
 
-def chunked_loss_measured() -> list[dict[str, str]]:
-    path = ROOT / "benchmarks" / "saved_activations_chunked_loss.csv"
-    with path.open(encoding="utf-8") as handle:
-        return list(csv.DictReader(line for line in handle if not line.startswith("#")))
-
-
-@pytest.mark.parametrize("row", chunked_loss_measured(), ids=lambda r: f"{r['loss']}-n{r['n']}-V{r['V']}")
+@pytest.mark.parametrize("row", measured("_chunked_loss"), ids=lambda r: f"{r['loss']}-n{r['n']}-V{r['V']}")
 def test_the_chunked_loss_terms_are_the_measurement(row: dict[str, str]) -> None:
     """One chunk of torchtune's loss (the head's input terms aside, h = 0): eager saves the
     fp32 log-softmax, 4 bytes a logit, and its backward peaks at 8; compiled
@@ -231,5 +216,5 @@ def test_a_fresh_chunked_loss_measurement_is_the_csv() -> None:
     pytest.importorskip("torch")
     fresh = {(r["loss"], r["n"]): (r["saved_beyond_input"], r["input_saved"]) for r in bench.chunked_loss_rows()}
     stored = {(r["loss"], int(r["n"])): (int(r["saved_beyond_input"]), int(r["input_saved"]))
-              for r in chunked_loss_measured()}
+              for r in measured("_chunked_loss")}
     assert fresh == stored

@@ -18,7 +18,9 @@ from distrecipe.plan.allocator import (
     largest_gradient,
     zero_step,
 )
+from distrecipe.plan.render import text
 from distrecipe.plan.report import estimate
+from distrecipe.plan.units import gb
 from distrecipe.translator.load import recipe_from_text
 from distrecipe.translator.resolve import resolve
 from tests import probes
@@ -96,6 +98,9 @@ def test_the_zero_step_s_segments_stack_on_backward_s_reservation() -> None:
     assert mem.shown == mem.reserved + CONTEXT > mem.needed == mem.retained + CONTEXT
     assert est.memory.step["fp64 gradient norm (transient)"] == pytest.approx(
         8 * embedding - mem.step["fp32 gradients"] - mem.step["flattened gradients (transient)"])
+    shown = text(est, [])  # plan names both figures, and which one "fits?" reads
+    assert f"with room, reserved reaches {gb(mem.reserved)}: new segments {gb(mem.segments)}" in shown
+    assert f"= reserved {gb(mem.retained)} + CUDA context" in shown
 
 
 @pytest.mark.parametrize(("changes", "why"), [

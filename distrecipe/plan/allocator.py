@@ -19,7 +19,7 @@ Three numbers, always named apart:
   fp32 copy of a gradient (`pipeline.fp32_copy_segment`).
 * **needed**: reserved at the binding moment plus what lives outside the allocator (CUDA
   context, cuBLAS and NCCL buffers: `CONTEXT`). "Fits?" compares this with
-  `cluster.gpu_memory`. The step's segments are not in it: a failed cudaMalloc makes the
+  `cluster.gpu_memory`. The segments are not in it: a failed cudaMalloc makes the
   allocator free its unsplit cached segments and retry (`CUDACachingAllocator.cpp`), so
   they show in nvidia-smi (`shown`) only on a GPU with room for them.
 
@@ -224,9 +224,9 @@ def zero_step(plan: Plan, engine: EngineView, stage: Stage | None) -> tuple[floa
     at a time (8 bytes × e, e the largest piece: the largest gradient, at most the
     partition P), then `step` flattens the partition (`flatten_copy`) and casts it to the
     master dtype. The caching allocator splits the fp64 block for the two copies when they
-    fit in it, so the step's new memory is the larger of 8e and the two copies; none of it
-    fits a block backward freed (activation tensors, one recomputed layer), so it is added
-    on top. Offloaded optimizers norm on the host; ZeRO-3's sub-group step and the
+    fit in it, so the step's new memory is the larger of 8e and the two copies; `memory`
+    adds it on top where no block backward freed can hold it (activation tensors, one
+    recomputed layer, the loss). Offloaded optimizers norm on the host; ZeRO-3's sub-group step and the
     `BF16_Optimizer` (fp32 gradients already) are not this path."""
     if stage is None or not zero_optimizer(plan) or plan.stage not in (1, 2) \
             or plan.recipe.offload.optimizer != "none":
